@@ -1,0 +1,244 @@
+"""The gateway's one error vocabulary: every rejection is one row of the status table.
+
+Each concrete subclass of :class:`GatewayError` is exactly one row of the status table in
+``docs/errors.md`` (mirrored from the design's ``architecture.md``). A class carries the row's
+HTTP status, its JSON-RPC code (if the row has a JSON-RPC body), its RFC 6750 error code (if the
+row has a Bearer challenge) and a short fixed message. Messages never echo input or secrets:
+clients show them to users verbatim.
+
+Rendering to HTTP happens in one place, :mod:`gateway.http.errors`. This module is pure and
+imports nothing from the gateway, so every layer may raise these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal
+
+__all__ = [
+    "BackendFailure",
+    "BodyTooLarge",
+    "ConfigError",
+    "GatewayError",
+    "HeaderMismatch",
+    "InsufficientScope",
+    "InternalError",
+    "InvalidParams",
+    "InvalidRequest",
+    "InvalidToken",
+    "IssuerUnavailable",
+    "JsonRpcId",
+    "MethodNotAllowed",
+    "MethodNotFound",
+    "NoCredentials",
+    "NotAcceptable",
+    "OriginForbidden",
+    "OverCapacity",
+    "ParseError",
+    "RateLimited",
+    "TokenInQuery",
+    "ToolInsufficientScope",
+    "UnknownTool",
+    "UnsupportedMediaType",
+    "UnsupportedProtocolVersion",
+    "all_rows",
+]
+
+JsonRpcId = str | int
+"""A JSON-RPC request id as admitted by the decoder: a string or a safe integer, never null."""
+
+Era = Literal["modern", "legacy"]
+
+
+class ConfigError(Exception):
+    """A configuration or policy file is invalid; ``problems`` lists every finding."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = problems
+
+
+class GatewayError(Exception):
+    """Root of every client-visible rejection. Subclasses are status-table rows.
+
+    Class attributes describe the row; instance attributes carry what varies per request
+    (the JSON-RPC id to answer, the scopes to challenge with, a ``Retry-After`` value, the
+    ``data`` member of a JSON-RPC error).
+    """
+
+    row: ClassVar[str] = ""
+    """Stable row name, used by tests (``@pytest.mark.row``) and the ``docs/errors.md`` table."""
+    status: ClassVar[int] = 500
+    legacy_status: ClassVar[int | None] = None
+    """HTTP status on the legacy (initialize-based) path, when it differs from ``status``."""
+    jsonrpc_code: ClassVar[int | None] = None
+    oauth_error: ClassVar[str | None] = None
+    """RFC 6750 ``error=`` value; ``NoCredentials`` has a challenge without one (RFC 6750 §3.1)."""
+    challenge: ClassVar[bool] = False
+    """Whether the response carries ``WWW-Authenticate: Bearer ...``."""
+    message: ClassVar[str] = "Internal error"
+
+    def __init__(
+        self,
+        *,
+        request_id: JsonRpcId | None = None,
+        scopes: tuple[str, ...] = (),
+        retry_after: int | None = None,
+        data: Mapping[str, Any] | None = None,
+        detail: str = "",
+    ) -> None:
+        super().__init__(detail or self.message)
+        self.request_id = request_id
+        self.scopes = scopes
+        self.retry_after = retry_after
+        self.data = data
+        self.detail = detail
+        """For logs only; never rendered to the client."""
+
+    def status_for(self, era: Era | None) -> int:
+        if era == "legacy" and self.legacy_status is not None:
+            return self.legacy_status
+        return self.status
+
+
+# --- HTTP admission ---------------------------------------------------------------------------
+
+
+class MethodNotAllowed(GatewayError):
+    row, status, message = "method_not_allowed", 405, ""
+
+
+class OriginForbidden(GatewayError):
+    row, status, message = "origin_forbidden", 403, ""
+
+
+class NotAcceptable(GatewayError):
+    row, status, message = "not_acceptable", 406, "Accept must allow application/json"
+
+
+class UnsupportedMediaType(GatewayError):
+    row, status, message = "unsupported_media_type", 415, "Content-Type must be application/json"
+
+
+class BodyTooLarge(GatewayError):
+    row, status, message = "body_too_large", 413, "Request body too large"
+
+
+class RateLimited(GatewayError):
+    row, status, message = "rate_limited", 429, "Too many requests"
+
+
+class OverCapacity(GatewayError):
+    row, status, message = "over_capacity", 503, "Server busy, retry later"
+
+
+# --- OAuth resource server (RFC 6750 §3, RFC 9728 §5.1) ---------------------------------------
+
+
+class TokenInQuery(GatewayError):
+    row, status, message = "token_in_query", 400, "Access tokens are accepted only in the header"
+    oauth_error = "invalid_request"
+    challenge = True
+
+
+class NoCredentials(GatewayError):
+    row, status, message = "no_credentials", 401, "Authentication required"
+    challenge = True
+
+
+class InvalidToken(GatewayError):
+    row, status, message = "invalid_token", 401, "Invalid or expired access token"
+    oauth_error = "invalid_token"
+    challenge = True
+
+
+class InsufficientScope(GatewayError):
+    """The token lacks the baseline scopes every MCP request needs."""
+
+    row, status, message = "insufficient_scope", 403, "Insufficient scope"
+    oauth_error = "insufficient_scope"
+    challenge = True
+
+
+class ToolInsufficientScope(InsufficientScope):
+    """The policy would allow this tool with more scopes (step-up, MCP 2025-11-25+ §Scope)."""
+
+    row = "tool_insufficient_scope"
+
+
+class IssuerUnavailable(GatewayError):
+    """The issuer could not answer; never an anonymous fallback (fail closed)."""
+
+    row, status, message = (
+        "issuer_unavailable",
+        503,
+        "Authorization server unavailable, retry later",
+    )
+    # RFC 6750 §3.1 has no "temporarily unavailable" code for resource servers; we send a
+    # challenge without error= (like NoCredentials) and rely on 503 + Retry-After. See docs.
+    challenge = True
+
+
+# --- JSON-RPC / MCP ---------------------------------------------------------------------------
+
+
+class ParseError(GatewayError):
+    row, status, jsonrpc_code, message = "parse_error", 400, -32700, "Parse error"
+
+
+class InvalidRequest(GatewayError):
+    row, status, jsonrpc_code, message = "invalid_request", 400, -32600, "Invalid Request"
+
+
+class HeaderMismatch(GatewayError):
+    row, status, jsonrpc_code, message = "header_mismatch", 400, -32020, "Header mismatch"
+
+
+class InvalidParams(GatewayError):
+    """Missing or malformed params (modern ``_meta`` keys, a bad cursor, bad initialize params)."""
+
+    row, status, jsonrpc_code, message = "invalid_params", 400, -32602, "Invalid params"
+    legacy_status = 200
+
+
+class UnsupportedProtocolVersion(GatewayError):
+    row, status, jsonrpc_code = "unsupported_version", 400, -32022
+    message = "Unsupported protocol version"
+
+
+class MethodNotFound(GatewayError):
+    # Modern: 404 is a MUST (streamable-http.mdx). Legacy: 200, because rmcp and others treat a
+    # 404 as an expired session and re-initialize (digest §6 item 10).
+    row, status, jsonrpc_code, message = "method_not_found", 404, -32601, "Method not found"
+    legacy_status = 200
+
+
+class UnknownTool(GatewayError):
+    """A tool that does not exist, or that the caller may not see (no existence leak)."""
+
+    row, status, jsonrpc_code, message = "unknown_tool", 400, -32602, "Unknown tool"
+    legacy_status = 200
+
+
+class BackendFailure(GatewayError):
+    """Transport-level upstream fault outside a tool result (e.g. tools/list upstream failure)."""
+
+    row, status, jsonrpc_code, message = "backend_failure", 502, -32603, "Upstream server error"
+    legacy_status = 200
+
+
+class InternalError(GatewayError):
+    row, status, jsonrpc_code, message = "internal_error", 500, -32603, "Internal error"
+
+
+def all_rows() -> list[type[GatewayError]]:
+    """Every concrete row class, recursively (used by the status-table test)."""
+    found: list[type[GatewayError]] = []
+    stack: list[type[GatewayError]] = [GatewayError]
+    while stack:
+        cls = stack.pop()
+        for sub in cls.__subclasses__():
+            stack.append(sub)
+            if sub.row:
+                found.append(sub)
+    return sorted(found, key=lambda c: c.row)

@@ -1,0 +1,86 @@
+"""In-process rate limiter (sliding window over two fixed windows) and concurrency slots."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Final
+
+__all__ = ["MemoryRateLimiter", "Slots", "retry_after_seconds"]
+
+MAX_KEYS: Final = 100_000
+"""Tracked keys per limiter; the least recently used key is forgotten past this (bounded memory)."""
+
+
+class MemoryRateLimiter:
+    """Approximate sliding window: the previous window's count is weighted by its overlap.
+
+    Implements :class:`gateway.seams.RateLimiter`. O(1) per hit, bounded memory (LRU of keys).
+    """
+
+    def __init__(self, *, max_keys: int = MAX_KEYS, clock: Callable[[], float] = time.monotonic):
+        self._windows: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
+        """key -> (window index, count in that window, count in the previous window)"""
+        self._max_keys = max_keys
+        self._clock = clock
+
+    async def hit(self, key: str, count: int, per_s: float) -> float | None:
+        return self.hit_now(key, count, per_s)
+
+    def hit_now(self, key: str, count: int, per_s: float) -> float | None:
+        now = self._clock()
+        index = int(now // per_s)
+        window, current, previous = self._windows.get(key, (index, 0, 0))
+        if window != index:
+            previous = current if window == index - 1 else 0
+            current = 0
+        elapsed = (now - index * per_s) / per_s
+        estimated = previous * (1.0 - elapsed) + current
+        if estimated + 1 > count:
+            self._store(key, (index, current, previous))
+            # Time until the weighted previous count has decayed enough for one more event.
+            if previous > 0:
+                needed = (estimated + 1 - count) / previous * per_s
+                wait = min(needed, (index + 1) * per_s - now + per_s)
+            else:
+                wait = (index + 1) * per_s - now
+            return max(wait, 0.001)
+        self._store(key, (index, current + 1, previous))
+        return None
+
+    def _store(self, key: str, value: tuple[int, int, int]) -> None:
+        self._windows[key] = value
+        self._windows.move_to_end(key)
+        if len(self._windows) > self._max_keys:
+            self._windows.popitem(last=False)
+
+
+class Slots:
+    """Counting concurrency caps per key (e.g. in-flight per subject and tool)."""
+
+    def __init__(self) -> None:
+        self._used: dict[str, int] = {}
+
+    def try_acquire(self, key: str, limit: int) -> bool:
+        used = self._used.get(key, 0)
+        if used >= limit:
+            return False
+        self._used[key] = used + 1
+        return True
+
+    def release(self, key: str) -> None:
+        used = self._used.get(key, 0) - 1
+        if used <= 0:
+            self._used.pop(key, None)
+        else:
+            self._used[key] = used
+
+    def in_use(self, key: str) -> int:
+        return self._used.get(key, 0)
+
+
+def retry_after_seconds(wait: float) -> int:
+    """``Retry-After`` is whole seconds (RFC 9110 §10.2.3); never 0 for a real wait."""
+    return max(1, math.ceil(wait))

@@ -1,0 +1,238 @@
+"""The only place the gateway makes outbound HTTP requests.
+
+Every call has a deadline, never follows redirects, reads the response body with a size cap
+(raising :class:`ResponseTooLarge` as soon as the cap is passed, not after buffering), and uses a
+pooled :class:`aiohttp.ClientSession` per destination kind, created at startup and closed at
+shutdown. Ruff's ``TID251`` bans ``aiohttp.ClientSession`` everywhere else.
+
+Errors derive from :class:`OutboundError` and, where it fits, the matching stdlib type, so callers
+can catch either (``except TimeoutError`` works).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+from multidict import CIMultiDictProxy
+
+__all__ = [
+    "DEFAULT_MAX_BODY",
+    "Destination",
+    "Outbound",
+    "OutboundConnectionError",
+    "OutboundError",
+    "OutboundRedirect",
+    "OutboundTimeout",
+    "Response",
+    "ResponseTooLarge",
+    "StreamingResponse",
+]
+
+DEFAULT_MAX_BODY: Final = 1_048_576
+"""Default response cap in bytes; larger bodies raise ResponseTooLarge."""
+
+
+class OutboundError(Exception):
+    """Root of outbound failures. Messages are fixed and never contain credentials."""
+
+
+class OutboundTimeout(OutboundError, TimeoutError):
+    pass
+
+
+class OutboundConnectionError(OutboundError, ConnectionError):
+    pass
+
+
+class OutboundRedirect(OutboundError):
+    """The peer answered 3xx; redirects are never followed (SSRF and credential leaks)."""
+
+
+class ResponseTooLarge(OutboundError):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """One destination kind (issuer, backend, ...) and its connection settings."""
+
+    name: str
+    connect_timeout_s: float = 3.0
+    max_connections: int = 100
+    ssl_context: ssl.SSLContext | None = None
+    """Custom CA or mTLS client certificate; built once at startup, never per call."""
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    status: int
+    headers: CIMultiDictProxy[str]
+    body: bytes
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+
+@dataclass(slots=True)
+class StreamingResponse:
+    """An open response whose body the caller reads chunk by chunk under the same deadline."""
+
+    status: int
+    headers: CIMultiDictProxy[str]
+    _response: aiohttp.ClientResponse
+    _max_body: int
+    _deadline: float
+    _read: int = 0
+    done: bool = False
+    """True once the body was read to its end (the connection may then go back to the pool)."""
+
+    @property
+    def content_type(self) -> str:
+        return self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """Yield body chunks; ResponseTooLarge past the cap, OutboundTimeout past the deadline."""
+        while True:
+            remaining = self._deadline - time.monotonic()
+            if remaining <= 0:
+                raise OutboundTimeout("deadline exceeded")
+            try:
+                async with asyncio.timeout(remaining):
+                    chunk = await self._response.content.readany()
+            except TimeoutError as exc:
+                raise OutboundTimeout("deadline exceeded") from exc
+            except aiohttp.ClientError as exc:
+                raise OutboundConnectionError("connection failed while reading") from exc
+            if not chunk:
+                self.done = True
+                return
+            self._read += len(chunk)
+            if self._read > self._max_body:
+                raise ResponseTooLarge("response exceeds the size cap")
+            yield chunk
+
+
+class Outbound:
+    """Pooled client sessions, one per destination kind. Start once; close at shutdown."""
+
+    def __init__(self, user_agent: str = "mcp-resource-gateway") -> None:
+        self._sessions: dict[str, aiohttp.ClientSession] = {}
+        self._user_agent = user_agent
+
+    def add(self, destination: Destination) -> None:
+        if destination.name in self._sessions:
+            return
+        connector = aiohttp.TCPConnector(
+            limit=destination.max_connections,
+            ssl=destination.ssl_context if destination.ssl_context is not None else True,
+            enable_cleanup_closed=True,
+        )
+        self._sessions[destination.name] = aiohttp.ClientSession(
+            connector=connector,
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=destination.connect_timeout_s),
+            headers={"User-Agent": self._user_agent},
+            auto_decompress=False,
+            max_line_size=8190,
+            max_field_size=8190,
+            cookie_jar=aiohttp.DummyCookieJar(),
+        )
+
+    async def close(self) -> None:
+        sessions, self._sessions = self._sessions, {}
+        for session in sessions.values():
+            await session.close()
+
+    def _session(self, destination: str) -> aiohttp.ClientSession:
+        try:
+            return self._sessions[destination]
+        except KeyError:
+            raise OutboundError(f"unknown destination {destination!r}") from None
+
+    async def request(
+        self,
+        destination: str,
+        method: str,
+        url: str,
+        *,
+        timeout_s: float,
+        headers: Mapping[str, str] | None = None,
+        data: Any = None,
+        body: bytes | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> Response:
+        """Send one request and read the whole (capped) body within ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        async with self.stream(
+            destination,
+            method,
+            url,
+            deadline=deadline,
+            headers=headers,
+            data=data,
+            body=body,
+            max_body=max_body,
+        ) as response:
+            parts = [chunk async for chunk in response.chunks()]
+            return Response(response.status, response.headers, b"".join(parts))
+
+    @asynccontextmanager
+    async def stream(
+        self,
+        destination: str,
+        method: str,
+        url: str,
+        *,
+        deadline: float,
+        headers: Mapping[str, str] | None = None,
+        data: Any = None,
+        body: bytes | None = None,
+        max_body: int = DEFAULT_MAX_BODY,
+    ) -> AsyncIterator[StreamingResponse]:
+        """Open a request whose body is read incrementally; closes the connection on exit.
+
+        Leaving the block early (cancellation, a client disconnect) releases the connection
+        without reading the rest, which aborts the upstream request.
+        """
+        session = self._session(destination)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise OutboundTimeout("deadline exceeded")
+        try:
+            async with asyncio.timeout(remaining):
+                response = await session.request(
+                    method,
+                    url,
+                    headers=dict(headers or {}),
+                    data=body if body is not None else data,
+                    allow_redirects=False,
+                )
+        except TimeoutError as exc:
+            raise OutboundTimeout("deadline exceeded") from exc
+        except aiohttp.ClientError as exc:
+            raise OutboundConnectionError("connection failed") from exc
+        streaming: StreamingResponse | None = None
+        try:
+            if 300 <= response.status < 400:
+                raise OutboundRedirect("redirect refused")
+            length = response.content_length
+            if length is not None and length > max_body:
+                raise ResponseTooLarge("response exceeds the size cap")
+            streaming = StreamingResponse(
+                response.status, response.headers, response, max_body, deadline
+            )
+            yield streaming
+        finally:
+            # A fully read body returns the connection to the pool; anything else (cancel,
+            # cap exceeded, early exit) closes it so the upstream sees the abort.
+            if streaming is not None and streaming.done:
+                response.release()
+            else:
+                response.close()

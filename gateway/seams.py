@@ -1,0 +1,252 @@
+"""The seams between layers: shared value objects and the Protocols each layer implements.
+
+Only :mod:`gateway.app` wires concrete classes to these Protocols; every other module depends on
+the Protocol. This module imports nothing from the gateway except :mod:`gateway.errors`, so
+every layer may import it without breaking the layer rules (``tests/test_layers.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from gateway.errors import GatewayError, JsonRpcId
+
+__all__ = [
+    "AuthRequest",
+    "Authenticator",
+    "Backend",
+    "Catalog",
+    "Decision",
+    "Era",
+    "HeaderParam",
+    "Observer",
+    "Policy",
+    "PolicySource",
+    "Principal",
+    "RateLimiter",
+    "RequestContext",
+    "ToolCall",
+    "ToolDef",
+]
+
+Era = Literal["modern", "legacy"]
+JsonObject = dict[str, Any]
+
+
+# --- identity -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling, as established by token introspection. Never holds the token itself."""
+
+    subject: str
+    client_id: str | None
+    scopes: frozenset[str]
+    expires_at: float
+    """Unix time (``exp``); checked again right before dispatch."""
+    issuer: str
+    fingerprint: str
+    """Short, non-reversible token fingerprint (safe for logs)."""
+
+    def expired(self, now: float | None = None) -> bool:
+        return (time.time() if now is None else now) >= self.expires_at
+
+
+@dataclass(frozen=True, slots=True)
+class AuthRequest:
+    """What the authenticator may look at: header values and query keys, nothing else."""
+
+    authorization: tuple[str, ...]
+    """Every ``Authorization`` header line, in order (more than one is a malformed request)."""
+    query_keys: frozenset[str]
+    client_ip: str
+
+
+@runtime_checkable
+class Authenticator(Protocol):
+    """**Protocol:** the OAuth resource server (``gateway/auth``)."""
+
+    async def authenticate(self, request: AuthRequest) -> Principal:
+        """Return the principal or raise TokenInQuery / NoCredentials / InvalidToken /
+        InsufficientScope (baseline) / IssuerUnavailable / RateLimited."""
+        ...
+
+    def challenge(self, error: GatewayError) -> str | None:
+        """The ``WWW-Authenticate`` value for ``error`` (None when the row has no challenge)."""
+        ...
+
+
+# --- tools ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderParam:
+    """An ``x-mcp-header`` annotated argument (MCP 2026-07-28 tools.mdx §x-mcp-header)."""
+
+    header: str
+    """Header suffix as declared: the client sends ``Mcp-Param-<header>``."""
+    path: tuple[str, ...]
+    """Property path inside ``arguments`` (only ``properties`` chains are legal)."""
+    type: Literal["string", "integer", "boolean"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    """One tool as the gateway advertises it (name already carries any backend prefix)."""
+
+    name: str
+    definition: Mapping[str, Any]
+    """The Tool object for ``tools/list`` (modern shape); treat as read-only."""
+    header_params: tuple[HeaderParam, ...] = ()
+    upstream_name: str = ""
+    """The name the upstream knows (without the prefix); empty means same as ``name``."""
+
+
+class Catalog(Protocol):
+    """**Protocol:** an immutable snapshot of the tools the backend offers, sorted by name."""
+
+    version: str
+
+    def get(self, name: str) -> ToolDef | None: ...
+
+    def __iter__(self) -> Iterator[ToolDef]: ...
+
+    def __len__(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A validated ``tools/call`` as the front door hands it to the backend."""
+
+    tool: ToolDef
+    arguments: Mapping[str, Any]
+    era: Era
+    protocol_version: str
+    progress_token: str | int | None = None
+    accepts_sse: bool = False
+    header_params: Mapping[str, str] = field(default_factory=dict)
+    """``Mcp-Param-*`` values to forward (header suffix -> raw header value)."""
+    traceparent: str | None = None
+    tracestate: str | None = None
+
+
+class Backend(Protocol):
+    """**Protocol:** the upstream MCP server behind the service credential (``gateway/backend``)."""
+
+    def catalog(self) -> Catalog: ...
+
+    async def call_tool(
+        self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> JsonObject:
+        """Call the tool and return a CallToolResult object (modern shape, without
+        ``resultType``). Upstream faults become ``isError: true`` results; ``deadline`` is a
+        ``time.monotonic()`` instant."""
+        ...
+
+
+# --- policy ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of one policy evaluation, with what an audit line and `explain` need."""
+
+    allowed: bool
+    visible: bool
+    """False when the tool must be answered as unknown (no rule, deny, client/subject rules)."""
+    rule: str | None
+    """The matched rule's key (exact name or glob), or None."""
+    required_scopes: tuple[str, ...] = ()
+    """Every scope the operation needs, baseline included (for the 403 challenge)."""
+    missing_scopes: tuple[str, ...] = ()
+    reason: str = ""
+
+
+class Policy(Protocol):
+    """**Protocol:** one loaded, immutable policy set."""
+
+    version: str
+    baseline_scopes: tuple[str, ...]
+
+    def decide_tool(self, principal: Principal, tool: str) -> Decision: ...
+
+    def decide_method(self, principal: Principal, method: str) -> Decision:
+        """Extra per-method scopes (``server/discover``, ``tools/list``); baseline included."""
+        ...
+
+    def rate_limit(self, tool: str) -> tuple[int, float] | None:
+        """(count, per_seconds) per subject for this tool, if the rule sets one."""
+        ...
+
+    def max_concurrency(self, tool: str) -> int | None: ...
+
+
+class PolicySource(Protocol):
+    """**Protocol:** hands out the current policy; a reload swaps it atomically."""
+
+    def current(self) -> Policy: ...
+
+
+# --- limits ---------------------------------------------------------------------------------
+
+
+class RateLimiter(Protocol):
+    """**Protocol:** a fixed or sliding window limiter (memory or Redis)."""
+
+    async def hit(self, key: str, count: int, per_s: float) -> float | None:
+        """Record one event; return None when allowed, else seconds until retry."""
+        ...
+
+
+# --- per-request state and observation ------------------------------------------------------
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """Everything one MCP request accumulates, for logs, metrics and the audit trail.
+
+    Mutable on purpose: the pipeline fills it as it goes; observers read it once at the end.
+    """
+
+    request_id: str
+    trace_id: str
+    span_id: str
+    started: float
+    """``time.monotonic()`` at arrival."""
+    client_ip: str
+    traceparent: str | None = None
+    tracestate: str | None = None
+    http_method: str = "POST"
+    method: str | None = None
+    """JSON-RPC method once decoded."""
+    jsonrpc_id: JsonRpcId | None = None
+    tool: str | None = None
+    era: Era | None = None
+    protocol_version: str | None = None
+    principal: Principal | None = None
+    decision: Decision | None = None
+    status: int = 0
+    jsonrpc_code: int | None = None
+    error_row: str | None = None
+    outcome: str | None = None
+    """tools/call outcome: ok | tool_error | invalid_arguments | timeout | upstream_error."""
+    backend_ms: float | None = None
+    bytes_in: int = 0
+    bytes_out: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Observer(Protocol):
+    """**Protocol:** logs, metrics and audit (``gateway/observability``)."""
+
+    def request_started(self, ctx: RequestContext) -> None: ...
+
+    def request_finished(self, ctx: RequestContext) -> None: ...
+
+
+def sorted_tools(tools: Sequence[ToolDef]) -> list[ToolDef]:
+    return sorted(tools, key=lambda t: t.name)
