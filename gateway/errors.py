@@ -86,8 +86,11 @@ class GatewayError(Exception):
         retry_after: int | None = None,
         data: Mapping[str, Any] | None = None,
         detail: str = "",
+        era: Era | None = None,
     ) -> None:
         super().__init__(detail or self.message)
+        self.era = era
+        """The protocol era the request was routed to, when known (picks the legacy status)."""
         self.request_id = request_id
         self.scopes = scopes
         self.retry_after = retry_after
@@ -95,7 +98,8 @@ class GatewayError(Exception):
         self.detail = detail
         """For logs only; never rendered to the client."""
 
-    def status_for(self, era: Era | None) -> int:
+    def status_for(self, era: Era | None = None) -> int:
+        era = era or self.era
         if era == "legacy" and self.legacy_status is not None:
             return self.legacy_status
         return self.status

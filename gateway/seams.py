@@ -8,7 +8,7 @@ every layer may import it without breaking the layer rules (``tests/test_layers.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
@@ -72,7 +72,8 @@ class Authenticator(Protocol):
 
     async def authenticate(self, request: AuthRequest) -> Principal:
         """Return the principal or raise TokenInQuery / NoCredentials / InvalidToken /
-        InsufficientScope (baseline) / IssuerUnavailable / RateLimited."""
+        IssuerUnavailable / RateLimited. Baseline scopes are the pipeline's check (they live in
+        the policy), not the authenticator's."""
         ...
 
     def challenge(self, error: GatewayError) -> str | None:
@@ -132,6 +133,9 @@ class ToolCall:
     """``Mcp-Param-*`` values to forward (header suffix -> raw header value)."""
     traceparent: str | None = None
     tracestate: str | None = None
+    on_progress: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None
+    """Set when the client sent a progressToken and accepts SSE: relay each upstream
+    ``notifications/progress`` params object (progressToken already rewritten to the client's)."""
 
 
 class Backend(Protocol):
