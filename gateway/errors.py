@@ -36,6 +36,7 @@ __all__ = [
     "OverCapacity",
     "ParseError",
     "RateLimited",
+    "RequestTimeout",
     "TokenInQuery",
     "ToolInsufficientScope",
     "UnknownTool",
@@ -126,6 +127,12 @@ class UnsupportedMediaType(GatewayError):
 
 class BodyTooLarge(GatewayError):
     row, status, message = "body_too_large", 413, "Request body too large"
+
+
+class RequestTimeout(GatewayError):
+    """The request body did not arrive before the end-to-end request deadline (RFC 9110 §15.5.9)."""
+
+    row, status, message = "request_timeout", 408, "Request timed out"
 
 
 class RateLimited(GatewayError):
