@@ -1,0 +1,58 @@
+"""The admitted MCP message: what :func:`~gateway.protocol.classify.classify` hands upward
+(MCP 2026-07-28 basic/index.mdx §Messages; 2025-06-18 basic/index.mdx §Messages).
+
+Everything the later pipeline steps (policy, dispatch, backend) need is extracted and validated
+once, here; they never look at the raw body or the raw headers again (architecture invariant 5,
+canonical forwarding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any, Final
+
+from gateway.errors import JsonRpcId
+from gateway.seams import Era
+
+__all__ = ["EMPTY", "McpMessage"]
+
+EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+"""Shared read-only empty mapping used as the default of every mapping field."""
+
+
+@dataclass(frozen=True, slots=True)
+class McpMessage:
+    """One validated JSON-RPC request or notification, routed to its protocol era."""
+
+    era: Era
+    version: str
+    """The protocol revision the request is served under: ``2026-07-28`` on the modern path;
+    on the legacy path the ``MCP-Protocol-Version`` header, ``2025-03-26`` when the header is
+    absent, or for ``initialize`` the version the gateway will answer with."""
+    id: JsonRpcId | None
+    """The request id (a string of at most 128 UTF-8 bytes or an integer within ±(2^53-1));
+    None for a notification."""
+    method: str
+    params: Mapping[str, Any]
+    """The ``params`` object as decoded (empty when absent); treat as read-only."""
+    tool_name: str | None = None
+    """``params.name`` of a ``tools/call``."""
+    arguments: Mapping[str, Any] = EMPTY
+    """``params.arguments`` of a ``tools/call`` (empty when absent)."""
+    cursor: str | None = None
+    """``params.cursor`` of a ``tools/list`` (opaque; checked when the page is built)."""
+    progress_token: str | int | None = None
+    """``params._meta.progressToken`` when the client opted in to progress notifications."""
+    header_params: Mapping[str, str] = EMPTY
+    """Validated ``Mcp-Param-*`` values to forward: declared header suffix -> header value as
+    received (OWS-trimmed, still base64-wrapped when the client wrapped it)."""
+    client_capabilities: Mapping[str, Any] = EMPTY
+    """Modern: ``_meta["io.modelcontextprotocol/clientCapabilities"]``; legacy ``initialize``:
+    ``params.capabilities``; otherwise empty (a stateless gateway cannot remember them)."""
+
+    @property
+    def is_notification(self) -> bool:
+        """True for a JSON-RPC notification (no ``id``): answered 202 with an empty body."""
+        return self.id is None
