@@ -1,0 +1,271 @@
+"""The ``mcp-gateway`` command: ``serve``, ``check``, ``version`` and pluggable subcommands.
+
+Exit codes: 0 success; 1 invalid configuration or policy, a listener that cannot bind, or a
+subcommand that is not available in this build; 2 usage errors (argparse).
+
+Subcommands owned by other packages plug in through :data:`REGISTRARS`: each entry names a
+module and a ``register(subparsers)`` function, imported lazily. A registrar adds one parser and
+sets ``handler=<callable(argparse.Namespace) -> int>`` on it with ``set_defaults``. When the module
+is not part of this build, a placeholder subcommand says what is missing and exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final
+
+import gateway
+from gateway.app import serve
+from gateway.config import Config, load_config
+from gateway.errors import ConfigError
+from gateway.observability.logging import configure, get_logger
+
+__all__ = ["CONFIG_ENV", "REGISTRARS", "Registrar", "build_parser", "main"]
+
+CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
+"""Environment variable naming the configuration file when ``--config`` is not given."""
+
+Subparsers = Any
+"""``argparse._SubParsersAction[argparse.ArgumentParser]`` (a private argparse type)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Registrar:
+    """A lazily imported subcommand: ``module.function(subparsers)`` adds it."""
+
+    command: str
+    """The top-level command name (used by the placeholder when the module is missing)."""
+    module: str
+    function: str = "register"
+    summary: str = ""
+
+
+REGISTRARS: list[Registrar] = [
+    Registrar("demo", "gateway.demo", summary="run the gateway with a local issuer and backend"),
+    Registrar("policy", "gateway.policy.explain", summary="inspect policies (policy explain)"),
+]
+"""Pluggable subcommands, one line each; a missing module yields a clear placeholder."""
+
+_LOG_FORMATS: Final = ("json", "console")
+_LOG_LEVELS: Final = ("debug", "info", "warning", "error")
+
+
+def _global_options() -> argparse.ArgumentParser:
+    # SUPPRESS defaults let the options appear before or after the subcommand without the
+    # subparser's defaults overwriting a value given on the main parser.
+    common = argparse.ArgumentParser(add_help=False)
+    group = common.add_argument_group("logging")
+    group.add_argument(
+        "--log-format",
+        choices=_LOG_FORMATS,
+        default=argparse.SUPPRESS,
+        help="json lines (default) or readable console output; overrides logging.format",
+    )
+    group.add_argument(
+        "--log-level",
+        choices=_LOG_LEVELS,
+        default=argparse.SUPPRESS,
+        help="minimum level (default info); overrides logging.level",
+    )
+    return common
+
+
+def _config_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        "-c",
+        metavar="PATH",
+        default=os.environ.get(CONFIG_ENV),
+        help=f"gateway.yaml to use (default: ${CONFIG_ENV})",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _global_options()
+    parser = argparse.ArgumentParser(
+        prog="mcp-gateway",
+        description="OAuth-protected MCP resource-server gateway.",
+        parents=[common],
+        epilog="Run 'mcp-gateway <command> --help' for a command's options.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
+
+    serve = sub.add_parser(
+        "serve",
+        parents=[common],
+        help="run the gateway until SIGTERM/SIGINT",
+        description="Serve MCP on `listen` and /healthz, /readyz, /metrics on `ops_listen`.",
+    )
+    _config_option(serve)
+    serve.set_defaults(handler=_cmd_serve)
+
+    check = sub.add_parser(
+        "check",
+        parents=[common],
+        help="validate the configuration and policies, then exit",
+        description="Print every problem as file:line:col: key.path: message. "
+        "Exit 0 when valid, 1 otherwise. Warnings go to stderr.",
+    )
+    _config_option(check)
+    check.set_defaults(handler=_cmd_check)
+
+    version = sub.add_parser("version", parents=[common], help="print the version")
+    version.set_defaults(handler=_cmd_version)
+
+    for registrar in REGISTRARS:
+        _register(sub, registrar, common)
+    return parser
+
+
+def _register(sub: Subparsers, registrar: Registrar, common: argparse.ArgumentParser) -> None:
+    try:
+        module = importlib.import_module(registrar.module)
+    except ModuleNotFoundError as exc:
+        # Only the plug-in itself may be missing; a broken import inside it is a bug to surface.
+        if exc.name is None or not registrar.module.startswith(exc.name):
+            raise
+        _placeholder(sub, registrar, common)
+        return
+    register: Callable[[Subparsers], None] = getattr(module, registrar.function)
+    register(sub)
+
+
+def _placeholder(sub: Subparsers, registrar: Registrar, common: argparse.ArgumentParser) -> None:
+    summary = f"{registrar.summary} (not available in this build)".lstrip()
+    parser = sub.add_parser(
+        registrar.command,
+        parents=[common],
+        help=summary,
+        description=f"Not available: module {registrar.module} is not part of this build.",
+    )
+    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    def missing(args: argparse.Namespace) -> int:
+        print(
+            f"mcp-gateway {registrar.command}: not available in this build: "
+            f"module {registrar.module} is missing.\n"
+            "Meanwhile: mcp-gateway check --config PATH, then mcp-gateway serve --config PATH "
+            "(see README.md).",
+            file=sys.stderr,
+        )
+        return 1
+
+    parser.set_defaults(handler=missing)
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+def _require_config(args: argparse.Namespace) -> Path:
+    if not args.config:
+        print(
+            f"mcp-gateway {args.command}: no configuration: pass --config PATH or set {CONFIG_ENV}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+    return Path(args.config)
+
+
+def _print_problems(problems: Sequence[str], path: Path) -> None:
+    for problem in problems:
+        print(problem)
+    count = len(problems)
+    print(f"{path}: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
+
+
+def _load_policies(config: Config) -> tuple[list[str], str | None]:
+    """Validate the policy files with the policy layer's loader, when this build has it."""
+    try:
+        loader = importlib.import_module("gateway.policy.loader")
+    except ModuleNotFoundError as exc:
+        if exc.name is None or not "gateway.policy.loader".startswith(exc.name):
+            raise
+        print(
+            "warning: policy files not validated: gateway.policy.loader is not part of this build",
+            file=sys.stderr,
+        )
+        return [], None
+    try:
+        policy = loader.load_policy(config.policy_paths)
+    except ConfigError as exc:
+        return list(exc.problems), None
+    version = getattr(policy, "version", None)
+    return [], version if isinstance(version, str) else None
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    path = _require_config(args)
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        _print_problems(exc.problems, path)
+        return 1
+    for warning in config.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    problems, policy_version = _load_policies(config)
+    if problems:
+        _print_problems(problems, path)
+        return 1
+    suffix = f" (policy version {policy_version})" if policy_version else ""
+    print(f"{path}: OK{suffix}")
+    return 0
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    path = _require_config(args)
+    try:
+        config = load_config(path)
+    except ConfigError as exc:
+        _print_problems(exc.problems, path)
+        return 1
+    problems, _ = _load_policies(config)
+    if problems:
+        _print_problems(problems, path)
+        return 1
+    configure(
+        getattr(args, "log_format", config.logging.format),
+        getattr(args, "log_level", config.logging.level),
+    )
+    log = get_logger("gateway.cli")
+    for warning in config.warnings:
+        log.warning("config.warning", detail=warning)
+    try:
+        asyncio.run(serve(config))
+    except OSError as exc:
+        log.error("gateway.bind_failed", error=exc.__class__.__name__, errno=exc.errno)
+        return 1
+    return 0
+
+
+def _cmd_version(args: argparse.Namespace) -> int:
+    print(f"mcp-gateway {_version()}")
+    return 0
+
+
+def _version() -> str:
+    try:
+        return metadata.version("mcp-resource-gateway")
+    except metadata.PackageNotFoundError:
+        return gateway.__version__
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command != "serve":
+        # serve configures logging itself, once, after reading logging.* from the config.
+        configure(getattr(args, "log_format", "json"), getattr(args, "log_level", "info"))
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    return handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
