@@ -1,0 +1,126 @@
+"""Policy evaluation as pure functions: (policy, principal, tool or method) -> Decision.
+
+MCP 2025-11-25 / 2026-07-28 authorization §Scope challenge handling: when added scopes would let
+the caller in, the answer is a step-up 403 naming every scope the operation needs (baseline
+included) in one challenge. Anything the caller must not learn about (no rule, ``deny``, a client
+or subject condition that fails) is answered like a tool that does not exist: the decision is
+``visible=False`` and the front door renders it as ``-32602`` Unknown tool.
+
+The ladder for a tool, first match wins:
+
+1. no rule governs the name                     -> hidden  ``no_rule``
+2. two equally specific patterns match (a tie)  -> hidden  ``tie`` (rejected at load; defence)
+3. the rule says ``deny: true``                 -> hidden  ``deny``
+4. ``clients`` set and client_id not in it       -> hidden  ``client``
+5. ``subjects`` set and no entry matches sub     -> hidden  ``subject``
+6. scopes cover baseline + ``scopes`` (+ one ``any_of`` set) -> allowed ``allow``
+7. otherwise                                    -> forbidden ``scope`` (step-up)
+
+Any exception while evaluating denies and hides (``error``): fail closed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final
+
+from gateway.seams import Decision, Principal
+
+if TYPE_CHECKING:
+    from gateway.policy.model import PolicySet, Rule
+
+__all__ = [
+    "DISCOVER_ALIASES",
+    "HIDDEN_NO_RULE",
+    "REASONS",
+    "evaluate_method",
+    "evaluate_rule",
+    "evaluate_tool",
+]
+
+REASONS: Final = ("allow", "scope", "no_rule", "tie", "deny", "client", "subject", "error")
+"""Every ``Decision.reason`` this module produces (a bounded set: safe as a metric label)."""
+
+DISCOVER_ALIASES: Final = {"initialize": "server/discover"}
+"""Legacy ``initialize`` is the handshake that ``server/discover`` replaced (MCP 2026-07-28), so
+the ``server/discover`` method rule governs both eras."""
+
+HIDDEN_NO_RULE: Final = Decision(allowed=False, visible=False, rule=None, reason="no_rule")
+_HIDDEN_ERROR: Final = Decision(allowed=False, visible=False, rule=None, reason="error")
+
+
+def evaluate_tool(policy: PolicySet, principal: Principal, tool: str) -> Decision:
+    """Decide whether ``principal`` may call ``tool`` (and whether it may know the tool)."""
+    try:
+        rule, tied = policy.lookup(tool)
+        if tied:
+            # Unreachable after load-time checks; if it ever happens, nobody wins the tie.
+            return Decision(
+                allowed=False, visible=False, rule=rule.key if rule else None, reason="tie"
+            )
+        if rule is None:
+            # Default deny: a tool without a rule does not exist for any caller.
+            return HIDDEN_NO_RULE
+        return evaluate_rule(policy.baseline_scopes, rule, principal)
+    except Exception:  # SECURITY: an evaluation error denies (fail closed)
+        return _HIDDEN_ERROR
+
+
+def evaluate_rule(baseline: tuple[str, ...], rule: Rule, principal: Principal) -> Decision:
+    """Steps 3-7 of the ladder for one known rule."""
+    if rule.deny:
+        # An explicit deny hides the tool, whatever else the rule says.
+        return Decision(allowed=False, visible=False, rule=rule.key, reason="deny")
+    if rule.clients is not None and principal.client_id not in rule.clients:
+        # Not an allow-listed client: do not reveal the tool exists (no step-up hint either).
+        return Decision(allowed=False, visible=False, rule=rule.key, reason="client")
+    if rule.subjects is not None and not any(g.matches(principal.subject) for g in rule.subjects):
+        return Decision(allowed=False, visible=False, rule=rule.key, reason="subject")
+    granted = principal.scopes
+    base = _union(baseline, rule.scopes)
+    options = [_union(base, alternative) for alternative in rule.any_of] or [base]
+    for option in options:
+        if all(scope in granted for scope in option):
+            return Decision(
+                allowed=True, visible=True, rule=rule.key, required_scopes=option, reason="allow"
+            )
+    # Step-up: challenge with the option that needs the fewest additional scopes; min() keeps
+    # the first listed on a tie, so the challenge is deterministic for a given token.
+    best = min(options, key=lambda option: sum(scope not in granted for scope in option))
+    return Decision(
+        allowed=False,
+        visible=True,
+        rule=rule.key,
+        required_scopes=best,
+        missing_scopes=tuple(scope for scope in best if scope not in granted),
+        reason="scope",
+    )
+
+
+def evaluate_method(policy: PolicySet, principal: Principal, method: str) -> Decision:
+    """Baseline plus the method's extra scopes (``methods:``); other methods need the baseline."""
+    try:
+        key = DISCOVER_ALIASES.get(method, method)
+        method_rule = policy.methods.get(key)
+        needed = _union(policy.baseline_scopes, method_rule.scopes if method_rule else ())
+        rule = key if method_rule else None
+        missing = tuple(scope for scope in needed if scope not in principal.scopes)
+        if not missing:
+            return Decision(
+                allowed=True, visible=True, rule=rule, required_scopes=needed, reason="allow"
+            )
+        return Decision(
+            allowed=False,
+            visible=True,
+            rule=rule,
+            required_scopes=needed,
+            missing_scopes=missing,
+            reason="scope",
+        )
+    except Exception:  # SECURITY: an evaluation error denies (fail closed)
+        return _HIDDEN_ERROR
+
+
+def _union(*groups: Iterable[str]) -> tuple[str, ...]:
+    """Ordered union: first occurrence wins, so challenges list the baseline first."""
+    return tuple(dict.fromkeys(scope for group in groups for scope in group))

@@ -1,0 +1,247 @@
+"""Load policy files (YAML with line numbers) into one validated :class:`PolicySet`.
+
+Order of work, all findings collected before anything is returned:
+
+1. expand the configured paths: a file, or a directory (its ``*.yaml`` / ``*.yml`` files that
+   do not start with ``.``, sorted by name); the same file named twice is read once;
+2. per file: YAML syntax and duplicate keys, the JSON Schema ``policy.schema.json`` (unknown keys
+   are errors), then checks a schema cannot express (pattern syntax, empty rules, scope syntax);
+3. merge: ``version`` and ``baseline_scopes`` must agree between the files that state them, and a
+   tool key or method rule may be defined in one file only;
+4. ties: two patterns of equal specificity that can match the same name are rejected, with an
+   example name.
+
+Every finding reads ``file:line:col: key.path: message``; :func:`load_policy` raises
+:class:`~gateway.errors.ConfigError` with all of them, so an operator fixes a file in one pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Final
+
+from gateway.config import parse_rate
+from gateway.errors import ConfigError
+from gateway.policy.glob import Glob, has_wildcard, overlap
+from gateway.policy.model import MethodRule, PolicySet, Rule
+from gateway.yaml_source import Located, SchemaValidator, load_yaml
+
+__all__ = ["POLICY_SCHEMA", "SUFFIXES", "load_policy", "policy_files"]
+
+POLICY_SCHEMA: Final = "policy.schema.json"
+"""Packaged schema file name (``gateway/schema/``; a copy lives at ``policies/schema.json``)."""
+
+SUFFIXES: Final = (".yaml", ".yml")
+"""File name endings read from a policy directory."""
+
+_SCOPE_PATTERN: Final = r"^[\x21\x23-\x5B\x5D-\x7E]+$"
+_SCOPE_HELP: Final = (
+    "is not a valid scope token (printable ASCII without spaces, quotes or backslashes; "
+    "RFC 6749 §3.3)"
+)
+
+
+def policy_files(paths: Sequence[Path], problems: list[str]) -> list[Path]:
+    """Expand files and directories into the list of policy files to read, in order."""
+    if not paths:
+        problems.append("policy: at least one policy file or directory is required")
+    files: list[Path] = []
+    seen: set[Path] = set()
+    for path in paths:
+        if path.is_dir():
+            found = sorted(
+                entry
+                for entry in path.iterdir()
+                if entry.suffix in SUFFIXES and not entry.name.startswith(".") and entry.is_file()
+            )
+            if not found:
+                problems.append(f"{path}: no *.yaml or *.yml policy files in this directory")
+        elif path.is_file():
+            found = [path]
+        else:
+            problems.append(f"{path}: policy path not found")
+            found = []
+        for file in found:
+            key = file.resolve()
+            if key not in seen:
+                seen.add(key)
+                files.append(file)
+    return files
+
+
+def load_policy(paths: Sequence[Path]) -> PolicySet:
+    """Read, validate and merge ``paths``; raise ConfigError listing every problem."""
+    problems: list[str] = []
+    files = policy_files(paths, problems)
+    validator = SchemaValidator.packaged(POLICY_SCHEMA)
+    valid: list[Located] = []
+    for file in files:
+        doc = load_yaml(file)
+        if not doc.problems:
+            if not isinstance(doc.value, dict):
+                doc.problem((), "a policy file must be a mapping with version: 1 (docs/policy.md)")
+            else:
+                validator.check(doc)
+                doc.problems[:] = [_friendly(problem) for problem in doc.problems]
+                if not doc.problems:
+                    _check_file(doc)
+        problems.extend(doc.problems)
+        if not doc.problems:
+            valid.append(doc)
+    policy = _merge(valid, problems)
+    if problems or policy is None:
+        raise ConfigError(problems or ["policy: no valid policy file"])
+    return policy
+
+
+def _friendly(problem: str) -> str:
+    return problem.replace(f'does not match "{_SCOPE_PATTERN}"', _SCOPE_HELP)
+
+
+def _check_file(doc: Located) -> None:
+    """Checks the JSON Schema cannot express, with the key's own position."""
+    for key, raw in doc.value.get("tools", {}).items():
+        path = ("tools", key)
+        if not key:
+            doc.problem(path, "a tool name or pattern must not be empty")
+        if "[" in key or "]" in key:
+            doc.problem(path, "character classes ([...]) are not supported; use * and ?")
+        if not ("scopes" in raw or "any_of" in raw or raw.get("deny") is True):
+            doc.problem(path, "a rule needs scopes (use [] for the baseline only), any_of or deny")
+        for index, subject in enumerate(raw.get("subjects", [])):
+            if "[" in subject or "]" in subject:
+                doc.problem(
+                    (*path, "subjects", index),
+                    "character classes ([...]) are not supported; use * and ?",
+                )
+
+
+def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
+    """Merge validated files; conflicts and pattern ties are appended to ``problems``."""
+    if not docs:
+        return None
+    baseline: tuple[str, ...] | None = None
+    baseline_where = ""
+    methods: dict[str, MethodRule] = {}
+    rules: dict[str, Rule] = {}
+    for doc in docs:
+        raw: dict[str, Any] = doc.value
+        if "baseline_scopes" in raw:
+            stated = tuple(raw["baseline_scopes"])
+            if baseline is None:
+                baseline, baseline_where = stated, doc.where(("baseline_scopes",))
+            elif set(stated) != set(baseline):
+                doc.problem(
+                    ("baseline_scopes",),
+                    f"differs from baseline_scopes at {baseline_where}; "
+                    "every file that states them must agree",
+                )
+        for method, body in raw.get("methods", {}).items():
+            if method in methods:
+                doc.problem(("methods", method), f"also defined at {methods[method].where}")
+                continue
+            where = doc.where(("methods", method))
+            methods[method] = MethodRule(method, where, tuple(body["scopes"]))
+        for key, body in raw.get("tools", {}).items():
+            if key in rules:
+                doc.problem(("tools", key), f"also defined at {rules[key].where}")
+                continue
+            rules[key] = _rule(doc, key, body)
+        problems.extend(doc.problems)
+        doc.problems.clear()
+    if baseline is None:
+        problems.append(
+            f"{docs[0].file}:1:1: baseline_scopes: required (in at least one policy file)"
+        )
+        return None
+    globs = sorted(
+        (rule for rule in rules.values() if rule.glob is not None),
+        key=lambda rule: rule.glob.specificity if rule.glob else (0, 0),
+        reverse=True,
+    )
+    problems.extend(_ties(globs))
+    exact = {key: rule for key, rule in rules.items() if rule.glob is None}
+    known = set(baseline)
+    for method_rule in methods.values():
+        known.update(method_rule.scopes)
+    for rule in rules.values():
+        known.update(rule.scopes)
+        for alternative in rule.any_of:
+            known.update(alternative)
+    return PolicySet(
+        version=_version(baseline, methods, rules),
+        baseline_scopes=baseline,
+        exact=MappingProxyType(exact),
+        globs=tuple(globs),
+        methods=MappingProxyType(methods),
+        sources=tuple(doc.file for doc in docs),
+        known_scopes=frozenset(known),
+    )
+
+
+def _rule(doc: Located, key: str, body: dict[str, Any]) -> Rule:
+    rate = parse_rate(body.get("rate_limit"))
+    return Rule(
+        key=key,
+        where=doc.where(("tools", key)),
+        scopes=tuple(body.get("scopes", ())),
+        any_of=tuple(tuple(alternative) for alternative in body.get("any_of", ())),
+        clients=frozenset(body["clients"]) if "clients" in body else None,
+        subjects=tuple(Glob(s) for s in body["subjects"]) if "subjects" in body else None,
+        deny=bool(body.get("deny", False)),
+        rate_limit=(rate.count, rate.per_s) if rate else None,
+        max_concurrency=body.get("max_concurrency"),
+        description=body.get("description"),
+        glob=Glob(key) if has_wildcard(key) else None,
+    )
+
+
+def _ties(globs: list[Rule]) -> list[str]:
+    """Every pair of equally specific patterns that can match one name (exact, with a witness)."""
+    found = []
+    for index, first in enumerate(globs):
+        for second in globs[index + 1 :]:
+            if first.glob is None or second.glob is None:
+                continue
+            if first.glob.specificity != second.glob.specificity:
+                break  # sorted by specificity: no later pattern has the same one
+            witness = overlap(first.key, second.key)
+            if witness is not None:
+                literals, singles = first.glob.specificity
+                found.append(
+                    f"{second.where}: tools.{second.key}: ties with tools.{first.key} at "
+                    f"{first.where}: both match {witness!r} with the same specificity "
+                    f"({literals} literal characters, {singles} '?'); add an exact rule or make "
+                    "one pattern more specific"
+                )
+    return found
+
+
+def _version(
+    baseline: tuple[str, ...], methods: dict[str, MethodRule], rules: dict[str, Rule]
+) -> str:
+    """First 12 hex digits of SHA-256 over the canonical JSON of the merged policy."""
+    canonical = {
+        "version": 1,
+        "baseline_scopes": list(baseline),
+        "methods": {name: list(rule.scopes) for name, rule in methods.items()},
+        "tools": {
+            key: {
+                "scopes": list(rule.scopes),
+                "any_of": [list(alternative) for alternative in rule.any_of],
+                "clients": sorted(rule.clients) if rule.clients is not None else None,
+                "subjects": [g.pattern for g in rule.subjects] if rule.subjects else None,
+                "deny": rule.deny,
+                "rate_limit": list(rule.rate_limit) if rule.rate_limit else None,
+                "max_concurrency": rule.max_concurrency,
+                "description": rule.description,
+            }
+            for key, rule in rules.items()
+        },
+    }
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()[:12]

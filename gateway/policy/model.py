@@ -1,0 +1,160 @@
+"""The loaded policy: immutable rules and the :class:`PolicySet` that implements ``seams.Policy``.
+
+A :class:`PolicySet` is built only by :func:`gateway.policy.loader.load_policy`, after the whole
+set of files was validated; it never changes afterwards, so a request keeps using the object it
+took from the :class:`~gateway.seams.PolicySource` even while a reload swaps in a new one.
+Decisions are made by the pure functions in :mod:`gateway.policy.evaluate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gateway.policy import evaluate
+from gateway.policy.glob import Glob
+from gateway.seams import Decision, Principal
+
+__all__ = ["MethodRule", "PolicySet", "Rule"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One entry of ``tools``: the conditions under which the matching tools may be called."""
+
+    key: str
+    """The tool name or pattern exactly as written in the file."""
+    where: str
+    """``file:line:col`` of the key, for warnings and ``policy explain``."""
+    scopes: tuple[str, ...] = ()
+    """All of these are required (besides the baseline)."""
+    any_of: tuple[tuple[str, ...], ...] = ()
+    """When non-empty, one of these sets is required in addition to ``scopes``."""
+    clients: frozenset[str] | None = None
+    """client_id allowlist; None means any client."""
+    subjects: tuple[Glob, ...] | None = None
+    """``sub`` allowlist (names or patterns); None means any subject."""
+    deny: bool = False
+    rate_limit: tuple[int, float] | None = None
+    """(count, per_seconds) per subject."""
+    max_concurrency: int | None = None
+    """Calls in flight per subject."""
+    description: str | None = None
+    glob: Glob | None = field(default=None, compare=False)
+    """Set when ``key`` contains a wildcard."""
+
+
+@dataclass(frozen=True, slots=True)
+class MethodRule:
+    """Extra scopes one JSON-RPC method needs besides the baseline."""
+
+    method: str
+    where: str
+    scopes: tuple[str, ...]
+
+
+@dataclass(slots=True, eq=False)
+class PolicySet:
+    """One merged, validated policy set. Implements :class:`gateway.seams.Policy`.
+
+    Never mutated after :func:`~gateway.policy.loader.load_policy` built it (it is not a frozen
+    dataclass only because ``seams.Policy`` declares ``version`` as a plain attribute, which a
+    read-only field does not satisfy for mypy). ``version`` is a content hash of the canonical
+    form: formatting, comments, the order of mapping keys and the split into files do not change
+    it; any change of meaning (list order included: it orders challenges) does.
+    """
+
+    version: str
+    baseline_scopes: tuple[str, ...]
+    exact: Mapping[str, Rule]
+    globs: tuple[Rule, ...]
+    """Pattern rules, most specific first (ties were rejected at load time)."""
+    methods: Mapping[str, MethodRule]
+    sources: tuple[str, ...] = ()
+    """The policy files this set was built from, in load order."""
+    known_scopes: frozenset[str] = frozenset()
+    """Every scope the policy mentions. RFC 6750 §3.1 / MCP 2025-11-25 step-up: a challenge may
+    carry the caller's already granted scopes that the policy recognises, so clients that replace
+    their scope set do not lose grants."""
+
+    # --- seams.Policy ---------------------------------------------------------------------------
+
+    def decide_tool(self, principal: Principal, tool: str) -> Decision:
+        return evaluate.evaluate_tool(self, principal, tool)
+
+    def decide_method(self, principal: Principal, method: str) -> Decision:
+        return evaluate.evaluate_method(self, principal, method)
+
+    def rate_limit(self, tool: str) -> tuple[int, float] | None:
+        rule = self.rule_for(tool)
+        return None if rule is None or rule.deny else rule.rate_limit
+
+    def max_concurrency(self, tool: str) -> int | None:
+        rule = self.rule_for(tool)
+        return None if rule is None or rule.deny else rule.max_concurrency
+
+    # --- lookups --------------------------------------------------------------------------------
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Every rule: exact names (sorted), then patterns (most specific first)."""
+        return (*(self.exact[key] for key in sorted(self.exact)), *self.globs)
+
+    def rule_for(self, tool: str) -> Rule | None:
+        """The rule that governs ``tool``: its exact rule, else the most specific pattern.
+
+        None when no rule matches, and also on a tie (fail closed; ties are rejected at load).
+        """
+        rule, tied = self.lookup(tool)
+        return None if tied else rule
+
+    def lookup(self, tool: str) -> tuple[Rule | None, bool]:
+        """(governing rule, tie?) -- an exact name beats every pattern, then specificity."""
+        rule = self.exact.get(tool)
+        if rule is not None:
+            return rule, False
+        found: Rule | None = None
+        found_specificity = (0, 0)
+        for candidate in self.globs:
+            glob = candidate.glob
+            if glob is None:
+                continue
+            if found is not None and glob.specificity != found_specificity:
+                break  # sorted most specific first: nothing later can tie with the winner
+            if glob.matches(tool):
+                if found is not None:
+                    return found, True
+                found, found_specificity = candidate, glob.specificity
+        return found, False
+
+    def decide_rule(self, principal: Principal, key: str) -> Decision:
+        """Evaluate one rule by its key, as if a tool it governs were called (``explain``)."""
+        rule = self.exact.get(key) or next((r for r in self.globs if r.key == key), None)
+        if rule is None:
+            return evaluate.HIDDEN_NO_RULE
+        return evaluate.evaluate_rule(self.baseline_scopes, rule, principal)
+
+    # --- catalog cross-checks (startup and ``check``) -------------------------------------------
+
+    def unmatched_rules(self, tool_names: Iterable[str]) -> list[str]:
+        """Warnings for rules that govern no tool of the backend catalog.
+
+        A pattern whose every matching tool is taken by an exact rule or a more specific pattern
+        is reported too: it has no effect on this catalog.
+        """
+        names = sorted(set(tool_names))
+        governed = {rule.key for name in names if (rule := self.rule_for(name)) is not None}
+        warnings = []
+        for rule in self.rules:
+            if rule.key in governed:
+                continue
+            if rule.glob is not None and any(rule.glob.matches(name) for name in names):
+                message = "every tool this pattern matches is governed by a more specific rule"
+            else:
+                message = "rule matches no tool in the backend catalog"
+            warnings.append(f"{rule.where}: tools.{rule.key}: {message}")
+        return warnings
+
+    def unruled_tools(self, tool_names: Iterable[str]) -> list[str]:
+        """Catalog tools no rule governs: denied and hidden from ``tools/list``."""
+        return sorted({name for name in tool_names if self.rule_for(name) is None})
