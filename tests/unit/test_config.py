@@ -1,0 +1,315 @@
+"""gateway.yaml loading: every key reaches the typed Config, problems carry positions, secrets."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.config import Rate, Secret, load_config
+from gateway.errors import ConfigError
+from gateway.yaml_source import load_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "config"
+SCHEMA = ROOT / "gateway" / "schema" / "gateway.schema.json"
+ENV = {
+    "TEST_INTROSPECTION_SECRET": "introspection-secret",
+    "TEST_BACKEND_TOKEN": "backend-token",
+    "TEST_REDIS_URL": "redis://redis.internal:6379/0",
+}
+
+
+def schema_keys(schema: dict[str, Any]) -> set[str]:
+    """Every key path in the schema (``issuer.cache.max_ttl_s``); free-form maps end in ``*``."""
+    defs = schema.get("$defs", {})
+    found: set[str] = set()
+
+    def walk(node: dict[str, Any], prefix: str) -> None:
+        if "$ref" in node:
+            walk(defs[node["$ref"].rsplit("/", 1)[1]], prefix)
+            return
+        for alternative in node.get("oneOf", []):
+            walk(alternative, prefix)
+        for key, child in node.get("properties", {}).items():
+            path = f"{prefix}.{key}" if prefix else key
+            found.add(path)
+            walk(child, path)
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            found.add(f"{prefix}.*")
+
+    walk(schema, "")
+    return found
+
+
+def yaml_keys(path: Path) -> set[str]:
+    doc = load_yaml(path)
+    found: set[str] = set()
+
+    def walk(value: Any, prefix: str, free_form: bool) -> None:
+        if isinstance(value, dict):
+            for key, child in value.items():
+                name = "*" if free_form else key
+                path = f"{prefix}.{name}" if prefix else name
+                found.add(path)
+                walk(child, path, path == "backend.tool_timeouts_s")
+
+    walk(doc.value, "", False)
+    return found
+
+
+def _copy_fixture(tmp_path: Path, name: str) -> Path:
+    shutil.copy(FIXTURES / "policy.yaml", tmp_path / "policy.yaml")
+    target = tmp_path / "gateway.yaml"
+    shutil.copy(FIXTURES / name, target)
+    return target
+
+
+class TestEveryKeyRoundTrips:
+    def test_the_fixtures_together_set_every_key_of_the_schema(self) -> None:
+        schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+        secret_forms = {".env", ".file"}
+        wanted = {k for k in schema_keys(schema) if not any(k.endswith(s) for s in secret_forms)}
+        present = yaml_keys(FIXTURES / "full.yaml") | yaml_keys(FIXTURES / "minimal.yaml")
+        assert wanted - present == set()
+
+    def test_every_key_of_the_full_fixture_arrives_in_the_typed_config(self) -> None:
+        c = load_config(FIXTURES / "full.yaml", ENV)
+        # RFC 8707: scheme and host lowercased, default port dropped.
+        assert c.resource == "https://mcp.example.com/tools/mcp"
+        assert c.mcp_path == "/tools/mcp"
+        assert c.prm_url == "https://mcp.example.com/.well-known/oauth-protected-resource/tools/mcp"
+        assert (c.server.name, c.server.title, c.server.resource_name) == (
+            "acme-gateway",
+            "ACME tools",
+            "ACME MCP",
+        )
+        assert c.server.instructions == "Use search_docs before create_ticket."
+        assert c.server.resource_documentation == "https://docs.example.com/mcp"
+        assert (c.listen.host, c.listen.port) == ("127.0.0.1", 18080)
+        assert (c.ops_listen.host, c.ops_listen.port) == ("127.0.0.2", 19090)
+
+        i = c.issuer
+        assert i.url == "https://id.example.com/realms/acme"
+        assert i.introspection_endpoint == "https://id.example.com/realms/acme/introspect"
+        assert i.token_endpoint == "https://id.example.com/realms/acme/token"
+        assert (i.client_id, i.client_auth) == ("gateway-client", "private_key_jwt")
+        assert i.client_secret is not None and i.client_secret.reveal() == "introspection-secret"
+        assert i.private_key is not None and i.private_key.reveal() == "issuer-key-pem"
+        assert (i.private_key_id, i.signing_alg) == ("key-2026", "ES256")
+        assert (i.timeout_s, i.metadata_refresh_s) == (2.5, 600.0)
+        assert (i.allow_insecure_http, i.require_iss, i.clock_skew_s) == (False, True, 5)
+        assert i.subject_fallback == "client_id"
+        assert i.audiences == ("https://api.example.com/mcp",)
+        assert (i.cache.max_ttl_s, i.cache.negative_ttl_s, i.cache.max_entries) == (30, 5, 5000)
+        assert (i.cache.negative_max_entries, i.cache.stale_if_error_s) == (500, 20)
+        assert i.failed_auth_rate == Rate(10, 60.0)
+
+        b = c.backend
+        assert (b.url, b.allow_insecure_http) == ("http://10.1.2.3:9000/mcp", True)
+        cred = b.credential
+        assert (cred.type, cred.client_id, cred.client_auth) == (
+            "client_credentials",
+            "gateway-backend",
+            "client_secret_post",
+        )
+        assert cred.client_secret is not None
+        assert cred.client_secret.reveal() == "backend-client-secret"
+        assert cred.private_key is not None and cred.private_key.reveal() == "backend-key-pem"
+        assert (cred.private_key_id, cred.scope, cred.audience) == (
+            "backend-key",
+            "tools:invoke",
+            "tools-api",
+        )
+        assert cred.token_endpoint == "https://id.example.com/realms/acme/token"
+        assert (cred.resource, cred.refresh_margin_s) == ("https://tools.internal/mcp", 60)
+        assert b.tls.ca_file == str(FIXTURES / "tls" / "ca.pem")
+        assert b.tls.client_cert == str(FIXTURES / "tls" / "client.pem")
+        assert b.tls.client_key == str(FIXTURES / "tls" / "client.key")
+        assert (b.timeout_s, b.connect_timeout_s, b.catalog_refresh_s) == (20.0, 1.5, 120.0)
+        assert (b.name_prefix, b.identity_headers, b.max_connections) == ("acme.", True, 50)
+        assert b.tool_timeout("slow_report") == 60.0
+        assert b.tool_timeout("anything_else") == 20.0
+
+        assert c.policy_paths == (FIXTURES / "policy.yaml",)
+        assert c.policy_poll_s == 0.0
+        lim = c.limits
+        assert (lim.max_body_bytes, lim.max_response_bytes, lim.max_in_flight) == (
+            131072,
+            2097152,
+            64,
+        )
+        assert (lim.request_deadline_s, lim.drain_timeout_s) == (30, 4)
+        assert lim.pre_auth_rate == Rate(100, 1.0)
+        assert lim.principal_rate is None  # null disables the limit
+        assert (lim.json.max_depth, lim.json.max_members, lim.json.max_array_length) == (
+            16,
+            128,
+            512,
+        )
+        assert (lim.json.max_string_bytes, lim.json.max_number_chars) == (4096, 20)
+        assert (c.protocol.discover_ttl_ms, c.protocol.tools_list_ttl_ms) == (0, 1000)
+        assert c.protocol.page_size == 50
+        assert c.trusted_proxies == (
+            ipaddress.ip_network("10.0.0.0/8"),
+            ipaddress.ip_network("::1/128"),
+        )
+        assert c.allowed_origins == frozenset({"https://app.example.com"})
+        assert (c.logging.format, c.logging.level) == ("console", "debug")
+        assert (c.logging.subject, c.logging.log_arguments) == ("fingerprint", True)
+        assert (c.audit.sink, c.audit.max_bytes, c.audit.backups) == ("file", 8192, 2)
+        assert c.audit.path == str(FIXTURES / "audit" / "audit.jsonl")
+        assert c.redis is not None
+        assert c.redis.url.reveal() == ENV["TEST_REDIS_URL"]
+        assert c.redis.key_prefix == "acme:"
+        assert c.warnings == ()
+
+    def test_the_minimal_fixture_gets_the_documented_defaults(self) -> None:
+        c = load_config(FIXTURES / "minimal.yaml", ENV)
+        assert (c.listen.host, c.listen.port) == ("0.0.0.0", 8080)
+        assert (c.ops_listen.host, c.ops_listen.port) == ("127.0.0.1", 9090)
+        assert c.backend.credential.type == "bearer"
+        assert c.backend.credential.token is not None
+        assert c.backend.credential.token.reveal() == "backend-token"
+        assert c.limits.drain_timeout_s == 10.0
+        assert c.limits.max_body_bytes == 65_536
+        assert c.issuer.client_auth == "client_secret_basic"
+        assert c.issuer.cache.max_ttl_s == 60
+        assert c.trusted_proxies == ()
+        assert c.redis is None
+        assert (c.logging.format, c.logging.level) == ("json", "info")
+
+    def test_the_config_is_immutable(self) -> None:
+        c = load_config(FIXTURES / "minimal.yaml", ENV)
+        with pytest.raises(AttributeError):
+            c.resource = "https://evil.example.com/mcp"  # type: ignore[misc]
+
+
+class TestProblemsAreReportedTogether:
+    def test_an_unknown_key_a_wrong_type_and_a_missing_key_are_all_reported_with_positions(
+        self,
+    ) -> None:
+        with pytest.raises(ConfigError) as info:
+            load_config(FIXTURES / "bad.yaml", ENV)
+        bad = str(FIXTURES / "bad.yaml")
+        assert sorted(info.value.problems) == sorted(
+            [
+                f"{bad}:3:25: listen.prot: unknown key",
+                f'{bad}:4:1: issuer: "client_id" is a required property',
+                f'{bad}:10:3: backend.timeout_s: "ten seconds" is not of type "number"',
+            ]
+        )
+
+    def test_a_missing_environment_variable_is_a_problem_at_the_secret_reference(
+        self,
+    ) -> None:
+        with pytest.raises(ConfigError) as info:
+            load_config(FIXTURES / "minimal.yaml", {"TEST_BACKEND_TOKEN": "x"})
+        (problem,) = info.value.problems
+        assert problem.endswith(
+            "issuer.client_secret: environment variable TEST_INTROSPECTION_SECRET is not set"
+        )
+        assert ":6:" in problem
+
+    def test_a_missing_policy_file_is_reported(self, tmp_path: Path) -> None:
+        target = tmp_path / "gateway.yaml"
+        shutil.copy(FIXTURES / "minimal.yaml", target)
+        with pytest.raises(ConfigError) as info:
+            load_config(target, ENV)
+        assert any("policy: policy path not found" in p for p in info.value.problems)
+
+
+class TestSecrets:
+    def test_an_env_reference_is_resolved_and_never_shown_by_repr(self) -> None:
+        c = load_config(FIXTURES / "minimal.yaml", ENV)
+        secret = c.issuer.client_secret
+        assert secret is not None
+        assert secret.reveal() == "introspection-secret"
+        assert secret.source == "env:TEST_INTROSPECTION_SECRET"
+        assert "introspection-secret" not in repr(c)
+        assert "introspection-secret" not in str(secret)
+
+    def test_a_file_reference_is_resolved_relative_to_the_config_file(self, tmp_path: Path) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        (tmp_path / "token").write_text("file-token\n", encoding="utf-8")
+        text = target.read_text(encoding="utf-8")
+        target.write_text(text.replace("{env: TEST_BACKEND_TOKEN}", "{file: token}"), "utf-8")
+        c = load_config(target, ENV)
+        token = c.backend.credential.token
+        assert token is not None
+        assert token.reveal() == "file-token"  # trailing newline stripped
+        assert token.source == f"file:{tmp_path / 'token'}"
+
+    def test_an_empty_or_unreadable_secret_file_is_a_problem(self, tmp_path: Path) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        (tmp_path / "empty").write_text("\n", encoding="utf-8")
+        text = target.read_text(encoding="utf-8")
+        text = text.replace("{env: TEST_BACKEND_TOKEN}", "{file: empty}")
+        text = text.replace("{env: TEST_INTROSPECTION_SECRET}", "{file: nowhere}")
+        target.write_text(text, encoding="utf-8")
+        with pytest.raises(ConfigError) as info:
+            load_config(target, ENV)
+        messages = "\n".join(info.value.problems)
+        assert "backend.credential.token: secret file" in messages
+        assert "is empty" in messages
+        assert "issuer.client_secret: cannot read secret file" in messages
+
+    def test_a_literal_secret_loads_with_a_warning_that_does_not_contain_it(
+        self, tmp_path: Path
+    ) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        text = target.read_text(encoding="utf-8")
+        target.write_text(
+            text.replace("{env: TEST_INTROSPECTION_SECRET}", "hunter2-literal"), "utf-8"
+        )
+        c = load_config(target, ENV)
+        assert c.issuer.client_secret is not None
+        assert c.issuer.client_secret.source == "literal"
+        (warning,) = c.warnings
+        assert f"{target}:6:" in warning
+        assert "issuer.client_secret: literal secret" in warning
+        assert "hunter2-literal" not in warning
+
+    def test_a_rotated_secret_file_is_picked_up_by_current(self, tmp_path: Path) -> None:
+        path = tmp_path / "token"
+        path.write_text("first\n", encoding="utf-8")
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+        secret = Secret("first", f"file:{path}", path.stat().st_mtime)
+        assert secret.current() == "first"
+        path.write_text("second\n", encoding="utf-8")
+        os.utime(path, (1_000_000_100, 1_000_000_100))
+        assert secret.current() == "second"
+        assert secret.reveal() == "second"
+
+    def test_a_secret_file_removed_mid_rotation_keeps_the_last_good_value(
+        self, tmp_path: Path
+    ) -> None:
+        path = tmp_path / "token"
+        path.write_text("good\n", encoding="utf-8")
+        secret = Secret("good", f"file:{path}", path.stat().st_mtime)
+        path.unlink()
+        assert secret.current() == "good"
+
+
+def test_the_docs_copy_of_the_schema_is_identical_to_the_packaged_one() -> None:
+    docs_copy = ROOT / "docs" / "schema" / "gateway.schema.json"
+    assert docs_copy.read_bytes() == SCHEMA.read_bytes(), (
+        "run: cp gateway/schema/gateway.schema.json docs/schema/gateway.schema.json"
+    )
+
+
+def test_docs_configuration_md_documents_every_key_of_the_schema() -> None:
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    undocumented = sorted(
+        key
+        for key in schema_keys(schema)
+        if not key.endswith((".env", ".file", ".*")) and f"`{key}`" not in text
+    )
+    assert undocumented == []
