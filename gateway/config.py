@@ -443,7 +443,10 @@ def _build(b: _Builder, raw: dict[str, Any], source: str) -> Config:
         require_iss=bool(ri.get("require_iss", False)),
         clock_skew_s=int(ri.get("clock_skew_s", 30)),
         subject_fallback=ri.get("subject_fallback", "none"),
-        audiences=tuple(canonical_uri(a) for a in ri.get("audiences", [])),
+        # Only URIs are normalised (RFC 8707); plain audience names ("mcp-gateway") stay as is.
+        audiences=tuple(
+            canonical_uri(a) if urlsplit(a).netloc else a for a in ri.get("audiences", [])
+        ),
         cache=CacheConfig(**rc),
         **(
             {"failed_auth_rate": parse_rate(ri["failed_auth_rate"])}

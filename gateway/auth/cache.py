@@ -1,0 +1,179 @@
+"""Introspection result cache (RFC 7662 §4 "caching") with single-flight coalescing.
+
+- Keyed by the SHA-256 digest of the token (:func:`token_digest`), never by the token itself.
+- A positive entry is fresh until ``min(exp, stored_at + max_ttl_s)``; ``max_ttl_s = 0`` disables
+  caching. It is never served past the token's ``exp``.
+- With ``stale_if_error_s > 0`` a positive entry is kept ``stale_if_error_s`` past its fresh
+  lifetime (still never past ``exp``) so it can be served while the issuer is unreachable.
+- Negative entries (a token the issuer or the claim checks refused) are off by default
+  (``negative_ttl_s = 0``); when enabled they are short-lived and bounded separately
+  (``negative_max_entries``), because an attacker controls how many distinct bad tokens arrive.
+- Both maps are LRU, bounded by entry count.
+
+:class:`SingleFlight` makes concurrent lookups of one uncached token share one introspection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
+
+from gateway.config import CacheConfig
+from gateway.seams import Principal
+
+__all__ = ["FINGERPRINT_HEX", "CacheLookup", "SingleFlight", "TokenCache", "token_digest"]
+
+FINGERPRINT_HEX: Final = 12
+"""Hex characters of the SHA-256 digest used as the log fingerprint (48 bits: enough to
+correlate log lines across replicas, far too few to test guesses of a high-entropy token)."""
+
+
+def token_digest(token: str) -> tuple[bytes, str]:
+    """(cache key, log fingerprint) of ``token``: its SHA-256 digest and the first 12 hex chars."""
+    digest = hashlib.sha256(token.encode("ascii")).digest()
+    return digest, digest.hex()[:FINGERPRINT_HEX]
+
+
+@dataclass(frozen=True, slots=True)
+class _Positive:
+    principal: Principal
+    fresh_until: float
+    keep_until: float
+    """``fresh_until`` plus the stale-if-error allowance, capped at ``exp``."""
+
+
+@dataclass(frozen=True, slots=True)
+class CacheLookup:
+    """What the cache knows about a token right now."""
+
+    principal: Principal | None = None
+    """A fresh positive result."""
+    negative: bool = False
+    """A fresh negative result (answer 401 without asking the issuer)."""
+
+
+T = TypeVar("T")
+
+_MISS: Final = CacheLookup()
+_NEGATIVE: Final = CacheLookup(negative=True)
+
+
+class TokenCache:
+    """Bounded LRU maps of positive and negative introspection outcomes, keyed by digest."""
+
+    def __init__(self, settings: CacheConfig) -> None:
+        if settings.max_ttl_s < 0 or settings.negative_ttl_s < 0 or settings.stale_if_error_s < 0:
+            raise ValueError("cache TTLs must be >= 0 (0 disables)")
+        if settings.max_entries < 1 or settings.negative_max_entries < 1:
+            raise ValueError("cache max_entries and negative_max_entries must be >= 1")
+        self._settings = settings
+        self._positive: OrderedDict[bytes, _Positive] = OrderedDict()
+        self._negative: OrderedDict[bytes, float] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._positive) + len(self._negative)
+
+    @property
+    def negative_size(self) -> int:
+        return len(self._negative)
+
+    def lookup(self, key: bytes, now: float) -> CacheLookup:
+        """A fresh result for ``key`` or a miss. O(1)."""
+        entry = self._positive.get(key)
+        if entry is not None:
+            if now < entry.fresh_until:
+                self._positive.move_to_end(key)
+                return CacheLookup(principal=entry.principal)
+            if now >= entry.keep_until:
+                del self._positive[key]
+        negative_until = self._negative.get(key)
+        if negative_until is not None:
+            if now < negative_until:
+                return _NEGATIVE
+            del self._negative[key]
+        return _MISS
+
+    def stale(self, key: bytes, now: float) -> Principal | None:
+        """A positive result past its fresh lifetime but within stale-if-error (and ``exp``)."""
+        entry = self._positive.get(key)
+        if entry is None or now >= entry.keep_until or now >= entry.principal.expires_at:
+            return None
+        return entry.principal
+
+    def store(self, key: bytes, principal: Principal, now: float) -> None:
+        """Remember an accepted token until ``min(exp, now + max_ttl_s)`` (0 disables)."""
+        self._negative.pop(key, None)
+        max_ttl = self._settings.max_ttl_s
+        if max_ttl <= 0:
+            return
+        exp = principal.expires_at
+        fresh_until = min(exp, now + max_ttl)
+        if fresh_until <= now:
+            return
+        keep_until = min(exp, fresh_until + self._settings.stale_if_error_s)
+        self._positive[key] = _Positive(principal, fresh_until, keep_until)
+        self._positive.move_to_end(key)
+        while len(self._positive) > self._settings.max_entries:
+            self._positive.popitem(last=False)
+
+    def store_negative(self, key: bytes, now: float) -> None:
+        """Remember a refused token for ``negative_ttl_s`` (0, the default, disables)."""
+        ttl = self._settings.negative_ttl_s
+        if ttl <= 0:
+            return
+        # A refusal supersedes an earlier acceptance (e.g. the token was revoked).
+        self._positive.pop(key, None)
+        self._negative[key] = now + ttl
+        self._negative.move_to_end(key)
+        while len(self._negative) > self._settings.negative_max_entries:
+            self._negative.popitem(last=False)
+
+    def forget(self, key: bytes) -> None:
+        self._positive.pop(key, None)
+        self._negative.pop(key, None)
+
+
+class SingleFlight(Generic[T]):
+    """Coalesce concurrent calls per key into one running task.
+
+    The work runs in its own task, so a caller that is cancelled (client disconnect) does not
+    cancel the work the other callers wait for; each caller awaits it through
+    :func:`asyncio.shield`. The entry is removed when the task finishes, so a later call starts
+    fresh work (results are kept by :class:`TokenCache`, not here).
+    """
+
+    def __init__(self) -> None:
+        self._flights: dict[bytes, asyncio.Task[T]] = {}
+
+    def __len__(self) -> int:
+        return len(self._flights)
+
+    def joining(self, key: bytes) -> asyncio.Task[T] | None:
+        """The flight already running for ``key``, if any."""
+        return self._flights.get(key)
+
+    def start(self, key: bytes, work: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
+        async def run() -> T:
+            return await work()
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._flights[key] = task
+
+        def done(finished: asyncio.Task[T]) -> None:
+            if self._flights.get(key) is finished:
+                del self._flights[key]
+            if not finished.cancelled():
+                finished.exception()  # mark retrieved: every waiter may have gone away
+
+        task.add_done_callback(done)
+        return task
+
+    async def cancel_all(self) -> None:
+        tasks = list(self._flights.values())
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

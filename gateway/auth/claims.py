@@ -1,0 +1,171 @@
+"""RFC 7662 §2.2 introspection response checks (with RFC 8707 audience rules) -> Principal.
+
+Pure: no I/O, no clock of its own. :func:`check_claims` either returns an immutable
+:class:`~gateway.seams.Principal` or raises :class:`~gateway.errors.InvalidToken` whose
+``detail`` (for logs only, never rendered) names the failed check. Checks, first failure wins:
+
+1. ``active`` is the JSON boolean ``true`` (a string or 1 is not);
+2. ``token_type``, when present, names a plain bearer access token (:data:`ACCESS_TOKEN_TYPES`);
+   refresh tokens, ID tokens and DPoP tokens fail, and so does any ``cnf`` (sender-constrained
+   tokens need a proof this gateway does not check, RFC 9449 / RFC 8705);
+3. ``iss`` equals the issuer exactly when present; required when ``require_iss`` is set;
+4. ``aud`` (string or array of strings) contains an accepted audience, compared as RFC 8707
+   canonical URIs; a missing ``aud`` fails (refresh tokens introspect without one);
+5. ``exp`` is a number and ``exp > now - skew``;
+6. ``nbf`` and ``iat``, when present, are numbers not later than ``now + skew``;
+7. ``sub`` is a non-empty string, or, with ``subject_fallback: client_id``, ``client_id`` is;
+8. ``scope``, when present, is a string; it is split on spaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+from urllib.parse import urlsplit
+
+from gateway.config import Config, canonical_uri
+from gateway.errors import InvalidToken
+from gateway.seams import Principal
+
+__all__ = ["ACCESS_TOKEN_TYPES", "ClaimRules", "canonical_audience", "check_claims"]
+
+ACCESS_TOKEN_TYPES: Final = frozenset(
+    {"access_token", "bearer", "urn:ietf:params:oauth:token-type:access_token"}
+)
+"""Accepted ``token_type`` values, compared case-insensitively. RFC 7662 §2.2 says the value is
+a RFC 6749 §7.1 token type (``Bearer``); several issuers put ``access_token`` or the RFC 8693
+URN there instead. Everything else (``refresh_token``, ``id_token``, ``DPoP``, ``N_A``) fails."""
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRules:
+    """What a token must say to be accepted here (built once from the configuration)."""
+
+    issuer: str
+    audiences: frozenset[str]
+    """Accepted audiences as canonical URIs (the resource plus ``issuer.audiences``)."""
+    require_iss: bool = False
+    skew_s: float = 30.0
+    subject_fallback: Literal["none", "client_id"] = "none"
+
+    def __post_init__(self) -> None:
+        if not self.audiences:
+            raise ValueError("ClaimRules needs at least one accepted audience (the resource)")
+        if self.skew_s < 0:
+            raise ValueError("skew_s must be >= 0")
+
+    @classmethod
+    def from_config(cls, config: Config) -> ClaimRules:
+        accepted = {canonical_audience(config.resource)}
+        accepted.update(canonical_audience(a) for a in config.issuer.audiences)
+        accepted.discard(None)
+        return cls(
+            issuer=config.issuer.url,
+            audiences=frozenset(a for a in accepted if a is not None),
+            require_iss=config.issuer.require_iss,
+            skew_s=float(config.issuer.clock_skew_s),
+            subject_fallback=config.issuer.subject_fallback,
+        )
+
+
+def canonical_audience(value: str) -> str | None:
+    """RFC 8707 canonical form of an audience value; None when it can never match.
+
+    Values with a query or fragment never match (RFC 8707 §2: a resource has no fragment and
+    SHOULD NOT have a query; a lenient match would let ``?x`` variants through). Non-URI
+    audiences (``mcp-gateway``) compare as exact strings.
+    """
+    try:
+        parts = urlsplit(value)
+        if parts.query or parts.fragment or "#" in value:
+            return None
+        if not parts.scheme or not parts.netloc:
+            return value
+        return canonical_uri(value)
+    except ValueError:  # e.g. a non-numeric port
+        return None
+
+
+def _number(doc: Mapping[str, Any], name: str) -> float | None:
+    value = doc.get(name)
+    if value is None:
+        return None
+    # bool is an int subclass in Python; JSON true is not a NumericDate.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidToken(detail=f"{name} is not a number")
+    return float(value)
+
+
+def _audiences(raw: object) -> Iterable[str]:
+    if isinstance(raw, str):
+        return (raw,)
+    if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
+        return raw
+    raise InvalidToken(detail="aud missing or not a string/array of strings")
+
+
+def check_claims(
+    doc: Mapping[str, Any], rules: ClaimRules, *, now: float, fingerprint: str
+) -> Principal:
+    """Apply the checks in the module docstring; return the principal or raise InvalidToken."""
+    if doc.get("active") is not True:
+        raise InvalidToken(detail="token is not active")
+
+    token_type = doc.get("token_type")
+    if token_type is not None and (
+        not isinstance(token_type, str) or token_type.lower() not in ACCESS_TOKEN_TYPES
+    ):
+        raise InvalidToken(detail="token_type is not a bearer access token")
+    if "cnf" in doc:
+        # SECURITY: a sender-constrained token (DPoP cnf.jkt, mTLS cnf.x5t#S256) presented as a
+        # plain bearer would let a thief skip the proof of possession.
+        raise InvalidToken(detail="sender-constrained token presented as bearer")
+
+    iss = doc.get("iss")
+    if iss is None:
+        if rules.require_iss:
+            raise InvalidToken(detail="iss missing")
+    elif iss != rules.issuer:
+        raise InvalidToken(detail="iss is not the configured issuer")
+
+    if "aud" not in doc:
+        raise InvalidToken(detail="aud missing")
+    if not any(canonical_audience(a) in rules.audiences for a in _audiences(doc["aud"])):
+        raise InvalidToken(detail="aud does not name this resource")
+
+    exp = _number(doc, "exp")
+    if exp is None:
+        raise InvalidToken(detail="exp missing")
+    if exp <= now - rules.skew_s:
+        raise InvalidToken(detail="token expired")
+    nbf = _number(doc, "nbf")
+    if nbf is not None and nbf > now + rules.skew_s:
+        raise InvalidToken(detail="token not yet valid (nbf)")
+    iat = _number(doc, "iat")
+    if iat is not None and iat > now + rules.skew_s:
+        raise InvalidToken(detail="token issued in the future (iat)")
+
+    client_id = doc.get("client_id")
+    if not isinstance(client_id, str) or not client_id:
+        client_id = None
+    subject = doc.get("sub")
+    if not isinstance(subject, str) or not subject:
+        if rules.subject_fallback == "client_id" and client_id is not None:
+            subject = client_id
+        else:
+            raise InvalidToken(detail="sub missing")
+
+    scope = doc.get("scope", "")
+    if not isinstance(scope, str):
+        raise InvalidToken(detail="scope is not a string")
+
+    return Principal(
+        subject=subject,
+        client_id=client_id,
+        # RFC 6749 §3.3: space-delimited; tolerate repeated spaces rather than empty scopes.
+        scopes=frozenset(s for s in scope.split(" ") if s),
+        expires_at=exp,
+        issuer=rules.issuer,
+        fingerprint=fingerprint,
+    )

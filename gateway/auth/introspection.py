@@ -1,0 +1,190 @@
+"""RFC 7662 §2 token introspection client, authenticated as an RFC 6749 §2.3 confidential client.
+
+One call = one form POST of ``token`` and ``token_type_hint=access_token`` with
+``Accept: application/json`` through :mod:`gateway.outbound` (deadline ``issuer.timeout_s``,
+no redirects, no retries). Client authentication:
+
+- ``client_secret_basic``: ``Authorization: Basic base64(urlenc(id) ":" urlenc(secret))``
+  (RFC 6749 §2.3.1 requires the form-urlencoding before base64);
+- ``client_secret_post``: ``client_id`` and ``client_secret`` form fields;
+- ``private_key_jwt``: an RFC 7523 §2.2 assertion signed with ``issuer.private_key``
+  (``iss = sub = client_id``, ``aud`` = the issuer identifier, unique ``jti``, 60 s lifetime),
+  built by authlib.
+
+Any failure to get a usable answer (timeout, refused connection, redirect, non-200, a non-JSON
+content type, a body over 16 KiB or nested deeper than 8, not an object, no boolean ``active``)
+raises :class:`IntrospectionFailed`; the caller turns it into 503 + ``Retry-After``, never 401.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+from urllib.parse import quote_plus
+
+from authlib.oauth2.rfc7523 import private_key_jwt_sign
+from joserfc.jwk import ECKey, RSAKey
+
+from gateway.config import IssuerConfig
+from gateway.outbound import (
+    Outbound,
+    OutboundConnectionError,
+    OutboundError,
+    OutboundRedirect,
+    OutboundTimeout,
+    ResponseTooLarge,
+)
+
+__all__ = [
+    "ASSERTION_LIFETIME_S",
+    "MAX_DEPTH",
+    "MAX_RESPONSE_BYTES",
+    "ClientAuthenticator",
+    "IntrospectionFailed",
+    "Introspector",
+    "parse_json_object",
+]
+
+MAX_RESPONSE_BYTES: Final = 16_384
+"""Largest introspection response read (16 KiB); larger -> issuer failure (503)."""
+MAX_DEPTH: Final = 8
+"""Deepest JSON nesting accepted in an introspection response."""
+ASSERTION_LIFETIME_S: Final = 60
+"""Lifetime of a private_key_jwt client assertion (RFC 7523 §3: short)."""
+JWT_BEARER_ASSERTION: Final = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+
+class IntrospectionFailed(Exception):
+    """No usable answer from the issuer. ``result`` is a bounded metric label value."""
+
+    def __init__(self, result: str, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+        """timeout | refused | redirect | oversized | http_error | client_auth_rejected |
+        content_type | malformed"""
+
+
+def parse_json_object(body: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
+    """Decode a JSON object no deeper than ``max_depth``; raise ValueError otherwise."""
+    try:
+        value = json.loads(body)
+    except (ValueError, RecursionError) as exc:
+        raise ValueError("not JSON") from exc
+    if not isinstance(value, dict):
+        raise ValueError("not a JSON object")
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            raise ValueError("JSON nested too deeply")
+        children = node.values() if isinstance(node, dict) else node
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return value
+
+
+class ClientAuthenticator:
+    """Adds the gateway's client authentication to an introspection request."""
+
+    def __init__(self, issuer: IssuerConfig, *, clock: Callable[[], float]) -> None:
+        self._issuer = issuer
+        self._clock = clock
+        self._key: RSAKey | ECKey | None = None
+        if issuer.client_auth == "private_key_jwt":
+            if issuer.private_key is None:
+                raise ValueError("issuer.private_key is required with private_key_jwt")
+            pem = issuer.private_key.reveal()
+            # Parse once at startup; a bad key is a configuration error, not a per-request one.
+            key_type = ECKey if issuer.signing_alg.startswith("ES") else RSAKey
+            self._key = key_type.import_key(pem)
+        elif issuer.client_secret is None:
+            raise ValueError("issuer.client_secret is required with client_secret_*")
+
+    def apply(self, headers: dict[str, str], form: dict[str, str], audience: str) -> None:
+        issuer = self._issuer
+        if issuer.client_auth == "client_secret_basic" and issuer.client_secret is not None:
+            # RFC 6749 §2.3.1: form-urlencode both parts before joining and base64-encoding.
+            raw = quote_plus(issuer.client_id) + ":" + quote_plus(issuer.client_secret.current())
+            headers["Authorization"] = "Basic " + base64.b64encode(raw.encode()).decode()
+        elif issuer.client_auth == "client_secret_post" and issuer.client_secret is not None:
+            form["client_id"] = issuer.client_id
+            form["client_secret"] = issuer.client_secret.current()
+        elif self._key is not None:
+            header = {"kid": issuer.private_key_id} if issuer.private_key_id else {}
+            now = int(self._clock())
+            form["client_assertion_type"] = JWT_BEARER_ASSERTION
+            form["client_assertion"] = private_key_jwt_sign(
+                self._key,
+                issuer.client_id,
+                audience,
+                alg=issuer.signing_alg,
+                header=header,
+                issued_at=now,
+                expires_at=now + ASSERTION_LIFETIME_S,
+            )
+            form["client_id"] = issuer.client_id
+
+
+class Introspector:
+    """One RFC 7662 introspection call per :meth:`introspect`; no retries, no redirects."""
+
+    def __init__(
+        self,
+        issuer: IssuerConfig,
+        outbound: Outbound,
+        *,
+        destination: str = "issuer",
+        clock: Callable[[], float],
+    ) -> None:
+        self._issuer = issuer
+        self._outbound = outbound
+        self._destination = destination
+        self._auth = ClientAuthenticator(issuer, clock=clock)
+
+    async def introspect(self, token: str, endpoint: str, issuer_id: str) -> Mapping[str, Any]:
+        """POST ``token`` to ``endpoint``; return the response object or raise
+        IntrospectionFailed. ``issuer_id`` is the private_key_jwt audience."""
+        headers = {
+            "Accept": "application/json",
+            "Content-Type": "application/x-www-form-urlencoded",
+        }
+        form = {"token": token, "token_type_hint": "access_token"}
+        self._auth.apply(headers, form, issuer_id)
+        try:
+            response = await self._outbound.request(
+                self._destination,
+                "POST",
+                endpoint,
+                timeout_s=self._issuer.timeout_s,
+                headers=headers,
+                data=form,
+                max_body=MAX_RESPONSE_BYTES,
+            )
+        except OutboundTimeout as exc:
+            raise IntrospectionFailed("timeout", "introspection timed out") from exc
+        except OutboundConnectionError as exc:
+            raise IntrospectionFailed("refused", "introspection connection failed") from exc
+        except OutboundRedirect as exc:
+            raise IntrospectionFailed("redirect", "introspection answered a redirect") from exc
+        except ResponseTooLarge as exc:
+            raise IntrospectionFailed("oversized", "introspection response too large") from exc
+        except OutboundError as exc:
+            raise IntrospectionFailed("refused", "introspection request failed") from exc
+        if response.status in (401, 403):
+            # RFC 7662 §2.3: the issuer refused *our* credentials: an operator problem.
+            raise IntrospectionFailed(
+                "client_auth_rejected", "issuer rejected the gateway's client authentication"
+            )
+        if response.status != 200:
+            raise IntrospectionFailed("http_error", "introspection answered a non-200 status")
+        if response.content_type != "application/json":
+            raise IntrospectionFailed("content_type", "introspection answer is not JSON")
+        try:
+            doc = parse_json_object(response.body)
+        except ValueError as exc:
+            raise IntrospectionFailed("malformed", "introspection answer is malformed") from exc
+        # RFC 7662 §2.2: "active" is REQUIRED; without it the answer is unusable, not a "no".
+        if not isinstance(doc.get("active"), bool):
+            raise IntrospectionFailed("malformed", "introspection answer lacks active")
+        return doc

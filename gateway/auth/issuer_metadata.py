@@ -1,0 +1,147 @@
+"""RFC 8414 §3 authorization server metadata discovery, with OIDC Discovery 1.0 §4 fallback.
+
+For an issuer ``https://id.example.com/tenant`` the documents are tried in the order the MCP
+specification gives clients (2025-11-25 §Authorization Server Metadata Discovery):
+
+1. ``https://id.example.com/.well-known/oauth-authorization-server/tenant`` (RFC 8414 §3.1,
+   path inserted after the host, a terminating ``/`` removed first);
+2. ``https://id.example.com/.well-known/openid-configuration/tenant`` (OIDC, path insertion);
+3. ``https://id.example.com/tenant/.well-known/openid-configuration`` (OIDC, path appending).
+
+Without a path only 1 and 2 exist. A 4xx moves on to the next URL; a network error, a 5xx, a
+redirect or a malformed document stops discovery (it is retried later). A document is accepted
+only if (RFC 8414 §3.3) its ``issuer`` equals the configured issuer *exactly*, and its
+``introspection_endpoint`` is https (plain http only for loopback with ``allow_insecure_http``)
+and on the issuer's origin; an endpoint elsewhere must be configured explicitly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Final
+from urllib.parse import urlsplit
+
+from gateway.config import IssuerConfig, is_loopback_url
+from gateway.outbound import Outbound, OutboundError
+
+from .introspection import parse_json_object
+
+__all__ = [
+    "MAX_METADATA_BYTES",
+    "DiscoveryFailed",
+    "IssuerMetadata",
+    "check_endpoint",
+    "discover",
+    "metadata_urls",
+]
+
+MAX_METADATA_BYTES: Final = 65_536
+"""Largest metadata document read (64 KiB)."""
+_MAX_METADATA_DEPTH: Final = 16
+
+
+class DiscoveryFailed(Exception):
+    """Metadata could not be obtained or was refused; the message is fixed and safe to log."""
+
+
+@dataclass(frozen=True, slots=True)
+class IssuerMetadata:
+    """What the gateway uses from the issuer's metadata."""
+
+    issuer: str
+    introspection_endpoint: str
+    auth_methods: tuple[str, ...] = ()
+    """``introspection_endpoint_auth_methods_supported`` (empty when not advertised)."""
+    source: str = "configured"
+    """The URL the document came from, or ``configured`` when discovery was skipped."""
+
+
+def metadata_urls(issuer: str) -> list[str]:
+    """The discovery URLs for ``issuer``, in the order they are tried."""
+    parts = urlsplit(issuer)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    path = parts.path.rstrip("/")
+    urls = [
+        origin + "/.well-known/oauth-authorization-server" + path,
+        origin + "/.well-known/openid-configuration" + path,
+    ]
+    if path:
+        urls.append(origin + path + "/.well-known/openid-configuration")
+    return urls
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    parts = urlsplit(url)
+    port = parts.port
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80 if parts.scheme == "http" else None
+    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+
+
+def check_endpoint(endpoint: object, config: IssuerConfig) -> str:
+    """Validate a discovered introspection endpoint; return it or raise DiscoveryFailed."""
+    if not isinstance(endpoint, str) or not endpoint:
+        raise DiscoveryFailed("issuer metadata has no introspection_endpoint")
+    try:
+        scheme, host, _ = _origin(endpoint)
+        same_origin = _origin(endpoint) == _origin(config.url)
+    except ValueError as exc:
+        raise DiscoveryFailed("introspection_endpoint is not a valid URL") from exc
+    if not host or urlsplit(endpoint).fragment:
+        raise DiscoveryFailed("introspection_endpoint is not an absolute URL")
+    if scheme != "https" and not (
+        scheme == "http" and config.allow_insecure_http and is_loopback_url(endpoint)
+    ):
+        raise DiscoveryFailed("introspection_endpoint must use https")
+    if not same_origin:
+        # SECURITY: a tampered or misconfigured document must not send tokens elsewhere.
+        raise DiscoveryFailed(
+            "introspection_endpoint is not on the issuer's origin; configure it explicitly"
+        )
+    return endpoint
+
+
+async def discover(
+    outbound: Outbound,
+    config: IssuerConfig,
+    *,
+    destination: str = "issuer",
+    urls: Sequence[str] | None = None,
+) -> IssuerMetadata:
+    """Fetch and validate the issuer's metadata; raise DiscoveryFailed with a fixed reason."""
+    for url in urls if urls is not None else metadata_urls(config.url):
+        try:
+            response = await outbound.request(
+                destination,
+                "GET",
+                url,
+                timeout_s=config.timeout_s,
+                headers={"Accept": "application/json"},
+                max_body=MAX_METADATA_BYTES,
+            )
+        except OutboundError as exc:
+            raise DiscoveryFailed("issuer metadata unreachable") from exc
+        if 400 <= response.status < 500:
+            continue  # not served at this location; try the next form
+        if response.status != 200:
+            raise DiscoveryFailed("issuer metadata answered an error status")
+        if response.content_type != "application/json":
+            raise DiscoveryFailed("issuer metadata is not application/json")
+        try:
+            doc = parse_json_object(response.body, max_depth=_MAX_METADATA_DEPTH)
+        except ValueError as exc:
+            raise DiscoveryFailed("issuer metadata is not a JSON object") from exc
+        # RFC 8414 §3.3 / OIDC Discovery §4.3: identical, character for character.
+        if doc.get("issuer") != config.url:
+            raise DiscoveryFailed("issuer metadata names a different issuer")
+        methods = doc.get("introspection_endpoint_auth_methods_supported", [])
+        return IssuerMetadata(
+            issuer=config.url,
+            introspection_endpoint=check_endpoint(doc.get("introspection_endpoint"), config),
+            auth_methods=tuple(m for m in methods if isinstance(m, str))
+            if isinstance(methods, list)
+            else (),
+            source=url,
+        )
+    raise DiscoveryFailed("issuer serves no authorization server metadata")

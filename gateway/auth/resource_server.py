@@ -1,0 +1,294 @@
+"""OAuth 2.1 resource server (RFC 6750, RFC 7662, RFC 8414, RFC 9728) behind one Protocol.
+
+:class:`ResourceServer` implements :class:`gateway.seams.Authenticator`. Per request, in order:
+
+1. bearer extraction (:mod:`.bearer`): 400 / 401 rows;
+2. cache lookup by SHA-256 of the token (:mod:`.cache`): a fresh positive entry is the whole
+   cost of an authenticated request; a fresh negative entry is 401 without an issuer call;
+3. a flight already introspecting the same token is joined (single-flight);
+4. otherwise the per-client-IP failed-authentication budget is checked (429 without an issuer
+   call once exhausted, so token spraying cannot become an introspection flood);
+5. introspection (:mod:`.introspection`) and claim checks (:mod:`.claims`); the outcome is
+   cached. An issuer fault is 503 + ``Retry-After`` (or, with ``stale_if_error_s``, the last
+   positive result within its allowance); it is never 401 and never anonymous access.
+
+Baseline scopes are not checked here: the pipeline checks them with the current policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, Final
+
+from gateway.config import Config
+from gateway.errors import GatewayError, InvalidToken, IssuerUnavailable, RateLimited
+from gateway.limits.memory import MemoryRateLimiter, retry_after_seconds
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+from gateway.outbound import Destination, Outbound
+from gateway.seams import AuthRequest, Principal, RateLimiter
+
+from .bearer import extract_bearer
+from .cache import SingleFlight, TokenCache, token_digest
+from .challenge import challenge_for
+from .claims import ClaimRules, check_claims
+from .introspection import IntrospectionFailed, Introspector
+from .issuer_metadata import DiscoveryFailed, IssuerMetadata, discover
+from .resource_metadata import protected_resource_metadata
+
+__all__ = ["ISSUER_RETRY_AFTER_S", "MAX_BLOCKED_IPS", "ResourceServer"]
+
+ISSUER_RETRY_AFTER_S: Final = 5
+"""``Retry-After`` (seconds) on 503 when the issuer cannot answer."""
+MAX_BLOCKED_IPS: Final = 100_000
+"""Client IPs remembered as over their failed-auth budget (LRU; bounded memory)."""
+MAX_RETRY_BACKOFF_S: Final = 60.0
+"""Longest wait between two failed metadata discovery attempts."""
+
+_log = get_logger("gateway.auth")
+
+_Outcome = Principal | GatewayError
+"""What one introspection flight yields. Errors are returned, not raised, so every waiter
+raises its own fresh exception instance (a shared instance would pile up tracebacks)."""
+
+
+def _fresh(error: GatewayError) -> GatewayError:
+    return type(error)(detail=error.detail, retry_after=error.retry_after)
+
+
+class ResourceServer:
+    """The gateway's authenticator: see the module docstring for the order of checks."""
+
+    def __init__(
+        self,
+        config: Config,
+        outbound: Outbound,
+        *,
+        metrics: Metrics | None = None,
+        limiter: RateLimiter | None = None,
+        clock: Callable[[], float] = time.time,
+        baseline_scopes: Callable[[], tuple[str, ...]] = lambda: (),
+        discovery_retry_s: float = 1.0,
+    ) -> None:
+        self._config = config
+        self._issuer = config.issuer
+        self._outbound = outbound
+        self._metrics = metrics
+        self._limiter: RateLimiter = limiter if limiter is not None else MemoryRateLimiter()
+        self._clock = clock
+        self._baseline = baseline_scopes
+        self._discovery_retry_s = discovery_retry_s
+        self._rules = ClaimRules.from_config(config)
+        self._cache = TokenCache(config.issuer.cache)
+        self._flights: SingleFlight[_Outcome] = SingleFlight()
+        self._introspector = Introspector(config.issuer, outbound, clock=clock)
+        self._blocked: OrderedDict[str, float] = OrderedDict()
+        self._metadata: IssuerMetadata | None = None
+        if config.issuer.introspection_endpoint is not None:
+            # An explicitly configured endpoint skips discovery (and its origin rule).
+            self._metadata = IssuerMetadata(config.issuer.url, config.issuer.introspection_endpoint)
+        self._refresher: asyncio.Task[None] | None = None
+        self.last_error: str | None = None
+        """Why the last discovery attempt failed (fixed text), None after a success."""
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        """True once an introspection endpoint is known (configured or discovered)."""
+        return self._metadata is not None
+
+    @property
+    def metadata(self) -> IssuerMetadata | None:
+        return self._metadata
+
+    async def start(self) -> None:
+        """Register the ``issuer`` destination and discover metadata (unless configured).
+
+        Never raises for an unreachable or refused issuer: the server stays not ready (every
+        uncached token is answered 503), and a background task retries with exponential
+        backoff, then refreshes the metadata every ``issuer.metadata_refresh_s``.
+        """
+        self._outbound.add(
+            Destination("issuer", connect_timeout_s=min(self._issuer.timeout_s, 3.0))
+        )
+        if self._issuer.introspection_endpoint is not None or self._refresher is not None:
+            return
+        await self._discover_once()
+        self._refresher = asyncio.get_running_loop().create_task(self._refresh_loop())
+
+    async def close(self) -> None:
+        """Stop the metadata refresher and any running introspection flights."""
+        refresher, self._refresher = self._refresher, None
+        if refresher is not None:
+            refresher.cancel()
+            await asyncio.gather(refresher, return_exceptions=True)
+        await self._flights.cancel_all()
+
+    async def _discover_once(self) -> bool:
+        try:
+            metadata = await discover(self._outbound, self._issuer)
+        except DiscoveryFailed as exc:
+            self.last_error = str(exc)
+            _log.error(
+                "issuer_discovery_failed",
+                issuer=self._issuer.url,
+                reason=str(exc),
+                keeping_previous=self._metadata is not None,
+            )
+            return False
+        if metadata.auth_methods and self._issuer.client_auth not in metadata.auth_methods:
+            _log.warning(
+                "issuer_does_not_advertise_client_auth",
+                issuer=self._issuer.url,
+                client_auth=self._issuer.client_auth,
+            )
+        if self._metadata is None or self._metadata != metadata:
+            _log.info(
+                "issuer_metadata_loaded",
+                issuer=metadata.issuer,
+                introspection_endpoint=metadata.introspection_endpoint,
+                source=metadata.source,
+            )
+        self._metadata = metadata
+        self.last_error = None
+        return True
+
+    async def _refresh_loop(self) -> None:
+        failures = 0 if self._metadata is not None else 1
+        while True:
+            if failures:
+                delay = min(self._discovery_retry_s * 2 ** (failures - 1), MAX_RETRY_BACKOFF_S)
+            else:
+                delay = self._issuer.metadata_refresh_s
+            await asyncio.sleep(delay)
+            # A failed refresh keeps the last good metadata (logged); only a gateway that never
+            # had metadata is not ready.
+            failures = 0 if await self._discover_once() else failures + 1
+
+    # --- Authenticator ------------------------------------------------------------------------
+
+    async def authenticate(self, request: AuthRequest) -> Principal:
+        """Return the caller's principal or raise TokenInQuery / NoCredentials / InvalidToken /
+        IssuerUnavailable / RateLimited (see the module docstring for the order)."""
+        try:
+            token = extract_bearer(request)
+        except InvalidToken as exc:
+            await self._failed(request.client_ip, exc, None)
+            raise
+        key, fingerprint = token_digest(token)
+        found = self._cache.lookup(key, self._clock())
+        if found.principal is not None:
+            self._count_cache("hit")
+            return found.principal
+        if found.negative:
+            self._count_cache("hit")
+            refused = InvalidToken(detail="refused earlier (negative cache)")
+            await self._failed(request.client_ip, refused, fingerprint)
+            raise refused
+        flight = self._flights.joining(key)
+        if flight is not None:
+            self._count_cache("coalesced")
+        else:
+            self._check_budget(request.client_ip, fingerprint)
+            self._count_cache("miss")
+            flight = self._flights.start(key, lambda: self._resolve(token, key, fingerprint))
+        outcome = await asyncio.shield(flight)
+        if isinstance(outcome, Principal):
+            return outcome
+        error = _fresh(outcome)
+        if isinstance(error, InvalidToken):
+            await self._failed(request.client_ip, error, fingerprint)
+        raise error
+
+    def challenge(self, error: GatewayError) -> str | None:
+        """The ``WWW-Authenticate`` value for ``error`` (see :func:`.challenge.challenge_for`)."""
+        return challenge_for(
+            error, resource_metadata=self._config.prm_url, baseline=self._baseline()
+        )
+
+    def protected_resource_metadata(self) -> dict[str, Any]:
+        """The RFC 9728 document served at both well-known paths."""
+        return protected_resource_metadata(self._config, self._baseline())
+
+    # --- internals ----------------------------------------------------------------------------
+
+    async def _resolve(self, token: str, key: bytes, fingerprint: str) -> _Outcome:
+        """One introspection + claim check; the result is cached. Runs as a single flight."""
+        metadata = self._metadata
+        if metadata is None:
+            return self._issuer_down(key, fingerprint, "not_ready")
+        started = time.perf_counter()
+        try:
+            doc = await self._introspector.introspect(
+                token, metadata.introspection_endpoint, metadata.issuer
+            )
+        except IntrospectionFailed as exc:
+            self._observe(exc.result, started)
+            if exc.result == "client_auth_rejected":
+                # Operator error: the gateway's own credentials are wrong or revoked.
+                _log.error("issuer_rejected_gateway_credentials", issuer=self._issuer.url)
+            return self._issuer_down(key, fingerprint, exc.result)
+        now = self._clock()
+        try:
+            principal = check_claims(doc, self._rules, now=now, fingerprint=fingerprint)
+        except InvalidToken as exc:
+            self._observe("inactive" if doc.get("active") is False else "rejected", started)
+            # A refusal ends any earlier acceptance (revocation), cached or stale.
+            self._cache.forget(key)
+            self._cache.store_negative(key, now)
+            return exc
+        self._observe("active", started)
+        self._cache.store(key, principal, now)
+        return principal
+
+    def _issuer_down(self, key: bytes, fingerprint: str, reason: str) -> _Outcome:
+        stale = self._cache.stale(key, self._clock())
+        if stale is not None:
+            self._count_cache("stale")
+            _log.warning("serving_stale_token", fingerprint=fingerprint, reason=reason)
+            return stale
+        _log.warning("issuer_unavailable", fingerprint=fingerprint, reason=reason)
+        return IssuerUnavailable(retry_after=ISSUER_RETRY_AFTER_S, detail=reason)
+
+    def _check_budget(self, client_ip: str, fingerprint: str) -> None:
+        until = self._blocked.get(client_ip)
+        if until is None:
+            return
+        now = self._clock()
+        if now >= until:
+            del self._blocked[client_ip]
+            return
+        if self._metrics is not None:
+            self._metrics.rate_limited_total.labels(scope="failed_auth").inc()
+        _log.info("failed_auth_budget_exhausted", client_ip=client_ip, fingerprint=fingerprint)
+        raise RateLimited(
+            retry_after=retry_after_seconds(until - now), detail="failed-auth budget exhausted"
+        )
+
+    async def _failed(self, client_ip: str, error: InvalidToken, fingerprint: str | None) -> None:
+        """Log a refused token and charge it to the client IP's failed-auth budget."""
+        _log.info(
+            "token_rejected", reason=error.detail, fingerprint=fingerprint, client_ip=client_ip
+        )
+        rate = self._issuer.failed_auth_rate
+        if rate is None:
+            return
+        wait = await self._limiter.hit("authfail:" + client_ip, rate.count, rate.per_s)
+        if wait is not None:
+            self._blocked[client_ip] = self._clock() + wait
+            self._blocked.move_to_end(client_ip)
+            while len(self._blocked) > MAX_BLOCKED_IPS:
+                self._blocked.popitem(last=False)
+
+    def _count_cache(self, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.token_cache_total.labels(outcome=outcome).inc()
+
+    def _observe(self, result: str, started: float) -> None:
+        if self._metrics is not None:
+            self._metrics.introspection_total.labels(result=result).inc()
+            self._metrics.introspection_duration_seconds.observe(time.perf_counter() - started)
