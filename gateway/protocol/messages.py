@@ -9,17 +9,21 @@ canonical forwarding).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from gateway.errors import JsonRpcId
+from gateway.errors import GatewayError, JsonRpcId
 from gateway.seams import Era
 
 __all__ = ["EMPTY", "McpMessage"]
 
 EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 """Shared read-only empty mapping used as the default of every mapping field."""
+
+
+def _empty() -> Mapping[str, Any]:
+    return EMPTY
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,18 +43,23 @@ class McpMessage:
     """The ``params`` object as decoded (empty when absent); treat as read-only."""
     tool_name: str | None = None
     """``params.name`` of a ``tools/call``."""
-    arguments: Mapping[str, Any] = EMPTY
+    arguments: Mapping[str, Any] = field(default_factory=_empty)
     """``params.arguments`` of a ``tools/call`` (empty when absent)."""
     cursor: str | None = None
     """``params.cursor`` of a ``tools/list`` (opaque; checked when the page is built)."""
     progress_token: str | int | None = None
     """``params._meta.progressToken`` when the client opted in to progress notifications."""
-    header_params: Mapping[str, str] = EMPTY
+    header_params: Mapping[str, str] = field(default_factory=_empty)
     """Validated ``Mcp-Param-*`` values to forward: declared header suffix -> header value as
     received (OWS-trimmed, still base64-wrapped when the client wrapped it)."""
-    client_capabilities: Mapping[str, Any] = EMPTY
+    client_capabilities: Mapping[str, Any] = field(default_factory=_empty)
     """Modern: ``_meta["io.modelcontextprotocol/clientCapabilities"]``; legacy ``initialize``:
     ``params.capabilities``; otherwise empty (a stateless gateway cannot remember them)."""
+    rejection: GatewayError | None = None
+    """Set only on members of a 2025-03-26 batch whose envelope is valid but which fail a later
+    check (unknown method, bad params): answer that member with this error (it carries the
+    member's id) and the other members normally (JSON-RPC 2.0 §6). Always None outside
+    batches, where the failure is raised instead."""
 
     @property
     def is_notification(self) -> bool:

@@ -1,0 +1,436 @@
+"""MCP version routing and request validation (MCP 2026-07-28 streamable-http.mdx §Server
+Validation, basic/versioning.mdx; 2025-06-18 basic/lifecycle.mdx; 2025-03-26 §Batching).
+
+:func:`classify` takes the decoded body (from :func:`gateway.protocol.jsonstrict.decode`) and the
+request headers and returns the admitted :class:`~gateway.protocol.messages.McpMessage`, or
+raises one :class:`~gateway.errors.GatewayError` row. Every raised error carries ``era`` (which
+picks the legacy HTTP status) and ``request_id`` whenever the body's id is parseable.
+
+Routing (digest §1.5), on the OWS-trimmed ``MCP-Protocol-Version`` header:
+
+1. More than one ``MCP-Protocol-Version``, ``Mcp-Method`` or ``Mcp-Name`` line -> -32020
+   (a first-copy and a last-copy reader would disagree).
+2. ``2026-07-28`` -> modern ladder.
+3. ``2025-11-25`` / ``2025-06-18`` / ``2025-03-26`` -> legacy profile.
+4. Absent: a body carrying ``_meta["io.modelcontextprotocol/protocolVersion"]`` is a modern
+   client that lost its header -> -32020; anything else -> legacy profile (``initialize``
+   names its version; other requests are assumed ``2025-03-26``).
+5. Any other value -> modern ladder, which ends in -32020 (header and ``_meta`` disagree) or
+   -32022 (``data.supported``/``data.requested``).
+
+Modern ladder (first failure wins; order from digest §2.5, which satisfies the spec, the
+conformance suite and the reference SDK):
+
+M1. Envelope: a JSON array, a non-object, a posted response, ``jsonrpc`` not ``"2.0"``, an
+    invalid id, a missing/empty/non-string method, non-object ``params``, or members other
+    than jsonrpc/id/method/params -> -32600.
+M2. No ``id``: a ``notifications/*`` method is accepted (202) when the header version is
+    served, else -32022; any other method without an id -> -32600.
+M3. ``params._meta`` missing or not an object, ``protocolVersion`` missing or not a string,
+    ``clientCapabilities`` missing or not an object -> -32602 (400, basic/index.mdx). When the
+    header carries an unknown version and the body has no ``_meta`` version at all, the client
+    is not speaking 2026-07-28 and gets -32022 instead, which names the versions it can use.
+M4. ``MCP-Protocol-Version`` header != ``_meta`` version -> -32020.
+M5. ``Mcp-Method`` absent or != ``method`` (case-sensitive) -> -32020.
+M6. ``tools/call``, ``prompts/get``, ``resources/read``: ``Mcp-Name`` absent, undecodable or !=
+    ``params.name`` / ``params.uri`` -> -32020.
+M7. ``tools/call`` of a tool with ``x-mcp-header`` parameters: ``Mcp-Param-*`` rules -> -32020.
+M8. ``_meta`` version not in ``SUPPORTED`` -> -32022.
+M9. Method other than ``server/discover``, ``tools/list``, ``tools/call`` (this includes the
+    removed ``initialize``, ``ping``, ``logging/setLevel``, …) -> -32601 (404).
+M10. Method params: ``arguments`` not an object, ``cursor`` not a string, ``progressToken``
+     not a string or safe integer, unknown ``logLevel`` -> -32602.
+
+Legacy profile (2025-03-26 / 2025-06-18 / 2025-11-25; stateless, ``Mcp-Session-Id`` ignored):
+
+L1. A JSON array is a batch only without a header or with ``2025-03-26``; otherwise -32600.
+    Batch: 1-16 messages, no ``initialize`` inside, no repeated id, every member a valid
+    envelope, else the whole batch is -32600 with id null. A member with a valid envelope
+    that fails a later step (unknown method, bad params) is returned with ``rejection`` set so
+    that member alone is answered with that error (JSON-RPC 2.0 §6).
+L2. Envelope as M1; notifications as M2 (always accepted: the version is already served).
+L3. ``initialize``: ``protocolVersion`` string, ``capabilities`` object, ``clientInfo`` object
+    with string ``name`` and ``version`` -> else -32602 (HTTP 200).
+L4. ``ping``, ``tools/list``, ``tools/call`` params as M10; any other method (``server/discover``
+    included, so dual-era clients fall back) -> -32601 (HTTP 200).
+
+The mirrored headers ``Mcp-Method``/``Mcp-Name``/``Mcp-Param-*`` are not compared on the legacy
+profile (mcp-remote sends ``Mcp-Method`` there; client-behaviour.md §11). Tool existence and
+visibility are not decided here: an unknown tool is the dispatcher's -32602 after the policy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from gateway.errors import (
+    GatewayError,
+    HeaderMismatch,
+    InvalidParams,
+    InvalidRequest,
+    JsonRpcId,
+    MethodNotFound,
+    UnsupportedProtocolVersion,
+)
+from gateway.protocol.headers import Headers, check_param_headers, decode_mirrored, trim_ows
+from gateway.protocol.messages import EMPTY, McpMessage
+from gateway.protocol.versions import ASSUMED_LEGACY, LEGACY, MODERN, SUPPORTED
+from gateway.seams import Era, ToolDef
+
+__all__ = [
+    "LEGACY_METHODS",
+    "MAX_BATCH",
+    "MAX_ID_BYTES",
+    "MAX_SAFE_INTEGER",
+    "META_CLIENT_CAPABILITIES",
+    "META_PROTOCOL_VERSION",
+    "MODERN_METHODS",
+    "ToolLookup",
+    "classify",
+    "valid_id",
+]
+
+ToolLookup = Callable[[str], ToolDef | None]
+
+META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+_META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+_LOG_LEVELS: Final = frozenset(
+    {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
+)
+
+MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
+"""Requests served on 2026-07-28; everything else is -32601 with HTTP 404."""
+LEGACY_METHODS: Final = frozenset({"initialize", "ping", "tools/list", "tools/call"})
+"""Requests served on the legacy profile; everything else is -32601 with HTTP 200."""
+
+MAX_BATCH: Final = 16
+"""Largest 2025-03-26 batch accepted (one response budget covers the whole batch)."""
+MAX_ID_BYTES: Final = 128
+"""Longest string id, in UTF-8 bytes; longer ids are -32600."""
+MAX_SAFE_INTEGER: Final = 2**53 - 1
+"""Integer ids must lie within ±(2^53-1) so every JSON implementation reads them exactly."""
+
+_PV: Final = "MCP-Protocol-Version"
+_METHOD: Final = "Mcp-Method"
+_NAME: Final = "Mcp-Name"
+_NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+"""Methods whose ``Mcp-Name`` mirrors a params member (streamable-http.mdx §Request Metadata)."""
+_ENVELOPE_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
+_NOTIFICATION_PREFIX: Final = "notifications/"
+
+
+def classify(
+    headers: Headers, message: Any, tool_lookup: ToolLookup
+) -> McpMessage | tuple[McpMessage, ...]:
+    """Route ``message`` to its era and validate it; see the module docstring for the ladders.
+
+    Returns one :class:`McpMessage`, or a tuple of them for a 2025-03-26 batch. Raises a
+    :class:`~gateway.errors.GatewayError` subclass for the first failed check; never anything
+    else, whatever ``message`` holds.
+    """
+    request_id = _peek_id(message)
+    pv_lines = headers.getall(_PV, [])
+    if len(pv_lines) > 1:
+        raise HeaderMismatch(request_id=request_id, era="modern", detail="duplicate version")
+    pv = trim_ows(pv_lines[0]) if pv_lines else None
+    era: Era = "legacy" if pv is None or pv in LEGACY else "modern"
+    for name in (_METHOD, _NAME):
+        if len(headers.getall(name, [])) > 1:
+            raise HeaderMismatch(request_id=request_id, era=era, detail="duplicate header")
+
+    if pv is None:
+        if _meta_version_present(message):
+            # A modern body without its mandatory header (streamable-http.mdx §Server Validation).
+            raise HeaderMismatch(request_id=request_id, era="modern", detail="version missing")
+        return _legacy(None, message, request_id)
+    if pv in LEGACY:
+        return _legacy(pv, message, request_id)
+    return _modern(pv, headers, message, tool_lookup, request_id)
+
+
+# --- envelope (JSON-RPC 2.0 §4, MCP basic/index.mdx §Messages) -------------------------------
+
+
+def valid_id(value: Any) -> bool:
+    """A string of at most 128 UTF-8 bytes or an integer within ±(2^53-1); never null, a
+    boolean or a number written with a fraction or exponent (those decode to float)."""
+    if type(value) is str:
+        return len(value.encode("utf-8", "surrogatepass")) <= MAX_ID_BYTES
+    if type(value) is int:  # type() rather than isinstance(): bool is an int subclass
+        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
+    return False
+
+
+def _peek_id(message: Any) -> JsonRpcId | None:
+    if isinstance(message, dict):
+        value = message.get("id")
+        if valid_id(value):
+            return value
+    return None
+
+
+def _envelope(
+    message: Any, era: Era, request_id: JsonRpcId | None
+) -> tuple[JsonRpcId | None, str, dict[str, Any]]:
+    """Check one JSON-RPC request/notification; return (id, method, params)."""
+    if not isinstance(message, dict):
+        raise InvalidRequest(era=era, detail="not a single JSON-RPC object")
+    if "method" not in message and ("result" in message or "error" in message):
+        # Clients MUST NOT POST responses (streamable-http.mdx §Sending Messages); the gateway
+        # never sends requests to clients, so no response is ever expected.
+        raise InvalidRequest(request_id=request_id, era=era, detail="posted response")
+    if message.get("jsonrpc") != "2.0":
+        raise InvalidRequest(request_id=request_id, era=era, detail="jsonrpc member")
+    if not _ENVELOPE_KEYS.issuperset(message):
+        raise InvalidRequest(request_id=request_id, era=era, detail="unknown member")
+    method = message.get("method")
+    if type(method) is not str or not method:
+        raise InvalidRequest(request_id=request_id, era=era, detail="method member")
+    if "id" in message and request_id is None:
+        raise InvalidRequest(era=era, detail="id member")
+    params = message.get("params", _MISSING)
+    if params is _MISSING:
+        params = {}
+    elif not isinstance(params, dict):
+        raise InvalidRequest(request_id=request_id, era=era, detail="params member")
+    is_notification = "id" not in message
+    if is_notification and not method.startswith(_NOTIFICATION_PREFIX):
+        # MCP notifications all live under notifications/; a request without an id would
+        # silently never be answered.
+        raise InvalidRequest(era=era, detail="request without id")
+    return (None if is_notification else request_id), method, params
+
+
+_MISSING: Final = object()
+
+
+# --- modern ladder ----------------------------------------------------------------------------
+
+
+def _modern(
+    pv: str, headers: Headers, message: Any, lookup: ToolLookup, request_id: JsonRpcId | None
+) -> McpMessage:
+    era: Era = "modern"
+    if isinstance(message, list):
+        raise InvalidRequest(era=era, detail="batch on 2026-07-28")  # M1: no batching (§2.7)
+    rid, method, params = _envelope(message, era, request_id)  # M1
+    if rid is None:  # M2
+        if pv not in SUPPORTED:
+            raise _unsupported(pv, None)
+        return McpMessage(era=era, version=pv, id=None, method=method, params=params)
+
+    meta = params.get("_meta")  # M3
+    if pv not in SUPPORTED and not (isinstance(meta, dict) and META_PROTOCOL_VERSION in meta):
+        raise _unsupported(pv, rid)
+    if not isinstance(meta, dict):
+        raise InvalidParams(request_id=rid, era=era, detail="_meta missing")
+    body_version = meta.get(META_PROTOCOL_VERSION)
+    capabilities = meta.get(META_CLIENT_CAPABILITIES)
+    if type(body_version) is not str:
+        raise InvalidParams(request_id=rid, era=era, detail="_meta protocolVersion")
+    if not isinstance(capabilities, dict):
+        raise InvalidParams(request_id=rid, era=era, detail="_meta clientCapabilities")
+
+    if pv != body_version:  # M4
+        raise HeaderMismatch(request_id=rid, era=era, detail="MCP-Protocol-Version")
+    mcp_method = headers.get(_METHOD)  # M5
+    if mcp_method is None or trim_ows(mcp_method) != method:
+        raise HeaderMismatch(request_id=rid, era=era, detail="Mcp-Method")
+    name_member = _NAMED.get(method)  # M6
+    body_name = params.get(name_member) if name_member else None
+    if name_member:
+        mcp_name = headers.get(_NAME)
+        decoded = decode_mirrored(mcp_name) if mcp_name is not None else None
+        if decoded is None or type(body_name) is not str or decoded != body_name:
+            raise HeaderMismatch(request_id=rid, era=era, detail="Mcp-Name")
+    header_params: Mapping[str, str] = EMPTY
+    if method == "tools/call" and type(body_name) is str:  # M7
+        tool = lookup(body_name)
+        if tool is not None and tool.header_params:
+            header_params = check_param_headers(
+                headers, tool.header_params, params.get("arguments"), request_id=rid, era=era
+            )
+    if body_version not in SUPPORTED:  # M8
+        raise _unsupported(body_version, rid)
+    if method not in MODERN_METHODS:  # M9
+        raise MethodNotFound(request_id=rid, era=era)
+
+    level = meta.get(_META_LOG_LEVEL, _MISSING)  # M10
+    if level is not _MISSING and level not in _LOG_LEVELS:
+        raise InvalidParams(request_id=rid, era=era, detail="_meta logLevel")
+    return _request(
+        era,
+        MODERN,
+        rid,
+        method,
+        params=params,
+        meta=meta,
+        client_capabilities=capabilities,
+        header_params=header_params,
+    )
+
+
+def _unsupported(requested: str, rid: JsonRpcId | None) -> UnsupportedProtocolVersion:
+    return UnsupportedProtocolVersion(
+        request_id=rid,
+        era="modern",
+        data={"supported": list(SUPPORTED), "requested": requested},
+    )
+
+
+# --- legacy profile ---------------------------------------------------------------------------
+
+
+def _legacy(
+    pv: str | None, message: Any, request_id: JsonRpcId | None
+) -> McpMessage | tuple[McpMessage, ...]:
+    if isinstance(message, list):
+        if pv not in (None, ASSUMED_LEGACY):
+            # Batching exists only in 2025-03-26 (removed in 2025-06-18, changelog).
+            raise InvalidRequest(era="legacy", detail="batch after 2025-03-26")
+        return _batch(message)
+    return _legacy_one(pv, message, request_id)
+
+
+def _legacy_one(pv: str | None, message: Any, request_id: JsonRpcId | None) -> McpMessage:
+    era: Era = "legacy"
+    version = pv or ASSUMED_LEGACY
+    rid, method, params = _envelope(message, era, request_id)
+    if rid is None:
+        return McpMessage(era=era, version=version, id=None, method=method, params=params)
+    if method == "initialize":
+        requested = params.get("protocolVersion")
+        capabilities = params.get("capabilities")
+        client_info = params.get("clientInfo")
+        if (
+            type(requested) is not str
+            or not isinstance(capabilities, dict)
+            or not isinstance(client_info, dict)
+            or type(client_info.get("name")) is not str
+            or type(client_info.get("version")) is not str
+        ):
+            raise InvalidParams(request_id=rid, era=era, detail="initialize params")
+        meta = _legacy_meta(params, rid)
+        # lifecycle.mdx §Version Negotiation: echo a supported version, else counter-offer the
+        # newest one; never an error.
+        negotiated = requested if requested in LEGACY else LEGACY[0]
+        return _request(
+            era,
+            negotiated,
+            rid,
+            method,
+            params=params,
+            meta=meta,
+            client_capabilities=capabilities,
+        )
+    if method not in LEGACY_METHODS:
+        raise MethodNotFound(request_id=rid, era=era)
+    return _request(era, version, rid, method, params=params, meta=_legacy_meta(params, rid))
+
+
+def _legacy_meta(params: dict[str, Any], rid: JsonRpcId) -> dict[str, Any]:
+    meta = params.get("_meta", _MISSING)
+    if meta is _MISSING:
+        return {}
+    if not isinstance(meta, dict):
+        raise InvalidParams(request_id=rid, era="legacy", detail="_meta not an object")
+    return meta
+
+
+def _batch(batch: list[Any]) -> tuple[McpMessage, ...]:
+    era: Era = "legacy"
+    if not 1 <= len(batch) <= MAX_BATCH:
+        raise InvalidRequest(era=era, detail="batch size")
+    seen: set[tuple[type, JsonRpcId]] = set()
+    admitted: list[McpMessage] = []
+    for item in batch:
+        item_id = _peek_id(item)
+        try:
+            rid, method, params = _envelope(item, era, item_id)
+        except GatewayError:
+            raise InvalidRequest(era=era, detail="batch member envelope") from None
+        if method == "initialize":
+            # 2025-03-26 lifecycle.mdx: the initialize request MUST NOT be part of a batch.
+            raise InvalidRequest(era=era, detail="initialize in batch")
+        if rid is not None:
+            key = (type(rid), rid)
+            if key in seen:
+                raise InvalidRequest(era=era, detail="duplicate id in batch")
+            seen.add(key)
+        try:
+            admitted.append(_legacy_one(ASSUMED_LEGACY, item, item_id))
+        except GatewayError as error:
+            admitted.append(
+                McpMessage(
+                    era=era,
+                    version=ASSUMED_LEGACY,
+                    id=rid,
+                    method=method,
+                    params=params,
+                    rejection=error,
+                )
+            )
+    return tuple(admitted)
+
+
+# --- per-method params (both eras) ------------------------------------------------------------
+
+
+def _request(
+    era: Era,
+    version: str,
+    rid: JsonRpcId,
+    method: str,
+    *,
+    params: dict[str, Any],
+    meta: Mapping[str, Any],
+    client_capabilities: Mapping[str, Any] = EMPTY,
+    header_params: Mapping[str, str] = EMPTY,
+) -> McpMessage:
+    tool_name: str | None = None
+    arguments: Mapping[str, Any] = EMPTY
+    cursor: str | None = None
+    progress: str | int | None = None
+    if method == "tools/call":
+        name = params.get("name")
+        args = params.get("arguments")
+        if type(name) is not str:
+            raise InvalidParams(request_id=rid, era=era, detail="tools/call name")
+        if args is not None and not isinstance(args, dict):
+            raise InvalidParams(request_id=rid, era=era, detail="tools/call arguments")
+        tool_name, arguments = name, args or EMPTY
+        token = meta.get("progressToken")
+        if token is not None:
+            if not valid_id(token):  # string (<= 128 bytes) or safe integer, like an id
+                raise InvalidParams(request_id=rid, era=era, detail="progressToken")
+            progress = token
+    elif method == "tools/list":
+        raw_cursor = params.get("cursor")
+        if raw_cursor is not None and type(raw_cursor) is not str:
+            raise InvalidParams(request_id=rid, era=era, detail="tools/list cursor")
+        cursor = raw_cursor
+    return McpMessage(
+        era=era,
+        version=version,
+        id=rid,
+        method=method,
+        params=params,
+        tool_name=tool_name,
+        arguments=arguments,
+        cursor=cursor,
+        progress_token=progress,
+        header_params=header_params,
+        client_capabilities=client_capabilities,
+    )
+
+
+def _meta_version_present(message: Any) -> bool:
+    if not isinstance(message, dict):
+        return False
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return False
+    meta = params.get("_meta")
+    return isinstance(meta, dict) and META_PROTOCOL_VERSION in meta
