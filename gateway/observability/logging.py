@@ -1,28 +1,124 @@
 """structlog configuration: JSON lines on stdout (default) or console output for humans.
 
 Configured once, at startup, by :func:`configure`. Request-scoped fields (request_id, trace_id)
-are bound with ``structlog.contextvars`` by the pipeline, so every line of a request carries them.
+are bound with ``structlog.contextvars`` by the observer (``GatewayObserver.request_started``),
+so every line of a request carries them.
+
+Every line, the gateway's own and stdlib ones (aiohttp), passes :func:`redact_secrets` right
+before rendering: a safety net behind the rule that no code logs a token (architecture
+invariant 4). It masks the values of secret-named keys and any ``Bearer <credential>`` text.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Final, Literal, TextIO
 
 import structlog
+from structlog.typing import EventDict, WrappedLogger
 
-__all__ = ["configure", "get_logger"]
+__all__ = ["REDACTED", "configure", "get_logger", "is_secret_key", "redact_secrets"]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}  # fmt: skip
+
+REDACTED: Final = "[REDACTED]"
+"""What a masked value is replaced with."""
+
+_SECRET_KEYS: Final = frozenset(
+    {
+        "authorization", "proxy_authorization", "token", "cookie", "set_cookie", "password",
+        "passwd", "secret", "api_key", "apikey", "x_api_key", "private_key", "client_assertion",
+        "assertion", "credential", "credentials", "session", "mcp_session_id",
+    }
+)  # fmt: skip
+"""Normalized key names (lowercase, ``-`` as ``_``) whose values are always masked."""
+
+_SECRET_SUFFIXES: Final = (
+    "_token", "_secret", "_password", "_authorization", "_cookie", "_api_key", "_private_key",
+    "_assertion",
+)  # fmt: skip
+"""Suffixes that make a key secret too: ``access_token``, ``refresh_token``, ``id_token``,
+``client_secret``, ``upstream_authorization``, ... (``token_fp`` is a fingerprint and stays)."""
+
+# RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token. The scheme is case-insensitive
+# (RFC 9110 §11.1); the whole credential up to the next separator is masked.
+_BEARER: Final = re.compile(r"(?i)\bbearer[ \t]+[^\s\"',;]+")
+_BEARER_MASK: Final = "Bearer " + REDACTED
+
+_MAX_DEPTH: Final = 4
+_verdicts: dict[str, bool] = {}
+"""Memo of :func:`is_secret_key` (keys are code-defined; bounded at 4096 entries)."""
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether values logged under ``key`` must be masked (case and ``-``/``_`` insensitive)."""
+    verdict = _verdicts.get(key)
+    if verdict is None:
+        norm = key.lower().replace("-", "_")
+        verdict = norm in _SECRET_KEYS or norm.endswith(_SECRET_SUFFIXES)
+        if len(_verdicts) < 4096:
+            _verdicts[key] = verdict
+    return verdict
+
+
+def _mask_text(value: str) -> str:
+    # Cheap precheck first: nearly every value on the hot path has no "earer" in it.
+    if "earer" in value or "EARER" in value:
+        return _BEARER.sub(_BEARER_MASK, value)
+    return value
+
+
+def _clean(value: Any, depth: int) -> Any:
+    if isinstance(value, str):
+        return _mask_text(value)
+    if depth >= _MAX_DEPTH:
+        return value
+    if isinstance(value, Mapping):
+        return {
+            k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v is not None
+                else _clean(v, depth + 1))
+            for k, v in value.items()
+        }  # fmt: skip
+    if isinstance(value, list | tuple):
+        return [_clean(item, depth + 1) for item in value]
+    return value
+
+
+def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: mask secret-named keys and ``Bearer`` credentials, recursively.
+
+    Defense in depth only: the gateway never passes a token to a logger on purpose. Nested
+    mappings and sequences are cleaned to depth 4; the memo keeps the per-key cost to one dict
+    lookup on the hot path.
+    """
+    for key, value in event_dict.items():
+        if value is None:
+            continue
+        if is_secret_key(key):
+            event_dict[key] = REDACTED
+        elif isinstance(value, str):
+            if "earer" in value or "EARER" in value:
+                event_dict[key] = _BEARER.sub(_BEARER_MASK, value)
+        elif isinstance(value, Mapping | list | tuple):
+            event_dict[key] = _clean(value, 1)
+    return event_dict
 
 
 def configure(
     fmt: Literal["json", "console"] = "json",
     level: Literal["debug", "info", "warning", "error"] = "info",
+    *,
+    stream: TextIO | None = None,
 ) -> None:
-    """Set up structlog (and route stdlib logging, e.g. aiohttp's, through the same renderer)."""
+    """Set up structlog (and route stdlib logging, e.g. aiohttp's, through the same renderer).
+
+    ``stream`` defaults to ``sys.stdout`` (twelve-factor: the platform ships stdout).
+    """
+    out = sys.stdout if stream is None else stream
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -31,19 +127,21 @@ def configure(
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
-        else structlog.dev.ConsoleRenderer(colors=sys.stdout.isatty())
+        else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
     structlog.configure(
-        processors=[*shared, structlog.processors.format_exc_info, renderer],
+        processors=[*shared, structlog.processors.format_exc_info, redact_secrets, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        logger_factory=structlog.PrintLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
-    handler = logging.StreamHandler(sys.stdout)
+    handler = logging.StreamHandler(out)
     handler.setFormatter(
         structlog.stdlib.ProcessorFormatter(
             processors=[
                 structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                structlog.processors.format_exc_info,
+                redact_secrets,
                 renderer,
             ],
             foreign_pre_chain=shared,
@@ -57,4 +155,5 @@ def configure(
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:
+    """A lazy logger: safe at module level, it picks up :func:`configure` on first use."""
     return structlog.get_logger(name)  # type: ignore[no-any-return]

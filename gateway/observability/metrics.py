@@ -1,18 +1,87 @@
 """Prometheus metrics on the gateway's own registry (served only on the ops listener).
 
 Every collector is defined here, once, with the ``mcp_gateway_`` prefix. Label values are
-bounded: callers pass ``tool_label()`` for tools (catalog names only, anything else ``other``) and
-fixed vocabularies for every other label.
+bounded: callers pass ``tool_label()`` for tools (catalog names only, anything else ``other``),
+``method_label()`` for JSON-RPC methods, and one of the fixed vocabularies below for every other
+label. Series of the fixed vocabularies are created at zero up front, so ``rate()`` and the alert
+rules see them from the first scrape (``deploy/prometheus/alerts.yml``).
+
+Exposition (Prometheus text format 0.0.4, or OpenMetrics when the scraper asks for it) is
+:func:`metrics_response_body`; the ops listener serves it at ``/metrics`` and the public
+listener never does. The reference of every metric is ``docs/operations.md``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Container
+import time
+from collections.abc import Collection, Container
 from typing import Final
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Info
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    Info,
+    disable_created_metrics,
+)
+from prometheus_client.exposition import choose_encoder
 
-__all__ = ["LATENCY_BUCKETS", "Metrics"]
+from gateway.errors import all_rows
+
+__all__ = [
+    "BACKEND_OUTCOMES",
+    "CATALOG_REFRESH_RESULTS",
+    "DECISIONS",
+    "INTROSPECTION_RESULTS",
+    "LATENCY_BUCKETS",
+    "METHOD_LABELS",
+    "POLICY_RELOAD_RESULTS",
+    "RATE_LIMIT_SCOPES",
+    "TOKEN_CACHE_OUTCOMES",
+    "Metrics",
+    "method_label",
+    "metrics_response_body",
+]
+
+METHOD_LABELS: Final = (
+    "server/discover", "initialize", "ping", "tools/list", "tools/call", "notifications", "other",
+)  # fmt: skip
+"""``method`` label values. Every ``notifications/*`` is ``notifications``; anything else, and a
+request refused before its body was decoded (401, 405, 413, ...), is ``other``."""
+
+DECISIONS: Final = ("allow", "deny", "none")
+"""``decision`` label values: the policy's verdict, or ``none`` when no policy decision was made."""
+
+INTROSPECTION_RESULTS: Final = ("active", "inactive", "error")
+"""``introspection_total{result}``: issuer said active / inactive, or the call failed (timeout,
+connection error, non-200, malformed body): ``error`` is what the IssuerErrors alert watches."""
+
+TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale")
+"""``token_cache_total{outcome}``: ``coalesced`` joined an in-flight introspection
+(single-flight); ``stale`` served a cached result past its TTL because the issuer failed."""
+
+BACKEND_OUTCOMES: Final = (
+    "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "oversize",
+)  # fmt: skip
+"""``backend_requests_total{outcome}`` (the same vocabulary as ``RequestContext.outcome``;
+``oversize``: the result exceeded ``limits.max_response_bytes`` and was replaced)."""
+
+RATE_LIMIT_SCOPES: Final = ("ip", "failed_auth", "principal", "tool")
+"""``rate_limited_total{scope}``: pre-auth per client IP, failed authentications per IP,
+per subject (``limits.principal_rate``), per subject and tool (policy ``rate_limit`` and
+``max_concurrency``)."""
+
+POLICY_RELOAD_RESULTS: Final = ("success", "failure")
+CATALOG_REFRESH_RESULTS: Final = ("success", "failure")
+
+_ROWS: Final = frozenset(cls.row for cls in all_rows())
+
+# The ``*_created`` companion series double every counter's series count and no rule or
+# dashboard reads them (process-wide switch; the gateway owns its process).
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+_METHOD_LABEL: Final = {m: m for m in METHOD_LABELS if m not in {"notifications", "other"}}
 
 LATENCY_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -75,7 +144,37 @@ class Metrics:
         )
         self.build_info = Info(p + "build", "Gateway build information", registry=r)
         self.build_info.info({"version": version})
+        self.rejections_total = Counter(
+            p + "rejections_total", "MCP requests answered with a status-table error row",
+            ["row"], registry=r,
+        )  # fmt: skip
+        self.max_in_flight = Gauge(
+            p + "max_in_flight", "Configured in-flight cap (limits.max_in_flight)", registry=r
+        )
+        self.catalog_last_success_timestamp_seconds = Gauge(
+            p + "catalog_last_success_timestamp_seconds",
+            "Unix time of the last successful catalog fetch (0: never)", registry=r,
+        )  # fmt: skip
         self._catalog_names: Container[str] = frozenset()
+        self._catalog_ok_at = time.monotonic()
+        # Age is computed at scrape time, so it grows while refreshes keep failing.
+        self.catalog_age_seconds.set_function(lambda: time.monotonic() - self._catalog_ok_at)
+        self._prefill()
+
+    def _prefill(self) -> None:
+        """Create every fixed-vocabulary series at zero (alerts and rate() need them)."""
+        for result in INTROSPECTION_RESULTS:
+            self.introspection_total.labels(result=result)
+        for outcome in TOKEN_CACHE_OUTCOMES:
+            self.token_cache_total.labels(outcome=outcome)
+        for scope in RATE_LIMIT_SCOPES:
+            self.rate_limited_total.labels(scope=scope)
+        for result in POLICY_RELOAD_RESULTS:
+            self.policy_reloads_total.labels(result=result)
+        for result in CATALOG_REFRESH_RESULTS:
+            self.catalog_refresh_total.labels(result=result)
+        for row in sorted(_ROWS):
+            self.rejections_total.labels(row=row)
 
     def set_catalog_names(self, names: Container[str]) -> None:
         """The only tool names allowed as label values (bounded cardinality)."""
@@ -89,3 +188,49 @@ class Metrics:
     def set_policy_version(self, version: str) -> None:
         self.policy_info.clear()
         self.policy_info.labels(version=version).set(1)
+
+    def set_max_in_flight(self, limit: int) -> None:
+        """Export ``limits.max_in_flight`` so the Saturation alert can compare against it."""
+        self.max_in_flight.set(limit)
+
+    def record_catalog_refresh(self, ok: bool, names: Collection[str] | None = None) -> None:
+        """Count one catalog refresh; on success adopt ``names`` (tool label set, tool count)
+        and reset the catalog age. A failed refresh keeps the previous catalog and its age."""
+        self.catalog_refresh_total.labels(result="success" if ok else "failure").inc()
+        if ok and names is not None:
+            self.set_catalog_names(frozenset(names))
+            self.catalog_tools.set(len(names))
+            self._catalog_ok_at = time.monotonic()
+            self.catalog_last_success_timestamp_seconds.set(time.time())
+
+    def record_policy_reload(self, ok: bool, version: str | None = None) -> None:
+        """Count one policy (re)load; on success export the active version in ``policy_info``."""
+        self.policy_reloads_total.labels(result="success" if ok else "failure").inc()
+        if ok and version is not None:
+            self.set_policy_version(version)
+
+    def row_label(self, row: str | None) -> str | None:
+        """The ``rejections_total`` label for an error row (None when the request succeeded)."""
+        if row is None:
+            return None
+        return row if row in _ROWS else "other"
+
+
+def method_label(method: str | None) -> str:
+    """The bounded ``method`` label for a JSON-RPC method name (see :data:`METHOD_LABELS`)."""
+    if method is None:
+        return "other"
+    label = _METHOD_LABEL.get(method)
+    if label is not None:
+        return label
+    return "notifications" if method.startswith("notifications/") else "other"
+
+
+def metrics_response_body(metrics: Metrics, accept: str | None = None) -> tuple[bytes, str]:
+    """The ``/metrics`` body and its Content-Type for a scrape with this ``Accept`` header.
+
+    Negotiation is prometheus_client's own (``choose_encoder``): OpenMetrics when asked for,
+    else the text format (``version=0.0.4`` unless the scraper asks for 1.0.0).
+    """
+    encoder, content_type = choose_encoder(accept or "")
+    return encoder(metrics.registry), content_type

@@ -1,0 +1,170 @@
+"""Audit trail: one JSON event per ``tools/call`` decision and outcome, for SIEM shipping.
+
+Events go to their own stdlib logger (``gateway.audit``, not propagated to the root logger, so
+they are never mixed into or re-rendered by the application log pipeline) with one handler picked
+by :class:`~gateway.config.AuditConfig`:
+
+- ``stdout``: one JSON object per line on standard output (next to the application log; filter
+  on ``"log": "audit"``);
+- ``file``: ``path`` with size rotation (``max_bytes``, ``backups``), via
+  :class:`logging.handlers.RotatingFileHandler`;
+- ``off``: nothing is written.
+
+The schema (documented in ``docs/operations.md``) is fixed: it never carries the token, claim
+sets or argument values; arguments appear only as a key -> type-name shape when
+``logging.log_arguments`` is enabled.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import logging.handlers
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TextIO
+
+from gateway.config import AuditConfig
+
+__all__ = ["AUDIT_LOGGER", "AuditEvent", "AuditSink", "argument_shape"]
+
+AUDIT_LOGGER: Final = "gateway.audit"
+"""Name of the stdlib logger the audit trail is written to."""
+
+_MAX_ARGUMENT_KEYS: Final = 64
+_MAX_KEY_CHARS: Final = 64
+
+_TYPE_NAMES: Final[Mapping[type, str]] = {
+    str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null",
+    dict: "object", list: "array",
+}  # fmt: skip
+
+
+def argument_shape(arguments: Mapping[str, Any]) -> dict[str, str]:
+    """The redacted form of tool arguments: top-level keys -> JSON type names, never values.
+
+    At most 64 keys, each cut to 64 characters (the decoder's caps are larger; an audit record
+    stays small).
+    """
+    shape: dict[str, str] = {}
+    for index, (key, value) in enumerate(arguments.items()):
+        if index >= _MAX_ARGUMENT_KEYS:
+            shape["..."] = "truncated"
+            break
+        shape[str(key)[:_MAX_KEY_CHARS]] = _TYPE_NAMES.get(type(value), "object")
+    return shape
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One ``tools/call``: who called which tool, the policy's verdict, and what happened."""
+
+    request_id: str
+    trace_id: str
+    subject: str | None
+    """As configured by ``logging.subject``: plain, or its fingerprint."""
+    client_id: str | None
+    tool: str | None
+    decision: Literal["allow", "deny", "none"]
+    """``none``: refused before the policy ran (e.g. an unknown tool or a bad envelope)."""
+    rule: str | None
+    missing_scopes: tuple[str, ...]
+    outcome: str
+    """ok | tool_error | invalid_arguments | timeout | upstream_error | denied | rejected."""
+    duration_ms: float
+    backend_ms: float | None
+    status: int
+    jsonrpc_code: int | None = None
+    error_row: str | None = None
+    token_fp: str | None = None
+    arguments: Mapping[str, str] | None = None
+
+    def to_json(self, ts: float) -> str:
+        record: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds"),
+            "log": "audit",
+            "event": "tool_call",
+            "request_id": self.request_id,
+            "trace_id": self.trace_id,
+            "subject": self.subject,
+            "client_id": self.client_id,
+            "tool": self.tool,
+            "decision": self.decision,
+            "rule": self.rule,
+            "missing_scopes": list(self.missing_scopes),
+            "outcome": self.outcome,
+            "duration_ms": self.duration_ms,
+            "backend_ms": self.backend_ms,
+            "status": self.status,
+            "jsonrpc_code": self.jsonrpc_code,
+            "error_row": self.error_row,
+            "token_fp": self.token_fp,
+        }
+        if self.arguments is not None:
+            record["arguments"] = dict(self.arguments)
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+class _MessageOnly(logging.Formatter):
+    """The record's message is already the JSON line; add nothing around it."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return record.getMessage()
+
+
+class AuditSink:
+    """Writes :class:`AuditEvent` records to the configured sink.
+
+    Build it once at startup with :meth:`from_config` and :meth:`close` it at shutdown (closes
+    the file). ``handler=None`` is the ``off`` sink.
+    """
+
+    def __init__(self, handler: logging.Handler | None, *, name: str = AUDIT_LOGGER) -> None:
+        self._handler = handler
+        self._logger = logging.getLogger(name)
+        # Own logger, own handler: never through the root logger's structlog formatter.
+        self._logger.propagate = False
+        self._logger.setLevel(logging.INFO)
+        self._logger.handlers[:] = [] if handler is None else [handler]
+        if handler is not None:
+            handler.setFormatter(_MessageOnly())
+
+    @classmethod
+    def from_config(cls, config: AuditConfig, *, stream: TextIO | None = None) -> AuditSink:
+        """``stdout`` (or ``stream``), a rotating ``file``, or ``off``.
+
+        Raises OSError when the file cannot be opened (fail at startup, not per request).
+        """
+        if config.sink == "off":
+            return cls(None)
+        if config.sink == "file":
+            if config.path is None:
+                # config.load_config already refuses this; a hand-built AuditConfig may not.
+                raise ValueError("audit.path is required with sink: file")
+            return cls(
+                logging.handlers.RotatingFileHandler(
+                    config.path,
+                    maxBytes=config.max_bytes,
+                    backupCount=config.backups,
+                    encoding="utf-8",
+                )
+            )
+        return cls(logging.StreamHandler(sys.stdout if stream is None else stream))
+
+    @property
+    def enabled(self) -> bool:
+        return self._handler is not None
+
+    def emit(self, event: AuditEvent, ts: float) -> None:
+        """Write one event (``ts`` is Unix time). Write errors are reported by the handler's
+        ``handleError`` (stderr), never raised into the request."""
+        if self._handler is not None:
+            self._logger.info(event.to_json(ts))
+
+    def close(self) -> None:
+        if self._handler is not None:
+            self._logger.removeHandler(self._handler)
+            self._handler.close()
+            self._handler = None
