@@ -1,0 +1,207 @@
+"""Result objects the gateway itself answers with (MCP 2026-07-28 server/discover.mdx,
+server/tools.mdx, server/utilities/caching.mdx; 2025-06-18 basic/lifecycle.mdx, utilities/ping.mdx).
+
+Pure builders returning plain dicts ready for :func:`gateway.protocol.envelope.success_body`.
+Modern results carry ``resultType: "complete"`` and ``_meta["io.modelcontextprotocol/serverInfo"]``
+(basic/index.mdx §ResultType, §_meta); cacheable ones add ``ttlMs`` and ``cacheScope``. Legacy
+results omit every 2026-only member and drop what the legacy schemas forbid.
+
+``cacheScope`` is always ``"private"``: the tool list and the ``tools`` capability are filtered
+by the caller's scopes and policy, so a result must never be reused across authorization
+contexts (caching.mdx §Security; digest §5 item 5).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from gateway import __version__
+from gateway.config import ServerInfo
+from gateway.errors import InvalidParams, JsonRpcId
+from gateway.protocol.cursor import decode_cursor, encode_cursor
+from gateway.protocol.versions import LEGACY, SUPPORTED
+from gateway.seams import Era, ToolDef
+
+__all__ = [
+    "CACHE_SCOPE",
+    "META_SERVER_INFO",
+    "discover_result",
+    "initialize_result",
+    "ping_result",
+    "server_implementation",
+    "shape_call_result",
+    "tool_error_result",
+    "tools_list_result",
+]
+
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+CACHE_SCOPE: Final = "private"
+_MODERN_ONLY: Final = ("resultType", "ttlMs", "cacheScope")
+
+
+def server_implementation(server: ServerInfo) -> dict[str, Any]:
+    """The ``Implementation`` object naming the gateway (name, version, optional title)."""
+    info: dict[str, Any] = {"name": server.name, "version": __version__}
+    if server.title:
+        info["title"] = server.title
+    return info
+
+
+def discover_result(
+    *, server: ServerInfo, has_tools: bool, ttl_ms: int, instructions: str | None
+) -> dict[str, Any]:
+    """``DiscoverResult`` (2026-07-28): versions, capabilities, caching hints, serverInfo.
+
+    ``capabilities.tools`` is present only when the caller can see at least one tool (the
+    conformance suite requires ``tools/list`` to work exactly when it is declared);
+    ``listChanged`` is false because the gateway offers no subscription stream.
+    """
+    result: dict[str, Any] = {
+        "resultType": "complete",
+        "supportedVersions": list(SUPPORTED),
+        "capabilities": {"tools": {"listChanged": False}} if has_tools else {},
+    }
+    if instructions is not None:
+        result["instructions"] = instructions
+    result["ttlMs"] = max(0, ttl_ms)
+    result["cacheScope"] = CACHE_SCOPE
+    result["_meta"] = {META_SERVER_INFO: server_implementation(server)}
+    return result
+
+
+def tools_list_result(
+    tools: Sequence[ToolDef],
+    *,
+    cursor: str | None,
+    page_size: int,
+    ttl_ms: int,
+    era: Era,
+    server: ServerInfo,
+    request_id: JsonRpcId | None = None,
+) -> dict[str, Any]:
+    """One page of ``ListToolsResult``, tools ordered by name.
+
+    ``cursor`` is the client's ``params.cursor`` (None or ``""`` for the first page). A cursor
+    this gateway did not issue raises :class:`InvalidParams` carrying ``request_id`` and
+    ``era`` (pagination.mdx: invalid cursors SHOULD get -32602). ``nextCursor`` is set only
+    when more tools follow.
+    """
+    ordered = sorted(tools, key=lambda tool: tool.name)
+    start = 0
+    if cursor:
+        after = decode_cursor(cursor)
+        if after is None:
+            raise InvalidParams(request_id=request_id, era=era, detail="invalid cursor")
+        start = bisect_right([tool.name for tool in ordered], after)
+    size = max(1, page_size)
+    page = ordered[start : start + size]
+    if era == "modern":
+        result: dict[str, Any] = {
+            "resultType": "complete",
+            "tools": [_modern_tool(tool) for tool in page],
+        }
+    else:
+        result = {"tools": [_legacy_tool(tool) for tool in page]}
+    if start + size < len(ordered):
+        result["nextCursor"] = encode_cursor(page[-1].name)
+    if era == "modern":
+        result["ttlMs"] = max(0, ttl_ms)
+        result["cacheScope"] = CACHE_SCOPE  # every page of one list uses the same scope
+        result["_meta"] = {META_SERVER_INFO: server_implementation(server)}
+    return result
+
+
+def _modern_tool(tool: ToolDef) -> dict[str, Any]:
+    definition = dict(tool.definition)
+    definition["name"] = tool.name
+    return definition
+
+
+def _legacy_tool(tool: ToolDef) -> dict[str, Any]:
+    """The Tool object as 2025-03-26 … 2025-11-25 schemas accept it.
+
+    Those schemas require ``inputSchema.type == "object"`` with object-valued ``properties``
+    and, when present, ``outputSchema.type == "object"``; 2026-07-28 allows any schema.
+    """
+    definition = _modern_tool(tool)
+    output = definition.get("outputSchema")
+    if output is not None and not (isinstance(output, Mapping) and output.get("type") == "object"):
+        del definition["outputSchema"]
+    schema = definition.get("inputSchema")
+    if not isinstance(schema, Mapping) or schema.get("type") != "object":
+        definition["inputSchema"] = {"type": "object"}
+    else:
+        properties = schema.get("properties")
+        if isinstance(properties, Mapping) and not all(
+            isinstance(sub, Mapping) for sub in properties.values()
+        ):
+            # Boolean subschemas (2020-12) become their object equivalents.
+            fixed = {name: _object_schema(sub) for name, sub in properties.items()}
+            definition["inputSchema"] = {**schema, "properties": fixed}
+    return definition
+
+
+def _object_schema(schema: Any) -> Any:
+    if schema is True:
+        return {}
+    if schema is False:
+        return {"not": {}}
+    return schema if isinstance(schema, Mapping) else {}
+
+
+def initialize_result(
+    requested: str, *, server: ServerInfo, instructions: str | None
+) -> dict[str, Any]:
+    """``InitializeResult`` (legacy): echo a supported version, else offer ``LEGACY[0]``.
+
+    lifecycle.mdx §Version Negotiation: a server that supports the requested version MUST
+    answer with it, otherwise with another version it supports (its latest). No
+    ``Mcp-Session-Id`` is minted: the gateway is stateless.
+    """
+    result: dict[str, Any] = {
+        "protocolVersion": requested if requested in LEGACY else LEGACY[0],
+        "capabilities": {"tools": {"listChanged": False}},
+        "serverInfo": server_implementation(server),
+    }
+    if instructions is not None:
+        result["instructions"] = instructions
+    return result
+
+
+def ping_result() -> dict[str, Any]:
+    """``ping`` answers with an empty result (2025-06-18 basic/utilities/ping.mdx)."""
+    return {}
+
+
+def shape_call_result(result: Mapping[str, Any], *, era: Era, server: ServerInfo) -> dict[str, Any]:
+    """A backend ``CallToolResult`` shaped for the caller's era.
+
+    Modern: ``resultType: "complete"`` and serverInfo added to ``_meta`` (other ``_meta`` keys
+    kept). Legacy: 2026-only members removed and a non-object ``structuredContent`` dropped
+    (2025-06-18 schema: object only; digest §6 item 21). ``content`` is required by every
+    revision and defaults to ``[]``.
+    """
+    shaped = dict(result)
+    if not isinstance(shaped.get("content"), list):
+        shaped["content"] = []
+    if era == "modern":
+        shaped["resultType"] = "complete"
+        meta = shaped.get("_meta")
+        merged = dict(meta) if isinstance(meta, Mapping) else {}
+        merged[META_SERVER_INFO] = server_implementation(server)
+        shaped["_meta"] = merged
+        return shaped
+    for key in _MODERN_ONLY:
+        shaped.pop(key, None)
+    if "structuredContent" in shaped and not isinstance(shaped["structuredContent"], Mapping):
+        del shaped["structuredContent"]
+    if "_meta" in shaped and not isinstance(shaped["_meta"], Mapping):
+        del shaped["_meta"]
+    return shaped
+
+
+def tool_error_result(text: str) -> dict[str, Any]:
+    """A tool execution error the model can read (tools.mdx §Error Handling: ``isError``)."""
+    return {"content": [{"type": "text", "text": text}], "isError": True}
