@@ -1,0 +1,425 @@
+"""ResourceServer against a real loopback issuer: claims, client auth, faults, cache, budget."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+from gateway.auth.resource_server import ISSUER_RETRY_AFTER_S, ResourceServer
+from gateway.config import CacheConfig, Rate, Secret
+from gateway.errors import (
+    InvalidToken,
+    IssuerUnavailable,
+    NoCredentials,
+    RateLimited,
+    TokenInQuery,
+)
+from gateway.observability.metrics import Metrics
+from gateway.seams import AuthRequest
+from tests.support.auth import FakeClock, MakeRS, closed_port, sample
+from tests.support.test_issuer import IssuerStub, generate_rsa_key
+
+TOKEN = "tok.valid-0123456789abcdef"
+
+
+def req(token: str | None = TOKEN, *, ip: str = "192.0.2.10") -> AuthRequest:
+    headers = () if token is None else ("Bearer " + token,)
+    return AuthRequest(authorization=headers, query_keys=frozenset(), client_ip=ip)
+
+
+class TestValidTokens:
+    async def test_a_valid_token_yields_its_principal(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.grant(TOKEN, scope="mcp:access docs:read", sub="alice", client_id="claude-code")
+        rs = await make_rs()
+        principal = await rs.authenticate(req())
+        assert principal.subject == "alice"
+        assert principal.client_id == "claude-code"
+        assert principal.scopes == frozenset({"mcp:access", "docs:read"})
+        assert principal.issuer == stub.issuer
+        assert len(principal.fingerprint) == 12
+        assert stub.introspection_calls == 1
+
+    async def test_the_introspection_request_is_a_form_post_with_the_hint_and_accept_json(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs()
+        await rs.authenticate(req())
+        seen = stub.seen_requests[0]
+        assert seen["form"]["token"] == TOKEN
+        assert seen["form"]["token_type_hint"] == "access_token"
+        assert seen["headers"]["Accept"] == "application/json"
+        assert seen["headers"]["Content-Type"].startswith("application/x-www-form-urlencoded")
+
+    async def test_missing_sub_falls_back_to_client_id_when_configured(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.grant(TOKEN, sub=..., client_id="ci-bot")
+        rs = await make_rs(subject_fallback="client_id")
+        assert (await rs.authenticate(req())).subject == "ci-bot"
+
+
+class TestInvalidTokens:
+    @pytest.mark.parametrize(
+        "claims",
+        [
+            {"active": False},
+            {"exp": 1_000_000_000},
+            {"nbf": 4_000_000_000},
+            {"iss": "https://evil.example.com"},
+            {"aud": "https://other.example.com/mcp"},
+            {"aud": ["https://other.example.com/mcp", "https://mcp.example.com/other"]},
+            {"active": True, "token_type": "refresh_token", "aud": ...},
+            {"sub": ...},
+        ],
+        ids=["inactive", "expired", "nbf in the future", "wrong iss", "wrong aud string",
+             "wrong aud array", "refresh token", "missing sub"],
+    )  # fmt: skip
+    async def test_the_token_is_answered_invalid_token(
+        self, stub: IssuerStub, make_rs: MakeRS, claims: dict[str, object]
+    ) -> None:
+        stub.grant(TOKEN, **claims)
+        rs = await make_rs()
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req())
+
+    async def test_an_unknown_token_is_invalid_token(self, make_rs: MakeRS) -> None:
+        rs = await make_rs()
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req("never-issued"))
+
+    async def test_missing_and_malformed_headers_never_reach_the_issuer(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        rs = await make_rs()
+        with pytest.raises(NoCredentials):
+            await rs.authenticate(req(None))
+        with pytest.raises(NoCredentials):
+            await rs.authenticate(AuthRequest(("Basic Zm9vOmJhcg==",), frozenset(), "192.0.2.1"))
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(AuthRequest(("Bearer a b",), frozenset(), "192.0.2.1"))
+        with pytest.raises(TokenInQuery):
+            await rs.authenticate(AuthRequest(("Bearer a", "Bearer b"), frozenset(), "192.0.2.1"))
+        with pytest.raises(TokenInQuery):
+            await rs.authenticate(AuthRequest((), frozenset({"access_token"}), "192.0.2.1"))
+        assert stub.introspection_calls == 0
+
+
+class TestClientAuthentication:
+    async def test_client_secret_basic_form_encodes_id_and_secret(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs(client_auth="client_secret_basic")
+        assert (await rs.authenticate(req())).subject == "alice"
+        assert stub.auth_failures == 0
+
+    async def test_client_secret_post_sends_the_credentials_in_the_form(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.client_auth = "client_secret_post"
+        stub.grant(TOKEN)
+        rs = await make_rs(client_auth="client_secret_post")
+        assert (await rs.authenticate(req())).subject == "alice"
+        assert "Authorization" not in stub.seen_requests[0]["headers"]
+
+    async def test_private_key_jwt_signs_a_fresh_assertion_per_call(
+        self, stub: IssuerStub, make_rs: MakeRS, tmp_path: Path
+    ) -> None:
+        private, public = generate_rsa_key()
+        key_file = tmp_path / "introspection-key.pem"
+        key_file.write_text(private)
+        stub.client_auth, stub.public_key_pem = "private_key_jwt", public
+        stub.grant(TOKEN)
+        stub.grant(TOKEN + "2")
+        rs = await make_rs(
+            client_auth="private_key_jwt",
+            client_secret=None,
+            private_key=Secret(key_file.read_text(), f"file:{key_file}"),
+            private_key_id="k1",
+        )
+        assert (await rs.authenticate(req())).subject == "alice"
+        assert (await rs.authenticate(req(TOKEN + "2"))).subject == "alice"
+        assert stub.auth_failures == 0
+        assert len(stub.seen_jti) == 2
+
+    async def test_the_issuer_refusing_our_credentials_is_503_not_401(
+        self, stub: IssuerStub, make_rs: MakeRS, metrics: Metrics
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs(client_secret=Secret("wrong", "literal"))
+        with pytest.raises(IssuerUnavailable) as info:
+            await rs.authenticate(req())
+        assert info.value.retry_after == ISSUER_RETRY_AFTER_S
+        assert sample(metrics, "introspection_total", result="client_auth_rejected") == 1
+
+
+class TestIssuerFaults:
+    @pytest.mark.parametrize(
+        "fault",
+        ["slow", "5xx", "oversized", "redirect", "wrong_content_type", "malformed", "deep",
+         "no_active"],
+    )  # fmt: skip
+    async def test_an_issuer_fault_is_503_with_retry_after(
+        self, stub: IssuerStub, make_rs: MakeRS, fault: str
+    ) -> None:
+        stub.grant(TOKEN)
+        stub.fault = fault  # type: ignore[assignment]
+        stub.slow_s = 0.6
+        rs = await make_rs(timeout_s=0.2)
+        with pytest.raises(IssuerUnavailable) as info:
+            await rs.authenticate(req())
+        assert info.value.retry_after == ISSUER_RETRY_AFTER_S
+        assert stub.introspection_calls == 1  # no retries
+
+    async def test_an_issuer_that_is_down_is_503_with_retry_after(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        endpoint = f"http://127.0.0.1:{closed_port()}/introspect"
+        rs = await make_rs(introspection_endpoint=endpoint)
+        assert rs.ready
+        with pytest.raises(IssuerUnavailable) as info:
+            await rs.authenticate(req())
+        assert info.value.retry_after == ISSUER_RETRY_AFTER_S
+
+    async def test_an_issuer_fault_is_not_cached(self, stub: IssuerStub, make_rs: MakeRS) -> None:
+        stub.grant(TOKEN)
+        stub.fault = "5xx"
+        rs = await make_rs()
+        with pytest.raises(IssuerUnavailable):
+            await rs.authenticate(req())
+        stub.fault = None
+        assert (await rs.authenticate(req())).subject == "alice"
+
+
+class TestDiscovery:
+    async def test_rfc_8414_metadata_is_used(self, stub: IssuerStub, make_rs: MakeRS) -> None:
+        rs = await make_rs()
+        assert rs.ready
+        assert rs.metadata is not None
+        assert rs.metadata.introspection_endpoint == stub.endpoint
+        assert "/.well-known/oauth-authorization-server" in rs.metadata.source
+
+    @pytest.mark.parametrize("mode", ["oidc_insert", "oidc_append"])
+    async def test_oidc_discovery_is_the_fallback_with_an_issuer_path(
+        self, stub: IssuerStub, make_rs: MakeRS, mode: str
+    ) -> None:
+        stub.path = "/realms/acme"
+        stub.metadata_mode = mode  # type: ignore[assignment]
+        stub.grant(TOKEN)
+        rs = await make_rs()
+        assert rs.ready
+        assert rs.metadata is not None and "openid-configuration" in rs.metadata.source
+        assert (await rs.authenticate(req())).subject == "alice"
+
+    async def test_a_metadata_issuer_mismatch_leaves_the_server_not_ready_and_closed(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.metadata_issuer = stub.issuer + "/"
+        stub.grant(TOKEN)
+        rs = await make_rs()
+        assert not rs.ready
+        assert rs.last_error == "issuer metadata names a different issuer"
+        with pytest.raises(IssuerUnavailable):
+            await rs.authenticate(req())
+        assert stub.introspection_calls == 0
+
+    async def test_an_endpoint_on_another_origin_is_refused(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.introspection_endpoint = "http://localhost:1/introspect"
+        rs = await make_rs()
+        assert not rs.ready
+
+    async def test_discovery_is_retried_until_the_issuer_answers(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.metadata_fault = "5xx"
+        rs = await make_rs()
+        assert not rs.ready
+        stub.metadata_fault = None
+        for _ in range(100):
+            if rs.ready:
+                break
+            await asyncio.sleep(0.02)
+        assert rs.ready
+
+    async def test_a_configured_endpoint_skips_discovery(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.metadata_mode = "none"
+        stub.grant(TOKEN)
+        rs = await make_rs(introspection_endpoint=stub.endpoint)
+        assert (await rs.authenticate(req())).subject == "alice"
+        assert stub.metadata_calls == 0
+
+
+class TestCache:
+    async def test_a_cached_token_is_not_introspected_again(
+        self, stub: IssuerStub, make_rs: MakeRS, metrics: Metrics
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs()
+        for _ in range(5):
+            await rs.authenticate(req())
+        assert stub.introspection_calls == 1
+        assert sample(metrics, "token_cache_total", outcome="hit") == 4
+        assert sample(metrics, "token_cache_total", outcome="miss") == 1
+
+    async def test_fifty_concurrent_requests_with_one_new_token_cause_one_introspection(
+        self, stub: IssuerStub, make_rs: MakeRS, metrics: Metrics
+    ) -> None:
+        stub.grant(TOKEN)
+        stub.fault, stub.slow_s = "slow", 0.2  # keep the flight open while the others arrive
+        rs = await make_rs()
+        results = await asyncio.gather(*(rs.authenticate(req()) for _ in range(50)))
+        assert {p.subject for p in results} == {"alice"}
+        assert stub.introspection_calls == 1
+        assert sample(metrics, "token_cache_total", outcome="coalesced") == 49
+
+    async def test_concurrent_requests_with_a_bad_token_each_get_their_own_401(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.revoke(TOKEN)
+        rs = await make_rs()
+        results = await asyncio.gather(
+            *(rs.authenticate(req()) for _ in range(10)), return_exceptions=True
+        )
+        assert all(isinstance(r, InvalidToken) for r in results)
+        assert len({id(r) for r in results}) == 10
+        assert stub.introspection_calls == 1
+
+    async def test_a_revoked_token_stops_working_within_max_ttl(
+        self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs(cache=CacheConfig(max_ttl_s=1))
+        await rs.authenticate(req())
+        stub.revoke(TOKEN)
+        clock.advance(0.9)
+        assert (await rs.authenticate(req())).subject == "alice"  # still inside max_ttl
+        clock.advance(0.1)
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req())
+        assert stub.introspection_calls == 2
+
+    async def test_max_ttl_zero_introspects_every_request(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs(cache=CacheConfig(max_ttl_s=0))
+        for _ in range(3):
+            await rs.authenticate(req())
+        assert stub.introspection_calls == 3
+
+    async def test_a_cached_token_is_not_served_past_its_exp(
+        self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
+    ) -> None:
+        stub.grant(TOKEN, exp=int(clock.now) + 5)
+        rs = await make_rs(cache=CacheConfig(max_ttl_s=60))
+        await rs.authenticate(req())
+        clock.advance(5)
+        await rs.authenticate(req())  # re-introspected: the entry died at exp
+        assert stub.introspection_calls == 2
+
+    async def test_negative_results_are_cached_only_when_enabled_and_bounded(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        rs = await make_rs(
+            cache=CacheConfig(negative_ttl_s=10, negative_max_entries=2),
+            failed_auth_rate=None,
+        )
+        for token in ("bad-1", "bad-2", "bad-1", "bad-2"):
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req(token))
+        assert stub.introspection_calls == 2
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req("bad-3"))  # evicts bad-1 (bound: 2 entries)
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req("bad-1"))
+        assert stub.introspection_calls == 4
+
+    async def test_without_negative_caching_a_bad_token_is_introspected_each_time(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        rs = await make_rs()
+        for _ in range(2):
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req("bad"))
+        assert stub.introspection_calls == 2
+
+    async def test_stale_if_error_serves_the_last_positive_result_while_the_issuer_is_down(
+        self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock, metrics: Metrics
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs(cache=CacheConfig(max_ttl_s=1, stale_if_error_s=30))
+        await rs.authenticate(req())
+        stub.fault = "5xx"
+        clock.advance(10)
+        assert (await rs.authenticate(req())).subject == "alice"
+        assert sample(metrics, "token_cache_total", outcome="stale") == 1
+        clock.advance(21)  # past fresh lifetime + stale_if_error
+        with pytest.raises(IssuerUnavailable):
+            await rs.authenticate(req())
+
+    async def test_stale_if_error_never_serves_past_exp(
+        self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
+    ) -> None:
+        stub.grant(TOKEN, exp=int(clock.now) + 3)
+        rs = await make_rs(cache=CacheConfig(max_ttl_s=1, stale_if_error_s=30))
+        await rs.authenticate(req())
+        stub.fault = "5xx"
+        clock.advance(3)
+        with pytest.raises(IssuerUnavailable):
+            await rs.authenticate(req())
+
+    async def test_without_stale_if_error_an_outage_is_503_even_for_a_known_token(
+        self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs(cache=CacheConfig(max_ttl_s=1))
+        await rs.authenticate(req())
+        stub.fault = "5xx"
+        clock.advance(1)
+        with pytest.raises(IssuerUnavailable):
+            await rs.authenticate(req())
+
+
+class TestFailedAuthBudget:
+    async def test_after_the_budget_new_tokens_from_that_ip_get_429_without_issuer_calls(
+        self, stub: IssuerStub, make_rs: MakeRS, metrics: Metrics, clock: FakeClock
+    ) -> None:
+        stub.grant(TOKEN)
+        rs = await make_rs(failed_auth_rate=Rate(3, 60.0))
+        await rs.authenticate(req(ip="198.51.100.7"))  # cached before the spraying starts
+        for n in range(4):  # 3 allowed failures, the 4th exhausts the budget
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req(f"spray-{n}", ip="198.51.100.7"))
+        calls = stub.introspection_calls
+        with pytest.raises(RateLimited) as info:
+            await rs.authenticate(req("spray-next", ip="198.51.100.7"))
+        assert info.value.retry_after is not None and info.value.retry_after >= 1
+        assert stub.introspection_calls == calls
+        assert sample(metrics, "rate_limited_total", scope="failed_auth") == 1
+        # A cached valid token from the same IP still works; other IPs are unaffected.
+        assert (await rs.authenticate(req(ip="198.51.100.7"))).subject == "alice"
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req("other", ip="203.0.113.9"))
+        # The budget recovers with time.
+        clock.advance(121)
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req("spray-later", ip="198.51.100.7"))
+
+
+async def test_close_stops_the_refresher(stub: IssuerStub, make_rs: MakeRS) -> None:
+    rs: ResourceServer = await make_rs(metadata_refresh_s=0.01)
+    await asyncio.sleep(0.05)
+    calls = stub.metadata_calls
+    assert calls >= 2  # refreshed periodically
+    await rs.close()
+    await asyncio.sleep(0.05)
+    assert stub.metadata_calls == calls
