@@ -83,7 +83,8 @@ class AuditEvent:
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds"),
+            # RFC 3339 UTC with milliseconds and "Z", like the application log's timestamps.
+            "ts": datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
             "log": "audit",
             "event": "tool_call",
             "request_id": self.request_id,

@@ -1,0 +1,111 @@
+"""Metrics: fixed vocabularies exist from the start, helpers keep labels bounded, exposition."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.errors import all_rows
+from gateway.observability.metrics import (
+    CATALOG_REFRESH_RESULTS,
+    INTROSPECTION_RESULTS,
+    POLICY_RELOAD_RESULTS,
+    RATE_LIMIT_SCOPES,
+    TOKEN_CACHE_OUTCOMES,
+    Metrics,
+    method_label,
+    metrics_response_body,
+)
+
+
+def value(metrics: Metrics, name: str, **labels: str) -> float | None:
+    return metrics.registry.get_sample_value(name, labels)
+
+
+class TestFixedVocabularies:
+    @pytest.mark.parametrize(
+        ("name", "label", "values"),
+        [
+            ("mcp_gateway_introspection_total", "result", INTROSPECTION_RESULTS),
+            ("mcp_gateway_token_cache_total", "outcome", TOKEN_CACHE_OUTCOMES),
+            ("mcp_gateway_rate_limited_total", "scope", RATE_LIMIT_SCOPES),
+            ("mcp_gateway_policy_reloads_total", "result", POLICY_RELOAD_RESULTS),
+            ("mcp_gateway_catalog_refresh_total", "result", CATALOG_REFRESH_RESULTS),
+            ("mcp_gateway_rejections_total", "row", tuple(c.row for c in all_rows())),
+        ],
+    )
+    def test_every_fixed_label_value_is_exported_at_zero_from_the_start(
+        self, name: str, label: str, values: tuple[str, ...]
+    ) -> None:
+        metrics = Metrics()
+        for item in values:
+            assert value(metrics, name, **{label: item}) == 0.0
+
+    def test_build_info_carries_the_version(self) -> None:
+        assert value(Metrics("1.2.3"), "mcp_gateway_build_info", version="1.2.3") == 1.0
+
+    def test_no_created_series_are_exported(self) -> None:
+        body, _ = metrics_response_body(Metrics())
+        assert b"_created" not in body
+
+
+class TestHelpers:
+    def test_only_catalog_names_are_tool_labels(self) -> None:
+        metrics = Metrics()
+        metrics.set_catalog_names(frozenset({"search_docs"}))
+        assert metrics.tool_label("search_docs") == "search_docs"
+        assert metrics.tool_label("../../etc/passwd") == "other"
+        assert metrics.tool_label(None) == "other"
+
+    def test_method_label_maps_notifications_and_unknown_methods(self) -> None:
+        assert method_label("notifications/cancelled") == "notifications"
+        assert method_label("notifications") == "other"
+        assert method_label("tools/call") == "tools/call"
+        assert method_label("Tools/Call") == "other"
+
+    def test_a_successful_catalog_refresh_sets_tools_names_and_resets_the_age(self) -> None:
+        metrics = Metrics()
+        metrics.record_catalog_refresh(True, ["a", "b", "c"])
+        assert value(metrics, "mcp_gateway_catalog_tools") == 3
+        assert value(metrics, "mcp_gateway_catalog_refresh_total", result="success") == 1
+        assert metrics.tool_label("b") == "b"
+        age = value(metrics, "mcp_gateway_catalog_age_seconds")
+        assert age is not None and 0 <= age < 5
+        stamp = value(metrics, "mcp_gateway_catalog_last_success_timestamp_seconds")
+        assert stamp is not None and stamp > 1.7e9
+
+    def test_a_failed_catalog_refresh_keeps_the_previous_catalog(self) -> None:
+        metrics = Metrics()
+        metrics.record_catalog_refresh(True, ["a"])
+        metrics.record_catalog_refresh(False)
+        assert value(metrics, "mcp_gateway_catalog_refresh_total", result="failure") == 1
+        assert value(metrics, "mcp_gateway_catalog_tools") == 1
+        assert metrics.tool_label("a") == "a"
+
+    def test_policy_reloads_count_results_and_export_one_version(self) -> None:
+        metrics = Metrics()
+        metrics.record_policy_reload(True, "v1")
+        metrics.record_policy_reload(False)
+        metrics.record_policy_reload(True, "v2")
+        assert value(metrics, "mcp_gateway_policy_reloads_total", result="success") == 2
+        assert value(metrics, "mcp_gateway_policy_reloads_total", result="failure") == 1
+        assert value(metrics, "mcp_gateway_policy_info", version="v2") == 1
+        assert value(metrics, "mcp_gateway_policy_info", version="v1") is None
+
+    def test_the_in_flight_cap_is_exported_for_the_saturation_alert(self) -> None:
+        metrics = Metrics()
+        metrics.set_max_in_flight(256)
+        assert value(metrics, "mcp_gateway_max_in_flight") == 256
+
+
+class TestExposition:
+    def test_a_plain_scrape_gets_the_prometheus_text_format(self) -> None:
+        body, content_type = metrics_response_body(Metrics())
+        assert content_type == "text/plain; version=0.0.4; charset=utf-8"
+        assert b"# TYPE mcp_gateway_requests_total counter" in body
+
+    def test_an_openmetrics_scrape_gets_openmetrics(self) -> None:
+        body, content_type = metrics_response_body(
+            Metrics(), "application/openmetrics-text; version=1.0.0"
+        )
+        assert content_type.startswith("application/openmetrics-text")
+        assert body.endswith(b"# EOF\n")
