@@ -1,0 +1,263 @@
+"""Pipeline steps 15-18 for one classified message: policy, expiry, dispatch, bounded result.
+
+Per method (MCP 2026-07-28 server/discover.mdx, server/tools.mdx; 2025-06-18 lifecycle.mdx):
+
+- ``server/discover`` and ``tools/list``: the policy's per-method scopes (403 step-up);
+  ``tools/list`` shows only the tools the caller may call (tools.mdx §Capabilities: the list MAY
+  vary by authorization), so a hidden tool never appears.
+- ``tools/call``: a tool the caller may not see is ``unknown_tool`` (no existence leak); one it
+  could call with more scopes is ``tool_insufficient_scope`` naming every scope it needs; then
+  the per-subject tool rate limit and concurrency cap (429), the expiry re-check, the backend call
+  with the request deadline, and the response-size cap (an oversized result becomes a tool error).
+- ``initialize`` and ``ping`` (legacy era only): answered by the gateway itself.
+
+Everything returned is a serialized JSON-RPC success body; rejections are raised as
+GatewayError rows carrying the message's id and era.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from aiohttp import web
+
+from gateway.config import Config
+from gateway.errors import (
+    BackendFailure,
+    GatewayError,
+    InsufficientScope,
+    InvalidToken,
+    MethodNotFound,
+    RateLimited,
+    ToolInsufficientScope,
+    UnknownTool,
+)
+from gateway.http.progress import ProgressRelay
+from gateway.limits.memory import Slots, retry_after_seconds
+from gateway.protocol.envelope import error_body, success_body
+from gateway.protocol.messages import McpMessage
+from gateway.protocol.results import (
+    discover_result,
+    initialize_result,
+    ping_result,
+    shape_call_result,
+    tool_error_result,
+    tools_list_result,
+)
+from gateway.seams import (
+    Backend,
+    Decision,
+    Policy,
+    Principal,
+    RateLimiter,
+    RequestContext,
+    ToolCall,
+    ToolDef,
+)
+
+__all__ = ["OVERSIZE_TEXT", "TIMEOUT_TEXT", "Dispatcher", "Turn"]
+
+OVERSIZE_TEXT: Final = "The tool result exceeded the gateway's response size limit."
+"""Fixed text of the tool error that replaces a result larger than ``max_response_bytes``."""
+TIMEOUT_TEXT: Final = "The tool did not answer before the request deadline."
+"""Fixed text of the tool error when the backend overruns the end-to-end deadline."""
+BACKEND_GRACE_S: Final = 0.5
+"""Extra time the backend gets past the deadline to turn its own timeout into a tool error."""
+CONCURRENCY_RETRY_S: Final = 1
+
+
+@dataclass(slots=True)
+class Turn:
+    """What one admitted HTTP request carries into dispatch (one policy snapshot)."""
+
+    request: web.Request
+    ctx: RequestContext
+    policy: Policy
+    principal: Principal
+    deadline: float
+    """``time.monotonic()`` instant by which the whole request must be answered."""
+    accepts_sse: bool
+    decisions: dict[str, Decision] = field(default_factory=dict)
+
+    def decide(self, tool: str) -> Decision:
+        """The policy decision for ``tool``, evaluated once per request."""
+        decision = self.decisions.get(tool)
+        if decision is None:
+            decision = self.policy.decide_tool(self.principal, tool)
+            self.decisions[tool] = decision
+        return decision
+
+
+class Dispatcher:
+    """Runs one message under a :class:`Turn`; shared by every request of an endpoint."""
+
+    def __init__(self, *, config: Config, backend: Backend, limiter: RateLimiter) -> None:
+        self._config = config
+        self._backend = backend
+        self._limiter = limiter
+        self._slots = Slots()
+        self._server = config.server
+        self._cap = config.limits.max_response_bytes
+
+    def tool_lookup(self, turn: Turn) -> Callable[[str], ToolDef | None]:
+        """The classifier's tool lookup: only tools this caller may see exist."""
+        catalog = self._backend.catalog()
+
+        def lookup(name: str) -> ToolDef | None:
+            tool = catalog.get(name)
+            if tool is None or not turn.decide(name).visible:
+                return None
+            return tool
+
+        return lookup
+
+    async def run(
+        self, message: McpMessage, turn: Turn, *, allow_progress: bool
+    ) -> tuple[bytes, ProgressRelay | None]:
+        """Serialize the success body for ``message`` or raise its GatewayError row."""
+        try:
+            return await self._run(message, turn, allow_progress=allow_progress)
+        except GatewayError as err:
+            if err.request_id is None:
+                err.request_id = message.id
+            if err.era is None:
+                err.era = message.era
+            raise
+
+    async def _run(
+        self, message: McpMessage, turn: Turn, *, allow_progress: bool
+    ) -> tuple[bytes, ProgressRelay | None]:
+        method = message.method
+        if method == "tools/call":
+            return await self._call(message, turn, allow_progress=allow_progress)
+        result: Any
+        if method == "tools/list":
+            self._method_policy(turn, method)
+            catalog = self._backend.catalog()
+            tools = [tool for tool in catalog if turn.decide(tool.name).allowed]
+            self._expiry(turn)
+            result = tools_list_result(
+                tools,
+                cursor=message.cursor,
+                page_size=self._config.protocol.page_size,
+                ttl_ms=self._config.protocol.tools_list_ttl_ms,
+                era=message.era,
+                server=self._server,
+                request_id=message.id,
+            )
+        elif method == "server/discover" and message.era == "modern":
+            self._method_policy(turn, method)
+            self._expiry(turn)
+            result = discover_result(
+                server=self._server,
+                has_tools=len(self._backend.catalog()) > 0,
+                ttl_ms=self._config.protocol.discover_ttl_ms,
+                instructions=self._server.instructions,
+            )
+        elif method == "initialize" and message.era == "legacy":
+            self._expiry(turn)
+            requested = message.params.get("protocolVersion")
+            result = initialize_result(
+                requested if isinstance(requested, str) else message.version,
+                server=self._server,
+                instructions=self._server.instructions,
+            )
+        elif method == "ping" and message.era == "legacy":
+            self._expiry(turn)
+            result = ping_result()
+        else:
+            raise MethodNotFound()
+        body = success_body(message.id, result)
+        if len(body) > self._cap:
+            raise BackendFailure(detail="response over max_response_bytes")
+        return body, None
+
+    async def _call(
+        self, message: McpMessage, turn: Turn, *, allow_progress: bool
+    ) -> tuple[bytes, ProgressRelay | None]:
+        ctx, principal, policy = turn.ctx, turn.principal, turn.policy
+        name = message.tool_name or ""
+        ctx.tool = name
+        tool = self._backend.catalog().get(name)
+        decision = turn.decide(name)
+        ctx.decision = decision
+        if tool is None or not decision.visible:
+            raise UnknownTool()
+        if not decision.allowed:
+            raise ToolInsufficientScope(scopes=decision.required_scopes)
+        key = f"tool:{principal.subject}:{name}"
+        rate = policy.rate_limit(name)
+        if rate is not None:
+            wait = await self._limiter.hit(key, rate[0], rate[1])
+            if wait is not None:
+                raise RateLimited(retry_after=retry_after_seconds(wait))
+        limit = policy.max_concurrency(name)
+        if limit is not None and not self._slots.try_acquire(key, limit):
+            raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
+        try:
+            self._expiry(turn)
+            relay = (
+                ProgressRelay(turn.request)
+                if allow_progress and turn.accepts_sse and message.progress_token is not None
+                else None
+            )
+            call = ToolCall(
+                tool=tool,
+                arguments=message.arguments or {},
+                era=message.era,
+                protocol_version=message.version,
+                progress_token=message.progress_token,
+                accepts_sse=turn.accepts_sse,
+                header_params=message.header_params or {},
+                traceparent=ctx.traceparent,
+                tracestate=ctx.tracestate,
+                on_progress=relay,
+            )
+            began = time.monotonic()
+            try:
+                async with asyncio.timeout_at(turn.deadline + BACKEND_GRACE_S):
+                    raw = await self._backend.call_tool(call, principal, ctx, turn.deadline)
+            except TimeoutError:
+                raw = tool_error_result(TIMEOUT_TEXT)
+                ctx.outcome = "timeout"
+            finally:
+                ctx.backend_ms = (time.monotonic() - began) * 1000.0
+        finally:
+            if limit is not None:
+                self._slots.release(key)
+        if ctx.outcome is None:
+            ctx.outcome = "tool_error" if raw.get("isError") is True else "ok"
+        body = success_body(
+            message.id, shape_call_result(raw, era=message.era, server=self._server)
+        )
+        if len(body) > self._cap:
+            ctx.outcome = "oversize"
+            body = self.over_budget(message)
+        return body, relay
+
+    def over_budget(self, message: McpMessage) -> bytes:
+        """The stand-in for a result that does not fit the response budget."""
+        if message.method == "tools/call":
+            shaped = shape_call_result(
+                tool_error_result(OVERSIZE_TEXT), era=message.era, server=self._server
+            )
+            return success_body(message.id, shaped)
+        err = BackendFailure()
+        return error_body(message.id, err.jsonrpc_code or -32603, err.message, None)
+
+    @staticmethod
+    def _method_policy(turn: Turn, method: str) -> None:
+        decision = turn.policy.decide_method(turn.principal, method)
+        turn.ctx.decision = decision
+        if not decision.allowed:
+            raise InsufficientScope(scopes=decision.required_scopes)
+
+    @staticmethod
+    def _expiry(turn: Turn) -> None:
+        # Step 16: a token that expired while the request waited is refused before dispatch.
+        if turn.principal.expired():
+            raise InvalidToken()

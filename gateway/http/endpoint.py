@@ -1,0 +1,311 @@
+"""The MCP endpoint: pipeline steps 2-18 of docs/architecture.md, in that order.
+
+One :class:`McpEndpoint` instance is the aiohttp handler for every method on the MCP path. It
+admits the request (method, origin, pre-auth rate, authentication, baseline scopes, principal
+rate, in-flight cap, media types, bounded body), decodes and classifies it with
+:mod:`gateway.protocol`, applies the per-method and per-tool policy from one policy snapshot,
+re-checks token expiry, dispatches, and answers with a bounded ``application/json`` body (or an SSE
+stream once a tool reports progress). Every rejection is a :class:`~gateway.errors.GatewayError`
+rendered by :func:`gateway.http.errors.render_error`; nothing else writes an error.
+
+Decisions documented in docs/errors.md:
+
+- a per-tool ``max_concurrency`` overflow is ``429 rate_limited`` with ``Retry-After: 1``
+  (a per-subject quota, like ``rate_limit``; counted per replica);
+- an oversized ``tools/call`` result becomes a tool result with ``isError: true`` and a fixed text
+  (HTTP 200), any other oversized result is ``backend_failure``;
+- a body that has not arrived before the request deadline is ``408 request_timeout``; a tool call
+  still running at the deadline (plus a short grace for the backend's own timeout to answer)
+  becomes a tool error result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from typing import Final
+
+from aiohttp import web
+from multidict import CIMultiDictProxy
+
+from gateway.config import Config
+from gateway.errors import (
+    GatewayError,
+    InsufficientScope,
+    MethodNotAllowed,
+    OverCapacity,
+    RateLimited,
+    RequestTimeout,
+)
+from gateway.http.admission import accepts, check_content_type, check_origin, client_ip, read_body
+from gateway.http.dispatch import Dispatcher, Turn
+from gateway.http.errors import internal_error, render_error
+from gateway.limits.memory import retry_after_seconds
+from gateway.observability.metrics import Metrics
+from gateway.observability.tracing import trace_context
+from gateway.protocol.classify import classify
+from gateway.protocol.envelope import error_body
+from gateway.protocol.jsonstrict import decode
+from gateway.protocol.messages import McpMessage
+from gateway.seams import (
+    Authenticator,
+    AuthRequest,
+    Backend,
+    Observer,
+    PolicySource,
+    RateLimiter,
+    RequestContext,
+)
+
+__all__ = ["McpEndpoint"]
+
+_JSON_HEADERS: Final = {"Content-Type": "application/json", "Cache-Control": "no-store"}
+_EMPTY_HEADERS: Final = {"Cache-Control": "no-store"}
+_METHOD_LABELS: Final = frozenset(
+    {"server/discover", "tools/list", "tools/call", "initialize", "ping"}
+)
+
+
+class McpEndpoint:
+    """The MCP path's handler: register :meth:`handle` for every method.
+
+    ``request_id`` reads the id the application's request-id middleware stored (``app.py``
+    passes ``lambda r: r[REQUEST_ID]``); without it a random id is generated per request.
+    """
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        authenticator: Authenticator,
+        policy: PolicySource,
+        backend: Backend,
+        limiter: RateLimiter,
+        observer: Observer | None = None,
+        metrics: Metrics | None = None,
+        request_id: Callable[[web.Request], str | None] | None = None,
+    ) -> None:
+        self._config = config
+        self._auth = authenticator
+        self._policy = policy
+        self._limiter = limiter
+        self._observer = observer
+        self._metrics = metrics
+        self._request_id = request_id
+        limits = config.limits
+        self._pre_auth = limits.pre_auth_rate
+        self._principal_rate = limits.principal_rate
+        self._max_in_flight = limits.max_in_flight
+        self._body_cap = limits.max_body_bytes
+        self._json_limits = limits.json
+        self._deadline_s = limits.request_deadline_s
+        self._origins = config.allowed_origins
+        self._trusted = config.trusted_proxies
+        self._in_flight = 0
+        self._dispatcher = Dispatcher(config=config, backend=backend, limiter=limiter)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests currently past the in-flight gate (pipeline step 10)."""
+        return self._in_flight
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        """The aiohttp handler (aiohttp wants a coroutine function, not a callable object)."""
+        started = time.monotonic()
+        ctx = self._context(request, started)
+        if self._observer is not None:
+            self._observer.request_started(ctx)
+        try:
+            response = await self._pipeline(request, ctx, started)
+        except GatewayError as err:
+            response = self._reject(err, ctx)
+        except (ConnectionResetError, asyncio.IncompleteReadError):
+            # The client went away mid-body: nobody is left to answer (logged as 499-like).
+            ctx.status = 499
+            ctx.error_row = "client_closed"
+            self._finish(ctx, started)
+            raise
+        except Exception as exc:
+            response = self._reject(internal_error(exc, request_id=ctx.request_id), ctx)
+        if ctx.status == 0:
+            ctx.status = response.status
+        self._finish(ctx, started)
+        return response
+
+    # --- steps 2-11: admission -------------------------------------------------------------
+
+    async def _pipeline(
+        self, request: web.Request, ctx: RequestContext, started: float
+    ) -> web.StreamResponse:
+        # Step 2: before auth, so a GET probe never triggers an OAuth dance (digest §3.5).
+        if request.method != "POST":
+            raise MethodNotAllowed()
+        headers = request.headers
+        check_origin(headers.get("Origin"), self._origins)  # step 3
+        # One policy snapshot per request: a reload mid-request does not change its rules.
+        policy = self._policy.current()
+        ip = ctx.client_ip
+        if self._pre_auth is not None:  # step 4
+            await self._rate(f"ip:{ip}", self._pre_auth.count, self._pre_auth.per_s, "ip")
+        principal = await self._auth.authenticate(  # steps 5-7
+            AuthRequest(
+                authorization=tuple(headers.getall("Authorization", ())),
+                query_keys=frozenset(request.query.keys()),
+                client_ip=ip,
+            )
+        )
+        ctx.principal = principal
+        baseline = policy.baseline_scopes
+        if not principal.scopes.issuperset(baseline):  # step 8
+            raise InsufficientScope(scopes=tuple(baseline))
+        if self._principal_rate is not None:  # step 9
+            rate = self._principal_rate
+            await self._rate(f"sub:{principal.subject}", rate.count, rate.per_s, "principal")
+        if self._in_flight >= self._max_in_flight:  # step 10, before the body is read
+            raise OverCapacity(retry_after=1)
+        self._in_flight += 1
+        if self._metrics is not None:
+            self._metrics.in_flight.inc()
+        try:
+            deadline = started + self._deadline_s
+            accept = accepts(headers.getall("Accept", ()))  # step 11
+            check_content_type(headers.get("Content-Type"))
+            try:
+                async with asyncio.timeout_at(deadline):
+                    body = await read_body(request, self._body_cap)
+            except TimeoutError:
+                raise RequestTimeout() from None
+            ctx.bytes_in = len(body)
+            message = decode(body, self._json_limits)  # step 12
+            turn = Turn(
+                request=request,
+                ctx=ctx,
+                policy=policy,
+                principal=principal,
+                deadline=deadline,
+                accepts_sse=accept.sse,
+            )
+            # Steps 13-14; the lookup hides tools the caller may not see (no existence leak).
+            classified = classify(headers, message, self._dispatcher.tool_lookup(turn))
+            if isinstance(classified, tuple):
+                return await self._batch(classified, turn)
+            return await self._single(classified, turn)
+        finally:
+            self._in_flight -= 1
+            if self._metrics is not None:
+                self._metrics.in_flight.dec()
+
+    async def _rate(self, key: str, count: int, per_s: float, scope: str) -> None:
+        wait = await self._limiter.hit(key, count, per_s)
+        if wait is not None:
+            if self._metrics is not None:
+                self._metrics.rate_limited_total.labels(scope=scope).inc()
+            raise RateLimited(retry_after=retry_after_seconds(wait))
+
+    # --- steps 15-18: policy, dispatch, respond --------------------------------------------
+
+    async def _single(self, message: McpMessage, turn: Turn) -> web.StreamResponse:
+        ctx = turn.ctx
+        ctx.era = message.era
+        ctx.protocol_version = message.version
+        ctx.method = message.method
+        ctx.jsonrpc_id = message.id
+        ctx.tool = message.tool_name
+        if message.is_notification:
+            # streamable-http.mdx: an accepted notification is 202 with no body; dropped.
+            return web.Response(status=202, headers=_EMPTY_HEADERS)
+        body, relay = await self._dispatcher.run(message, turn, allow_progress=True)
+        ctx.bytes_out = len(body)
+        if relay is not None and relay.streaming:
+            response = await relay.finish(body)
+            ctx.bytes_out = relay.bytes_out
+            ctx.status = 200
+            return response
+        return web.Response(status=200, body=body, headers=_JSON_HEADERS)
+
+    async def _batch(self, messages: tuple[McpMessage, ...], turn: Turn) -> web.StreamResponse:
+        """2025-03-26 basic/index.mdx §Batching: one JSON array, one response budget.
+
+        Notifications produce no entry; an all-notification batch is 202. JSON-RPC rows become
+        error entries; HTTP-level rows (403 step-up, 429, 401) answer the whole batch.
+        """
+        ctx = turn.ctx
+        first = messages[0]
+        ctx.era, ctx.protocol_version, ctx.method = first.era, first.version, "batch"
+        budget = self._config.limits.max_response_bytes
+        parts: list[bytes] = []
+        used = 2
+        for message in messages:
+            if message.is_notification:
+                continue
+            try:
+                if message.rejection is not None:
+                    raise message.rejection
+                body, _ = await self._dispatcher.run(message, turn, allow_progress=False)
+            except GatewayError as err:
+                if err.jsonrpc_code is None:
+                    raise
+                body = error_body(message.id, err.jsonrpc_code, err.message, None)
+            if used + len(body) + 1 > budget:
+                body = self._dispatcher.over_budget(message)
+            used += len(body) + 1
+            parts.append(body)
+        if not parts:
+            return web.Response(status=202, headers=_EMPTY_HEADERS)
+        out = b"[" + b",".join(parts) + b"]"
+        ctx.bytes_out = len(out)
+        return web.Response(status=200, body=out, headers=_JSON_HEADERS)
+
+    # --- context, errors, observation -------------------------------------------------------
+
+    def _context(self, request: web.Request, started: float) -> RequestContext:
+        headers = request.headers
+        trace = trace_context(headers.get("traceparent"), _joined(headers, "tracestate"))
+        rid = self._request_id(request) if self._request_id is not None else None
+        peer = request.transport.get_extra_info("peername") if request.transport else None
+        peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
+        ip = client_ip(peer_ip, headers.getall("X-Forwarded-For", ()), self._trusted)
+        return RequestContext(
+            request_id=rid or uuid.uuid4().hex,
+            trace_id=trace.trace_id,
+            span_id=trace.span_id,
+            started=started,
+            client_ip=ip,
+            traceparent=trace.traceparent,
+            tracestate=trace.tracestate,
+            http_method=request.method,
+        )
+
+    def _reject(self, err: GatewayError, ctx: RequestContext) -> web.Response:
+        if err.era is None and ctx.era is not None:
+            err.era = ctx.era
+        challenge = self._auth.challenge(err) if err.challenge else None
+        response = render_error(err, challenge=challenge)
+        ctx.status = response.status
+        ctx.jsonrpc_code = err.jsonrpc_code
+        ctx.error_row = err.row
+        ctx.bytes_out = len(response.body) if isinstance(response.body, bytes) else 0
+        return response
+
+    def _finish(self, ctx: RequestContext, started: float) -> None:
+        metrics = self._metrics
+        if metrics is not None:
+            method = ctx.method if ctx.method in _METHOD_LABELS else "other"
+            decision = ctx.decision
+            label = "none" if decision is None else ("allow" if decision.allowed else "deny")
+            metrics.requests_total.labels(
+                method=method, status=str(ctx.status), decision=label
+            ).inc()
+            metrics.request_duration_seconds.labels(method=method).observe(
+                time.monotonic() - started
+            )
+        if self._observer is not None:
+            self._observer.request_finished(ctx)
+
+
+def _joined(headers: CIMultiDictProxy[str], name: str) -> str | None:
+    # RFC 9110 §5.3: several field lines combine into one comma-separated value.
+    values = headers.getall(name, ())
+    return ",".join(values) if values else None

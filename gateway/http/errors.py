@@ -1,0 +1,81 @@
+"""The one renderer of the status table (``docs/errors.md``): GatewayError -> HTTP response.
+
+Every rejection the front door sends goes through :func:`render_error`; nothing else in the
+gateway builds an error response. The rules, per row class attribute:
+
+- HTTP status: ``err.status_for(err.era)`` (legacy JSON-RPC rows answer 200, digest §6 item 10).
+- Body: a JSON-RPC error object (``id`` = the request's id or ``null``, JSON-RPC 2.0 §5) when the
+  row has a ``jsonrpc_code``; ``data`` is sent only for ``-32022`` (``supported``/``requested``,
+  MCP 2026-07-28 schema ``UnsupportedProtocolVersionError``). Rows without a JSON-RPC code get a
+  short fixed JSON object ``{"error": ..., "error_description": ...}`` (RFC 6750 §3 member names),
+  or no body at all when the row's message is empty (405, 403 origin).
+- Headers: ``Cache-Control: no-store`` always; ``WWW-Authenticate`` when the caller passes the
+  challenge built by the authenticator; ``Retry-After`` (RFC 9110 §10.2.3) when set; ``Allow: POST``
+  on 405 (RFC 9110 §15.5.6).
+
+Texts are the row's fixed ``message``; nothing from the request is ever echoed except the JSON-RPC
+id and, for ``-32022``, the requested version (both already validated by the decoder).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+from aiohttp import web
+
+from gateway.errors import GatewayError, InternalError, MethodNotAllowed
+from gateway.observability.logging import get_logger
+from gateway.protocol.envelope import error_body
+
+__all__ = ["JSON_CONTENT_TYPE", "NO_STORE", "internal_error", "render_error"]
+
+JSON_CONTENT_TYPE: Final = "application/json"
+NO_STORE: Final = "no-store"
+UNSUPPORTED_VERSION_CODE: Final = -32022
+"""The only JSON-RPC code whose ``data`` member is rendered (``supported`` / ``requested``)."""
+
+_log = get_logger("gateway.http")
+
+
+def render_error(err: GatewayError, *, challenge: str | None) -> web.Response:
+    """Build the response for one status-table row.
+
+    ``challenge`` is the ``WWW-Authenticate`` value from ``Authenticator.challenge(err)``; the
+    renderer never builds a challenge itself (one helper escapes them, RFC 6750 §3).
+    """
+    headers: dict[str, str] = {"Cache-Control": NO_STORE}
+    if challenge is not None:
+        headers["WWW-Authenticate"] = challenge
+    if err.retry_after is not None:
+        headers["Retry-After"] = str(max(1, int(err.retry_after)))
+    if isinstance(err, MethodNotAllowed):
+        headers["Allow"] = "POST"
+    status = err.status_for(err.era)
+    if err.jsonrpc_code is not None:
+        data = err.data if err.jsonrpc_code == UNSUPPORTED_VERSION_CODE else None
+        body = error_body(err.request_id, err.jsonrpc_code, err.message, data)
+    elif err.message:
+        body = _fixed_body(err)
+    else:
+        return web.Response(status=status, headers=headers)
+    headers["Content-Type"] = JSON_CONTENT_TYPE
+    return web.Response(status=status, body=body, headers=headers)
+
+
+def _fixed_body(err: GatewayError) -> bytes:
+    # RFC 6750 §3 names: "error" is the OAuth code when the row has one, else the row name.
+    return json.dumps(
+        {"error": err.oauth_error or err.row, "error_description": err.message},
+        separators=(",", ":"),
+    ).encode()
+
+
+def internal_error(exc: BaseException, *, request_id: str | None = None) -> InternalError:
+    """Turn an unexpected exception into the ``internal_error`` row, logging it (never shown).
+
+    The exception text stays in the log line (with its traceback); the client sees only the
+    fixed message, so no internal detail or secret can leak through an error body.
+    """
+    _log.error("unhandled_pipeline_error", request_id=request_id, exc_info=exc)
+    return InternalError()
