@@ -1,0 +1,286 @@
+"""MCP Streamable HTTP, both eras on one endpoint: the demo tool backend (DEVELOPMENT ONLY).
+
+:class:`DemoBackend` is the private MCP server behind ``mcp-gateway demo`` and the tests. It:
+
+- accepts only ``Authorization: Bearer <its service token>`` (401 otherwise): the gateway's own
+  credential, never a user's token;
+- serves the 2026-07-28 stateless era (``MCP-Protocol-Version: 2026-07-28``: ``server/discover``,
+  required ``_meta`` keys, mirrored ``Mcp-Method``/``Mcp-Name`` headers, -32020/-32602/-32022/-32601
+  with their HTTP statuses; streamable-http.mdx §Server Validation) and the legacy ``initialize``
+  eras 2025-03-26/2025-06-18/2025-11-25 without sessions (JSON-RPC errors with HTTP 200);
+- answers notifications with 202 and GET/DELETE with 405 ``Allow: POST``;
+- records every request it receives (:attr:`received`), so tests can assert that a client's token
+  never reaches it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+from dataclasses import KW_ONLY, dataclass, field
+from typing import Any, Final
+
+from aiohttp import web
+
+from gateway.dev.demo_tools import TOOLS, DemoTools, UnknownToolError
+from gateway.dev.loopback import bind_site, check_bind_host
+
+__all__ = ["LEGACY_VERSIONS", "MODERN_VERSIONS", "DemoBackend", "RecordedRequest"]
+
+MODERN_VERSIONS: Final = ("2026-07-28",)
+LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
+SERVER_INFO: Final = {"name": "mcp-gateway-demo-backend", "version": "1.0.0"}
+INSTRUCTIONS: Final = "Demo notebook: echo, time_now, notes_list, notes_add, admin_reset."
+MAX_BODY: Final = 262_144
+_META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+_META_CAPS: Final = "io.modelcontextprotocol/clientCapabilities"
+_NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as the backend received it (header names as sent)."""
+
+    method: str
+    path: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    def header(self, name: str) -> str | None:
+        lowered = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lowered), None)
+
+
+class _RpcError(Exception):
+    def __init__(self, status: int, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message, self.data = status, code, message, data
+
+
+@dataclass
+class DemoBackend:
+    """A both-eras MCP server on loopback. ``await start()``, read :attr:`url`, ``await stop()``."""
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    _: KW_ONLY
+    service_token: str = ""
+    path: str = "/mcp"
+    allow_non_loopback: bool = False
+    sse: bool = False
+    """Answer requests as ``text/event-stream`` instead of JSON (both are legal; 2.3)."""
+    tools: DemoTools = field(default_factory=DemoTools)
+    received: list[RecordedRequest] = field(default_factory=list)
+    auth_failures: int = 0
+    _runner: web.AppRunner | None = field(default=None, repr=False)
+    _url: str | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.service_token:
+            raise ValueError("DemoBackend needs a service_token")
+        check_bind_host(self.host, self.allow_non_loopback)
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint URL (base URL + :attr:`path`)."""
+        if self._url is None:
+            raise RuntimeError("DemoBackend is not started")
+        return self._url + self.path
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_route("*", self.path, self._handle)
+        self._runner, self._url = await bind_site(app, self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> DemoBackend:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def saw(self, needle: str) -> bool:
+        """Whether ``needle`` appeared in any received header value or body."""
+        raw = needle.encode()
+        return any(
+            needle in value or raw in recorded.body
+            for recorded in self.received
+            for _, value in (*recorded.headers, ("", ""))
+        )
+
+    # --- HTTP ------------------------------------------------------------------------------
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        body = await request.read()
+        self.received.append(
+            RecordedRequest(request.method, request.path, tuple(request.headers.items()), body)
+        )
+        if request.method != "POST":
+            # 2026-07-28 streamable-http.mdx: no GET stream, no sessions; 405 for both eras.
+            return web.Response(status=405, headers={"Allow": "POST"})
+        expected = f"Bearer {self.service_token}".encode()
+        supplied = request.headers.get("Authorization", "").encode()
+        if not hmac.compare_digest(supplied, expected):
+            self.auth_failures += 1
+            # RFC 6750 §3.1: no error code when no credentials were sent.
+            challenge = 'Bearer realm="demo-backend"' + (
+                ', error="invalid_token"' if supplied else ""
+            )
+            return web.json_response(
+                {"error": "invalid_token" if supplied else "unauthorized"},
+                status=401,
+                headers={"WWW-Authenticate": challenge},
+            )
+        try:
+            message = json.loads(body)
+        except ValueError:
+            return self._error(None, _RpcError(400, -32700, "Parse error"))
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return self._error(None, _RpcError(400, -32600, "Invalid Request"))
+        if "method" not in message and ("result" in message or "error" in message):
+            return web.Response(status=202)  # a posted response (legacy): accepted
+        method = message.get("method")
+        request_id = message.get("id")
+        if not isinstance(method, str) or ("id" in message and not _valid_id(request_id)):
+            return self._error(None, _RpcError(400, -32600, "Invalid Request"))
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict):
+            return self._error(request_id, _RpcError(400, -32602, "params must be an object"))
+        version = request.headers.get("MCP-Protocol-Version")
+        meta = (params or {}).get("_meta")
+        modern = version in MODERN_VERSIONS or (
+            version is not None and version not in LEGACY_VERSIONS
+        )
+        if version is None and isinstance(meta, dict) and _META_VERSION in meta:
+            # A modern body without the header it requires (streamable-http.mdx §Server Validation).
+            return self._error(request_id, _RpcError(400, -32020, "Missing MCP-Protocol-Version"))
+        try:
+            if "id" not in message:
+                return web.Response(status=202)  # notifications: accepted, no body
+            if modern:
+                result = self._modern(request, method, params or {}, version or "")
+            else:
+                result = self._legacy(method, params or {})
+        except _RpcError as error:
+            if not modern and error.status < 500:
+                error.status = 200  # legacy path: JSON-RPC errors go out with 200
+            return self._error(request_id, error)
+        return self._reply({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    # --- eras ------------------------------------------------------------------------------
+
+    def _modern(
+        self, request: web.Request, method: str, params: dict[str, Any], header_version: str
+    ) -> dict[str, Any]:
+        meta = params.get("_meta")
+        if not isinstance(meta, dict) or _META_VERSION not in meta or _META_CAPS not in meta:
+            raise _RpcError(
+                400, -32602, "params._meta needs protocolVersion and clientCapabilities"
+            )
+        if meta[_META_VERSION] != header_version:
+            raise _RpcError(400, -32020, "Header mismatch: MCP-Protocol-Version")
+        if request.headers.get("Mcp-Method", "").strip() != method:
+            raise _RpcError(400, -32020, "Header mismatch: Mcp-Method")
+        if method in _NAME_PARAM:
+            sent = _decode_header(request.headers.get("Mcp-Name"))
+            if sent is None or sent != params.get(_NAME_PARAM[method]):
+                raise _RpcError(400, -32020, "Header mismatch: Mcp-Name")
+        if not isinstance(meta[_META_VERSION], str):
+            raise _RpcError(400, -32602, "protocolVersion must be a string")
+        if meta[_META_VERSION] not in MODERN_VERSIONS:
+            raise _RpcError(
+                400,
+                -32022,
+                "Unsupported protocol version",
+                {"supported": list(MODERN_VERSIONS), "requested": meta[_META_VERSION]},
+            )
+        server_meta = {"io.modelcontextprotocol/serverInfo": SERVER_INFO}
+        if method == "server/discover":
+            return {
+                "resultType": "complete",
+                "supportedVersions": list(MODERN_VERSIONS),
+                "capabilities": {"tools": {"listChanged": False}},
+                "instructions": INSTRUCTIONS,
+                "ttlMs": 3_600_000,
+                "cacheScope": "public",
+                "_meta": server_meta,
+            }
+        if method == "tools/list":
+            return {
+                "resultType": "complete",
+                "tools": list(TOOLS),
+                "ttlMs": 60_000,
+                "cacheScope": "public",
+                "_meta": server_meta,
+            }
+        if method == "tools/call":
+            return {"resultType": "complete", **self._call(params, 400), "_meta": server_meta}
+        raise _RpcError(404, -32601, "Method not found")
+
+    def _legacy(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if method == "initialize":
+            requested = params.get("protocolVersion")
+            # Lifecycle §Version Negotiation: echo a supported version, else counter-offer.
+            version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
+            return {
+                "protocolVersion": version,
+                "capabilities": {"tools": {"listChanged": False}},
+                "serverInfo": SERVER_INFO,
+                "instructions": INSTRUCTIONS,
+            }
+        if method == "ping":
+            return {}
+        if method == "tools/list":
+            return {"tools": list(TOOLS)}
+        if method == "tools/call":
+            return self._call(params, 200)
+        raise _RpcError(200, -32601, "Method not found")
+
+    def _call(self, params: dict[str, Any], status: int) -> dict[str, Any]:
+        name = params.get("name")
+        if not isinstance(name, str):
+            raise _RpcError(status, -32602, "tools/call needs params.name")
+        try:
+            return self.tools.call(name, params.get("arguments"))
+        except UnknownToolError:
+            raise _RpcError(status, -32602, "Unknown tool") from None
+
+    # --- rendering -------------------------------------------------------------------------
+
+    def _error(self, request_id: Any, error: _RpcError) -> web.Response:
+        body: dict[str, Any] = {"code": error.code, "message": error.message}
+        if error.data is not None:
+            body["data"] = error.data
+        return web.json_response(
+            {"jsonrpc": "2.0", "id": request_id, "error": body}, status=error.status
+        )
+
+    def _reply(self, message: dict[str, Any]) -> web.Response:
+        if self.sse:
+            text = f"event: message\ndata: {json.dumps(message)}\n\n"
+            return web.Response(text=text, content_type="text/event-stream")
+        return web.json_response(message)
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _decode_header(value: str | None) -> str | None:
+    """streamable-http.mdx §Value encoding: plain (OWS-trimmed) or ``=?base64?…?=``."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return None
+    return value

@@ -1,0 +1,433 @@
+"""RFC 8414 / OAuth 2.1: a development authorization server on aiohttp (DEVELOPMENT ONLY).
+
+:class:`DevIssuer` serves, on its own loopback port:
+
+- ``/.well-known/oauth-authorization-server`` (RFC 8414) and ``/.well-known/openid-configuration``
+  (the same document; MCP clients may try either), with ``issuer`` = the base URL exactly;
+- ``/authorize``: authorization code + PKCE S256, auto-approve or a one-click consent page, with
+  ``iss`` on every redirect back to the client (RFC 9207 §2);
+- ``/token``: ``authorization_code``, ``refresh_token`` (rotating), ``client_credentials``;
+- ``/register``: RFC 7591 dynamic registration for public native clients (RFC 8252 loopback
+  redirects, any port);
+- ``/introspect`` (RFC 7662) and ``/revoke`` (RFC 7009), with ``client_secret_basic``,
+  ``client_secret_post`` or ``private_key_jwt`` (RFC 7523) client authentication;
+- ``/dev/tokens``: mints a token for a running demo; loopback peers with the admin secret only.
+
+Access tokens are opaque (``secrets.token_urlsafe``); the ``resource`` parameter (RFC 8707) becomes
+the token's ``aud``. Everything is in memory. It refuses to bind a non-loopback address unless
+``allow_non_loopback=True``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import html
+import ipaddress
+import os
+import secrets
+import time
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from aiohttp import web
+from authlib.common.urls import add_params_to_uri
+from authlib.oauth2.rfc6749 import OAuth2Error
+
+from gateway.dev.issuer_adapter import (
+    CONFIDENTIAL_METHODS,
+    SIGNING_ALGS,
+    TOKEN_AUTH_METHODS,
+    IssuerSettings,
+    ParsedRequest,
+)
+from gateway.dev.issuer_server import DevAuthorizationServer
+from gateway.dev.issuer_store import DevClient, DevUser, IssuerStore, TokenRecord
+from gateway.dev.loopback import bind_site, check_bind_host
+
+__all__ = ["DevIssuer"]
+
+MAX_BODY = 65_536
+"""Request bodies above this are refused by aiohttp with 413."""
+
+
+class DevIssuer:
+    """A development OAuth 2.1 authorization server. Start it, read :attr:`url`, stop it."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        resources: Sequence[str] = (),
+        scopes: Sequence[str] = ("mcp:access", "notes:read", "notes:write", "admin"),
+        allow_non_loopback: bool = False,
+        access_token_ttl_s: int = 3600,
+        refresh_token_ttl_s: int = 14 * 86400,
+        code_ttl_s: int = 60,
+        consent: Literal["auto", "page"] = "auto",
+        user_sub: str = "demo-user",
+        grant_scopes: Sequence[str] = (),
+        default_scopes: Sequence[str] = (),
+        admin_secret: str | None = None,
+    ) -> None:
+        """``resources``: RFC 8707 allowlist (empty = any absolute URI). ``grant_scopes`` are added
+        to every authorization-code grant (the auto-approving resource owner grants them; RFC 6749
+        §3.3 lets an AS issue another scope than requested), so a client that asks only for the
+        advertised baseline scope still reaches tools. ``default_scopes`` apply when a request
+        omits ``scope``."""
+        check_bind_host(host, allow_non_loopback)
+        self._host = host
+        self._port = port
+        self._allow_non_loopback = allow_non_loopback
+        self.consent = consent
+        self.user_sub = user_sub
+        self.grant_scopes = tuple(grant_scopes)
+        self.admin_secret = admin_secret or secrets.token_urlsafe(24)
+        """Guards ``/dev/tokens``; printed (or written to the demo's state file) at startup."""
+        self.store = IssuerStore()
+        self._settings = IssuerSettings(
+            issuer="",
+            resources=tuple(resources),
+            scopes_supported=tuple(scopes),
+            access_token_ttl_s=access_token_ttl_s,
+            refresh_token_ttl_s=refresh_token_ttl_s,
+            code_ttl_s=code_ttl_s,
+        )
+        self._default_scopes = tuple(default_scopes)
+        self.server = DevAuthorizationServer(self._settings, self.store, self._default_scopes)
+        self.introspection_status: int | None = None
+        """Test knob: answer introspection with this HTTP status instead (simulates an outage)."""
+        self._runner: web.AppRunner | None = None
+        self._url: str | None = None
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The issuer identifier: the base URL, exactly as in the metadata's ``issuer``."""
+        if self._url is None:
+            raise RuntimeError("DevIssuer is not started")
+        return self._url
+
+    @property
+    def metadata_url(self) -> str:
+        return f"{self.url}/.well-known/oauth-authorization-server"
+
+    @property
+    def introspection_calls(self) -> int:
+        return self.store.introspection_calls
+
+    async def start(self) -> None:
+        app = web.Application(client_max_size=MAX_BODY)
+        app.router.add_get("/.well-known/oauth-authorization-server", self._metadata)
+        app.router.add_get("/.well-known/openid-configuration", self._metadata)
+        app.router.add_route("GET", "/authorize", self._authorize)
+        app.router.add_route("POST", "/authorize", self._consent_submit)
+        app.router.add_post("/token", self._token)
+        app.router.add_post("/register", self._register)
+        app.router.add_post("/introspect", self._introspect)
+        app.router.add_post("/revoke", self._revoke)
+        app.router.add_post("/dev/tokens", self._mint_endpoint)
+        self._runner, self._url = await bind_site(app, self._host, self._port)
+        if self._url.startswith("http://") and self._allow_non_loopback:
+            # authlib refuses plain http except loopback; the operator forced this explicitly.
+            os.environ["AUTHLIB_INSECURE_TRANSPORT"] = "1"
+        self._settings = IssuerSettings(
+            issuer=self._url,
+            resources=self._settings.resources,
+            scopes_supported=self._settings.scopes_supported,
+            access_token_ttl_s=self._settings.access_token_ttl_s,
+            refresh_token_ttl_s=self._settings.refresh_token_ttl_s,
+            code_ttl_s=self._settings.code_ttl_s,
+        )
+        self.server.settings = self._settings
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> DevIssuer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- programmatic API ------------------------------------------------------------------
+
+    def register_client(
+        self,
+        client_id: str,
+        secret: str | None = None,
+        *,
+        grant_types: Sequence[str] = ("client_credentials",),
+        scopes: Sequence[str] = (),
+        auth_method: str = "client_secret_basic",
+        jwks: dict[str, Any] | None = None,
+        redirect_uris: Sequence[str] = (),
+        can_introspect: bool = False,
+    ) -> DevClient:
+        """Register a client directly (e.g. the gateway's introspection client)."""
+        if auth_method not in TOKEN_AUTH_METHODS:
+            raise ValueError(f"auth_method must be one of {TOKEN_AUTH_METHODS}")
+        if auth_method in {"client_secret_basic", "client_secret_post"} and not secret:
+            raise ValueError("a client_secret_* client needs a secret")
+        if auth_method == "private_key_jwt" and not jwks:
+            raise ValueError("a private_key_jwt client needs jwks (its public keys)")
+        client = DevClient(
+            client_id=client_id,
+            secret=secret,
+            auth_method=auth_method,
+            grant_types=tuple(grant_types),
+            scopes=tuple(scopes) or self._settings.scopes_supported,
+            redirect_uris=tuple(redirect_uris),
+            jwks=jwks,
+            default_scopes=self._default_scopes,
+            can_introspect=can_introspect,
+        )
+        self.store.clients[client_id] = client
+        return client
+
+    def mint_token(
+        self,
+        *,
+        sub: str,
+        client_id: str = "demo-cli",
+        scopes: Sequence[str] | str,
+        audience: Sequence[str] | str | None = None,
+        ttl_s: int | None = None,
+    ) -> str:
+        """Issue an access token directly, as if a grant had just completed."""
+        scope_list = scopes.split() if isinstance(scopes, str) else list(scopes)
+        audiences = (audience,) if isinstance(audience, str) else tuple(audience or ())
+        if audience is None and len(self._settings.resources) == 1:
+            audiences = self._settings.resources
+        now = int(time.time())
+        value = secrets.token_urlsafe(32)
+        self.store.tokens[value] = TokenRecord(
+            value=value,
+            kind="access_token",
+            client_id=client_id,
+            sub=sub,
+            scope=" ".join(scope_list),
+            audience=audiences,
+            issued_at=now,
+            expires_at=now + (ttl_s if ttl_s is not None else self._settings.access_token_ttl_s),
+            family=self.store.new_family(),
+        )
+        return value
+
+    def revoke(self, token: str) -> bool:
+        """Revoke an access or refresh token (RFC 7009 semantics). False if unknown."""
+        record = self.store.tokens.get(token)
+        if record is None:
+            return False
+        self.server.revoke_record(record)
+        return True
+
+    def metadata(self) -> dict[str, Any]:
+        """RFC 8414 §2 authorization server metadata."""
+        settings = self._settings
+        return {
+            "issuer": settings.issuer,
+            **settings.endpoints,
+            "scopes_supported": list(settings.scopes_supported),
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
+            "token_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
+            "token_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+            "introspection_endpoint_auth_methods_supported": list(CONFIDENTIAL_METHODS),
+            "introspection_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+            "revocation_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
+            "revocation_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+            "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": True,
+            "client_id_metadata_document_supported": False,
+            "service_documentation": "https://github.com/mcp-resource-gateway/docs/quickstart.md",
+        }
+
+    # --- handlers --------------------------------------------------------------------------
+
+    async def _metadata(self, request: web.Request) -> web.Response:
+        return web.json_response(self.metadata(), headers={"Cache-Control": "max-age=60"})
+
+    async def _token(self, request: web.Request) -> web.StreamResponse:
+        parsed = await ParsedRequest.read(request)
+        return self._safe(lambda: self.server.create_token_response(parsed))
+
+    async def _register(self, request: web.Request) -> web.StreamResponse:
+        try:
+            parsed = await ParsedRequest.read(request, json_body=True)
+        except ValueError:
+            return _oauth_error(400, "invalid_client_metadata", "The body must be JSON.")
+        if not isinstance(parsed.json, dict):
+            return _oauth_error(400, "invalid_client_metadata", "The body must be a JSON object.")
+        return self._safe(
+            lambda: self.server.create_endpoint_response("client_registration", parsed)
+        )
+
+    async def _introspect(self, request: web.Request) -> web.StreamResponse:
+        parsed = await ParsedRequest.read(request)
+        if self.introspection_status is not None:
+            self.store.introspection_calls += 1
+            return web.json_response(
+                {"error": "temporarily_unavailable"}, status=self.introspection_status
+            )
+        return self._safe(lambda: self.server.create_endpoint_response("introspection", parsed))
+
+    async def _revoke(self, request: web.Request) -> web.StreamResponse:
+        parsed = await ParsedRequest.read(request)
+        return self._safe(lambda: self.server.create_endpoint_response("revocation", parsed))
+
+    async def _authorize(self, request: web.Request) -> web.StreamResponse:
+        parsed = await ParsedRequest.read(request)
+        try:
+            grant = self.server.get_consent_grant(request=parsed, end_user=None)
+        except OAuth2Error as error:
+            return self._authorization_error(parsed, error)
+        except ValueError:
+            return _oauth_error(400, "invalid_request", "Malformed authorization request.")
+        requested = (grant.request.scope or "").split()
+        offered = list(dict.fromkeys([*requested, *self.grant_scopes]))
+        if self.consent == "auto":
+            user = DevUser(self.user_sub, " ".join(offered))
+            return self._with_iss(self.server.create_authorization_response(parsed, user, grant))
+        nonce = secrets.token_urlsafe(16)
+        self.store.consents[nonce] = time.time() + 600
+        return web.Response(
+            text=_consent_page(grant.request.client, parsed, offered, self._settings, nonce),
+            content_type="text/html",
+            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
+        )
+
+    async def _consent_submit(self, request: web.Request) -> web.StreamResponse:
+        parsed = await ParsedRequest.read(request)
+        nonce = (parsed.form.get("consent_nonce") or [""])[0]
+        # A one-time nonce: the form cannot be replayed or forged cross-site.
+        if self.store.consents.pop(nonce, 0.0) < time.time():
+            return _oauth_error(400, "invalid_request", "The consent form expired; start again.")
+        params = {
+            k: v
+            for k, v in parsed.form.items()
+            if k not in {"consent_nonce", "approve", "scope_choice"}
+        }
+        original = ParsedRequest("GET", parsed.url, parsed.headers, parsed.query, params)
+        try:
+            grant = self.server.get_consent_grant(request=original, end_user=None)
+        except OAuth2Error as error:
+            return self._authorization_error(original, error)
+        approved = parsed.form.get("approve", [""])[0] == "yes"
+        supported = set(self._settings.scopes_supported)
+        chosen = [s for s in parsed.form.get("scope_choice", []) if s in supported]
+        user = DevUser(self.user_sub, " ".join(chosen)) if approved else None
+        return self._with_iss(self.server.create_authorization_response(original, user, grant))
+
+    async def _mint_endpoint(self, request: web.Request) -> web.Response:
+        """DEVELOPMENT ONLY: mint a token for ``mcp-gateway demo token``."""
+        peer = request.remote or ""
+        supplied = request.headers.get("Authorization", "")
+        expected = f"Bearer {self.admin_secret}"
+        if not _is_loopback(peer) or not hmac.compare_digest(supplied.encode(), expected.encode()):
+            return _oauth_error(401, "invalid_client", "Admin secret required (loopback only).")
+        try:
+            body = await request.json()
+            scopes = str(body["scopes"]).split()
+            sub = str(body.get("sub", self.user_sub))
+            ttl = int(body.get("ttl_s", self._settings.access_token_ttl_s))
+        except (ValueError, KeyError, TypeError):
+            return _oauth_error(400, "invalid_request", 'Expected {"scopes": "..."}.')
+        unknown = [s for s in scopes if s not in self._settings.scopes_supported]
+        if unknown or not 0 < ttl <= 30 * 86400:
+            return _oauth_error(400, "invalid_scope", "Unknown scope or bad ttl_s.")
+        token = self.mint_token(sub=sub, scopes=scopes, audience=body.get("audience"), ttl_s=ttl)
+        return web.json_response(
+            {
+                "access_token": token,
+                "token_type": "Bearer",
+                "expires_in": ttl,
+                "scope": " ".join(scopes),
+            },
+            headers={"Cache-Control": "no-store"},
+        )
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _safe(self, call: Any) -> web.StreamResponse:
+        try:
+            response: web.StreamResponse = call()
+        except ValueError:
+            # authlib refuses to render an error description holding '"' or '\' (RFC 6749 §5.2).
+            return _oauth_error(400, "invalid_request", "Malformed request.")
+        return response
+
+    def _authorization_error(self, parsed: ParsedRequest, error: OAuth2Error) -> web.StreamResponse:
+        # RFC 6749 §4.1.2.1: redirect only to a redirect URI validated for this client.
+        if error.redirect_uri:
+            return self._with_iss(self.server.handle_error_response(parsed, error))
+        return web.Response(
+            status=400,
+            text=f"<h1>Authorization request rejected</h1><p>{html.escape(error.error or '')}: "
+            f"{html.escape(error.description or '')}</p>",
+            content_type="text/html",
+        )
+
+    def _with_iss(self, response: web.StreamResponse) -> web.StreamResponse:
+        location = response.headers.get("Location")
+        if response.status == 302 and location:
+            # RFC 9207 §2: every authorization response (errors too) names the issuer.
+            response.headers["Location"] = add_params_to_uri(location, {"iss": self.url})
+        return response
+
+
+def _is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def _oauth_error(status: int, error: str, description: str) -> web.Response:
+    return web.json_response(
+        {"error": error, "error_description": description},
+        status=status,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+def _consent_page(
+    client: DevClient,
+    parsed: ParsedRequest,
+    offered: list[str],
+    settings: IssuerSettings,
+    nonce: str,
+) -> str:
+    hidden = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
+        for k, values in _query_lists(parsed).items()
+        for v in values
+    )
+    boxes = "".join(
+        f'<label><input type="checkbox" name="scope_choice" value="{html.escape(s)}"'
+        f"{' checked' if s in offered else ''}> {html.escape(s)}</label><br>"
+        for s in settings.scopes_supported
+    )
+    name = html.escape(client.client_name or client.client_id)
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Development issuer</title></head>"
+        "<body style='font-family:sans-serif;max-width:40em;margin:2em auto'>"
+        f"<h1>Authorize {name}?</h1><p>Development issuer (not for production). Signed in as "
+        f"<b>demo-user</b>. Scopes to grant:</p>"
+        f"<form method='post' action='{html.escape(settings.issuer)}/authorize'>{hidden}"
+        f"<input type='hidden' name='consent_nonce' value='{html.escape(nonce)}'>{boxes}<p>"
+        "<button name='approve' value='yes' type='submit'>Approve</button> "
+        "<button name='approve' value='no' type='submit'>Deny</button></p></form></body></html>"
+    )
+
+
+def _query_lists(parsed: ParsedRequest) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for key, value in parsed.query.items():
+        out.setdefault(key, []).append(value)
+    return out

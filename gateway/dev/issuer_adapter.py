@@ -1,0 +1,146 @@
+"""The aiohttp adapter for authlib's OAuth 2.0 server (what its Flask integration provides).
+
+DEVELOPMENT ONLY. authlib's server code is synchronous and reads the request through
+``OAuth2Request`` / ``JsonRequest``; aiohttp bodies are read asynchronously. So a handler reads the
+body up front into a :class:`ParsedRequest`, and these wrappers expose it the way authlib expects.
+Also holds the issuer's settings and the RFC 8707 ``invalid_target`` error.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from authlib.oauth2.rfc6749 import (
+    JsonPayload,
+    JsonRequest,
+    OAuth2Error,
+    OAuth2Payload,
+    OAuth2Request,
+)
+from multidict import CIMultiDictProxy, MultiMapping
+
+__all__ = [
+    "CONFIDENTIAL_METHODS",
+    "SIGNING_ALGS",
+    "TOKEN_AUTH_METHODS",
+    "AioJsonRequest",
+    "AioOAuth2Request",
+    "InvalidTargetError",
+    "IssuerSettings",
+    "ParsedRequest",
+]
+
+CONFIDENTIAL_METHODS = ("client_secret_basic", "client_secret_post", "private_key_jwt")
+TOKEN_AUTH_METHODS = (*CONFIDENTIAL_METHODS, "none")
+SIGNING_ALGS = ("RS256", "PS256", "ES256")
+
+
+class InvalidTargetError(OAuth2Error):  # type: ignore[misc]
+    """RFC 8707 §2: the requested resource is invalid, unknown or not served."""
+
+    error = "invalid_target"
+
+
+@dataclass(frozen=True, slots=True)
+class IssuerSettings:
+    """Everything the issuer's grants need to know; ``issuer`` is set once the port is bound."""
+
+    issuer: str
+    resources: tuple[str, ...]
+    scopes_supported: tuple[str, ...]
+    access_token_ttl_s: int
+    refresh_token_ttl_s: int
+    code_ttl_s: int
+
+    @property
+    def endpoints(self) -> dict[str, str]:
+        base = self.issuer
+        return {
+            "authorization_endpoint": f"{base}/authorize",
+            "token_endpoint": f"{base}/token",
+            "registration_endpoint": f"{base}/register",
+            "introspection_endpoint": f"{base}/introspect",
+            "revocation_endpoint": f"{base}/revoke",
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class ParsedRequest:
+    """An aiohttp request with its body already read (authlib's server code is synchronous)."""
+
+    method: str
+    url: str
+    headers: CIMultiDictProxy[str]
+    query: MultiMapping[str]
+    form: Mapping[str, list[str]]
+    json: Any = None
+
+    @classmethod
+    async def read(cls, request: web.Request, *, json_body: bool = False) -> ParsedRequest:
+        form: dict[str, list[str]] = defaultdict(list)
+        body: Any = None
+        if json_body:
+            body = json.loads(await request.read() or b"null")
+        elif request.method == "POST":
+            posted = await request.post()
+            for key, value in posted.items():
+                if isinstance(value, str):
+                    form[key].append(value)
+        return cls(request.method, str(request.url), request.headers, request.query, form, body)
+
+
+class _Payload(OAuth2Payload):  # type: ignore[misc]
+    """Query and form parameters; the form wins, as in authlib's Flask integration."""
+
+    def __init__(self, parsed: ParsedRequest) -> None:
+        self._datalist: dict[str, list[str]] = defaultdict(list)
+        for key, value in parsed.query.items():
+            self._datalist[key].append(value)
+        for key, values in parsed.form.items():
+            self._datalist[key].extend(values)
+        self._data = {key: values[0] for key, values in self._datalist.items() if values}
+
+    @property
+    def data(self) -> dict[str, str]:
+        return self._data
+
+    @property
+    def datalist(self) -> dict[str, list[str]]:
+        return self._datalist
+
+
+class AioOAuth2Request(OAuth2Request):  # type: ignore[misc]
+    def __init__(self, parsed: ParsedRequest, uri: str) -> None:
+        super().__init__(method=parsed.method, uri=uri, headers=parsed.headers)
+        self.payload = _Payload(parsed)
+        self._args = dict(parsed.query.items())
+        self._form = {k: v[0] for k, v in parsed.form.items() if v}
+        self.resources: tuple[str, ...] = ()
+
+    @property
+    def args(self) -> dict[str, str]:
+        return self._args
+
+    @property
+    def form(self) -> dict[str, str]:
+        return self._form
+
+
+class _JsonBody(JsonPayload):  # type: ignore[misc]
+    def __init__(self, data: Any) -> None:
+        self._data = data
+
+    @property
+    def data(self) -> Any:
+        return self._data
+
+
+class AioJsonRequest(JsonRequest):  # type: ignore[misc]
+    def __init__(self, parsed: ParsedRequest) -> None:
+        super().__init__(parsed.method, parsed.url, parsed.headers)
+        self.payload = _JsonBody(parsed.json)

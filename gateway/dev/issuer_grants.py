@@ -1,0 +1,341 @@
+"""RFC 6749 §4.1/§4.4/§6, RFC 7636, RFC 7591, RFC 7662, RFC 7009, RFC 7523 §2.2 on authlib.
+
+DEVELOPMENT ONLY. authlib's grant and endpoint classes, bound to the in-memory
+:class:`~gateway.dev.issuer_store.IssuerStore` of the development authorization server.
+
+Deliberate choices: PKCE is mandatory and ``S256`` only (OAuth 2.1 §4.1.1, RFC 9700 §2.1.1); refresh
+tokens rotate and a replayed one revokes its whole grant (RFC 9700 §4.14.2); a replayed
+authorization code revokes the tokens issued from it (RFC 6749 §4.1.2); ``resource`` (RFC 8707)
+becomes the token audience.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from authlib.oauth2.rfc6749 import (
+    AuthorizationCodeGrant,
+    ClientCredentialsGrant,
+    InvalidRequestError,
+    InvalidScopeError,
+    RefreshTokenGrant,
+)
+from authlib.oauth2.rfc7009 import RevocationEndpoint
+from authlib.oauth2.rfc7523 import JWTBearerClientAssertion
+from authlib.oauth2.rfc7591 import ClientRegistrationEndpoint, InvalidClientMetadataError
+from authlib.oauth2.rfc7636 import CodeChallenge
+from authlib.oauth2.rfc7662 import IntrospectionEndpoint
+from joserfc.jwk import KeySet
+
+from gateway.dev.issuer_adapter import (
+    CONFIDENTIAL_METHODS,
+    TOKEN_AUTH_METHODS,
+    AioJsonRequest,
+    AioOAuth2Request,
+    InvalidTargetError,
+)
+from gateway.dev.issuer_store import (
+    AuthCode,
+    DevClient,
+    DevUser,
+    TokenRecord,
+    is_loopback_redirect,
+)
+
+if TYPE_CHECKING:
+    from gateway.dev.issuer_server import DevAuthorizationServer
+
+__all__ = [
+    "AuthorizationCode",
+    "ClientCredentials",
+    "Introspection",
+    "PrivateKeyJwt",
+    "RefreshToken",
+    "Registration",
+    "Revocation",
+    "S256Only",
+]
+
+
+def _scope_list(scope: str | None) -> list[str]:
+    return scope.split() if scope else []
+
+
+# --- grants -----------------------------------------------------------------------------------
+
+
+class S256Only(CodeChallenge):  # type: ignore[misc]
+    """RFC 7636 with ``S256`` only, and a challenge required on every authorization request."""
+
+    DEFAULT_CODE_CHALLENGE_METHOD = "S256"
+    SUPPORTED_CODE_CHALLENGE_METHOD = ["S256"]  # noqa: RUF012 - authlib's class attribute
+
+    def validate_code_challenge(self, grant: Any, redirect_uri: str) -> None:
+        data = grant.request.payload.data
+        # OAuth 2.1 §4.1.1: PKCE is required; "plain" (the RFC 7636 default) is refused.
+        if not data.get("code_challenge"):
+            raise InvalidRequestError("Missing 'code_challenge'")
+        if data.get("code_challenge_method") != "S256":
+            raise InvalidRequestError("Unsupported 'code_challenge_method'; use S256")
+        super().validate_code_challenge(grant, redirect_uri)
+
+
+class AuthorizationCode(AuthorizationCodeGrant):  # type: ignore[misc]
+    TOKEN_ENDPOINT_AUTH_METHODS = list(TOKEN_AUTH_METHODS)  # noqa: RUF012
+
+    server: DevAuthorizationServer
+
+    def validate_authorization_request(self) -> str:
+        redirect_uri: str = super().validate_authorization_request()
+        try:
+            self.request.resources = self.server.check_resources(
+                self.request.payload.datalist.get("resource", [])
+            )
+        except InvalidTargetError as error:
+            error.redirect_uri = redirect_uri
+            raise
+        return redirect_uri
+
+    def save_authorization_code(self, code: str, request: AioOAuth2Request) -> None:
+        data = request.payload.data
+        user: DevUser = request.user
+        self.server.store.codes[code] = AuthCode(
+            code=code,
+            client_id=request.client.client_id,
+            redirect_uri=request.payload.redirect_uri,
+            scope=user.scope if user.scope is not None else request.scope,
+            sub=user.sub,
+            code_challenge=data.get("code_challenge"),
+            code_challenge_method=data.get("code_challenge_method"),
+            resources=request.resources,
+            expires_at=time.time() + self.server.settings.code_ttl_s,
+            family=self.server.store.new_family(),
+        )
+
+    def query_authorization_code(self, code: str, client: DevClient) -> AuthCode | None:
+        record = self.server.store.codes.get(code)
+        if record is None or record.client_id != client.client_id:
+            return None
+        if record.used:
+            # RFC 6749 §4.1.2: a code used twice revokes what was issued from it.
+            self.server.store.revoke_family(record.family)
+            return None
+        return None if record.is_expired() else record
+
+    def delete_authorization_code(self, authorization_code: AuthCode) -> None:
+        authorization_code.used = True
+
+    def authenticate_user(self, authorization_code: AuthCode) -> DevUser:
+        return DevUser(authorization_code.sub)
+
+    def validate_token_request(self) -> None:
+        super().validate_token_request()
+        code: AuthCode = self.request.authorization_code
+        self.request.resources = self.server.narrow_resources(
+            self.request.payload.datalist.get("resource", []), code.resources
+        )
+        self.request.family = code.family
+
+
+class RefreshToken(RefreshTokenGrant):  # type: ignore[misc]
+    TOKEN_ENDPOINT_AUTH_METHODS = list(TOKEN_AUTH_METHODS)  # noqa: RUF012
+    INCLUDE_NEW_REFRESH_TOKEN = True  # rotation (RFC 9700 §4.14.2)
+
+    server: DevAuthorizationServer
+
+    def authenticate_refresh_token(self, refresh_token: str) -> TokenRecord | None:
+        record = self.server.store.tokens.get(refresh_token)
+        if record is None or record.kind != "refresh_token":
+            return None
+        if record.revoked:
+            # RFC 9700 §4.14.2: a rotated-out refresh token came back: revoke the grant.
+            self.server.store.revoke_family(record.family)
+            return None
+        return None if record.is_expired() else record
+
+    def authenticate_user(self, refresh_token: TokenRecord) -> DevUser:
+        return DevUser(refresh_token.sub)
+
+    def revoke_old_credential(self, refresh_token: TokenRecord) -> None:
+        refresh_token.revoked = True
+
+    def validate_token_request(self) -> None:
+        super().validate_token_request()
+        record: TokenRecord = self.request.refresh_token
+        self.request.resources = self.server.narrow_resources(
+            self.request.payload.datalist.get("resource", []), record.audience
+        )
+        self.request.family = record.family
+
+
+class ClientCredentials(ClientCredentialsGrant):  # type: ignore[misc]
+    TOKEN_ENDPOINT_AUTH_METHODS = list(CONFIDENTIAL_METHODS)  # noqa: RUF012
+
+    server: DevAuthorizationServer
+
+    def validate_token_request(self) -> None:
+        super().validate_token_request()
+        client: DevClient = self.request.client
+        requested = _scope_list(self.request.payload.scope)
+        if any(s not in client.scopes for s in requested):
+            raise InvalidScopeError()
+        self.request.scope = " ".join(requested) if requested else client.get_allowed_scope(None)
+        self.request.resources = self.server.check_resources(
+            self.request.payload.datalist.get("resource", [])
+        )
+        self.request.family = self.server.store.new_family()
+
+    def create_token_response(self) -> tuple[int, dict[str, Any], list[tuple[str, str]]]:
+        token = self.generate_token(scope=self.request.scope, include_refresh_token=False)
+        self.save_token(token)
+        return 200, token, self.TOKEN_RESPONSE_HEADER
+
+
+# --- endpoints --------------------------------------------------------------------------------
+
+
+class Registration(ClientRegistrationEndpoint):  # type: ignore[misc]
+    """RFC 7591 open registration, aimed at public native clients (RFC 8252)."""
+
+    server: DevAuthorizationServer
+
+    def authenticate_token(self, request: AioJsonRequest) -> bool:
+        return True  # open registration: this is a development issuer
+
+    def get_server_metadata(self) -> dict[str, Any]:
+        # scopes_supported is left out on purpose: the issuer assigns the client's scope itself
+        # (RFC 7591 §3.2.1 lets it replace requested metadata) instead of failing registration.
+        return {
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "response_types_supported": ["code"],
+            "token_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
+        }
+
+    def extract_client_metadata(self, request: AioJsonRequest) -> dict[str, Any]:
+        if not isinstance(request.payload.data, dict):
+            raise InvalidClientMetadataError("The registration body must be a JSON object.")
+        metadata: dict[str, Any] = super().extract_client_metadata(request)
+        uris = metadata.get("redirect_uris") or []
+        grant_types = metadata.get("grant_types") or ["authorization_code"]
+        if "authorization_code" in grant_types and not uris:
+            raise InvalidClientMetadataError("redirect_uris is required.")
+        for uri in uris:
+            scheme = urlsplit(uri).scheme
+            # RFC 8252 §7: loopback http, https or a private-use scheme; no other http.
+            if scheme == "http" and not is_loopback_redirect(uri):
+                raise InvalidClientMetadataError("http redirect URIs must be loopback.")
+            if scheme in {"javascript", "data", "file"}:
+                raise InvalidClientMetadataError("Unsupported redirect URI scheme.")
+        if metadata.get("token_endpoint_auth_method") == "private_key_jwt" and not metadata.get(
+            "jwks"
+        ):
+            raise InvalidClientMetadataError("private_key_jwt needs jwks.")
+        return metadata
+
+    def generate_client_info(self, request: AioJsonRequest) -> dict[str, Any]:
+        info: dict[str, Any] = super().generate_client_info(request)
+        if request.payload.data.get("token_endpoint_auth_method") in {"none", "private_key_jwt"}:
+            # A public client gets no secret (RFC 7591 §3.2.1 "client_secret: OPTIONAL").
+            info.pop("client_secret", None)
+            info.pop("client_secret_expires_at", None)
+        return info
+
+    def save_client(
+        self, client_info: dict[str, Any], client_metadata: dict[str, Any], request: AioJsonRequest
+    ) -> DevClient:
+        scopes = self.server.settings.scopes_supported
+        client = DevClient(
+            client_id=client_info["client_id"],
+            secret=client_info.get("client_secret"),
+            auth_method=client_metadata["token_endpoint_auth_method"],
+            grant_types=tuple(client_metadata.get("grant_types") or ["authorization_code"]),
+            scopes=scopes,
+            redirect_uris=tuple(client_metadata.get("redirect_uris") or ()),
+            response_types=tuple(client_metadata.get("response_types") or ["code"]),
+            jwks=client_metadata.get("jwks"),
+            client_name=client_metadata.get("client_name"),
+            default_scopes=self.server.default_scopes,
+        )
+        self.server.store.clients[client.client_id] = client
+        return client
+
+    def generate_client_registration_info(
+        self, client: DevClient, request: AioJsonRequest
+    ) -> dict[str, Any]:
+        return {"scope": " ".join(client.scopes)}
+
+
+class Introspection(IntrospectionEndpoint):  # type: ignore[misc]
+    CLIENT_AUTH_METHODS = list(CONFIDENTIAL_METHODS)  # noqa: RUF012
+
+    server: DevAuthorizationServer
+
+    def authenticate_endpoint_client(self, request: AioOAuth2Request) -> DevClient:
+        client: DevClient = super().authenticate_endpoint_client(request)
+        store = self.server.store
+        store.introspection_calls += 1
+        by_client = store.introspection_calls_by_client
+        by_client[client.client_id] = by_client.get(client.client_id, 0) + 1
+        return client
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> TokenRecord | None:
+        return self.server.store.tokens.get(token_string)
+
+    def check_permission(
+        self, token: TokenRecord, client: DevClient, request: AioOAuth2Request
+    ) -> bool:
+        return client.can_introspect or token.client_id == client.client_id
+
+    def introspect_token(self, token: TokenRecord) -> dict[str, Any]:
+        # RFC 7662 §2.2 members; refresh tokens carry no audience (they are not for resources).
+        payload: dict[str, Any] = {
+            "active": True,
+            "scope": token.scope,
+            "client_id": token.client_id,
+            "sub": token.sub,
+            "username": token.sub,
+            "iss": self.server.settings.issuer,
+            "exp": token.expires_at,
+            "iat": token.issued_at,
+            "nbf": token.issued_at,
+            "token_type": "Bearer" if token.kind == "access_token" else "refresh_token",
+        }
+        if token.kind == "access_token" and token.audience:
+            payload["aud"] = token.audience[0] if len(token.audience) == 1 else list(token.audience)
+        return payload
+
+
+class Revocation(RevocationEndpoint):  # type: ignore[misc]
+    CLIENT_AUTH_METHODS = list(TOKEN_AUTH_METHODS)  # noqa: RUF012
+
+    server: DevAuthorizationServer
+
+    def query_token(self, token_string: str, token_type_hint: str | None) -> TokenRecord | None:
+        return self.server.store.tokens.get(token_string)
+
+    def revoke_token(self, token: TokenRecord, request: AioOAuth2Request) -> None:
+        self.server.revoke_record(token)
+
+
+class PrivateKeyJwt(JWTBearerClientAssertion):  # type: ignore[misc]
+    """RFC 7523 §2.2 client authentication with a key from the client's registered JWKS."""
+
+    CLIENT_AUTH_METHOD = "private_key_jwt"
+
+    def __init__(self, server: DevAuthorizationServer) -> None:
+        super().__init__(validate_jti=True, leeway=30)
+        self._server = server
+
+    def get_audiences(self) -> list[str]:
+        # RFC 7523 §3 item 3: the AS's issuer or the endpoint the assertion is sent to.
+        settings = self._server.settings
+        return [settings.issuer, f"{settings.issuer}/", *settings.endpoints.values()]
+
+    def validate_jti(self, claims: dict[str, Any], jti: str) -> bool:
+        expires = float(claims.get("exp", time.time() + 600))
+        return self._server.store.remember_jti(f"{claims['sub']}:{jti}", expires)
+
+    def resolve_client_public_key(self, client: DevClient) -> KeySet:
+        return KeySet.import_key_set(client.jwks or {"keys": []})  # type: ignore[arg-type]

@@ -1,0 +1,281 @@
+"""The demo MCP backend over real HTTP: both eras, the service-token check, the tools."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.dev.demo_backend import DemoBackend
+from tests.integration.dev.conftest import SERVICE_TOKEN
+from tests.support.dev_http import HttpClient, http_client
+from tests.support.schemas import validate_response
+
+MODERN = "2026-07-28"
+AUTH = {"Authorization": f"Bearer {SERVICE_TOKEN}"}
+ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+def _modern(method: str, params: dict[str, Any] | None = None, rid: Any = 1) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": method,
+        "params": {**(params or {}), "_meta": meta},
+    }
+
+
+def _modern_headers(method: str, name: str | None = None) -> dict[str, str]:
+    headers = {**AUTH, **ACCEPT, "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+async def _post(
+    http: HttpClient, backend: DemoBackend, body: Any, headers: dict[str, str]
+) -> tuple[int, Any, aiohttp.ClientResponse]:
+    response = await http.post(backend.url, json=body, headers=headers)
+    raw = await response.read()
+    return response.status, (json.loads(raw) if raw else None), response
+
+
+class TestServiceToken:
+    @pytest.mark.parametrize(
+        ("headers", "error"),
+        [({}, False), ({"Authorization": "Bearer someone-elses-token"}, True)],
+        ids=["no Authorization", "Bearer <wrong token>"],
+    )
+    async def test_anything_but_the_service_token_is_answered_401(
+        self,
+        backend: DemoBackend,
+        http: HttpClient,
+        headers: dict[str, str],
+        error: bool,
+    ) -> None:
+        response = await http.post(backend.url, json=_modern("tools/list"), headers=headers)
+        assert response.status == 401
+        challenge = response.headers["WWW-Authenticate"]
+        assert challenge.startswith("Bearer ")
+        assert ('error="invalid_token"' in challenge) is error
+        assert backend.auth_failures == 1
+
+    async def test_every_request_is_recorded_with_its_headers(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        await http.post(
+            backend.url, json=_modern("tools/list"), headers=_modern_headers("tools/list")
+        )
+        assert backend.received[-1].header("authorization") == f"Bearer {SERVICE_TOKEN}"
+        assert backend.saw(SERVICE_TOKEN)
+        assert not backend.saw("a-client-token")
+
+
+class TestModernEra:
+    async def test_server_discover_answers_a_valid_2026_result(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        status, body, response = await _post(
+            http, backend, _modern("server/discover"), _modern_headers("server/discover")
+        )
+        assert status == 200
+        validate_response(MODERN, body, "server/discover")
+        assert body["result"]["supportedVersions"] == [MODERN]
+        assert "Mcp-Session-Id" not in response.headers
+
+    async def test_tools_list_has_five_closed_schemas(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        status, body, _ = await _post(
+            http, backend, _modern("tools/list"), _modern_headers("tools/list")
+        )
+        assert status == 200
+        validate_response(MODERN, body, "tools/list")
+        tools = body["result"]["tools"]
+        assert [t["name"] for t in tools] == [
+            "echo",
+            "time_now",
+            "notes_list",
+            "notes_add",
+            "admin_reset",
+        ]
+        assert all(t["inputSchema"]["additionalProperties"] is False for t in tools)
+
+    async def test_notes_added_by_a_writer_are_listed(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        add = _modern("tools/call", {"name": "notes_add", "arguments": {"text": "hello"}})
+        status, body, _ = await _post(
+            http, backend, add, _modern_headers("tools/call", "notes_add")
+        )
+        assert status == 200
+        validate_response(MODERN, body, "tools/call")
+        listing = _modern("tools/call", {"name": "notes_list", "arguments": {}}, rid=2)
+        _, body, _ = await _post(
+            http, backend, listing, _modern_headers("tools/call", "notes_list")
+        )
+        assert body["result"]["structuredContent"]["notes"][0]["text"] == "hello"
+
+    async def test_a_base64_encoded_mcp_name_is_decoded_before_comparing(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        call = _modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
+        status, body, _ = await _post(
+            http, backend, call, _modern_headers("tools/call", "=?base64?ZWNobw==?=")
+        )
+        assert status == 200
+        assert body["result"]["content"][0]["text"] == "hi"
+
+    @pytest.mark.parametrize(
+        ("headers", "code"),
+        [
+            (_modern_headers("tools/list"), -32020),
+            (_modern_headers("tools/call", "notes_add"), -32020),
+            ({**AUTH, **ACCEPT, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}, -32020),
+        ],
+        ids=["Mcp-Method mismatch", "Mcp-Name mismatch", "no MCP-Protocol-Version"],
+    )
+    async def test_header_body_mismatches_are_answered_400_header_mismatch(
+        self, backend: DemoBackend, http: HttpClient, headers: dict[str, str], code: int
+    ) -> None:
+        call = _modern("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+        status, body, _ = await _post(http, backend, call, headers)
+        assert status == 400
+        assert body["error"]["code"] == code
+        assert body["id"] == 1
+
+    async def test_missing_meta_keys_are_answered_400_invalid_params(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        body = {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}}
+        status, reply, _ = await _post(http, backend, body, _modern_headers("tools/list"))
+        assert (status, reply["error"]["code"]) == (400, -32602)
+
+    async def test_an_unsupported_version_is_answered_400_with_the_supported_list(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        body = _modern("tools/list")
+        body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = "2099-01-01"
+        headers = {**_modern_headers("tools/list"), "MCP-Protocol-Version": "2099-01-01"}
+        status, reply, _ = await _post(http, backend, body, headers)
+        assert status == 400
+        assert reply["error"]["code"] == -32022
+        assert reply["error"]["data"] == {"supported": [MODERN], "requested": "2099-01-01"}
+
+    async def test_removed_methods_are_answered_404_method_not_found(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        status, reply, _ = await _post(http, backend, _modern("ping"), _modern_headers("ping"))
+        assert (status, reply["error"]["code"]) == (404, -32601)
+
+    async def test_bad_arguments_are_a_tool_error_not_a_protocol_error(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        call = _modern("tools/call", {"name": "echo", "arguments": {"text": "x", "extra": 1}})
+        status, body, _ = await _post(http, backend, call, _modern_headers("tools/call", "echo"))
+        assert status == 200
+        assert body["result"]["isError"] is True
+
+    async def test_an_unknown_tool_is_answered_400_invalid_params(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        call = _modern("tools/call", {"name": "rm_rf", "arguments": {}})
+        status, body, _ = await _post(http, backend, call, _modern_headers("tools/call", "rm_rf"))
+        assert (status, body["error"]["code"]) == (400, -32602)
+
+
+class TestLegacyEra:
+    @pytest.mark.parametrize(
+        ("requested", "answered"),
+        [("2025-06-18", "2025-06-18"), ("2025-11-25", "2025-11-25"), ("2024-11-05", "2025-11-25")],
+        ids=["2025-06-18 echoed", "2025-11-25 echoed", "2024-11-05 counter-offered"],
+    )
+    async def test_initialize_negotiates_without_a_session(
+        self, backend: DemoBackend, http: HttpClient, requested: str, answered: str
+    ) -> None:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": requested,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
+        status, reply, response = await _post(http, backend, body, {**AUTH, **ACCEPT})
+        assert status == 200
+        assert reply["result"]["protocolVersion"] == answered
+        validate_response("2025-06-18", reply, "initialize")
+        assert "Mcp-Session-Id" not in response.headers
+
+    async def test_the_initialized_notification_is_accepted_with_202(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        status, reply, _ = await _post(
+            http, backend, note, {**AUTH, **ACCEPT, "MCP-Protocol-Version": "2025-06-18"}
+        )
+        assert (status, reply) == (202, None)
+
+    async def test_legacy_tools_list_and_call_follow_the_2025_schema(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        headers = {**AUTH, **ACCEPT, "MCP-Protocol-Version": "2025-06-18"}
+        listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        _, reply, _ = await _post(http, backend, listing, headers)
+        validate_response("2025-06-18", reply, "tools/list")
+        call = {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": "time_now", "arguments": {}},
+        }
+        _, reply, _ = await _post(http, backend, call, headers)
+        validate_response("2025-06-18", reply, "tools/call")
+        assert "resultType" not in reply["result"]
+
+    @pytest.mark.parametrize(
+        ("message", "code"),
+        [
+            ({"jsonrpc": "2.0", "id": 3, "method": "server/discover"}, -32601),
+            (
+                {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope"}},
+                -32602,
+            ),
+        ],
+        ids=["server/discover on the legacy path", "unknown tool"],
+    )
+    async def test_legacy_json_rpc_errors_go_out_with_http_200(
+        self, backend: DemoBackend, http: HttpClient, message: dict[str, Any], code: int
+    ) -> None:
+        status, reply, _ = await _post(http, backend, message, {**AUTH, **ACCEPT})
+        assert (status, reply["error"]["code"], reply["id"]) == (200, code, 3)
+
+    async def test_get_and_delete_are_answered_405_allow_post(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        for method in ("GET", "DELETE"):
+            response = await http.request(method, backend.url, headers=AUTH)
+            assert response.status == 405
+            assert response.headers["Allow"] == "POST"
+
+
+async def test_the_sse_knob_answers_with_an_event_stream() -> None:
+    async with DemoBackend(service_token=SERVICE_TOKEN, sse=True) as backend, http_client() as http:
+        response = await http.post(
+            backend.url, json=_modern("tools/list"), headers=_modern_headers("tools/list")
+        )
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        assert (await response.text()).startswith("event: message\ndata: {")
+
+
+def test_a_backend_without_a_service_token_cannot_be_built() -> None:
+    with pytest.raises(ValueError, match="service_token"):
+        DemoBackend()
