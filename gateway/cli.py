@@ -130,12 +130,16 @@ def _register(sub: Subparsers, registrar: Registrar, common: argparse.ArgumentPa
         module = importlib.import_module(registrar.module)
     except ModuleNotFoundError as exc:
         # Only the plug-in itself may be missing; a broken import inside it is a bug to surface.
-        if exc.name is None or not registrar.module.startswith(exc.name):
+        if not _is_module_or_parent(exc.name, registrar.module):
             raise
         _placeholder(sub, registrar, common)
         return
     register: Callable[[Subparsers], None] = getattr(module, registrar.function)
     register(sub)
+
+
+def _is_module_or_parent(missing: str | None, module: str) -> bool:
+    return missing is not None and (module == missing or module.startswith(missing + "."))
 
 
 def _placeholder(sub: Subparsers, registrar: Registrar, common: argparse.ArgumentParser) -> None:
@@ -146,7 +150,8 @@ def _placeholder(sub: Subparsers, registrar: Registrar, common: argparse.Argumen
         help=summary,
         description=f"Not available: module {registrar.module} is not part of this build.",
     )
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    # Whatever follows (options included) is accepted, so the answer is always "missing".
+    parser.set_defaults(accepts_extra=True)
 
     def missing(args: argparse.Namespace) -> int:
         print(
@@ -186,7 +191,7 @@ def _load_policies(config: Config) -> tuple[list[str], str | None]:
     try:
         loader = importlib.import_module("gateway.policy.loader")
     except ModuleNotFoundError as exc:
-        if exc.name is None or not "gateway.policy.loader".startswith(exc.name):
+        if not _is_module_or_parent(exc.name, "gateway.policy.loader"):
             raise
         print(
             "warning: policy files not validated: gateway.policy.loader is not part of this build",
@@ -259,7 +264,9 @@ def _version() -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "accepts_extra", False):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command != "serve":
         # serve configures logging itself, once, after reading logging.* from the config.
         configure(getattr(args, "log_format", "json"), getattr(args, "log_level", "info"))

@@ -1,0 +1,236 @@
+"""The ``mcp-gateway`` command line: check, version, --help, pluggable subcommands, serve errors."""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import structlog
+
+from gateway import cli
+from gateway.cli import Registrar, main
+from gateway.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "config"
+ENV = {"TEST_INTROSPECTION_SECRET": "introspection-secret", "TEST_BACKEND_TOKEN": "backend-token"}
+
+
+@pytest.fixture(autouse=True)
+def _restore_logging() -> Iterator[None]:
+    """main() configures structlog and the root logger once per process; undo it per test."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in ENV.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.delenv(cli.CONFIG_ENV, raising=False)
+
+
+def _run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+class TestCheck:
+    def test_check_lists_an_unknown_key_a_wrong_type_and_a_missing_key_with_lines_and_exits_1(
+        self,
+    ) -> None:
+        bad = "tests/fixtures/config/bad.yaml"
+        result = _run("check", "--config", bad, env=ENV)
+        assert result.returncode == 1
+        assert result.stdout.splitlines() == [
+            f"{bad}:3:25: listen.prot: unknown key",
+            f'{bad}:4:1: issuer: "client_id" is a required property',
+            f'{bad}:10:3: backend.timeout_s: "ten seconds" is not of type "number"',
+        ]
+        assert f"{bad}: 3 problems" in result.stderr
+
+    def test_check_of_a_valid_file_exits_0_and_says_ok(
+        self, env: None, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["check", "--config", str(FIXTURES / "minimal.yaml")]) == 0
+        assert capsys.readouterr().out.startswith(f"{FIXTURES / 'minimal.yaml'}: OK")
+
+    def test_check_warns_about_a_literal_secret_on_stderr_without_printing_it(
+        self, env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        shutil.copy(FIXTURES / "policy.yaml", tmp_path / "policy.yaml")
+        text = (FIXTURES / "minimal.yaml").read_text(encoding="utf-8")
+        target = tmp_path / "gateway.yaml"
+        target.write_text(text.replace("{env: TEST_BACKEND_TOKEN}", "s3cr3t-literal"), "utf-8")
+        assert main(["check", "--config", str(target)]) == 0
+        out, err = capsys.readouterr()
+        assert "backend.credential.token: literal secret" in err
+        assert "s3cr3t-literal" not in out + err
+
+    def test_the_config_path_may_come_from_mcp_gateway_config(
+        self, env: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        monkeypatch.setenv(cli.CONFIG_ENV, str(FIXTURES / "minimal.yaml"))
+        assert main(["check"]) == 0
+        assert ": OK" in capsys.readouterr().out
+
+    def test_check_without_any_config_is_a_usage_error(
+        self, env: None, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as info:
+            main(["check"])
+        assert info.value.code == 2
+        assert "pass --config PATH or set MCP_GATEWAY_CONFIG" in capsys.readouterr().err
+
+    def test_check_reports_the_policy_loaders_problems_and_exits_1(
+        self,
+        env: None,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        seen: list[object] = []
+
+        def load_policy(paths: object) -> object:
+            seen.append(paths)
+            raise ConfigError(["policy.yaml:3:3: tools.search_docs.scopes: must be a list"])
+
+        loader = types.ModuleType("gateway.policy.loader")
+        loader.load_policy = load_policy  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "gateway.policy.loader", loader)
+        assert main(["check", "--config", str(FIXTURES / "minimal.yaml")]) == 1
+        out, err = capsys.readouterr()
+        assert out.splitlines() == ["policy.yaml:3:3: tools.search_docs.scopes: must be a list"]
+        assert "1 problem" in err
+        assert seen == [(FIXTURES / "policy.yaml",)]
+
+    def test_check_names_the_policy_version_when_the_loader_accepts_the_files(
+        self,
+        env: None,
+        monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        loader = types.ModuleType("gateway.policy.loader")
+        loader.load_policy = lambda paths: types.SimpleNamespace(version="sha256:abc")  # type: ignore[attr-defined]
+        monkeypatch.setitem(sys.modules, "gateway.policy.loader", loader)
+        assert main(["check", "--config", str(FIXTURES / "minimal.yaml")]) == 0
+        assert "OK (policy version sha256:abc)" in capsys.readouterr().out
+
+
+class TestCommands:
+    def test_version_prints_the_distribution_version(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["version"]) == 0
+        assert capsys.readouterr().out.strip() == f"mcp-gateway {cli._version()}"
+
+    @pytest.mark.parametrize(
+        "argv",
+        [[], ["serve"], ["check"], ["version"], ["demo"], ["policy"]],
+        ids=["mcp-gateway", "serve", "check", "version", "demo", "policy"],
+    )
+    def test_every_command_has_help(
+        self, argv: list[str], capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        with pytest.raises(SystemExit) as info:
+            main([*argv, "--help"])
+        assert info.value.code == 0
+        assert "usage: mcp-gateway" in capsys.readouterr().out
+
+    def test_global_log_options_work_before_and_after_the_command(
+        self, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        parser = cli.build_parser()
+        before = parser.parse_args(["--log-format", "console", "version"])
+        after = parser.parse_args(["version", "--log-level", "debug"])
+        assert before.log_format == "console"
+        assert after.log_level == "debug"
+
+    def test_an_unknown_command_is_a_usage_error(self, capsys: pytest.CaptureFixture[str]) -> None:
+        with pytest.raises(SystemExit) as info:
+            main(["frobnicate"])
+        assert info.value.code == 2
+
+
+class TestPluggableSubcommands:
+    def test_a_missing_plugin_becomes_a_command_that_says_what_is_missing_and_exits_1(
+        self, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        monkeypatch.setattr(cli, "REGISTRARS", [Registrar("widget", "gateway.not_built_here")])
+        assert main(["widget", "--anything"]) == 1
+        err = capsys.readouterr().err
+        assert "mcp-gateway widget: not available in this build" in err
+        assert "gateway.not_built_here is missing" in err
+
+    def test_the_demo_command_never_fails_silently(self) -> None:
+        result = _run("demo", "--help")
+        assert result.returncode == 0
+        assert "demo" in result.stdout
+
+    def test_a_plugin_registers_its_command_and_handler(
+        self,
+        monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        (tmp_path / "gateway_test_plugin.py").write_text(
+            "def register(subparsers):\n"
+            "    p = subparsers.add_parser('hello', help='say hello')\n"
+            "    p.add_argument('name')\n"
+            "    p.set_defaults(handler=lambda args: print('hello', args.name) or 7)\n",
+            encoding="utf-8",
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))
+        monkeypatch.setattr(cli, "REGISTRARS", [Registrar("hello", "gateway_test_plugin")])
+        assert main(["hello", "operator"]) == 7
+        assert capsys.readouterr().out == "hello operator\n"
+
+    def test_a_plugin_with_a_broken_import_inside_is_not_hidden_as_missing(
+        self, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    ) -> None:
+        (tmp_path / "gateway_broken_plugin.py").write_text(
+            "import gateway_no_such_dependency\n", encoding="utf-8"
+        )
+        monkeypatch.syspath_prepend(str(tmp_path))
+        monkeypatch.setattr(cli, "REGISTRARS", [Registrar("broken", "gateway_broken_plugin")])
+        with pytest.raises(ModuleNotFoundError, match="gateway_no_such_dependency"):
+            main(["version"])
+
+
+class TestServeRefusesToStart:
+    def test_serve_with_an_invalid_config_prints_every_problem_and_exits_1(
+        self, env: None, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        assert main(["serve", "--config", str(FIXTURES / "bad.yaml")]) == 1
+        assert len(capsys.readouterr().out.splitlines()) == 3
+
+    def test_serve_exits_1_when_its_port_is_taken(self, env: None, tmp_path: Path) -> None:
+        shutil.copy(FIXTURES / "policy.yaml", tmp_path / "policy.yaml")
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            port = taken.getsockname()[1]
+            text = (FIXTURES / "minimal.yaml").read_text(encoding="utf-8")
+            text += f"listen: {{host: 127.0.0.1, port: {port}}}\n"
+            text += "ops_listen: {host: 127.0.0.1, port: 0}\n"
+            (tmp_path / "gateway.yaml").write_text(text, encoding="utf-8")
+            assert main(["serve", "--config", str(tmp_path / "gateway.yaml")]) == 1
