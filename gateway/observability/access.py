@@ -31,7 +31,7 @@ import structlog
 from gateway.config import LoggingConfig
 from gateway.observability.audit import AuditEvent, AuditSink, argument_shape
 from gateway.observability.logging import get_logger
-from gateway.observability.metrics import BACKEND_OUTCOMES, Metrics, method_label
+from gateway.observability.metrics import Metrics, method_label
 from gateway.seams import RequestContext
 
 __all__ = ["ACCESS_EVENT", "GatewayObserver", "subject_fingerprint"]
@@ -73,8 +73,9 @@ class GatewayObserver:
 
     ``record_request_metrics=False`` leaves ``in_flight``, ``requests_total`` and
     ``request_duration_seconds`` to the caller (for an endpoint that records them itself);
-    ``rejections_total``, the backend metrics, the access line and the audit event are always
-    written. ``clock``/``wallclock`` are injectable for tests (``time.monotonic``/``time.time``).
+    ``rejections_total``, the access line and the audit event are always written. Backend,
+    introspection and cache metrics belong to the layers that see those calls.
+    ``clock``/``wallclock`` are injectable for tests (``time.monotonic``/``time.time``).
     """
 
     __slots__ = (
@@ -135,10 +136,6 @@ class GatewayObserver:
             row = metrics.row_label(ctx.error_row)
             if row is not None:
                 metrics.rejections_total.labels(row).inc()
-            if ctx.backend_ms is not None and ctx.outcome in BACKEND_OUTCOMES:
-                tool = metrics.tool_label(ctx.tool)
-                metrics.backend_requests_total.labels(tool, ctx.outcome).inc()
-                metrics.backend_duration_seconds.labels(tool).observe(ctx.backend_ms / 1000.0)
             self._access_line(ctx, decision, duration_s)
             if self._audit is not None and ctx.method in _AUDITED_METHODS and ctx.tool is not None:
                 self._audit.emit(self._audit_event(ctx, decision, duration_s), self._wallclock())

@@ -14,7 +14,7 @@ listener never does. The reference of every metric is ``docs/operations.md``.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Container
+from collections.abc import Container
 from typing import Final
 
 from prometheus_client import (
@@ -34,6 +34,7 @@ __all__ = [
     "CATALOG_REFRESH_RESULTS",
     "DECISIONS",
     "INTROSPECTION_RESULTS",
+    "ISSUER_ERROR_RESULTS",
     "LATENCY_BUCKETS",
     "METHOD_LABELS",
     "POLICY_RELOAD_RESULTS",
@@ -53,24 +54,34 @@ request refused before its body was decoded (401, 405, 413, ...), is ``other``."
 DECISIONS: Final = ("allow", "deny", "none")
 """``decision`` label values: the policy's verdict, or ``none`` when no policy decision was made."""
 
-INTROSPECTION_RESULTS: Final = ("active", "inactive", "error")
-"""``introspection_total{result}``: issuer said active / inactive, or the call failed (timeout,
-connection error, non-200, malformed body): ``error`` is what the IssuerErrors alert watches."""
+INTROSPECTION_RESULTS: Final = (
+    "active", "inactive", "rejected",
+    "timeout", "refused", "redirect", "oversized", "client_auth_rejected", "http_error",
+    "content_type", "malformed",
+)  # fmt: skip
+"""``introspection_total{result}`` (set by ``gateway/auth``): the issuer answered ``active``,
+``inactive``, or active with claims the gateway refuses (``rejected``: audience, issuer, expiry,
+type); every other value is an *issuer error* (no usable answer), what the IssuerErrors alert
+watches."""
+
+ISSUER_ERROR_RESULTS: Final = INTROSPECTION_RESULTS[3:]
+"""The ``result`` values that mean the issuer could not be used (503 ``issuer_unavailable``)."""
 
 TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale")
 """``token_cache_total{outcome}``: ``coalesced`` joined an in-flight introspection
 (single-flight); ``stale`` served a cached result past its TTL because the issuer failed."""
 
 BACKEND_OUTCOMES: Final = (
-    "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "oversize",
+    "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled",
 )  # fmt: skip
-"""``backend_requests_total{outcome}`` (the same vocabulary as ``RequestContext.outcome``;
-``oversize``: the result exceeded ``limits.max_response_bytes`` and was replaced)."""
+"""``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
+went away mid-call; ``too_large``: the upstream reply exceeded its cap."""
 
-RATE_LIMIT_SCOPES: Final = ("ip", "failed_auth", "principal", "tool")
-"""``rate_limited_total{scope}``: pre-auth per client IP, failed authentications per IP,
-per subject (``limits.principal_rate``), per subject and tool (policy ``rate_limit`` and
-``max_concurrency``)."""
+RATE_LIMIT_SCOPES: Final = ("ip", "failed_auth", "principal")
+"""``rate_limited_total{scope}``: pre-auth per client IP (``limits.pre_auth_rate``), failed
+authentications per client IP (``issuer.failed_auth_rate``), per subject
+(``limits.principal_rate``). Every 429, whatever its source, is also counted in
+``rejections_total{row="rate_limited"}``."""
 
 POLICY_RELOAD_RESULTS: Final = ("success", "failure")
 CATALOG_REFRESH_RESULTS: Final = ("success", "failure")
@@ -151,14 +162,11 @@ class Metrics:
         self.max_in_flight = Gauge(
             p + "max_in_flight", "Configured in-flight cap (limits.max_in_flight)", registry=r
         )
-        self.catalog_last_success_timestamp_seconds = Gauge(
-            p + "catalog_last_success_timestamp_seconds",
-            "Unix time of the last successful catalog fetch (0: never)", registry=r,
-        )  # fmt: skip
         self._catalog_names: Container[str] = frozenset()
-        self._catalog_ok_at = time.monotonic()
-        # Age is computed at scrape time, so it grows while refreshes keep failing.
-        self.catalog_age_seconds.set_function(lambda: time.monotonic() - self._catalog_ok_at)
+        # Until the backend installs its own age function (``gateway/backend`` does at start),
+        # the age is the time since startup: a catalog never fetched is as stale as it gets.
+        born = time.monotonic()
+        self.catalog_age_seconds.set_function(lambda: time.monotonic() - born)
         self._prefill()
 
     def _prefill(self) -> None:
@@ -192,16 +200,6 @@ class Metrics:
     def set_max_in_flight(self, limit: int) -> None:
         """Export ``limits.max_in_flight`` so the Saturation alert can compare against it."""
         self.max_in_flight.set(limit)
-
-    def record_catalog_refresh(self, ok: bool, names: Collection[str] | None = None) -> None:
-        """Count one catalog refresh; on success adopt ``names`` (tool label set, tool count)
-        and reset the catalog age. A failed refresh keeps the previous catalog and its age."""
-        self.catalog_refresh_total.labels(result="success" if ok else "failure").inc()
-        if ok and names is not None:
-            self.set_catalog_names(frozenset(names))
-            self.catalog_tools.set(len(names))
-            self._catalog_ok_at = time.monotonic()
-            self.catalog_last_success_timestamp_seconds.set(time.time())
 
     def record_policy_reload(self, ok: bool, version: str | None = None) -> None:
         """Count one policy (re)load; on success export the active version in ``policy_info``."""

@@ -62,24 +62,10 @@ class TestHelpers:
         assert method_label("tools/call") == "tools/call"
         assert method_label("Tools/Call") == "other"
 
-    def test_a_successful_catalog_refresh_sets_tools_names_and_resets_the_age(self) -> None:
+    def test_the_catalog_age_counts_from_startup_until_a_fetch_reports(self) -> None:
         metrics = Metrics()
-        metrics.record_catalog_refresh(True, ["a", "b", "c"])
-        assert value(metrics, "mcp_gateway_catalog_tools") == 3
-        assert value(metrics, "mcp_gateway_catalog_refresh_total", result="success") == 1
-        assert metrics.tool_label("b") == "b"
         age = value(metrics, "mcp_gateway_catalog_age_seconds")
         assert age is not None and 0 <= age < 5
-        stamp = value(metrics, "mcp_gateway_catalog_last_success_timestamp_seconds")
-        assert stamp is not None and stamp > 1.7e9
-
-    def test_a_failed_catalog_refresh_keeps_the_previous_catalog(self) -> None:
-        metrics = Metrics()
-        metrics.record_catalog_refresh(True, ["a"])
-        metrics.record_catalog_refresh(False)
-        assert value(metrics, "mcp_gateway_catalog_refresh_total", result="failure") == 1
-        assert value(metrics, "mcp_gateway_catalog_tools") == 1
-        assert metrics.tool_label("a") == "a"
 
     def test_policy_reloads_count_results_and_export_one_version(self) -> None:
         metrics = Metrics()
