@@ -128,7 +128,9 @@ class McpEndpoint:
             self._finish(ctx, started)
             raise
         except Exception as exc:
-            response = self._reject(internal_error(exc, request_id=ctx.request_id), ctx)
+            err = internal_error(exc, request_id=ctx.request_id)
+            err.request_id = ctx.jsonrpc_id  # answer the request's id when it was decoded
+            response = self._reject(err, ctx)
         if ctx.status == 0:
             ctx.status = response.status
         self._finish(ctx, started)

@@ -197,6 +197,7 @@ def default_policy() -> FakePolicy:
             "slow": FakeRule(max_concurrency=1),
             "progress": FakeRule(),
             "big": FakeRule(),
+            "crash": FakeRule(),
             "region_lookup": FakeRule(scopes=("docs:read",)),
             "search_docs": FakeRule(scopes=("docs:read",)),
             "create_ticket": FakeRule(scopes=("tickets:write",), rate_limit=(2, 60.0)),
@@ -240,6 +241,7 @@ def default_catalog() -> FakeCatalog:
             _tool("slow", {"seconds": {"type": "number"}}),
             _tool("progress", {"steps": {"type": "integer"}}),
             _tool("big", {"size": {"type": "integer"}}),
+            _tool("crash"),
             _tool(
                 "region_lookup",
                 {"region": {"type": "string", "x-mcp-header": "Region"}},
@@ -293,6 +295,8 @@ class FakeBackend:
                         {"progressToken": call.progress_token, "progress": step, "total": steps}
                     )
             return _text(f"done after {steps} steps")
+        if name == "crash":
+            raise RuntimeError("backend bug with secret detail s3cr3t")
         if name == "big":
             return _text("x" * int(args.get("size", 10)))
         if name == "echo":

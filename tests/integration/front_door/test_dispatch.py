@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.integration.front_door.conftest import MakeGateway
 from tests.support.assertions import assert_error, assert_json_ok
 from tests.support.gateway_harness import (
     MODERN,
@@ -34,11 +35,11 @@ class TestModern:
     @pytest.mark.parametrize(
         ("token", "expected"),
         [
-            ("basic", {"echo", "fail", "slow", "progress", "big"}),
-            ("good", {"echo", "fail", "slow", "progress", "big", "region_lookup", "search_docs"}),
+            ("basic", {"echo", "fail", "slow", "progress", "big", "crash"}),
+            ("good", {"echo", "fail", "slow", "progress", "big", "crash", "region_lookup", "search_docs"}),
             (
                 "ops",
-                {"echo", "fail", "slow", "progress", "big", "region_lookup", "search_docs",
+                {"echo", "fail", "slow", "progress", "big", "crash", "region_lookup", "search_docs",
                  "create_ticket", "admin_reset"},
             ),
         ],
@@ -85,15 +86,36 @@ class TestModern:
 
     @pytest.mark.row("tool_error_result")
     async def test_an_oversized_tool_result_becomes_a_fixed_tool_error(
-        self, make_gw: object
+        self, make_gw: MakeGateway
     ) -> None:
-        gw = await make_gw(max_response_bytes=2048)  # type: ignore[operator]
+        gw = await make_gw(max_response_bytes=2048)
         ok = await assert_json_ok(await gw.call_tool("big", {"size": 1500}))
         assert ok["result"]["isError"] is False
         payload = await assert_json_ok(await gw.call_tool("big", {"size": 2048}))
         validate_response(MODERN, payload, "tools/call")
         assert payload["result"]["isError"] is True
         assert "size limit" in payload["result"]["content"][0]["text"]
+
+    @pytest.mark.row("internal_error")
+    async def test_an_unexpected_backend_exception_is_500_internal_error_without_detail(
+        self, gw: Gateway
+    ) -> None:
+        response = await gw.call_tool("crash")
+        payload = await assert_error(response, 500, -32603, request_id=7)
+        assert payload is not None and payload["error"]["message"] == "Internal error"
+        assert gw.observer.finished[-1].error_row == "internal_error"
+
+    @pytest.mark.row("backend_failure")
+    async def test_a_non_tool_result_over_the_response_cap_is_backend_failure(
+        self, make_gw: MakeGateway
+    ) -> None:
+        gw = await make_gw(max_response_bytes=300)
+        response = await gw.post(modern_request("tools/list", 4), modern_headers("tools/list"))
+        await assert_error(response, 502, -32603, request_id=4)
+        legacy = await gw.post(
+            {"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, legacy_headers()
+        )
+        await assert_error(legacy, 200, -32603, request_id=5)
 
     async def test_header_params_are_handed_to_the_backend(self, gw: Gateway) -> None:
         body = modern_request(
@@ -153,6 +175,13 @@ class TestModern:
 
 
 class TestLegacy:
+    @pytest.mark.row("invalid_params")
+    async def test_initialize_with_bad_params_is_answered_200_invalid_params(
+        self, gw: Gateway
+    ) -> None:
+        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {"capabilities": {}}}
+        await assert_error(await gw.post(body, legacy_headers(None)), 200, -32602, request_id=0)
+
     @pytest.mark.parametrize("version", ["2025-06-18", "2025-11-25", "2025-03-26"])
     async def test_initialize_answers_with_the_clients_version(
         self, gw: Gateway, version: str
