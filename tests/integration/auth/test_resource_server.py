@@ -423,3 +423,17 @@ async def test_close_stops_the_refresher(stub: IssuerStub, make_rs: MakeRS) -> N
     await rs.close()
     await asyncio.sleep(0.05)
     assert stub.metadata_calls == calls
+
+
+async def test_the_prm_document_and_challenges_use_the_current_baseline(
+    stub: IssuerStub, make_rs: MakeRS
+) -> None:
+    rs = await make_rs(baseline=("mcp:access",))
+    doc = rs.protected_resource_metadata()
+    assert doc["resource"] == "https://mcp.example.com/mcp"
+    assert doc["authorization_servers"] == [stub.issuer]
+    assert doc["scopes_supported"] == ["mcp:access"]
+    assert rs.challenge(NoCredentials()) == (
+        'Bearer resource_metadata="https://mcp.example.com/.well-known/'
+        'oauth-protected-resource/mcp", scope="mcp:access"'
+    )
