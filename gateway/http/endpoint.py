@@ -128,9 +128,9 @@ class McpEndpoint:
             self._finish(ctx, started)
             raise
         except Exception as exc:
-            err = internal_error(exc, request_id=ctx.request_id)
-            err.request_id = ctx.jsonrpc_id  # answer the request's id when it was decoded
-            response = self._reject(err, ctx)
+            fallback = internal_error(exc, request_id=ctx.request_id)
+            fallback.request_id = ctx.jsonrpc_id  # answer the request's id when it was decoded
+            response = self._reject(fallback, ctx)
         if ctx.status == 0:
             ctx.status = response.status
         self._finish(ctx, started)

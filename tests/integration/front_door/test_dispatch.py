@@ -36,7 +36,8 @@ class TestModern:
         ("token", "expected"),
         [
             ("basic", {"echo", "fail", "slow", "progress", "big", "crash"}),
-            ("good", {"echo", "fail", "slow", "progress", "big", "crash", "region_lookup", "search_docs"}),
+            ("good", {"echo", "fail", "slow", "progress", "big", "crash", "region_lookup",
+                      "search_docs"}),
             (
                 "ops",
                 {"echo", "fail", "slow", "progress", "big", "crash", "region_lookup", "search_docs",
