@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from types import MappingProxyType
@@ -38,11 +39,14 @@ POLICY_SCHEMA: Final = "policy.schema.json"
 SUFFIXES: Final = (".yaml", ".yml")
 """File name endings read from a policy directory."""
 
-_SCOPE_PATTERN: Final = r"^[\x21\x23-\x5B\x5D-\x7E]+$"
-_SCOPE_HELP: Final = (
-    "is not a valid scope token (printable ASCII without spaces, quotes or backslashes; "
-    "RFC 6749 §3.3)"
-)
+_FRIENDLY: Final = {
+    r"^[\x21\x23-\x5B\x5D-\x7E]+$": "is not a valid scope token (printable ASCII without "
+    "spaces, quotes or backslashes; RFC 6749 §3.3)",
+    "^[1-9][0-9]{0,8}/(second|minute|hour)$": "is not a rate: write N/second, N/minute or N/hour",
+}
+"""Schema ``pattern`` -> the message an operator sees instead of the regex."""
+_NO_CLASSES: Final = "character classes ([...]) are not supported; use * and ?"
+_POSITION: Final = re.compile(r":(\d+):(\d+): ")
 
 
 def policy_files(paths: Sequence[Path], problems: list[str]) -> list[Path]:
@@ -86,9 +90,8 @@ def load_policy(paths: Sequence[Path]) -> PolicySet:
                 doc.problem((), "a policy file must be a mapping with version: 1 (docs/policy.md)")
             else:
                 validator.check(doc)
-                doc.problems[:] = [_friendly(problem) for problem in doc.problems]
-                if not doc.problems:
-                    _check_file(doc)
+                _check_file(doc)
+                doc.problems[:] = sorted((_friendly(p) for p in doc.problems), key=_position)
         problems.extend(doc.problems)
         if not doc.problems:
             valid.append(doc)
@@ -99,25 +102,41 @@ def load_policy(paths: Sequence[Path]) -> PolicySet:
 
 
 def _friendly(problem: str) -> str:
-    return problem.replace(f'does not match "{_SCOPE_PATTERN}"', _SCOPE_HELP)
+    """Replace a regex quoted by the schema validator with what the operator should write."""
+    for pattern, help_text in _FRIENDLY.items():
+        problem = problem.replace(f'does not match "{pattern}"', help_text)
+    return problem
 
 
 def _check_file(doc: Located) -> None:
-    """Checks the JSON Schema cannot express, with the key's own position."""
-    for key, raw in doc.value.get("tools", {}).items():
+    """Checks the JSON Schema cannot express, with the key's own position.
+
+    Runs even when the schema found problems (so one pass reports everything), hence the
+    defensive type checks: a malformed value was already reported by the schema.
+    """
+    tools = doc.value.get("tools")
+    if not isinstance(tools, dict):
+        return
+    for key, raw in tools.items():
         path = ("tools", key)
         if not key:
             doc.problem(path, "a tool name or pattern must not be empty")
         if "[" in key or "]" in key:
-            doc.problem(path, "character classes ([...]) are not supported; use * and ?")
-        if not ("scopes" in raw or "any_of" in raw or raw.get("deny") is True):
+            doc.problem(path, _NO_CLASSES)
+        if not isinstance(raw, dict):
+            continue
+        if "scopes" not in raw and "any_of" not in raw and raw.get("deny", False) is False:
             doc.problem(path, "a rule needs scopes (use [] for the baseline only), any_of or deny")
-        for index, subject in enumerate(raw.get("subjects", [])):
-            if "[" in subject or "]" in subject:
-                doc.problem(
-                    (*path, "subjects", index),
-                    "character classes ([...]) are not supported; use * and ?",
-                )
+        subjects = raw.get("subjects")
+        for index, subject in enumerate(subjects if isinstance(subjects, list) else []):
+            if isinstance(subject, str) and ("[" in subject or "]" in subject):
+                doc.problem((*path, "subjects", index), _NO_CLASSES)
+
+
+def _position(problem: str) -> tuple[int, int]:
+    """(line, column) of a ``file:line:col: ...`` finding, to report a file top to bottom."""
+    match = _POSITION.search(problem)
+    return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
 def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:

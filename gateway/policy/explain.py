@@ -1,0 +1,274 @@
+"""``mcp-gateway policy explain``: what the policy decides for a given token, tool by tool.
+
+Evaluates the same pure functions the gateway uses (:mod:`gateway.policy.evaluate`) for a
+principal described on the command line, and prints one line per tool or rule: ``allow``,
+``step-up`` (403 ``insufficient_scope``: more scopes would let the caller in) or ``hidden``
+(answered like an unknown tool, ``-32602``), with the matched rule, the reason and the missing
+scopes. ``--json`` prints the same as one JSON document. Exit 0 when the policy loaded; 1 when
+the configuration or the policy is invalid (every problem is printed to stderr); 2 usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TextIO
+
+from gateway.config import load_config
+from gateway.errors import ConfigError
+from gateway.policy.loader import load_policy
+from gateway.policy.model import PolicySet
+from gateway.seams import Decision, Principal
+from gateway.yaml_source import load_yaml
+
+__all__ = ["Explained", "explain", "register", "run_explain"]
+
+CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
+"""Same default as the other subcommands (``gateway.cli.CONFIG_ENV``)."""
+
+METHODS: Final = ("server/discover", "tools/list")
+"""Methods shown with ``--all`` (their extra scopes come from ``methods:``)."""
+
+_LEGEND: Final = (
+    "step-up = 403 insufficient_scope naming every scope the tool needs; "
+    "hidden = answered like an unknown tool (-32602)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Explained:
+    """One evaluated name: a tool (``--tool``, catalog) or a rule key (``--all`` alone)."""
+
+    name: str
+    decision: Decision
+
+    @property
+    def verdict(self) -> str:
+        if self.decision.allowed:
+            return "allow"
+        return "step-up" if self.decision.visible else "hidden"
+
+    def as_json(self) -> dict[str, Any]:
+        d = self.decision
+        return {
+            "name": self.name,
+            "decision": self.verdict,
+            "allowed": d.allowed,
+            "visible": d.visible,
+            "rule": d.rule,
+            "reason": d.reason,
+            "required_scopes": list(d.required_scopes),
+            "missing_scopes": list(d.missing_scopes),
+        }
+
+
+def register(subparsers: Any) -> None:
+    """Add ``policy explain`` to the ``mcp-gateway`` command (``gateway.cli.REGISTRARS``)."""
+    policy = subparsers.add_parser(
+        "policy",
+        help="inspect policies (policy explain)",
+        description="Inspect the per-tool scope policy.",
+    )
+    actions = policy.add_subparsers(dest="policy_command", metavar="<action>", required=True)
+    parser = actions.add_parser(
+        "explain",
+        help="show allow / step-up / hidden per tool for a token's scopes",
+        description="Evaluate the policy for a principal described by --scopes, --client-id "
+        "and --sub. " + _LEGEND + ".",
+    )
+    parser.add_argument(
+        "--config",
+        "-c",
+        metavar="PATH",
+        default=os.environ.get(CONFIG_ENV),
+        help=f"gateway.yaml whose policy: paths to use (default: ${CONFIG_ENV})",
+    )
+    parser.add_argument(
+        "--policy",
+        action="append",
+        type=Path,
+        metavar="PATH",
+        help="a policy file or directory to use instead of the configuration (repeatable)",
+    )
+    parser.add_argument(
+        "--scopes", default="", help='granted scopes, space-separated: "mcp:access docs:read"'
+    )
+    parser.add_argument("--client-id", metavar="ID", help="the token's client_id")
+    parser.add_argument("--sub", metavar="SUB", default="", help="the token's subject (sub)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--tool", metavar="NAME", help="explain one tool name")
+    which.add_argument(
+        "--all", action="store_true", help="every catalog tool (with --catalog-file) or rule"
+    )
+    parser.add_argument(
+        "--catalog-file",
+        type=Path,
+        metavar="PATH",
+        help="JSON: a list of tool names, a list of Tool objects or a tools/list result",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+    parser.set_defaults(handler=run_explain)
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    try:
+        paths = _policy_paths(args)
+        policy = load_policy(paths)
+        catalog = _read_catalog(args.catalog_file) if args.catalog_file else None
+    except ConfigError as exc:
+        for problem in exc.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    principal = Principal(
+        subject=args.sub,
+        client_id=args.client_id,
+        scopes=frozenset(args.scopes.split()),
+        expires_at=math.inf,
+        issuer="policy-explain",
+        fingerprint="-",
+    )
+    report = explain(policy, principal, tool=args.tool, catalog=catalog)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        _print_text(report, sys.stdout)
+    return 0
+
+
+def explain(
+    policy: PolicySet,
+    principal: Principal,
+    *,
+    tool: str | None = None,
+    catalog: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """The explanation as a JSON-ready dict (``tool``: one name; else catalog or every rule)."""
+    warnings: list[str] = []
+    if tool is not None:
+        items = [Explained(tool, policy.decide_tool(principal, tool))]
+        subject = "tool"
+    elif catalog is not None:
+        names = sorted(set(catalog))
+        items = [Explained(name, policy.decide_tool(principal, name)) for name in names]
+        warnings = policy.unmatched_rules(names)
+        warnings += [
+            f"catalog tool {name!r} has no rule: denied and hidden"
+            for name in policy.unruled_tools(names)
+        ]
+        subject = "catalog"
+    else:
+        items = [Explained(r.key, policy.decide_rule(principal, r.key)) for r in policy.rules]
+        subject = "rules"
+    methods = (
+        [Explained(m, policy.decide_method(principal, m)) for m in METHODS] if tool is None else []
+    )
+    return {
+        "policy_version": policy.version,
+        "sources": list(policy.sources),
+        "baseline_scopes": list(policy.baseline_scopes),
+        "principal": {
+            "sub": principal.subject,
+            "client_id": principal.client_id,
+            "scopes": sorted(principal.scopes),
+        },
+        "evaluated": subject,
+        "results": [item.as_json() for item in items],
+        "methods": [item.as_json() for item in methods],
+        "warnings": warnings,
+    }
+
+
+def _print_text(report: dict[str, Any], out: TextIO) -> None:
+    who = report["principal"]
+    out.write(f"policy {report['policy_version']} from {', '.join(report['sources'])}\n")
+    out.write(
+        f"principal: sub={who['sub'] or '-'} client_id={who['client_id'] or '-'} "
+        f"scopes={' '.join(who['scopes']) or '-'}\n\n"
+    )
+    heading = {"tool": "TOOL", "catalog": "TOOL", "rules": "RULE KEY"}[report["evaluated"]]
+    _table(out, heading, report["results"])
+    if report["methods"]:
+        out.write("\n")
+        _table(out, "METHOD", report["methods"])
+    out.write(f"\n{_LEGEND}\n")
+    for warning in report["warnings"]:
+        out.write(f"warning: {warning}\n")
+
+
+def _table(out: TextIO, heading: str, rows: list[dict[str, Any]]) -> None:
+    header = (heading, "DECISION", "RULE", "REASON", "MISSING SCOPES")
+    lines = [header] + [
+        (
+            row["name"],
+            row["decision"],
+            row["rule"] or "-",
+            row["reason"],
+            " ".join(row["missing_scopes"]) or "-",
+        )
+        for row in rows
+    ]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
+    for line in lines:
+        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
+        out.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
+
+
+def _policy_paths(args: argparse.Namespace) -> list[Path]:
+    if args.policy:
+        return list(args.policy)
+    if not args.config:
+        raise ConfigError(
+            [f"policy explain: pass --config PATH, --policy PATH or set {CONFIG_ENV}"]
+        )
+    config_path = Path(args.config)
+    try:
+        return list(load_config(config_path).policy_paths)
+    except ConfigError as exc:
+        # explain needs only the policy paths; a workstation often lacks the secrets the full
+        # configuration references, so fall back to the policy: key alone and say so.
+        paths = _policy_key(config_path)
+        if paths is None:
+            raise
+        print(
+            f"note: {config_path} has {len(exc.problems)} problem(s) (see mcp-gateway check); "
+            "using its policy: paths anyway",
+            file=sys.stderr,
+        )
+        return paths
+
+
+def _policy_key(config_path: Path) -> list[Path] | None:
+    doc = load_yaml(config_path)
+    raw = doc.value.get("policy") if isinstance(doc.value, dict) else None
+    items = [raw] if isinstance(raw, str) else raw
+    if not isinstance(items, list) or not items or not all(isinstance(i, str) for i in items):
+        return None
+    base = config_path.resolve().parent
+    return [Path(item) if Path(item).is_absolute() else base / item for item in items]
+
+
+def _read_catalog(path: Path) -> list[str]:
+    problem = f"{path}: expected a JSON list of tool names, of Tool objects, or a tools/list result"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ConfigError([f"{path}: cannot read catalog file: {type(exc).__name__}"]) from None
+    if isinstance(data, dict):
+        data = data.get("result", data)
+        data = data.get("tools") if isinstance(data, dict) else None
+    if not isinstance(data, list):
+        raise ConfigError([problem])
+    names = []
+    for item in data:
+        name = item.get("name") if isinstance(item, dict) else item
+        if not isinstance(name, str):
+            raise ConfigError([problem])
+        names.append(name)
+    return names

@@ -1,0 +1,246 @@
+"""The pure evaluator: precedence, any_of, clients, subjects, deny, methods, fail closed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import pytest
+
+from gateway.policy.glob import Glob
+from gateway.policy.model import PolicySet, Rule
+from gateway.seams import Principal
+from tests.support.policy import policy_from, who
+
+POLICY = """
+version: 1
+baseline_scopes: [mcp:access]
+methods:
+  tools/list: {scopes: [catalog:read]}
+tools:
+  search_docs: {scopes: [docs:read]}
+  "docs_*": {scopes: [docs:read]}
+  "docs_admin_*": {scopes: [docs:admin]}
+  docs_admin_purge: {deny: true}
+  "report_??": {scopes: [reports:read]}
+  "report_*": {scopes: [reports:admin]}
+  create_ticket:
+    scopes: [tickets:write]
+    any_of: [[team:a], [team:b, team:c]]
+  read_ticket: {any_of: [[tickets:read], [tickets:write]]}
+  "admin_*": {scopes: [admin], clients: [ops-console]}
+  "me_*": {scopes: [], subjects: [alice, "*@example.com"]}
+  legacy_tool: {scopes: [docs:read], deny: true, rate_limit: 5/second}
+  notes_add: {scopes: [notes:write], rate_limit: 30/minute, max_concurrency: 2}
+"""
+
+
+@pytest.fixture(scope="module")
+def policy(tmp_path_factory: pytest.TempPathFactory) -> PolicySet:
+    return policy_from(POLICY, tmp_path_factory.mktemp("evaluate"))
+
+
+ALLOW, STEP_UP, HIDDEN = "allow", "step-up", "hidden"
+
+# (id, tool, principal, verdict, rule, reason, required, missing)
+CASES: list[tuple[str, str, Principal, str, str | None, str, str, str]] = [
+    ("exact rule, scopes present", "search_docs", who("mcp:access docs:read"),
+     ALLOW, "search_docs", "allow", "mcp:access docs:read", ""),
+    ("exact rule, scope missing", "search_docs", who("mcp:access"),
+     STEP_UP, "search_docs", "scope", "mcp:access docs:read", "docs:read"),
+    ("baseline missing is part of the step-up", "search_docs", who("docs:read"),
+     STEP_UP, "search_docs", "scope", "mcp:access docs:read", "mcp:access"),
+    ("no scopes at all names every scope", "search_docs", who(""),
+     STEP_UP, "search_docs", "scope", "mcp:access docs:read", "mcp:access docs:read"),
+    ("glob rule", "docs_search", who("mcp:access docs:read"),
+     ALLOW, "docs_*", "allow", "mcp:access docs:read", ""),
+    ("more literal characters beat fewer", "docs_admin_users", who("mcp:access docs:read"),
+     STEP_UP, "docs_admin_*", "scope", "mcp:access docs:admin", "docs:admin"),
+    ("exact deny beats a matching glob", "docs_admin_purge", who("mcp:access docs:admin"),
+     HIDDEN, "docs_admin_purge", "deny", "", ""),
+    ("'?' beats '*' at equal literal count", "report_q1", who("mcp:access reports:read"),
+     ALLOW, "report_??", "allow", "mcp:access reports:read", ""),
+    ("'?' pins the length", "report_2024", who("mcp:access reports:read"),
+     STEP_UP, "report_*", "scope", "mcp:access reports:admin", "reports:admin"),
+    ("any_of: a satisfied alternative allows", "create_ticket",
+     who("mcp:access tickets:write team:b team:c"),
+     ALLOW, "create_ticket", "allow", "mcp:access tickets:write team:b team:c", ""),
+    ("any_of: step-up picks the alternative with fewest missing", "create_ticket",
+     who("mcp:access team:b team:c"),
+     STEP_UP, "create_ticket", "scope", "mcp:access tickets:write team:b team:c",
+     "tickets:write"),
+    ("any_of: equal missing counts pick the first alternative", "create_ticket",
+     who("mcp:access tickets:write team:b"),
+     STEP_UP, "create_ticket", "scope", "mcp:access tickets:write team:a", "team:a"),
+    ("any_of: scopes alone do not satisfy", "create_ticket", who("mcp:access tickets:write"),
+     STEP_UP, "create_ticket", "scope", "mcp:access tickets:write team:a", "team:a"),
+    ("any_of without scopes: second alternative", "read_ticket", who("mcp:access tickets:write"),
+     ALLOW, "read_ticket", "allow", "mcp:access tickets:write", ""),
+    ("any_of without scopes: step-up to the first", "read_ticket", who("mcp:access"),
+     STEP_UP, "read_ticket", "scope", "mcp:access tickets:read", "tickets:read"),
+    ("allow-listed client", "admin_reset", who("mcp:access admin", client_id="ops-console"),
+     ALLOW, "admin_*", "allow", "mcp:access admin", ""),
+    ("other client is hidden", "admin_reset", who("mcp:access admin", client_id="cli"),
+     HIDDEN, "admin_*", "client", "", ""),
+    ("no client_id is hidden", "admin_reset", who("mcp:access admin", client_id=None),
+     HIDDEN, "admin_*", "client", "", ""),
+    ("other client without the scope gets no step-up hint", "admin_reset", who("mcp:access"),
+     HIDDEN, "admin_*", "client", "", ""),
+    ("allow-listed client without the scope steps up", "admin_reset",
+     who("mcp:access", client_id="ops-console"),
+     STEP_UP, "admin_*", "scope", "mcp:access admin", "admin"),
+    ("subject listed exactly", "me_profile", who("mcp:access", sub="alice"),
+     ALLOW, "me_*", "allow", "mcp:access", ""),
+    ("subject matching a pattern", "me_profile", who("mcp:access", sub="bob@example.com"),
+     ALLOW, "me_*", "allow", "mcp:access", ""),
+    ("subject patterns match the whole subject", "me_profile",
+     who("mcp:access", sub="bob@example.com.evil"),
+     HIDDEN, "me_*", "subject", "", ""),
+    ("unlisted subject is hidden", "me_profile", who("mcp:access", sub="mallory"),
+     HIDDEN, "me_*", "subject", "", ""),
+    ("subject match is case-sensitive", "me_profile", who("mcp:access", sub="Alice"),
+     HIDDEN, "me_*", "subject", "", ""),
+    ("deny wins over scopes", "legacy_tool", who("mcp:access docs:read"),
+     HIDDEN, "legacy_tool", "deny", "", ""),
+    ("no rule is hidden", "drop_database", who("mcp:access docs:read admin"),
+     HIDDEN, None, "no_rule", "", ""),
+    ("tool names are case-sensitive", "Search_docs", who("mcp:access docs:read"),
+     HIDDEN, None, "no_rule", "", ""),
+    ("a glob must match the whole name", "my_docs_x", who("mcp:access docs:read"),
+     HIDDEN, None, "no_rule", "", ""),
+    ("empty tool name", "", who("mcp:access"), HIDDEN, None, "no_rule", "", ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("tool", "caller", "expected"),
+    [pytest.param(case[1], case[2], case[3:], id=case[0]) for case in CASES],
+)
+def test_a_tool_decision_follows_the_ladder(
+    policy: PolicySet, tool: str, caller: Principal, expected: tuple[str, ...]
+) -> None:
+    verdict, rule, reason, required, missing = expected
+    decision = policy.decide_tool(caller, tool)
+    got = ALLOW if decision.allowed else STEP_UP if decision.visible else HIDDEN
+    assert (got, decision.rule, decision.reason) == (verdict, rule, reason)
+    assert decision.required_scopes == tuple(required.split())
+    assert decision.missing_scopes == tuple(missing.split())
+
+
+class TestMethods:
+    def test_tools_list_needs_its_extra_scopes_besides_the_baseline(
+        self, policy: PolicySet
+    ) -> None:
+        decision = policy.decide_method(who("mcp:access"), "tools/list")
+        assert not decision.allowed and decision.visible
+        assert decision.rule == "tools/list"
+        assert decision.required_scopes == ("mcp:access", "catalog:read")
+        assert decision.missing_scopes == ("catalog:read",)
+
+    def test_tools_list_is_allowed_with_baseline_and_extra_scopes(self, policy: PolicySet) -> None:
+        decision = policy.decide_method(who("mcp:access catalog:read"), "tools/list")
+        assert decision.allowed and decision.reason == "allow"
+
+    def test_a_method_without_a_rule_needs_only_the_baseline(self, policy: PolicySet) -> None:
+        assert policy.decide_method(who("mcp:access"), "server/discover").allowed
+        decision = policy.decide_method(who("docs:read"), "ping")
+        assert (decision.allowed, decision.rule, decision.missing_scopes) == (
+            False,
+            None,
+            ("mcp:access",),
+        )
+
+    def test_server_discover_scopes_also_govern_legacy_initialize(self, tmp_path: Path) -> None:
+        policy = policy_from(
+            """
+            version: 1
+            baseline_scopes: [mcp:access]
+            methods:
+              server/discover: {scopes: [mcp:discover]}
+            """,
+            tmp_path,
+        )
+        for method in ("server/discover", "initialize"):
+            decision = policy.decide_method(who("mcp:access"), method)
+            assert decision.missing_scopes == ("mcp:discover",)
+            assert decision.rule == "server/discover"
+        assert policy.decide_method(who("mcp:access mcp:discover"), "initialize").allowed
+
+
+class TestLimitsLookups:
+    def test_rate_limit_and_concurrency_come_from_the_governing_rule(
+        self, policy: PolicySet
+    ) -> None:
+        assert policy.rate_limit("notes_add") == (30, 60.0)
+        assert policy.max_concurrency("notes_add") == 2
+
+    @pytest.mark.parametrize(
+        "tool", ["search_docs", "drop_database", "legacy_tool"], ids=["no limit", "no rule", "deny"]
+    )
+    def test_no_limit_without_a_rule_that_sets_one(self, policy: PolicySet, tool: str) -> None:
+        assert policy.rate_limit(tool) is None
+        assert policy.max_concurrency(tool) is None
+
+
+class _ExplodingScopes(frozenset[str]):
+    def __contains__(self, item: object) -> bool:
+        raise RuntimeError("boom")
+
+
+class TestFailClosed:
+    def test_an_evaluation_error_denies_and_hides(self, policy: PolicySet) -> None:
+        # Fault injection: a scope set that raises cannot come from the authenticator.
+        broken = Principal("alice", "cli", _ExplodingScopes({"mcp:access"}), 0.0, "i", "fp")
+        decision = policy.decide_tool(broken, "search_docs")
+        assert (decision.allowed, decision.visible, decision.reason) == (False, False, "error")
+        method = policy.decide_method(broken, "tools/list")
+        assert (method.allowed, method.reason) == (False, "error")
+
+    def test_a_tie_between_patterns_denies_and_hides(self) -> None:
+        # The loader rejects ties; a hand-built set proves the evaluator still fails closed.
+        tied = [_glob_rule("a*", "x"), _glob_rule("*a", "y")]
+        policy = PolicySet("v", ("mcp:access",), MappingProxyType({}), tuple(tied), {})
+        decision = policy.decide_tool(who("mcp:access x y"), "aa")
+        assert (decision.allowed, decision.visible, decision.reason) == (False, False, "tie")
+        assert policy.rule_for("aa") is None
+        assert policy.rate_limit("aa") is None
+        # A name only one of them matches is unaffected.
+        assert policy.decide_tool(who("mcp:access x"), "ab").allowed
+
+
+def _glob_rule(key: str, scope: str, **extra: Any) -> Rule:
+    return Rule(key=key, where="f:1:1", scopes=(scope,), glob=Glob(key), **extra)
+
+
+class TestCatalogCrossChecks:
+    def test_rules_governing_no_catalog_tool_are_warnings_with_their_position(
+        self, tmp_path: Path
+    ) -> None:
+        policy = policy_from(
+            """
+            version: 1
+            baseline_scopes: [mcp:access]
+            tools:
+              echo: {scopes: []}
+              gone: {scopes: []}
+              "notes_*": {scopes: [notes:read]}
+              "no_match_*": {scopes: []}
+              "*": {deny: true}
+            """,
+            tmp_path,
+        )
+        warnings = policy.unmatched_rules(["echo", "notes_add", "notes_list"])
+        file = tmp_path / "policy.yaml"
+        assert warnings == [
+            f"{file}:5:3: tools.gone: rule matches no tool in the backend catalog",
+            f"{file}:7:3: tools.no_match_*: rule matches no tool in the backend catalog",
+            f"{file}:8:3: tools.*: every tool this pattern matches is governed by a more "
+            "specific rule",
+        ]
+
+    def test_catalog_tools_without_a_rule_are_listed_as_hidden(self, policy: PolicySet) -> None:
+        assert policy.unruled_tools(["search_docs", "zeta", "alpha", "docs_x", "zeta"]) == [
+            "alpha",
+            "zeta",
+        ]
