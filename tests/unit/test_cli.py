@@ -234,3 +234,31 @@ class TestServeRefusesToStart:
             text += "ops_listen: {host: 127.0.0.1, port: 0}\n"
             (tmp_path / "gateway.yaml").write_text(text, encoding="utf-8")
             assert main(["serve", "--config", str(tmp_path / "gateway.yaml")]) == 1
+
+
+def test_the_shipped_example_configuration_and_policy_pass_check(
+    env: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # deploy/gateway.example.yaml as mounted in the container: policies/ next to it.
+    shutil.copytree(ROOT / "policies", tmp_path / "policies")
+    (tmp_path / "backend-token").write_text("token\n", encoding="utf-8")
+    text = (ROOT / "deploy" / "gateway.example.yaml").read_text(encoding="utf-8")
+    text = text.replace("/run/secrets/backend-token", str(tmp_path / "backend-token"))
+    (tmp_path / "gateway.yaml").write_text(text, encoding="utf-8")
+    monkeypatch.setenv("GATEWAY_INTROSPECTION_SECRET", "secret")
+    assert main(["check", "--config", str(tmp_path / "gateway.yaml")]) == 0
+    out, err = capsys.readouterr()
+    assert ": OK" in out
+    assert "literal secret" not in err
+
+
+def test_an_unknown_option_of_a_real_command_is_a_usage_error(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["version", "--verbose"])
+    assert info.value.code == 2
+    assert "unrecognized arguments: --verbose" in capsys.readouterr().err
