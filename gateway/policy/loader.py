@@ -234,7 +234,7 @@ def _ties(globs: list[Rule]) -> list[str]:
                 found.append(
                     f"{second.where}: tools.{second.key}: ties with tools.{first.key} at "
                     f"{first.where}: both match {witness!r} with the same specificity "
-                    f"({literals} literal characters, {singles} '?'); add an exact rule or make "
+                    f"(literal characters: {literals}, '?': {singles}); add an exact rule or make "
                     "one pattern more specific"
                 )
     return found

@@ -275,7 +275,7 @@ class TestTies:
         )
         assert problems_of(path) == [
             f"{path}:5:3: tools.*_reset: ties with tools.admin_* at {path}:4:3: both match "
-            "'admin_reset' with the same specificity (6 literal characters, 0 '?'); add an "
+            "'admin_reset' with the same specificity (literal characters: 6, '?': 0); add an "
             "exact rule or make one pattern more specific"
         ]
 
