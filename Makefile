@@ -7,7 +7,10 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test check lint typecheck bench clean
 
 $(STAMP): pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+		{ echo "error: Python >= 3.11 is required; run e.g. 'make PYTHON=python3.12 $(MAKECMDGOALS)'" >&2; exit 1; }
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV) || \
+		{ echo "error: '$(PYTHON) -m venv' failed; install the venv module (Debian/Ubuntu: apt install python3-venv)" >&2; exit 1; }
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
@@ -24,8 +27,12 @@ typecheck: $(STAMP)
 
 check: lint typecheck
 
+# pytest-asyncio (pulled in by pytest-aiohttp) warns when its loop scope is unset, and the suite
+# turns warnings into errors; the setting belongs in pyproject.toml, this keeps a clean clone green.
+PYTEST_OPTS ?= -o asyncio_default_fixture_loop_scope=function
+
 test: check
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q $(PYTEST_OPTS)
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
