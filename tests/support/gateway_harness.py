@@ -44,11 +44,11 @@ __all__ = [
     "RESOURCE",
     "Gateway",
     "RecordingObserver",
+    "harness_config",
     "legacy_headers",
     "modern_headers",
     "modern_request",
     "start_gateway",
-    "test_config",
 ]
 
 MODERN = "2026-07-28"
@@ -63,7 +63,7 @@ ServerFactory = Callable[..., Awaitable[TestServer]]
 ClientFactory = Callable[..., Awaitable[TestClient[web.Request, web.Application]]]
 
 
-def test_config(**limits: Any) -> Config:
+def harness_config(**limits: Any) -> Config:
     """A Config for the harness; keyword arguments override :class:`Limits` fields."""
     return Config(
         source="<harness>",
@@ -187,7 +187,7 @@ async def start_gateway(
     **limits: Any,
 ) -> Gateway:
     """Serve the front door with fakes on 127.0.0.1 (ephemeral port)."""
-    config = config or test_config(**limits)
+    config = config or harness_config(**limits)
     authenticator = FakeAuthenticator(tokens if tokens is not None else default_tokens())
     policy = FakePolicySource(default_policy())
     backend = FakeBackend()

@@ -51,10 +51,10 @@ class TestOrigin:
     ) -> None:
         import dataclasses
 
-        from tests.support.gateway_harness import test_config
+        from tests.support.gateway_harness import harness_config
 
         config = dataclasses.replace(
-            test_config(), allowed_origins=frozenset({"https://app.example.com"})
+            harness_config(), allowed_origins=frozenset({"https://app.example.com"})
         )
         gw = await make_gw(config=config)
         headers = modern_headers("server/discover", Origin="https://App.Example.com")
