@@ -1,0 +1,119 @@
+"""``mcp-gateway demo`` as a user runs it: a subprocess that starts, writes its state file, serves,
+mints a token through ``demo token``, and stops cleanly on Ctrl-C (SIGINT, exit code 0)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.support.demo_stack import modern_body, modern_headers, parse_challenge
+from tests.support.dev_http import http_client
+
+STARTUP_S = 30.0
+STOP_S = 20.0
+
+
+def _demo_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "gateway.cli", "demo", *args]
+
+
+def _wait_for_state(path: Path, process: subprocess.Popen[bytes]) -> dict[str, object]:
+    deadline = time.monotonic() + STARTUP_S
+    while time.monotonic() < deadline:
+        assert process.poll() is None, "the demo exited during startup"
+        if path.exists():
+            state: dict[str, object] = json.loads(path.read_text())
+            return state
+        time.sleep(0.1)
+    raise AssertionError("the demo never wrote its state file")
+
+
+async def test_the_demo_command_starts_writes_its_state_and_stops_cleanly_on_sigint(
+    tmp_path: Path,
+) -> None:
+    state_file = tmp_path / "demo-state.json"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves
+        _demo_command("--port", "0", "--state-file", str(state_file), "--log-level", "warning"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    try:
+        state = _wait_for_state(state_file, process)
+        assert set(state) >= {"mcp_url", "issuer_url", "ops_url", "tokens"}
+        tokens = state["tokens"]
+        assert isinstance(tokens, dict)
+        assert set(tokens) == {"reader", "writer", "admin"}
+        assert state_file.stat().st_mode & 0o077 == 0  # holds bearer tokens: owner-only
+        mcp_url, ops_url = str(state["mcp_url"]), str(state["ops_url"])
+        assert mcp_url.startswith("http://127.0.0.1:")
+        assert mcp_url.endswith("/mcp")
+
+        async with http_client() as http:
+            health = await http.get(f"{ops_url}/healthz")
+            assert health.status == 200
+            anonymous = await http.post(
+                mcp_url, json=modern_body("tools/list"), headers=modern_headers(None, "tools/list")
+            )
+            assert anonymous.status == 401
+            assert "resource_metadata" in parse_challenge(anonymous.headers["WWW-Authenticate"])
+            reader = await http.post(
+                mcp_url,
+                json=modern_body("tools/list"),
+                headers=modern_headers(str(tokens["reader"]), "tools/list"),
+            )
+            assert reader.status == 200
+
+        minted = subprocess.run(  # noqa: ASYNC221 - a short CLI call
+            _demo_command(
+                "token", "--scopes", "mcp:access notes:read", "--state-file", str(state_file)
+            ),
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
+        assert minted.returncode == 0, minted.stderr
+        assert len(minted.stdout.strip()) >= 32
+
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=STOP_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
+    banner = stdout.decode()
+    assert mcp_url in banner
+    assert "claude mcp add --transport http demo" in banner
+    assert "[mcp_servers.demo]" in banner
+    assert "bearer_token_env_var" in banner
+
+
+def test_demo_token_without_a_running_demo_fails_with_a_clear_message(tmp_path: Path) -> None:
+    result = subprocess.run(
+        _demo_command(
+            "token", "--scopes", "mcp:access", "--state-file", str(tmp_path / "none.json")
+        ),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert b"no running demo state" in result.stderr
+
+
+def test_a_non_loopback_host_is_refused_without_the_force_flag() -> None:
+    result = subprocess.run(
+        _demo_command("--host", "0.0.0.0", "--port", "0"),
+        capture_output=True,
+        timeout=30,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert b"loopback" in result.stderr

@@ -1,0 +1,123 @@
+"""End to end: the official ``mcp`` Python SDK against the demo stack, modern and legacy eras.
+
+Acceptance (a) of issue 7: with a reader token, ``tools/list`` shows only reader tools, a reader
+tool call succeeds, and a writer tool call is refused with 403 ``insufficient_scope`` naming the
+scope it needs. The client's token never reaches the backend.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from gateway.demo import DemoStack
+from tests.support.demo_stack import (
+    READER_TOOLS,
+    demo_stack,
+    legacy_headers,
+    modern_body,
+    modern_headers,
+    parse_challenge,
+)
+from tests.support.dev_http import http_client
+
+__all__ = ["demo_stack"]  # the fixture, imported for pytest
+
+MODES = pytest.mark.parametrize(
+    ("mode", "version"),
+    [("auto", "2026-07-28"), ("legacy", "2025-11-25")],
+    ids=["modern (auto: server/discover)", "legacy (initialize)"],
+)
+
+
+@MODES
+async def test_a_reader_sees_only_reader_tools_and_can_call_one(
+    demo_stack: DemoStack, mode: str, version: str
+) -> None:
+    token = demo_stack.tokens["reader"]
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode) as client,
+    ):
+        assert client.session.protocol_version == version
+        listed = await client.list_tools()
+        assert {tool.name for tool in listed.tools} == READER_TOOLS
+        result = await client.call_tool("echo", {"text": "hello through the gateway"})
+        assert result.is_error is False
+        assert result.content[0].text == "hello through the gateway"  # type: ignore[union-attr]
+        notes = await client.call_tool("notes_list", {})
+        assert notes.is_error is False
+    assert demo_stack.backend.tools.calls["echo"] == 1
+    # Token passthrough is forbidden: the backend only ever sees its own service credential.
+    assert not demo_stack.backend.saw(token)
+    assert all(
+        r.header("Authorization") == f"Bearer {demo_stack.backend.service_token}"
+        for r in demo_stack.backend.received
+    )
+
+
+@MODES
+async def test_a_reader_calling_a_writer_tool_is_refused_by_the_sdk(
+    demo_stack: DemoStack, mode: str, version: str
+) -> None:
+    token = demo_stack.tokens["reader"]
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode) as client,
+    ):
+        # The Python SDK hides the HTTP status (client-behaviour.md §5); it must still fail.
+        with pytest.raises(MCPError):
+            await client.call_tool("notes_add", {"text": "not allowed"})
+    assert "notes_add" not in demo_stack.backend.tools.calls
+
+
+@pytest.mark.parametrize(
+    "era",
+    ["modern", "legacy"],
+    ids=["modern tools/call", "legacy tools/call"],
+)
+async def test_a_writer_tool_call_with_a_reader_token_is_answered_403_with_the_scope(
+    demo_stack: DemoStack, era: str
+) -> None:
+    token = demo_stack.tokens["reader"]
+    body: dict[str, Any]
+    if era == "modern":
+        body = modern_body("tools/call", {"name": "notes_add", "arguments": {"text": "x"}})
+        headers = modern_headers(token, "tools/call", "notes_add")
+    else:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "notes_add", "arguments": {"text": "x"}},
+        }
+        headers = legacy_headers(token)
+    async with http_client() as http:
+        response = await http.post(demo_stack.mcp_url, json=body, headers=headers)
+        await response.read()
+    assert response.status == 403
+    challenge = parse_challenge(response.headers["WWW-Authenticate"])
+    assert challenge["error"] == "insufficient_scope"
+    assert "notes:write" in challenge["scope"].split()
+    assert "notes_add" not in demo_stack.backend.tools.calls
+
+
+async def test_a_writer_token_adds_a_note_that_a_reader_then_lists(demo_stack: DemoStack) -> None:
+    writer, reader = demo_stack.tokens["writer"], demo_stack.tokens["reader"]
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {writer}"}) as http,
+        Client(streamable_http_client(demo_stack.mcp_url, http_client=http)) as client,
+    ):
+        added = await client.call_tool("notes_add", {"text": "written via the gateway"})
+        assert added.is_error is False
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {reader}"}) as http,
+        Client(streamable_http_client(demo_stack.mcp_url, http_client=http)) as client,
+    ):
+        listed = await client.call_tool("notes_list", {})
+        assert "written via the gateway" in listed.content[0].text  # type: ignore[union-attr]

@@ -1,0 +1,85 @@
+"""The running demo stack for end-to-end tests (gateway + development issuer + demo backend).
+
+Import the fixture into a test module: ``from tests.support.demo_stack import demo_stack``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import pytest
+
+from gateway.demo import DemoStack, start_demo, wait_ready
+
+__all__ = [
+    "CACHE_BOUND_S",
+    "READER_TOOLS",
+    "demo_stack",
+    "legacy_headers",
+    "modern_body",
+    "modern_headers",
+    "parse_challenge",
+]
+
+CACHE_BOUND_S: Final = 1
+"""The demo gateway's introspection cache bound (issuer.cache.max_ttl_s) in these tests."""
+READER_TOOLS: Final = {"echo", "time_now", "notes_list"}
+"""What policies/demo.yaml lets a token with ``mcp:access notes:read`` see."""
+MODERN: Final = "2026-07-28"
+
+
+@pytest.fixture
+async def demo_stack() -> AsyncIterator[DemoStack]:
+    stack = await start_demo(port=0, cache_max_ttl_s=CACHE_BOUND_S)
+    try:
+        assert await wait_ready(stack, timeout_s=15), "the demo gateway never became ready"
+        yield stack
+    finally:
+        await stack.stop()
+
+
+def modern_headers(token: str | None, method: str, name: str | None = None) -> dict[str, str]:
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def legacy_headers(token: str | None, version: str = "2025-06-18") -> dict[str, str]:
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": version,
+    }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
+
+
+def modern_body(method: str, params: dict[str, Any] | None = None, rid: int = 1) -> dict[str, Any]:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "e2e", "version": "1"},
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": method,
+        "params": {**(params or {}), "_meta": meta},
+    }
+
+
+def parse_challenge(header: str) -> dict[str, str]:
+    """RFC 6750 §3 ``WWW-Authenticate: Bearer k="v", ...`` parameters (quoted values only)."""
+    assert header.startswith("Bearer"), header
+    return dict(re.findall(r'([A-Za-z_]+)="([^"]*)"', header))
