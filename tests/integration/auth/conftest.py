@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from gateway.auth.resource_server import ResourceServer  # noqa: E402
-from gateway.limits.memory import MemoryRateLimiter  # noqa: E402
-from gateway.observability.metrics import Metrics  # noqa: E402
-from gateway.outbound import Outbound  # noqa: E402
-from tests.support.auth import FakeClock, MakeRS, make_config  # noqa: E402
-from tests.support.test_issuer import IssuerStub  # noqa: E402
+from gateway.auth.resource_server import ResourceServer
+from gateway.limits.memory import MemoryRateLimiter
+from gateway.observability.metrics import Metrics
+from gateway.outbound import Outbound
+from tests.support.auth import FakeClock, MakeRS, make_config
+from tests.support.test_issuer import IssuerStub
 
 
 @pytest.fixture
