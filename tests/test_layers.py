@@ -40,6 +40,8 @@ RULES: Final[dict[str, frozenset[str]]] = {
     "http": FOUNDATION | {"protocol"},
     "dev": FOUNDATION | {"outbound"},
     "app": ANYTHING,
+    # gateway/wiring.py builds app.Services from Config: the composition root, beside app.
+    "wiring": ANYTHING,
     "cli": ANYTHING,
     # gateway/demo.py wires dev/ into `mcp-gateway demo`; it sits with cli at the top.
     "demo": ANYTHING,
