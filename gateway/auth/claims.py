@@ -19,6 +19,7 @@ Pure: no I/O, no clock of its own. :func:`check_claims` either returns an immuta
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -94,7 +95,13 @@ def _number(doc: Mapping[str, Any], name: str) -> float | None:
     # bool is an int subclass in Python; JSON true is not a NumericDate.
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidToken(detail=f"{name} is not a number")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an integer beyond float range
+        raise InvalidToken(detail=f"{name} is not a finite number") from None
+    if not math.isfinite(number):  # "1e400" decodes to inf; NaN compares false to everything
+        raise InvalidToken(detail=f"{name} is not a finite number")
+    return number
 
 
 def _audiences(raw: object) -> Iterable[str]:

@@ -66,10 +66,28 @@ class IntrospectionFailed(Exception):
         content_type | malformed"""
 
 
+def _refuse_constant(name: str) -> Any:
+    # RFC 8259 §6: NaN and Infinity are not JSON numbers (json accepts them by default, and a
+    # NaN "exp" would pass every comparison).
+    raise ValueError("non-finite number")
+
+
+def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    # SECURITY: {"active": false, "active": true} must not be read differently by us and by a
+    # proxy or logger in front of us (RFC 8259 §4: names SHOULD be unique).
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate member name")
+    return result
+
+
 def parse_json_object(body: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
-    """Decode a JSON object no deeper than ``max_depth``; raise ValueError otherwise."""
+    """Decode a JSON object no deeper than ``max_depth``; raise ValueError otherwise.
+
+    Also refused: duplicate member names, NaN/Infinity, and numbers that overflow to infinity.
+    """
     try:
-        value = json.loads(body)
+        value = json.loads(body, object_pairs_hook=_unique_members, parse_constant=_refuse_constant)
     except (ValueError, RecursionError) as exc:
         raise ValueError("not JSON") from exc
     if not isinstance(value, dict):
