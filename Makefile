@@ -27,9 +27,7 @@ typecheck: $(STAMP)
 
 check: lint typecheck
 
-# pytest-asyncio (pulled in by pytest-aiohttp) warns when its loop scope is unset, and the suite
-# turns warnings into errors; the setting belongs in pyproject.toml, this keeps a clean clone green.
-PYTEST_OPTS ?= -o asyncio_default_fixture_loop_scope=function
+PYTEST_OPTS ?=
 
 test: check
 	$(BIN)/pytest -q $(PYTEST_OPTS)

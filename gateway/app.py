@@ -119,6 +119,9 @@ class Services:
     outbound: Outbound | None = None
     mcp_handler: Handler | None = None
     """The handler for every method on the MCP path (pipeline steps 2-18, ``gateway.http``)."""
+    install_routes: Callable[[web.Application], None] | None = None
+    """Installs the MCP path and the RFC 9728 metadata paths (``gateway.wiring``); takes
+    precedence over ``mcp_handler``."""
     readiness: Readiness = field(default_factory=Readiness)
     background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
@@ -268,6 +271,9 @@ def _install_mcp_routes(app: web.Application, services: Services) -> None:
     Until ``services.mcp_handler`` is wired, the path answers 503 ``mcp endpoint not wired``.
     """
     config = app[CONFIG]
+    if services.install_routes is not None:
+        services.install_routes(app)
+        return
     handler = services.mcp_handler or _mcp_not_wired
     app.router.add_route("*", config.mcp_path, handler)
 
@@ -275,7 +281,12 @@ def _install_mcp_routes(app: web.Application, services: Services) -> None:
 def build_public_app(config: Config, services: Services) -> web.Application:
     app = web.Application(
         middlewares=[
-            request_id_middleware(trusted_proxies=config.trusted_proxies, access_level="info")
+            request_id_middleware(
+                trusted_proxies=config.trusted_proxies,
+                # With an observer wired, its mcp.request line is the access log; this generic
+                # line would duplicate it on the hot path.
+                access_level="debug" if services.observer is not None else "info",
+            )
         ]
     )
     app[CONFIG] = config

@@ -27,6 +27,7 @@ from gateway.app import serve
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure, get_logger
+from gateway.wiring import build_services
 
 __all__ = ["CONFIG_ENV", "REGISTRARS", "Registrar", "build_parser", "main"]
 
@@ -243,7 +244,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         log.warning("config.warning", detail=warning)
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, build_services(config)))
     except OSError as exc:
         log.error("gateway.bind_failed", error=exc.__class__.__name__, errno=exc.errno)
         return 1

@@ -1,0 +1,132 @@
+"""Builds the production :class:`~gateway.app.Services` from a validated :class:`Config`.
+
+The one place concrete classes meet the Protocols of :mod:`gateway.seams`: the resource server
+(auth/), the policy reloader (policy/), the upstream backend (backend/), the in-memory limiter
+(limits/), the observer (observability/) and the MCP endpoint (http/). Startup dependencies
+(issuer metadata, the first catalog fetch) run as background tasks that flip their readiness
+checks; the listeners bind first so ``/healthz`` and ``/metrics`` answer during startup.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from collections.abc import Awaitable, Callable
+
+import gateway
+from gateway.app import REQUEST_ID, Services
+from gateway.auth.resource_server import ResourceServer
+from gateway.backend.proxy import UpstreamBackend
+from gateway.config import Config
+from gateway.http.endpoint import McpEndpoint
+from gateway.http.routes import add_mcp_routes
+from gateway.limits.memory import MemoryRateLimiter
+from gateway.observability.access import GatewayObserver
+from gateway.observability.audit import AuditSink
+from gateway.observability.events import policy_reload_reporter
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+from gateway.outbound import Outbound
+from gateway.policy.reload import PolicyReloader
+
+__all__ = ["build_services"]
+
+log = get_logger("gateway.wiring")
+
+
+def build_services(config: Config, *, metrics: Metrics | None = None) -> Services:
+    """Assemble every production component for ``config``.
+
+    Raises :class:`~gateway.errors.ConfigError` when the policy set is invalid (the gateway
+    never starts on a half-valid policy) and ``OSError`` when the audit file cannot be opened.
+    """
+    metrics = metrics or Metrics(gateway.__version__)
+    outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
+    limiter = MemoryRateLimiter()
+    policy = PolicyReloader(config.policy_paths, on_reload=policy_reload_reporter(metrics))
+    metrics.set_policy_version(policy.current().version)
+    authenticator = ResourceServer(
+        config,
+        outbound,
+        metrics=metrics,
+        limiter=limiter,
+        baseline_scopes=lambda: policy.current().baseline_scopes,
+    )
+    backend = UpstreamBackend(config, outbound, metrics=metrics)
+    observer = GatewayObserver(
+        metrics=metrics,
+        logging_config=config.logging,
+        audit=AuditSink.from_config(config.audit),
+        # The endpoint records in_flight/requests_total/duration itself (it sees rejections
+        # before a context exists); the observer writes the access line and the audit event.
+        record_request_metrics=False,
+    )
+    endpoint = McpEndpoint(
+        config=config,
+        authenticator=authenticator,
+        policy=policy,
+        backend=backend,
+        limiter=limiter,
+        observer=observer,
+        metrics=metrics,
+        request_id=lambda request: request.get(REQUEST_ID),
+    )
+    services = Services(
+        metrics=metrics,
+        authenticator=authenticator,
+        policy=policy,
+        backend=backend,
+        limiter=limiter,
+        observer=observer,
+        outbound=outbound,
+    )
+    services.install_routes = lambda app: add_mcp_routes(
+        app, endpoint, config=config, prm_document=authenticator.protected_resource_metadata
+    )
+    services.add_readiness_check("issuer", lambda: authenticator.ready)
+    services.add_readiness_check("backend_catalog", lambda: backend.ready)
+    services.background.extend(
+        [
+            authenticator.start,
+            _after(backend.start, lambda: _report_catalog_fit(policy, backend)),
+            lambda: policy.run(config.policy_poll_s),
+            lambda: _reload_on_sighup(policy),
+        ]
+    )
+    services.cleanups.extend([backend.close, authenticator.close])
+    return services
+
+
+def _after(
+    first: Callable[[], Awaitable[None]], then: Callable[[], None]
+) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        await first()
+        then()
+
+    return run
+
+
+def _report_catalog_fit(policy: PolicyReloader, backend: UpstreamBackend) -> None:
+    """Startup warnings: rules that match no catalog tool, catalog tools without a rule."""
+    names = [tool.name for tool in backend.catalog()]
+    current = policy.current()
+    for rule in current.unmatched_rules(names):
+        log.warning("policy.rule_matches_no_tool", rule=rule)
+    for tool in current.unruled_tools(names):
+        log.warning("policy.tool_without_rule_hidden", tool=tool)
+
+
+async def _reload_on_sighup(policy: PolicyReloader) -> None:
+    """SIGHUP reloads the policy set (validated in full, swapped atomically)."""
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGHUP, lambda: loop.run_in_executor(None, policy.reload))
+    except (NotImplementedError, RuntimeError, ValueError):
+        return  # not the main thread (tests) or no signals on this platform
+    try:
+        await asyncio.Event().wait()
+    finally:
+        with contextlib.suppress(Exception):
+            loop.remove_signal_handler(signal.SIGHUP)
