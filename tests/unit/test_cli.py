@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -17,6 +18,7 @@ import structlog
 
 from gateway import cli
 from gateway.cli import Registrar, main
+from gateway.config import Config
 from gateway.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -262,3 +264,34 @@ def test_an_unknown_option_of_a_real_command_is_a_usage_error(
         main(["version", "--verbose"])
     assert info.value.code == 2
     assert "unrecognized arguments: --verbose" in capsys.readouterr().err
+
+
+class TestContainerImage:
+    """Docker cannot run here; these pin what the Dockerfile promises about the command."""
+
+    dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
+
+    def _instruction(self, name: str) -> str:
+        lines = [line for line in self.dockerfile.splitlines() if line.startswith(name + " ")]
+        assert lines, name
+        return lines[-1][len(name) + 1 :]
+
+    def test_the_image_runs_mcp_gateway_serve_with_the_documented_config_path(self) -> None:
+        assert json.loads(self._instruction("ENTRYPOINT")) == ["mcp-gateway"]
+        command = json.loads(self._instruction("CMD"))
+        assert command == ["serve", "--config", "/etc/mcp-gateway/gateway.yaml"]
+        args = cli.build_parser().parse_args(command)
+        assert (args.command, args.config) == ("serve", "/etc/mcp-gateway/gateway.yaml")
+
+    def test_the_final_stage_is_non_root_and_exposes_both_listeners(self) -> None:
+        final_stage = self.dockerfile.rsplit("\nFROM ", 1)[1]
+        assert "\nUSER 10001:10001\n" in final_stage
+        assert "EXPOSE 8080 9090" in final_stage
+        assert "HEALTHCHECK" in final_stage
+        # Built in the builder stage; the runtime stage installs nothing.
+        assert "pip install" not in final_stage
+        assert "apt-get" not in final_stage
+
+    def test_the_healthcheck_probes_the_default_ops_listener(self) -> None:
+        ops = Config.__dataclass_fields__["ops_listen"].default
+        assert f"http://127.0.0.1:{ops.port}/healthz" in self.dockerfile  # type: ignore[attr-defined]
