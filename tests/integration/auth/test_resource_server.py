@@ -24,6 +24,14 @@ from tests.support.test_issuer import IssuerStub, generate_rsa_key
 TOKEN = "tok.valid-0123456789abcdef"
 
 
+async def became_ready(rs: ResourceServer, within_s: float = 2.0) -> bool:
+    for _ in range(int(within_s / 0.02)):
+        if rs.ready:
+            return True
+        await asyncio.sleep(0.02)
+    return rs.ready
+
+
 def req(token: str | None = TOKEN, *, ip: str = "192.0.2.10") -> AuthRequest:
     headers = () if token is None else ("Bearer " + token,)
     return AuthRequest(authorization=headers, query_keys=frozenset(), client_ip=ip)
@@ -242,11 +250,7 @@ class TestDiscovery:
         rs = await make_rs()
         assert not rs.ready
         stub.metadata_fault = None
-        for _ in range(100):
-            if rs.ready:
-                break
-            await asyncio.sleep(0.02)
-        assert rs.ready
+        assert await became_ready(rs)
 
     async def test_a_configured_endpoint_skips_discovery(
         self, stub: IssuerStub, make_rs: MakeRS

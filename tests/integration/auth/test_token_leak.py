@@ -82,7 +82,7 @@ async def test_no_outcome_leaks_the_token(  # noqa: PLR0917 - pytest fixtures
         clock.advance(2)
         await call(rs, bearer)  # stale-if-error
         for fault in ("slow", "oversized", "redirect", "malformed", "wrong_content_type"):
-            stub.fault = fault  # type: ignore[assignment]
+            stub.fault = fault
             stub.slow_s = 0.5
             await call(await make_rs(timeout_s=0.2), bearer)
         stub.fault = None
