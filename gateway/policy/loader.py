@@ -31,13 +31,16 @@ from gateway.policy.glob import Glob, has_wildcard, overlap
 from gateway.policy.model import MethodRule, PolicySet, Rule
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
 
-__all__ = ["POLICY_SCHEMA", "SUFFIXES", "load_policy", "policy_files"]
+__all__ = ["MAX_KEY_LENGTH", "POLICY_SCHEMA", "SUFFIXES", "load_policy", "policy_files"]
 
 POLICY_SCHEMA: Final = "policy.schema.json"
 """Packaged schema file name (``gateway/schema/``; a copy lives at ``policies/schema.json``)."""
 
 SUFFIXES: Final = (".yaml", ".yml")
 """File name endings read from a policy directory."""
+
+MAX_KEY_LENGTH: Final = 256
+"""Longest tool key (MCP tool names SHOULD be at most 128 characters); bounds the tie check."""
 
 _FRIENDLY: Final = {
     r"^[\x21\x23-\x5B\x5D-\x7E]+$": "is not a valid scope token (printable ASCII without "
@@ -57,11 +60,17 @@ def policy_files(paths: Sequence[Path], problems: list[str]) -> list[Path]:
     seen: set[Path] = set()
     for path in paths:
         if path.is_dir():
-            found = sorted(
-                entry
-                for entry in path.iterdir()
-                if entry.suffix in SUFFIXES and not entry.name.startswith(".") and entry.is_file()
-            )
+            try:
+                found = sorted(
+                    entry
+                    for entry in path.iterdir()
+                    if entry.suffix in SUFFIXES
+                    and not entry.name.startswith(".")
+                    and entry.is_file()
+                )
+            except OSError as exc:
+                problems.append(f"{path}: cannot read directory: {type(exc).__name__}")
+                continue
             if not found:
                 problems.append(f"{path}: no *.yaml or *.yml policy files in this directory")
         elif path.is_file():
@@ -121,6 +130,8 @@ def _check_file(doc: Located) -> None:
         path = ("tools", key)
         if not key:
             doc.problem(path, "a tool name or pattern must not be empty")
+        if len(key) > MAX_KEY_LENGTH:
+            doc.problem(path, f"longer than {MAX_KEY_LENGTH} characters")
         if "[" in key or "]" in key:
             doc.problem(path, _NO_CLASSES)
         if not isinstance(raw, dict):

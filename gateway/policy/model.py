@@ -10,12 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from gateway.policy import evaluate
 from gateway.policy.glob import Glob
 from gateway.seams import Decision, Principal
 
-__all__ = ["MethodRule", "PolicySet", "Rule"]
+__all__ = ["LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule"]
+
+LOOKUP_CACHE_SIZE: Final = 4096
+"""Memoised name -> rule lookups per policy set; the memo starts over when full."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +80,9 @@ class PolicySet:
     """Every scope the policy mentions. RFC 6750 §3.1 / MCP 2025-11-25 step-up: a challenge may
     carry the caller's already granted scopes that the policy recognises, so clients that replace
     their scope set do not lose grants."""
+    _lookups: dict[str, tuple[Rule | None, bool]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     # --- seams.Policy ---------------------------------------------------------------------------
 
@@ -109,7 +116,19 @@ class PolicySet:
         return None if tied else rule
 
     def lookup(self, tool: str) -> tuple[Rule | None, bool]:
-        """(governing rule, tie?) -- an exact name beats every pattern, then specificity."""
+        """(governing rule, tie?) -- an exact name beats every pattern, then specificity.
+
+        Memoised (the set never changes); the memo is bounded because names in ``tools/call``
+        come from clients.
+        """
+        found = self._lookups.get(tool)
+        if found is None:
+            if len(self._lookups) >= LOOKUP_CACHE_SIZE:
+                self._lookups.clear()
+            found = self._lookups[tool] = self._match(tool)
+        return found
+
+    def _match(self, tool: str) -> tuple[Rule | None, bool]:
         rule = self.exact.get(tool)
         if rule is not None:
             return rule, False

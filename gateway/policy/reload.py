@@ -14,6 +14,7 @@ the caller logs them and counts the failure. This module does no logging or metr
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -90,14 +91,16 @@ class PolicyReloader:
         """Poll every ``poll_s`` seconds and reload on change; ``poll_s <= 0`` disables polling.
 
         Runs until cancelled. Stat calls are cheap and run on the loop; parsing runs in a worker
-        thread so a large policy does not stall requests.
+        thread so a large policy does not stall requests. An exception raised by ``on_reload``
+        does not stop polling (the swap, if any, has already happened).
         """
         if poll_s <= 0:
             return
         while True:
             await asyncio.sleep(poll_s)
             if self.changed():
-                await asyncio.to_thread(self.reload)
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(self.reload)
 
     def signature(self) -> Signature:
         """Stat every configured path, and for directories every policy file in them."""

@@ -244,3 +244,19 @@ class TestCatalogCrossChecks:
             "alpha",
             "zeta",
         ]
+
+
+class TestLookupMemo:
+    def test_the_lookup_memo_stays_bounded_and_decisions_stay_right(
+        self, policy: PolicySet, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        from gateway.policy import model
+
+        monkeypatch.setattr(model, "LOOKUP_CACHE_SIZE", 8)
+        caller = who("mcp:access docs:read")
+        for round_ in range(3):
+            for index in range(20):
+                name = f"docs_{index}" if index % 2 else f"other_{index}"
+                decision = policy.decide_tool(caller, name)
+                assert decision.allowed is bool(index % 2), (round_, name)
+                assert len(policy._lookups) <= 8

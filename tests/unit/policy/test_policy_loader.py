@@ -357,3 +357,32 @@ class TestShippedFiles:
             policy.unmatched_rules(["echo", "time_now", "notes_list", "notes_add", "admin_reset"])
             == []
         )
+
+
+class TestBounds:
+    @pytest.mark.parametrize(
+        ("rule", "ok"),
+        [
+            ("{scopes: [], max_concurrency: 100000}", True),
+            ("{scopes: [], max_concurrency: 100001}", False),
+            ("{scopes: [], rate_limit: 999999999/hour}", True),
+            ("{scopes: [], rate_limit: 1000000000/hour}", False),
+            ("{scopes: [], rate_limit: 1/second}", True),
+        ],
+        ids=["concurrency at limit", "concurrency past", "rate at limit", "rate past", "rate 1"],
+    )
+    def test_numbers_are_accepted_at_the_bound_and_rejected_one_past(
+        self, tmp_path: Path, rule: str, ok: bool
+    ) -> None:
+        path = write_text(tmp_path / "p.yaml", HEAD + f"tools:\n  a: {rule}\n")
+        if ok:
+            load_policy([path])
+        else:
+            assert len(problems_of(path)) == 1
+
+    def test_a_key_of_256_characters_is_accepted_and_257_rejected(self, tmp_path: Path) -> None:
+        ok = write_text(tmp_path / "ok.yaml", HEAD + f"tools:\n  {'a' * 255}*: {{scopes: []}}\n")
+        assert len(load_policy([ok]).globs) == 1
+        long_key = "a" * 257
+        bad = write_text(tmp_path / "bad.yaml", HEAD + f"tools:\n  {long_key}: {{scopes: []}}\n")
+        assert problems_of(bad) == [f"{bad}:4:3: tools.{long_key}: longer than 256 characters"]
