@@ -244,9 +244,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     for warning in config.warnings:
         log.warning("config.warning", detail=warning)
     try:
-        asyncio.run(serve(config, build_services(config)))
+        services = build_services(config)
+    except ConfigError as exc:  # e.g. the policy changed between validation and assembly
+        _print_problems(exc.problems, path)
+        return 1
+    except OSError as exc:  # e.g. the audit file cannot be opened
+        log.error("gateway.startup_failed", error=exc.__class__.__name__, detail=exc.strerror)
+        return 1
+    try:
+        asyncio.run(serve(config, services))
     except OSError as exc:
-        log.error("gateway.bind_failed", error=exc.__class__.__name__, errno=exc.errno)
+        log.error(
+            "gateway.bind_failed",
+            error=exc.__class__.__name__,
+            errno=exc.errno,
+            detail=exc.strerror,
+        )
         return 1
     return 0
 

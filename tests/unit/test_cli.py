@@ -237,6 +237,18 @@ class TestServeRefusesToStart:
             (tmp_path / "gateway.yaml").write_text(text, encoding="utf-8")
             assert main(["serve", "--config", str(tmp_path / "gateway.yaml")]) == 1
 
+    def test_serve_exits_1_when_the_audit_file_cannot_be_opened(
+        self, env: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        shutil.copy(FIXTURES / "policy.yaml", tmp_path / "policy.yaml")
+        (tmp_path / "audit-is-a-directory").mkdir()
+        text = (FIXTURES / "minimal.yaml").read_text(encoding="utf-8")
+        text += "audit: {sink: file, path: audit-is-a-directory}\n"
+        (tmp_path / "gateway.yaml").write_text(text, encoding="utf-8")
+        assert main(["serve", "--config", str(tmp_path / "gateway.yaml")]) == 1
+        events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert events[-1]["event"] == "gateway.startup_failed"
+
 
 def test_the_shipped_example_configuration_and_policy_pass_check(
     env: None,
