@@ -115,7 +115,15 @@ class ClientAuthenticator:
             pem = issuer.private_key.reveal()
             # Parse once at startup; a bad key is a configuration error, not a per-request one.
             key_type = ECKey if issuer.signing_alg.startswith("ES") else RSAKey
-            self._key = key_type.import_key(pem)
+            try:
+                self._key = key_type.import_key(pem)
+            except Exception:  # joserfc/cryptography raise several types; none is safe
+                # to show (they may quote the key), so one fixed message names the fix.
+                raise ValueError(
+                    "issuer.private_key is not a PEM private key matching issuer.signing_alg"
+                ) from None
+            if not self._key.is_private:
+                raise ValueError("issuer.private_key holds a public key, not a private key")
         elif issuer.client_secret is None:
             raise ValueError("issuer.client_secret is required with client_secret_*")
 
