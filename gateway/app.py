@@ -339,6 +339,7 @@ class GatewayServer:
             )
         except BaseException:
             await self._close_runners()
+            await self._release_services()
             raise
         for factory in self.services.background:
             self._tasks.append(asyncio.create_task(_guarded(factory)))
@@ -365,6 +366,12 @@ class GatewayServer:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self._release_services()
+        await self._close_runners()
+        log.info("gateway.stopped", duration_ms=round((time.monotonic() - started) * 1000, 2))
+
+    async def _release_services(self) -> None:
+        """Run the cleanups, then close the outbound client sessions (they use them last)."""
         for cleanup in self.services.cleanups:
             try:
                 await cleanup()
@@ -372,8 +379,6 @@ class GatewayServer:
                 log.exception("gateway.cleanup_failed")
         if self.services.outbound is not None:
             await self.services.outbound.close()
-        await self._close_runners()
-        log.info("gateway.stopped", duration_ms=round((time.monotonic() - started) * 1000, 2))
 
     async def _close_runners(self) -> None:
         for runner in (self._public_runner, self._ops_runner):

@@ -193,6 +193,23 @@ class TestPublicListener:
             response = await http.request("test", method, server.mcp_url, timeout_s=10)
             assert (response.status, response.body) == (200, method.encode())
 
+    async def test_install_routes_takes_precedence_over_the_single_handler(
+        self, running: Any, http: Outbound
+    ) -> None:
+        async def prm(request: web.Request) -> web.Response:
+            return web.json_response({"resource": "https://mcp.example.com/mcp"})
+
+        def install(app: web.Application) -> None:
+            app.router.add_get("/.well-known/oauth-protected-resource/mcp", prm)
+            app.router.add_route("*", "/mcp", prm)
+
+        services = Services(install_routes=install, mcp_handler=_echo_request_id)
+        server = await running(services=services)
+        base = f"http://127.0.0.1:{server.public_port}"
+        metadata = await get(http, base + "/.well-known/oauth-protected-resource/mcp")
+        assert json.loads(metadata.body) == {"resource": "https://mcp.example.com/mcp"}
+        assert json.loads((await get(http, server.mcp_url)).body)["resource"]
+
 
 async def _echo_request_id(request: web.Request) -> web.Response:
     # What every log line of this request is bound to.
@@ -386,3 +403,25 @@ async def test_mcp_gateway_serve_exits_0_on_sigterm_within_the_drain_timeout(
         if process.returncode is None:
             process.kill()
             await process.wait()
+
+
+async def test_a_failed_start_releases_the_services_and_the_bound_listener() -> None:
+    blocker = GatewayServer(make_config())
+    await blocker.start()
+    try:
+        cleaned: list[str] = []
+
+        async def cleanup() -> None:
+            cleaned.append("cleanup")
+
+        outbound = Outbound()
+        outbound.add(Destination("issuer"))
+        config = dataclasses.replace(make_config(), listen=Listen("127.0.0.1", blocker.public_port))
+        server = GatewayServer(config, Services(outbound=outbound, cleanups=[cleanup]))
+        with pytest.raises(OSError):
+            await server.start()
+        assert cleaned == ["cleanup"]
+        assert outbound._sessions == {}
+        assert server._ops_runner is None  # the ops listener bound first was closed again
+    finally:
+        await blocker.stop()
