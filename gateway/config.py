@@ -545,7 +545,9 @@ def _build(b: _Builder, raw: dict[str, Any], source: str) -> Config:
         if url is not None:
             redis = RedisConfig(url=url, key_prefix=rr.get("key_prefix", "mcp-gateway:"))
 
-    ra = raw.get("audit", {})
+    ra = dict(raw.get("audit", {}))
+    if ra.get("sink") is False:  # YAML 1.1: a bare `off` is the boolean false
+        ra["sink"] = "off"
     if ra.get("sink") == "file" and "path" not in ra:
         doc.problem(("audit",), "path is required with sink: file")
     audit = AuditConfig(**{**ra, **({"path": str(b.path(ra["path"]))} if "path" in ra else {})})

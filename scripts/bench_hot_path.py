@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Hot-path benchmark of the whole gateway: cached token, ``tools/call`` proxied to a fast backend.
+
+Three processes, so the figure is the gateway's own CPU:
+
+1. a peer process running the development issuer and the demo backend (``gateway.dev``);
+2. the gateway itself, started as ``mcp-gateway serve --config <generated gateway.yaml>``
+   (production wiring: introspection cache, policy, upstream backend, observer, access log);
+3. ``wrk`` posting a modern ``tools/call echo`` with a reader token (one introspection, then
+   cache hits).
+
+The gateway's CPU time (user + system from ``/proc/<pid>/stat``) over the measured run divided by
+the requests served is "gateway CPU per call". Logs go to /dev/null at the configured level (the
+access line is still rendered: it is part of the hot path).
+
+Usage::
+
+    .venv/bin/python scripts/bench_hot_path.py --duration 10 --connections 16
+
+Figures and the exact command are recorded in docs/performance.md ("Hot path").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+PEER = textwrap.dedent(
+    """
+    import asyncio, json, sys
+    from gateway.dev.issuer import DevIssuer
+    from gateway.dev.demo_backend import DemoBackend
+
+    async def main() -> None:
+        resource = sys.argv[1]
+        issuer = DevIssuer(resources=[resource])
+        backend = DemoBackend(service_token="bench-service-token")
+        await issuer.start()
+        await backend.start()
+        issuer.register_client("mcp-gateway", "bench-gw-secret", can_introspect=True)
+        token = issuer.mint_token(sub="bench", scopes="mcp:access notes:read", audience=resource)
+        info = {"issuer": issuer.url, "backend": backend.url, "token": token}
+        print(json.dumps(info), flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+    """
+)
+
+LUA = textwrap.dedent(
+    """
+    wrk.method = "POST"
+    wrk.body = [[%s]]
+    wrk.headers["Content-Type"] = "application/json"
+    wrk.headers["Accept"] = "application/json, text/event-stream"
+    wrk.headers["Authorization"] = "Bearer %s"
+    wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
+    wrk.headers["Mcp-Method"] = "tools/call"
+    wrk.headers["Mcp-Name"] = "echo"
+    """
+)
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def wait_ready(ops_url: str, timeout_s: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(ops_url + "/readyz", timeout=1) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise SystemExit("gateway never became ready")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=int, default=10, help="measured seconds")
+    parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--port", type=int, default=18931)
+    parser.add_argument("--ops-port", type=int, default=18932)
+    parser.add_argument(
+        "--profile", metavar="PATH", help="also record collapsed stacks with py-spy to PATH"
+    )
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is required: apt-get install -y wrk")
+
+    resource = f"http://127.0.0.1:{args.port}/mcp"
+    work = Path(tempfile.mkdtemp(prefix="mcp-gw-bench-"))
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    peer = subprocess.Popen(  # noqa: S603
+        [PYTHON, "-c", PEER, resource], stdout=subprocess.PIPE, text=True, env=env
+    )
+    gateway = None
+    try:
+        assert peer.stdout is not None
+        info = json.loads(peer.stdout.readline())
+        (work / "gw-secret").write_text("bench-gw-secret")
+        (work / "svc-token").write_text("bench-service-token")
+        (work / "gateway.yaml").write_text(
+            textwrap.dedent(
+                f"""
+                resource: {resource}
+                listen: {{host: 127.0.0.1, port: {args.port}}}
+                ops_listen: {{host: 127.0.0.1, port: {args.ops_port}}}
+                issuer:
+                  url: {info["issuer"]}
+                  client_id: mcp-gateway
+                  client_secret: {{file: gw-secret}}
+                  allow_insecure_http: true
+                backend:
+                  url: {info["backend"]}
+                  allow_insecure_http: true
+                  credential: {{type: bearer, token: {{file: svc-token}}}}
+                policy: {ROOT / "policies" / "demo.yaml"}
+                limits: {{principal_rate: null, pre_auth_rate: null, max_in_flight: 4096}}
+                audit: {{sink: off}}
+                """
+            )
+        )
+        gateway = subprocess.Popen(  # noqa: S603
+            [PYTHON, "-m", "gateway.cli", "serve", "--config", str(work / "gateway.yaml")],
+            stdout=subprocess.DEVNULL,
+            env=env,
+        )
+        wait_ready(f"http://127.0.0.1:{args.ops_port}")
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {
+                    "name": "echo",
+                    "arguments": {"text": "hello"},
+                    "_meta": {
+                        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                        "io.modelcontextprotocol/clientCapabilities": {},
+                        "io.modelcontextprotocol/clientInfo": {"name": "wrk", "version": "1"},
+                    },
+                },
+            },
+            separators=(",", ":"),
+        )
+        (work / "call.lua").write_text(LUA % (body, info["token"]))
+        url = f"http://127.0.0.1:{args.port}/mcp"
+        wrk = ["wrk", "-t1", f"-c{args.connections}", "-s", str(work / "call.lua"), url]
+        subprocess.run([*wrk, "-d2s"], check=True, capture_output=True)  # noqa: S603 warm-up
+        spy = None
+        if args.profile:
+            spy = subprocess.Popen(  # noqa: S603
+                [str(Path(PYTHON).parent / "py-spy"), "record", "--format", "raw", "-o",
+                 args.profile, "--pid", str(gateway.pid), "-d", str(args.duration)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        before = cpu_seconds(gateway.pid)
+        run = subprocess.run(  # noqa: S603
+            [*wrk, f"-d{args.duration}s", "--latency"], check=True, capture_output=True, text=True
+        )
+        used = cpu_seconds(gateway.pid) - before
+        if spy is not None:
+            spy.wait(timeout=30)
+        requests = 0
+        for line in run.stdout.splitlines():
+            if "requests in" in line:
+                requests = int(line.strip().split()[0])
+        errors = [line for line in run.stdout.splitlines() if "Non-2xx" in line or "errors" in line]
+        print(run.stdout)
+        print(f"gateway CPU: {used:.2f} s for {requests} requests")
+        if requests:
+            print(f"gateway CPU per call: {used / requests * 1e6:.0f} µs")
+        if errors:
+            print("WARNING:", *errors, sep="\n  ")
+    finally:
+        for process in (gateway, peer):
+            if process is not None:
+                process.terminate()
+                process.wait(timeout=15)
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
