@@ -19,6 +19,7 @@ import base64
 import binascii
 import hmac
 import json
+from collections import deque
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
@@ -34,6 +35,7 @@ LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 SERVER_INFO: Final = {"name": "mcp-gateway-demo-backend", "version": "1.0.0"}
 INSTRUCTIONS: Final = "Demo notebook: echo, time_now, notes_list, notes_add, admin_reset."
 MAX_BODY: Final = 262_144
+MAX_RECORDED: Final = 10_000
 _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 _META_CAPS: Final = "io.modelcontextprotocol/clientCapabilities"
 _NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -72,7 +74,8 @@ class DemoBackend:
     sse: bool = False
     """Answer requests as ``text/event-stream`` instead of JSON (both are legal; 2.3)."""
     tools: DemoTools = field(default_factory=DemoTools)
-    received: list[RecordedRequest] = field(default_factory=list)
+    received: deque[RecordedRequest] = field(default_factory=lambda: deque(maxlen=MAX_RECORDED))
+    """The last :data:`MAX_RECORDED` requests, oldest first."""
     auth_failures: int = 0
     _runner: web.AppRunner | None = field(default=None, repr=False)
     _url: str | None = field(default=None, repr=False)

@@ -26,12 +26,14 @@ import ipaddress
 import os
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from aiohttp import web
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc6749 import OAuth2Error
+from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
+from authlib.oauth2.rfc9207 import AuthorizationServerMetadata as IssMetadata
 
 from gateway.dev.issuer_adapter import (
     CONFIDENTIAL_METHODS,
@@ -40,6 +42,7 @@ from gateway.dev.issuer_adapter import (
     IssuerSettings,
     ParsedRequest,
 )
+from gateway.dev.issuer_consent import consent_page
 from gateway.dev.issuer_server import DevAuthorizationServer
 from gateway.dev.issuer_store import DevClient, DevUser, IssuerStore, TokenRecord
 from gateway.dev.loopback import bind_site, check_bind_host
@@ -141,6 +144,8 @@ class DevIssuer:
             code_ttl_s=self._settings.code_ttl_s,
         )
         self.server.settings = self._settings
+        # Fail at startup, not in a client, if the discovery document is not RFC 8414-valid.
+        AuthorizationServerMetadata(self.metadata()).validate(metadata_classes=[IssMetadata])
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -204,6 +209,7 @@ class DevIssuer:
         if audience is None and len(self._settings.resources) == 1:
             audiences = self._settings.resources
         now = int(time.time())
+        self.store.purge(now)
         value = secrets.token_urlsafe(32)
         self.store.tokens[value] = TokenRecord(
             value=value,
@@ -297,7 +303,7 @@ class DevIssuer:
         nonce = secrets.token_urlsafe(16)
         self.store.consents[nonce] = time.time() + 600
         return web.Response(
-            text=_consent_page(grant.request.client, parsed, offered, self._settings, nonce),
+            text=consent_page(grant.request.client, parsed, offered, self._settings, nonce),
             content_type="text/html",
             headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
         )
@@ -336,12 +342,18 @@ class DevIssuer:
             scopes = str(body["scopes"]).split()
             sub = str(body.get("sub", self.user_sub))
             ttl = int(body.get("ttl_s", self._settings.access_token_ttl_s))
-        except (ValueError, KeyError, TypeError):
+            audience = body.get("audience")
+            if audience is not None and not isinstance(audience, str):
+                raise TypeError("audience")
+        except (ValueError, KeyError, TypeError, AttributeError):
             return _oauth_error(400, "invalid_request", 'Expected {"scopes": "..."}.')
         unknown = [s for s in scopes if s not in self._settings.scopes_supported]
         if unknown or not 0 < ttl <= 30 * 86400:
             return _oauth_error(400, "invalid_scope", "Unknown scope or bad ttl_s.")
-        token = self.mint_token(sub=sub, scopes=scopes, audience=body.get("audience"), ttl_s=ttl)
+        resources = self._settings.resources
+        if audience is not None and resources and audience not in resources:
+            return _oauth_error(400, "invalid_target", "The resource is not served by this issuer.")
+        token = self.mint_token(sub=sub, scopes=scopes, audience=audience, ttl_s=ttl)
         return web.json_response(
             {
                 "access_token": token,
@@ -354,7 +366,7 @@ class DevIssuer:
 
     # --- helpers ---------------------------------------------------------------------------
 
-    def _safe(self, call: Any) -> web.StreamResponse:
+    def _safe(self, call: Callable[[], web.StreamResponse]) -> web.StreamResponse:
         try:
             response: web.StreamResponse = call()
         except ValueError:
@@ -394,40 +406,3 @@ def _oauth_error(status: int, error: str, description: str) -> web.Response:
         status=status,
         headers={"Cache-Control": "no-store"},
     )
-
-
-def _consent_page(
-    client: DevClient,
-    parsed: ParsedRequest,
-    offered: list[str],
-    settings: IssuerSettings,
-    nonce: str,
-) -> str:
-    hidden = "".join(
-        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
-        for k, values in _query_lists(parsed).items()
-        for v in values
-    )
-    boxes = "".join(
-        f'<label><input type="checkbox" name="scope_choice" value="{html.escape(s)}"'
-        f"{' checked' if s in offered else ''}> {html.escape(s)}</label><br>"
-        for s in settings.scopes_supported
-    )
-    name = html.escape(client.client_name or client.client_id)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Development issuer</title></head>"
-        "<body style='font-family:sans-serif;max-width:40em;margin:2em auto'>"
-        f"<h1>Authorize {name}?</h1><p>Development issuer (not for production). Signed in as "
-        f"<b>demo-user</b>. Scopes to grant:</p>"
-        f"<form method='post' action='{html.escape(settings.issuer)}/authorize'>{hidden}"
-        f"<input type='hidden' name='consent_nonce' value='{html.escape(nonce)}'>{boxes}<p>"
-        "<button name='approve' value='yes' type='submit'>Approve</button> "
-        "<button name='approve' value='no' type='submit'>Deny</button></p></form></body></html>"
-    )
-
-
-def _query_lists(parsed: ParsedRequest) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for key, value in parsed.query.items():
-        out.setdefault(key, []).append(value)
-    return out

@@ -112,6 +112,7 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
 
     def save_token(self, token: dict[str, Any], request: AioOAuth2Request) -> None:
         now = int(time.time())
+        self.store.purge(now)
         client: DevClient = request.client
         sub = request.user.sub if request.user is not None else client.client_id
         family = getattr(request, "family", None) or self.store.new_family()

@@ -11,10 +11,11 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 __all__ = [
+    "REPLAY_MEMORY_S",
     "AuthCode",
     "DevClient",
     "DevUser",
@@ -24,6 +25,8 @@ __all__ = [
 ]
 
 TokenKind = Literal["access_token", "refresh_token"]
+REPLAY_MEMORY_S: Final = 600
+"""How long a used authorization code is remembered after it expired (replay detection)."""
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
@@ -193,6 +196,19 @@ class IssuerStore:
         for record in self.tokens.values():
             if record.family == family:
                 record.revoked = True
+
+    def purge(self, now: float) -> None:
+        """Forget what can never be used again, so a long demo session stays small.
+
+        Expired tokens introspect as inactive whether known or not; used or expired codes are
+        kept for :data:`REPLAY_MEMORY_S` so a replay can still revoke what they produced.
+        """
+        for key in [k for k, t in self.tokens.items() if t.expires_at < now]:
+            del self.tokens[key]
+        for key in [k for k, c in self.codes.items() if c.expires_at + REPLAY_MEMORY_S < now]:
+            del self.codes[key]
+        for key in [k for k, exp in self.consents.items() if exp < now]:
+            del self.consents[key]
 
     def remember_jti(self, key: str, expires_at: float) -> bool:
         """RFC 7523 §3 item 7: a client assertion's ``jti`` is single-use. False on replay."""

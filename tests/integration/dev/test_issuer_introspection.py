@@ -200,3 +200,26 @@ class TestMintEndpoint:
             headers={"Authorization": f"Bearer {issuer.admin_secret}"},
         )
         assert response.status == 400
+
+    @pytest.mark.parametrize(
+        ("audience", "error"),
+        [(["a", "list"], "invalid_request"), ("https://elsewhere.example/mcp", "invalid_target")],
+        ids=["audience not a string", "audience outside the allowlist"],
+    )
+    async def test_minting_for_a_bad_audience_is_refused(
+        self, issuer: DevIssuer, http: HttpClient, audience: object, error: str
+    ) -> None:
+        response = await http.post(
+            f"{issuer.url}/dev/tokens",
+            json={"scopes": "mcp:access", "audience": audience},
+            headers={"Authorization": f"Bearer {issuer.admin_secret}"},
+        )
+        assert response.status == 400
+        assert (await response.json())["error"] == error
+
+
+def test_expired_tokens_are_purged_when_new_ones_are_minted(issuer: DevIssuer) -> None:
+    old = issuer.mint_token(sub="x", scopes="mcp:access", ttl_s=0)
+    issuer.store.tokens[old].expires_at -= 1
+    issuer.mint_token(sub="y", scopes="mcp:access")
+    assert old not in issuer.store.tokens
