@@ -74,6 +74,14 @@ from gateway.errors import (
     UnsupportedProtocolVersion,
 )
 from gateway.protocol.headers import Headers, check_param_headers, decode_mirrored, trim_ows
+from gateway.protocol.jsonrpc import (
+    MAX_ID_BYTES,
+    MAX_SAFE_INTEGER,
+    MISSING,
+    parse_envelope,
+    peek_id,
+    valid_id,
+)
 from gateway.protocol.messages import EMPTY, McpMessage
 from gateway.protocol.versions import ASSUMED_LEGACY, LEGACY, MODERN, SUPPORTED
 from gateway.seams import Era, ToolDef
@@ -107,18 +115,12 @@ LEGACY_METHODS: Final = frozenset({"initialize", "ping", "tools/list", "tools/ca
 
 MAX_BATCH: Final = 16
 """Largest 2025-03-26 batch accepted (one response budget covers the whole batch)."""
-MAX_ID_BYTES: Final = 128
-"""Longest string id, in UTF-8 bytes; longer ids are -32600."""
-MAX_SAFE_INTEGER: Final = 2**53 - 1
-"""Integer ids must lie within ±(2^53-1) so every JSON implementation reads them exactly."""
 
 _PV: Final = "MCP-Protocol-Version"
 _METHOD: Final = "Mcp-Method"
 _NAME: Final = "Mcp-Name"
 _NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 """Methods whose ``Mcp-Name`` mirrors a params member (streamable-http.mdx §Request Metadata)."""
-_ENVELOPE_KEYS: Final = frozenset({"jsonrpc", "id", "method", "params"})
-_NOTIFICATION_PREFIX: Final = "notifications/"
 
 
 def classify(
@@ -130,7 +132,7 @@ def classify(
     :class:`~gateway.errors.GatewayError` subclass for the first failed check; never anything
     else, whatever ``message`` holds.
     """
-    request_id = _peek_id(message)
+    request_id = peek_id(message)
     pv_lines = headers.getall(_PV, [])
     if len(pv_lines) > 1:
         raise HeaderMismatch(request_id=request_id, era="modern", detail="duplicate version")
@@ -150,62 +152,6 @@ def classify(
     return _modern(pv, headers, message, tool_lookup, request_id)
 
 
-# --- envelope (JSON-RPC 2.0 §4, MCP basic/index.mdx §Messages) -------------------------------
-
-
-def valid_id(value: Any) -> bool:
-    """A string of at most 128 UTF-8 bytes or an integer within ±(2^53-1); never null, a
-    boolean or a number written with a fraction or exponent (those decode to float)."""
-    if type(value) is str:
-        return len(value.encode("utf-8", "surrogatepass")) <= MAX_ID_BYTES
-    if type(value) is int:  # type() rather than isinstance(): bool is an int subclass
-        return -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER
-    return False
-
-
-def _peek_id(message: Any) -> JsonRpcId | None:
-    if isinstance(message, dict):
-        value = message.get("id")
-        if valid_id(value):
-            return value
-    return None
-
-
-def _envelope(
-    message: Any, era: Era, request_id: JsonRpcId | None
-) -> tuple[JsonRpcId | None, str, dict[str, Any]]:
-    """Check one JSON-RPC request/notification; return (id, method, params)."""
-    if not isinstance(message, dict):
-        raise InvalidRequest(era=era, detail="not a single JSON-RPC object")
-    if "method" not in message and ("result" in message or "error" in message):
-        # Clients MUST NOT POST responses (streamable-http.mdx §Sending Messages); the gateway
-        # never sends requests to clients, so no response is ever expected.
-        raise InvalidRequest(request_id=request_id, era=era, detail="posted response")
-    if message.get("jsonrpc") != "2.0":
-        raise InvalidRequest(request_id=request_id, era=era, detail="jsonrpc member")
-    if not _ENVELOPE_KEYS.issuperset(message):
-        raise InvalidRequest(request_id=request_id, era=era, detail="unknown member")
-    method = message.get("method")
-    if type(method) is not str or not method:
-        raise InvalidRequest(request_id=request_id, era=era, detail="method member")
-    if "id" in message and request_id is None:
-        raise InvalidRequest(era=era, detail="id member")
-    params = message.get("params", _MISSING)
-    if params is _MISSING:
-        params = {}
-    elif not isinstance(params, dict):
-        raise InvalidRequest(request_id=request_id, era=era, detail="params member")
-    is_notification = "id" not in message
-    if is_notification and not method.startswith(_NOTIFICATION_PREFIX):
-        # MCP notifications all live under notifications/; a request without an id would
-        # silently never be answered.
-        raise InvalidRequest(era=era, detail="request without id")
-    return (None if is_notification else request_id), method, params
-
-
-_MISSING: Final = object()
-
-
 # --- modern ladder ----------------------------------------------------------------------------
 
 
@@ -215,7 +161,7 @@ def _modern(
     era: Era = "modern"
     if isinstance(message, list):
         raise InvalidRequest(era=era, detail="batch on 2026-07-28")  # M1: no batching (§2.7)
-    rid, method, params = _envelope(message, era, request_id)  # M1
+    rid, method, params = parse_envelope(message, era, request_id)  # M1
     if rid is None:  # M2
         if pv not in SUPPORTED:
             raise _unsupported(pv, None)
@@ -257,8 +203,8 @@ def _modern(
     if method not in MODERN_METHODS:  # M9
         raise MethodNotFound(request_id=rid, era=era)
 
-    level = meta.get(_META_LOG_LEVEL, _MISSING)  # M10
-    if level is not _MISSING and level not in _LOG_LEVELS:
+    level = meta.get(_META_LOG_LEVEL, MISSING)  # M10
+    if level is not MISSING and level not in _LOG_LEVELS:
         raise InvalidParams(request_id=rid, era=era, detail="_meta logLevel")
     return _request(
         era,
@@ -297,7 +243,7 @@ def _legacy(
 def _legacy_one(pv: str | None, message: Any, request_id: JsonRpcId | None) -> McpMessage:
     era: Era = "legacy"
     version = pv or ASSUMED_LEGACY
-    rid, method, params = _envelope(message, era, request_id)
+    rid, method, params = parse_envelope(message, era, request_id)
     if rid is None:
         return McpMessage(era=era, version=version, id=None, method=method, params=params)
     if method == "initialize":
@@ -331,8 +277,8 @@ def _legacy_one(pv: str | None, message: Any, request_id: JsonRpcId | None) -> M
 
 
 def _legacy_meta(params: dict[str, Any], rid: JsonRpcId) -> dict[str, Any]:
-    meta = params.get("_meta", _MISSING)
-    if meta is _MISSING:
+    meta = params.get("_meta", MISSING)
+    if meta is MISSING:
         return {}
     if not isinstance(meta, dict):
         raise InvalidParams(request_id=rid, era="legacy", detail="_meta not an object")
@@ -346,9 +292,9 @@ def _batch(batch: list[Any]) -> tuple[McpMessage, ...]:
     seen: set[tuple[type, JsonRpcId]] = set()
     admitted: list[McpMessage] = []
     for item in batch:
-        item_id = _peek_id(item)
+        item_id = peek_id(item)
         try:
-            rid, method, params = _envelope(item, era, item_id)
+            rid, method, params = parse_envelope(item, era, item_id)
         except GatewayError:
             raise InvalidRequest(era=era, detail="batch member envelope") from None
         if method == "initialize":
