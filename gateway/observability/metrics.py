@@ -159,6 +159,12 @@ class Metrics:
             p + "rejections_total", "MCP requests answered with a status-table error row",
             ["row"], registry=r,
         )  # fmt: skip
+        self.policy_last_reload_success = Gauge(
+            p + "policy_last_reload_success",
+            "1 when the last policy reload succeeded (or none failed yet), 0 while the files on "
+            "disk are invalid and the previous policy keeps serving", registry=r,
+        )  # fmt: skip
+        self.policy_last_reload_success.set(1)  # the gateway only starts on a valid policy
         self.max_in_flight = Gauge(
             p + "max_in_flight", "Configured in-flight cap (limits.max_in_flight)", registry=r
         )
@@ -204,6 +210,7 @@ class Metrics:
     def record_policy_reload(self, ok: bool, version: str | None = None) -> None:
         """Count one policy (re)load; on success export the active version in ``policy_info``."""
         self.policy_reloads_total.labels(result="success" if ok else "failure").inc()
+        self.policy_last_reload_success.set(1 if ok else 0)
         if ok and version is not None:
             self.set_policy_version(version)
 

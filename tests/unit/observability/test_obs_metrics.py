@@ -69,9 +69,12 @@ class TestHelpers:
 
     def test_policy_reloads_count_results_and_export_one_version(self) -> None:
         metrics = Metrics()
+        assert value(metrics, "mcp_gateway_policy_last_reload_success") == 1
         metrics.record_policy_reload(True, "v1")
         metrics.record_policy_reload(False)
+        assert value(metrics, "mcp_gateway_policy_last_reload_success") == 0
         metrics.record_policy_reload(True, "v2")
+        assert value(metrics, "mcp_gateway_policy_last_reload_success") == 1
         assert value(metrics, "mcp_gateway_policy_reloads_total", result="success") == 2
         assert value(metrics, "mcp_gateway_policy_reloads_total", result="failure") == 1
         assert value(metrics, "mcp_gateway_policy_info", version="v2") == 1
