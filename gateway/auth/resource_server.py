@@ -91,6 +91,7 @@ class ResourceServer:
             # An explicitly configured endpoint skips discovery (and its origin rule).
             self._metadata = IssuerMetadata(config.issuer.url, config.issuer.introspection_endpoint)
         self._refresher: asyncio.Task[None] | None = None
+        self._started = False
         self.last_error: str | None = None
         """Why the last discovery attempt failed (fixed text), None after a success."""
 
@@ -98,8 +99,8 @@ class ResourceServer:
 
     @property
     def ready(self) -> bool:
-        """True once an introspection endpoint is known (configured or discovered)."""
-        return self._metadata is not None
+        """True once started with an introspection endpoint (configured or discovered)."""
+        return self._started and self._metadata is not None
 
     @property
     def metadata(self) -> IssuerMetadata | None:
@@ -115,6 +116,7 @@ class ResourceServer:
         self._outbound.add(
             Destination("issuer", connect_timeout_s=min(self._issuer.timeout_s, 3.0))
         )
+        self._started = True
         if self._issuer.introspection_endpoint is not None or self._refresher is not None:
             return
         await self._discover_once()

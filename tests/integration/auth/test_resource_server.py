@@ -283,3 +283,12 @@ async def test_the_prm_document_and_challenges_use_the_current_baseline(
         'Bearer resource_metadata="https://mcp.example.com/.well-known/'
         'oauth-protected-resource/mcp", scope="mcp:access"'
     )
+
+
+async def test_a_server_is_not_ready_before_start_even_with_a_configured_endpoint(
+    stub: IssuerStub, make_rs: MakeRS
+) -> None:
+    rs = await make_rs(introspection_endpoint=stub.endpoint, start=False)
+    assert not rs.ready
+    await rs.start()
+    assert rs.ready
