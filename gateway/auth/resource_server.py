@@ -169,7 +169,12 @@ class ResourceServer:
             await asyncio.sleep(delay)
             # A failed refresh keeps the last good metadata (logged); only a gateway that never
             # had metadata is not ready.
-            failures = 0 if await self._discover_once() else failures + 1
+            try:
+                ok = await self._discover_once()
+            except Exception:  # a bug must not end the refresher: keep retrying, loudly
+                _log.exception("issuer_discovery_crashed", issuer=self._issuer.url)
+                ok = False
+            failures = 0 if ok else failures + 1
 
     # --- Authenticator ------------------------------------------------------------------------
 
