@@ -16,7 +16,7 @@ from gateway.errors import (
 )
 from gateway.protocol.classify import MAX_BATCH, classify
 from gateway.protocol.messages import McpMessage
-from gateway.protocol.versions import LEGACY
+from gateway.protocol.versions import LEGACY, MODERN, SUPPORTED, is_legacy
 from tests.support.protocol import headers, lookup, modern_body, request
 
 NO_HEADERS: CIMultiDict[str] = headers()
@@ -275,3 +275,16 @@ class TestBatches:
         assert result[1].rejection.status_for() == 200
         assert isinstance(result[2].rejection, InvalidParams)
         assert result[2].rejection.request_id == 3
+
+
+class TestVersionLists:
+    def test_only_handshake_revisions_are_legacy(self) -> None:
+        assert all(is_legacy(version) for version in LEGACY)
+        assert not is_legacy(MODERN)
+        assert not is_legacy("2024-11-05")
+
+    def test_legacy_versions_are_listed_newest_first(self) -> None:
+        assert list(LEGACY) == sorted(LEGACY, reverse=True)
+
+    def test_discover_and_minus_32022_advertise_only_the_modern_revision(self) -> None:
+        assert SUPPORTED == (MODERN,)

@@ -118,7 +118,17 @@ class TestToolsList:
     @pytest.mark.row("invalid_params")
     @pytest.mark.parametrize(
         "cursor",
-        ["not a cursor", "MTp0b29sX2E=", "bTp0b29sX2E", "x" * 2000, "MTr_", "AA", "-_-_"],
+        [
+            "not a cursor",
+            "MTp0b29sX2E=",
+            "bTp0b29sX2E",
+            "x" * 2000,
+            "MTr_",
+            "AA",
+            "-_-_",
+            "MTp0b29sX2F",
+            "MTp0b",
+        ],
         ids=[
             "garbage",
             "padded",
@@ -126,7 +136,9 @@ class TestToolsList:
             "too long",
             "invalid UTF-8",
             "short",
-            "non-canonical",
+            "random bytes",
+            "non-canonical trailing bits",
+            "impossible length",
         ],
     )
     def test_a_cursor_we_did_not_issue_is_invalid_params(self, cursor: str) -> None:
@@ -152,7 +164,8 @@ class TestToolsList:
             make_tool("array_out", outputSchema={"type": "array"}),
             make_tool("object_out", outputSchema={"type": "object", "properties": {}}),
             make_tool(
-                "bool_props", inputSchema={"type": "object", "properties": {"a": True, "b": False}}
+                "bool_props",
+                inputSchema={"type": "object", "properties": {"a": True, "b": False, "c": 5}},
             ),
             ToolDef(name="no_schema", definition={"name": "no_schema"}),
         ]
@@ -164,7 +177,11 @@ class TestToolsList:
         by_name = {tool["name"]: tool for tool in result["tools"]}
         assert "outputSchema" not in by_name["array_out"]
         assert by_name["object_out"]["outputSchema"]["type"] == "object"
-        assert by_name["bool_props"]["inputSchema"]["properties"] == {"a": {}, "b": {"not": {}}}
+        assert by_name["bool_props"]["inputSchema"]["properties"] == {
+            "a": {},
+            "b": {"not": {}},
+            "c": {},
+        }
         assert by_name["no_schema"]["inputSchema"] == {"type": "object"}
 
     def test_the_advertised_name_is_the_gateway_name(self) -> None:
@@ -243,6 +260,11 @@ class TestCallResults:
         validate_response(revision, envelope(shaped), "tools/call")
         assert set(shaped) == {"content", "isError", "_meta"}
         assert shaped["_meta"] == {"com.example/trace": "t"}
+
+    def test_legacy_drops_a_non_object_meta(self) -> None:
+        shaped = shape_call_result({**self.BACKEND, "_meta": "x"}, era="legacy", server=SERVER)
+        assert "_meta" not in shaped
+        validate_response("2025-06-18", envelope(shaped), "tools/call")
 
     @pytest.mark.parametrize("revision", LEGACY)
     def test_legacy_keeps_object_structured_content(self, revision: str) -> None:
