@@ -203,6 +203,9 @@ def request_id_middleware(
 
 _LEVEL_NUMBERS: Final = {"debug": 10, "info": 20}
 
+MAX_HEADER_FIELD_BYTES: Final = 16_384
+"""Largest request line / header field the listeners accept (aiohttp's default is 8190)."""
+
 
 async def _echo_request_id(request: web.Request, response: web.StreamResponse) -> None:
     # on_response_prepare also runs for streamed (SSE) and exception responses, before headers go.
@@ -394,6 +397,10 @@ async def _bind(app: web.Application, listen: Listen, drain_s: float) -> tuple[w
         handler_cancellation=True,
         shutdown_timeout=drain_s,
         access_log=None,  # request_id_middleware logs one structured line per request
+        # Header lines up to 16 KiB: an 8 KiB bearer token (auth/bearer.py's cap) plus the
+        # "Authorization: Bearer " prefix must reach the gateway's own 401, not aiohttp's 400.
+        max_field_size=MAX_HEADER_FIELD_BYTES,
+        max_line_size=MAX_HEADER_FIELD_BYTES,
     )
     await runner.setup()
     try:
