@@ -1,0 +1,253 @@
+"""The production wiring (gateway/wiring.py) end to end, with real components on loopback.
+
+The development issuer speaks real OAuth (RFC 7662 introspection with client_secret_basic), the
+demo backend is a real MCP server that records every request it receives, and the gateway is
+``GatewayServer(config, build_services(config))`` exactly as ``mcp-gateway serve`` runs it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import structlog
+
+from gateway.app import GatewayServer
+from gateway.config import Config, load_config
+from gateway.dev.demo_backend import DemoBackend
+from gateway.dev.issuer import DevIssuer
+from gateway.wiring import build_services
+
+ROOT = Path(__file__).resolve().parents[2]
+MODERN = "2026-07-28"
+SERVICE_TOKEN = "full-stack-service-token-7f3a"
+GATEWAY_SECRET = "full-stack-introspection-secret"
+
+
+@dataclass
+class Stack:
+    issuer: DevIssuer
+    backend: DemoBackend
+    server: GatewayServer
+    config: Config
+    audit_file: Path
+    session: aiohttp.ClientSession
+
+    def token(self, scopes: str, sub: str = "alice", **kwargs: Any) -> str:
+        return self.issuer.mint_token(
+            sub=sub, scopes=scopes, audience=self.config.resource, **kwargs
+        )
+
+    async def post(
+        self,
+        token: str | None,
+        body: dict[str, Any] | bytes,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], str]:
+        sent = {"Content-Type": "application/json", "Accept": "application/json"}
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        sent.update(headers or {})
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        async with self.session.post(self.server.mcp_url, data=data, headers=sent) as response:
+            return response.status, dict(response.headers), await response.text()
+
+    async def modern(
+        self, token: str | None, method: str, params: dict[str, Any] | None = None
+    ) -> tuple[int, dict[str, str], str]:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+        if method == "tools/call":
+            headers["Mcp-Name"] = (params or {})["name"]
+        body = {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "method": method,
+            "params": {**(params or {}), "_meta": meta},
+        }
+        return await self.post(token, body, headers=headers)
+
+    async def metrics(self) -> str:
+        async with self.session.get(self.server.ops_url + "/metrics") as response:
+            return await response.text()
+
+
+@pytest.fixture
+async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stack]:
+    issuer = DevIssuer()
+    backend = DemoBackend(service_token=SERVICE_TOKEN)
+    await issuer.start()
+    await backend.start()
+    issuer.register_client("mcp-gateway", GATEWAY_SECRET, can_introspect=True)
+    monkeypatch.setenv("FULL_STACK_GW_SECRET", GATEWAY_SECRET)
+    (tmp_path / "service-token").write_text(SERVICE_TOKEN)
+    audit_file = tmp_path / "audit.log"
+    # The resource URL must name the gateway's port before it is bound: reserve one.
+    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = probe.sockets[0].getsockname()[1]
+    probe.close()
+    await probe.wait_closed()
+    (tmp_path / "gateway.yaml").write_text(
+        f"""
+resource: http://127.0.0.1:{port}/mcp
+listen: {{host: 127.0.0.1, port: {port}}}
+ops_listen: {{host: 127.0.0.1, port: 0}}
+issuer:
+  url: {issuer.url}
+  client_id: mcp-gateway
+  client_secret: {{env: FULL_STACK_GW_SECRET}}
+  allow_insecure_http: true
+  cache: {{max_ttl_s: 60}}
+backend:
+  url: {backend.url}
+  allow_insecure_http: true
+  credential: {{type: bearer, token: {{file: service-token}}}}
+policy: {ROOT / "policies" / "demo.yaml"}
+audit: {{sink: file, path: {audit_file}}}
+"""
+    )
+    config = load_config(tmp_path / "gateway.yaml")
+    server = GatewayServer(config, build_services(config))
+    await server.start()
+    session = aiohttp.ClientSession()
+    try:
+        for _ in range(100):
+            async with session.get(server.ops_url + "/readyz") as response:
+                if response.status == 200:
+                    break
+            await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the gateway never became ready")
+        yield Stack(issuer, backend, server, config, audit_file, session)
+    finally:
+        await session.close()
+        await server.stop()
+        await backend.stop()
+        await issuer.stop()
+
+
+async def test_a_reader_lists_only_reader_tools_and_calls_one_through_the_real_backend(
+    stack: Stack,
+) -> None:
+    reader = stack.token("mcp:access notes:read")
+    status, _, text = await stack.modern(reader, "tools/list")
+    assert status == 200
+    names = [tool["name"] for tool in json.loads(text)["result"]["tools"]]
+    assert names == ["echo", "notes_list", "time_now"]
+    status, headers, text = await stack.modern(
+        reader, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}
+    )
+    assert status == 200, text
+    assert headers["Cache-Control"] == "no-store"
+    result = json.loads(text)["result"]
+    assert result["content"] == [{"type": "text", "text": "hi"}]
+    assert result["resultType"] == "complete"
+    # The backend saw exactly one tool call, carrying the service credential.
+    calls = [r for r in stack.backend.received if b'"tools/call"' in r.body]
+    assert len(calls) == 1
+    assert calls[0].header("Authorization") == f"Bearer {SERVICE_TOKEN}"
+
+
+@pytest.mark.row("issuer_unavailable")
+async def test_an_issuer_outage_is_answered_503_with_retry_after_and_never_reaches_the_backend(
+    stack: Stack,
+) -> None:
+    token = stack.token("mcp:access notes:read")
+    stack.issuer.introspection_status = 503
+    before = len(stack.backend.received)
+    status, headers, text = await stack.modern(
+        token, "tools/call", {"name": "echo", "arguments": {"text": "x"}}
+    )
+    assert status == 503
+    assert int(headers["Retry-After"]) >= 1
+    assert headers["WWW-Authenticate"].startswith("Bearer ")
+    assert 'error="invalid_token"' not in headers["WWW-Authenticate"]
+    assert len(stack.backend.received) == before
+    assert token not in text
+
+
+@pytest.mark.row("invalid_token")
+@pytest.mark.parametrize("size", [8192, 8193], ids=["an 8 KiB token", "an 8 KiB + 1 token"])
+async def test_a_token_at_and_past_the_size_cap_gets_the_gateways_own_401(
+    stack: Stack, size: int
+) -> None:
+    """aiohttp's default header limit would answer a bare 400 before the gateway sees it."""
+    status, headers, _ = await stack.modern("A" * size, "tools/list")
+    assert status == 401
+    assert 'error="invalid_token"' in headers["WWW-Authenticate"]
+
+
+async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or_the_backend(
+    stack: Stack,
+) -> None:
+    reader = stack.token("mcp:access notes:read")
+    writer = stack.token("mcp:access notes:read notes:write", sub="bob")
+    unknown = "not-a-real-token-" + "z" * 24
+    bodies: list[str] = []
+    header_values: list[str] = []
+    with structlog.testing.capture_logs() as logs:
+        for token, method, params in [
+            (reader, "server/discover", None),
+            (reader, "tools/list", None),
+            (reader, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}),
+            (reader, "tools/call", {"name": "notes_add", "arguments": {"text": "no"}}),
+            (reader, "tools/call", {"name": "no_such_tool", "arguments": {}}),
+            (writer, "tools/call", {"name": "notes_add", "arguments": {"text": "yes"}}),
+            (unknown, "tools/list", None),
+        ]:
+            status, headers, text = await stack.modern(token, method, params)
+            assert status in {200, 400, 401, 403}
+            bodies.append(text)
+            header_values.extend(headers.values())
+        # Legacy era and a token in the query string as well.
+        status, headers, text = await stack.post(
+            writer,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            },
+        )
+        bodies.append(text)
+        async with stack.session.post(
+            stack.server.mcp_url + f"?access_token={reader}", data=b"{}"
+        ) as response:
+            assert response.status == 400
+            bodies.append(await response.text())
+            header_values.extend(response.headers.values())
+        stack.issuer.introspection_status = 500
+        status, headers, text = await stack.modern(stack.token("mcp:access"), "tools/list")
+        assert status == 503
+        bodies.append(text)
+    metrics = await stack.metrics()
+    audit = stack.audit_file.read_text()
+    backend_traffic = [
+        json.dumps({"headers": dict(r.headers), "body": r.body.decode()})
+        for r in stack.backend.received
+    ]
+    assert any('"notes_add"' in line for line in audit.splitlines())
+    for token in (reader, writer, unknown):
+        for where, text in [
+            ("logs", repr(logs)),
+            ("metrics", metrics),
+            ("audit", audit),
+            ("error bodies", "\n".join(bodies)),
+            ("response headers", "\n".join(header_values)),
+            ("backend requests", "\n".join(backend_traffic)),
+        ]:
+            assert token not in text, f"the client token leaked into {where}"
