@@ -92,15 +92,10 @@ async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
     monkeypatch.setenv("FULL_STACK_GW_SECRET", GATEWAY_SECRET)
     (tmp_path / "service-token").write_text(SERVICE_TOKEN)
     audit_file = tmp_path / "audit.log"
-    # The resource URL must name the gateway's port before it is bound: reserve one.
-    probe = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
-    port = probe.sockets[0].getsockname()[1]
-    probe.close()
-    await probe.wait_closed()
     (tmp_path / "gateway.yaml").write_text(
         f"""
-resource: http://127.0.0.1:{port}/mcp
-listen: {{host: 127.0.0.1, port: {port}}}
+resource: https://mcp.example.test/mcp
+listen: {{host: 127.0.0.1, port: 0}}
 ops_listen: {{host: 127.0.0.1, port: 0}}
 issuer:
   url: {issuer.url}
