@@ -42,6 +42,7 @@ from gateway.dev.loopback import check_bind_host
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure
 from gateway.outbound import Destination, Outbound, OutboundError
+from gateway.wiring import build_services
 
 __all__ = ["DemoStack", "default_state_file", "register", "start_demo"]
 
@@ -200,7 +201,8 @@ async def start_demo(
             ),
             encoding="utf-8",
         )
-        gateway = GatewayServer(load_config(config_path))
+        config = load_config(config_path)
+        gateway = GatewayServer(config, build_services(config))
         await gateway.start()
     except BaseException:
         for server in reversed(started):
