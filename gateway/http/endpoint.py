@@ -22,10 +22,10 @@ Decisions documented in docs/errors.md:
 from __future__ import annotations
 
 import asyncio
+import os
 import time
-import uuid
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 from multidict import CIMultiDictProxy
@@ -43,7 +43,7 @@ from gateway.http.admission import accepts, check_content_type, check_origin, cl
 from gateway.http.dispatch import Dispatcher, Turn
 from gateway.http.errors import internal_error, render_error
 from gateway.limits.memory import retry_after_seconds
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics import Metrics, method_label
 from gateway.observability.tracing import trace_context
 from gateway.protocol.classify import classify
 from gateway.protocol.envelope import error_body
@@ -63,9 +63,6 @@ __all__ = ["McpEndpoint"]
 
 _JSON_HEADERS: Final = {"Content-Type": "application/json", "Cache-Control": "no-store"}
 _EMPTY_HEADERS: Final = {"Cache-Control": "no-store"}
-_METHOD_LABELS: Final = frozenset(
-    {"server/discover", "tools/list", "tools/call", "initialize", "ping"}
-)
 
 
 class McpEndpoint:
@@ -104,6 +101,8 @@ class McpEndpoint:
         self._origins = config.allowed_origins
         self._trusted = config.trusted_proxies
         self._in_flight = 0
+        self._request_children: dict[tuple[str, str, str], Any] = {}
+        self._duration_children: dict[str, Any] = {}
         self._dispatcher = Dispatcher(config=config, backend=backend, limiter=limiter)
 
     @property
@@ -174,11 +173,15 @@ class McpEndpoint:
             deadline = started + self._deadline_s
             accept = accepts(headers.getall("Accept", ()))  # step 11
             check_content_type(headers.get("Content-Type"))
-            try:
-                async with asyncio.timeout_at(deadline):
-                    body = await read_body(request, self._body_cap)
-            except TimeoutError:
-                raise RequestTimeout() from None
+            if request.content.is_eof():
+                # The whole body is already buffered: no read can block, skip the timer.
+                body = await read_body(request, self._body_cap)
+            else:
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        body = await read_body(request, self._body_cap)
+                except TimeoutError:
+                    raise RequestTimeout() from None
             ctx.bytes_in = len(body)
             message = decode(body, self._json_limits)  # step 12
             turn = Turn(
@@ -270,7 +273,7 @@ class McpEndpoint:
         peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
         ip = client_ip(peer_ip, headers.getall("X-Forwarded-For", ()), self._trusted)
         return RequestContext(
-            request_id=rid or uuid.uuid4().hex,
+            request_id=rid or os.urandom(16).hex(),
             trace_id=trace.trace_id,
             span_id=trace.span_id,
             started=started,
@@ -294,15 +297,20 @@ class McpEndpoint:
     def _finish(self, ctx: RequestContext, started: float) -> None:
         metrics = self._metrics
         if metrics is not None:
-            method = ctx.method if ctx.method in _METHOD_LABELS else "other"
+            method = method_label(ctx.method)
             decision = ctx.decision
             label = "none" if decision is None else ("allow" if decision.allowed else "deny")
-            metrics.requests_total.labels(
-                method=method, status=str(ctx.status), decision=label
-            ).inc()
-            metrics.request_duration_seconds.labels(method=method).observe(
-                time.monotonic() - started
-            )
+            key = (method, str(ctx.status), label)
+            # Label children are looked up once per (bounded) label set, not per request.
+            counter = self._request_children.get(key)
+            if counter is None:
+                counter = self._request_children[key] = metrics.requests_total.labels(*key)
+            counter.inc()
+            histogram = self._duration_children.get(method)
+            if histogram is None:
+                histogram = metrics.request_duration_seconds.labels(method)
+                self._duration_children[method] = histogram
+            histogram.observe(time.monotonic() - started)
         if self._observer is not None:
             self._observer.request_finished(ctx)
 
