@@ -115,12 +115,14 @@ class Dispatcher:
 
         return lookup
 
-    async def run(
-        self, message: McpMessage, turn: Turn, *, allow_progress: bool
-    ) -> tuple[bytes, ProgressRelay | None]:
-        """Serialize the success body for ``message`` or raise its GatewayError row."""
+    async def run(self, message: McpMessage, turn: Turn, *, relay: ProgressRelay | None) -> bytes:
+        """Serialize the success body for ``message`` or raise its GatewayError row.
+
+        ``relay`` (a ``tools/call`` with a progressToken from a client accepting SSE) is handed
+        to the backend as ``ToolCall.on_progress``.
+        """
         try:
-            return await self._run(message, turn, allow_progress=allow_progress)
+            return await self._run(message, turn, relay)
         except GatewayError as err:
             if err.request_id is None:
                 err.request_id = message.id
@@ -128,12 +130,10 @@ class Dispatcher:
                 err.era = message.era
             raise
 
-    async def _run(
-        self, message: McpMessage, turn: Turn, *, allow_progress: bool
-    ) -> tuple[bytes, ProgressRelay | None]:
+    async def _run(self, message: McpMessage, turn: Turn, relay: ProgressRelay | None) -> bytes:
         method = message.method
         if method == "tools/call":
-            return await self._call(message, turn, allow_progress=allow_progress)
+            return await self._call(message, turn, relay)
         result: Any
         if method == "tools/list":
             self._method_policy(turn, method)
@@ -174,11 +174,9 @@ class Dispatcher:
         body = success_body(message.id, result)
         if len(body) > self._cap:
             raise BackendFailure(detail="response over max_response_bytes")
-        return body, None
+        return body
 
-    async def _call(
-        self, message: McpMessage, turn: Turn, *, allow_progress: bool
-    ) -> tuple[bytes, ProgressRelay | None]:
+    async def _call(self, message: McpMessage, turn: Turn, relay: ProgressRelay | None) -> bytes:
         ctx, principal, policy = turn.ctx, turn.principal, turn.policy
         name = message.tool_name or ""
         ctx.tool = name
@@ -200,11 +198,6 @@ class Dispatcher:
             raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
         try:
             self._expiry(turn)
-            relay = (
-                ProgressRelay(turn.request)
-                if allow_progress and turn.accepts_sse and message.progress_token is not None
-                else None
-            )
             call = ToolCall(
                 tool=tool,
                 arguments=message.arguments or {},
@@ -237,7 +230,7 @@ class Dispatcher:
         if len(body) > self._cap:
             ctx.outcome = "oversize"
             body = self.over_budget(message)
-        return body, relay
+        return body
 
     def over_budget(self, message: McpMessage) -> bytes:
         """The stand-in for a result that does not fit the response budget."""

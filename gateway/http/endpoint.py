@@ -42,6 +42,7 @@ from gateway.errors import (
 from gateway.http.admission import accepts, check_content_type, check_origin, client_ip, read_body
 from gateway.http.dispatch import Dispatcher, Turn
 from gateway.http.errors import internal_error, render_error
+from gateway.http.progress import ProgressRelay
 from gateway.limits.memory import retry_after_seconds
 from gateway.observability.metrics import Metrics, method_label
 from gateway.observability.tracing import trace_context
@@ -120,10 +121,12 @@ class McpEndpoint:
             response = await self._pipeline(request, ctx, started)
         except GatewayError as err:
             response = self._reject(err, ctx)
-        except (ConnectionResetError, asyncio.IncompleteReadError):
-            # The client went away mid-body: nobody is left to answer (logged as 499-like).
+        except (ConnectionResetError, asyncio.IncompleteReadError, asyncio.CancelledError):
+            # The client went away (mid-body, or mid-call with handler_cancellation): nobody is
+            # left to answer. Recorded as 499, the de-facto "client closed request" status.
             ctx.status = 499
-            ctx.error_row = "client_closed"
+            if ctx.method == "tools/call" and ctx.outcome is None:
+                ctx.outcome = "cancelled"
             self._finish(ctx, started)
             raise
         except Exception as exc:
@@ -221,7 +224,20 @@ class McpEndpoint:
         if message.is_notification:
             # streamable-http.mdx: an accepted notification is 202 with no body; dropped.
             return web.Response(status=202, headers=_EMPTY_HEADERS)
-        body, relay = await self._dispatcher.run(message, turn, allow_progress=True)
+        relay = None
+        if turn.accepts_sse and message.progress_token is not None:
+            relay = ProgressRelay(turn.request)  # commits to SSE only on the first progress
+        try:
+            body = await self._dispatcher.run(message, turn, relay=relay)
+        except Exception as exc:
+            if relay is None or not relay.streaming:
+                raise
+            # Status 200 is already on the wire: the error becomes the stream's last event.
+            err = exc if isinstance(exc, GatewayError) else internal_error(exc)
+            if err.jsonrpc_code is None:
+                err = internal_error(exc)
+            ctx.jsonrpc_code, ctx.error_row = err.jsonrpc_code, err.row
+            body = error_body(message.id, err.jsonrpc_code or -32603, err.message, None)
         ctx.bytes_out = len(body)
         if relay is not None and relay.streaming:
             response = await relay.finish(body)
@@ -248,7 +264,7 @@ class McpEndpoint:
             try:
                 if message.rejection is not None:
                     raise message.rejection
-                body, _ = await self._dispatcher.run(message, turn, allow_progress=False)
+                body = await self._dispatcher.run(message, turn, relay=None)
             except GatewayError as err:
                 if err.jsonrpc_code is None:
                     raise

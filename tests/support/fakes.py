@@ -198,6 +198,7 @@ def default_policy() -> FakePolicy:
             "progress": FakeRule(),
             "big": FakeRule(),
             "crash": FakeRule(),
+            "progress_crash": FakeRule(),
             "region_lookup": FakeRule(scopes=("docs:read",)),
             "search_docs": FakeRule(scopes=("docs:read",)),
             "create_ticket": FakeRule(scopes=("tickets:write",), rate_limit=(2, 60.0)),
@@ -242,6 +243,7 @@ def default_catalog() -> FakeCatalog:
             _tool("progress", {"steps": {"type": "integer"}}),
             _tool("big", {"size": {"type": "integer"}}),
             _tool("crash"),
+            _tool("progress_crash"),
             _tool(
                 "region_lookup",
                 {"region": {"type": "string", "x-mcp-header": "Region"}},
@@ -268,6 +270,8 @@ class FakeBackend:
     def __init__(self, catalog: FakeCatalog | None = None) -> None:
         self._catalog = catalog or default_catalog()
         self.calls: list[RecordedCall] = []
+        self.cancelled = 0
+        """How many calls were cancelled (client disconnect with handler_cancellation)."""
         self.release = asyncio.Event()
         """``slow`` waits for this (or its ``seconds`` argument) before answering."""
 
@@ -284,8 +288,12 @@ class FakeBackend:
             return {"content": [{"type": "text", "text": "Upstream failed"}], "isError": True}
         if name == "slow":
             seconds = args.get("seconds", 30)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.release.wait(), timeout=float(seconds))
+            try:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.release.wait(), timeout=float(seconds))
+            except asyncio.CancelledError:
+                self.cancelled += 1
+                raise
             return _text("slept")
         if name == "progress":
             steps = int(args.get("steps", 3))
@@ -295,6 +303,10 @@ class FakeBackend:
                         {"progressToken": call.progress_token, "progress": step, "total": steps}
                     )
             return _text(f"done after {steps} steps")
+        if name == "progress_crash":
+            if call.on_progress is not None:
+                await call.on_progress({"progressToken": call.progress_token, "progress": 1})
+            raise RuntimeError("backend bug after the stream started")
         if name == "crash":
             raise RuntimeError("backend bug with secret detail s3cr3t")
         if name == "big":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -16,6 +17,9 @@ from tests.support.gateway_harness import (
     modern_request,
 )
 from tests.support.schemas import validate_response
+
+BASELINE_TOOLS = {"echo", "fail", "slow", "progress", "big", "crash", "progress_crash"}
+"""The fake catalog's tools whose rule needs only the baseline scope."""
 
 
 class TestModern:
@@ -35,14 +39,9 @@ class TestModern:
     @pytest.mark.parametrize(
         ("token", "expected"),
         [
-            ("basic", {"echo", "fail", "slow", "progress", "big", "crash"}),
-            ("good", {"echo", "fail", "slow", "progress", "big", "crash", "region_lookup",
-                      "search_docs"}),
-            (
-                "ops",
-                {"echo", "fail", "slow", "progress", "big", "crash", "region_lookup", "search_docs",
-                 "create_ticket", "admin_reset"},
-            ),
+            ("basic", BASELINE_TOOLS),
+            ("good", BASELINE_TOOLS | {"region_lookup", "search_docs"}),
+            ("ops", BASELINE_TOOLS | {"region_lookup", "search_docs", "create_ticket", "admin_reset"}),
         ],
         ids=["baseline only", "docs reader", "ops console"],
     )  # fmt: skip
@@ -159,6 +158,46 @@ class TestModern:
         assert all(e["method"] == "notifications/progress" for e in events[:-1])
         assert events[-1]["id"] == 11
         validate_response(MODERN, events[-1], "tools/call")
+
+    async def test_a_failure_after_the_stream_started_is_the_last_event(self, gw: Gateway) -> None:
+        meta = {
+            "io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "progressToken": "p2",
+        }
+        body = modern_request("tools/call", 13, {"name": "progress_crash"}, meta=meta)
+        response = await gw.post(body, modern_headers("tools/call", "progress_crash"))
+        assert response.status == 200
+        assert response.headers["Content-Type"] == "text/event-stream"
+        text = (await response.read()).decode()
+        events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+        assert events[0]["method"] == "notifications/progress"
+        assert events[-1] == {
+            "jsonrpc": "2.0",
+            "id": 13,
+            "error": {"code": -32603, "message": "Internal error"},
+        }
+        assert gw.observer.finished[-1].error_row == "internal_error"
+
+    async def test_a_client_disconnect_cancels_the_backend_call_and_frees_its_slots(
+        self, gw: Gateway
+    ) -> None:
+        task = asyncio.create_task(gw.call_tool("slow", {"seconds": 30}))
+        async with asyncio.timeout(5):
+            while not gw.backend.calls:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        task.cancel()
+        async with asyncio.timeout(5):
+            while gw.backend.cancelled == 0:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        async with asyncio.timeout(5):
+            while gw.endpoint.in_flight:  # noqa: ASYNC110
+                await asyncio.sleep(0.01)
+        ctx = gw.observer.finished[-1]
+        assert (ctx.status, ctx.outcome) == (499, "cancelled")
+        gw.backend.release.set()
+        # The per-subject concurrency slot of "slow" (max_concurrency 1) was released.
+        await assert_json_ok(await gw.call_tool("slow", {"seconds": 30}))
 
     async def test_progress_without_sse_in_accept_stays_json(self, gw: Gateway) -> None:
         meta = {
