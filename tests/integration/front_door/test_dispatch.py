@@ -20,6 +20,7 @@ from tests.support.schemas import validate_response
 
 BASELINE_TOOLS = {"echo", "fail", "slow", "progress", "big", "crash", "progress_crash"}
 """The fake catalog's tools whose rule needs only the baseline scope."""
+DOCS_TOOLS = {"region_lookup", "search_docs"}
 
 
 class TestModern:
@@ -40,8 +41,8 @@ class TestModern:
         ("token", "expected"),
         [
             ("basic", BASELINE_TOOLS),
-            ("good", BASELINE_TOOLS | {"region_lookup", "search_docs"}),
-            ("ops", BASELINE_TOOLS | {"region_lookup", "search_docs", "create_ticket", "admin_reset"}),
+            ("good", BASELINE_TOOLS | DOCS_TOOLS),
+            ("ops", BASELINE_TOOLS | DOCS_TOOLS | {"create_ticket", "admin_reset"}),
         ],
         ids=["baseline only", "docs reader", "ops console"],
     )  # fmt: skip
