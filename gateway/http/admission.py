@@ -14,6 +14,7 @@ Pure checks plus one bounded body reader, each raising the status-table row it e
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -93,6 +94,22 @@ def accepts(values: Sequence[str]) -> AcceptInfo:
     only empty ones) means "anything". SSE is reported only when explicitly acceptable
     (``text/event-stream`` or ``text/*``), because we only stream when the client asked for it.
     """
+    info = _accepts_cached(tuple(values))
+    if info is None:
+        raise NotAcceptable()
+    return info
+
+
+@functools.lru_cache(maxsize=256)
+def _accepts_cached(values: tuple[str, ...]) -> AcceptInfo | None:
+    # Clients send the same few Accept values on every request: parse each once (bounded LRU).
+    try:
+        return _evaluate_accept(values)
+    except NotAcceptable:
+        return None
+
+
+def _evaluate_accept(values: tuple[str, ...]) -> AcceptInfo:
     ranges: list[tuple[str, float]] = []
     for line in values:
         for item in line.split(","):
@@ -184,7 +201,7 @@ def client_ip(peer: str | None, forwarded_for: Sequence[str], trusted: Sequence[
         if not hop:
             continue
         try:
-            parsed = ipaddress.ip_address(hop)
+            parsed = _unmapped(ipaddress.ip_address(hop))
         except ValueError:
             return address
         text = str(parsed)
@@ -196,7 +213,16 @@ def client_ip(peer: str | None, forwarded_for: Sequence[str], trusted: Sequence[
 
 def _is_trusted(peer: str, trusted: Sequence[Network]) -> bool:
     try:
-        parsed = ipaddress.ip_address(peer)
+        parsed = _unmapped(ipaddress.ip_address(peer))
     except ValueError:
         return False
     return any(parsed in net for net in trusted)
+
+
+def _unmapped(
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address,
+) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    # A dual-stack listener reports IPv4 peers as ::ffff:a.b.c.d; compare them as IPv4.
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    return address

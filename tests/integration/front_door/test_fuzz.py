@@ -8,7 +8,9 @@ or a success: never a 500, never a dropped connection, and never the ``internal_
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import http.client
+import ipaddress
 import json
 import threading
 from collections.abc import Iterator
@@ -49,7 +51,11 @@ class LiveGateway:
         asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(timeout=10)
 
     async def _start(self) -> None:
-        config = harness_config(pre_auth_rate=None, principal_rate=None, max_body_bytes=4096)
+        config = dataclasses.replace(
+            harness_config(pre_auth_rate=None, principal_rate=None, max_body_bytes=4096),
+            # Loopback is a trusted proxy here, so X-Forwarded-For parsing is fuzzed too.
+            trusted_proxies=(ipaddress.ip_network("127.0.0.0/8"),),
+        )
         policy = default_policy()
         policy.rules.pop("create_ticket")  # its rate limit would turn later examples into 429s
         endpoint = McpEndpoint(
