@@ -1,0 +1,256 @@
+"""The gateway's own service credential toward the upstream (never the client's token).
+
+Two kinds, chosen by ``backend.credential.type``:
+
+* ``bearer`` (:class:`StaticBearer`): a token from ``{env: NAME}`` or ``{file: PATH}``. A file is
+  re-read when its modification time changes, so rotating the file rotates the credential without
+  a restart.
+* ``client_credentials`` (:class:`ClientCredentials`): RFC 6749 §4.4 at the issuer's token
+  endpoint (``credential.token_endpoint``, else ``issuer.token_endpoint``, else RFC 8414 / OIDC
+  discovery from ``issuer.url``), client authentication by authlib (``client_secret_basic``,
+  ``client_secret_post``, ``private_key_jwt`` per RFC 7523 §2.2), ``scope`` plus RFC 8707
+  ``resource`` and ``audience`` parameters. The token is cached until ``refresh_margin_s`` before
+  it expires; refreshes are single-flight; an upstream 401 discards the token once.
+
+Errors raise :class:`CredentialError` with a fixed message (never a secret or a response body).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import Any, Final, Protocol
+from urllib.parse import urlencode, urlsplit
+
+from authlib.oauth2.auth import ClientAuth, encode_client_secret_basic, encode_client_secret_post
+from authlib.oauth2.rfc7523 import PrivateKeyJWT
+
+from gateway.config import Config, CredentialConfig, Secret, is_loopback_url
+from gateway.observability.logging import get_logger
+from gateway.outbound import Outbound, OutboundError
+
+__all__ = [
+    "DEFAULT_EXPIRES_IN_S",
+    "TOKEN_DESTINATION",
+    "ClientCredentials",
+    "CredentialError",
+    "ServiceCredential",
+    "StaticBearer",
+    "make_credential",
+]
+
+TOKEN_DESTINATION: Final = "token"  # noqa: S105 - a destination name, not a secret
+"""The :class:`gateway.outbound.Destination` name used for the issuer's token endpoint."""
+DEFAULT_EXPIRES_IN_S: Final = 300
+"""Lifetime assumed when the token response has no ``expires_in`` (RFC 6749 §5.1: RECOMMENDED)."""
+_MAX_TOKEN_RESPONSE: Final = 65_536
+# RFC 6750 §2.1 b64token: what may follow "Bearer " without breaking the header.
+_B64TOKEN: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+
+_log = get_logger("gateway.backend.credentials")
+
+
+class CredentialError(Exception):
+    """The service credential could not be obtained (fixed message, no secrets)."""
+
+
+class ServiceCredential(Protocol):
+    """**Protocol:** hands out the bearer value for ``Authorization: Bearer <value>``."""
+
+    async def token(self, deadline: float) -> str: ...
+
+    def invalidate(self, token: str) -> bool:
+        """The upstream answered 401 to ``token``; return True when a retry may help."""
+        ...
+
+
+class StaticBearer:
+    """A configured bearer token; a ``file:`` secret is re-read when the file changes."""
+
+    __slots__ = ("_secret",)
+
+    def __init__(self, secret: Secret) -> None:
+        self._secret = secret
+
+    async def token(self, deadline: float) -> str:
+        value = self._secret.current()
+        if not _B64TOKEN.fullmatch(value):
+            raise CredentialError("backend bearer token is not a valid RFC 6750 token")
+        return value
+
+    def invalidate(self, token: str) -> bool:
+        # Retry only if rotation already replaced the value the upstream refused.
+        return self._secret.current() != token
+
+
+class ClientCredentials:
+    """RFC 6749 §4.4 client-credentials grant with caching and single-flight refresh."""
+
+    def __init__(
+        self,
+        credential: CredentialConfig,
+        config: Config,
+        outbound: Outbound,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if credential.client_id is None:
+            raise CredentialError("client_credentials needs a client_id")
+        self._cred = credential
+        self._issuer = config.issuer
+        self._outbound = outbound
+        self._clock = clock
+        self._timeout_s = config.issuer.timeout_s
+        self._endpoint: str | None = credential.token_endpoint or config.issuer.token_endpoint
+        self._lock = asyncio.Lock()
+        self._token: str | None = None
+        self._refresh_at = 0.0
+        self._client_auth = self._build_client_auth(credential)
+        self.fetches = 0
+        """Token requests sent so far (for metrics and tests)."""
+
+    @staticmethod
+    def _build_client_auth(cred: CredentialConfig) -> ClientAuth:
+        client_id = cred.client_id or ""
+        if cred.client_auth == "private_key_jwt":
+            if cred.private_key is None:
+                raise CredentialError("private_key_jwt needs a private_key")
+            headers = {"kid": cred.private_key_id} if cred.private_key_id else None
+            # RFC 7523 §3: aud = the token endpoint; authlib signs a fresh jti/exp each time.
+            return ClientAuth(client_id, cred.private_key.reveal(), PrivateKeyJWT(headers=headers))
+        secret = cred.client_secret.reveal() if cred.client_secret is not None else ""
+        method = (
+            encode_client_secret_post
+            if cred.client_auth == "client_secret_post"
+            else encode_client_secret_basic
+        )
+        return ClientAuth(client_id, secret, method)
+
+    async def token(self, deadline: float) -> str:
+        if self._token is not None and self._clock() < self._refresh_at:
+            return self._token
+        async with self._lock:
+            # Single flight: whoever waited on the lock finds the fresh token here.
+            if self._token is not None and self._clock() < self._refresh_at:
+                return self._token
+            return await self._fetch(deadline)
+
+    def invalidate(self, token: str) -> bool:
+        if self._token == token:
+            self._token = None
+            self._refresh_at = 0.0
+        return True
+
+    async def _fetch(self, deadline: float) -> str:
+        endpoint = self._endpoint or await self._discover(deadline)
+        form: list[tuple[str, str]] = [("grant_type", "client_credentials")]
+        if self._cred.scope:
+            form.append(("scope", self._cred.scope))
+        if self._cred.resource:
+            form.append(("resource", self._cred.resource))  # RFC 8707 §2
+        if self._cred.audience:
+            form.append(("audience", self._cred.audience))
+        headers = {
+            "Content-Type": "application/x-www-form-urlencoded",
+            "Accept": "application/json",
+        }
+        _, headers, body = self._client_auth.prepare("POST", endpoint, headers, urlencode(form))
+        self.fetches += 1
+        started = self._clock()
+        try:
+            response = await self._outbound.request(
+                TOKEN_DESTINATION,
+                "POST",
+                endpoint,
+                timeout_s=max(0.001, min(self._timeout_s, deadline - time.monotonic())),
+                headers=headers,
+                body=body.encode("ascii"),
+                max_body=_MAX_TOKEN_RESPONSE,
+            )
+        except OutboundError as exc:
+            _log.warning("backend_token_request_failed", error=type(exc).__name__)
+            raise CredentialError("token endpoint unreachable") from exc
+        if response.status != 200:
+            _log.warning("backend_token_request_refused", status=response.status)
+            raise CredentialError("token endpoint refused the request")
+        try:
+            payload = json.loads(response.body)
+        except (ValueError, RecursionError) as exc:
+            raise CredentialError("token endpoint answered malformed JSON") from exc
+        token, lifetime = _parse_token_response(payload)
+        margin = min(float(self._cred.refresh_margin_s), lifetime / 2)
+        self._token = token
+        self._refresh_at = started + lifetime - margin
+        _log.info("backend_token_fetched", expires_in=lifetime)
+        return token
+
+    async def _discover(self, deadline: float) -> str:
+        """RFC 8414 §3 metadata, then OpenID Connect Discovery 1.0 §4, from ``issuer.url``."""
+        issuer = self._issuer.url.rstrip("/")
+        parts = urlsplit(issuer)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        candidates = (
+            f"{origin}/.well-known/oauth-authorization-server{parts.path}",
+            f"{issuer}/.well-known/openid-configuration",
+        )
+        for url in candidates:
+            try:
+                response = await self._outbound.request(
+                    TOKEN_DESTINATION,
+                    "GET",
+                    url,
+                    timeout_s=max(0.001, min(self._timeout_s, deadline - time.monotonic())),
+                    headers={"Accept": "application/json"},
+                    max_body=_MAX_TOKEN_RESPONSE,
+                )
+                metadata = json.loads(response.body) if response.status == 200 else None
+            except (OutboundError, ValueError, RecursionError):
+                continue
+            if not isinstance(metadata, dict):
+                continue
+            # RFC 8414 §3.3: the issuer in the document must be the one we asked.
+            if str(metadata.get("issuer", "")).rstrip("/") != issuer:
+                continue
+            endpoint = metadata.get("token_endpoint")
+            if isinstance(endpoint, str) and self._endpoint_allowed(endpoint):
+                self._endpoint = endpoint
+                return endpoint
+        raise CredentialError("token endpoint not discoverable from the issuer metadata")
+
+    def _endpoint_allowed(self, url: str) -> bool:
+        scheme = urlsplit(url).scheme
+        if scheme == "https":
+            return True
+        return scheme == "http" and self._issuer.allow_insecure_http and is_loopback_url(url)
+
+
+def _parse_token_response(payload: Any) -> tuple[str, float]:
+    """RFC 6749 §5.1: access_token, token_type Bearer, optional positive expires_in."""
+    if not isinstance(payload, dict):
+        raise CredentialError("token response is not an object")
+    token = payload.get("access_token")
+    if not isinstance(token, str) or not _B64TOKEN.fullmatch(token):
+        raise CredentialError("token response has no usable access_token")
+    token_type = payload.get("token_type")
+    if not isinstance(token_type, str) or token_type.lower() != "bearer":
+        raise CredentialError("token response is not a bearer token")
+    expires_in = payload.get("expires_in", DEFAULT_EXPIRES_IN_S)
+    if isinstance(expires_in, str) and expires_in.isdigit():
+        expires_in = int(expires_in)  # some servers send a string; RFC 6749 says number
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int | float) or expires_in <= 0:
+        raise CredentialError("token response has an invalid expires_in")
+    return token, float(expires_in)
+
+
+def make_credential(
+    config: Config, outbound: Outbound, *, clock: Callable[[], float] = time.monotonic
+) -> StaticBearer | ClientCredentials:
+    cred = config.backend.credential
+    if cred.type == "bearer":
+        if cred.token is None:
+            raise CredentialError("bearer credential needs a token")
+        return StaticBearer(cred.token)
+    return ClientCredentials(cred, config, outbound, clock=clock)

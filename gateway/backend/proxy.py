@@ -1,0 +1,382 @@
+"""The upstream MCP server behind the service credential (implements ``gateway.seams.Backend``).
+
+MCP 2026-07-28 server/tools.mdx §Listing Tools and §Calling Tools, client side. The catalog is
+fetched at start (all ``tools/list`` pages), refreshed after the upstream's ``ttlMs`` (modern) or
+``backend.catalog_refresh_s`` (legacy, or no ``ttlMs``), and replaced only by a successful fetch:
+a failed refresh keeps the last good catalog (``catalog_age_seconds`` shows how stale it is).
+
+``tools/call`` validates the arguments against the tool's compiled inputSchema (no upstream call
+when they do not match), builds a fresh request in the upstream's era (gateway JSON-RPC id,
+gateway ``_meta``, canonical JSON, only gateway-chosen headers), and maps every upstream fault to
+an ``isError`` tool result with a fixed text (:mod:`.results`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+import jsonschema_rs
+
+from gateway.backend.catalog import (
+    EMPTY_CATALOG,
+    MAX_TOOLS,
+    ToolCatalog,
+    build_catalog,
+    compile_validator,
+)
+from gateway.backend.credentials import TOKEN_DESTINATION, make_credential
+from gateway.backend.results import (
+    FAILED_TEXT,
+    INVALID_ARGUMENTS_TEXT,
+    REJECTED_TEXT,
+    Outcome,
+    error_result,
+    fault_outcome,
+    fault_text,
+    sanitize_result,
+)
+from gateway.backend.rpc import BACKEND_DESTINATION, UpstreamFault
+from gateway.backend.tls import build_ssl_context
+from gateway.backend.tool_headers import encode_header_value, is_header_safe, param_values
+from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
+from gateway.config import Config
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+from gateway.outbound import Destination, Outbound
+from gateway.seams import Principal, RequestContext, ToolCall
+
+__all__ = [
+    "CLIENT_ID_HEADER",
+    "LIST_PAGE_MAX_BYTES",
+    "MAX_LIST_PAGES",
+    "MIN_REFRESH_S",
+    "SUBJECT_HEADER",
+    "UpstreamBackend",
+]
+
+MAX_LIST_PAGES: Final = 64
+"""``tools/list`` pages followed per fetch; more fails the fetch (the last good catalog stays)."""
+LIST_PAGE_MAX_BYTES: Final = 8 * 1_048_576
+"""Cap on one ``tools/list`` reply (tool schemas can be large; results use limits instead)."""
+MIN_REFRESH_S: Final = 1.0
+"""Floor for the refresh interval, so ``ttlMs: 0`` cannot turn into a busy loop."""
+MAX_RETRY_S: Final = 60.0
+"""Longest wait between attempts while the upstream is down."""
+SUBJECT_HEADER: Final = "X-MCP-Gateway-Subject"
+CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
+
+# W3C Trace Context §3.2 / §3.3: forwarded only when well-formed.
+_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_MAX_TRACESTATE: Final = 512
+_REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+
+_log = get_logger("gateway.backend")
+
+
+class UpstreamBackend:
+    """The one configured upstream: catalog, service credential and tool calls."""
+
+    def __init__(
+        self,
+        config: Config,
+        outbound: Outbound,
+        *,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._config = config
+        self._settings = config.backend
+        self._outbound = outbound
+        self._metrics = metrics
+        self._clock = clock
+        self._max_bytes = config.limits.max_response_bytes
+        # Built once: a bad CA or key file fails startup, never a request.
+        self._ssl = build_ssl_context(config.backend.tls)
+        self._credential = make_credential(config, outbound, clock=clock)
+        self._link = UpstreamLink(
+            config.backend.url,
+            outbound,
+            self._credential,
+            max_bytes=self._max_bytes,
+            detect_timeout_s=config.backend.timeout_s,
+        )
+        self._catalog: ToolCatalog = EMPTY_CATALOG
+        self._catalog_at: float | None = None
+        self._interval = max(MIN_REFRESH_S, config.backend.catalog_refresh_s)
+        self._refresh_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._progress_ids = itertools.count(1)
+        self._last_requested = -MIN_REFRESH_S
+        self.ready = False
+        """True once the first catalog fetch succeeded (readiness)."""
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    @property
+    def link(self) -> UpstreamLink:
+        return self._link
+
+    @property
+    def credential(self) -> Any:
+        return self._credential
+
+    async def start(self) -> None:
+        """Register destinations, try the first fetch, then refresh in the background."""
+        self._outbound.add(
+            Destination(
+                BACKEND_DESTINATION,
+                connect_timeout_s=self._settings.connect_timeout_s,
+                max_connections=self._settings.max_connections,
+                ssl_context=self._ssl,
+            )
+        )
+        if self._settings.credential.type == "client_credentials":
+            self._outbound.add(
+                Destination(TOKEN_DESTINATION, connect_timeout_s=self._config.issuer.timeout_s)
+            )
+        if self._metrics is not None:
+            self._metrics.catalog_age_seconds.set_function(self._age)
+        await self.refresh()
+        self._task = asyncio.create_task(self._refresh_loop(), name="backend-catalog-refresh")
+
+    async def close(self) -> None:
+        """Stop refreshing and DELETE the legacy upstream session, if any."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self._link.close()
+
+    def catalog(self) -> ToolCatalog:
+        return self._catalog
+
+    def _age(self) -> float:
+        return 0.0 if self._catalog_at is None else self._clock() - self._catalog_at
+
+    # --- catalog ----------------------------------------------------------------------
+
+    def request_refresh(self) -> None:
+        """Ask the background task for an early refresh (at most once per MIN_REFRESH_S)."""
+        now = self._clock()
+        if now - self._last_requested >= MIN_REFRESH_S:
+            self._last_requested = now
+            self._wake.set()
+
+    async def refresh(self) -> bool:
+        """Fetch every page and swap in the new catalog; False (last good kept) on failure."""
+        async with self._refresh_lock:
+            try:
+                tools, ttl_ms = await self._fetch_tools()
+            except UpstreamFault as fault:
+                self._link.forget()  # detect the era again next time
+                self._count_refresh("failure")
+                _log.warning("backend_catalog_refresh_failed", kind=fault.kind,
+                             status=fault.status)  # fmt: skip
+                return False
+            build = build_catalog(tools, prefix=self._settings.name_prefix)
+            for name, reason in build.dropped:
+                _log.warning("backend_tool_dropped", tool=name, reason=reason)
+            if build.catalog.version != self._catalog.version or not self.ready:
+                self._catalog = build.catalog
+                _log.info("backend_catalog_updated", version=build.catalog.version,
+                          tools=len(build.catalog), dropped=len(build.dropped))  # fmt: skip
+            if self._metrics is not None:
+                self._metrics.set_catalog_names(self._catalog.names)
+                self._metrics.catalog_tools.set(len(self._catalog))
+            self._catalog_at = self._clock()
+            configured = self._settings.catalog_refresh_s
+            self._interval = max(MIN_REFRESH_S, ttl_ms / 1000 if ttl_ms is not None else configured)
+            self._count_refresh("success")
+            self.ready = True
+            return True
+
+    def _count_refresh(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.catalog_refresh_total.labels(result=result).inc()
+
+    async def _fetch_tools(self) -> tuple[list[Any], int | None]:
+        tools: list[Any] = []
+        ttl_ms: int | None = None
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_LIST_PAGES):
+            deadline = time.monotonic() + self._settings.timeout_s
+
+            def prepare(
+                state: LinkState, cursor: str | None = cursor
+            ) -> tuple[dict[str, Any], dict[str, str]]:
+                params: dict[str, Any] = {"_meta": modern_meta()} if state.era == "modern" else {}
+                if cursor is not None:
+                    params["cursor"] = cursor
+                return params, {}
+
+            reply = await self._link.request(
+                "tools/list", prepare, deadline=deadline, max_bytes=LIST_PAGE_MAX_BYTES
+            )
+            result = reply.message.get("result") if reply.message is not None else None
+            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+                raise UpstreamFault("garbled")
+            if ttl_ms is None and _is_ttl(result.get("ttlMs")):
+                ttl_ms = int(result["ttlMs"])
+            # Keep a little more than MAX_TOOLS so build_catalog can report the overflow.
+            tools.extend(result["tools"][: MAX_TOOLS + 1 - len(tools)])
+            next_cursor = result.get("nextCursor")
+            if next_cursor is None or len(tools) > MAX_TOOLS:
+                return tools, ttl_ms
+            if not isinstance(next_cursor, str) or next_cursor in seen:
+                raise UpstreamFault("garbled")  # a cursor loop would never end
+            seen.add(next_cursor)
+            cursor = next_cursor
+        _log.warning("backend_catalog_too_many_pages", pages=MAX_LIST_PAGES)
+        raise UpstreamFault("garbled")
+
+    async def _refresh_loop(self) -> None:
+        retry = MIN_REFRESH_S
+        ok = self.ready
+        while True:
+            wait = self._interval if ok else retry
+            # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancel that races
+            # with the event being set, which would hang close().
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+            self._wake.clear()
+            ok = await self.refresh()
+            retry = MIN_REFRESH_S if ok else min(retry * 2, MAX_RETRY_S)
+
+    # --- tools/call -------------------------------------------------------------------
+
+    async def call_tool(
+        self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> dict[str, Any]:
+        """Call the tool upstream; every upstream fault becomes an ``isError`` result."""
+        label = self._metrics.tool_label(call.tool.name) if self._metrics else call.tool.name
+        started = self._clock()
+        outcome: Outcome = "upstream_error"
+        called = False
+        try:
+            validator = self._validator(call)
+            if validator is None or not validator.is_valid(_plain(call.arguments)):
+                outcome = "invalid_arguments"
+                return error_result(INVALID_ARGUMENTS_TEXT)
+            called = True
+            result, outcome = await self._call_upstream(call, principal, ctx, deadline)
+            return result
+        except asyncio.CancelledError:
+            outcome = "cancelled"  # client disconnect: leaving the stream aborted the upstream
+            raise
+        finally:
+            elapsed = self._clock() - started
+            ctx.outcome = outcome
+            ctx.backend_ms = elapsed * 1000 if called else 0.0
+            if self._metrics is not None:
+                self._metrics.backend_requests_total.labels(tool=label, outcome=outcome).inc()
+                if called:
+                    self._metrics.backend_duration_seconds.labels(tool=label).observe(elapsed)
+
+    def _validator(self, call: ToolCall) -> jsonschema_rs.Validator | None:
+        current = self._catalog.validator(call.tool.name)
+        if current is not None:
+            return current
+        # The tool left the catalog since the front door resolved it: use its own schema.
+        schema = call.tool.definition.get("inputSchema")
+        try:
+            return compile_validator(schema) if isinstance(schema, Mapping) else None
+        except ValueError:
+            return None
+
+    async def _call_upstream(
+        self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> tuple[dict[str, Any], Outcome]:
+        tool = call.tool
+        upstream_name = tool.upstream_name or tool.name
+        deadline = min(deadline, time.monotonic() + self._settings.tool_timeout(tool.name))
+        relay = None
+        token: str | None = None
+        if call.progress_token is not None and call.on_progress is not None:
+            # Our own token upstream; rewritten back to the client's before relaying.
+            token = f"gw-progress-{next(self._progress_ids)}"
+            client_token = call.progress_token
+            sink = call.on_progress
+
+            async def relay(params: Mapping[str, Any]) -> None:
+                await sink({**params, "progressToken": client_token})
+
+        common = self._common_headers(call, principal, ctx)
+        arguments = _plain(call.arguments)
+
+        def prepare(state: LinkState) -> tuple[dict[str, Any], dict[str, str]]:
+            params: dict[str, Any] = {"name": upstream_name, "arguments": arguments}
+            headers = dict(common)
+            if state.era == "modern":
+                params["_meta"] = modern_meta(token)
+                headers.update(param_values(tool.header_params, arguments))
+            elif token is not None:
+                params["_meta"] = {"progressToken": token}
+            return params, headers
+
+        try:
+            reply = await self._link.request(
+                "tools/call", prepare, deadline=deadline, name=upstream_name,
+                progress_token=token, on_progress=relay,
+            )  # fmt: skip
+        except UpstreamFault as fault:
+            _log.warning("backend_call_failed", tool=tool.name, kind=fault.kind,
+                         status=fault.status)  # fmt: skip
+            return error_result(fault_text(fault.kind)), fault_outcome(fault.kind)
+        message = reply.message or {}
+        error = message.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            _log.warning("backend_call_error", tool=tool.name, code=code, status=reply.status)
+            if code == -32602:
+                # Unknown tool or arguments the upstream refuses: the catalog may be stale.
+                self.request_refresh()
+                return error_result(REJECTED_TEXT), "upstream_error"
+            if code in (-32020, -32022, -32601):
+                self._link.forget()  # the upstream changed era; detect again
+            return error_result(FAILED_TEXT), "upstream_error"
+        result = sanitize_result(message.get("result") or {})
+        if result is None:
+            _log.warning("backend_call_failed", tool=tool.name, kind="bad_result")
+            return error_result(FAILED_TEXT), "upstream_error"
+        return result, ("tool_error" if result.get("isError") is True else "ok")
+
+    def _common_headers(
+        self, call: ToolCall, principal: Principal, ctx: RequestContext
+    ) -> dict[str, str]:
+        """The only non-protocol headers the upstream sees, all chosen by the gateway."""
+        headers: dict[str, str] = {}
+        if _REQUEST_ID.fullmatch(ctx.request_id):
+            headers["X-Request-Id"] = ctx.request_id
+        if call.traceparent is not None and _TRACEPARENT.fullmatch(call.traceparent):
+            headers["traceparent"] = call.traceparent
+            tracestate = call.tracestate
+            if tracestate and len(tracestate) <= _MAX_TRACESTATE and is_header_safe(tracestate):
+                headers["tracestate"] = tracestate
+        if self._settings.identity_headers:
+            headers[SUBJECT_HEADER] = encode_header_value(principal.subject)
+            if principal.client_id:
+                headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
+        return headers
+
+
+def _plain(value: Any) -> Any:
+    """Mappings/sequences as plain dicts/lists (jsonschema-rs and json want concrete types)."""
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _is_ttl(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

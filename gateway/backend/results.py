@@ -1,0 +1,95 @@
+"""MCP 2026-07-28 server/tools.mdx §Error Handling: upstream outcomes as tool results.
+
+The one failure rule (docs/backends.md §Failure mapping): every upstream fault during
+``tools/call`` becomes an HTTP 200 ``CallToolResult`` with ``isError: true`` and one fixed short
+text. The upstream's own words, status codes and internals never reach the client. Tool
+execution errors belong in ``isError`` results (tools.mdx: "so the model can correct itself"),
+and the gateway's front door keeps its JSON-RPC errors for requests it rejects itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from gateway.backend.rpc import FaultKind
+
+__all__ = [
+    "FAILED_TEXT",
+    "INVALID_ARGUMENTS_TEXT",
+    "REJECTED_TEXT",
+    "TIMEOUT_TEXT",
+    "TOO_LARGE_TEXT",
+    "Outcome",
+    "error_result",
+    "fault_outcome",
+    "fault_text",
+    "sanitize_result",
+]
+
+Outcome = Literal[
+    "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled"
+]
+
+INVALID_ARGUMENTS_TEXT: Final = (
+    "Invalid arguments: the arguments do not match the tool's input schema"
+)
+TIMEOUT_TEXT: Final = "Upstream tool timed out"
+TOO_LARGE_TEXT: Final = "Upstream reply too large"
+FAILED_TEXT: Final = "Upstream tool failed"
+REJECTED_TEXT: Final = "Upstream rejected the tool call"
+
+# Keys the gateway owns on a CallToolResult: everything else the upstream sends is dropped.
+_PASSTHROUGH: Final = ("content", "structuredContent", "isError", "_meta")
+_OWNED_META: Final = frozenset({"io.modelcontextprotocol/serverInfo"})
+
+
+def error_result(text: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def fault_outcome(kind: FaultKind) -> Outcome:
+    if kind == "timeout":
+        return "timeout"
+    if kind == "too_large":
+        return "too_large"
+    return "upstream_error"
+
+
+def fault_text(kind: FaultKind) -> str:
+    if kind == "timeout":
+        return TIMEOUT_TEXT
+    if kind == "too_large":
+        return TOO_LARGE_TEXT
+    return FAILED_TEXT
+
+
+def sanitize_result(result: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The client-facing CallToolResult, or None when the upstream's shape is wrong.
+
+    Checks (schema ``CallToolResult``): ``content`` is an array of objects with a string
+    ``type``; ``isError`` is a boolean when present; ``_meta`` an object when present. An
+    ``input_required`` (MRTR) result is refused: its ``requestState`` would be
+    attacker-controllable state the gateway does not integrity-protect (mrtr.mdx).
+    """
+    result_type = result.get("resultType", "complete")
+    if result_type != "complete":
+        return None
+    content = result.get("content")
+    if not isinstance(content, list) or not all(
+        isinstance(block, dict) and isinstance(block.get("type"), str) for block in content
+    ):
+        return None
+    if "isError" in result and not isinstance(result["isError"], bool):
+        return None
+    meta = result.get("_meta")
+    if meta is not None and not isinstance(meta, dict):
+        return None
+    clean = {key: result[key] for key in _PASSTHROUGH if key in result}
+    if isinstance(meta, dict):
+        kept = {k: v for k, v in meta.items() if k not in _OWNED_META}
+        if kept:
+            clean["_meta"] = kept
+        else:
+            del clean["_meta"]
+    return clean

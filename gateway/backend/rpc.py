@@ -1,0 +1,288 @@
+"""MCP Streamable HTTP (2026-07-28 streamable-http.mdx §Sending Messages), client side: one POST.
+
+:func:`exchange` sends one gateway-built JSON-RPC message to the upstream and reads the answer,
+which may be ``application/json`` (one object) or ``text/event-stream`` (notifications, then the
+final response). SSE is parsed incrementally with bounds; ``notifications/progress`` carrying the
+gateway's progress token is relayed through ``on_progress``; other notifications and any server
+requests are dropped. The reply must be a JSON-RPC 2.0 response with the request's id.
+
+Every failure raises :class:`UpstreamFault` with a ``kind`` from a fixed vocabulary; its message
+never contains upstream text. Leaving :func:`exchange` early (cancellation, a fault) closes the
+connection, which aborts the upstream request.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from gateway.backend.sse import SseError, SseParser, SseTooLarge
+from gateway.errors import JsonRpcId
+from gateway.outbound import (
+    Outbound,
+    OutboundConnectionError,
+    OutboundError,
+    OutboundRedirect,
+    OutboundTimeout,
+    ResponseTooLarge,
+    StreamingResponse,
+)
+
+__all__ = [
+    "BACKEND_DESTINATION",
+    "SSE_STREAM_FACTOR",
+    "FaultKind",
+    "ProgressSink",
+    "Reply",
+    "UpstreamFault",
+    "decode_json",
+    "encode_json",
+    "exchange",
+]
+
+BACKEND_DESTINATION: Final = "backend"
+"""The :class:`gateway.outbound.Destination` name for the upstream MCP server."""
+SSE_STREAM_FACTOR: Final = 8
+"""An SSE reply may total this many times the reply cap (progress events add up); each event,
+and the final response, must still fit in the cap itself."""
+
+FaultKind = Literal[
+    "timeout",
+    "too_large",
+    "connection",
+    "redirect",
+    "unauthorized",
+    "not_found",
+    "http_status",
+    "garbled",
+    "wrong_id",
+    "credential",
+    "incompatible",
+]
+ProgressSink = Callable[[Mapping[str, Any]], Awaitable[None]]
+
+
+class UpstreamFault(Exception):
+    """One upstream failure; ``kind`` is what the failure mapping and the logs use."""
+
+    def __init__(self, kind: FaultKind, status: int | None = None) -> None:
+        super().__init__(kind)
+        self.kind: FaultKind = kind
+        self.status = status
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    message: Mapping[str, Any] | None
+    """The JSON-RPC response (``result`` or ``error``); None for 202 Accepted."""
+    session_id: str | None = None
+    """``Mcp-Session-Id`` of the reply, if any (legacy upstreams mint it on initialize)."""
+
+
+def encode_json(value: Any) -> bytes:
+    """Canonical JSON bytes: compact, sorted keys, UTF-8, no NaN (canonical forwarding)."""
+    return json.dumps(
+        value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        raise ValueError("duplicate key")
+    return result
+
+
+def _no_constants(name: str) -> Any:
+    raise ValueError("non-finite number")
+
+
+def decode_json(data: bytes | str) -> Any:
+    """Strict decoding of an upstream reply: UTF-8, no duplicate keys, no NaN/Infinity."""
+    try:
+        text = data.decode("utf-8") if isinstance(data, bytes) else data
+        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
+    except (ValueError, RecursionError) as exc:
+        raise UpstreamFault("garbled") from exc
+
+
+def _is_response(message: Any) -> bool:
+    return (
+        isinstance(message, dict)
+        and message.get("jsonrpc") == "2.0"
+        and "method" not in message
+        and ("result" in message) != ("error" in message)
+    )
+
+
+def _check_response(message: Any, request_id: JsonRpcId) -> Mapping[str, Any]:
+    """Shape and id of a final JSON-RPC response (JSON-RPC 2.0 §5)."""
+    if not _is_response(message):
+        raise UpstreamFault("garbled")
+    if "error" in message:
+        error = message["error"]
+        if not isinstance(error, dict) or not _is_int(error.get("code")):
+            raise UpstreamFault("garbled")
+        # An error the peer could not tie to a request carries id null (JSON-RPC 2.0 §5).
+        if message.get("id") not in (request_id, None):
+            raise UpstreamFault("wrong_id")
+        return message  # type: ignore[no-any-return]
+    if not _same_id(message.get("id"), request_id):
+        raise UpstreamFault("wrong_id")
+    if not isinstance(message["result"], dict):
+        raise UpstreamFault("garbled")
+    return message  # type: ignore[no-any-return]
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _same_id(got: Any, want: JsonRpcId) -> bool:
+    return type(got) is type(want) and got == want
+
+
+async def exchange(
+    outbound: Outbound,
+    url: str,
+    *,
+    body: bytes,
+    headers: Mapping[str, str],
+    request_id: JsonRpcId | None,
+    deadline: float,
+    max_bytes: int,
+    progress_token: str | None = None,
+    on_progress: ProgressSink | None = None,
+) -> Reply:
+    """POST ``body`` and return the final response (see the module docstring)."""
+    try:
+        async with outbound.stream(
+            BACKEND_DESTINATION,
+            "POST",
+            url,
+            deadline=deadline,
+            headers=headers,
+            body=body,
+            max_body=max_bytes * SSE_STREAM_FACTOR,
+        ) as response:
+            return await _read_reply(response, request_id, max_bytes, progress_token, on_progress)
+    except OutboundTimeout as exc:
+        raise UpstreamFault("timeout") from exc
+    except ResponseTooLarge as exc:
+        raise UpstreamFault("too_large") from exc
+    except OutboundRedirect as exc:
+        raise UpstreamFault("redirect") from exc
+    except OutboundConnectionError as exc:
+        raise UpstreamFault("connection") from exc
+    except OutboundError as exc:
+        raise UpstreamFault("connection") from exc
+
+
+async def _read_reply(
+    response: StreamingResponse,
+    request_id: JsonRpcId | None,
+    max_bytes: int,
+    progress_token: str | None,
+    on_progress: ProgressSink | None,
+) -> Reply:
+    status = response.status
+    session_id = response.headers.get("Mcp-Session-Id")
+    if status == 401:
+        raise UpstreamFault("unauthorized", status)
+    if status == 404:
+        raise UpstreamFault("not_found", status)
+    if status == 202 and request_id is None:
+        # A notification was accepted; drain the (empty) body so the connection is reused.
+        await _read_json_body(response, max_bytes, allow_empty=True)
+        return Reply(status, None, session_id)
+    if request_id is None:
+        raise UpstreamFault("http_status", status)
+    kind = response.content_type
+    if status != 200:
+        # A JSON-RPC error on a 4xx (modern -32020/-32022, -32602...) is still an answer.
+        if kind == "application/json" and 400 <= status < 500:
+            message = decode_json(await _read_json_body(response, max_bytes))
+            if _is_response(message) and "error" in message:
+                return Reply(status, _check_response(message, request_id), session_id)
+        raise UpstreamFault("http_status", status)
+    if kind == "application/json":
+        message = decode_json(await _read_json_body(response, max_bytes))
+        return Reply(status, _check_response(message, request_id), session_id)
+    if kind == "text/event-stream":
+        message = await _read_sse(response, request_id, max_bytes, progress_token, on_progress)
+        return Reply(status, message, session_id)
+    raise UpstreamFault("garbled", status)
+
+
+async def _read_json_body(
+    response: StreamingResponse, max_bytes: int, *, allow_empty: bool = False
+) -> bytes:
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise UpstreamFault("too_large")
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in response.chunks():
+        size += len(chunk)
+        if size > max_bytes:
+            raise UpstreamFault("too_large")
+        parts.append(chunk)
+    data = b"".join(parts)
+    if not data and not allow_empty:
+        raise UpstreamFault("garbled")
+    return data
+
+
+async def _read_sse(
+    response: StreamingResponse,
+    request_id: JsonRpcId,
+    max_bytes: int,
+    progress_token: str | None,
+    on_progress: ProgressSink | None,
+) -> Mapping[str, Any]:
+    parser = SseParser(max_line=max_bytes + 16, max_event=max_bytes)
+    saw_other_id = False
+    last_progress: float | None = None
+    try:
+        async for chunk in response.chunks():
+            for event in parser.feed(chunk):
+                if event.event != "message" or not event.data:
+                    continue  # priming events (2025-11-25) and foreign event types
+                message = decode_json(event.data)
+                if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+                    raise UpstreamFault("garbled")
+                if "method" not in message:
+                    if "error" not in message and not _same_id(message.get("id"), request_id):
+                        saw_other_id = True  # not ours: keep waiting for the right one
+                        continue
+                    return _check_response(message, request_id)
+                if "id" in message:
+                    continue  # server->client request: the gateway answers none of them
+                if (
+                    message.get("method") == "notifications/progress"
+                    and on_progress is not None
+                    and progress_token is not None
+                ):
+                    params = message.get("params")
+                    if (
+                        not isinstance(params, dict)
+                        or params.get("progressToken") != progress_token
+                    ):
+                        continue
+                    progress = params.get("progress")
+                    if not isinstance(progress, int | float) or isinstance(progress, bool):
+                        continue
+                    # progress.mdx: the value MUST increase; drop anything else.
+                    if last_progress is not None and progress <= last_progress:
+                        continue
+                    last_progress = progress
+                    await on_progress(params)
+                # Every other notification (logging, list_changed...) is dropped.
+    except SseTooLarge as exc:
+        raise UpstreamFault("too_large") from exc
+    except SseError as exc:
+        raise UpstreamFault("garbled") from exc
+    raise UpstreamFault("wrong_id" if saw_other_id else "garbled")

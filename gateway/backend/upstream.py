@@ -1,0 +1,356 @@
+"""MCP era detection and the upstream link (2026-07-28 basic/versioning.mdx §Era detection).
+
+:class:`UpstreamLink` knows how to talk to the one configured upstream:
+
+* **Era detection** (:meth:`UpstreamLink.ensure`): a 2026-07-28 ``server/discover`` first; a
+  result listing ``2026-07-28``, or a recognised modern error (-32020/-32021/-32022 naming
+  2026-07-28), marks the upstream modern. Any other answer falls back to ``initialize`` with
+  2025-11-25, then 2025-06-18, then 2025-03-26, followed by ``notifications/initialized``. The
+  result is kept until :meth:`UpstreamLink.forget` (called after failures) asks to detect again.
+* **Legacy sessions** (2025-06-18 basic/transports.mdx §Session Management): an ``Mcp-Session-Id``
+  minted by ``initialize`` is shared by the whole gateway process, re-created transparently when
+  the upstream answers 404 (session expired) and sent a DELETE at shutdown.
+* **Service credential**: every request carries ``Authorization: Bearer <service credential>``;
+  an upstream 401 fetches a fresh credential and retries once.
+
+Headers are built fresh for every request; nothing from the client's request is copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gateway import __version__
+from gateway.backend.credentials import CredentialError, ServiceCredential
+from gateway.backend.rpc import (
+    BACKEND_DESTINATION,
+    ProgressSink,
+    Reply,
+    UpstreamFault,
+    encode_json,
+    exchange,
+)
+from gateway.backend.tool_headers import encode_header_value
+from gateway.errors import JsonRpcId
+from gateway.observability.logging import get_logger
+from gateway.outbound import Outbound, OutboundError
+from gateway.protocol.versions import LEGACY, MODERN
+from gateway.seams import Era
+
+__all__ = [
+    "CLIENT_INFO",
+    "LEGACY_VERSIONS",
+    "MODERN_VERSION",
+    "LinkState",
+    "Prepare",
+    "UpstreamLink",
+    "modern_meta",
+]
+
+MODERN_VERSION: Final = MODERN
+LEGACY_VERSIONS: Final = LEGACY
+"""Tried in this order by ``initialize``; a counter-offer is accepted if it is in this list."""
+CLIENT_INFO: Final = {"name": "mcp-resource-gateway", "version": __version__}
+_MODERN_ERRORS: Final = frozenset({-32020, -32021, -32022})
+_MAX_SESSION_ID: Final = 1024
+_CLOSE_TIMEOUT_S: Final = 2.0
+
+_log = get_logger("gateway.backend.upstream")
+
+Prepare = Callable[["LinkState"], tuple[Mapping[str, Any], Mapping[str, str]]]
+"""Builds ``(params, extra_headers)`` for the era the link found."""
+
+
+@dataclass(frozen=True, slots=True)
+class LinkState:
+    """What era detection found; replaced (never mutated) on re-detection."""
+
+    era: Era
+    version: str
+    session_id: str | None = None
+    generation: int = 0
+
+
+def modern_meta(progress_token: str | None = None) -> dict[str, Any]:
+    """2026-07-28 basic/index.mdx §_meta: the keys every modern request carries."""
+    meta: dict[str, Any] = {
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": dict(CLIENT_INFO),
+    }
+    if progress_token is not None:
+        meta["progressToken"] = progress_token
+    return meta
+
+
+class UpstreamLink:
+    """The connection state toward one upstream MCP server (see the module docstring)."""
+
+    def __init__(
+        self,
+        url: str,
+        outbound: Outbound,
+        credential: ServiceCredential,
+        *,
+        max_bytes: int,
+        detect_timeout_s: float,
+    ) -> None:
+        self.url = url
+        self._outbound = outbound
+        self._credential = credential
+        self._max_bytes = max_bytes
+        self._detect_timeout_s = detect_timeout_s
+        self._state: LinkState | None = None
+        self._lock = asyncio.Lock()
+        self._ids = itertools.count(1)
+        self._generation = itertools.count(1)
+        self._static = {
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        }
+
+    @property
+    def state(self) -> LinkState | None:
+        return self._state
+
+    def next_id(self) -> int:
+        """A fresh gateway-generated JSON-RPC id (never the client's)."""
+        return next(self._ids)
+
+    def forget(self, state: LinkState | None = None) -> None:
+        """Detect the era again before the next request (after a failure)."""
+        if state is None or self._state is state:
+            self._state = None
+
+    async def ensure(self, deadline: float) -> LinkState:
+        """The current era state, detecting it (single-flight) when unknown."""
+        state = self._state
+        if state is not None:
+            return state
+        async with self._lock:
+            if self._state is None:
+                self._state = await self._detect(deadline)
+            return self._state
+
+    # --- requests -----------------------------------------------------------------------
+
+    def headers(self, state: LinkState, method: str, *, name: str | None = None) -> dict[str, str]:
+        """Protocol headers for ``method`` in the upstream's era (no credential yet)."""
+        headers = dict(self._static)
+        if state.era == "modern":
+            # streamable-http.mdx §Request Metadata: mirrored headers on every modern POST.
+            headers["MCP-Protocol-Version"] = MODERN_VERSION
+            headers["Mcp-Method"] = method
+            if name is not None:
+                headers["Mcp-Name"] = encode_header_value(name)
+        else:
+            if state.version != "2025-03-26":
+                # 2025-06-18 transports.mdx §Protocol Version Header: MUST after initialize.
+                headers["MCP-Protocol-Version"] = state.version
+            if state.session_id is not None:
+                headers["Mcp-Session-Id"] = state.session_id
+        return headers
+
+    async def request(
+        self,
+        method: str,
+        prepare: Prepare,
+        *,
+        deadline: float,
+        name: str | None = None,
+        progress_token: str | None = None,
+        on_progress: ProgressSink | None = None,
+        max_bytes: int | None = None,
+    ) -> Reply:
+        """Send one JSON-RPC request in the upstream's era and return its final response.
+
+        ``prepare(state)`` returns the ``params`` object and any extra headers for the era found
+        by detection. Retries once with a fresh credential on 401, and once after
+        re-initializing an expired legacy session (404). Raises :class:`UpstreamFault` otherwise.
+        """
+        state = await self.ensure(deadline)
+        request_id = self.next_id()
+        retried_auth = retried_session = False
+        while True:
+            params, extra = prepare(state)
+            body = encode_json(
+                {"jsonrpc": "2.0", "id": request_id, "method": method, "params": dict(params)}
+            )
+            headers = self.headers(state, method, name=name)
+            headers.update(extra)
+            try:
+                return await self._send(
+                    body, headers, request_id, deadline,
+                    max_bytes=max_bytes or self._max_bytes,
+                    progress_token=progress_token, on_progress=on_progress,
+                )  # fmt: skip
+            except UpstreamFault as fault:
+                if fault.kind == "unauthorized" and not retried_auth:
+                    retried_auth = True
+                    continue  # _send invalidated the token; the loop fetches a fresh one
+                if fault.kind == "not_found" and state.session_id and not retried_session:
+                    retried_session = True
+                    state = await self._reinitialize(state, deadline)
+                    continue
+                if fault.kind in ("connection", "not_found", "redirect"):
+                    self.forget(state)
+                raise
+
+    async def notify(self, state: LinkState, method: str, deadline: float) -> None:
+        body = encode_json({"jsonrpc": "2.0", "method": method})
+        await self._send(body, self.headers(state, method), None, deadline,
+                         max_bytes=self._max_bytes)  # fmt: skip
+
+    async def _send(
+        self,
+        body: bytes,
+        headers: dict[str, str],
+        request_id: JsonRpcId | None,
+        deadline: float,
+        *,
+        max_bytes: int,
+        progress_token: str | None = None,
+        on_progress: ProgressSink | None = None,
+    ) -> Reply:
+        try:
+            token = await self._credential.token(deadline)
+        except CredentialError as exc:
+            _log.warning("backend_credential_unavailable", reason=str(exc))
+            raise UpstreamFault("credential") from exc
+        headers["Authorization"] = f"Bearer {token}"
+        try:
+            return await exchange(
+                self._outbound, self.url, body=body, headers=headers, request_id=request_id,
+                deadline=deadline, max_bytes=max_bytes, progress_token=progress_token,
+                on_progress=on_progress,
+            )  # fmt: skip
+        except UpstreamFault as fault:
+            if fault.kind == "unauthorized" and not self._credential.invalidate(token):
+                raise UpstreamFault("credential", 401) from fault
+            raise
+
+    # --- era detection ------------------------------------------------------------------
+
+    async def _detect(self, deadline: float) -> LinkState:
+        deadline = min(deadline, time.monotonic() + self._detect_timeout_s)
+        probe = LinkState("modern", MODERN_VERSION)
+        request_id = self.next_id()
+        body = encode_json({"jsonrpc": "2.0", "id": request_id, "method": "server/discover",
+                            "params": {"_meta": modern_meta()}})  # fmt: skip
+        try:
+            reply = await self._send_with_auth_retry(
+                body, self.headers(probe, "server/discover"), request_id, deadline
+            )
+        except UpstreamFault as fault:
+            # An upstream that is down or refuses our credential is not "legacy".
+            if fault.kind in ("timeout", "connection", "credential", "too_large", "redirect"):
+                raise
+            reply = None
+        if reply is not None and _is_modern(reply):
+            state = LinkState("modern", MODERN_VERSION, generation=next(self._generation))
+            _log.info("backend_era_detected", era="modern", version=MODERN_VERSION)
+            return state
+        return await self._initialize(deadline)
+
+    async def _initialize(self, deadline: float) -> LinkState:
+        for offered in LEGACY_VERSIONS:
+            request_id = self.next_id()
+            body = encode_json({"jsonrpc": "2.0", "id": request_id, "method": "initialize",
+                                "params": {"protocolVersion": offered, "capabilities": {},
+                                           "clientInfo": dict(CLIENT_INFO)}})  # fmt: skip
+            # The initialize request itself carries no MCP-Protocol-Version (sent only after).
+            headers = dict(self._static)
+            try:
+                reply = await self._send_with_auth_retry(body, headers, request_id, deadline)
+            except UpstreamFault as fault:
+                if fault.kind in ("timeout", "connection", "credential", "redirect"):
+                    raise
+                continue
+            result = reply.message.get("result") if reply.message is not None else None
+            if not isinstance(result, dict):
+                continue
+            version = result.get("protocolVersion")
+            if version not in LEGACY_VERSIONS:
+                continue  # a counter-offer we cannot speak; try the next version
+            session_id = reply.session_id
+            if session_id is not None and not _valid_session_id(session_id):
+                raise UpstreamFault("garbled")
+            state = LinkState("legacy", str(version), session_id, next(self._generation))
+            await self._send_with_auth_retry(
+                encode_json({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+                self.headers(state, "notifications/initialized"),
+                None,
+                deadline,
+            )
+            _log.info("backend_era_detected", era="legacy", version=version,
+                      session=session_id is not None)  # fmt: skip
+            return state
+        raise UpstreamFault("incompatible")
+
+    async def _send_with_auth_retry(
+        self, body: bytes, headers: dict[str, str], request_id: JsonRpcId | None, deadline: float
+    ) -> Reply:
+        try:
+            return await self._send(body, dict(headers), request_id, deadline,
+                                    max_bytes=self._max_bytes)  # fmt: skip
+        except UpstreamFault as fault:
+            if fault.kind != "unauthorized":
+                raise
+        return await self._send(body, dict(headers), request_id, deadline,
+                                max_bytes=self._max_bytes)  # fmt: skip
+
+    async def _reinitialize(self, expired: LinkState, deadline: float) -> LinkState:
+        async with self._lock:
+            current = self._state
+            if current is not None and current.generation != expired.generation:
+                return current  # another call already re-initialized
+            _log.info("backend_session_expired")
+            self._state = None
+            self._state = await self._initialize(deadline)
+            return self._state
+
+    async def close(self) -> None:
+        """DELETE the legacy session, if one was minted (best effort, short deadline)."""
+        state, self._state = self._state, None
+        if state is None or state.session_id is None:
+            return
+        headers = self.headers(state, "DELETE")
+        headers.pop("Content-Type", None)
+        try:
+            token = await self._credential.token(time.monotonic() + _CLOSE_TIMEOUT_S)
+            headers["Authorization"] = f"Bearer {token}"
+            await self._outbound.request(
+                BACKEND_DESTINATION, "DELETE", self.url, timeout_s=_CLOSE_TIMEOUT_S,
+                headers=headers, max_body=4096,
+            )  # fmt: skip
+        except (OutboundError, CredentialError, UpstreamFault):
+            _log.info("backend_session_delete_failed")
+
+
+def _is_modern(reply: Reply) -> bool:
+    message = reply.message
+    if message is None:
+        return False
+    result = message.get("result")
+    if isinstance(result, dict):
+        versions = result.get("supportedVersions")
+        return isinstance(versions, list) and MODERN_VERSION in versions
+    error = message.get("error")
+    if isinstance(error, dict) and error.get("code") in _MODERN_ERRORS:
+        data = error.get("data")
+        supported = data.get("supported") if isinstance(data, dict) else None
+        # A modern error that still lists 2026-07-28 means "modern, retry the request".
+        return error.get("code") != -32022 or (
+            isinstance(supported, list) and MODERN_VERSION in supported
+        )
+    return False
+
+
+def _valid_session_id(value: str) -> bool:
+    # 2025-06-18 transports.mdx §Session Management: visible ASCII 0x21-0x7E only.
+    return 0 < len(value) <= _MAX_SESSION_ID and all(0x21 <= ord(c) <= 0x7E for c in value)
