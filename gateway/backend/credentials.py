@@ -27,6 +27,10 @@ from urllib.parse import urlencode, urlsplit
 
 from authlib.oauth2.auth import ClientAuth, encode_client_secret_basic, encode_client_secret_post
 from authlib.oauth2.rfc7523 import PrivateKeyJWT
+from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519
+from cryptography.hazmat.primitives.serialization import load_pem_private_key
+from joserfc.errors import JoseError
+from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from gateway.config import Config, CredentialConfig, Secret, is_loopback_url
 from gateway.observability.logging import get_logger
@@ -120,7 +124,8 @@ class ClientCredentials:
                 raise CredentialError("private_key_jwt needs a private_key")
             headers = {"kid": cred.private_key_id} if cred.private_key_id else None
             # RFC 7523 §3: aud = the token endpoint; authlib signs a fresh jti/exp each time.
-            return ClientAuth(client_id, cred.private_key.reveal(), PrivateKeyJWT(headers=headers))
+            key, alg = _signing_key(cred.private_key.reveal())
+            return ClientAuth(client_id, key, PrivateKeyJWT(headers=headers, alg=alg))
         secret = cred.client_secret.reveal() if cred.client_secret is not None else ""
         method = (
             encode_client_secret_post
@@ -225,6 +230,23 @@ class ClientCredentials:
         if scheme == "https":
             return True
         return scheme == "http" and self._issuer.allow_insecure_http and is_loopback_url(url)
+
+
+def _signing_key(pem: str) -> tuple[Any, str]:
+    """The private key as a joserfc JWK (what authlib's RFC 7523 signer takes) and its alg."""
+    try:
+        loaded = load_pem_private_key(pem.encode("utf-8"), password=None)
+        if isinstance(loaded, ec.EllipticCurvePrivateKey):
+            # RFC 7518 §3.4: the curve fixes the ECDSA algorithm.
+            alg = {"secp256r1": "ES256", "secp384r1": "ES384", "secp521r1": "ES512"}.get(
+                loaded.curve.name, "ES256"
+            )
+            return ECKey.import_key(pem), alg
+        if isinstance(loaded, ed25519.Ed25519PrivateKey | ed448.Ed448PrivateKey):
+            return OKPKey.import_key(pem), "EdDSA"
+        return RSAKey.import_key(pem), "RS256"
+    except (ValueError, TypeError, JoseError) as exc:
+        raise CredentialError("backend private_key cannot be loaded") from exc
 
 
 def _parse_token_response(payload: Any) -> tuple[str, float]:

@@ -201,7 +201,7 @@ class ModernUpstream(_Base):
                 result["nextCursor"] = str(start + self.page_size)
             return self._ok(rid, result)
         if method == "tools/call":
-            if self.fault == "401_once" and token not in self.refused_once:
+            if self.fault == "401_once" and not self.refused_once:
                 self.refused_once.add(token)
                 self.accepted.discard(token)
                 return web.Response(status=401)
@@ -235,11 +235,14 @@ class LegacyUpstream(_Base):
 
     sessions: set[str]
     deleted: list[str]
+    strict_versions: tuple[str, ...] | None
+    """When set, ``initialize`` with any other version is an error (no counter-offer)."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.sessions = set()
         self.deleted = []
+        self.strict_versions = None
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -269,6 +272,14 @@ class LegacyUpstream(_Base):
         params = msg.get("params") or {}
         if method == "initialize":
             offered = params.get("protocolVersion")
+            if self.strict_versions is not None and offered not in self.strict_versions:
+                return web.json_response(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": rid,
+                        "error": {"code": -32602, "message": "Unsupported protocol version"},
+                    }
+                )
             version = offered if offered in ("2025-06-18", "2025-03-26") else "2025-06-18"
             sid = secrets.token_urlsafe(16)
             self.sessions.add(sid)
@@ -395,7 +406,11 @@ class TokenServer:
             form.get("client_id") == self.client_id
             and form.get("client_secret") == self.client_secret
         )
-        if header != expected and not by_post:
+        # RFC 7523 §2.2: the test checks the assertion's signature and claims itself.
+        by_jwt = form.get("client_assertion_type") == (
+            "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+        ) and bool(form.get("client_assertion"))
+        if header != expected and not by_post and not by_jwt:
             return web.json_response({"error": "invalid_client"}, status=401)
         if form.get("grant_type") != "client_credentials":
             return web.json_response({"error": "unsupported_grant_type"}, status=400)
