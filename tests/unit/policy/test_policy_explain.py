@@ -28,6 +28,13 @@ LEGEND = (
 )
 
 
+@pytest.fixture(autouse=True)
+def _keep_logging_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``main`` configures structlog globally, bound to the captured stdout of this test; later
+    tests would then log into a closed stream. Logging is not under test here."""
+    monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
+
+
 @pytest.fixture
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EXPLAIN_SECRET", "s3cret")
