@@ -521,6 +521,9 @@ def _build(b: _Builder, raw: dict[str, Any], source: str) -> Config:
     for key in ("pre_auth_rate", "principal_rate"):
         if key in rl:
             rl[key] = parse_rate(rl[key])
+    for key in ("request_deadline_s", "drain_timeout_s"):
+        if key in rl:
+            rl[key] = float(rl[key])
     limits = Limits(**{**rl, "json": JsonLimits(**rl.get("json", {}))})
 
     proxies = []

@@ -10,7 +10,7 @@ against any named definition. Both raise AssertionError naming the failing paths
 
 The schema directory is found in this order: ``$MCP_SPEC_DIR``; ``<repo>/../shared/spec`` (the
 layout of ``/work/main`` and of CI, which puts a copy of ``shared/`` beside a fresh clone);
-``<repo>/shared/spec``.
+``<repo>/shared/spec``; the verbatim copy in ``tests/fixtures/spec``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,12 @@ def _spec_dir() -> Path:
     if override:
         return Path(override)
     repo = Path(__file__).resolve().parents[2]
-    candidates = (repo.parent / "shared" / "spec", repo / "shared" / "spec")
+    candidates = (
+        repo.parent / "shared" / "spec",
+        repo / "shared" / "spec",
+        # A verbatim copy of shared/spec, so a clone without shared/ beside it still tests.
+        repo / "tests" / "fixtures" / "spec",
+    )
     for candidate in candidates:
         if (candidate / "2026-07-28" / "schema.json").is_file():
             return candidate
