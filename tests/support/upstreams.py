@@ -11,8 +11,8 @@
 the gateway closes cancels the handler (``disconnected`` is then set). Both MCP servers require
 ``Authorization: Bearer <one of accepted>``, record every request (headers and body bytes) and
 have fault modes set through ``fault``: ``slow``, ``500``, ``oversized``, ``garbled_json``,
-``garbled_sse``, ``wrong_id``, ``redirect``, ``401_once``, ``unknown_tool``, ``bad_result``,
-``list_fails``.
+``garbled_sse``, ``wrong_id``, ``redirect``, ``401_once``, ``unknown_tool``, ``rpc_error``,
+``bad_result``, ``list_fails``.
 """
 
 from __future__ import annotations
@@ -135,6 +135,14 @@ class _Base:
             )
         if fault == "redirect":
             raise web.HTTPFound("http://127.0.0.1:9/elsewhere")
+        if fault == "rpc_error":
+            return web.json_response(
+                {
+                    "jsonrpc": "2.0",
+                    "id": rid,
+                    "error": {"code": -32603, "message": "db password is hunter2"},
+                }
+            )
         if fault == "unknown_tool":
             return web.json_response(
                 {

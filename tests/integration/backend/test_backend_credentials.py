@@ -206,3 +206,17 @@ async def test_a_refused_static_bearer_is_not_retried(modern, backend_factory) -
     assert result["content"][0]["text"] == "Upstream tool failed"
     assert ctx.outcome == "upstream_error"
     assert len(upstream.calls("tools/call")) == 1
+
+
+async def test_concurrent_calls_share_one_token_refresh(token_setup, backend_factory) -> None:
+    import asyncio
+
+    _, url, tokens, issuer = token_setup
+    clock = FakeClock()
+    backend = await backend_factory(
+        cc_config(url, issuer, token_endpoint=issuer + "/token"), clock=clock
+    )
+    clock.now += 1000  # the cached token is past its refresh point
+    results = await asyncio.gather(*(invoke(backend) for _ in range(8)))
+    assert all(r["isError"] is False for r in results)
+    assert tokens.issued == ["cc-token-1", "cc-token-2"]

@@ -223,6 +223,7 @@ async def test_invalid_arguments_become_an_error_result_without_an_upstream_call
         ("wrong_id", "Upstream tool failed", "upstream_error"),
         ("redirect", "Upstream tool failed", "upstream_error"),
         ("bad_result", "Upstream tool failed", "upstream_error"),
+        ("rpc_error", "Upstream tool failed", "upstream_error"),
         ("unknown_tool", "Upstream rejected the tool call", "upstream_error"),
     ],
 )
@@ -329,3 +330,64 @@ async def _reply_size(outbound: Outbound, url: str, upstream: ModernUpstream) ->
         "backend", "POST", url, timeout_s=5, headers=headers, body=sent.body
     )
     return len(response.body)
+
+
+async def test_arguments_cannot_change_the_tool_name_the_upstream_sees(
+    modern, backend_factory
+) -> None:
+    upstream, url = modern
+    upstream.tools = [echo_tool("echo"), echo_tool("admin_delete")]
+    backend = await backend_factory(make_config(url))
+    tricky = {"text": "x", "name": "admin_delete", "params": {"name": "admin_delete"}}
+    await backend.call_tool(
+        call_of(backend, "echo", tricky), principal(), context(), time.monotonic() + 5
+    )
+    sent = upstream.calls("tools/call")[-1]
+    assert sent.json["params"]["name"] == "echo"
+    assert sent.headers["Mcp-Name"] == "echo"
+    assert sent.body.count(b'"name":"echo"') == 1
+    assert sent.body.startswith(b'{"id":') and b'"method":"tools/call"' in sent.body
+
+
+async def test_the_era_is_detected_again_after_a_connection_failure(
+    aiohttp_server, backend_factory
+) -> None:
+    upstream = ModernUpstream()
+    server = await aiohttp_server(upstream.app())
+    url = str(server.make_url("/mcp"))
+    backend = await backend_factory(make_config(url))
+    port = server.port
+    await server.close()
+    result = await backend.call_tool(
+        call_of(backend, "echo", {}), principal(), context(), time.monotonic() + 5
+    )
+    assert result["content"][0]["text"] == "Upstream tool failed"
+    assert backend.link.state is None
+    revived = ModernUpstream()
+    await aiohttp_server(revived.app(), port=port)
+    result = await backend.call_tool(
+        call_of(backend, "echo", {}), principal(), context(), time.monotonic() + 5
+    )
+    assert result["isError"] is False
+    assert [r.json["method"] for r in revived.requests] == ["server/discover", "tools/call"]
+
+
+async def test_no_log_line_carries_the_service_token_or_upstream_text(
+    modern, backend_factory
+) -> None:
+    import structlog
+
+    upstream, url = modern
+    with structlog.testing.capture_logs() as logs:
+        backend = await backend_factory(make_config(url))
+        for fault in ("500", "rpc_error", "garbled_json", "unknown_tool"):
+            upstream.fault = fault
+            await backend.call_tool(
+                call_of(backend, "echo", {"text": "private argument"}), principal(), context(),
+                time.monotonic() + 5,
+            )  # fmt: skip
+    text = repr(logs)
+    for secret in ("service-secret", "hunter2", "secret-internal-name", "private argument",
+                   "Traceback"):  # fmt: skip
+        assert secret not in text
+    assert any(entry["event"] == "backend_call_failed" for entry in logs)
