@@ -194,8 +194,9 @@ async def _read_reply(
         raise UpstreamFault("unauthorized", status)
     if status == 404:
         raise UpstreamFault("not_found", status)
-    if status == 202 and request_id is None:
-        # A notification was accepted; drain the (empty) body so the connection is reused.
+    if request_id is None and 200 <= status < 300:
+        # A notification was accepted (202 per spec; some servers say 200). Drain the body so
+        # the connection goes back to the pool.
         await _read_json_body(response, max_bytes, allow_empty=True)
         return Reply(status, None, session_id)
     if request_id is None:

@@ -58,6 +58,10 @@ LEGACY_VERSIONS: Final = LEGACY
 CLIENT_INFO: Final = {"name": "mcp-resource-gateway", "version": __version__}
 _MODERN_ERRORS: Final = frozenset({-32020, -32021, -32022})
 _MAX_SESSION_ID: Final = 1024
+# Faults that say nothing about the upstream's era: detection stops instead of falling back.
+_NOT_AN_ERA_ANSWER: Final = frozenset(
+    {"timeout", "connection", "credential", "unauthorized", "too_large", "redirect"}
+)
 _CLOSE_TIMEOUT_S: Final = 2.0
 
 _log = get_logger("gateway.backend.upstream")
@@ -248,7 +252,7 @@ class UpstreamLink:
             )
         except UpstreamFault as fault:
             # An upstream that is down or refuses our credential is not "legacy".
-            if fault.kind in ("timeout", "connection", "credential", "too_large", "redirect"):
+            if fault.kind in _NOT_AN_ERA_ANSWER:
                 raise
             reply = None
         if reply is not None and _is_modern(reply):
@@ -268,7 +272,7 @@ class UpstreamLink:
             try:
                 reply = await self._send_with_auth_retry(body, headers, request_id, deadline)
             except UpstreamFault as fault:
-                if fault.kind in ("timeout", "connection", "credential", "redirect"):
+                if fault.kind in _NOT_AN_ERA_ANSWER:
                     raise
                 continue
             result = reply.message.get("result") if reply.message is not None else None

@@ -163,3 +163,26 @@ async def test_an_upstream_that_is_down_at_start_becomes_ready_later(
         await asyncio.sleep(0.01)
     assert backend.ready
     assert [t.name for t in backend.catalog()] == ["late"]
+
+
+async def test_an_sse_event_over_the_reply_cap_maps_to_too_large(legacy, backend_factory) -> None:
+    from gateway.config import Limits
+
+    _, url = legacy
+    backend = await backend_factory(make_config(url, limits=Limits(max_response_bytes=1024)))
+    ctx = context()
+    result = await backend.call_tool(
+        call_of(backend, "echo", {"text": "y" * 2000}), principal(), ctx, time.monotonic() + 5
+    )
+    assert result["content"][0]["text"] == "Upstream reply too large"
+    assert ctx.outcome == "too_large"
+
+
+async def test_a_refused_credential_is_not_mistaken_for_a_legacy_upstream(
+    legacy, backend_factory
+) -> None:
+    upstream, url = legacy
+    upstream.accepted = set()
+    backend = await backend_factory(make_config(url))
+    assert not backend.ready
+    assert upstream.calls("initialize") == []
