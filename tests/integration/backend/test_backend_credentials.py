@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import context, make_config, principal
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc import jwt
@@ -18,6 +17,7 @@ from joserfc.jwk import ECKey
 
 from gateway.config import CredentialConfig, IssuerConfig, Secret
 from gateway.seams import ToolCall
+from tests.integration.backend.helpers import context, make_config, principal
 from tests.support.upstreams import ModernUpstream, TokenServer
 
 

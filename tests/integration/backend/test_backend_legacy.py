@@ -7,9 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from conftest import context, make_config, principal
-
 from gateway.seams import ToolCall
+from tests.integration.backend.helpers import context, make_config, principal
 from tests.support.upstreams import echo_tool
 
 

@@ -8,12 +8,12 @@ import time
 from typing import Any
 
 import pytest
-from conftest import context, make_config, principal
 
 from gateway.backend.results import INVALID_ARGUMENTS_TEXT
 from gateway.config import Limits
 from gateway.outbound import Outbound
 from gateway.seams import ToolCall
+from tests.integration.backend.helpers import context, make_config, principal
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 ALLOWED_HEADERS = {
