@@ -20,13 +20,13 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TextIO
 
 from gateway.config import AuditConfig
+from gateway.observability.logging import CurrentStdout
 
 __all__ = ["AUDIT_LOGGER", "AuditEvent", "AuditSink", "argument_shape"]
 
@@ -152,7 +152,7 @@ class AuditSink:
                     encoding="utf-8",
                 )
             )
-        return cls(logging.StreamHandler(sys.stdout if stream is None else stream))
+        return cls(logging.StreamHandler(CurrentStdout() if stream is None else stream))
 
     @property
     def enabled(self) -> bool:

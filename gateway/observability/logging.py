@@ -20,7 +20,14 @@ from typing import Any, Final, Literal, TextIO
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
-__all__ = ["REDACTED", "configure", "get_logger", "is_secret_key", "redact_secrets"]
+__all__ = [
+    "REDACTED",
+    "CurrentStdout",
+    "configure",
+    "get_logger",
+    "is_secret_key",
+    "redact_secrets",
+]
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
            "error": logging.ERROR}  # fmt: skip
@@ -52,6 +59,26 @@ _BEARER_MASK: Final = "Bearer " + REDACTED
 _MAX_DEPTH: Final = 4
 _verdicts: dict[str, bool] = {}
 """Memo of :func:`is_secret_key` (keys are code-defined; bounded at 4096 entries)."""
+
+
+class CurrentStdout:
+    """A text stream that writes to whatever ``sys.stdout`` is *at write time*.
+
+    Loggers are cached on first use; bound to the ``sys.stdout`` object of configure time, a
+    cached logger would keep writing to a stream that was later replaced and closed (a test
+    runner's capture, a daemonizing wrapper). The indirection costs one attribute lookup.
+    """
+
+    __slots__ = ("__weakref__",)  # structlog keeps a per-stream lock in a WeakKeyDictionary
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+    def isatty(self) -> bool:
+        return sys.stdout.isatty()
 
 
 def is_secret_key(key: str) -> bool:
@@ -116,9 +143,10 @@ def configure(
 ) -> None:
     """Set up structlog (and route stdlib logging, e.g. aiohttp's, through the same renderer).
 
-    ``stream`` defaults to ``sys.stdout`` (twelve-factor: the platform ships stdout).
+    ``stream`` defaults to standard output (twelve-factor: the platform ships stdout), looked
+    up at each write (:class:`CurrentStdout`).
     """
-    out = sys.stdout if stream is None else stream
+    out: TextIO = CurrentStdout() if stream is None else stream  # type: ignore[assignment]
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,

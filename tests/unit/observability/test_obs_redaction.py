@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import sys
 from typing import Any
 
 import pytest
@@ -106,3 +107,16 @@ class TestConfigure:
         line = json.loads(stream.getvalue())
         assert "Bearer [REDACTED]" in line["exception"]
         assert TOKEN not in stream.getvalue()
+
+    def test_a_cached_logger_writes_to_the_current_stdout_not_the_one_at_configure_time(
+        self, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        configure("json", "info")
+        log = structlog.get_logger("gateway.test")
+        first, second = io.StringIO(), io.StringIO()
+        monkeypatch.setattr(sys, "stdout", first)
+        log.info("one")
+        first.close()  # e.g. a test runner's capture stream, replaced and closed
+        monkeypatch.setattr(sys, "stdout", second)
+        log.info("two")
+        assert json.loads(second.getvalue())["event"] == "two"
