@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import io
 import json
@@ -420,3 +421,28 @@ class TestAudit:
         )
         run(obs, tool_call(clock), clock)
         assert not sink.enabled
+
+
+class TestContextBinding:
+    def test_finishing_in_another_context_still_unbinds_and_does_not_raise(
+        self, metrics: Metrics, clock: Clock
+    ) -> None:
+        obs = observer(metrics, clock)
+        ctx = tool_call(clock)
+        started = contextvars.copy_context()
+        started.run(obs.request_started, ctx)
+        finished = started.copy()  # same values, but a different Context object
+        finished.run(obs.request_finished, ctx)
+        bound = finished.run(structlog.contextvars.get_contextvars)
+        assert "request_id" not in bound and "trace_id" not in bound
+        assert sample(metrics, "mcp_gateway_in_flight") == 0
+
+    def test_a_finish_without_a_start_only_removes_the_ids(
+        self, metrics: Metrics, clock: Clock
+    ) -> None:
+        structlog.contextvars.bind_contextvars(request_id="stale", trace_id="stale")
+        GatewayObserver(
+            metrics=metrics, logging_config=LoggingConfig(), audit=None,
+            record_request_metrics=False, clock=clock,
+        ).request_finished(tool_call(clock))  # fmt: skip
+        assert structlog.contextvars.get_contextvars() == {}
