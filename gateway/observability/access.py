@@ -61,7 +61,10 @@ def subject_fingerprint(subject: str) -> str:
     return "sha256:" + hashlib.sha256(subject.encode("utf-8")).hexdigest()[:16]
 
 
-def _decision_label(ctx: RequestContext) -> Literal["allow", "deny", "none"]:
+DecisionLabel = Literal["allow", "deny", "none"]
+
+
+def _decision_label(ctx: RequestContext) -> DecisionLabel:
     decision = ctx.decision
     if decision is None:
         return "none"
@@ -162,7 +165,7 @@ class GatewayObserver:
             return subject
         return subject_fingerprint(subject)
 
-    def _access_line(self, ctx: RequestContext, decision: str, duration_s: float) -> None:
+    def _access_line(self, ctx: RequestContext, decision: DecisionLabel, duration_s: float) -> None:
         principal = ctx.principal
         dec = ctx.decision
         fields: dict[str, Any] = {
@@ -197,7 +200,9 @@ class GatewayObserver:
                 fields["arguments"] = argument_shape(arguments)
         self._log.info(ACCESS_EVENT, **fields)
 
-    def _audit_event(self, ctx: RequestContext, decision: str, duration_s: float) -> AuditEvent:
+    def _audit_event(
+        self, ctx: RequestContext, decision: DecisionLabel, duration_s: float
+    ) -> AuditEvent:
         principal = ctx.principal
         dec = ctx.decision
         outcome = ctx.outcome
@@ -210,7 +215,7 @@ class GatewayObserver:
             subject=None if principal is None else self._subject(principal.subject),
             client_id=None if principal is None else principal.client_id,
             tool=None if ctx.tool is None else ctx.tool[:_MAX_TOOL],
-            decision="allow" if decision == "allow" else ("deny" if decision == "deny" else "none"),
+            decision=decision,
             rule=None if dec is None else dec.rule,
             missing_scopes=() if dec is None else dec.missing_scopes,
             outcome=outcome,
