@@ -263,12 +263,13 @@ class UpstreamBackend:
         outcome: Outcome = "upstream_error"
         called = False
         try:
+            arguments = _plain(call.arguments)
             validator = self._validator(call)
-            if validator is None or not validator.is_valid(_plain(call.arguments)):
+            if validator is None or not validator.is_valid(arguments):
                 outcome = "invalid_arguments"
                 return error_result(INVALID_ARGUMENTS_TEXT)
             called = True
-            result, outcome = await self._call_upstream(call, principal, ctx, deadline)
+            result, outcome = await self._call_upstream(call, arguments, principal, ctx, deadline)
             return result
         except asyncio.CancelledError:
             outcome = "cancelled"  # client disconnect: leaving the stream aborted the upstream
@@ -294,7 +295,12 @@ class UpstreamBackend:
             return None
 
     async def _call_upstream(
-        self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
+        self,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        principal: Principal,
+        ctx: RequestContext,
+        deadline: float,
     ) -> tuple[dict[str, Any], Outcome]:
         tool = call.tool
         upstream_name = tool.upstream_name or tool.name
@@ -311,7 +317,6 @@ class UpstreamBackend:
                 await sink({**params, "progressToken": client_token})
 
         common = self._common_headers(call, principal, ctx)
-        arguments = _plain(call.arguments)
 
         def prepare(state: LinkState) -> tuple[dict[str, Any], dict[str, str]]:
             params: dict[str, Any] = {"name": upstream_name, "arguments": arguments}
@@ -369,12 +374,17 @@ class UpstreamBackend:
         return headers
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
+    """A private plain-dict copy of the arguments (the upstream body is built from it)."""
+    return {str(k): _plain_value(v) for k, v in value.items()}
+
+
+def _plain_value(value: Any) -> Any:
     """Mappings/sequences as plain dicts/lists (jsonschema-rs and json want concrete types)."""
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): _plain_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [_plain_value(v) for v in value]
     return value
 
 
