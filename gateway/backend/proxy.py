@@ -249,7 +249,11 @@ class UpstreamBackend:
                 async with asyncio.timeout(wait):
                     await self._wake.wait()
             self._wake.clear()
-            ok = await self.refresh()
+            try:
+                ok = await self.refresh()
+            except Exception:  # a bug must not stop refreshing for good
+                _log.exception("backend_catalog_refresh_crashed")
+                ok = False
             retry = MIN_REFRESH_S if ok else min(retry * 2, MAX_RETRY_S)
 
     # --- tools/call -------------------------------------------------------------------
