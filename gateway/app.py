@@ -31,12 +31,11 @@ from typing import Final, Literal
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Handler, Middleware
-from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 import gateway
 from gateway.config import Config, Listen
 from gateway.observability.logging import get_logger
-from gateway.observability.metrics import Metrics
+from gateway.observability.metrics import Metrics, metrics_response_body
 from gateway.outbound import Outbound
 from gateway.seams import Authenticator, Backend, Observer, PolicySource, RateLimiter
 
@@ -237,10 +236,13 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    payload = generate_latest(request.app[SERVICES].metrics.registry)
-    # CONTENT_TYPE_LATEST carries parameters (version, charset), so it goes in as a raw header.
+    # Negotiated like Prometheus expects (OpenMetrics when asked for); the content type carries
+    # parameters (version, charset), so it goes in as a raw header.
+    payload, content_type = metrics_response_body(
+        request.app[SERVICES].metrics, request.headers.get("Accept")
+    )
     return web.Response(
-        body=payload, headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"}
+        body=payload, headers={"Content-Type": content_type, "Cache-Control": "no-store"}
     )
 
 

@@ -54,10 +54,12 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         baseline_scopes=lambda: policy.current().baseline_scopes,
     )
     backend = UpstreamBackend(config, outbound, metrics=metrics)
+    metrics.set_max_in_flight(config.limits.max_in_flight)
+    audit = AuditSink.from_config(config.audit)
     observer = GatewayObserver(
         metrics=metrics,
         logging_config=config.logging,
-        audit=AuditSink.from_config(config.audit),
+        audit=audit,
         # The endpoint records in_flight/requests_total/duration itself (it sees rejections
         # before a context exists); the observer writes the access line and the audit event.
         record_request_metrics=False,
@@ -94,7 +96,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
             lambda: _reload_on_sighup(policy),
         ]
     )
-    services.cleanups.extend([backend.close, authenticator.close])
+    services.cleanups.extend([backend.close, authenticator.close, _async(audit.close)])
     return services
 
 
@@ -104,6 +106,13 @@ def _after(
     async def run() -> None:
         await first()
         then()
+
+    return run
+
+
+def _async(function: Callable[[], None]) -> Callable[[], Awaitable[None]]:
+    async def run() -> None:
+        function()
 
     return run
 
