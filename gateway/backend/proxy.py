@@ -30,7 +30,7 @@ from gateway.backend.catalog import (
     build_catalog,
     compile_validator,
 )
-from gateway.backend.credentials import TOKEN_DESTINATION, make_credential
+from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, make_credential
 from gateway.backend.results import (
     FAILED_TEXT,
     INVALID_ARGUMENTS_TEXT,
@@ -124,7 +124,7 @@ class UpstreamBackend:
         return self._link
 
     @property
-    def credential(self) -> Any:
+    def credential(self) -> ServiceCredential:
         return self._credential
 
     async def start(self) -> None:

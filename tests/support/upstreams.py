@@ -12,7 +12,7 @@ the gateway closes cancels the handler (``disconnected`` is then set). Both MCP 
 ``Authorization: Bearer <one of accepted>``, record every request (headers and body bytes) and
 have fault modes set through ``fault``: ``slow``, ``500``, ``oversized``, ``garbled_json``,
 ``garbled_sse``, ``wrong_id``, ``redirect``, ``401_once``, ``unknown_tool``, ``rpc_error``,
-``bad_result``, ``list_fails``.
+``bad_result``, ``list_fails``, ``cursor_loop``, ``wrong_id_sse``.
 """
 
 from __future__ import annotations
@@ -207,6 +207,8 @@ class ModernUpstream(_Base):
                 result["ttlMs"] = self.ttl_ms
             if start + self.page_size < len(self.tools):
                 result["nextCursor"] = str(start + self.page_size)
+            if self.fault == "cursor_loop":
+                result["nextCursor"] = "0"
             return self._ok(rid, result)
         if method == "tools/call":
             if self.fault == "401_once" and not self.refused_once:
@@ -329,6 +331,9 @@ class LegacyUpstream(_Base):
                 return reply
             if self.fault == "garbled_sse":
                 return await self._sse_raw(request, b"data: {not json\n\n")
+            if self.fault == "wrong_id_sse":
+                other = {"jsonrpc": "2.0", "id": "other", "result": {"content": []}}
+                return await self._sse(request, [other])
             events: list[dict[str, Any]] = [
                 {
                     "jsonrpc": "2.0",

@@ -185,3 +185,15 @@ async def test_a_refused_credential_is_not_mistaken_for_a_legacy_upstream(
     backend = await backend_factory(make_config(url))
     assert not backend.ready
     assert upstream.calls("initialize") == []
+
+
+async def test_a_stream_without_our_response_maps_to_the_failure_text(
+    legacy, backend_factory
+) -> None:
+    upstream, url = legacy
+    backend = await backend_factory(make_config(url))
+    upstream.fault = "wrong_id_sse"
+    result = await backend.call_tool(
+        call_of(backend, "echo", {}), principal(), context(), time.monotonic() + 5
+    )
+    assert result["content"][0]["text"] == "Upstream tool failed"

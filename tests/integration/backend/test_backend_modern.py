@@ -391,3 +391,23 @@ async def test_no_log_line_carries_the_service_token_or_upstream_text(
                    "Traceback"):  # fmt: skip
         assert secret not in text
     assert any(entry["event"] == "backend_call_failed" for entry in logs)
+
+
+async def test_tools_list_follows_at_most_64_pages(modern, backend_factory) -> None:
+    upstream, url = modern
+    upstream.page_size = 1
+    upstream.tools = [echo_tool(f"t{i:02d}") for i in range(64)]
+    backend = await backend_factory(make_config(url))
+    assert len(backend.catalog()) == 64
+    upstream.tools = [echo_tool(f"t{i:02d}") for i in range(65)]
+    assert await backend.refresh() is False
+    assert len(backend.catalog()) == 64
+
+
+async def test_a_cursor_loop_fails_the_fetch(modern, backend_factory) -> None:
+    upstream, url = modern
+    upstream.tools = [echo_tool(n) for n in ("a", "b", "c")]
+    upstream.fault = "cursor_loop"
+    backend = await backend_factory(make_config(url))
+    assert not backend.ready
+    assert len(upstream.calls("tools/list")) == 2
