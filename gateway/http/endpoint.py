@@ -121,14 +121,20 @@ class McpEndpoint:
             response = await self._pipeline(request, ctx, started)
         except GatewayError as err:
             response = self._reject(err, ctx)
-        except (ConnectionResetError, asyncio.IncompleteReadError, asyncio.CancelledError):
-            # The client went away (mid-body, or mid-call with handler_cancellation): nobody is
-            # left to answer. Recorded as 499, the de-facto "client closed request" status.
+        except asyncio.CancelledError:
+            # The client went away mid-call (handler_cancellation): nobody is left to answer.
+            # Recorded as 499, the de-facto "client closed request" status.
             ctx.status = 499
             if ctx.method == "tools/call" and ctx.outcome is None:
                 ctx.outcome = "cancelled"
             self._finish(ctx, started)
             raise
+        except (ConnectionResetError, asyncio.IncompleteReadError):
+            # The connection died mid-body (client gone, or aiohttp dropped a malformed chunked
+            # body). There is no one to answer; return quietly instead of a logged traceback.
+            ctx.status = 499
+            self._finish(ctx, started)
+            return web.Response(status=400, headers=_EMPTY_HEADERS)
         except Exception as exc:
             fallback = internal_error(exc, request_id=ctx.request_id)
             fallback.request_id = ctx.jsonrpc_id  # answer the request's id when it was decoded

@@ -170,6 +170,28 @@ class TestBodyCap:
         )
         await assert_error(response, 413)
 
+    @pytest.mark.row("request_timeout")
+    async def test_a_chunked_body_broken_mid_stream_ends_at_the_deadline_and_frees_the_slot(
+        self, make_gw: MakeGateway
+    ) -> None:
+        gw = await make_gw(request_deadline_s=0.5)
+        reader, writer = await asyncio.open_connection("127.0.0.1", gw.server.port)
+        head = "".join(f"{k}: {v}\r\n" for k, v in modern_headers("server/discover").items())
+        writer.write(
+            f"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n{head}\r\n".encode()
+            + b'5\r\n{"a":\r\n'
+        )
+        await writer.drain()
+        await _until(lambda: bool(gw.observer.started))
+        writer.write(b"ZZ\r\nnot a chunk\r\n")  # not a hex chunk size
+        await writer.drain()
+        async with asyncio.timeout(5):
+            status_line = await reader.readline()
+        writer.close()
+        assert status_line.startswith(b"HTTP/1.1 408 "), status_line
+        await _until(lambda: gw.endpoint.in_flight == 0)
+        assert gw.observer.finished[-1].error_row == "request_timeout"
+
 
 async def _chunks(body: bytes, size: int = 100) -> AsyncIterator[bytes]:
     for start in range(0, len(body), size):
