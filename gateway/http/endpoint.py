@@ -69,8 +69,12 @@ _EMPTY_HEADERS: Final = {"Cache-Control": "no-store"}
 class McpEndpoint:
     """The MCP path's handler: register :meth:`handle` for every method.
 
-    ``request_id`` reads the id the application's request-id middleware stored (``app.py``
-    passes ``lambda r: r[REQUEST_ID]``); without it a random id is generated per request.
+    ``request_id`` reads the id the application's request-id middleware stored (the wiring
+    passes ``lambda r: r.get(REQUEST_ID)``); without one a random id is generated per request.
+    ``metrics`` makes the endpoint record ``in_flight``, ``requests_total``,
+    ``request_duration_seconds`` and ``rate_limited_total{scope="ip"|"principal"}`` itself (an
+    observer must then not count them again). A request whose client goes away is recorded
+    with status 499 and never answered.
     """
 
     def __init__(
