@@ -29,7 +29,7 @@ from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.metrics import Metrics
-from gateway.seams import Principal, RequestContext
+from gateway.seams import Observer, Principal, RequestContext
 from tests.support.fakes import (
     PRM_URL,
     FakeAuthenticator,
@@ -184,6 +184,7 @@ async def start_gateway(
     config: Config | None = None,
     tokens: Mapping[str, Principal] | None = None,
     prm: bool = True,
+    observer: Observer | None = None,
     **limits: Any,
 ) -> Gateway:
     """Serve the front door with fakes on 127.0.0.1 (ephemeral port)."""
@@ -191,7 +192,7 @@ async def start_gateway(
     authenticator = FakeAuthenticator(tokens if tokens is not None else default_tokens())
     policy = FakePolicySource(default_policy())
     backend = FakeBackend()
-    observer = RecordingObserver()
+    recorder = RecordingObserver()
     metrics = Metrics()
     endpoint = McpEndpoint(
         config=config,
@@ -199,7 +200,7 @@ async def start_gateway(
         policy=policy,
         backend=backend,
         limiter=MemoryRateLimiter(),
-        observer=observer,
+        observer=recorder if observer is None else _Both(recorder, observer),
         metrics=metrics,
     )
     app = web.Application()
@@ -208,8 +209,23 @@ async def start_gateway(
     server = await aiohttp_server(app, host="127.0.0.1", port=0)
     client = await aiohttp_client(server)
     return Gateway(
-        config, server, client, endpoint, authenticator, policy, backend, observer, metrics
+        config, server, client, endpoint, authenticator, policy, backend, recorder, metrics
     )
+
+
+class _Both:
+    """Fan one request's events out to the recording observer and a real one."""
+
+    def __init__(self, first: Observer, second: Observer) -> None:
+        self._observers = (first, second)
+
+    def request_started(self, ctx: RequestContext) -> None:
+        for observer in self._observers:
+            observer.request_started(ctx)
+
+    def request_finished(self, ctx: RequestContext) -> None:
+        for observer in self._observers:
+            observer.request_finished(ctx)
 
 
 def _prm(config: Config) -> Callable[[], dict[str, Any]]:

@@ -1,0 +1,68 @@
+"""The client's bearer token never leaves the front door (architecture invariant 4).
+
+Drives successes and every kind of rejection with a recognisable token through the endpoint
+wired to the real ``GatewayObserver`` (access line + audit), and checks the captured log events,
+the Prometheus exposition, every response body and header, and what the backend received.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from prometheus_client import generate_latest
+from structlog.testing import capture_logs
+
+from gateway.config import LoggingConfig
+from gateway.observability.access import GatewayObserver
+from gateway.observability.metrics import Metrics
+from tests.integration.front_door.conftest import MakeGateway
+from tests.support.fakes import principal
+from tests.support.gateway_harness import legacy_headers, modern_headers, modern_request
+
+TOKEN = "tok-SECRET-7f3a9c"
+
+
+@pytest.mark.parametrize("kind", ["valid", "unknown"])
+async def test_the_bearer_token_appears_in_no_log_metric_body_or_backend_call(
+    make_gw: MakeGateway, kind: str
+) -> None:
+    token = TOKEN if kind == "valid" else TOKEN + "-unknown"
+    metrics = Metrics()
+    observer = GatewayObserver(
+        metrics=metrics, logging_config=LoggingConfig(), audit=None, record_request_metrics=False
+    )
+    gw = await make_gw(tokens={TOKEN: principal("erin", "mcp:access docs:read")}, observer=observer)
+    auth = f"Bearer {token}"
+    exchanges: list[tuple[Any, dict[str, str]]] = [
+        (
+            modern_request("server/discover", 1),
+            modern_headers("server/discover", Authorization=auth),
+        ),
+        (modern_request("tools/list", 2), modern_headers("tools/list", Authorization=auth)),
+        (
+            modern_request("tools/call", 3, {"name": "echo", "arguments": {"text": "x"}}),
+            modern_headers("tools/call", "echo", Authorization=auth),
+        ),
+        (
+            modern_request("tools/call", 4, {"name": "create_ticket", "arguments": {}}),
+            modern_headers("tools/call", "create_ticket", Authorization=auth),
+        ),
+        (b"{not json", modern_headers("server/discover", Authorization=auth)),
+        ({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, legacy_headers(Authorization=auth)),
+    ]
+    seen: list[str] = []
+    with capture_logs() as logs:
+        for body, headers in exchanges:
+            response = await gw.post(body, headers)
+            seen.append(await response.text())
+            seen.append(json.dumps(dict(response.headers)))
+    assert logs, "the observer wrote access lines"
+    assert TOKEN not in json.dumps(logs, default=str)
+    assert TOKEN not in generate_latest(metrics.registry).decode()
+    assert TOKEN not in generate_latest(gw.metrics.registry).decode()
+    assert all(TOKEN not in text for text in seen)
+    for recorded in gw.backend.calls:
+        assert TOKEN not in repr(recorded.call)
+        assert TOKEN not in repr(recorded.principal)
