@@ -228,7 +228,7 @@ class Dispatcher:
             message.id, shape_call_result(raw, era=message.era, server=self._server)
         )
         if len(body) > self._cap:
-            ctx.outcome = "oversize"
+            ctx.outcome = "too_large"
             body = self.over_budget(message)
         return body
 
