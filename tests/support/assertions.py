@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.support.schemas import validate_response
+
 __all__ = ["assert_error", "assert_json_ok"]
 
 
@@ -34,11 +36,16 @@ async def assert_error(
     return payload
 
 
-async def assert_json_ok(response: Any) -> dict[str, Any]:
+async def assert_json_ok(
+    response: Any, *, revision: str | None = "2026-07-28", method: str | None = None
+) -> dict[str, Any]:
+    """Assert a 200 JSON success and validate it against ``revision``'s official schema."""
     body = await response.read()
     assert response.status == 200, (response.status, body[:300])
     assert response.headers["Content-Type"] == "application/json"
     assert response.headers["Cache-Control"] == "no-store"
     assert "Mcp-Session-Id" not in response.headers
     payload: dict[str, Any] = json.loads(body)
+    if revision is not None:
+        validate_response(revision, payload, method)
     return payload
