@@ -68,6 +68,7 @@ TIMEOUT_TEXT: Final = "The tool did not answer before the request deadline."
 BACKEND_GRACE_S: Final = 0.5
 """Extra time the backend gets past the deadline to turn its own timeout into a tool error."""
 CONCURRENCY_RETRY_S: Final = 1
+BACKEND_FAILURE_CODE: Final = -32603
 
 
 @dataclass(slots=True)
@@ -239,8 +240,12 @@ class Dispatcher:
                 tool_error_result(OVERSIZE_TEXT), era=message.era, server=self._server
             )
             return success_body(message.id, shaped)
-        err = BackendFailure()
-        return error_body(message.id, err.jsonrpc_code or -32603, err.message, None)
+        return self.failure_body(message)
+
+    @staticmethod
+    def failure_body(message: McpMessage) -> bytes:
+        """The smallest answer to ``message``: a ``backend_failure`` (-32603) error entry."""
+        return error_body(message.id, BACKEND_FAILURE_CODE, BackendFailure.message, None)
 
     @staticmethod
     def _method_policy(turn: Turn, method: str) -> None:

@@ -265,12 +265,15 @@ class McpEndpoint:
         ctx = turn.ctx
         first = messages[0]
         ctx.era, ctx.protocol_version, ctx.method = first.era, first.version, "batch"
-        budget = self._config.limits.max_response_bytes
+        requests = [message for message in messages if not message.is_notification]
+        # Each pending entry keeps room for its smallest possible answer (a -32603 error), so
+        # the array never exceeds the budget however large the earlier results were.
+        floors = [len(self._dispatcher.failure_body(message)) + 1 for message in requests]
+        reserved = sum(floors)
+        room = self._config.limits.max_response_bytes - 2  # the brackets
         parts: list[bytes] = []
-        used = 2
-        for message in messages:
-            if message.is_notification:
-                continue
+        for message, floor in zip(requests, floors, strict=True):
+            reserved -= floor
             try:
                 if message.rejection is not None:
                     raise message.rejection
@@ -279,9 +282,12 @@ class McpEndpoint:
                 if err.jsonrpc_code is None:
                     raise
                 body = error_body(message.id, err.jsonrpc_code, err.message, None)
-            if used + len(body) + 1 > budget:
+            fits = room - reserved
+            if len(body) + 1 > fits:
                 body = self._dispatcher.over_budget(message)
-            used += len(body) + 1
+                if len(body) + 1 > fits:
+                    body = self._dispatcher.failure_body(message)
+            room -= len(body) + 1
             parts.append(body)
         if not parts:
             return web.Response(status=202, headers=_EMPTY_HEADERS)

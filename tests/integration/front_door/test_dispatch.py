@@ -287,6 +287,48 @@ class TestLegacy:
             validate_response("2025-03-26", entry)
         assert payload[2]["error"]["code"] == -32602
 
+    @pytest.mark.row("tool_insufficient_scope")
+    async def test_a_step_up_inside_a_batch_answers_the_whole_batch_403(self, gw: Gateway) -> None:
+        batch = [
+            {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "create_ticket", "arguments": {}}},
+        ]  # fmt: skip
+        response = await gw.post(batch, legacy_headers("2025-03-26"))
+        await assert_error(response, 403)
+        assert 'scope="mcp:access tickets:write"' in response.headers["WWW-Authenticate"]
+
+    @pytest.mark.parametrize("budget", [1700, 1450, 400])
+    async def test_a_batch_shares_one_response_budget(
+        self, make_gw: MakeGateway, budget: int
+    ) -> None:
+        gw = await make_gw(max_response_bytes=budget)
+        call = {"jsonrpc": "2.0", "method": "tools/call",
+                "params": {"name": "big", "arguments": {"size": 600}}}  # fmt: skip
+        batch = [{**call, "id": 1}, {**call, "id": 2}, {**call, "id": 3}]
+        response = await gw.post(batch, legacy_headers("2025-03-26"))
+        assert response.status == 200
+        assert len(await response.read()) <= budget
+        payload = await response.json()
+        assert [entry["id"] for entry in payload] == [1, 2, 3]
+        for entry in payload:
+            validate_response("2025-03-26", entry)
+        # An entry that does not fit (keeping room for the smallest answer to each later one)
+        # becomes the fixed oversize tool error, or -32603 when not even that fits.
+        shapes = [
+            "error" if "error" in entry else ("tool_error" if entry["result"]["isError"] else "ok")
+            for entry in payload
+        ]
+        assert (
+            shapes
+            == {
+                1700: ["ok", "ok", "tool_error"],
+                1450: ["ok", "tool_error", "tool_error"],
+                400: ["tool_error", "tool_error", "error"],
+            }[budget]
+        )
+        assert all(entry["error"]["code"] == -32603 for entry in payload if "error" in entry)
+
     @pytest.mark.row("accepted_notification")
     async def test_an_all_notification_batch_is_202(self, gw: Gateway) -> None:
         batch = [{"jsonrpc": "2.0", "method": "notifications/initialized"}]
