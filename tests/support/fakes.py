@@ -83,13 +83,15 @@ class FakeAuthenticator:
         self.calls += 1
         if "access_token" in request.query_keys:
             raise TokenInQuery()
+        if len(request.authorization) > 1:
+            raise TokenInQuery(detail="several Authorization headers")
         if not request.authorization:
             raise NoCredentials()
-        if len(request.authorization) > 1:
-            raise InvalidToken(detail="several Authorization headers")
         scheme, _, token = request.authorization[0].partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise InvalidToken(detail="not a bearer credential")
+        if scheme.lower() != "bearer":
+            raise NoCredentials(detail="not a bearer credential")
+        if not token.strip():
+            raise InvalidToken(detail="empty bearer token")
         token = token.strip()
         if token == "issuer-down":
             raise IssuerUnavailable(retry_after=5)
