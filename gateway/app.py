@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import itertools
+import os
 import re
 import signal
 import time
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Final, Literal
@@ -154,6 +155,15 @@ def _peer_is_trusted(
     return any(address in network for network in trusted)
 
 
+_RID_PREFIX: Final = os.urandom(6).hex()
+_rid_counter = itertools.count(1)
+
+
+def _new_request_id() -> str:
+    """A per-process random prefix plus a counter: unique across replicas without a syscall."""
+    return f"{_RID_PREFIX}{next(_rid_counter):020x}"  # 32 hex digits, like a uuid4 hex
+
+
 def request_id_middleware(
     *,
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...],
@@ -175,7 +185,7 @@ def request_id_middleware(
         ):
             rid = offered
         else:
-            rid = uuid.uuid4().hex
+            rid = _new_request_id()
         request[REQUEST_ID] = rid
         started = time.monotonic()
         status = 500

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from gateway.errors import ConfigError
@@ -54,21 +55,28 @@ class Secret:
     :meth:`current` to re-read the file when it changed.
     """
 
-    __slots__ = ("_mtime", "_value", "source")
+    __slots__ = ("_checked", "_mtime", "_path", "_value", "source")
+
+    RECHECK_S: ClassVar[float] = 1.0
+    """A file secret is stat()ed at most this often (it is read on the hot path)."""
 
     def __init__(self, value: str, source: str, mtime: float | None = None) -> None:
         self._value = value
         self.source = source
         """``env:NAME``, ``file:PATH`` or ``literal``."""
         self._mtime = mtime
+        self._path = Path(source[5:]) if source.startswith("file:") else None
+        self._checked = time.monotonic()
 
     def reveal(self) -> str:
         return self._value
 
-    def current(self) -> str:
-        """The value, re-read from its file when the file changed since the last read."""
-        if self.source.startswith("file:"):
-            path = Path(self.source[5:])
+    def current(self, *, force: bool = False) -> str:
+        """The value, re-read from its file when the file changed (checked once a second, or
+        now with ``force``, e.g. after the upstream refused the old value)."""
+        path = self._path
+        if path is not None and (force or time.monotonic() - self._checked >= self.RECHECK_S):
+            self._checked = time.monotonic()
             try:
                 mtime = path.stat().st_mtime
                 if mtime != self._mtime:

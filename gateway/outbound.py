@@ -100,15 +100,11 @@ class StreamingResponse:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Yield body chunks; ResponseTooLarge past the cap, OutboundTimeout past the deadline."""
+        # The deadline itself is enforced by the one asyncio.timeout around the whole exchange
+        # in Outbound.stream (a timer per chunk would cost a heap operation per read).
         while True:
-            remaining = self._deadline - time.monotonic()
-            if remaining <= 0:
-                raise OutboundTimeout("deadline exceeded")
             try:
-                async with asyncio.timeout(remaining):
-                    chunk = await self._response.content.readany()
-            except TimeoutError as exc:
-                raise OutboundTimeout("deadline exceeded") from exc
+                chunk = await self._response.content.readany()
             except aiohttp.ClientError as exc:
                 raise OutboundConnectionError("connection failed while reading") from exc
             if not chunk:
@@ -206,33 +202,39 @@ class Outbound:
         if remaining <= 0:
             raise OutboundTimeout("deadline exceeded")
         try:
+            # One timer for the whole exchange: connecting, sending, and the caller reading the
+            # body inside the block. On expiry the task is cancelled wherever it waits and the
+            # cancellation surfaces here as TimeoutError.
             async with asyncio.timeout(remaining):
-                response = await session.request(
-                    method,
-                    url,
-                    headers=dict(headers or {}),
-                    data=body if body is not None else data,
-                    allow_redirects=False,
-                )
+                try:
+                    response = await session.request(
+                        method,
+                        url,
+                        headers=headers,
+                        data=body if body is not None else data,
+                        allow_redirects=False,
+                    )
+                except aiohttp.ClientError as exc:
+                    raise OutboundConnectionError("connection failed") from exc
+                streaming: StreamingResponse | None = None
+                try:
+                    if 300 <= response.status < 400:
+                        raise OutboundRedirect("redirect refused")
+                    length = response.content_length
+                    if length is not None and length > max_body:
+                        raise ResponseTooLarge("response exceeds the size cap")
+                    streaming = StreamingResponse(
+                        response.status, response.headers, response, max_body, deadline
+                    )
+                    yield streaming
+                finally:
+                    # A fully read body returns the connection to the pool; anything else
+                    # (cancel, cap exceeded, early exit) closes it so the upstream sees the abort.
+                    if streaming is not None and streaming.done:
+                        response.release()
+                    else:
+                        response.close()
+        except OutboundTimeout:
+            raise
         except TimeoutError as exc:
             raise OutboundTimeout("deadline exceeded") from exc
-        except aiohttp.ClientError as exc:
-            raise OutboundConnectionError("connection failed") from exc
-        streaming: StreamingResponse | None = None
-        try:
-            if 300 <= response.status < 400:
-                raise OutboundRedirect("redirect refused")
-            length = response.content_length
-            if length is not None and length > max_body:
-                raise ResponseTooLarge("response exceeds the size cap")
-            streaming = StreamingResponse(
-                response.status, response.headers, response, max_body, deadline
-            )
-            yield streaming
-        finally:
-            # A fully read body returns the connection to the pool; anything else (cancel,
-            # cap exceeded, early exit) closes it so the upstream sees the abort.
-            if streaming is not None and streaming.done:
-                response.release()
-            else:
-                response.close()

@@ -87,7 +87,7 @@ class StaticBearer:
 
     def invalidate(self, token: str) -> bool:
         # Retry only if rotation already replaced the value the upstream refused.
-        return self._secret.current() != token
+        return self._secret.current(force=True) != token
 
 
 class ClientCredentials:

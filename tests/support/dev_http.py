@@ -12,7 +12,7 @@ import aiohttp
 
 __all__ = ["HttpClient", "basic", "http_client"]
 
-HttpClient = aiohttp.ClientSession  # noqa: TID251 - tests act as an external client
+HttpClient = aiohttp.ClientSession
 """The test-side HTTP client type (outbound.py is for the gateway's own requests)."""
 
 
