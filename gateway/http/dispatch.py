@@ -38,6 +38,7 @@ from gateway.errors import (
 )
 from gateway.http.progress import ProgressRelay
 from gateway.limits.memory import Slots, retry_after_seconds
+from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import error_body, success_body
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import (
@@ -96,13 +97,27 @@ class Turn:
 class Dispatcher:
     """Runs one message under a :class:`Turn`; shared by every request of an endpoint."""
 
-    def __init__(self, *, config: Config, backend: Backend, limiter: RateLimiter) -> None:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        backend: Backend,
+        limiter: RateLimiter,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._metrics = metrics
         self._config = config
         self._backend = backend
         self._limiter = limiter
         self._slots = Slots()
         self._server = config.server
         self._cap = config.limits.max_response_bytes
+        # Only the observer reads them, and only to log their shape (keys and types).
+        self._log_arguments = config.logging.log_arguments
+
+    def _count_limited(self, scope: str) -> None:
+        if self._metrics is not None:
+            self._metrics.rate_limited_total.labels(scope=scope).inc()
 
     def tool_lookup(self, turn: Turn) -> Callable[[str], ToolDef | None]:
         """The classifier's tool lookup: only tools this caller may see exist."""
@@ -193,10 +208,14 @@ class Dispatcher:
         if rate is not None:
             wait = await self._limiter.hit(key, rate[0], rate[1])
             if wait is not None:
+                self._count_limited("tool")
                 raise RateLimited(retry_after=retry_after_seconds(wait))
         limit = policy.max_concurrency(name)
         if limit is not None and not self._slots.try_acquire(key, limit):
+            self._count_limited("tool_concurrency")
             raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
+        if self._log_arguments:
+            ctx.extra["arguments"] = message.arguments or {}
         try:
             self._expiry(turn)
             call = ToolCall(

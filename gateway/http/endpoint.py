@@ -108,7 +108,9 @@ class McpEndpoint:
         self._in_flight = 0
         self._request_children: dict[tuple[str, str, str], Any] = {}
         self._duration_children: dict[str, Any] = {}
-        self._dispatcher = Dispatcher(config=config, backend=backend, limiter=limiter)
+        self._dispatcher = Dispatcher(
+            config=config, backend=backend, limiter=limiter, metrics=metrics
+        )
 
     @property
     def in_flight(self) -> int:

@@ -77,10 +77,11 @@ BACKEND_OUTCOMES: Final = (
 """``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
 went away mid-call; ``too_large``: the upstream reply exceeded its cap."""
 
-RATE_LIMIT_SCOPES: Final = ("ip", "failed_auth", "principal")
+RATE_LIMIT_SCOPES: Final = ("ip", "failed_auth", "principal", "tool", "tool_concurrency")
 """``rate_limited_total{scope}``: pre-auth per client IP (``limits.pre_auth_rate``), failed
 authentications per client IP (``issuer.failed_auth_rate``), per subject
-(``limits.principal_rate``). Every 429, whatever its source, is also counted in
+(``limits.principal_rate``), per subject and tool (the policy's ``rate_limit``: ``tool``;
+``max_concurrency``: ``tool_concurrency``). Every 429, whatever its source, is also counted in
 ``rejections_total{row="rate_limited"}``."""
 
 POLICY_RELOAD_RESULTS: Final = ("success", "failure")

@@ -8,6 +8,7 @@ demo backend is a real MCP server that records every request it receives, and th
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -84,6 +85,22 @@ class Stack:
 
 @pytest.fixture
 async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stack]:
+    async with _stack(tmp_path, monkeypatch, "") as running:
+        yield running
+
+
+@pytest.fixture
+async def stack_logging_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Stack]:
+    async with _stack(tmp_path, monkeypatch, "logging: {log_arguments: true}\n") as running:
+        yield running
+
+
+@contextlib.asynccontextmanager
+async def _stack(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra_yaml: str
+) -> AsyncIterator[Stack]:
     issuer = DevIssuer()
     backend = DemoBackend(service_token=SERVICE_TOKEN)
     await issuer.start()
@@ -109,7 +126,7 @@ backend:
   credential: {{type: bearer, token: {{file: service-token}}}}
 policy: {ROOT / "policies" / "demo.yaml"}
 audit: {{sink: file, path: {audit_file}}}
-"""
+{extra_yaml}"""
     )
     config = load_config(tmp_path / "gateway.yaml")
     server = GatewayServer(config, build_services(config))
@@ -246,3 +263,46 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
             ("backend requests", "\n".join(backend_traffic)),
         ]:
             assert token not in text, f"the client token leaked into {where}"
+
+
+@pytest.mark.row("rate_limited")
+async def test_a_tools_rate_limit_answers_429_past_the_limit_and_counts_it_per_tool(
+    stack: Stack,
+) -> None:
+    """policies/demo.yaml: notes_add allows 30/minute per subject."""
+    writer = stack.token("mcp:access notes:write", sub="carol")
+    for index in range(30):
+        status, _, text = await stack.modern(
+            writer, "tools/call", {"name": "notes_add", "arguments": {"text": f"n{index}"}}
+        )
+        assert status == 200, text
+    status, headers, text = await stack.modern(
+        writer, "tools/call", {"name": "notes_add", "arguments": {"text": "one too many"}}
+    )
+    assert status == 429
+    assert int(headers["Retry-After"]) >= 1
+    assert headers["Cache-Control"] == "no-store"
+    # Another subject has its own budget.
+    other = stack.token("mcp:access notes:write", sub="dave")
+    status, _, _ = await stack.modern(
+        other, "tools/call", {"name": "notes_add", "arguments": {"text": "mine"}}
+    )
+    assert status == 200
+    assert 'mcp_gateway_rate_limited_total{scope="tool"} 1.0' in await stack.metrics()
+
+
+async def test_argument_logging_records_the_shape_of_arguments_never_their_values(
+    stack_logging_arguments: Stack,
+) -> None:
+    stack = stack_logging_arguments
+    reader = stack.token("mcp:access notes:read")
+    with structlog.testing.capture_logs() as logs:
+        status, _, _ = await stack.modern(
+            reader, "tools/call", {"name": "echo", "arguments": {"text": "secret-value-42"}}
+        )
+    assert status == 200
+    access = [line for line in logs if line.get("event") == "mcp.request"]
+    assert len(access) == 1
+    assert access[0]["arguments"] == {"text": "string"}
+    assert "secret-value-42" not in repr(logs)
+    assert "secret-value-42" not in stack.audit_file.read_text()
