@@ -98,6 +98,21 @@ class StreamingResponse:
     def content_type(self) -> str:
         return self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
 
+    async def read(self) -> bytes:
+        """The whole body (capped). One read when the length is declared, else chunk by chunk."""
+        length = self._response.content_length
+        if length is not None and length <= self._max_body:
+            try:
+                data = await self._response.read()
+            except aiohttp.ClientError as exc:
+                raise OutboundConnectionError("connection failed while reading") from exc
+            self._read = len(data)
+            if self._read > self._max_body:
+                raise ResponseTooLarge("response exceeds the size cap")
+            self.done = True
+            return data
+        return b"".join([chunk async for chunk in self.chunks()])
+
     async def chunks(self) -> AsyncIterator[bytes]:
         """Yield body chunks; ResponseTooLarge past the cap, OutboundTimeout past the deadline."""
         # The deadline itself is enforced by the one asyncio.timeout around the whole exchange
@@ -176,8 +191,7 @@ class Outbound:
             body=body,
             max_body=max_body,
         ) as response:
-            parts = [chunk async for chunk in response.chunks()]
-            return Response(response.status, response.headers, b"".join(parts))
+            return Response(response.status, response.headers, await response.read())
 
     @asynccontextmanager
     async def stream(

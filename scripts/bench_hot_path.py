@@ -60,6 +60,40 @@ PEER = textwrap.dedent(
     """
 )
 
+BARE_HOP = textwrap.dedent(
+    """
+    import asyncio, sys
+    import aiohttp
+    from aiohttp import web
+
+    async def main() -> None:
+        backend, port = sys.argv[1], int(sys.argv[2])
+        session = aiohttp.ClientSession()
+        headers = {
+            "Authorization": "Bearer bench-service-token", "Content-Type": "application/json",
+            "Accept": "application/json", "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "tools/call", "Mcp-Name": "echo",
+        }
+
+        async def handle(request: web.Request) -> web.Response:
+            body = await request.read()
+            async with session.post(backend, data=body, headers=headers) as reply:
+                data = await reply.read()
+            return web.Response(body=data, content_type="application/json")
+
+        app = web.Application()
+        app.router.add_post("/mcp", handle)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", port).start()
+        await asyncio.Event().wait()
+
+    asyncio.run(main())
+    """
+)
+"""The floor: an aiohttp server that forwards the body to the backend with an aiohttp client
+and relays the reply (no auth, no validation, no logging) - "a bare aiohttp hop"."""
+
 LUA = textwrap.dedent(
     """
     wrk.method = "POST"
@@ -92,12 +126,51 @@ def wait_ready(ops_url: str, timeout_s: float = 20.0) -> None:
     raise SystemExit("gateway never became ready")
 
 
+def measure(
+    pid: int, url: str, work: Path, args: argparse.Namespace, *, profile: str | None
+) -> tuple[float, int, str]:
+    """Warm up, run wrk for ``args.duration`` s; return (CPU s of ``pid``, requests, output)."""
+    wrk = ["wrk", "-t1", f"-c{args.connections}", "-s", str(work / "call.lua"), url]
+    subprocess.run([*wrk, "-d2s"], check=True, capture_output=True)  # noqa: S603 warm-up
+    spy = None
+    if profile:
+        spy = subprocess.Popen(  # noqa: S603
+            [str(Path(PYTHON).parent / "py-spy"), "record", "--format", "raw", "-o", profile,
+             "--pid", str(pid), "-d", str(args.duration)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    before = cpu_seconds(pid)
+    run = subprocess.run(  # noqa: S603
+        [*wrk, f"-d{args.duration}s", "--latency"], check=True, capture_output=True, text=True
+    )
+    used = cpu_seconds(pid) - before
+    if spy is not None:
+        spy.wait(timeout=30)
+    requests = 0
+    for line in run.stdout.splitlines():
+        if "requests in" in line:
+            requests = int(line.strip().split()[0])
+        if "Non-2xx" in line or "Socket errors" in line:
+            print("WARNING:", line.strip())
+    return used, requests, run.stdout
+
+
+def report(name: str, used: float, requests: int) -> None:
+    per_call = f"{used / requests * 1e6:.0f} µs" if requests else "n/a"
+    print(f"{name}: {requests} requests, {used:.2f} s CPU, {per_call} CPU per call")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=int, default=10, help="measured seconds")
     parser.add_argument("--connections", type=int, default=16)
     parser.add_argument("--port", type=int, default=18931)
     parser.add_argument("--ops-port", type=int, default=18932)
+    parser.add_argument(
+        "--baseline",
+        action="store_true",
+        help="also measure a bare aiohttp hop to the same backend under the same load",
+    )
     parser.add_argument(
         "--profile", metavar="PATH", help="also record collapsed stacks with py-spy to PATH"
     )
@@ -163,33 +236,25 @@ def main() -> int:
         )
         (work / "call.lua").write_text(LUA % (body, info["token"]))
         url = f"http://127.0.0.1:{args.port}/mcp"
-        wrk = ["wrk", "-t1", f"-c{args.connections}", "-s", str(work / "call.lua"), url]
-        subprocess.run([*wrk, "-d2s"], check=True, capture_output=True)  # noqa: S603 warm-up
-        spy = None
-        if args.profile:
-            spy = subprocess.Popen(  # noqa: S603
-                [str(Path(PYTHON).parent / "py-spy"), "record", "--format", "raw", "-o",
-                 args.profile, "--pid", str(gateway.pid), "-d", str(args.duration)],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            )  # fmt: skip
-        before = cpu_seconds(gateway.pid)
-        run = subprocess.run(  # noqa: S603
-            [*wrk, f"-d{args.duration}s", "--latency"], check=True, capture_output=True, text=True
-        )
-        used = cpu_seconds(gateway.pid) - before
-        if spy is not None:
-            spy.wait(timeout=30)
-        requests = 0
-        for line in run.stdout.splitlines():
-            if "requests in" in line:
-                requests = int(line.strip().split()[0])
-        errors = [line for line in run.stdout.splitlines() if "Non-2xx" in line or "errors" in line]
-        print(run.stdout)
-        print(f"gateway CPU: {used:.2f} s for {requests} requests")
-        if requests:
-            print(f"gateway CPU per call: {used / requests * 1e6:.0f} µs")
-        if errors:
-            print("WARNING:", *errors, sep="\n  ")
+        url = f"http://127.0.0.1:{args.port}/mcp"
+        used, requests, output = measure(gateway.pid, url, work, args, profile=args.profile)
+        print(output)
+        report("gateway", used, requests)
+        if args.baseline:
+            bare = subprocess.Popen(  # noqa: S603
+                [PYTHON, "-c", BARE_HOP, info["backend"], str(args.port + 10)], env=env
+            )
+            try:
+                time.sleep(1.0)
+                bare_url = f"http://127.0.0.1:{args.port + 10}/mcp"
+                b_used, b_requests, _ = measure(bare.pid, bare_url, work, args, profile=None)
+                report("bare aiohttp hop", b_used, b_requests)
+                if requests and b_requests:
+                    ratio = (used / requests) / (b_used / b_requests)
+                    print(f"gateway / bare hop: {ratio:.2f}x (budget: 250 / 90 = 2.78x)")
+            finally:
+                bare.terminate()
+                bare.wait(timeout=15)
     finally:
         for process in (gateway, peer):
             if process is not None:

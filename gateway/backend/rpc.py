@@ -224,14 +224,17 @@ async def _read_json_body(
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > max_bytes:
         raise UpstreamFault("too_large")
-    parts: list[bytes] = []
-    size = 0
-    async for chunk in response.chunks():
-        size += len(chunk)
-        if size > max_bytes:
-            raise UpstreamFault("too_large")
-        parts.append(chunk)
-    data = b"".join(parts)
+    if declared.isdigit():
+        data = await response.read()  # one read: the declared length is within the cap
+    else:
+        parts: list[bytes] = []
+        size = 0
+        async for chunk in response.chunks():
+            size += len(chunk)
+            if size > max_bytes:
+                raise UpstreamFault("too_large")
+            parts.append(chunk)
+        data = b"".join(parts)
     if not data and not allow_empty:
         raise UpstreamFault("garbled")
     return data
