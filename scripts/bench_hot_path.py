@@ -26,6 +26,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -171,6 +172,7 @@ def main() -> int:
         action="store_true",
         help="also measure a bare aiohttp hop to the same backend under the same load",
     )
+    parser.add_argument("--repeat", type=int, default=1, help="measured runs (medians reported)")
     parser.add_argument(
         "--profile", metavar="PATH", help="also record collapsed stacks with py-spy to PATH"
     )
@@ -236,25 +238,39 @@ def main() -> int:
         )
         (work / "call.lua").write_text(LUA % (body, info["token"]))
         url = f"http://127.0.0.1:{args.port}/mcp"
-        url = f"http://127.0.0.1:{args.port}/mcp"
-        used, requests, output = measure(gateway.pid, url, work, args, profile=args.profile)
-        print(output)
-        report("gateway", used, requests)
+        bare = None
         if args.baseline:
             bare = subprocess.Popen(  # noqa: S603
                 [PYTHON, "-c", BARE_HOP, info["backend"], str(args.port + 10)], env=env
             )
-            try:
-                time.sleep(1.0)
-                bare_url = f"http://127.0.0.1:{args.port + 10}/mcp"
-                b_used, b_requests, _ = measure(bare.pid, bare_url, work, args, profile=None)
-                report("bare aiohttp hop", b_used, b_requests)
-                if requests and b_requests:
-                    ratio = (used / requests) / (b_used / b_requests)
-                    print(f"gateway / bare hop: {ratio:.2f}x (budget: 250 / 90 = 2.78x)")
-            finally:
+            time.sleep(1.0)
+        gateway_runs: list[float] = []
+        bare_runs: list[float] = []
+        try:
+            for _ in range(args.repeat):
+                used, requests, output = measure(gateway.pid, url, work, args, profile=args.profile)
+                if args.repeat == 1:
+                    print(output)
+                report("gateway", used, requests)
+                gateway_runs.append(used / max(requests, 1))
+                if bare is not None:
+                    bare_url = f"http://127.0.0.1:{args.port + 10}/mcp"
+                    b_used, b_requests, _ = measure(bare.pid, bare_url, work, args, profile=None)
+                    report("bare aiohttp hop", b_used, b_requests)
+                    bare_runs.append(b_used / max(b_requests, 1))
+        finally:
+            if bare is not None:
                 bare.terminate()
                 bare.wait(timeout=15)
+        median = statistics.median(gateway_runs)
+        print(f"median gateway CPU per call: {median * 1e6:.0f} µs over {args.repeat} run(s)")
+        if bare_runs:
+            ratios = sorted(g / b for g, b in zip(gateway_runs, bare_runs, strict=True))
+            print(
+                f"median bare-hop CPU per call: {statistics.median(bare_runs) * 1e6:.0f} µs; "
+                f"gateway / bare hop: median {statistics.median(ratios):.2f}x "
+                f"(runs {', '.join(f'{r:.2f}' for r in ratios)}; budget 250 / 90 = 2.78x)"
+            )
     finally:
         for process in (gateway, peer):
             if process is not None:

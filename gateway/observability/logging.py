@@ -122,11 +122,23 @@ def redact_secrets(logger: WrappedLogger, method_name: str, event_dict: EventDic
     mappings and sequences are cleaned to depth 4; the memo keeps the per-key cost to one dict
     lookup on the hot path.
     """
+    verdicts = _verdicts
     for key, value in event_dict.items():
         if value is None:
             continue
-        if is_secret_key(key):
+        # Inlined memo lookup: this loop runs over every field of every line (hot path).
+        secret = verdicts.get(key)
+        if secret is None:
+            secret = is_secret_key(key)
+        if secret:
             event_dict[key] = REDACTED
+            continue
+        kind = value.__class__
+        if kind is str:
+            if "earer" in value or "EARER" in value:
+                event_dict[key] = _BEARER.sub(_BEARER_MASK, value)
+        elif kind is int or kind is float or kind is bool:
+            continue
         elif isinstance(value, str):
             if "earer" in value or "EARER" in value:
                 event_dict[key] = _BEARER.sub(_BEARER_MASK, value)
