@@ -36,7 +36,6 @@ __all__ = [
     "LoggingConfig",
     "ProtocolConfig",
     "Rate",
-    "RedisConfig",
     "Secret",
     "ServerInfo",
     "TlsConfig",
@@ -246,12 +245,6 @@ class AuditConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class RedisConfig:
-    url: Secret
-    key_prefix: str = "mcp-gateway:"
-
-
-@dataclass(frozen=True, slots=True)
 class Config:
     """The whole validated configuration. Immutable; a reload builds a new one."""
 
@@ -271,7 +264,6 @@ class Config:
     allowed_origins: frozenset[str] = frozenset()
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
-    redis: RedisConfig | None = None
     warnings: tuple[str, ...] = ()
 
     @property
@@ -549,13 +541,6 @@ def _build(b: _Builder, raw: dict[str, Any], source: str) -> Config:
             )
         origins.append(f"{parts.scheme}://{parts.netloc}".lower())
 
-    rr = raw.get("redis")
-    redis = None
-    if rr is not None:
-        url = b.secret(rr["url"], ("redis", "url"))
-        if url is not None:
-            redis = RedisConfig(url=url, key_prefix=rr.get("key_prefix", "mcp-gateway:"))
-
     ra = dict(raw.get("audit", {}))
     if ra.get("sink") is False:  # YAML 1.1: a bare `off` is the boolean false
         ra["sink"] = "off"
@@ -579,6 +564,5 @@ def _build(b: _Builder, raw: dict[str, Any], source: str) -> Config:
         allowed_origins=frozenset(origins),
         logging=LoggingConfig(**raw.get("logging", {})),
         audit=audit,
-        redis=redis,
         warnings=tuple(b.warnings),
     )
