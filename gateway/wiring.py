@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import gateway
 from gateway.app import REQUEST_ID, Services
@@ -91,23 +92,14 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
     services.background.extend(
         [
             authenticator.start,
-            _after(backend.start, lambda: _report_catalog_fit(policy, backend)),
+            backend.start,
+            lambda: _watch_catalog_fit(policy, backend),
             lambda: policy.run(config.policy_poll_s),
             lambda: _reload_on_sighup(policy),
         ]
     )
     services.cleanups.extend([backend.close, authenticator.close, _async(audit.close)])
     return services
-
-
-def _after(
-    first: Callable[[], Awaitable[None]], then: Callable[[], None]
-) -> Callable[[], Awaitable[None]]:
-    async def run() -> None:
-        await first()
-        then()
-
-    return run
 
 
 def _async(function: Callable[[], None]) -> Callable[[], Awaitable[None]]:
@@ -117,14 +109,29 @@ def _async(function: Callable[[], None]) -> Callable[[], Awaitable[None]]:
     return run
 
 
-def _report_catalog_fit(policy: PolicyReloader, backend: UpstreamBackend) -> None:
-    """Startup warnings: rules that match no catalog tool, catalog tools without a rule."""
-    names = [tool.name for tool in backend.catalog()]
-    current = policy.current()
-    for rule in current.unmatched_rules(names):
-        log.warning("policy.rule_matches_no_tool", rule=rule)
-    for tool in current.unruled_tools(names):
-        log.warning("policy.tool_without_rule_hidden", tool=tool)
+CATALOG_FIT_POLL_S: Final = 1.0
+"""How often the catalog and policy versions are compared (two attribute reads)."""
+
+
+async def _watch_catalog_fit(policy: PolicyReloader, backend: UpstreamBackend) -> None:
+    """Warn when a rule matches no catalog tool, and (once per tool) when a catalog tool has
+    no rule and is therefore hidden; re-checked whenever the catalog or the policy changes."""
+    seen: tuple[str, str] | None = None
+    hidden_logged: set[str] = set()
+    while True:
+        if backend.ready:
+            catalog, current = backend.catalog(), policy.current()
+            versions = (catalog.version, current.version)
+            if versions != seen:
+                seen = versions
+                names = [tool.name for tool in catalog]
+                for warning in current.unmatched_rules(names):
+                    log.warning("policy.rule_matches_no_tool", detail=warning)
+                for tool in current.unruled_tools(names):
+                    if tool not in hidden_logged:
+                        hidden_logged.add(tool)
+                        log.warning("policy.tool_without_rule_hidden", tool=tool)
+        await asyncio.sleep(CATALOG_FIT_POLL_S)
 
 
 async def _reload_on_sighup(policy: PolicyReloader) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import structlog
 from aiohttp.test_utils import TestServer
 
 from gateway.app import GatewayServer
@@ -24,7 +25,7 @@ from gateway.config import Config, load_config
 from gateway.dev.issuer import DevIssuer
 from gateway.wiring import build_services
 from tests.support.schemas import validate_response
-from tests.support.upstreams import LegacyUpstream, ModernUpstream
+from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
 
 MODERN = "2026-07-28"
 LEGACY = "2025-06-18"
@@ -123,6 +124,7 @@ async def running_gateway(
     upstream: Upstream,
     *,
     backend_timeout_s: float = 10.0,
+    policy: str = POLICY,
 ) -> AsyncIterator[Gateway]:
     issuer = DevIssuer()
     await issuer.start()
@@ -130,7 +132,7 @@ async def running_gateway(
     upstream_server = await aiohttp_server(upstream.app())
     monkeypatch.setenv("UPSTREAM_TEST_GW_SECRET", "gw-secret")
     monkeypatch.setenv("UPSTREAM_TEST_SERVICE", SERVICE)
-    (tmp_path / "policy.yaml").write_text(POLICY)
+    (tmp_path / "policy.yaml").write_text(policy)
     (tmp_path / "gateway.yaml").write_text(
         f"""
 resource: https://mcp.example.test/mcp
@@ -328,3 +330,41 @@ async def test_progress_from_a_legacy_sse_upstream_reaches_a_modern_client_that_
         final = events[-1]
         assert final["id"] == 9
         assert final["result"]["content"][0]["type"] == "text"
+
+
+async def test_rules_without_tools_and_tools_without_rules_are_warned_about_at_startup(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """policy.yaml names only `echo`; the upstream also offers `unruled`, which stays hidden."""
+    upstream = ModernUpstream(tools=[echo_tool("echo"), echo_tool("unruled")])
+    policy = POLICY + "  ghost_tool: {scopes: [tools:echo]}\n"
+    with structlog.testing.capture_logs() as logs:
+        async with running_gateway(
+            tmp_path, aiohttp_server, monkeypatch, upstream, policy=policy
+        ) as gw:
+            for _ in range(40):
+                events = {line["event"] for line in logs}
+                if {"policy.rule_matches_no_tool", "policy.tool_without_rule_hidden"} <= events:
+                    break
+                await asyncio.sleep(0.05)
+            status, _, text = await gw.post(
+                gw.token(),
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "tools/list",
+                    "params": {
+                        "_meta": {
+                            "io.modelcontextprotocol/protocolVersion": MODERN,
+                            "io.modelcontextprotocol/clientCapabilities": {},
+                        }
+                    },
+                },
+                {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/list"},
+            )
+    assert status == 200
+    assert [tool["name"] for tool in json.loads(text)["result"]["tools"]] == ["echo"]
+    unmatched = [line for line in logs if line["event"] == "policy.rule_matches_no_tool"]
+    hidden = [line for line in logs if line["event"] == "policy.tool_without_rule_hidden"]
+    assert len(unmatched) == 1 and "ghost_tool" in unmatched[0]["detail"]
+    assert [line["tool"] for line in hidden] == ["unruled"]
