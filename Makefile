@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck bench clean
+.PHONY: demo test check lint typecheck bench bench-hot-path clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -34,6 +34,10 @@ test: check
 
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
+
+# The budget figure: gateway CPU per cached-token tools/call vs a bare aiohttp hop (needs wrk).
+bench-hot-path: $(STAMP)
+	$(BIN)/python scripts/bench_hot_path.py --duration 6 --baseline --repeat 5
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
