@@ -306,3 +306,135 @@ async def test_argument_logging_records_the_shape_of_arguments_never_their_value
     assert access[0]["arguments"] == {"text": "string"}
     assert "secret-value-42" not in repr(logs)
     assert "secret-value-42" not in stack.audit_file.read_text()
+
+
+async def test_claude_codes_recorded_wire_requests_are_served(stack: Stack) -> None:
+    """Claude Code 2.1.328 as recorded in client-behaviour.md §3: lowercase mirrored headers,
+    a string probe id, rich clientCapabilities, then tools/list and tools/call."""
+    token = stack.token("mcp:access notes:read")
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientInfo": {
+            "name": "claude-code",
+            "title": "Claude Code",
+            "version": "2.1.328",
+            "description": "Anthropic's agentic coding tool",
+            "websiteUrl": "https://claude.com/claude-code",
+        },
+        "io.modelcontextprotocol/clientCapabilities": {
+            "roots": {"listChanged": True},
+            "elicitation": {"form": {}, "url": {}},
+        },
+    }
+    base = {
+        "accept": "application/json, text/event-stream",
+        "accept-encoding": "identity",
+        "user-agent": "claude-code/2.1.328 (sdk-cli)",
+        "mcp-protocol-version": MODERN,
+    }
+    steps: list[tuple[dict[str, Any], dict[str, str]]] = [
+        (
+            {
+                "id": "server-discover-probe-1",
+                "method": "server/discover",
+                "params": {"_meta": meta},
+            },
+            {"mcp-method": "server/discover"},
+        ),
+        (
+            {"id": 0, "method": "tools/list", "params": {"_meta": meta}},
+            {"mcp-method": "tools/list"},
+        ),
+        (
+            {
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "from claude"}, "_meta": meta},
+            },
+            {"mcp-method": "tools/call", "mcp-name": "echo"},
+        ),
+    ]
+    for message, headers in steps:
+        status, response_headers, text = await stack.post(
+            token, {"jsonrpc": "2.0", **message}, headers={**base, **headers}
+        )
+        assert status == 200, text
+        assert "Mcp-Session-Id" not in response_headers
+        envelope = json.loads(text)
+        assert envelope["id"] == message["id"]
+        assert envelope["result"]["resultType"] == "complete"
+    assert envelope["result"]["content"] == [{"type": "text", "text": "from claude"}]
+
+
+async def test_codexs_recorded_legacy_session_is_served_without_a_session(stack: Stack) -> None:
+    """Codex 0.169.0 (client-behaviour.md §4): initialize 2025-06-18, initialized -> 202, GET and
+    DELETE tolerated as 405, progressToken in tools/list and threadId in tools/call _meta."""
+    token = stack.token("mcp:access notes:read")
+    base = {
+        "accept": "text/event-stream, application/json",
+        "user-agent": "codex-mcp-client/0.169.0",
+    }
+    status, headers, text = await stack.post(
+        token,
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"elicitation": {"form": {}, "url": {}}},
+                "clientInfo": {"name": "codex-mcp-client", "title": "Codex", "version": "0.169.0"},
+            },
+        },
+        headers=base,
+    )
+    assert status == 200, text
+    assert "Mcp-Session-Id" not in headers
+    assert json.loads(text)["result"]["protocolVersion"] == "2025-06-18"
+    later = {**base, "mcp-protocol-version": "2025-06-18"}
+    status, _, text = await stack.post(
+        token, {"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=later
+    )
+    assert (status, text) == (202, "")
+    for method in ("GET", "DELETE"):
+        async with stack.session.request(
+            method, stack.server.mcp_url, headers={"authorization": f"Bearer {token}", **later}
+        ) as response:
+            assert response.status == 405
+            assert response.headers["Allow"] == "POST"
+    status, _, text = await stack.post(
+        token,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/list",
+            "params": {"_meta": {"progressToken": 0}},
+        },
+        headers=later,
+    )
+    assert status == 200, text
+    assert {t["name"] for t in json.loads(text)["result"]["tools"]} == {
+        "echo",
+        "notes_list",
+        "time_now",
+    }
+    status, headers, text = await stack.post(
+        token,
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {
+                "name": "echo",
+                "arguments": {"text": "from codex"},
+                "_meta": {"threadId": "thread-1", "progressToken": 1},
+            },
+        },
+        headers=later,
+    )
+    assert status == 200, text
+    if headers["Content-Type"].startswith("text/event-stream"):
+        text = [line[5:] for line in text.splitlines() if line.startswith("data:")][-1]
+    result = json.loads(text)["result"]
+    assert result["content"] == [{"type": "text", "text": "from codex"}]
+    assert "resultType" not in result
