@@ -115,6 +115,13 @@ class Dispatcher:
         # Only the observer reads them, and only to log their shape (keys and types).
         self._log_arguments = config.logging.log_arguments
 
+    async def enforce_rate(self, key: str, count: int, per_s: float, scope: str) -> None:
+        """One event against ``key``'s budget; past it, count ``scope`` and raise 429."""
+        wait = await self._limiter.hit(key, count, per_s)
+        if wait is not None:
+            self._count_limited(scope)
+            raise RateLimited(retry_after=retry_after_seconds(wait))
+
     def _count_limited(self, scope: str) -> None:
         if self._metrics is not None:
             self._metrics.rate_limited_total.labels(scope=scope).inc()
@@ -206,10 +213,7 @@ class Dispatcher:
         key = f"tool:{principal.subject}:{name}"
         rate = policy.rate_limit(name)
         if rate is not None:
-            wait = await self._limiter.hit(key, rate[0], rate[1])
-            if wait is not None:
-                self._count_limited("tool")
-                raise RateLimited(retry_after=retry_after_seconds(wait))
+            await self.enforce_rate(key, rate[0], rate[1], "tool")
         limit = policy.max_concurrency(name)
         if limit is not None and not self._slots.try_acquire(key, limit):
             self._count_limited("tool_concurrency")

@@ -36,14 +36,12 @@ from gateway.errors import (
     InsufficientScope,
     MethodNotAllowed,
     OverCapacity,
-    RateLimited,
     RequestTimeout,
 )
 from gateway.http.admission import accepts, check_content_type, check_origin, client_ip, read_body
 from gateway.http.dispatch import Dispatcher, Turn
 from gateway.http.errors import internal_error, render_error
 from gateway.http.progress import ProgressRelay
-from gateway.limits.memory import retry_after_seconds
 from gateway.observability.metrics import Metrics, method_label
 from gateway.observability.tracing import trace_context
 from gateway.protocol.classify import classify
@@ -92,7 +90,6 @@ class McpEndpoint:
         self._config = config
         self._auth = authenticator
         self._policy = policy
-        self._limiter = limiter
         self._observer = observer
         self._metrics = metrics
         self._request_id = request_id
@@ -164,7 +161,9 @@ class McpEndpoint:
         policy = self._policy.current()
         ip = ctx.client_ip
         if self._pre_auth is not None:  # step 4
-            await self._rate(f"ip:{ip}", self._pre_auth.count, self._pre_auth.per_s, "ip")
+            await self._dispatcher.enforce_rate(
+                f"ip:{ip}", self._pre_auth.count, self._pre_auth.per_s, "ip"
+            )
         principal = await self._auth.authenticate(  # steps 5-7
             AuthRequest(
                 authorization=tuple(headers.getall("Authorization", ())),
@@ -178,7 +177,9 @@ class McpEndpoint:
             raise InsufficientScope(scopes=tuple(baseline))
         if self._principal_rate is not None:  # step 9
             rate = self._principal_rate
-            await self._rate(f"sub:{principal.subject}", rate.count, rate.per_s, "principal")
+            await self._dispatcher.enforce_rate(
+                f"sub:{principal.subject}", rate.count, rate.per_s, "principal"
+            )
         if self._in_flight >= self._max_in_flight:  # step 10, before the body is read
             raise OverCapacity(retry_after=1)
         self._in_flight += 1
@@ -216,13 +217,6 @@ class McpEndpoint:
             self._in_flight -= 1
             if self._metrics is not None:
                 self._metrics.in_flight.dec()
-
-    async def _rate(self, key: str, count: int, per_s: float, scope: str) -> None:
-        wait = await self._limiter.hit(key, count, per_s)
-        if wait is not None:
-            if self._metrics is not None:
-                self._metrics.rate_limited_total.labels(scope=scope).inc()
-            raise RateLimited(retry_after=retry_after_seconds(wait))
 
     # --- steps 15-18: policy, dispatch, respond --------------------------------------------
 
