@@ -7,7 +7,6 @@ demo backend is a real MCP server that records every request it receives, and th
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
@@ -20,10 +19,10 @@ import pytest
 import structlog
 
 from gateway.app import GatewayServer
-from gateway.config import Config, load_config
+from gateway.config import Config
 from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.issuer import DevIssuer
-from gateway.wiring import build_services
+from tests.support.wired import wired_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
 MODERN = "2026-07-28"
@@ -128,22 +127,10 @@ policy: {ROOT / "policies" / "demo.yaml"}
 audit: {{sink: file, path: {audit_file}}}
 {extra_yaml}"""
     )
-    config = load_config(tmp_path / "gateway.yaml")
-    server = GatewayServer(config, build_services(config))
-    await server.start()
-    session = aiohttp.ClientSession()
     try:
-        for _ in range(100):
-            async with session.get(server.ops_url + "/readyz") as response:
-                if response.status == 200:
-                    break
-            await asyncio.sleep(0.05)
-        else:
-            pytest.fail("the gateway never became ready")
-        yield Stack(issuer, backend, server, config, audit_file, session)
+        async with wired_gateway(tmp_path / "gateway.yaml") as (server, session):
+            yield Stack(issuer, backend, server, server.config, audit_file, session)
     finally:
-        await session.close()
-        await server.stop()
         await backend.stop()
         await issuer.stop()
 

@@ -21,11 +21,11 @@ import structlog
 from aiohttp.test_utils import TestServer
 
 from gateway.app import GatewayServer
-from gateway.config import Config, load_config
+from gateway.config import Config
 from gateway.dev.issuer import DevIssuer
-from gateway.wiring import build_services
 from tests.support.schemas import validate_response
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
+from tests.support.wired import wired_gateway
 
 MODERN = "2026-07-28"
 LEGACY = "2025-06-18"
@@ -152,22 +152,10 @@ policy: policy.yaml
 audit: {{sink: "off"}}
 """
     )
-    config = load_config(tmp_path / "gateway.yaml")
-    server = GatewayServer(config, build_services(config))
-    await server.start()
-    session = aiohttp.ClientSession()
     try:
-        for _ in range(200):
-            async with session.get(server.ops_url + "/readyz") as response:
-                if response.status == 200:
-                    break
-            await asyncio.sleep(0.05)
-        else:
-            pytest.fail("the gateway never became ready")
-        yield Gateway(server, config, issuer, upstream, session)
+        async with wired_gateway(tmp_path / "gateway.yaml") as (server, session):
+            yield Gateway(server, server.config, issuer, upstream, session)
     finally:
-        await session.close()
-        await server.stop()
         await issuer.stop()
 
 
