@@ -1,0 +1,60 @@
+"""Load and validate ``gateway.yaml`` into one immutable, typed :class:`Config`.
+
+The package, by job:
+
+* :mod:`~gateway.config.model`: the frozen dataclasses (:class:`Config` and one per section);
+* :mod:`~gateway.config.loader`: :func:`load_config` (YAML with positions, the JSON Schema, then
+  the sections' semantic checks; every problem reported at once as ``file:line:column``);
+* :mod:`~gateway.config.builder`: the state the section builders share (document, directory,
+  environment) and the URL checks;
+* :mod:`~gateway.config.issuer`, :mod:`~gateway.config.backend`,
+  :mod:`~gateway.config.sections`: one ``build_*`` function per section of the file;
+* :mod:`~gateway.config.secrets`: :class:`Secret` and ``{env: NAME}`` / ``{file: PATH}``
+  resolution (a ``Secret``'s ``repr`` never shows the value; literal secrets are warnings);
+* :mod:`~gateway.config.urls`: :func:`canonical_uri` (RFC 8707) and :func:`is_loopback_url`.
+
+Import the public names from here (``from gateway.config import Config``).
+"""
+
+from gateway.config.loader import load_config
+from gateway.config.model import (
+    AuditConfig,
+    BackendConfig,
+    CacheConfig,
+    Config,
+    CredentialConfig,
+    IssuerConfig,
+    JsonLimits,
+    Limits,
+    Listen,
+    LoggingConfig,
+    ProtocolConfig,
+    Rate,
+    ServerInfo,
+    TlsConfig,
+    parse_rate,
+)
+from gateway.config.secrets import Secret
+from gateway.config.urls import canonical_uri, is_loopback_url
+
+__all__ = [
+    "AuditConfig",
+    "BackendConfig",
+    "CacheConfig",
+    "Config",
+    "CredentialConfig",
+    "IssuerConfig",
+    "JsonLimits",
+    "Limits",
+    "Listen",
+    "LoggingConfig",
+    "ProtocolConfig",
+    "Rate",
+    "Secret",
+    "ServerInfo",
+    "TlsConfig",
+    "canonical_uri",
+    "is_loopback_url",
+    "load_config",
+    "parse_rate",
+]

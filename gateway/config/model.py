@@ -1,0 +1,230 @@
+"""The typed configuration: frozen dataclasses, one per section of ``gateway.yaml``.
+
+Built by :mod:`gateway.config.loader`; immutable, so a reload builds a new :class:`Config`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+from urllib.parse import urlsplit
+
+from gateway.config.secrets import Secret
+
+__all__ = [
+    "AuditConfig",
+    "BackendConfig",
+    "CacheConfig",
+    "ClientAuth",
+    "Config",
+    "CredentialConfig",
+    "IssuerConfig",
+    "JsonLimits",
+    "Limits",
+    "Listen",
+    "LoggingConfig",
+    "ProtocolConfig",
+    "Rate",
+    "ServerInfo",
+    "TlsConfig",
+    "parse_rate",
+]
+
+ClientAuth = Literal["client_secret_basic", "client_secret_post", "private_key_jwt"]
+
+
+@dataclass(frozen=True, slots=True)
+class Rate:
+    """``count`` events per ``per_s`` seconds (parsed from ``N/second|minute|hour``)."""
+
+    count: int
+    per_s: float
+
+
+def parse_rate(text: str | None) -> Rate | None:
+    if text is None:
+        return None
+    number, _, unit = text.partition("/")
+    return Rate(int(number), {"second": 1.0, "minute": 60.0, "hour": 3600.0}[unit])
+
+
+@dataclass(frozen=True, slots=True)
+class Listen:
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServerInfo:
+    name: str = "mcp-resource-gateway"
+    title: str | None = None
+    instructions: str | None = None
+    resource_name: str = "MCP resource gateway"
+    resource_documentation: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CacheConfig:
+    max_ttl_s: int = 60
+    negative_ttl_s: int = 0
+    max_entries: int = 100_000
+    negative_max_entries: int = 10_000
+    stale_if_error_s: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class IssuerConfig:
+    url: str
+    client_id: str
+    client_auth: ClientAuth = "client_secret_basic"
+    client_secret: Secret | None = None
+    private_key: Secret | None = None
+    private_key_id: str | None = None
+    signing_alg: str = "RS256"
+    introspection_endpoint: str | None = None
+    token_endpoint: str | None = None
+    timeout_s: float = 3.0
+    metadata_refresh_s: float = 3600.0
+    allow_insecure_http: bool = False
+    require_iss: bool = False
+    clock_skew_s: int = 30
+    subject_fallback: Literal["none", "client_id"] = "none"
+    audiences: tuple[str, ...] = ()
+    """Extra accepted audiences besides ``resource``."""
+    cache: CacheConfig = field(default_factory=CacheConfig)
+    failed_auth_rate: Rate | None = Rate(30, 60.0)
+    """Per client IP budget of failed authentications before 429 (protects the issuer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CredentialConfig:
+    type: Literal["bearer", "client_credentials"]
+    token: Secret | None = None
+    client_id: str | None = None
+    client_secret: Secret | None = None
+    client_auth: ClientAuth = "client_secret_basic"
+    private_key: Secret | None = None
+    private_key_id: str | None = None
+    token_endpoint: str | None = None
+    scope: str | None = None
+    resource: str | None = None
+    audience: str | None = None
+    refresh_margin_s: int = 30
+
+
+@dataclass(frozen=True, slots=True)
+class TlsConfig:
+    ca_file: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BackendConfig:
+    url: str
+    credential: CredentialConfig
+    allow_insecure_http: bool = False
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    timeout_s: float = 10.0
+    connect_timeout_s: float = 3.0
+    catalog_refresh_s: float = 300.0
+    name_prefix: str = ""
+    identity_headers: bool = False
+    tool_timeouts_s: tuple[tuple[str, float], ...] = ()
+    max_connections: int = 100
+
+    def tool_timeout(self, tool: str) -> float:
+        for name, seconds in self.tool_timeouts_s:
+            if name == tool:
+                return seconds
+        return self.timeout_s
+
+
+@dataclass(frozen=True, slots=True)
+class JsonLimits:
+    """Caps for the strict JSON decoder; see docs/protocol.md for why these defaults."""
+
+    max_depth: int = 32
+    max_members: int = 256
+    max_array_length: int = 1024
+    max_string_bytes: int = 65_536
+    max_number_chars: int = 32
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    max_body_bytes: int = 65_536
+    max_response_bytes: int = 1_048_576
+    max_in_flight: int = 256
+    request_deadline_s: float = 15.0
+    drain_timeout_s: float = 10.0
+    pre_auth_rate: Rate | None = Rate(1200, 60.0)
+    principal_rate: Rate | None = Rate(600, 60.0)
+    json: JsonLimits = field(default_factory=JsonLimits)
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolConfig:
+    discover_ttl_ms: int = 3_600_000
+    tools_list_ttl_ms: int = 60_000
+    page_size: int = 100
+
+
+@dataclass(frozen=True, slots=True)
+class LoggingConfig:
+    format: Literal["json", "console"] = "json"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    subject: Literal["plain", "fingerprint"] = "plain"
+    log_arguments: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AuditConfig:
+    sink: Literal["stdout", "file", "off"] = "stdout"
+    path: str | None = None
+    max_bytes: int = 50_000_000
+    backups: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole validated configuration. Immutable; a reload builds a new one."""
+
+    source: str
+    resource: str
+    """Canonical resource URI (RFC 8707): lowercase scheme/host, no fragment, no query."""
+    issuer: IssuerConfig
+    backend: BackendConfig
+    policy_paths: tuple[Path, ...]
+    server: ServerInfo = field(default_factory=ServerInfo)
+    listen: Listen = Listen("0.0.0.0", 8080)  # noqa: S104 - behind the TLS proxy by design
+    ops_listen: Listen = Listen("127.0.0.1", 9090)
+    policy_poll_s: float = 2.0
+    limits: Limits = field(default_factory=Limits)
+    protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
+    trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()
+    allowed_origins: frozenset[str] = frozenset()
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def mcp_path(self) -> str:
+        return urlsplit(self.resource).path or "/"
+
+    @property
+    def public_origin(self) -> str:
+        parts = urlsplit(self.resource)
+        return f"{parts.scheme}://{parts.netloc}"
+
+    @property
+    def prm_path(self) -> str:
+        """RFC 9728 §3.1: the well-known path with the resource's path appended."""
+        path = self.mcp_path
+        return "/.well-known/oauth-protected-resource" + ("" if path == "/" else path)
+
+    @property
+    def prm_url(self) -> str:
+        return self.public_origin + self.prm_path

@@ -1,0 +1,101 @@
+"""Secrets by reference: ``{env: NAME}`` / ``{file: PATH}`` resolved at load into :class:`Secret`.
+
+A :class:`Secret`'s ``repr`` never shows the value. A literal string in the file is accepted with a
+warning (the configuration file is then itself a secret), never silently.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+from gateway.yaml_source import Located, PathPart
+
+__all__ = ["Secret", "resolve_secret"]
+
+
+class Secret:
+    """A resolved secret. ``reveal()`` gives the value; ``repr``/``str`` never do.
+
+    File secrets remember their path so rotating consumers (backend bearer tokens) can call
+    :meth:`current` to re-read the file when it changed.
+    """
+
+    __slots__ = ("_checked", "_mtime", "_path", "_value", "source")
+
+    RECHECK_S: ClassVar[float] = 1.0
+    """A file secret is stat()ed at most this often (it is read on the hot path)."""
+
+    def __init__(self, value: str, source: str, mtime: float | None = None) -> None:
+        self._value = value
+        self.source = source
+        """``env:NAME``, ``file:PATH`` or ``literal``."""
+        self._mtime = mtime
+        self._path = Path(source[5:]) if source.startswith("file:") else None
+        self._checked = time.monotonic()
+
+    def reveal(self) -> str:
+        return self._value
+
+    def current(self, *, force: bool = False) -> str:
+        """The value, re-read from its file when the file changed (checked once a second, or
+        now with ``force``, e.g. after the upstream refused the old value)."""
+        path = self._path
+        if path is not None and (force or time.monotonic() - self._checked >= self.RECHECK_S):
+            self._checked = time.monotonic()
+            try:
+                mtime = path.stat().st_mtime
+                if mtime != self._mtime:
+                    self._value = path.read_text(encoding="utf-8").strip()
+                    self._mtime = mtime
+            except OSError:
+                pass  # keep serving the last good value; rotation tooling may be mid-write
+        return self._value
+
+    def __repr__(self) -> str:
+        return f"Secret({self.source}, ***)"
+
+    __str__ = __repr__
+
+
+def resolve_secret(
+    raw: Any,
+    where: tuple[PathPart, ...],
+    doc: Located,
+    *,
+    environ: Mapping[str, str],
+    resolve_path: Callable[[str], Path],
+    warnings: list[str],
+) -> Secret | None:
+    """Resolve one schema-valid secret value found at ``where`` in ``doc``.
+
+    ``None`` when absent; a missing variable or an unreadable or empty file is recorded as a
+    problem on ``doc`` (and gives ``None``); a literal string adds to ``warnings``.
+    """
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        warnings.append(
+            f"{doc.where(where)}: {'.'.join(map(str, where))}: literal secret in the "
+            "configuration file; use {env: NAME} or {file: PATH}"
+        )
+        return Secret(raw, "literal")
+    if "env" in raw:
+        name = raw["env"]
+        if name not in environ:
+            doc.problem(where, f"environment variable {name} is not set")
+            return None
+        return Secret(environ[name], f"env:{name}")
+    file_path = resolve_path(raw["file"])
+    try:
+        value = file_path.read_text(encoding="utf-8").strip()
+        mtime = file_path.stat().st_mtime
+    except (OSError, UnicodeDecodeError):
+        doc.problem(where, f"cannot read secret file {file_path}")
+        return None
+    if not value:
+        doc.problem(where, f"secret file {file_path} is empty")
+        return None
+    return Secret(value, f"file:{file_path}", mtime)

@@ -1,0 +1,98 @@
+"""The gateway-wide sections: ``resource``, ``policy``, ``limits``, ``trusted_proxies``,
+``allowed_origins`` and ``audit``. ``issuer:`` and ``backend:`` have modules of their own.
+
+One function per section; each takes the section's raw (schema-valid) value and records its
+problems through the :class:`~gateway.config.builder.Builder`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from gateway.config.builder import Builder
+from gateway.config.model import AuditConfig, JsonLimits, Limits, parse_rate
+from gateway.config.urls import canonical_uri
+from gateway.yaml_source import PathPart
+
+__all__ = [
+    "build_allowed_origins",
+    "build_audit",
+    "build_limits",
+    "build_policy_paths",
+    "build_resource",
+    "build_trusted_proxies",
+]
+
+
+def build_resource(b: Builder, resource_raw: str, *, dev_http: bool) -> str:
+    """The canonical resource URI (RFC 8707): the exact MCP endpoint URL."""
+    doc = b.doc
+    b.url(resource_raw, ("resource",), insecure_ok=dev_http)
+    if urlsplit(resource_raw).query:
+        doc.problem(("resource",), "must not contain a query (RFC 8707 §2)")
+    resource = canonical_uri(resource_raw)
+    if resource.endswith("/") and urlsplit(resource).path != "/":
+        doc.problem(("resource",), "must not end with '/' (use the exact MCP endpoint URL)")
+    return resource
+
+
+def build_policy_paths(b: Builder, raw_policy: str | list[str]) -> tuple[Path, ...]:
+    """``policy:`` is one path or a list of paths (files or directories)."""
+    policy_list = [raw_policy] if isinstance(raw_policy, str) else list(raw_policy)
+    policy_paths = []
+    for index, item in enumerate(policy_list):
+        where: tuple[PathPart, ...] = (
+            ("policy",) if isinstance(raw_policy, str) else ("policy", index)
+        )
+        resolved = b.path(item)
+        if not resolved.exists():
+            b.doc.problem(where, f"policy path not found: {resolved}")
+        policy_paths.append(resolved)
+    return tuple(policy_paths)
+
+
+def build_limits(raw_limits: dict[str, Any]) -> Limits:
+    rl = dict(raw_limits)
+    for key in ("pre_auth_rate", "principal_rate"):
+        if key in rl:
+            rl[key] = parse_rate(rl[key])
+    for key in ("request_deadline_s", "drain_timeout_s"):
+        if key in rl:
+            rl[key] = float(rl[key])
+    return Limits(**{**rl, "json": JsonLimits(**rl.get("json", {}))})
+
+
+def build_trusted_proxies(
+    b: Builder, raw_proxies: list[str]
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    proxies = []
+    for index, cidr in enumerate(raw_proxies):
+        try:
+            proxies.append(ipaddress.ip_network(cidr, strict=False))
+        except ValueError:
+            b.doc.problem(("trusted_proxies", index), "not an IP address or CIDR range")
+    return tuple(proxies)
+
+
+def build_allowed_origins(b: Builder, raw_origins: list[str]) -> frozenset[str]:
+    origins = []
+    for index, origin in enumerate(raw_origins):
+        parts = urlsplit(origin)
+        if parts.scheme not in {"http", "https"} or not parts.netloc or parts.path not in {"", "/"}:
+            b.doc.problem(
+                ("allowed_origins", index), "must be an origin like https://app.example.com"
+            )
+        origins.append(f"{parts.scheme}://{parts.netloc}".lower())
+    return frozenset(origins)
+
+
+def build_audit(b: Builder, raw_audit: dict[str, Any]) -> AuditConfig:
+    ra = dict(raw_audit)
+    if ra.get("sink") is False:  # YAML 1.1: a bare `off` is the boolean false
+        ra["sink"] = "off"
+    if ra.get("sink") == "file" and "path" not in ra:
+        b.doc.problem(("audit",), "path is required with sink: file")
+    return AuditConfig(**{**ra, **({"path": str(b.path(ra["path"]))} if "path" in ra else {})})
