@@ -1,8 +1,9 @@
 """The seams between layers: shared value objects and the Protocols each layer implements.
 
-Only :mod:`gateway.app` wires concrete classes to these Protocols; every other module depends on
-the Protocol. This module imports nothing from the gateway except :mod:`gateway.errors`, so
-every layer may import it without breaking the layer rules (``tests/test_layers.py``).
+Only :mod:`gateway.wiring` (the composition root) wires concrete classes to these Protocols;
+every other module depends on the Protocol. This module imports nothing from the gateway except
+:mod:`gateway.errors`, so every layer may import it without breaking the layer rules
+(``tests/test_layers.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hot reload of the policy set: validate in full, then swap one reference (never half a policy).
 
-Triggers are SIGHUP (``gateway/app.py`` calls :meth:`PolicyReloader.reload`) and cheap polling
+Triggers are SIGHUP (``gateway/wiring.py`` calls :meth:`PolicyReloader.reload`) and cheap polling
 (:meth:`PolicyReloader.run`), which compares a stat signature of every policy file (mtime, size,
 inode) and of every configured directory's listing, and reloads only when it changed.
 

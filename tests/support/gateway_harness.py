@@ -205,7 +205,7 @@ async def start_gateway(
     )
     app = web.Application()
     add_mcp_routes(app, endpoint, config=config, prm_document=_prm(config) if prm else None)
-    # TestServer runs with handler_cancellation=True, as gateway/app.py does.
+    # TestServer runs with handler_cancellation=True, as gateway/app/lifecycle.py does.
     server = await aiohttp_server(app, host="127.0.0.1", port=0)
     client = await aiohttp_client(server)
     return Gateway(

@@ -1,0 +1,59 @@
+"""The ops listener (``config.ops_listen``, loopback by default): ``/healthz``, ``/readyz`` and
+``/metrics``. Never exposed through the reverse proxy."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from gateway.app.request_id import echo_request_id, request_id_middleware
+from gateway.app.services import CONFIG, SERVICES, Services
+from gateway.config import Config
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import metrics_response_body
+
+__all__ = ["build_ops_app"]
+
+log = get_logger("gateway.app")
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.json_response({"status": "alive"}, headers={"Cache-Control": "no-store"})
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    services = request.app[SERVICES]
+    state, checks = services.readiness.evaluate()
+    policy_version: str | None = None
+    if services.policy is not None:
+        try:
+            policy_version = services.policy.current().version
+        except Exception:  # a policy source that cannot answer is reported, not trusted
+            log.exception("readiness.policy_version_failed")
+    body = {"status": state, "checks": checks, "policy_version": policy_version}
+    return web.json_response(
+        body, status=200 if state == "ready" else 503, headers={"Cache-Control": "no-store"}
+    )
+
+
+async def _metrics(request: web.Request) -> web.Response:
+    # Negotiated like Prometheus expects (OpenMetrics when asked for); the content type carries
+    # parameters (version, charset), so it goes in as a raw header.
+    payload, content_type = metrics_response_body(
+        request.app[SERVICES].metrics, request.headers.get("Accept")
+    )
+    return web.Response(
+        body=payload, headers={"Content-Type": content_type, "Cache-Control": "no-store"}
+    )
+
+
+def build_ops_app(config: Config, services: Services) -> web.Application:
+    app = web.Application(
+        middlewares=[request_id_middleware(trusted_proxies=config.trusted_proxies)]
+    )
+    app[CONFIG] = config
+    app[SERVICES] = services
+    app.on_response_prepare.append(echo_request_id)
+    app.router.add_get("/healthz", _healthz)
+    app.router.add_get("/readyz", _readyz)
+    app.router.add_get("/metrics", _metrics)
+    return app

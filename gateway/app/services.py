@@ -1,0 +1,96 @@
+"""What the gateway runs with (:class:`Services`) and the readiness registry behind ``/readyz``.
+
+:mod:`gateway.wiring` fills :class:`Services` from a :class:`~gateway.config.Config`; tests may
+fill it partially. Both listeners find it (and the config) under the application keys here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+
+import gateway
+from gateway.config import Config
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+from gateway.outbound import Outbound
+from gateway.seams import Authenticator, Backend, Observer, PolicySource, RateLimiter
+
+__all__ = ["CONFIG", "SERVICES", "Readiness", "ReadinessCheck", "Services"]
+
+log = get_logger("gateway.app")
+
+ReadinessCheck = Callable[[], bool]
+"""A cheap, synchronous probe of one startup dependency: True once it is usable."""
+
+CONFIG: Final = web.AppKey("config", Config)
+
+
+class Readiness:
+    """The readiness-check registry behind ``/readyz``.
+
+    Not ready while starting, while any registered check is false (or raises: fail closed),
+    and from the moment a graceful stop begins.
+    """
+
+    __slots__ = ("_checks", "draining", "started")
+
+    def __init__(self) -> None:
+        self._checks: dict[str, ReadinessCheck] = {}
+        self.started = False
+        self.draining = False
+
+    def add(self, name: str, check: ReadinessCheck) -> None:
+        """Register ``check`` under ``name``; a second registration of a name replaces it."""
+        self._checks[name] = check
+
+    def evaluate(self) -> tuple[str, dict[str, bool]]:
+        results: dict[str, bool] = {}
+        for name, check in self._checks.items():
+            try:
+                results[name] = bool(check())
+            except Exception:  # a broken probe means "not ready", never "ready"
+                log.exception("readiness.check_failed", check=name)
+                results[name] = False
+        if self.draining:
+            return "draining", results
+        if not self.started:
+            return "starting", results
+        return ("ready" if all(results.values()) else "not_ready"), results
+
+
+@dataclass(slots=True)
+class Services:
+    """What the gateway runs with; :mod:`gateway.wiring` fills it, tests may fill it partially.
+
+    Fields left ``None`` are not wired yet. ``background`` coroutines start once both listeners
+    are bound (startup dependencies such as issuer discovery or the first catalog fetch, policy
+    reload watchers) and are cancelled at stop; ``cleanups`` run after the drain, before outbound
+    sessions are closed.
+    """
+
+    metrics: Metrics = field(default_factory=lambda: Metrics(gateway.__version__))
+    authenticator: Authenticator | None = None
+    policy: PolicySource | None = None
+    backend: Backend | None = None
+    limiter: RateLimiter | None = None
+    observer: Observer | None = None
+    outbound: Outbound | None = None
+    mcp_handler: Handler | None = None
+    """The handler for every method on the MCP path (pipeline steps 2-18, ``gateway.http``)."""
+    install_routes: Callable[[web.Application], None] | None = None
+    """Installs the MCP path and the RFC 9728 metadata paths (``gateway.wiring``); takes
+    precedence over ``mcp_handler``."""
+    readiness: Readiness = field(default_factory=Readiness)
+    background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
+        self.readiness.add(name, check)
+
+
+SERVICES: Final = web.AppKey("services", Services)
