@@ -3,7 +3,8 @@
 Pure checks plus one bounded body reader, each raising the status-table row it enforces:
 
 - :func:`check_origin` — MCP 2025-11-25 transports §Security: a present, non-allow-listed
-  ``Origin`` gets 403 (an absent one is fine: no CLI client sends it).
+  ``Origin`` gets 403 (an absent one is fine: no CLI client sends it). The endpoint's list always
+  holds the resource's own origin.
 - :func:`check_content_type` — ``application/json`` with an optional ``charset=utf-8``, else 415.
 - :func:`accepts` — RFC 9110 §12.5.1 media ranges with q-values; JSON must be acceptable, else 406.
 - :func:`read_body` — the body cap, from ``Content-Length`` before reading and on the running total

@@ -100,7 +100,9 @@ class McpEndpoint:
         self._body_cap = limits.max_body_bytes
         self._json_limits = limits.json
         self._deadline_s = limits.request_deadline_s
-        self._origins = config.allowed_origins
+        # The resource's own origin cannot be a DNS-rebinding attacker (the page would already be
+        # same-origin with us): always admitted; allowed_origins adds more (issue 11 item 1).
+        self._origins = config.allowed_origins | {config.public_origin.lower()}
         self._trusted = config.trusted_proxies
         self._in_flight = 0
         self._request_children: dict[tuple[str, str, str], Any] = {}

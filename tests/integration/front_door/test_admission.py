@@ -63,6 +63,48 @@ class TestOrigin:
         await assert_error(await gw.post(PING, headers), 403, empty=True)
 
 
+    @pytest.mark.parametrize("origin", ["https://mcp.example.com", "HTTPS://MCP.Example.com/"])
+    async def test_the_resources_own_origin_is_admitted_without_an_allowlist(
+        self, gw: Gateway, origin: str
+    ) -> None:
+        # Conformance dns-rebinding-protection/localhost-host-valid-accepted: a page served by
+        # the resource's own origin is same-origin, not a rebinding attacker.
+        assert gw.config.allowed_origins == frozenset()
+        headers = modern_headers("server/discover", Origin=origin)
+        await assert_json_ok(await gw.post(PING, headers))
+
+    @pytest.mark.parametrize(
+        "origin",
+        [
+            "http://mcp.example.com",  # another scheme
+            "https://mcp.example.com:8443",  # another port
+            "https://mcp.example.com.evil.example",  # a suffix trick
+            "https://example.com",  # the parent domain
+        ],
+    )
+    async def test_neighbours_of_the_resources_origin_are_still_refused(
+        self, gw: Gateway, origin: str
+    ) -> None:
+        headers = modern_headers("server/discover", Origin=origin)
+        await assert_error(await gw.post(PING, headers), 403, empty=True)
+        assert gw.authenticator.calls == 0
+
+    async def test_allowed_origins_add_to_the_resources_own_origin(
+        self, make_gw: MakeGateway
+    ) -> None:
+        import dataclasses
+
+        from tests.support.gateway_harness import harness_config
+
+        config = dataclasses.replace(
+            harness_config(), allowed_origins=frozenset({"https://app.example.com"})
+        )
+        gw = await make_gw(config=config)
+        for origin in ("https://app.example.com", "https://mcp.example.com"):
+            headers = modern_headers("server/discover", Origin=origin)
+            await assert_json_ok(await gw.post(PING, headers))
+
+
 class TestAccept:
     @pytest.mark.row("not_acceptable")
     @pytest.mark.parametrize(
