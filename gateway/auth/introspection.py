@@ -11,15 +11,22 @@ no redirects, no retries). Client authentication:
   (``iss = sub = client_id``, ``aud`` = the issuer identifier, unique ``jti``, 60 s lifetime),
   built by authlib.
 
-Any failure to get a usable answer (timeout, refused connection, redirect, non-200, a non-JSON
-content type, a body over 16 KiB or nested deeper than 8, not an object, no boolean ``active``)
-raises :class:`IntrospectionFailed`; the caller turns it into 503 + ``Retry-After``, never 401.
+An HTTP 400 whose JSON body is an RFC 6749 §5.2 error naming the token (``invalid_token``,
+``unsupported_token_type``, ``invalid_grant``) is the issuer refusing *the token*, not an outage:
+node ``oidc-provider`` answers so for id_tokens, for JWT access tokens it does not introspect and
+for forged JWTs. It raises :class:`TokenRefused` (the caller answers 401 ``invalid_token`` and
+charges the failed-auth budget). Any other failure to get a usable answer (timeout, refused
+connection, redirect, another non-200, a non-JSON content type, a body over 16 KiB or nested
+deeper than 8, not an object, no boolean ``active``) raises :class:`IntrospectionFailed`; the
+caller turns it into 503 + ``Retry-After``, never 401. Both carry the HTTP status and a bounded
+OAuth ``error`` code for the log line.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import quote_plus
@@ -44,6 +51,8 @@ __all__ = [
     "ClientAuthenticator",
     "IntrospectionFailed",
     "Introspector",
+    "TokenRefused",
+    "oauth_error_code",
     "parse_json_object",
 ]
 
@@ -56,14 +65,47 @@ ASSERTION_LIFETIME_S: Final = 60
 JWT_BEARER_ASSERTION: Final = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
+TOKEN_REFUSALS: Final = frozenset({"invalid_token", "unsupported_token_type", "invalid_grant"})
+"""RFC 6749 §5.2 / RFC 6750 §3.1 / RFC 7009 §2.2.1 codes that name the token, not the request."""
+_ERROR_CODE: Final = re.compile(r"[a-z_]{1,64}")
+
+
+def oauth_error_code(body: bytes) -> str | None:
+    """The ``error`` member of an OAuth error body, bounded for logs: ``None`` without one,
+    ``"other"`` when it is not 1-64 characters of ``[a-z_]`` (never issuer text verbatim)."""
+    try:
+        doc = parse_json_object(body)
+    except ValueError:
+        return None
+    code = doc.get("error")
+    if code is None:
+        return None
+    return code if isinstance(code, str) and _ERROR_CODE.fullmatch(code) else "other"
+
+
 class IntrospectionFailed(Exception):
     """No usable answer from the issuer. ``result`` is a bounded metric label value."""
 
-    def __init__(self, result: str, message: str) -> None:
+    def __init__(
+        self, result: str, message: str, *, status: int | None = None, error: str | None = None
+    ) -> None:
         super().__init__(message)
         self.result = result
         """timeout | refused | redirect | oversized | http_error | client_auth_rejected |
         content_type | malformed"""
+        self.status = status
+        """The issuer's HTTP status, when it answered."""
+        self.error = error
+        """The bounded OAuth ``error`` code of its body (:func:`oauth_error_code`), if any."""
+
+
+class TokenRefused(Exception):
+    """The issuer answered 400 with an error naming the token: the token is not usable."""
+
+    def __init__(self, status: int, error: str) -> None:
+        super().__init__("issuer refused the token")
+        self.status = status
+        self.error = error
 
 
 def _refuse_constant(name: str) -> Any:
@@ -197,20 +239,38 @@ class Introspector:
             raise IntrospectionFailed("oversized", "introspection response too large") from exc
         except OutboundError as exc:
             raise IntrospectionFailed("refused", "introspection request failed") from exc
-        if response.status in (401, 403):
-            # RFC 7662 §2.3: the issuer refused *our* credentials: an operator problem.
+        status = response.status
+        if status != 200:
+            error = oauth_error_code(response.body) if _is_json(response.content_type) else None
+            if status == 400 and error in TOKEN_REFUSALS:
+                raise TokenRefused(status, error)
+            if status in (401, 403):
+                # RFC 7662 §2.3: the issuer refused *our* credentials: an operator problem.
+                raise IntrospectionFailed(
+                    "client_auth_rejected",
+                    "issuer rejected the gateway's client authentication",
+                    status=status,
+                    error=error,
+                )
             raise IntrospectionFailed(
-                "client_auth_rejected", "issuer rejected the gateway's client authentication"
+                "http_error", "introspection answered a non-200 status", status=status, error=error
             )
-        if response.status != 200:
-            raise IntrospectionFailed("http_error", "introspection answered a non-200 status")
         if response.content_type != "application/json":
-            raise IntrospectionFailed("content_type", "introspection answer is not JSON")
+            raise IntrospectionFailed(
+                "content_type", "introspection answer is not JSON", status=200
+            )
         try:
             doc = parse_json_object(response.body)
         except ValueError as exc:
-            raise IntrospectionFailed("malformed", "introspection answer is malformed") from exc
+            raise IntrospectionFailed(
+                "malformed", "introspection answer is malformed", status=200
+            ) from exc
         # RFC 7662 §2.2: "active" is REQUIRED; without it the answer is unusable, not a "no".
         if not isinstance(doc.get("active"), bool):
-            raise IntrospectionFailed("malformed", "introspection answer lacks active")
+            raise IntrospectionFailed("malformed", "introspection answer lacks active", status=200)
         return doc
+
+
+def _is_json(content_type: str) -> bool:
+    # RFC 6749 §5.2 error bodies are application/json; some issuers say problem+json.
+    return content_type == "application/json" or content_type.endswith("+json")

@@ -44,6 +44,11 @@ _MAX_METADATA_DEPTH: Final = 16
 class DiscoveryFailed(Exception):
     """Metadata could not be obtained or was refused; the message is fixed and safe to log."""
 
+    def __init__(self, message: str, *, declared_issuer: str | None = None) -> None:
+        super().__init__(message)
+        self.declared_issuer = declared_issuer
+        """On an issuer mismatch: the ``issuer`` the metadata declared (bounded)."""
+
 
 @dataclass(frozen=True, slots=True)
 class IssuerMetadata:
@@ -134,7 +139,10 @@ async def discover(
             raise DiscoveryFailed("issuer metadata is not a JSON object") from exc
         # RFC 8414 §3.3 / OIDC Discovery §4.3: identical, character for character.
         if doc.get("issuer") != config.url:
-            raise DiscoveryFailed("issuer metadata names a different issuer")
+            raise DiscoveryFailed(
+                "issuer metadata names a different issuer",
+                declared_issuer=_declared(doc.get("issuer")),
+            )
         methods = doc.get("introspection_endpoint_auth_methods_supported", [])
         return IssuerMetadata(
             issuer=config.url,
@@ -145,3 +153,15 @@ async def discover(
             source=url,
         )
     raise DiscoveryFailed("issuer serves no authorization server metadata")
+
+
+_MAX_DECLARED: Final = 256
+
+
+def _declared(value: object) -> str:
+    """What the metadata's ``issuer`` says, bounded for a log line (operators compare it with
+    ``issuer.url`` to spot a trailing slash, http/https or a realm path)."""
+    if not isinstance(value, str):
+        return "<missing>" if value is None else f"<{type(value).__name__}>"
+    text = value if value.isprintable() else repr(value)
+    return text if len(text) <= _MAX_DECLARED else text[:_MAX_DECLARED] + "…"

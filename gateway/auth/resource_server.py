@@ -9,7 +9,9 @@
 4. otherwise the per-client-IP failed-authentication budget is checked (429 without an issuer
    call once exhausted, so token spraying cannot become an introspection flood);
 5. introspection (:mod:`.introspection`) and claim checks (:mod:`.claims`); the outcome is
-   cached. An issuer fault is 503 + ``Retry-After`` (or, with ``stale_if_error_s``, the last
+   cached. An issuer that answers 400 with an error naming the token (``invalid_token``,
+   ``unsupported_token_type``) refused the token: 401, charged like any refusal. An issuer fault
+   is 503 + ``Retry-After`` (or, with ``stale_if_error_s``, the last
    positive result within its allowance); it is never 401 and never anonymous access.
 
 Baseline scopes are not checked here: the pipeline checks them with the current policy.
@@ -35,7 +37,7 @@ from .bearer import extract_bearer
 from .cache import SingleFlight, TokenCache, token_digest
 from .challenge import challenge_for
 from .claims import ClaimRules, check_claims
-from .introspection import IntrospectionFailed, Introspector
+from .introspection import IntrospectionFailed, Introspector, TokenRefused
 from .issuer_metadata import DiscoveryFailed, IssuerMetadata, discover
 from .resource_metadata import protected_resource_metadata
 
@@ -140,6 +142,11 @@ class ResourceServer:
                 issuer=self._issuer.url,
                 reason=str(exc),
                 keeping_previous=self._metadata is not None,
+                **(
+                    {"declared_issuer": exc.declared_issuer}
+                    if exc.declared_issuer is not None
+                    else {}
+                ),
             )
             return False
         if metadata.auth_methods and self._issuer.client_auth not in metadata.auth_methods:
@@ -233,32 +240,53 @@ class ResourceServer:
             doc = await self._introspector.introspect(
                 token, metadata.introspection_endpoint, metadata.issuer
             )
+        except TokenRefused as exc:
+            # The issuer's way of saying "not active" (oidc-provider for JWTs): counted as inactive.
+            self._observe("inactive", started)
+            _log.info("token_refused_by_issuer", fingerprint=fingerprint,
+                      status=exc.status, error=exc.error)  # fmt: skip
+            return self._refused(
+                key, InvalidToken(detail=f"issuer answered {exc.status} {exc.error}")
+            )
         except IntrospectionFailed as exc:
             self._observe(exc.result, started)
             if exc.result == "client_auth_rejected":
                 # Operator error: the gateway's own credentials are wrong or revoked.
-                _log.error("issuer_rejected_gateway_credentials", issuer=self._issuer.url)
-            return self._issuer_down(key, fingerprint, exc.result)
+                _log.error("issuer_rejected_gateway_credentials", issuer=self._issuer.url,
+                           status=exc.status, error=exc.error)  # fmt: skip
+            return self._issuer_down(key, fingerprint, exc.result, exc.status, exc.error)
         now = self._clock()
         try:
             principal = check_claims(doc, self._rules, now=now, fingerprint=fingerprint)
         except InvalidToken as exc:
             self._observe("inactive" if doc.get("active") is False else "rejected", started)
-            # A refusal ends any earlier acceptance (revocation), cached or stale.
-            self._cache.forget(key)
-            self._cache.store_negative(key, now)
-            return exc
+            return self._refused(key, exc)
         self._observe("active", started)
         self._cache.store(key, principal, now)
         return principal
 
-    def _issuer_down(self, key: bytes, fingerprint: str, reason: str) -> _Outcome:
+    def _refused(self, key: bytes, error: InvalidToken) -> _Outcome:
+        # A refusal ends any earlier acceptance (revocation), cached or stale.
+        self._cache.forget(key)
+        self._cache.store_negative(key, self._clock())
+        return error
+
+    def _issuer_down(
+        self,
+        key: bytes,
+        fingerprint: str,
+        reason: str,
+        status: int | None = None,
+        error: str | None = None,
+    ) -> _Outcome:
         stale = self._cache.stale(key, self._clock())
         if stale is not None:
             self._count_cache("stale")
-            _log.warning("serving_stale_token", fingerprint=fingerprint, reason=reason)
+            _log.warning("serving_stale_token", fingerprint=fingerprint, reason=reason,
+                         status=status, error=error)  # fmt: skip
             return stale
-        _log.warning("issuer_unavailable", fingerprint=fingerprint, reason=reason)
+        _log.warning("issuer_unavailable", fingerprint=fingerprint, reason=reason,
+                     status=status, error=error)  # fmt: skip
         return IssuerUnavailable(retry_after=ISSUER_RETRY_AFTER_S, detail=reason)
 
     def _check_budget(self, client_ip: str, fingerprint: str) -> None:

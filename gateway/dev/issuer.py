@@ -24,6 +24,7 @@ import hmac
 import html
 import ipaddress
 import os
+import re
 import secrets
 import time
 from collections.abc import Callable, Sequence
@@ -51,6 +52,8 @@ __all__ = ["DevIssuer"]
 
 MAX_BODY = 65_536
 """Request bodies above this are refused by aiohttp with 413."""
+_JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
+"""RFC 7519 §3 compact serialisation: three base64url parts (the signature may be empty)."""
 
 
 class DevIssuer:
@@ -100,6 +103,11 @@ class DevIssuer:
         self.server = DevAuthorizationServer(self._settings, self.store, self._default_scopes)
         self.introspection_status: int | None = None
         """Test knob: answer introspection with this HTTP status instead (simulates an outage)."""
+        self.jwt_introspection_error: str | None = None
+        """Test knob: answer an authenticated introspection of a JWT-shaped token that is not one
+        of ours with HTTP 400 ``{"error": <this>}``, as node oidc-provider does for id_tokens,
+        JWT access tokens it does not introspect and forged JWTs (``unsupported_token_type`` or
+        ``invalid_token``). None (default): RFC 7662 ``{"active": false}``."""
         self._runner: web.AppRunner | None = None
         self._url: str | None = None
 
@@ -281,7 +289,16 @@ class DevIssuer:
             return web.json_response(
                 {"error": "temporarily_unavailable"}, status=self.introspection_status
             )
-        return self._safe(lambda: self.server.create_endpoint_response("introspection", parsed))
+        response = self._safe(lambda: self.server.create_endpoint_response("introspection", parsed))
+        token = (parsed.form.get("token") or [""])[0]
+        if (
+            self.jwt_introspection_error is not None
+            and response.status == 200  # the client authenticated; the token is not ours
+            and token not in self.store.tokens
+            and _JWT_SHAPE.fullmatch(token)
+        ):
+            return _oauth_error(400, self.jwt_introspection_error, "Token cannot be introspected.")
+        return response
 
     async def _revoke(self, request: web.Request) -> web.StreamResponse:
         parsed = await ParsedRequest.read(request)

@@ -10,7 +10,8 @@ key: signature, ``iss``/``sub``, ``aud`` = issuer, ``exp``, unique ``jti``).
 
 Fault modes (``fault``): ``slow`` (sleeps ``slow_s`` before answering), ``5xx``, ``oversized``
 (a 20 KiB JSON body), ``redirect`` (307 to another endpoint), ``wrong_content_type``,
-``malformed`` (not JSON), ``deep`` (JSON nested past the cap), ``no_active``. A closed port
+``malformed`` (not JSON), ``deep`` (JSON nested past the cap), ``no_active``, ``refuse_token``
+(HTTP 400 ``{"error": "invalid_token"}``, as oidc-provider answers for JWTs). A closed port
 stands in for "down". Metadata modes: ``rfc8414`` (default), ``oidc_insert``, ``oidc_append``,
 ``none`` (404 everywhere); ``metadata_issuer`` overrides the ``issuer`` member (mismatch tests).
 """
@@ -36,7 +37,15 @@ __test__ = False  # a support module, not a test module (its name matches test_*
 JWT_BEARER = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 Fault = Literal[
-    "slow", "5xx", "oversized", "redirect", "wrong_content_type", "malformed", "deep", "no_active"
+    "slow",
+    "5xx",
+    "oversized",
+    "redirect",
+    "wrong_content_type",
+    "malformed",
+    "deep",
+    "no_active",
+    "refuse_token",
 ]
 
 
@@ -239,4 +248,6 @@ class IssuerStub:
             return web.json_response({"active": True, "x": nested})
         elif fault == "no_active":
             return web.json_response({"sub": "alice"})
+        elif fault == "refuse_token":
+            return web.json_response({"error": "invalid_token"}, status=400)
         return web.json_response(self.tokens.get(form["token"], {"active": False}))

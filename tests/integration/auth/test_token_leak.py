@@ -85,6 +85,8 @@ async def test_no_outcome_leaks_the_token(  # noqa: PLR0917 - pytest fixtures
             stub.fault = fault
             stub.slow_s = 0.5
             await call(await make_rs(timeout_s=0.2), bearer)
+        stub.fault = "refuse_token"
+        await call(await make_rs(), bearer)  # 400 invalid_token from the issuer: 401
         stub.fault = None
         await call(await make_rs(client_secret=Secret("wrong", "literal")), bearer)
         stub.revoke(SECRET_TOKEN)

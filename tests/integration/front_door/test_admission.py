@@ -62,7 +62,6 @@ class TestOrigin:
         headers["Origin"] = "null"
         await assert_error(await gw.post(PING, headers), 403, empty=True)
 
-
     @pytest.mark.parametrize("origin", ["https://mcp.example.com", "HTTPS://MCP.Example.com/"])
     async def test_the_resources_own_origin_is_admitted_without_an_allowlist(
         self, gw: Gateway, origin: str

@@ -11,11 +11,30 @@ from hypothesis import strategies as st
 
 from gateway.auth.bearer import extract_bearer
 from gateway.auth.claims import ClaimRules, check_claims
-from gateway.auth.introspection import MAX_DEPTH, parse_json_object
+from gateway.auth.introspection import MAX_DEPTH, oauth_error_code, parse_json_object
 from gateway.auth.issuer_metadata import DiscoveryFailed, check_endpoint, metadata_urls
 from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken, NoCredentials, TokenInQuery
 from gateway.seams import AuthRequest
+
+
+class TestOAuthErrorCode:
+    @pytest.mark.parametrize(
+        ("body", "code"),
+        [
+            (b'{"error":"invalid_token"}', "invalid_token"),
+            (b'{"error":"' + b"a" * 64 + b'"}', "a" * 64),
+            (b'{"error":"' + b"a" * 65 + b'"}', "other"),
+            (b'{"error":"Invalid Token"}', "other"),
+            (b'{"error":"bad\\nline"}', "other"),
+            (b'{"error":7}', "other"),
+            (b'{"error_description":"x"}', None),
+            (b"not json", None),
+            (b"[]", None),
+        ],
+    )
+    def test_the_logged_code_is_bounded(self, body: bytes, code: str | None) -> None:
+        assert oauth_error_code(body) == code
 
 
 class TestJson:

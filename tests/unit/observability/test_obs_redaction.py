@@ -73,8 +73,25 @@ class TestBearerText:
     def test_text_without_the_word_bearer_is_unchanged(self) -> None:
         assert redact(event="token rejected: expired")["event"] == "token rejected: expired"
 
-    def test_prose_after_the_word_bearer_is_masked_too_erring_on_the_safe_side(self) -> None:
-        assert redact(event="the bearer scheme is")["event"] == "the Bearer [REDACTED] is"
+    @pytest.mark.parametrize(
+        "text",
+        [
+            "token_type is not a bearer access token",
+            "the bearer scheme is",
+            "missing Bearer credentials, retrying",
+            "send a Bearer token",
+        ],
+    )
+    def test_the_gateways_own_prose_after_bearer_is_left_alone(self, text: str) -> None:
+        assert redact(event=text)["event"] == text
+
+    @pytest.mark.parametrize(
+        "credential", ["token-abc123", "access.eyJhbGciOi", "tokens_x", "scheme2", TOKEN]
+    )
+    def test_credentials_that_start_like_a_prose_word_are_still_masked(
+        self, credential: str
+    ) -> None:
+        assert redact(event=f"Bearer {credential} x")["event"] == "Bearer [REDACTED] x"
 
 
 class TestConfigure:

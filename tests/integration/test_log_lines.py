@@ -1,0 +1,113 @@
+"""Operator-facing log lines, read from the production JSON output (redaction included).
+
+Each test drives the real gateway over HTTP (development issuer, real upstream) with the
+production logging configuration writing into a buffer, then reads the JSON lines an operator
+would see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import json
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import structlog
+
+from gateway.app import GatewayServer
+from gateway.config import load_config
+from gateway.dev.issuer import DevIssuer
+from gateway.observability.logging import configure
+from gateway.wiring import build_services
+from tests.support.live_stack import ServerFactory, live_stack
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    """Production logging config (JSON, redaction) into a buffer; restored afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    buffer = io.StringIO()
+    configure("json", "debug", stream=buffer)
+    structlog.configure(cache_logger_on_first_use=False)
+    yield buffer
+    structlog.reset_defaults()
+    structlog.contextvars.clear_contextvars()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def lines(buffer: io.StringIO, event: str) -> list[dict[str, Any]]:
+    parsed = [json.loads(raw) for raw in buffer.getvalue().splitlines() if raw.startswith("{")]
+    return [line for line in parsed if line.get("event") == event]
+
+
+async def test_the_gateways_own_token_type_message_is_not_mangled_by_redaction(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    json_log: io.StringIO,
+) -> None:
+    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+        token = stack.token()
+        # A refresh token presented as a bearer: the issuer says token_type "refresh_token".
+        record = stack.issuer.store.tokens[token]
+        stack.issuer.store.tokens[token] = dataclasses.replace(record, kind="refresh_token")
+        status, _, _ = await stack.modern(token, "tools/list")
+    assert status == 401
+    (rejected,) = lines(json_log, "token_rejected")
+    assert rejected["reason"] == "token_type is not a bearer access token"
+    assert token not in json_log.getvalue()
+
+
+async def test_an_issuer_mismatch_names_the_issuer_the_metadata_declared(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, json_log: io.StringIO
+) -> None:
+    async with DevIssuer() as issuer:
+        issuer.register_client("mcp-gateway", "s3cret", can_introspect=True)
+        monkeypatch.setenv("LOG_TEST_SECRET", "s3cret")
+        configured = issuer.url + "/"  # the metadata says issuer.url, without the slash
+        (tmp_path / "policy.yaml").write_text("version: 1\nbaseline_scopes: [mcp:access]\n")
+        (tmp_path / "gateway.yaml").write_text(
+            f"""
+resource: https://mcp.example.test/mcp
+listen: {{host: 127.0.0.1, port: 0}}
+ops_listen: {{host: 127.0.0.1, port: 0}}
+issuer:
+  url: {configured}
+  client_id: mcp-gateway
+  client_secret: {{env: LOG_TEST_SECRET}}
+  allow_insecure_http: true
+backend:
+  url: http://127.0.0.1:9/mcp
+  allow_insecure_http: true
+  credential: {{type: bearer, token: {{env: LOG_TEST_SECRET}}}}
+policy: policy.yaml
+audit: {{sink: "off"}}
+"""
+        )
+        config = load_config(tmp_path / "gateway.yaml")
+        server = GatewayServer(config, build_services(config))
+        await server.start()
+        try:
+            for _ in range(100):
+                if lines(json_log, "issuer_discovery_failed"):
+                    break
+                await asyncio.sleep(0.05)
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(server.ops_url + "/readyz") as response,
+            ):
+                assert response.status == 503
+        finally:
+            await server.stop()
+    failed = lines(json_log, "issuer_discovery_failed")[0]
+    assert failed["reason"] == "issuer metadata names a different issuer"
+    assert failed["issuer"] == configured
+    assert failed["declared_issuer"] == issuer.url

@@ -1,0 +1,199 @@
+"""The production gateway with a real development issuer and a real upstream, from one call.
+
+``async with live_stack(tmp_path, aiohttp_server, monkeypatch, ...) as stack`` writes a
+``gateway.yaml`` (the base below, deep-merged with ``gateway=``) and a policy file, starts the
+:class:`~gateway.dev.issuer.DevIssuer` (RFC 7662 over HTTP, ``client_secret_basic``), the upstream
+(a :class:`~tests.support.upstreams.ModernUpstream` unless another is passed) and the gateway
+exactly as ``mcp-gateway serve`` wires it (:func:`tests.support.wired.wired_gateway`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+from aiohttp.test_utils import TestServer
+
+from gateway.app import GatewayServer
+from gateway.config import Config
+from gateway.dev.issuer import DevIssuer
+from tests.support.upstreams import LegacyUpstream, ModernUpstream
+from tests.support.wired import wired_gateway
+
+__all__ = ["LEGACY", "MODERN", "POLICY", "LiveStack", "ServerFactory", "live_stack", "modern_meta"]
+
+MODERN = "2026-07-28"
+LEGACY = "2025-06-18"
+SERVICE = "service-secret"
+GATEWAY_SECRET = "live-stack-introspection-secret"
+POLICY = """
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  echo: {scopes: [tools:echo]}
+"""
+
+ServerFactory = Callable[..., Awaitable[TestServer]]
+Upstream = ModernUpstream | LegacyUpstream
+
+
+def modern_meta(capabilities: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": dict(capabilities or {}),
+        "io.modelcontextprotocol/clientInfo": {"name": "live-stack", "version": "1"},
+    }
+
+
+@dataclass
+class LiveStack:
+    server: GatewayServer
+    config: Config
+    issuer: DevIssuer
+    upstream: Upstream
+    session: aiohttp.ClientSession
+    config_path: Path
+
+    def token(self, scopes: str = "mcp:access tools:echo", sub: str = "erin", **kw: Any) -> str:
+        return self.issuer.mint_token(sub=sub, scopes=scopes, audience=self.config.resource, **kw)
+
+    async def post(
+        self,
+        token: str | None,
+        body: Mapping[str, Any] | bytes,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], str]:
+        sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        if token is not None:
+            sent["Authorization"] = f"Bearer {token}"
+        sent.update(headers or {})
+        data = body if isinstance(body, bytes) else json.dumps(body).encode()
+        async with self.session.post(self.server.mcp_url, data=data, headers=sent) as response:
+            return response.status, dict(response.headers), await response.text()
+
+    async def modern(
+        self,
+        token: str | None,
+        method: str,
+        params: Mapping[str, Any] | None = None,
+        *,
+        name: str | None = None,
+        capabilities: Mapping[str, Any] | None = None,
+        rid: int | str = 1,
+        headers: Mapping[str, str] | None = None,
+    ) -> tuple[int, dict[str, str], str]:
+        """One 2026-07-28 request with the mirrored headers and the required ``_meta``."""
+        body = {
+            "jsonrpc": "2.0",
+            "id": rid,
+            "method": method,
+            "params": {**(params or {}), "_meta": modern_meta(capabilities)},
+        }
+        sent = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+        if name is not None:
+            sent["Mcp-Name"] = name
+        sent.update(headers or {})
+        return await self.post(token, body, sent)
+
+    async def call(
+        self, token: str | None, tool: str = "echo", arguments: Mapping[str, Any] | None = None,
+        **kw: Any,
+    ) -> tuple[int, dict[str, str], str]:  # fmt: skip
+        params = {"name": tool, "arguments": dict(arguments or {})}
+        return await self.modern(token, "tools/call", params, name=tool, **kw)
+
+    async def legacy_call(
+        self, token: str, tool: str = "echo", arguments: Mapping[str, Any] | None = None
+    ) -> tuple[int, dict[str, str], str]:
+        """``initialize`` + ``notifications/initialized`` + ``tools/call`` as a 2025 client."""
+        status, _, text = await self.post(
+            token,
+            {
+                "jsonrpc": "2.0",
+                "id": 0,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": LEGACY,
+                    "capabilities": {"elicitation": {}},
+                    "clientInfo": {"name": "legacy-client", "version": "1"},
+                },
+            },
+        )
+        assert status == 200, text
+        headers = {"MCP-Protocol-Version": LEGACY}
+        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await self.post(token, note, headers))[0] == 202
+        body = {
+            "jsonrpc": "2.0",
+            "id": 5,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": dict(arguments or {})},
+        }
+        return await self.post(token, body, headers)
+
+
+def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for key, value in extra.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), dict):
+            out[key] = _merge(out[key], value)
+        elif value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+@contextlib.asynccontextmanager
+async def live_stack(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    upstream: Upstream | None = None,
+    policy: str = POLICY,
+    gateway: Mapping[str, Any] | None = None,
+    issuer: DevIssuer | None = None,
+    ready_timeout_s: float = 10.0,
+) -> AsyncIterator[LiveStack]:
+    """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes)."""
+    dev = issuer or DevIssuer()
+    await dev.start()
+    dev.register_client("mcp-gateway", GATEWAY_SECRET, can_introspect=True)
+    upstream = upstream if upstream is not None else ModernUpstream()
+    upstream_server = await aiohttp_server(upstream.app())
+    monkeypatch.setenv("LIVE_STACK_GW_SECRET", GATEWAY_SECRET)
+    monkeypatch.setenv("LIVE_STACK_SERVICE", SERVICE)
+    (tmp_path / "policy.yaml").write_text(policy)
+    base: dict[str, Any] = {
+        "resource": "https://mcp.example.test/mcp",
+        "listen": {"host": "127.0.0.1", "port": 0},
+        "ops_listen": {"host": "127.0.0.1", "port": 0},
+        "issuer": {
+            "url": dev.url,
+            "client_id": "mcp-gateway",
+            "client_secret": {"env": "LIVE_STACK_GW_SECRET"},
+            "allow_insecure_http": True,
+        },
+        "backend": {
+            "url": str(upstream_server.make_url("/mcp")),
+            "allow_insecure_http": True,
+            "credential": {"type": "bearer", "token": {"env": "LIVE_STACK_SERVICE"}},
+        },
+        "policy": "policy.yaml",
+        "audit": {"sink": "off"},
+    }
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(_merge(base, gateway or {}), sort_keys=False))
+    try:
+        async with wired_gateway(path, ready_timeout_s=ready_timeout_s) as (server, session):
+            yield LiveStack(server, server.config, dev, upstream, session, path)
+    finally:
+        await dev.stop()
