@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 __all__ = [
+    "FORBIDDEN_CODE",
+    "UNAUTHORIZED_CODE",
     "BackendFailure",
     "BodyTooLarge",
     "ConfigError",
@@ -30,6 +32,7 @@ __all__ = [
     "JsonRpcId",
     "MethodNotAllowed",
     "MethodNotFound",
+    "MissingClientCapability",
     "NoCredentials",
     "NotAcceptable",
     "OriginForbidden",
@@ -44,6 +47,18 @@ __all__ = [
     "UnsupportedProtocolVersion",
     "all_rows",
 ]
+
+UNAUTHORIZED_CODE = -31401
+"""JSON-RPC code of the 401 bodies (``no_credentials``, ``invalid_token``)."""
+FORBIDDEN_CODE = -31403
+"""JSON-RPC code of the 403 scope bodies (``insufficient_scope``, ``tool_insufficient_scope``).
+
+Both are application-defined: MCP 2026-07-28 basic/index.mdx §Error codes says new codes SHOULD
+sit outside the JSON-RPC reserved range (-32768..-32000), implementations SHOULD NOT use the
+legacy -32000..-32019 (the -32001 seen in the field is also the Python SDK's local
+REQUEST_TIMEOUT), and MUST NOT emit undefined codes from -32020..-32099."""
+_MAX_LISTED_SCOPES = 8
+"""Scopes named in a 401/403 message; the full lists are in ``data``."""
 
 JsonRpcId = str | int
 """A JSON-RPC request id as admitted by the decoder: a string or a safe integer, never null."""
@@ -77,6 +92,9 @@ class GatewayError(Exception):
     """RFC 6750 ``error=`` value; ``NoCredentials`` has a challenge without one (RFC 6750 §3.1)."""
     challenge: ClassVar[bool] = False
     """Whether the response carries ``WWW-Authenticate: Bearer ...``."""
+    body_code: ClassVar[int | None] = None
+    """JSON-RPC code of the body of an HTTP-level row that answers with a JSON-RPC error
+    without being a JSON-RPC row (401/403: a 2025-03-26 batch is still refused as a whole)."""
     message: ClassVar[str] = "Internal error"
 
     def __init__(
@@ -104,6 +122,19 @@ class GatewayError(Exception):
         if era == "legacy" and self.legacy_status is not None:
             return self.legacy_status
         return self.status
+
+    @property
+    def wire_code(self) -> int | None:
+        """The JSON-RPC code the rendered body carries, if it is a JSON-RPC error."""
+        return self.jsonrpc_code if self.jsonrpc_code is not None else self.body_code
+
+    def body_message(self) -> str:
+        """The body's message: the fixed ``message`` unless the row names what is missing."""
+        return self.message
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        """The body's ``data`` member; only rows whose data the gateway builds have one."""
+        return None
 
 
 # --- HTTP admission ---------------------------------------------------------------------------
@@ -152,23 +183,55 @@ class TokenInQuery(GatewayError):
     challenge = True
 
 
-class NoCredentials(GatewayError):
-    row, status, message = "no_credentials", 401, "Authentication required"
+def _scope_list(scopes: tuple[str, ...]) -> str:
+    named = " ".join(scopes[:_MAX_LISTED_SCOPES])
+    return named + (" …" if len(scopes) > _MAX_LISTED_SCOPES else "")
+
+
+class _AuthBody(GatewayError):
+    """401/403 rows: a JSON-RPC error body naming the scopes (the Python SDK and FastMCP show
+    a non-2xx body only when it is a JSON-RPC error). ``scopes`` are the policy's, never input."""
+
     challenge = True
 
+    def body_data(self) -> Mapping[str, Any] | None:
+        return {"required_scopes": list(self.scopes)}
 
-class InvalidToken(GatewayError):
+
+class NoCredentials(_AuthBody):
+    row, status, message = "no_credentials", 401, "Authentication required"
+    body_code = UNAUTHORIZED_CODE
+
+    def body_message(self) -> str:
+        if not self.scopes:
+            return self.message
+        return f"{self.message}: send an OAuth access token with scope {_scope_list(self.scopes)}"
+
+
+class InvalidToken(_AuthBody):
     row, status, message = "invalid_token", 401, "Invalid or expired access token"
     oauth_error = "invalid_token"
-    challenge = True
+    body_code = UNAUTHORIZED_CODE
 
 
-class InsufficientScope(GatewayError):
+class InsufficientScope(_AuthBody):
     """The token lacks the baseline scopes every MCP request needs."""
 
     row, status, message = "insufficient_scope", 403, "Insufficient scope"
     oauth_error = "insufficient_scope"
-    challenge = True
+    body_code = FORBIDDEN_CODE
+
+    def __init__(self, *, missing: tuple[str, ...] = (), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.missing = missing
+        """The scopes the token lacks (a subset of ``scopes``, which lists every one needed)."""
+
+    def body_message(self) -> str:
+        lacking = self.missing or self.scopes
+        return f"Insufficient scope: requires {_scope_list(lacking)}" if lacking else self.message
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return {"required_scopes": list(self.scopes), "missing_scopes": list(self.missing)}
 
 
 class ToolInsufficientScope(InsufficientScope):
@@ -215,6 +278,30 @@ class InvalidParams(GatewayError):
 class UnsupportedProtocolVersion(GatewayError):
     row, status, jsonrpc_code = "unsupported_version", 400, -32022
     message = "Unsupported protocol version"
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return (
+            self.data
+        )  # supported / requested, both validated (schema UnsupportedProtocolVersionError)
+
+
+class MissingClientCapability(GatewayError):
+    """The upstream needs a client capability the caller did not declare (2026-07-28 only).
+
+    basic/index.mdx §Error codes: -32021 with ``data.requiredCapabilities``, HTTP 400 (MUST). The
+    data is rebuilt by the backend from known capability keys only; the upstream's message is not.
+    """
+
+    row, status, jsonrpc_code = "missing_client_capability", 400, -32021
+    message = "Missing required client capability"
+
+    def body_message(self) -> str:
+        required = (self.data or {}).get("requiredCapabilities")
+        names = sorted(required) if isinstance(required, Mapping) else []
+        return f"{self.message}: {', '.join(names)}" if names else self.message
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return self.data
 
 
 class MethodNotFound(GatewayError):

@@ -137,6 +137,10 @@ class ToolCall:
     on_progress: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None
     """Set when the client sent a progressToken and accepts SSE: relay each upstream
     ``notifications/progress`` params object (progressToken already rewritten to the client's)."""
+    client_capabilities: Mapping[str, Any] = field(default_factory=dict)
+    """Modern clients: ``_meta["io.modelcontextprotocol/clientCapabilities"]`` as received (the
+    backend forwards its schema-known part); legacy: empty (declared in ``initialize``, which a
+    stateless gateway does not keep)."""
 
 
 class Backend(Protocol):

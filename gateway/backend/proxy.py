@@ -32,13 +32,16 @@ from gateway.backend.catalog import (
 )
 from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, make_credential
 from gateway.backend.results import (
+    CAPABILITY_TEXT,
     FAILED_TEXT,
     INVALID_ARGUMENTS_TEXT,
+    MISSING_CAPABILITY_CODE,
     REJECTED_TEXT,
     Outcome,
     error_result,
     fault_outcome,
     fault_text,
+    missing_capability_data,
     sanitize_result,
 )
 from gateway.backend.rpc import BACKEND_DESTINATION, UpstreamFault
@@ -46,10 +49,12 @@ from gateway.backend.tls import build_ssl_context
 from gateway.backend.tool_headers import encode_header_value, is_header_safe, param_values
 from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
 from gateway.config import Config
+from gateway.errors import MissingClientCapability
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
-from gateway.seams import Principal, RequestContext, ToolCall
+from gateway.protocol.capabilities import known_capabilities
+from gateway.seams import Era, Principal, RequestContext, ToolCall
 
 __all__ = [
     "CLIENT_ID_HEADER",
@@ -321,12 +326,17 @@ class UpstreamBackend:
                 await sink({**params, "progressToken": client_token})
 
         common = self._common_headers(call, principal, ctx)
+        # The client's own declaration, so the upstream does not refuse a capability it has.
+        capabilities = known_capabilities(call.client_capabilities)
+        upstream_era: Era | None = None
 
         def prepare(state: LinkState) -> tuple[dict[str, Any], dict[str, str]]:
+            nonlocal upstream_era
+            upstream_era = state.era
             params: dict[str, Any] = {"name": upstream_name, "arguments": arguments}
             headers = dict(common)
             if state.era == "modern":
-                params["_meta"] = modern_meta(token)
+                params["_meta"] = modern_meta(token, capabilities)
                 headers.update(param_values(tool.header_params, arguments))
             elif token is not None:
                 params["_meta"] = {"progressToken": token}
@@ -350,6 +360,12 @@ class UpstreamBackend:
                 # Unknown tool or arguments the upstream refuses: the catalog may be stale.
                 self.request_refresh()
                 return error_result(REJECTED_TEXT), "upstream_error"
+            if code == MISSING_CAPABILITY_CODE and upstream_era == "modern":
+                # basic/index.mdx: -32021 reaches the client as itself (HTTP 400), not as a
+                # tool result; a legacy client could not re-declare, so it gets a tool error.
+                if call.era == "modern":
+                    raise MissingClientCapability(data=missing_capability_data(error))
+                return error_result(CAPABILITY_TEXT), "upstream_error"
             if code in (-32020, -32022, -32601):
                 self._link.forget()  # the upstream changed era; detect again
             return error_result(FAILED_TEXT), "upstream_error"

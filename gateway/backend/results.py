@@ -13,10 +13,13 @@ from collections.abc import Mapping
 from typing import Any, Final, Literal
 
 from gateway.backend.rpc import FaultKind
+from gateway.protocol.capabilities import known_capabilities
 
 __all__ = [
+    "CAPABILITY_TEXT",
     "FAILED_TEXT",
     "INVALID_ARGUMENTS_TEXT",
+    "MISSING_CAPABILITY_CODE",
     "REJECTED_TEXT",
     "TIMEOUT_TEXT",
     "TOO_LARGE_TEXT",
@@ -24,6 +27,7 @@ __all__ = [
     "error_result",
     "fault_outcome",
     "fault_text",
+    "missing_capability_data",
     "sanitize_result",
 ]
 
@@ -38,6 +42,13 @@ TIMEOUT_TEXT: Final = "Upstream tool timed out"
 TOO_LARGE_TEXT: Final = "Upstream reply too large"
 FAILED_TEXT: Final = "Upstream tool failed"
 REJECTED_TEXT: Final = "Upstream rejected the tool call"
+CAPABILITY_TEXT: Final = (
+    "The tool requires a client capability (such as elicitation or sampling) that the gateway "
+    "forwards only for MCP 2026-07-28 clients"
+)
+"""Legacy clients declared their capabilities in ``initialize``, which the stateless gateway
+answers itself and does not keep; an upstream -32021 for them is this tool error."""
+MISSING_CAPABILITY_CODE: Final = -32021
 
 # Keys the gateway owns on a CallToolResult: everything else the upstream sends is dropped.
 _PASSTHROUGH: Final = ("content", "structuredContent", "isError", "_meta")
@@ -93,3 +104,11 @@ def sanitize_result(result: Mapping[str, Any]) -> dict[str, Any] | None:
         else:
             del clean["_meta"]
     return clean
+
+
+def missing_capability_data(error: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` of an upstream -32021, rebuilt: ``requiredCapabilities`` with known keys only
+    (schema ``MissingRequiredClientCapabilityError``); the upstream's message is never used."""
+    data = error.get("data")
+    required = data.get("requiredCapabilities") if isinstance(data, Mapping) else None
+    return {"requiredCapabilities": known_capabilities(required)}

@@ -80,11 +80,18 @@ class LinkState:
     generation: int = 0
 
 
-def modern_meta(progress_token: str | None = None) -> dict[str, Any]:
-    """2026-07-28 basic/index.mdx §_meta: the keys every modern request carries."""
+def modern_meta(
+    progress_token: str | None = None, capabilities: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
+    """2026-07-28 basic/index.mdx §_meta: the keys every modern request carries.
+
+    ``capabilities`` is what the gateway declares for this request: on a ``tools/call`` the
+    client's schema-known capabilities (:func:`gateway.protocol.capabilities.known_capabilities`),
+    else none (the gateway's own ``server/discover`` and ``tools/list`` need none).
+    """
     meta: dict[str, Any] = {
         "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientCapabilities": dict(capabilities or {}),
         "io.modelcontextprotocol/clientInfo": dict(CLIENT_INFO),
     }
     if progress_token is not None:

@@ -209,7 +209,9 @@ class Dispatcher:
         if tool is None or not decision.visible:
             raise UnknownTool()
         if not decision.allowed:
-            raise ToolInsufficientScope(scopes=decision.required_scopes)
+            raise ToolInsufficientScope(
+                scopes=decision.required_scopes, missing=decision.missing_scopes
+            )
         key = f"tool:{principal.subject}:{name}"
         rate = policy.rate_limit(name)
         if rate is not None:
@@ -233,6 +235,9 @@ class Dispatcher:
                 traceparent=ctx.traceparent,
                 tracestate=ctx.tracestate,
                 on_progress=relay,
+                client_capabilities=(
+                    message.client_capabilities if message.era == "modern" else {}
+                ),
             )
             began = time.monotonic()
             try:
@@ -275,7 +280,9 @@ class Dispatcher:
         decision = turn.policy.decide_method(turn.principal, method)
         turn.ctx.decision = decision
         if not decision.allowed:
-            raise InsufficientScope(scopes=decision.required_scopes)
+            raise InsufficientScope(
+                scopes=decision.required_scopes, missing=decision.missing_scopes
+            )
 
     @staticmethod
     def _expiry(turn: Turn) -> None:

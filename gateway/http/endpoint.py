@@ -34,7 +34,9 @@ from gateway.config import Config
 from gateway.errors import (
     GatewayError,
     InsufficientScope,
+    InvalidToken,
     MethodNotAllowed,
+    NoCredentials,
     OverCapacity,
     RequestTimeout,
 )
@@ -176,7 +178,8 @@ class McpEndpoint:
         ctx.principal = principal
         baseline = policy.baseline_scopes
         if not principal.scopes.issuperset(baseline):  # step 8
-            raise InsufficientScope(scopes=tuple(baseline))
+            missing = tuple(scope for scope in baseline if scope not in principal.scopes)
+            raise InsufficientScope(scopes=tuple(baseline), missing=missing)
         if self._principal_rate is not None:  # step 9
             rate = self._principal_rate
             await self._dispatcher.enforce_rate(
@@ -278,6 +281,7 @@ class McpEndpoint:
                 body = await self._dispatcher.run(message, turn, relay=None)
             except GatewayError as err:
                 if err.jsonrpc_code is None:
+                    err.request_id = None  # it answers the whole batch, not this member
                     raise
                 body = error_body(message.id, err.jsonrpc_code, err.message, None)
             fits = room - reserved
@@ -317,9 +321,12 @@ class McpEndpoint:
         if err.era is None and ctx.era is not None:
             err.era = ctx.era
         challenge = self._auth.challenge(err) if err.challenge else None
+        if isinstance(err, NoCredentials | InvalidToken) and not err.scopes:
+            # The body names what the challenge's scope= names: the policy's baseline.
+            err.scopes = tuple(self._policy.current().baseline_scopes)
         response = render_error(err, challenge=challenge)
         ctx.status = response.status
-        ctx.jsonrpc_code = err.jsonrpc_code
+        ctx.jsonrpc_code = err.wire_code
         ctx.error_row = err.row
         ctx.bytes_out = len(response.body) if isinstance(response.body, bytes) else 0
         return response

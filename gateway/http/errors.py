@@ -5,15 +5,19 @@ gateway builds an error response. The rules, per row class attribute:
 
 - HTTP status: ``err.status_for(err.era)`` (legacy JSON-RPC rows answer 200, digest §6 item 10).
 - Body: a JSON-RPC error object (``id`` = the request's id or ``null``, JSON-RPC 2.0 §5) when the
-  row has a ``jsonrpc_code``; ``data`` is sent only for ``-32022`` (``supported``/``requested``,
-  MCP 2026-07-28 schema ``UnsupportedProtocolVersionError``). Rows without a JSON-RPC code get a
-  short fixed JSON object ``{"error": ..., "error_description": ...}`` (RFC 6750 §3 member names),
-  or no body at all when the row's message is empty (405, 403 origin).
+  row has a ``jsonrpc_code``, or a ``body_code`` (the 401/403 rows: the Python SDK and FastMCP
+  surface a non-2xx body only when it is a JSON-RPC error). ``message`` is the row's
+  ``body_message()`` and ``data`` its ``body_data()``: ``-32022`` (``supported``/``requested``,
+  schema ``UnsupportedProtocolVersionError``), ``-32021`` (``requiredCapabilities``), 401/403
+  (``required_scopes``, and ``missing_scopes`` on 403). Other rows get a short fixed JSON object
+  ``{"error": ..., "error_description": ...}`` (RFC 6750 §3 member names), or no body at all
+  when the row's message is empty (405, 403 origin).
 - Headers: ``Cache-Control: no-store`` always; ``WWW-Authenticate`` when the caller passes the
   challenge built by the authenticator; ``Retry-After`` (RFC 9110 §10.2.3) when set; ``Allow: POST``
   on 405 (RFC 9110 §15.5.6).
 
-Texts are the row's fixed ``message``; nothing from the request is ever echoed except the JSON-RPC
+Texts are the row's fixed ``message``, extended only with scope names from the policy or
+capability names from a fixed list; nothing from the request is ever echoed except the JSON-RPC
 id and, for ``-32022``, the requested version (both already validated by the decoder).
 """
 
@@ -32,8 +36,6 @@ __all__ = ["JSON_CONTENT_TYPE", "NO_STORE", "internal_error", "render_error"]
 
 JSON_CONTENT_TYPE: Final = "application/json"
 NO_STORE: Final = "no-store"
-UNSUPPORTED_VERSION_CODE: Final = -32022
-"""The only JSON-RPC code whose ``data`` member is rendered (``supported`` / ``requested``)."""
 
 _log = get_logger("gateway.http")
 
@@ -52,9 +54,9 @@ def render_error(err: GatewayError, *, challenge: str | None) -> web.Response:
     if isinstance(err, MethodNotAllowed):
         headers["Allow"] = "POST"
     status = err.status_for(err.era)
-    if err.jsonrpc_code is not None:
-        data = err.data if err.jsonrpc_code == UNSUPPORTED_VERSION_CODE else None
-        body = error_body(err.request_id, err.jsonrpc_code, err.message, data)
+    code = err.wire_code
+    if code is not None:
+        body = error_body(err.request_id, code, err.body_message(), err.body_data())
     elif err.message:
         body = _fixed_body(err)
     else:

@@ -16,6 +16,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway.demo import DemoStack
+from gateway.errors import FORBIDDEN_CODE, UNAUTHORIZED_CODE
 from tests.support.demo_stack import (
     READER_TOOLS,
     demo_stack,
@@ -70,10 +71,43 @@ async def test_a_reader_calling_a_writer_tool_is_refused_by_the_sdk(
         create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
         Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode) as client,
     ):
-        # The Python SDK hides the HTTP status (client-behaviour.md §5); it must still fail.
-        with pytest.raises(MCPError):
+        # The Python SDK hides the HTTP status (client-behaviour.md §5) but shows a JSON-RPC
+        # error body: the user reads which scope is missing (issue 11 item 4).
+        with pytest.raises(MCPError) as caught:
             await client.call_tool("notes_add", {"text": "not allowed"})
     assert "notes_add" not in demo_stack.backend.tools.calls
+    assert str(caught.value) == "Insufficient scope: requires notes:write"
+    assert caught.value.error.code == FORBIDDEN_CODE
+    assert caught.value.error.data == {
+        "required_scopes": ["mcp:access", "notes:write"],
+        "missing_scopes": ["notes:write"],
+    }
+
+
+@MODES
+async def test_a_refused_token_reaches_the_sdk_user_as_a_readable_error(
+    demo_stack: DemoStack, mode: str, version: str
+) -> None:
+    bogus = "not-a-token-the-issuer-knows"
+    # The SDK raises from inside its task group: the MCPError may arrive wrapped in a group.
+    with pytest.raises((MCPError, BaseExceptionGroup)) as caught:
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Bearer {bogus}"}) as http,
+            Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode),
+        ):
+            pass  # the handshake itself is refused
+    error = _mcp_error(caught.value)
+    assert str(error) == "Invalid or expired access token"
+    assert error.error.code == UNAUTHORIZED_CODE
+    assert error.error.data == {"required_scopes": ["mcp:access"]}
+    assert bogus not in str(error)
+
+
+def _mcp_error(exc: BaseException) -> MCPError:
+    while isinstance(exc, BaseExceptionGroup):
+        exc = exc.exceptions[0]
+    assert isinstance(exc, MCPError), repr(exc)
+    return exc
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,8 @@ the gateway closes cancels the handler (``disconnected`` is then set). Both MCP 
 ``Authorization: Bearer <one of accepted>``, record every request (headers and body bytes) and
 have fault modes set through ``fault``: ``slow``, ``500``, ``oversized``, ``garbled_json``,
 ``garbled_sse``, ``wrong_id``, ``redirect``, ``401_once``, ``unknown_tool``, ``rpc_error``,
-``bad_result``, ``list_fails``, ``cursor_loop``, ``wrong_id_sse``.
+``bad_result``, ``list_fails``, ``cursor_loop``, ``wrong_id_sse``, ``missing_capability``
+(modern: -32021 requiring ``elicitation`` unless the call declared it).
 """
 
 from __future__ import annotations
@@ -218,6 +219,26 @@ class ModernUpstream(_Base):
             reply = await self._fault_reply(request, rid)
             if reply is not None:
                 return reply
+            declared = (params.get("_meta") or {}).get("io.modelcontextprotocol/clientCapabilities")
+            if self.fault == "missing_capability" and "elicitation" not in (declared or {}):
+                return web.json_response(
+                    {
+                        "jsonrpc": "2.0",
+                        "id": rid,
+                        "error": {
+                            "code": -32021,
+                            "message": "needs elicitation; internal host db-7",
+                            "data": {
+                                "requiredCapabilities": {
+                                    "elicitation": {"form": {}},
+                                    "com.example/secret": {"x": 1},
+                                },
+                                "debug": "internal",
+                            },
+                        },
+                    },
+                    status=400,
+                )
             if params.get("name") not in {t.get("name") for t in self.tools}:
                 return web.json_response(
                     {

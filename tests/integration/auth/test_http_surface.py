@@ -14,7 +14,7 @@ from aiohttp import web
 
 from gateway.auth.resource_server import ISSUER_RETRY_AFTER_S, ResourceServer
 from gateway.config import Rate
-from gateway.errors import GatewayError, InsufficientScope
+from gateway.errors import UNAUTHORIZED_CODE, GatewayError, InsufficientScope
 from gateway.http.errors import render_error
 from gateway.seams import AuthRequest
 from tests.support.auth import RESOURCE, MakeRS
@@ -130,7 +130,7 @@ async def test_a_bad_token_is_401_invalid_token(
         "scope": "mcp:access",
     }
     body = await response.json()
-    assert body["error"] == "invalid_token"
+    assert body["error"]["code"] == UNAUTHORIZED_CODE
 
 
 @pytest.mark.row("token_in_query")

@@ -14,10 +14,12 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gateway.errors import FORBIDDEN_CODE, UNAUTHORIZED_CODE
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.assertions import assert_error, assert_json_ok
 from tests.support.fakes import PRM_URL, principal
-from tests.support.gateway_harness import Gateway, modern_headers, modern_request
+from tests.support.gateway_harness import MODERN, Gateway, modern_headers, modern_request
+from tests.support.schemas import validate_response
 
 DISCOVER = modern_request("server/discover", 1)
 
@@ -30,21 +32,33 @@ class TestAuthenticationRows:
         headers = modern_headers("server/discover")
         del headers["Authorization"]
         response = await gw.post(DISCOVER, headers)
-        payload = await assert_error(response, 401)
+        payload = await assert_error(response, 401, UNAUTHORIZED_CODE)
         assert response.headers["WWW-Authenticate"] == (
             f'Bearer resource_metadata="{PRM_URL}", scope="mcp:access"'
         )
-        assert payload is not None and "error" in payload
+        # A JSON-RPC error the SDKs surface, naming what is missing (issue 11 item 4).
+        assert payload is not None
+        assert payload["error"] == {
+            "code": UNAUTHORIZED_CODE,
+            "message": "Authentication required: send an OAuth access token with scope mcp:access",
+            "data": {"required_scopes": ["mcp:access"]},
+        }
+        validate_response(MODERN, payload)
 
     @pytest.mark.row("invalid_token")
     async def test_an_unknown_token_is_answered_401_invalid_token(self, gw: Gateway) -> None:
         headers = modern_headers("server/discover", Authorization="Bearer s3cr3t-unknown")
         response = await gw.post(DISCOVER, headers)
-        payload = await assert_error(response, 401)
+        payload = await assert_error(response, 401, UNAUTHORIZED_CODE)
         assert response.headers["WWW-Authenticate"].startswith('Bearer error="invalid_token"')
         assert payload == {
-            "error": "invalid_token",
-            "error_description": "Invalid or expired access token",
+            "jsonrpc": "2.0",
+            "id": None,  # authentication runs before the body is read
+            "error": {
+                "code": UNAUTHORIZED_CODE,
+                "message": "Invalid or expired access token",
+                "data": {"required_scopes": ["mcp:access"]},
+            },
         }
         assert b"s3cr3t" not in await response.read()
 
@@ -97,10 +111,16 @@ class TestScopeRows:
     ) -> None:
         headers = modern_headers("server/discover", Authorization="Bearer no-baseline")
         response = await gw.post(DISCOVER, headers)
-        await assert_error(response, 403)
+        payload = await assert_error(response, 403, FORBIDDEN_CODE)
         assert response.headers["WWW-Authenticate"] == (
             f'Bearer error="insufficient_scope", scope="mcp:access", resource_metadata="{PRM_URL}"'
         )
+        assert payload is not None
+        assert payload["error"] == {
+            "code": FORBIDDEN_CODE,
+            "message": "Insufficient scope: requires mcp:access",
+            "data": {"required_scopes": ["mcp:access"], "missing_scopes": ["mcp:access"]},
+        }
 
     @pytest.mark.row("insufficient_scope")
     async def test_a_method_needing_extra_scopes_is_answered_403_with_them(
@@ -109,19 +129,35 @@ class TestScopeRows:
         gw.policy.policy.method_scopes["tools/list"] = ("tools:read",)
         body = modern_request("tools/list", 2)
         response = await gw.post(body, modern_headers("tools/list"))
-        await assert_error(response, 403)
+        payload = await assert_error(response, 403, FORBIDDEN_CODE, request_id=2)
         assert 'scope="mcp:access tools:read"' in response.headers["WWW-Authenticate"]
+        assert payload is not None
+        assert payload["error"]["message"] == "Insufficient scope: requires tools:read"
+        assert payload["error"]["data"] == {
+            "required_scopes": ["mcp:access", "tools:read"],
+            "missing_scopes": ["tools:read"],
+        }
 
     @pytest.mark.row("tool_insufficient_scope")
     async def test_a_visible_tool_needing_more_scopes_is_answered_403_step_up(
         self, gw: Gateway
     ) -> None:
         response = await gw.call_tool("create_ticket", {"title": "x"})
-        await assert_error(response, 403)
+        payload = await assert_error(response, 403, FORBIDDEN_CODE, request_id=7)
         assert response.headers["WWW-Authenticate"] == (
             'Bearer error="insufficient_scope", scope="mcp:access tickets:write", '
             f'resource_metadata="{PRM_URL}"'
         )
+        assert payload is not None
+        assert payload["error"] == {
+            "code": FORBIDDEN_CODE,
+            "message": "Insufficient scope: requires tickets:write",
+            "data": {
+                "required_scopes": ["mcp:access", "tickets:write"],
+                "missing_scopes": ["tickets:write"],
+            },
+        }
+        validate_response(MODERN, payload)
         assert gw.backend.calls == []
 
     @pytest.mark.row("rate_limited")

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from gateway.errors import FORBIDDEN_CODE
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.assertions import assert_error, assert_json_ok
 from tests.support.gateway_harness import (
@@ -295,8 +296,11 @@ class TestLegacy:
              "params": {"name": "create_ticket", "arguments": {}}},
         ]  # fmt: skip
         response = await gw.post(batch, legacy_headers("2025-03-26"))
-        await assert_error(response, 403)
+        # One JSON-RPC error for the whole batch: its id is null, not one member's.
+        payload = await assert_error(response, 403, FORBIDDEN_CODE, request_id=None)
         assert 'scope="mcp:access tickets:write"' in response.headers["WWW-Authenticate"]
+        assert payload is not None
+        assert payload["error"]["message"] == "Insufficient scope: requires tickets:write"
 
     @pytest.mark.parametrize("budget", [1700, 1450, 400])
     async def test_a_batch_shares_one_response_budget(
