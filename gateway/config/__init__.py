@@ -7,7 +7,7 @@ The package, by job:
   the sections' semantic checks; every problem reported at once as ``file:line:column``);
 * :mod:`~gateway.config.builder`: the state the section builders share (document, directory,
   environment) and the URL checks;
-* :mod:`~gateway.config.issuer`, :mod:`~gateway.config.backend`,
+* :mod:`~gateway.config.issuer`, :mod:`~gateway.config.backend`, :mod:`~gateway.config.state`,
   :mod:`~gateway.config.sections`: one ``build_*`` function per section of the file;
 * :mod:`~gateway.config.secrets`: :class:`Secret` and ``{env: NAME}`` / ``{file: PATH}``
   resolution (a ``Secret``'s ``repr`` never shows the value; literal secrets are warnings);
@@ -30,7 +30,11 @@ from gateway.config.model import (
     LoggingConfig,
     ProtocolConfig,
     Rate,
+    RedisConfig,
     ServerInfo,
+    StateConfig,
+    StoreErrorPolicies,
+    StoreErrorPolicy,
     TlsConfig,
     parse_rate,
 )
@@ -50,8 +54,12 @@ __all__ = [
     "LoggingConfig",
     "ProtocolConfig",
     "Rate",
+    "RedisConfig",
     "Secret",
     "ServerInfo",
+    "StateConfig",
+    "StoreErrorPolicies",
+    "StoreErrorPolicy",
     "TlsConfig",
     "canonical_uri",
     "is_loopback_url",

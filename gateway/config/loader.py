@@ -34,6 +34,7 @@ from gateway.config.sections import (
     build_resource,
     build_trusted_proxies,
 )
+from gateway.config.state import build_state
 from gateway.errors import ConfigError
 from gateway.yaml_source import SchemaValidator, load_yaml
 
@@ -69,6 +70,7 @@ def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
     trusted_proxies = build_trusted_proxies(b, raw.get("trusted_proxies", []))
     allowed_origins = build_allowed_origins(b, raw.get("allowed_origins", []))
     audit = build_audit(b, raw.get("audit", {}))
+    state = build_state(b, raw.get("state", {}))
     return Config(
         source=source,
         resource=resource,
@@ -85,5 +87,6 @@ def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
         allowed_origins=allowed_origins,
         logging=LoggingConfig(**raw.get("logging", {})),
         audit=audit,
+        state=state,
         warnings=tuple(b.warnings),
     )

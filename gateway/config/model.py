@@ -27,7 +27,11 @@ __all__ = [
     "LoggingConfig",
     "ProtocolConfig",
     "Rate",
+    "RedisConfig",
     "ServerInfo",
+    "StateConfig",
+    "StoreErrorPolicies",
+    "StoreErrorPolicy",
     "TlsConfig",
     "parse_rate",
 ]
@@ -188,6 +192,38 @@ class AuditConfig:
     backups: int = 5
 
 
+StoreErrorPolicy = Literal["local", "deny"]
+"""What a decision that needs the shared store does when the store cannot answer in time."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoreErrorPolicies:
+    """``state.on_store_error``: one policy per kind of shared decision (docs/operations.md)."""
+
+    ip: StoreErrorPolicy = "local"
+    principal: StoreErrorPolicy = "local"
+    tool: StoreErrorPolicy = "local"
+    failed_auth: StoreErrorPolicy = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class RedisConfig:
+    url: Secret
+    """``redis://``, ``rediss://`` (TLS) or ``unix://``; may carry the password, hence a secret."""
+    key_prefix: str = "mcp-gateway:"
+    timeout_ms: int = 100
+    tls: TlsConfig = field(default_factory=TlsConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class StateConfig:
+    """``state:``: where replica-shared state lives (``memory`` = this replica only)."""
+
+    backend: Literal["memory", "redis"] = "memory"
+    redis: RedisConfig | None = None
+    on_store_error: StoreErrorPolicies = field(default_factory=StoreErrorPolicies)
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """The whole validated configuration. Immutable; a reload builds a new one."""
@@ -208,6 +244,7 @@ class Config:
     allowed_origins: frozenset[str] = frozenset()
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
+    state: StateConfig = field(default_factory=StateConfig)
     warnings: tuple[str, ...] = ()
 
     @property

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config import Rate, Secret, load_config
+from gateway.config import Rate, Secret, StateConfig, StoreErrorPolicies, load_config
 from gateway.errors import ConfigError
 from gateway.yaml_source import load_yaml
 
@@ -21,6 +21,7 @@ SCHEMA = ROOT / "gateway" / "schema" / "gateway.schema.json"
 ENV = {
     "TEST_INTROSPECTION_SECRET": "introspection-secret",
     "TEST_BACKEND_TOKEN": "backend-token",
+    "TEST_REDIS_URL": "rediss://:redis-password@redis.internal:6380/0",
 }
 
 
@@ -164,6 +165,20 @@ class TestEveryKeyRoundTrips:
         assert (c.logging.subject, c.logging.log_arguments) == ("fingerprint", True)
         assert (c.audit.sink, c.audit.max_bytes, c.audit.backups) == ("file", 8192, 2)
         assert c.audit.path == str(FIXTURES / "audit" / "audit.jsonl")
+        st = c.state
+        assert st.backend == "redis"
+        assert st.redis is not None
+        assert st.redis.url.reveal() == "rediss://:redis-password@redis.internal:6380/0"
+        assert "redis-password" not in repr(st)
+        assert (st.redis.key_prefix, st.redis.timeout_ms) == ("acme-gw:", 50)
+        assert st.redis.tls.ca_file == str(FIXTURES / "tls" / "ca.pem")
+        assert st.redis.tls.client_key == str(FIXTURES / "tls" / "client.key")
+        assert st.on_store_error == StoreErrorPolicies(
+            ip="deny",
+            principal="local",
+            tool="deny",
+            failed_auth="deny",
+        )
         assert c.warnings == ()
 
     def test_the_minimal_fixture_gets_the_documented_defaults(self) -> None:
@@ -179,6 +194,7 @@ class TestEveryKeyRoundTrips:
         assert c.issuer.cache.max_ttl_s == 60
         assert c.trusted_proxies == ()
         assert (c.logging.format, c.logging.level) == ("json", "info")
+        assert c.state == StateConfig()  # memory: one replica's own state, nothing to set up
 
     def test_the_config_is_immutable(self) -> None:
         c = load_config(FIXTURES / "minimal.yaml", ENV)
@@ -218,6 +234,64 @@ class TestProblemsAreReportedTogether:
         with pytest.raises(ConfigError) as info:
             load_config(target, ENV)
         assert any("policy: policy path not found" in p for p in info.value.problems)
+
+
+class TestStateSection:
+    def _load(self, tmp_path: Path, state: str, env: dict[str, str] | None = None) -> Any:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        target.write_text(target.read_text(encoding="utf-8") + state, encoding="utf-8")
+        return load_config(target, {**ENV, **(env or {})})
+
+    def test_redis_backend_with_a_url_loads(self, tmp_path: Path) -> None:
+        c = self._load(
+            tmp_path,
+            "state: {backend: redis, redis: {url: {env: R}}}\n",
+            {"R": "redis://127.0.0.1:6379/2"},
+        )
+        assert c.state.redis.url.reveal() == "redis://127.0.0.1:6379/2"
+        assert (c.state.redis.key_prefix, c.state.redis.timeout_ms) == ("mcp-gateway:", 100)
+        assert c.state.on_store_error.principal == "local"
+
+    def test_redis_backend_without_a_url_is_a_problem(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError) as info:
+            self._load(tmp_path, "state: {backend: redis}\n")
+        assert any("state: backend: redis needs a redis:" in p for p in info.value.problems)
+
+    def test_a_url_of_another_scheme_is_a_problem_that_does_not_show_the_url(
+        self, tmp_path: Path
+    ) -> None:
+        with pytest.raises(ConfigError) as info:
+            self._load(
+                tmp_path,
+                "state: {backend: redis, redis: {url: {env: R}}}\n",
+                {"R": "http://:hunter2@cache.internal:6379"},
+            )
+        assert any("state.redis.url: must be a redis://" in p for p in info.value.problems)
+        assert "hunter2" not in "\n".join(info.value.problems)
+
+    def test_tls_settings_need_a_rediss_url(self, tmp_path: Path) -> None:
+        shutil.copytree(FIXTURES / "tls", tmp_path / "tls")
+        with pytest.raises(ConfigError) as info:
+            self._load(
+                tmp_path,
+                "state: {backend: redis, redis: {url: {env: R}, tls: {ca_file: tls/ca.pem}}}\n",
+                {"R": "redis://cache.internal:6379"},
+            )
+        assert any("state.redis.tls: needs a rediss:// url" in p for p in info.value.problems)
+
+    def test_a_redis_section_with_the_memory_backend_is_a_warning(self, tmp_path: Path) -> None:
+        c = self._load(
+            tmp_path,
+            "state: {backend: memory, redis: {url: {env: R}}}\n",
+            {"R": "redis://cache.internal:6379"},
+        )
+        assert c.state.redis is None
+        assert c.warnings == ("state.redis is ignored: state.backend is memory",)
+
+    def test_an_unknown_store_error_policy_is_a_schema_problem(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError) as info:
+            self._load(tmp_path, "state: {on_store_error: {ip: allow}}\n")
+        assert any("state.on_store_error.ip" in p for p in info.value.problems)
 
 
 class TestSecrets:
