@@ -20,9 +20,11 @@ __all__ = [
     "Authenticator",
     "Backend",
     "Catalog",
+    "ConcurrencyLimiter",
     "Decision",
     "Era",
     "HeaderParam",
+    "Lease",
     "Observer",
     "Policy",
     "PolicySource",
@@ -208,6 +210,22 @@ class RateLimiter(Protocol):
 
     async def hit(self, key: str, count: int, per_s: float) -> float | None:
         """Record one event; return None when allowed, else seconds until retry."""
+        ...
+
+
+class Lease(Protocol):
+    """**Protocol:** one held concurrency slot."""
+
+    async def release(self) -> None: ...
+
+
+class ConcurrencyLimiter(Protocol):
+    """**Protocol:** counted slots per key (memory, or leases in Redis shared by replicas)."""
+
+    async def acquire(self, key: str, limit: int, hold_s: float) -> Lease | None:
+        """Take one of ``limit`` slots of ``key``, or None when all are taken. The slot is held
+        until released, and at most ``hold_s`` seconds where it is shared (a replica that dies
+        mid-call cannot leak it)."""
         ...
 
 

@@ -1,8 +1,9 @@
 """Builds the production :class:`~gateway.app.Services` from a validated :class:`Config`.
 
 The one place concrete classes meet the Protocols of :mod:`gateway.seams`: the resource server
-(auth/), the policy reloader (policy/), the upstream backend (backend/), the in-memory limiter
-(limits/), the observer (observability/) and the MCP endpoint (http/). Startup dependencies
+(auth/), the policy reloader (policy/), the upstream backend (backend/), the limiters of
+``state:`` (state/ and limits/: per replica, or shared in Redis), the observer
+(observability/) and the MCP endpoint (http/). Startup dependencies
 (issuer metadata, the first catalog fetch) run as background tasks that flip their readiness
 checks; the listeners bind first so ``/healthz`` and ``/metrics`` answer during startup.
 """
@@ -22,7 +23,6 @@ from gateway.backend.proxy import UpstreamBackend
 from gateway.config import Config
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
-from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.access import GatewayObserver
 from gateway.observability.audit import AuditSink
 from gateway.observability.events import policy_reload_reporter
@@ -30,6 +30,7 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound
 from gateway.policy.reload import PolicyReloader
+from gateway.state.shared import build_shared_state
 
 __all__ = ["build_services"]
 
@@ -44,7 +45,9 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
     """
     metrics = metrics or Metrics(gateway.__version__)
     outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
-    limiter = MemoryRateLimiter()
+    # state.backend: memory -> this replica's own limiters; redis -> shared by every replica.
+    state = build_shared_state(config.state, metrics)
+    limiter = state.limiter
     policy = PolicyReloader(config.policy_paths, on_reload=policy_reload_reporter(metrics))
     metrics.set_policy_version(policy.current().version)
     authenticator = ResourceServer(
@@ -83,6 +86,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         limiter=limiter,
         observer=observer,
         outbound=outbound,
+        state_report=state.report,
     )
     services.install_routes = lambda app: add_mcp_routes(
         app, endpoint, config=config, prm_document=authenticator.protected_resource_metadata
@@ -93,12 +97,13 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         [
             authenticator.start,
             backend.start,
+            state.start,
             lambda: _watch_catalog_fit(policy, backend),
             lambda: policy.run(config.policy_poll_s),
             lambda: _reload_on_sighup(policy),
         ]
     )
-    services.cleanups.extend([backend.close, authenticator.close, _async(audit.close)])
+    services.cleanups.extend([backend.close, authenticator.close, state.close, _async(audit.close)])
     return services
 
 

@@ -21,7 +21,7 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 
 ANYTHING: Final = frozenset({"*"})
 FOUNDATION: Final = frozenset(
-    {"errors", "seams", "yaml_source", "config", "limits", "observability"}
+    {"errors", "seams", "yaml_source", "config", "limits", "observability", "state"}
 )
 
 RULES: Final[dict[str, frozenset[str]]] = {
@@ -32,6 +32,7 @@ RULES: Final[dict[str, frozenset[str]]] = {
     "config": FOUNDATION,
     "outbound": FOUNDATION,
     "limits": FOUNDATION,
+    "state": FOUNDATION,
     "observability": FOUNDATION,
     "protocol": FOUNDATION,
     "auth": FOUNDATION | {"outbound"},

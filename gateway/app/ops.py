@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from aiohttp import web
 
 from gateway.app.request_id import echo_request_id, request_id_middleware
@@ -29,7 +31,9 @@ async def _readyz(request: web.Request) -> web.Response:
             policy_version = services.policy.current().version
         except Exception:  # a policy source that cannot answer is reported, not trusted
             log.exception("readiness.policy_version_failed")
-    body = {"status": state, "checks": checks, "policy_version": policy_version}
+    body: dict[str, Any] = {"status": state, "checks": checks, "policy_version": policy_version}
+    if services.state_report is not None:
+        body["state"] = services.state_report()
     return web.json_response(
         body, status=200 if state == "ready" else 503, headers={"Cache-Control": "no-store"}
     )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
@@ -86,6 +86,9 @@ class Services:
     """Installs the MCP path and the RFC 9728 metadata paths (``gateway.wiring``); takes
     precedence over ``mcp_handler``."""
     readiness: Readiness = field(default_factory=Readiness)
+    state_report: Callable[[], dict[str, Any]] | None = None
+    """The ``state`` member of ``/readyz``: where shared state lives and whether it answers
+    (informational; a Redis outage follows ``state.on_store_error``, it does not fail readiness)."""
     background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 

@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["MemoryRateLimiter", "Slots", "retry_after_seconds"]
+__all__ = ["MemoryLeases", "MemoryRateLimiter", "Slots", "retry_after_seconds"]
 
 MAX_KEYS: Final = 100_000
 """Tracked keys per limiter; the least recently used key is forgotten past this (bounded memory)."""
@@ -79,6 +79,31 @@ class Slots:
 
     def in_use(self, key: str) -> int:
         return self._used.get(key, 0)
+
+
+class _SlotLease:
+    __slots__ = ("_key", "_released", "_slots")
+
+    def __init__(self, slots: Slots, key: str) -> None:
+        self._slots, self._key, self._released = slots, key, False
+
+    async def release(self) -> None:
+        if not self._released:  # idempotent: a double release must not free someone else's slot
+            self._released = True
+            self._slots.release(self._key)
+
+
+class MemoryLeases:
+    """Implements :class:`gateway.seams.ConcurrencyLimiter` for one replica (``hold_s`` unused:
+    a slot cannot outlive the process that holds it)."""
+
+    def __init__(self) -> None:
+        self.slots = Slots()
+
+    async def acquire(self, key: str, limit: int, hold_s: float) -> _SlotLease | None:
+        if not self.slots.try_acquire(key, limit):
+            return None
+        return _SlotLease(self.slots, key)
 
 
 def retry_after_seconds(wait: float) -> int:

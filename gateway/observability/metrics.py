@@ -39,6 +39,7 @@ __all__ = [
     "METHOD_LABELS",
     "POLICY_RELOAD_RESULTS",
     "RATE_LIMIT_SCOPES",
+    "STORE_ERROR_KINDS",
     "TOKEN_CACHE_OUTCOMES",
     "Metrics",
     "method_label",
@@ -83,6 +84,11 @@ authentications per client IP (``issuer.failed_auth_rate``), per subject
 (``limits.principal_rate``), per subject and tool (the policy's ``rate_limit``: ``tool``;
 ``max_concurrency``: ``tool_concurrency``). Every 429, whatever its source, is also counted in
 ``rejections_total{row="rate_limited"}``."""
+
+STORE_ERROR_KINDS: Final = ("ip", "failed_auth", "principal", "tool", "other")
+"""``state_store_errors_total{kind}``: decisions that needed Redis and did not get an answer in
+time, so they followed ``state.on_store_error.<kind>`` (``other``: a limiter key of no known
+kind, decided locally)."""
 
 POLICY_RELOAD_RESULTS: Final = ("success", "failure")
 CATALOG_REFRESH_RESULTS: Final = ("success", "failure")
@@ -169,6 +175,17 @@ class Metrics:
         self.max_in_flight = Gauge(
             p + "max_in_flight", "Configured in-flight cap (limits.max_in_flight)", registry=r
         )
+        self.state_store_up = Gauge(
+            p + "state_store_up",
+            "1 while the last call to the shared state store (Redis) succeeded, else 0",
+            registry=r,
+        )
+        self.state_store_up.set(1)  # the memory backend is always there; RedisStore sets its own
+        self.state_store_errors_total = Counter(
+            p + "state_store_errors_total",
+            "Decisions that needed the shared store and fell back per state.on_store_error",
+            ["kind"], registry=r,
+        )  # fmt: skip
         self._catalog_names: Container[str] = frozenset()
         # Until the backend installs its own age function (``gateway/backend`` does at start),
         # the age is the time since startup: a catalog never fetched is as stale as it gets.
@@ -188,6 +205,8 @@ class Metrics:
             self.policy_reloads_total.labels(result=result)
         for result in CATALOG_REFRESH_RESULTS:
             self.catalog_refresh_total.labels(result=result)
+        for kind in STORE_ERROR_KINDS:
+            self.state_store_errors_total.labels(kind=kind)
         for row in sorted(_ROWS):
             self.rejections_total.labels(row=row)
 

@@ -1,0 +1,12 @@
+"""State shared by every replica: the Redis connection, revocations, the shared token cache.
+
+Foundation-level layer (``tests/test_layers.py``): imports only the foundation. The modules, by
+job:
+
+* :mod:`~gateway.state.store`: :class:`~gateway.state.store.RedisStore`, the one Redis client
+  (deadline on every call, back-off after a failure, reconnects by itself, pub/sub listener);
+* :mod:`~gateway.state.revocation`: the revocation list (local, or shared through Redis);
+* :mod:`~gateway.state.token_cache`: introspection results shared between replicas.
+
+The rate limiters that use Redis live in :mod:`gateway.limits.redis`.
+"""
