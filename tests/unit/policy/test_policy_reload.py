@@ -199,6 +199,34 @@ class TestPolling:
             with pytest.raises(asyncio.CancelledError):
                 await task
 
+    async def test_polling_follows_a_configmap_volume_update(self, tmp_path: Path) -> None:
+        """The kubelet's atomic writer (a Kubernetes ConfigMap volume): each file is a symlink
+        through ``..data``, itself a symlink to a timestamped directory; an update writes a new
+        directory and renames a new ``..data`` link over the old one."""
+        folder = tmp_path / "policies"
+        folder.mkdir()
+
+        def publish(generation: str, text: str) -> None:
+            write_text(folder / generation / "default.yaml", text)
+            (folder / "..data_tmp").symlink_to(generation)
+            (folder / "..data_tmp").rename(folder / "..data")  # atomic swap
+
+        publish("..2026_01_01_00_00_00.1", V1)
+        (folder / "default.yaml").symlink_to("..data/default.yaml")
+        recorder = Recorder()
+        reloader = PolicyReloader([folder], on_reload=recorder)
+        assert sorted(reloader.current().exact) == ["echo"]
+        task = asyncio.create_task(reloader.run(0.02))
+        try:
+            publish("..2026_01_01_00_01_00.2", V2)
+            await recorder.wait(1)
+            assert recorder.outcomes == ["success"]
+            assert sorted(reloader.current().exact) == ["echo", "notes_add"]
+        finally:
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
     async def test_a_zero_poll_interval_disables_polling(self, policy_file: Path) -> None:
         reloader = PolicyReloader([policy_file])
         await asyncio.wait_for(reloader.run(0), 1.0)
