@@ -17,7 +17,9 @@ RUN python -m venv /opt/venv
 # Only what the wheel needs: metadata, the README it embeds, and the package.
 COPY pyproject.toml README.md ./
 COPY gateway ./gateway
-RUN python -m pip wheel --no-deps --wheel-dir /wheels . \
+# The venv's own pip builds the wheel: the base needs only python3 + venv (no system pip), so a
+# plain Debian base (scripts/image_test.sh builds one with debootstrap) works as well as -slim.
+RUN /opt/venv/bin/python -m pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/venv/bin/pip install --only-binary=:all: /wheels/*.whl \
  && /opt/venv/bin/pip uninstall --yes pip \
  && /opt/venv/bin/mcp-gateway version
