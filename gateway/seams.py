@@ -50,13 +50,21 @@ class Principal:
     client_id: str | None
     scopes: frozenset[str]
     expires_at: float
-    """Unix time (``exp``); checked again right before dispatch."""
+    """Unix time (``exp``) as the issuer said it."""
     issuer: str
     fingerprint: str
     """Short, non-reversible token fingerprint (safe for logs)."""
+    skew_s: float = 0.0
+    """``issuer.clock_skew_s``: how long past ``exp`` the token is still accepted."""
+
+    @property
+    def valid_until(self) -> float:
+        """The one effective expiry (``exp + clock_skew_s``): the claim check, the re-check
+        before dispatch and the cache lifetime all use it."""
+        return self.expires_at + self.skew_s
 
     def expired(self, now: float | None = None) -> bool:
-        return (time.time() if now is None else now) >= self.expires_at
+        return (time.time() if now is None else now) >= self.valid_until
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,11 @@
 """Introspection result cache (RFC 7662 §4 "caching") with single-flight coalescing.
 
 - Keyed by the SHA-256 digest of the token (:func:`token_digest`), never by the token itself.
-- A positive entry is fresh until ``min(exp, stored_at + max_ttl_s)``; ``max_ttl_s = 0`` disables
-  caching. It is never served past the token's ``exp``.
+- A positive entry is fresh until ``min(valid_until, stored_at + max_ttl_s)``; ``max_ttl_s = 0``
+  disables caching. It is never served past the token's effective expiry
+  (:attr:`~gateway.seams.Principal.valid_until`: ``exp`` plus ``issuer.clock_skew_s``).
 - With ``stale_if_error_s > 0`` a positive entry is kept ``stale_if_error_s`` past its fresh
-  lifetime (still never past ``exp``) so it can be served while the issuer is unreachable.
+  lifetime (still never past the effective expiry) so it can be served while the issuer is unreachable.
 - Negative entries (a token the issuer or the claim checks refused) are off by default
   (``negative_ttl_s = 0``); when enabled they are short-lived and bounded separately
   (``negative_max_entries``), because an attacker controls how many distinct bad tokens arrive.
@@ -43,7 +44,7 @@ class _Positive:
     principal: Principal
     fresh_until: float
     keep_until: float
-    """``fresh_until`` plus the stale-if-error allowance, capped at ``exp``."""
+    """``fresh_until`` plus the stale-if-error allowance, capped at the effective expiry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,23 +99,23 @@ class TokenCache:
         return _MISS
 
     def stale(self, key: bytes, now: float) -> Principal | None:
-        """A positive result past its fresh lifetime but within stale-if-error (and ``exp``)."""
+        """A positive result past its fresh lifetime but within stale-if-error (and its expiry)."""
         entry = self._positive.get(key)
-        if entry is None or now >= entry.keep_until or now >= entry.principal.expires_at:
+        if entry is None or now >= entry.keep_until or entry.principal.expired(now):
             return None
         return entry.principal
 
     def store(self, key: bytes, principal: Principal, now: float) -> None:
-        """Remember an accepted token until ``min(exp, now + max_ttl_s)`` (0 disables)."""
+        """Remember an accepted token until ``min(valid_until, now + max_ttl_s)`` (0 disables)."""
         self._negative.pop(key, None)
         max_ttl = self._settings.max_ttl_s
         if max_ttl <= 0:
             return
-        exp = principal.expires_at
-        fresh_until = min(exp, now + max_ttl)
+        until = principal.valid_until
+        fresh_until = min(until, now + max_ttl)
         if fresh_until <= now:
             return
-        keep_until = min(exp, fresh_until + self._settings.stale_if_error_s)
+        keep_until = min(until, fresh_until + self._settings.stale_if_error_s)
         self._positive[key] = _Positive(principal, fresh_until, keep_until)
         self._positive.move_to_end(key)
         while len(self._positive) > self._settings.max_entries:

@@ -11,7 +11,8 @@ Pure: no I/O, no clock of its own. :func:`check_claims` either returns an immuta
 3. ``iss`` equals the issuer exactly when present; required when ``require_iss`` is set;
 4. ``aud`` (string or array of strings) contains an accepted audience, compared as RFC 8707
    canonical URIs; a missing ``aud`` fails (refresh tokens introspect without one);
-5. ``exp`` is a number and ``exp > now - skew``;
+5. ``exp`` is a number and ``now < exp + skew`` (the principal carries ``exp`` and the skew, so
+   the re-check before dispatch and the cache lifetime apply the same rule);
 6. ``nbf`` and ``iat``, when present, are numbers not later than ``now + skew``;
 7. ``sub`` is a non-empty string, or, with ``subject_fallback: client_id``, ``client_id`` is;
 8. ``scope``, when present, is a string; it is split on spaces.
@@ -144,7 +145,7 @@ def check_claims(
     exp = _number(doc, "exp")
     if exp is None:
         raise InvalidToken(detail="exp missing")
-    if exp <= now - rules.skew_s:
+    if now >= exp + rules.skew_s:  # the rule of Principal.expired (valid_until = exp + skew)
         raise InvalidToken(detail="token expired")
     nbf = _number(doc, "nbf")
     if nbf is not None and nbf > now + rules.skew_s:
@@ -175,4 +176,5 @@ def check_claims(
         expires_at=exp,
         issuer=rules.issuer,
         fingerprint=fingerprint,
+        skew_s=rules.skew_s,
     )

@@ -290,6 +290,7 @@ class Introspection(IntrospectionEndpoint):  # type: ignore[misc]
 
     def introspect_token(self, token: TokenRecord) -> dict[str, Any]:
         # RFC 7662 §2.2 members; refresh tokens carry no audience (they are not for resources).
+        offset = self.server.store.clock_offset_s
         payload: dict[str, Any] = {
             "active": True,
             "scope": token.scope,
@@ -297,9 +298,9 @@ class Introspection(IntrospectionEndpoint):  # type: ignore[misc]
             "sub": token.sub,
             "username": token.sub,
             "iss": self.server.settings.issuer,
-            "exp": token.expires_at,
-            "iat": token.issued_at,
-            "nbf": token.issued_at,
+            "exp": token.expires_at + offset,
+            "iat": token.issued_at + offset,
+            "nbf": token.issued_at + offset,
             "token_type": "Bearer" if token.kind == "access_token" else "refresh_token",
         }
         if token.kind == "access_token" and token.audience:

@@ -187,6 +187,9 @@ class IssuerStore:
     consents: dict[str, float] = field(default_factory=dict)
     introspection_calls: int = 0
     introspection_calls_by_client: dict[str, int] = field(default_factory=dict)
+    clock_offset_s: int = 0
+    """Test knob: the NumericDates in introspection answers (``exp``, ``iat``, ``nbf``) are
+    shifted by this many seconds, as from an issuer whose clock is off (negative: behind)."""
 
     def new_family(self) -> str:
         return secrets.token_hex(8)

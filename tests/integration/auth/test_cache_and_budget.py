@@ -84,14 +84,19 @@ class TestCache:
             await rs.authenticate(req())
         assert stub.introspection_calls == 3
 
-    async def test_a_cached_token_is_not_served_past_its_exp(
+    async def test_a_cached_token_is_not_served_past_exp_plus_the_clock_skew(
         self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
     ) -> None:
+        # One rule everywhere: a token is valid until exp + issuer.clock_skew_s.
         stub.grant(TOKEN, exp=int(clock.now) + 5)
-        rs = await make_rs(cache=CacheConfig(max_ttl_s=60))
+        rs = await make_rs(cache=CacheConfig(max_ttl_s=60), clock_skew_s=10)
         await rs.authenticate(req())
-        clock.advance(5)
-        await rs.authenticate(req())  # re-introspected: the entry died at exp
+        clock.advance(14.5)
+        await rs.authenticate(req())  # still cached: 0.5 s before exp + skew
+        assert stub.introspection_calls == 1
+        clock.advance(0.5)
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req())  # re-introspected at exp + skew, then refused
         assert stub.introspection_calls == 2
 
     async def test_negative_results_are_cached_only_when_enabled_and_bounded(
@@ -134,14 +139,16 @@ class TestCache:
         with pytest.raises(IssuerUnavailable):
             await rs.authenticate(req())
 
-    async def test_stale_if_error_never_serves_past_exp(
+    async def test_stale_if_error_never_serves_past_exp_plus_the_clock_skew(
         self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
     ) -> None:
         stub.grant(TOKEN, exp=int(clock.now) + 3)
-        rs = await make_rs(cache=CacheConfig(max_ttl_s=1, stale_if_error_s=30))
+        rs = await make_rs(cache=CacheConfig(max_ttl_s=1, stale_if_error_s=30), clock_skew_s=2)
         await rs.authenticate(req())
         stub.fault = "5xx"
-        clock.advance(3)
+        clock.advance(4.5)
+        await rs.authenticate(req())  # stale, within exp + skew
+        clock.advance(0.5)
         with pytest.raises(IssuerUnavailable):
             await rs.authenticate(req())
 
