@@ -5,7 +5,8 @@
   disables caching. It is never served past the token's effective expiry
   (:attr:`~gateway.seams.Principal.valid_until`: ``exp`` plus ``issuer.clock_skew_s``).
 - With ``stale_if_error_s > 0`` a positive entry is kept ``stale_if_error_s`` past its fresh
-  lifetime (still never past the effective expiry) so it can be served while the issuer is unreachable.
+  lifetime (still never past the effective expiry) so it can be served while the issuer is
+  unreachable.
 - Negative entries (a token the issuer or the claim checks refused) are off by default
   (``negative_ttl_s = 0``); when enabled they are short-lived and bounded separately
   (``negative_max_entries``), because an attacker controls how many distinct bad tokens arrive.

@@ -58,6 +58,9 @@ class IssuerMetadata:
     introspection_endpoint: str
     auth_methods: tuple[str, ...] = ()
     """``introspection_endpoint_auth_methods_supported`` (empty when not advertised)."""
+    token_endpoint: str | None = None
+    """The advertised ``token_endpoint`` (an absolute http(s) URL), or None; only ever used as
+    a private_key_jwt assertion audience, never contacted by the resource server."""
     source: str = "configured"
     """The URL the document came from, or ``configured`` when discovery was skipped."""
 
@@ -151,8 +154,19 @@ async def discover(
             if isinstance(methods, list)
             else (),
             source=url,
+            token_endpoint=_absolute_url(doc.get("token_endpoint")),
         )
     raise DiscoveryFailed("issuer serves no authorization server metadata")
+
+
+def _absolute_url(value: object) -> str | None:
+    if not isinstance(value, str) or len(value) > 2048:
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    return value if parts.scheme in ("http", "https") and parts.hostname else None
 
 
 _MAX_DECLARED: Final = 256

@@ -149,6 +149,13 @@ class ResourceServer:
                 ),
             )
             return False
+        if self._assertion_audience(metadata) is None:
+            # assertion_audience: token_endpoint, but neither configured nor advertised.
+            reason = "issuer metadata has no token_endpoint (issuer.assertion_audience)"
+            self.last_error = reason
+            _log.error("issuer_discovery_failed", issuer=self._issuer.url, reason=reason,
+                       keeping_previous=self._metadata is not None)  # fmt: skip
+            return False
         if metadata.auth_methods and self._issuer.client_auth not in metadata.auth_methods:
             _log.warning(
                 "issuer_does_not_advertise_client_auth",
@@ -235,10 +242,13 @@ class ResourceServer:
         metadata = self._metadata
         if metadata is None:
             return self._issuer_down(key, fingerprint, "not_ready")
+        audience = self._assertion_audience(metadata)
+        if audience is None:
+            return self._issuer_down(key, fingerprint, "not_ready")
         started = time.perf_counter()
         try:
             doc = await self._introspector.introspect(
-                token, metadata.introspection_endpoint, metadata.issuer
+                token, metadata.introspection_endpoint, audience
             )
         except TokenRefused as exc:
             # The issuer's way of saying "not active" (oidc-provider for JWTs): counted as inactive.
@@ -264,6 +274,18 @@ class ResourceServer:
         self._observe("active", started)
         self._cache.store(key, principal, now)
         return principal
+
+    def _assertion_audience(self, metadata: IssuerMetadata) -> str | None:
+        """``aud`` of a private_key_jwt assertion (``issuer.assertion_audience``; RFC 7523 §3
+        item 3 allows the issuer identifier or the endpoint's URL, rfc7523bis the issuer)."""
+        choice = self._issuer.assertion_audience
+        if self._issuer.client_auth != "private_key_jwt":
+            return metadata.issuer  # unused: no assertion is built
+        if choice == "token_endpoint":
+            return self._issuer.token_endpoint or metadata.token_endpoint
+        if choice == "introspection_endpoint":
+            return metadata.introspection_endpoint
+        return metadata.issuer
 
     def _refused(self, key: bytes, error: InvalidToken) -> _Outcome:
         # A refusal ends any earlier acceptance (revocation), cached or stale.

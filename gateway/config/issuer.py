@@ -35,6 +35,23 @@ def build_issuer(b: Builder, ri: dict[str, Any]) -> IssuerConfig:
             doc.problem(ip, "private_key is required with client_auth: private_key_jwt")
     elif "client_secret" not in ri:
         doc.problem(ip, f"client_secret is required with client_auth: {client_auth}")
+    audience = ri.get("assertion_audience", "issuer")
+    if "assertion_audience" in ri and client_auth != "private_key_jwt":
+        b.warnings.append(
+            f"{doc.where((*ip, 'assertion_audience'))}: issuer.assertion_audience: applies only "
+            "to client_auth: private_key_jwt and is ignored"
+        )
+    if (
+        audience == "token_endpoint"
+        and "introspection_endpoint" in ri
+        and "token_endpoint" not in ri
+    ):
+        # A configured introspection endpoint skips discovery, so nothing would name it.
+        doc.problem(
+            (*ip, "assertion_audience"),
+            "token_endpoint needs issuer.token_endpoint when introspection_endpoint is "
+            "configured (metadata discovery is skipped)",
+        )
     rc = ri.get("cache", {})
     return IssuerConfig(
         url=ri["url"],
@@ -44,6 +61,7 @@ def build_issuer(b: Builder, ri: dict[str, Any]) -> IssuerConfig:
         private_key=private_key,
         private_key_id=ri.get("private_key_id"),
         signing_alg=ri.get("signing_alg", "RS256"),
+        assertion_audience=audience,
         introspection_endpoint=ri.get("introspection_endpoint"),
         token_endpoint=ri.get("token_endpoint"),
         timeout_s=float(ri.get("timeout_s", 3.0)),

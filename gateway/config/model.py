@@ -87,6 +87,9 @@ class IssuerConfig:
     private_key: Secret | None = None
     private_key_id: str | None = None
     signing_alg: str = "RS256"
+    assertion_audience: Literal["issuer", "token_endpoint", "introspection_endpoint"] = "issuer"
+    """``aud`` of private_key_jwt introspection assertions: the issuer identifier (default,
+    draft-ietf-oauth-rfc7523bis), the token endpoint, or the introspection endpoint."""
     introspection_endpoint: str | None = None
     token_endpoint: str | None = None
     timeout_s: float = 3.0

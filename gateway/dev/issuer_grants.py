@@ -332,6 +332,11 @@ class PrivateKeyJwt(JWTBearerClientAssertion):  # type: ignore[misc]
     def get_audiences(self) -> list[str]:
         # RFC 7523 §3 item 3: the AS's issuer or the endpoint the assertion is sent to.
         settings = self._server.settings
+        only = self._server.store.assertion_audience
+        if only == "issuer":
+            return [settings.issuer]
+        if only is not None:
+            return [settings.endpoints[only]]
         return [settings.issuer, f"{settings.issuer}/", *settings.endpoints.values()]
 
     def validate_jti(self, claims: dict[str, Any], jti: str) -> bool:

@@ -187,6 +187,9 @@ class IssuerStore:
     consents: dict[str, float] = field(default_factory=dict)
     introspection_calls: int = 0
     introspection_calls_by_client: dict[str, int] = field(default_factory=dict)
+    assertion_audience: str | None = None
+    """Test knob: accept private_key_jwt assertions only with this ``aud``: ``issuer``,
+    ``token_endpoint`` or ``introspection_endpoint`` (None: any of them, RFC 7523 §3)."""
     clock_offset_s: int = 0
     """Test knob: the NumericDates in introspection answers (``exp``, ``iat``, ``nbf``) are
     shifted by this many seconds, as from an issuer whose clock is off (negative: behind)."""

@@ -103,6 +103,7 @@ class TestEveryKeyRoundTrips:
         assert i.client_secret is not None and i.client_secret.reveal() == "introspection-secret"
         assert i.private_key is not None and i.private_key.reveal() == "issuer-key-pem"
         assert (i.private_key_id, i.signing_alg) == ("key-2026", "ES256")
+        assert i.assertion_audience == "token_endpoint"
         assert (i.timeout_s, i.metadata_refresh_s) == (2.5, 600.0)
         assert (i.allow_insecure_http, i.require_iss, i.clock_skew_s) == (False, True, 5)
         assert i.subject_fallback == "client_id"
@@ -396,3 +397,41 @@ def test_docs_configuration_md_documents_every_key_of_the_schema() -> None:
         if not key.endswith((".env", ".file", ".*")) and f"`{key}`" not in text
     )
     assert undocumented == []
+
+
+class TestAssertionAudience:
+    def test_token_endpoint_with_an_explicit_introspection_endpoint_needs_token_endpoint(
+        self, tmp_path: Path
+    ) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        text = target.read_text().replace(
+            "  client_id: mcp-gateway\n",
+            "  client_id: mcp-gateway\n"
+            "  introspection_endpoint: https://id.example.com/introspect\n"
+            "  client_auth: private_key_jwt\n"
+            "  private_key: {env: TEST_INTROSPECTION_SECRET}\n"
+            "  assertion_audience: token_endpoint\n",
+        )
+        target.write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_config(target, ENV)
+        assert any(
+            ":9:3:" in p
+            and "issuer.assertion_audience: token_endpoint needs issuer.token_endpoint" in p
+            for p in info.value.problems
+        ), info.value.problems
+
+    def test_it_is_ignored_with_a_warning_for_client_secret_methods(self, tmp_path: Path) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        target.write_text(
+            target.read_text().replace(
+                "  client_id: mcp-gateway\n",
+                "  client_id: mcp-gateway\n  assertion_audience: introspection_endpoint\n",
+            )
+        )
+        c = load_config(target, ENV)
+        (warning,) = c.warnings
+        assert warning.endswith(
+            "issuer.assertion_audience: applies only to client_auth: private_key_jwt and is ignored"
+        )
+        assert ":6:" in warning
