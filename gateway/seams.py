@@ -25,6 +25,7 @@ __all__ = [
     "Era",
     "HeaderParam",
     "Lease",
+    "Listing",
     "Observer",
     "Policy",
     "PolicySource",
@@ -36,6 +37,8 @@ __all__ = [
 ]
 
 Era = Literal["modern", "legacy"]
+Listing = Literal["allowed", "step_up"]
+"""Policy ``listing``: which tools ``tools/list`` shows (docs/policy.md)."""
 JsonObject = dict[str, Any]
 
 
@@ -190,6 +193,9 @@ class Policy(Protocol):
 
     version: str
     baseline_scopes: tuple[str, ...]
+    listing: Listing
+    """``allowed``: ``tools/list`` shows callable tools only; ``step_up``: also the visible tools
+    the caller could call with more scopes (so clients reach the 403 step-up)."""
 
     def decide_tool(self, principal: Principal, tool: str) -> Decision: ...
 

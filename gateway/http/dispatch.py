@@ -4,7 +4,8 @@ Per method (MCP 2026-07-28 server/discover.mdx, server/tools.mdx; 2025-06-18 lif
 
 - ``server/discover`` and ``tools/list``: the policy's per-method scopes (403 step-up);
   ``tools/list`` shows only the tools the caller may call (tools.mdx §Capabilities: the list MAY
-  vary by authorization), so a hidden tool never appears.
+  vary by authorization), or with the policy's ``listing: step_up`` also the ones it could call
+  with more scopes; a hidden tool never appears.
 - ``tools/call``: a tool the caller may not see is ``unknown_tool`` (no existence leak); one it
   could call with more scopes is ``tool_insufficient_scope`` naming every scope it needs; then
   the per-subject tool rate limit and concurrency cap (429), the expiry re-check, the backend call
@@ -161,7 +162,8 @@ class Dispatcher:
         if method == "tools/list":
             self._method_policy(turn, method)
             catalog = self._backend.catalog()
-            tools = [tool for tool in catalog if turn.decide(tool.name).allowed]
+            step_up = turn.policy.listing == "step_up"
+            tools = [tool for tool in catalog if _listed(turn.decide(tool.name), step_up)]
             self._expiry(turn)
             result = tools_list_result(
                 tools,
@@ -289,3 +291,10 @@ class Dispatcher:
         # Step 16: a token that expired while the request waited is refused before dispatch.
         if turn.principal.expired():
             raise InvalidToken()
+
+
+def _listed(decision: Decision, step_up: bool) -> bool:
+    # Policy listing: step_up also lists the tools a caller could unlock with more scopes, so
+    # clients that only call listed tools (MCP Inspector) reach the 403 step-up. Hidden tools
+    # (no rule, deny, client/subject conditions) have visible=False and stay hidden.
+    return decision.allowed or (step_up and decision.visible)

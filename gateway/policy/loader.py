@@ -6,8 +6,8 @@ Order of work, all findings collected before anything is returned:
    do not start with ``.``, sorted by name); the same file named twice is read once;
 2. per file: YAML syntax and duplicate keys, the JSON Schema ``policy.schema.json`` (unknown keys
    are errors), then checks a schema cannot express (pattern syntax, empty rules, scope syntax);
-3. merge: ``version`` and ``baseline_scopes`` must agree between the files that state them, and a
-   tool key or method rule may be defined in one file only;
+3. merge: ``version``, ``baseline_scopes`` and ``listing`` must agree between the files that
+   state them, and a tool key or method rule may be defined in one file only;
 4. ties: two patterns of equal specificity that can match the same name are rejected, with an
    example name.
 
@@ -29,6 +29,7 @@ from gateway.config import parse_rate
 from gateway.errors import ConfigError
 from gateway.policy.glob import Glob, has_wildcard, overlap
 from gateway.policy.model import MethodRule, PolicySet, Rule
+from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
 
 __all__ = ["MAX_KEY_LENGTH", "POLICY_SCHEMA", "SUFFIXES", "load_policy", "policy_files"]
@@ -156,6 +157,8 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
         return None
     baseline: tuple[str, ...] | None = None
     baseline_where = ""
+    listing: Listing | None = None
+    listing_where = ""
     methods: dict[str, MethodRule] = {}
     rules: dict[str, Rule] = {}
     for doc in docs:
@@ -169,6 +172,15 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
                     ("baseline_scopes",),
                     f"differs from baseline_scopes at {baseline_where}; "
                     "every file that states them must agree",
+                )
+        if "listing" in raw:
+            if listing is None:
+                listing, listing_where = raw["listing"], doc.where(("listing",))
+            elif raw["listing"] != listing:
+                doc.problem(
+                    ("listing",),
+                    f"differs from listing at {listing_where}; "
+                    "every file that states it must agree",
                 )
         for method, body in raw.get("methods", {}).items():
             if method in methods:
@@ -203,8 +215,9 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
         for alternative in rule.any_of:
             known.update(alternative)
     return PolicySet(
-        version=_version(baseline, methods, rules),
+        version=_version(baseline, methods, rules, listing or "allowed"),
         baseline_scopes=baseline,
+        listing=listing or "allowed",
         exact=MappingProxyType(exact),
         globs=tuple(globs),
         methods=MappingProxyType(methods),
@@ -252,12 +265,16 @@ def _ties(globs: list[Rule]) -> list[str]:
 
 
 def _version(
-    baseline: tuple[str, ...], methods: dict[str, MethodRule], rules: dict[str, Rule]
+    baseline: tuple[str, ...],
+    methods: dict[str, MethodRule],
+    rules: dict[str, Rule],
+    listing: Listing,
 ) -> str:
     """First 12 hex digits of SHA-256 over the canonical JSON of the merged policy."""
     canonical = {
         "version": 1,
         "baseline_scopes": list(baseline),
+        **({"listing": listing} if listing != "allowed" else {}),
         "methods": {name: list(rule.scopes) for name, rule in methods.items()},
         "tools": {
             key: {

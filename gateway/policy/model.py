@@ -14,7 +14,7 @@ from typing import Final
 
 from gateway.policy import evaluate
 from gateway.policy.glob import Glob
-from gateway.seams import Decision, Principal
+from gateway.seams import Decision, Listing, Principal
 
 __all__ = ["LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule"]
 
@@ -76,6 +76,8 @@ class PolicySet:
     methods: Mapping[str, MethodRule]
     sources: tuple[str, ...] = ()
     """The policy files this set was built from, in load order."""
+    listing: Listing = "allowed"
+    """``tools/list``: only callable tools (``allowed``), or also step-up ones (``step_up``)."""
     known_scopes: frozenset[str] = frozenset()
     """Every scope the policy mentions. RFC 6750 §3.1 / MCP 2025-11-25 step-up: a challenge may
     carry the caller's already granted scopes that the policy recognises, so clients that replace

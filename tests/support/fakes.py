@@ -28,6 +28,7 @@ from gateway.seams import (
     AuthRequest,
     Decision,
     HeaderParam,
+    Listing,
     Principal,
     RequestContext,
     ToolCall,
@@ -134,6 +135,7 @@ class FakePolicy:
     baseline_scopes: tuple[str, ...] = BASELINE
     method_scopes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     version: str = "fake-1"
+    listing: Listing = "allowed"
 
     def _rule(self, tool: str) -> tuple[str, FakeRule] | None:
         if tool in self.rules:

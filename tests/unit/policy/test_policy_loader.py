@@ -265,6 +265,31 @@ class TestMerge:
         ]
 
 
+class TestListing:
+    def test_the_default_is_allowed_and_step_up_changes_the_version(self, tmp_path: Path) -> None:
+        plain = load_policy([write_text(tmp_path / "a.yaml", HEAD + "tools: {}\n")])
+        stepped = load_policy(
+            [write_text(tmp_path / "b.yaml", HEAD + "listing: step_up\ntools: {}\n")]
+        )
+        explicit = load_policy(
+            [write_text(tmp_path / "c.yaml", HEAD + "listing: allowed\ntools: {}\n")]
+        )
+        assert (plain.listing, stepped.listing) == ("allowed", "step_up")
+        assert plain.version == explicit.version != stepped.version
+
+    def test_files_that_state_it_must_agree_and_the_value_is_checked(self, tmp_path: Path) -> None:
+        a = write_text(tmp_path / "a.yaml", HEAD + "listing: step_up\n")
+        b = write_text(tmp_path / "b.yaml", "version: 1\nlisting: allowed\n")
+        assert problems_of(a, b) == [
+            f"{b}:2:1: listing: differs from listing at {a}:3:1; every file that states it "
+            "must agree"
+        ]
+        bad = write_text(tmp_path / "bad.yaml", HEAD + "listing: everything\n")
+        assert problems_of(bad) == [
+            f'{bad}:3:1: listing: "everything" is not one of "allowed" or "step_up"'
+        ]
+
+
 class TestTies:
     def test_equally_specific_overlapping_patterns_are_an_error_with_an_example(
         self, tmp_path: Path
