@@ -1,20 +1,21 @@
 """The upstream MCP server behind the service credential (implements ``gateway.seams.Backend``).
 
 MCP 2026-07-28 server/tools.mdx §Listing Tools and §Calling Tools, client side. The catalog is
-fetched at start (all ``tools/list`` pages), refreshed after the upstream's ``ttlMs`` (modern) or
-``backend.catalog_refresh_s`` (legacy, or no ``ttlMs``), and replaced only by a successful fetch:
-a failed refresh keeps the last good catalog (``catalog_age_seconds`` shows how stale it is).
+kept by :class:`~gateway.backend.refresher.CatalogRefresher` (timed refresh bounded by
+``backend.catalog_refresh_s`` and the upstream's ``ttlMs``, early refresh on
+``notifications/tools/list_changed``, which :class:`~gateway.backend.listen.ChangeListener`
+receives on a ``subscriptions/listen`` stream or the legacy GET stream).
 
 ``tools/call`` validates the arguments against the tool's compiled inputSchema (no upstream call
 when they do not match), builds a fresh request in the upstream's era (gateway JSON-RPC id,
-gateway ``_meta``, canonical JSON, only gateway-chosen headers), and maps every upstream fault to
-an ``isError`` tool result with a fixed text (:mod:`.results`).
+gateway ``_meta`` with the client's known capabilities, canonical JSON, only gateway-chosen
+headers), and maps every upstream fault to an ``isError`` tool result with a fixed text
+(:mod:`.results`), except a modern ``-32021`` for a modern client, which is relayed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import re
 import time
@@ -23,14 +24,10 @@ from typing import Any, Final
 
 import jsonschema_rs
 
-from gateway.backend.catalog import (
-    EMPTY_CATALOG,
-    MAX_TOOLS,
-    ToolCatalog,
-    build_catalog,
-    compile_validator,
-)
+from gateway.backend.catalog import ToolCatalog, compile_validator
 from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, make_credential
+from gateway.backend.listen import ChangeListener
+from gateway.backend.refresher import CatalogRefresher
 from gateway.backend.results import (
     CAPABILITY_TEXT,
     FAILED_TEXT,
@@ -56,23 +53,8 @@ from gateway.outbound import Destination, Outbound
 from gateway.protocol.capabilities import known_capabilities
 from gateway.seams import Era, Principal, RequestContext, ToolCall
 
-__all__ = [
-    "CLIENT_ID_HEADER",
-    "LIST_PAGE_MAX_BYTES",
-    "MAX_LIST_PAGES",
-    "MIN_REFRESH_S",
-    "SUBJECT_HEADER",
-    "UpstreamBackend",
-]
+__all__ = ["CLIENT_ID_HEADER", "SUBJECT_HEADER", "UpstreamBackend"]
 
-MAX_LIST_PAGES: Final = 64
-"""``tools/list`` pages followed per fetch; more fails the fetch (the last good catalog stays)."""
-LIST_PAGE_MAX_BYTES: Final = 8 * 1_048_576
-"""Cap on one ``tools/list`` reply (tool schemas can be large; results use limits instead)."""
-MIN_REFRESH_S: Final = 1.0
-"""Floor for the refresh interval, so ``ttlMs: 0`` cannot turn into a busy loop."""
-MAX_RETRY_S: Final = 60.0
-"""Longest wait between attempts while the upstream is down."""
 SUBJECT_HEADER: Final = "X-MCP-Gateway-Subject"
 CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
 
@@ -111,16 +93,11 @@ class UpstreamBackend:
             max_bytes=self._max_bytes,
             detect_timeout_s=config.backend.timeout_s,
         )
-        self._catalog: ToolCatalog = EMPTY_CATALOG
-        self._catalog_at: float | None = None
-        self._interval = max(MIN_REFRESH_S, config.backend.catalog_refresh_s)
-        self._refresh_lock = asyncio.Lock()
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._refresher = CatalogRefresher(self._link, config.backend, metrics=metrics, clock=clock)
+        # An upstream notifications/tools/list_changed, on any stream, asks for a fetch.
+        self._link.on_list_changed = self._refresher.request_refresh
+        self._listener = ChangeListener(self._link, on_change=self._refresher.request_refresh)
         self._progress_ids = itertools.count(1)
-        self._last_requested = -MIN_REFRESH_S
-        self.ready = False
-        """True once the first catalog fetch succeeded (readiness)."""
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -132,8 +109,18 @@ class UpstreamBackend:
     def credential(self) -> ServiceCredential:
         return self._credential
 
+    @property
+    def ready(self) -> bool:
+        """True once the first catalog fetch succeeded (readiness)."""
+        return self._refresher.ready
+
+    @property
+    def refresh_interval(self) -> float:
+        """Seconds between timed catalog fetches (``catalog_refresh_s``, shortened by ``ttlMs``)."""
+        return self._refresher.interval
+
     async def start(self) -> None:
-        """Register destinations, try the first fetch, then refresh in the background."""
+        """Register destinations, try the first fetch, then refresh and listen in the background."""
         self._outbound.add(
             Destination(
                 BACKEND_DESTINATION,
@@ -147,119 +134,27 @@ class UpstreamBackend:
                 Destination(TOKEN_DESTINATION, connect_timeout_s=self._config.issuer.timeout_s)
             )
         if self._metrics is not None:
-            self._metrics.catalog_age_seconds.set_function(self._age)
-        await self.refresh()
-        self._task = asyncio.create_task(self._refresh_loop(), name="backend-catalog-refresh")
+            self._metrics.catalog_age_seconds.set_function(self._refresher.age)
+        await self._refresher.refresh()
+        self._refresher.start()
+        self._listener.start()
 
     async def close(self) -> None:
-        """Stop refreshing and DELETE the legacy upstream session, if any."""
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        """Stop refreshing and listening, and DELETE the legacy upstream session, if any."""
+        await self._listener.close()
+        await self._refresher.close()
         await self._link.close()
 
     def catalog(self) -> ToolCatalog:
-        return self._catalog
-
-    def _age(self) -> float:
-        return 0.0 if self._catalog_at is None else self._clock() - self._catalog_at
-
-    # --- catalog ----------------------------------------------------------------------
+        return self._refresher.catalog()
 
     def request_refresh(self) -> None:
-        """Ask the background task for an early refresh (at most once per MIN_REFRESH_S)."""
-        now = self._clock()
-        if now - self._last_requested >= MIN_REFRESH_S:
-            self._last_requested = now
-            self._wake.set()
+        """Ask for an early catalog refresh (coalesced)."""
+        self._refresher.request_refresh()
 
     async def refresh(self) -> bool:
         """Fetch every page and swap in the new catalog; False (last good kept) on failure."""
-        async with self._refresh_lock:
-            try:
-                tools, ttl_ms = await self._fetch_tools()
-            except UpstreamFault as fault:
-                self._link.forget()  # detect the era again next time
-                self._count_refresh("failure")
-                _log.warning("backend_catalog_refresh_failed", kind=fault.kind,
-                             status=fault.status)  # fmt: skip
-                return False
-            build = build_catalog(tools, prefix=self._settings.name_prefix)
-            for name, reason in build.dropped:
-                _log.warning("backend_tool_dropped", tool=name, reason=reason)
-            if build.catalog.version != self._catalog.version or not self.ready:
-                self._catalog = build.catalog
-                _log.info("backend_catalog_updated", version=build.catalog.version,
-                          tools=len(build.catalog), dropped=len(build.dropped))  # fmt: skip
-            if self._metrics is not None:
-                self._metrics.set_catalog_names(self._catalog.names)
-                self._metrics.catalog_tools.set(len(self._catalog))
-            self._catalog_at = self._clock()
-            configured = self._settings.catalog_refresh_s
-            self._interval = max(MIN_REFRESH_S, ttl_ms / 1000 if ttl_ms is not None else configured)
-            self._count_refresh("success")
-            self.ready = True
-            return True
-
-    def _count_refresh(self, result: str) -> None:
-        if self._metrics is not None:
-            self._metrics.catalog_refresh_total.labels(result=result).inc()
-
-    async def _fetch_tools(self) -> tuple[list[Any], int | None]:
-        tools: list[Any] = []
-        ttl_ms: int | None = None
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_LIST_PAGES):
-            deadline = time.monotonic() + self._settings.timeout_s
-
-            def prepare(
-                state: LinkState, cursor: str | None = cursor
-            ) -> tuple[dict[str, Any], dict[str, str]]:
-                params: dict[str, Any] = {"_meta": modern_meta()} if state.era == "modern" else {}
-                if cursor is not None:
-                    params["cursor"] = cursor
-                return params, {}
-
-            reply = await self._link.request(
-                "tools/list", prepare, deadline=deadline, max_bytes=LIST_PAGE_MAX_BYTES
-            )
-            result = reply.message.get("result") if reply.message is not None else None
-            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
-                raise UpstreamFault("garbled")
-            if ttl_ms is None and _is_ttl(result.get("ttlMs")):
-                ttl_ms = int(result["ttlMs"])
-            # Keep a little more than MAX_TOOLS so build_catalog can report the overflow.
-            tools.extend(result["tools"][: MAX_TOOLS + 1 - len(tools)])
-            next_cursor = result.get("nextCursor")
-            if next_cursor is None or len(tools) > MAX_TOOLS:
-                return tools, ttl_ms
-            if not isinstance(next_cursor, str) or next_cursor in seen:
-                raise UpstreamFault("garbled")  # a cursor loop would never end
-            seen.add(next_cursor)
-            cursor = next_cursor
-        _log.warning("backend_catalog_too_many_pages", pages=MAX_LIST_PAGES)
-        raise UpstreamFault("garbled")
-
-    async def _refresh_loop(self) -> None:
-        retry = MIN_REFRESH_S
-        ok = self.ready
-        while True:
-            wait = self._interval if ok else retry
-            # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancel that races
-            # with the event being set, which would hang close().
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._wake.wait()
-            self._wake.clear()
-            try:
-                ok = await self.refresh()
-            except Exception:  # a bug must not stop refreshing for good
-                _log.exception("backend_catalog_refresh_crashed")
-                ok = False
-            retry = MIN_REFRESH_S if ok else min(retry * 2, MAX_RETRY_S)
+        return await self._refresher.refresh()
 
     # --- tools/call -------------------------------------------------------------------
 
@@ -293,7 +188,7 @@ class UpstreamBackend:
                     self._metrics.backend_duration_seconds.labels(tool=label).observe(elapsed)
 
     def _validator(self, call: ToolCall) -> jsonschema_rs.Validator | None:
-        current = self._catalog.validator(call.tool.name)
+        current = self.catalog().validator(call.tool.name)
         if current is not None:
             return current
         # The tool left the catalog since the front door resolved it: use its own schema.
@@ -406,7 +301,3 @@ def _plain_value(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [_plain_value(v) for v in value]
     return value
-
-
-def _is_ttl(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0

@@ -3,8 +3,9 @@
 :func:`exchange` sends one gateway-built JSON-RPC message to the upstream and reads the answer,
 which may be ``application/json`` (one object) or ``text/event-stream`` (notifications, then the
 final response). SSE is parsed incrementally with bounds; ``notifications/progress`` carrying the
-gateway's progress token is relayed through ``on_progress``; other notifications and any server
-requests are dropped. The reply must be a JSON-RPC 2.0 response with the request's id.
+gateway's progress token is relayed through ``on_progress``, ``notifications/tools/list_changed``
+calls ``on_list_changed``; other notifications and any server requests are dropped. The reply
+must be a JSON-RPC 2.0 response with the request's id.
 
 Every failure raises :class:`UpstreamFault` with a ``kind`` from a fixed vocabulary; its message
 never contains upstream text. Leaving :func:`exchange` early (cancellation, a fault) closes the
@@ -32,6 +33,7 @@ from gateway.outbound import (
 
 __all__ = [
     "BACKEND_DESTINATION",
+    "LIST_CHANGED",
     "SSE_STREAM_FACTOR",
     "FaultKind",
     "ProgressSink",
@@ -42,6 +44,7 @@ __all__ = [
     "exchange",
 ]
 
+LIST_CHANGED: Final = "notifications/tools/list_changed"
 BACKEND_DESTINATION: Final = "backend"
 """The :class:`gateway.outbound.Destination` name for the upstream MCP server."""
 SSE_STREAM_FACTOR: Final = 8
@@ -156,6 +159,7 @@ async def exchange(
     max_bytes: int,
     progress_token: str | None = None,
     on_progress: ProgressSink | None = None,
+    on_list_changed: Callable[[], None] | None = None,
 ) -> Reply:
     """POST ``body`` and return the final response (see the module docstring)."""
     try:
@@ -168,7 +172,10 @@ async def exchange(
             body=body,
             max_body=max_bytes * SSE_STREAM_FACTOR,
         ) as response:
-            return await _read_reply(response, request_id, max_bytes, progress_token, on_progress)
+            return await _read_reply(
+                response, request_id, max_bytes, progress_token, on_progress,
+                on_list_changed=on_list_changed,
+            )  # fmt: skip
     except OutboundTimeout as exc:
         raise UpstreamFault("timeout") from exc
     except ResponseTooLarge as exc:
@@ -187,6 +194,8 @@ async def _read_reply(
     max_bytes: int,
     progress_token: str | None,
     on_progress: ProgressSink | None,
+    *,
+    on_list_changed: Callable[[], None] | None,
 ) -> Reply:
     status = response.status
     session_id = response.headers.get("Mcp-Session-Id")
@@ -213,7 +222,10 @@ async def _read_reply(
         message = decode_json(await _read_json_body(response, max_bytes))
         return Reply(status, _check_response(message, request_id), session_id)
     if kind == "text/event-stream":
-        message = await _read_sse(response, request_id, max_bytes, progress_token, on_progress)
+        message = await _read_sse(
+            response, request_id, max_bytes, progress_token, on_progress,
+            on_list_changed=on_list_changed,
+        )  # fmt: skip
         return Reply(status, message, session_id)
     raise UpstreamFault("garbled", status)
 
@@ -246,6 +258,8 @@ async def _read_sse(
     max_bytes: int,
     progress_token: str | None,
     on_progress: ProgressSink | None,
+    *,
+    on_list_changed: Callable[[], None] | None,
 ) -> Mapping[str, Any]:
     parser = SseParser(max_line=max_bytes + 16, max_event=max_bytes)
     saw_other_id = False
@@ -284,7 +298,9 @@ async def _read_sse(
                         continue
                     last_progress = progress
                     await on_progress(params)
-                # Every other notification (logging, list_changed...) is dropped.
+                elif message.get("method") == LIST_CHANGED and on_list_changed is not None:
+                    on_list_changed()  # a legacy server may send it on any reply stream
+                # Every other notification (logging, ...) is dropped.
     except SseTooLarge as exc:
         raise UpstreamFault("too_large") from exc
     except SseError as exc:

@@ -19,9 +19,10 @@ Headers are built fresh for every request; nothing from the client's request is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -38,7 +39,7 @@ from gateway.backend.rpc import (
 from gateway.backend.tool_headers import encode_header_value
 from gateway.errors import JsonRpcId
 from gateway.observability.logging import get_logger
-from gateway.outbound import Outbound, OutboundError
+from gateway.outbound import Outbound, OutboundError, StreamingResponse
 from gateway.protocol.versions import LEGACY, MODERN
 from gateway.seams import Era
 
@@ -78,6 +79,8 @@ class LinkState:
     version: str
     session_id: str | None = None
     generation: int = 0
+    tools_list_changed: bool = False
+    """The upstream advertised ``capabilities.tools.listChanged: true`` (discover/initialize)."""
 
 
 def modern_meta(
@@ -124,6 +127,8 @@ class UpstreamLink:
             "Accept": "application/json, text/event-stream",
             "Content-Type": "application/json",
         }
+        self.on_list_changed: Callable[[], None] | None = None
+        """Called for every ``notifications/tools/list_changed`` seen on a reply stream."""
 
     @property
     def state(self) -> LinkState | None:
@@ -238,7 +243,7 @@ class UpstreamLink:
             return await exchange(
                 self._outbound, self.url, body=body, headers=headers, request_id=request_id,
                 deadline=deadline, max_bytes=max_bytes, progress_token=progress_token,
-                on_progress=on_progress,
+                on_progress=on_progress, on_list_changed=self.on_list_changed,
             )  # fmt: skip
         except UpstreamFault as fault:
             if fault.kind == "unauthorized" and not self._credential.invalidate(token):
@@ -263,7 +268,12 @@ class UpstreamLink:
                 raise
             reply = None
         if reply is not None and _is_modern(reply):
-            state = LinkState("modern", MODERN_VERSION, generation=next(self._generation))
+            state = LinkState(
+                "modern",
+                MODERN_VERSION,
+                generation=next(self._generation),
+                tools_list_changed=_lists_changes(reply.message),
+            )
             _log.info("backend_era_detected", era="modern", version=MODERN_VERSION)
             return state
         return await self._initialize(deadline)
@@ -291,7 +301,10 @@ class UpstreamLink:
             session_id = reply.session_id
             if session_id is not None and not _valid_session_id(session_id):
                 raise UpstreamFault("garbled")
-            state = LinkState("legacy", str(version), session_id, next(self._generation))
+            state = LinkState(
+                "legacy", str(version), session_id, next(self._generation),
+                tools_list_changed=_lists_changes(reply.message),
+            )  # fmt: skip
             await self._send_with_auth_retry(
                 encode_json({"jsonrpc": "2.0", "method": "notifications/initialized"}),
                 self.headers(state, "notifications/initialized"),
@@ -324,6 +337,30 @@ class UpstreamLink:
             self._state = None
             self._state = await self._initialize(deadline)
             return self._state
+
+    @contextlib.asynccontextmanager
+    async def open_stream(
+        self, state: LinkState, *, body: bytes | None, method: str, deadline: float, max_body: int
+    ) -> AsyncIterator[StreamingResponse]:
+        """A long-lived response stream: POST ``body`` (modern ``subscriptions/listen``) or,
+        without a body, the legacy GET stream (2025-06-18 transports.mdx §Listening for
+        Messages from the Server). A 401 invalidates the credential for the next attempt."""
+        headers = self.headers(state, method)
+        if body is None:
+            headers = {k: v for k, v in headers.items() if k not in ("Content-Type", "Accept")}
+            headers["Accept"] = "text/event-stream"
+        try:
+            token = await self._credential.token(deadline)
+        except CredentialError as exc:
+            raise UpstreamFault("credential") from exc
+        headers["Authorization"] = f"Bearer {token}"
+        async with self._outbound.stream(
+            BACKEND_DESTINATION, "POST" if body is not None else "GET", self.url,
+            deadline=deadline, headers=headers, body=body, max_body=max_body,
+        ) as response:  # fmt: skip
+            if response.status == 401:
+                self._credential.invalidate(token)
+            yield response
 
     async def close(self) -> None:
         """DELETE the legacy session, if one was minted (best effort, short deadline)."""
@@ -360,6 +397,13 @@ def _is_modern(reply: Reply) -> bool:
             isinstance(supported, list) and MODERN_VERSION in supported
         )
     return False
+
+
+def _lists_changes(message: Mapping[str, Any] | None) -> bool:
+    result = message.get("result") if message is not None else None
+    capabilities = result.get("capabilities") if isinstance(result, dict) else None
+    tools = capabilities.get("tools") if isinstance(capabilities, dict) else None
+    return isinstance(tools, dict) and tools.get("listChanged") is True
 
 
 def _valid_session_id(value: str) -> bool:

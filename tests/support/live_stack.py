@@ -57,7 +57,7 @@ class LiveStack:
     server: GatewayServer
     config: Config
     issuer: DevIssuer
-    upstream: Upstream
+    upstream: Any  # Upstream, or None with backend_url (typed loosely: tests use its recorder)
     session: aiohttp.ClientSession
     config_path: Path
 
@@ -161,14 +161,20 @@ async def live_stack(
     policy: str = POLICY,
     gateway: Mapping[str, Any] | None = None,
     issuer: DevIssuer | None = None,
+    backend_url: str | None = None,
     ready_timeout_s: float = 10.0,
 ) -> AsyncIterator[LiveStack]:
-    """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes)."""
+    """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes).
+
+    ``backend_url`` points the gateway at an upstream the test runs itself (e.g. the official
+    SDK's server, :mod:`tests.support.sdk_upstream`); ``stack.upstream`` is then None.
+    """
     dev = issuer or DevIssuer()
     await dev.start()
     dev.register_client("mcp-gateway", GATEWAY_SECRET, can_introspect=True)
-    upstream = upstream if upstream is not None else ModernUpstream()
-    upstream_server = await aiohttp_server(upstream.app())
+    if backend_url is None:
+        upstream = upstream if upstream is not None else ModernUpstream()
+        backend_url = str((await aiohttp_server(upstream.app())).make_url("/mcp"))
     monkeypatch.setenv("LIVE_STACK_GW_SECRET", GATEWAY_SECRET)
     monkeypatch.setenv("LIVE_STACK_SERVICE", SERVICE)
     (tmp_path / "policy.yaml").write_text(policy)
@@ -183,7 +189,7 @@ async def live_stack(
             "allow_insecure_http": True,
         },
         "backend": {
-            "url": str(upstream_server.make_url("/mcp")),
+            "url": backend_url,
             "allow_insecure_http": True,
             "credential": {"type": "bearer", "token": {"env": "LIVE_STACK_SERVICE"}},
         },

@@ -13,7 +13,8 @@ the gateway closes cancels the handler (``disconnected`` is then set). Both MCP 
 have fault modes set through ``fault``: ``slow``, ``500``, ``oversized``, ``garbled_json``,
 ``garbled_sse``, ``wrong_id``, ``redirect``, ``401_once``, ``unknown_tool``, ``rpc_error``,
 ``bad_result``, ``list_fails``, ``cursor_loop``, ``wrong_id_sse``, ``missing_capability``
-(modern: -32021 requiring ``elicitation`` unless the call declared it).
+(modern: -32021 requiring ``elicitation`` unless the call declared it). With ``list_changed``
+they advertise ``tools.listChanged`` and serve change streams (``announce()`` notifies them).
 """
 
 from __future__ import annotations
@@ -72,6 +73,42 @@ class _Base:
     disconnected: asyncio.Event = field(default_factory=asyncio.Event)
     """Set when a slow handler sees the gateway close the connection."""
     refused_once: set[str] = field(default_factory=set)
+    list_changed: bool = False
+    """Advertise ``tools.listChanged``, serve a change stream (modern ``subscriptions/listen``,
+    legacy GET) and put ``notifications/tools/list_changed`` into ``tools/call`` SSE replies."""
+    streams_opened: int = 0
+    _streams: list[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=list)
+
+    def announce(self) -> None:
+        """Send ``notifications/tools/list_changed`` on every open change stream."""
+        for queue in self._streams:
+            queue.put_nowait({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+
+    def end_streams(self) -> None:
+        for queue in self._streams:
+            queue.put_nowait(None)
+
+    async def _change_stream(
+        self, request: web.Request, first: dict[str, Any] | None, tag: Any = None
+    ) -> web.StreamResponse:
+        self.streams_opened += 1
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        self._streams.append(queue)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        try:
+            if first is not None:
+                queue.put_nowait(first)
+            while (message := await queue.get()) is not None:
+                if tag is not None:
+                    params = dict(message.get("params") or {})
+                    params["_meta"] = {"io.modelcontextprotocol/subscriptionId": tag}
+                    message = {**message, "params": params}
+                await response.write(b"data: " + json.dumps(message).encode() + b"\n\n")
+        finally:
+            self._streams.remove(queue)
+        await response.write_eof()
+        return response
 
     def calls(self, method: str) -> list[Recorded]:
         return [r for r in self.requests if r.json and r.json.get("method") == method]
@@ -188,12 +225,27 @@ class ModernUpstream(_Base):
                 },
                 status=400,
             )
+        if method == "subscriptions/listen" and self.fault == "listen_refused":
+            return web.json_response(
+                {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}},
+                status=404,
+            )
+        if method == "subscriptions/listen" and self.list_changed:
+            wanted = params.get("notifications") or {}
+            ack = {
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {
+                    "notifications": {"toolsListChanged": bool(wanted.get("toolsListChanged"))}
+                },
+            }
+            return await self._change_stream(request, ack, tag=rid)
         if method == "server/discover":
             return self._ok(
                 rid,
                 {
                     "supportedVersions": ["2026-07-28"],
-                    "capabilities": {"tools": {}},
+                    "capabilities": {"tools": {"listChanged": True} if self.list_changed else {}},
                     "ttlMs": 60000,
                     "cacheScope": "public",
                 },
@@ -279,7 +331,19 @@ class LegacyUpstream(_Base):
         app = web.Application()
         app.router.add_post("/mcp", self.handle)
         app.router.add_delete("/mcp", self.handle_delete)
+        app.router.add_get("/mcp", self.handle_get)
         return app
+
+    async def handle_get(self, request: web.Request) -> web.StreamResponse:
+        """2025-06-18 transports.mdx §Listening for Messages from the Server."""
+        await self._record(request)
+        if self._authorized(request) is None:
+            return web.Response(status=401)
+        if not self.list_changed:
+            return web.Response(status=405, headers={"Allow": "POST, DELETE"})
+        if request.headers.get("Mcp-Session-Id") not in self.sessions:
+            return web.Response(status=404)
+        return await self._change_stream(request, None)
 
     def expire_sessions(self) -> None:
         self.sessions.clear()
@@ -320,7 +384,9 @@ class LegacyUpstream(_Base):
                     "id": rid,
                     "result": {
                         "protocolVersion": version,
-                        "capabilities": {"tools": {}},
+                        "capabilities": {
+                            "tools": {"listChanged": True} if self.list_changed else {}
+                        },
                         "serverInfo": {"name": "legacy-upstream", "version": "1"},
                     },
                 },
@@ -363,6 +429,8 @@ class LegacyUpstream(_Base):
                 },
                 {"jsonrpc": "2.0", "id": "srv-1", "method": "sampling/createMessage", "params": {}},
             ]
+            if self.list_changed and (params.get("arguments") or {}).get("text") == "changed":
+                events.append({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             token_value = (params.get("_meta") or {}).get("progressToken")
             if token_value is not None:
                 steps = int((params.get("arguments") or {}).get("steps", 2))

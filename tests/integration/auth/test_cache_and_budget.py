@@ -88,6 +88,7 @@ class TestCache:
         self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
     ) -> None:
         # One rule everywhere: a token is valid until exp + issuer.clock_skew_s.
+        clock.now = float(int(clock.now))  # exp is whole seconds: start on one
         stub.grant(TOKEN, exp=int(clock.now) + 5)
         rs = await make_rs(cache=CacheConfig(max_ttl_s=60), clock_skew_s=10)
         await rs.authenticate(req())
@@ -142,6 +143,7 @@ class TestCache:
     async def test_stale_if_error_never_serves_past_exp_plus_the_clock_skew(
         self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
     ) -> None:
+        clock.now = float(int(clock.now))  # exp is whole seconds: start on one
         stub.grant(TOKEN, exp=int(clock.now) + 3)
         rs = await make_rs(cache=CacheConfig(max_ttl_s=1, stale_if_error_s=30), clock_skew_s=2)
         await rs.authenticate(req())

@@ -81,12 +81,14 @@ async def test_invalid_tools_are_dropped_and_the_rest_served(modern, backend_fac
     assert [t.name for t in backend.catalog()] == ["good"]
 
 
-async def test_the_catalog_refreshes_after_ttl_and_a_failed_refresh_keeps_the_last_good(
+async def test_the_catalog_refreshes_on_its_interval_and_a_failed_refresh_keeps_the_last_good(
     modern, backend_factory
 ) -> None:
     upstream, url = modern
     upstream.ttl_ms = 1000
-    backend = await backend_factory(make_config(url))
+    # A configured interval below the ttlMs floor is the operator's choice and is kept.
+    backend = await backend_factory(make_config(url, catalog_refresh_s=1.0))
+    assert backend.refresh_interval == 1.0
     first = backend.catalog()
     upstream.tools = [echo_tool("echo"), echo_tool("second")]
     for _ in range(300):
@@ -315,7 +317,7 @@ async def test_oversize_is_measured_at_the_limit_and_one_past(
     past = await backend_factory(
         make_config(url, limits=Limits(max_response_bytes=reply - 1)), start=False
     )
-    past._catalog = at.catalog()
+    past._refresher._catalog = at.catalog()
     result = await past.call_tool(
         call_of(past, "echo", {"text": "x"}), principal(), context(), time.monotonic() + 5
     )

@@ -1,0 +1,207 @@
+"""The upstream tool catalog, kept fresh: fetch every ``tools/list`` page, swap, repeat.
+
+MCP 2026-07-28 server/tools.mdx §Listing Tools and server/utilities/caching.mdx, client side.
+The catalog is fetched at start and then:
+
+* **on a timer**: every ``backend.catalog_refresh_s``; an advertised ``ttlMs`` may only shorten
+  that, and never below :data:`TTL_FLOOR_S` (the official Python SDK's server says ``ttlMs: 0``,
+  which taken literally means re-listing in a busy loop): see :func:`refresh_interval`;
+* **on request** (:meth:`CatalogRefresher.request_refresh`): an upstream
+  ``notifications/tools/list_changed`` or a ``-32602`` answer to a call (the catalog may be
+  stale). Requests are coalesced: any number of them while a fetch runs, or within
+  :data:`EARLY_REFRESH_GAP_S` of the last fetch's start, lead to one more fetch, never to none.
+
+A catalog is replaced only by a successful fetch; a failed one keeps the last good catalog
+(``catalog_age_seconds`` shows how stale it is) and is retried with backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+from gateway.backend.catalog import EMPTY_CATALOG, MAX_TOOLS, ToolCatalog, build_catalog
+from gateway.backend.rpc import UpstreamFault
+from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
+from gateway.config import BackendConfig
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+
+__all__ = [
+    "EARLY_REFRESH_GAP_S",
+    "LIST_PAGE_MAX_BYTES",
+    "MAX_LIST_PAGES",
+    "MAX_RETRY_S",
+    "TTL_FLOOR_S",
+    "CatalogRefresher",
+    "refresh_interval",
+]
+
+MAX_LIST_PAGES: Final = 64
+"""``tools/list`` pages followed per fetch; more fails the fetch (the last good catalog stays)."""
+LIST_PAGE_MAX_BYTES: Final = 8 * 1_048_576
+"""Cap on one ``tools/list`` reply (tool schemas can be large; results use limits instead)."""
+TTL_FLOOR_S: Final = 10.0
+"""An advertised ``ttlMs`` shortens the refresh interval down to this, no further."""
+EARLY_REFRESH_GAP_S: Final = 1.0
+"""Least time between the starts of two fetches when a refresh is requested early."""
+RETRY_S: Final = 1.0
+"""First wait after a failed fetch; doubles up to :data:`MAX_RETRY_S`."""
+MAX_RETRY_S: Final = 60.0
+"""Longest wait between attempts while the upstream is down."""
+
+_log = get_logger("gateway.backend")
+
+
+def refresh_interval(configured_s: float, ttl_ms: int | None) -> float:
+    """Seconds until the next timed fetch: ``catalog_refresh_s``, shortened by ``ttlMs`` to no
+    less than :data:`TTL_FLOOR_S` (a configured interval below the floor is kept as is)."""
+    if ttl_ms is None:
+        return configured_s
+    return min(configured_s, max(TTL_FLOOR_S, ttl_ms / 1000))
+
+
+class CatalogRefresher:
+    """Owns the catalog of one upstream: see the module docstring."""
+
+    def __init__(
+        self,
+        link: UpstreamLink,
+        settings: BackendConfig,
+        *,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._link = link
+        self._settings = settings
+        self._metrics = metrics
+        self._clock = clock
+        self._catalog: ToolCatalog = EMPTY_CATALOG
+        self._catalog_at: float | None = None
+        self._started_at = -EARLY_REFRESH_GAP_S
+        self.interval = settings.catalog_refresh_s
+        """Seconds between timed fetches, as last computed by :func:`refresh_interval`."""
+        self._lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self.ready = False
+        """True once the first fetch succeeded (readiness)."""
+
+    def catalog(self) -> ToolCatalog:
+        return self._catalog
+
+    def age(self) -> float:
+        return 0.0 if self._catalog_at is None else self._clock() - self._catalog_at
+
+    def start(self) -> None:
+        """Run the refresh loop in the background (after the first :meth:`refresh`)."""
+        if self._task is None:
+            self._task = asyncio.create_task(self._loop(), name="backend-catalog-refresh")
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+    def request_refresh(self) -> None:
+        """Ask for a fetch soon (coalesced; see the module docstring)."""
+        self._wake.set()
+
+    async def refresh(self) -> bool:
+        """Fetch every page and swap in the new catalog; False (last good kept) on failure."""
+        async with self._lock:
+            self._started_at = time.monotonic()
+            try:
+                tools, ttl_ms = await self._fetch_tools()
+            except UpstreamFault as fault:
+                self._link.forget()  # detect the era again next time
+                self._count("failure")
+                _log.warning("backend_catalog_refresh_failed", kind=fault.kind,
+                             status=fault.status)  # fmt: skip
+                return False
+            build = build_catalog(tools, prefix=self._settings.name_prefix)
+            for name, reason in build.dropped:
+                _log.warning("backend_tool_dropped", tool=name, reason=reason)
+            if build.catalog.version != self._catalog.version or not self.ready:
+                self._catalog = build.catalog
+                _log.info("backend_catalog_updated", version=build.catalog.version,
+                          tools=len(build.catalog), dropped=len(build.dropped))  # fmt: skip
+            if self._metrics is not None:
+                self._metrics.set_catalog_names(self._catalog.names)
+                self._metrics.catalog_tools.set(len(self._catalog))
+            self._catalog_at = self._clock()
+            self.interval = refresh_interval(self._settings.catalog_refresh_s, ttl_ms)
+            self._count("success")
+            self.ready = True
+            return True
+
+    def _count(self, result: str) -> None:
+        if self._metrics is not None:
+            self._metrics.catalog_refresh_total.labels(result=result).inc()
+
+    async def _fetch_tools(self) -> tuple[list[Any], int | None]:
+        tools: list[Any] = []
+        ttl_ms: int | None = None
+        cursor: str | None = None
+        seen: set[str] = set()
+        for _ in range(MAX_LIST_PAGES):
+            deadline = time.monotonic() + self._settings.timeout_s
+
+            def prepare(
+                state: LinkState, cursor: str | None = cursor
+            ) -> tuple[dict[str, Any], dict[str, str]]:
+                params: dict[str, Any] = {"_meta": modern_meta()} if state.era == "modern" else {}
+                if cursor is not None:
+                    params["cursor"] = cursor
+                return params, {}
+
+            reply = await self._link.request(
+                "tools/list", prepare, deadline=deadline, max_bytes=LIST_PAGE_MAX_BYTES
+            )
+            result = reply.message.get("result") if reply.message is not None else None
+            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+                raise UpstreamFault("garbled")
+            if ttl_ms is None and _is_ttl(result.get("ttlMs")):
+                ttl_ms = int(result["ttlMs"])
+            # Keep a little more than MAX_TOOLS so build_catalog can report the overflow.
+            tools.extend(result["tools"][: MAX_TOOLS + 1 - len(tools)])
+            next_cursor = result.get("nextCursor")
+            if next_cursor is None or len(tools) > MAX_TOOLS:
+                return tools, ttl_ms
+            if not isinstance(next_cursor, str) or next_cursor in seen:
+                raise UpstreamFault("garbled")  # a cursor loop would never end
+            seen.add(next_cursor)
+            cursor = next_cursor
+        _log.warning("backend_catalog_too_many_pages", pages=MAX_LIST_PAGES)
+        raise UpstreamFault("garbled")
+
+    async def _loop(self) -> None:
+        retry = RETRY_S
+        ok = self.ready
+        while True:
+            wait = self.interval if ok else retry
+            # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancel that races
+            # with the event being set, which would hang close().
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(wait):
+                    await self._wake.wait()
+            gap = self._started_at + EARLY_REFRESH_GAP_S - time.monotonic()
+            if gap > 0:
+                await asyncio.sleep(gap)  # coalesce a burst of requests into one fetch
+            # Cleared before fetching: a request arriving during the fetch causes one more.
+            self._wake.clear()
+            try:
+                ok = await self.refresh()
+            except Exception:  # a bug must not stop refreshing for good
+                _log.exception("backend_catalog_refresh_crashed")
+                ok = False
+            retry = RETRY_S if ok else min(retry * 2, MAX_RETRY_S)
+
+
+def _is_ttl(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
