@@ -18,6 +18,7 @@ Import the public names from here (``from gateway.config import Config``).
 
 from gateway.config.loader import load_config
 from gateway.config.model import (
+    AdminConfig,
     AuditConfig,
     BackendConfig,
     CacheConfig,
@@ -42,6 +43,7 @@ from gateway.config.secrets import Secret
 from gateway.config.urls import canonical_uri, is_loopback_url
 
 __all__ = [
+    "AdminConfig",
     "AuditConfig",
     "BackendConfig",
     "CacheConfig",

@@ -34,7 +34,7 @@ from gateway.config.sections import (
     build_resource,
     build_trusted_proxies,
 )
-from gateway.config.state import build_state
+from gateway.config.state import build_admin, build_state
 from gateway.errors import ConfigError
 from gateway.yaml_source import SchemaValidator, load_yaml
 
@@ -71,6 +71,7 @@ def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
     allowed_origins = build_allowed_origins(b, raw.get("allowed_origins", []))
     audit = build_audit(b, raw.get("audit", {}))
     state = build_state(b, raw.get("state", {}))
+    admin = build_admin(b, raw.get("admin", {}), issuer.cache)
     return Config(
         source=source,
         resource=resource,
@@ -88,5 +89,6 @@ def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
         logging=LoggingConfig(**raw.get("logging", {})),
         audit=audit,
         state=state,
+        admin=admin,
         warnings=tuple(b.warnings),
     )

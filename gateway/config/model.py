@@ -14,6 +14,7 @@ from urllib.parse import urlsplit
 from gateway.config.secrets import Secret
 
 __all__ = [
+    "AdminConfig",
     "AuditConfig",
     "BackendConfig",
     "CacheConfig",
@@ -206,7 +207,9 @@ class StoreErrorPolicies:
     ip: StoreErrorPolicy = "local"
     principal: StoreErrorPolicy = "local"
     tool: StoreErrorPolicy = "local"
+    tool_concurrency: StoreErrorPolicy = "local"
     failed_auth: StoreErrorPolicy = "local"
+    revocation: StoreErrorPolicy = "local"
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,7 +227,18 @@ class StateConfig:
 
     backend: Literal["memory", "redis"] = "memory"
     redis: RedisConfig | None = None
+    share_token_cache: bool = False
     on_store_error: StoreErrorPolicies = field(default_factory=StoreErrorPolicies)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminConfig:
+    """``admin:``: the ops listener's admin API (``POST /admin/revoke``) and revocation."""
+
+    token: Secret | None = None
+    """The admin credential; without it there is no admin endpoint."""
+    revocation_ttl_s: int = 3600
+    """How long a token revoked at the gateway stays refused (>= the cache's longest hold)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,6 +262,7 @@ class Config:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     audit: AuditConfig = field(default_factory=AuditConfig)
     state: StateConfig = field(default_factory=StateConfig)
+    admin: AdminConfig = field(default_factory=AdminConfig)
     warnings: tuple[str, ...] = ()
 
     @property

@@ -1,4 +1,5 @@
-"""The ``state:`` section: where the state shared by every replica lives (memory or Redis)."""
+"""The ``state:`` section (where the state shared by every replica lives: memory or Redis) and
+the ``admin:`` section (the ops listener's admin API and how long a revocation lasts)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,20 @@ from urllib.parse import urlsplit
 
 from gateway.config.backend import build_tls
 from gateway.config.builder import Builder
-from gateway.config.model import RedisConfig, StateConfig, StoreErrorPolicies
+from gateway.config.model import (
+    AdminConfig,
+    CacheConfig,
+    RedisConfig,
+    StateConfig,
+    StoreErrorPolicies,
+)
 from gateway.yaml_source import PathPart
 
-__all__ = ["REDIS_SCHEMES", "build_state"]
+__all__ = ["REDIS_SCHEMES", "build_admin", "build_state"]
 
 REDIS_SCHEMES = frozenset({"redis", "rediss", "unix"})
+MIN_ADMIN_TOKEN_CHARS = 32
+"""The admin credential revokes tokens for every replica: no short, guessable values."""
 
 
 def build_state(b: Builder, raw: dict[str, Any]) -> StateConfig:
@@ -27,9 +36,13 @@ def build_state(b: Builder, raw: dict[str, Any]) -> StateConfig:
             redis = None
     elif backend == "redis":
         b.doc.problem(sp, "backend: redis needs a redis: {url: ...} mapping")
+    share = bool(raw.get("share_token_cache", False))
+    if share and backend != "redis":
+        b.doc.problem((*sp, "share_token_cache"), "needs backend: redis")
     return StateConfig(
         backend=backend,
         redis=redis,
+        share_token_cache=share,
         on_store_error=StoreErrorPolicies(**raw.get("on_store_error", {})),
     )
 
@@ -51,3 +64,22 @@ def _build_redis(b: Builder, raw: dict[str, Any], rp: tuple[PathPart, ...]) -> R
         timeout_ms=int(raw.get("timeout_ms", 100)),
         tls=tls,
     )
+
+
+def build_admin(b: Builder, raw: dict[str, Any], cache: CacheConfig) -> AdminConfig:
+    ap: tuple[PathPart, ...] = ("admin",)
+    token = b.secret(raw.get("token"), (*ap, "token"))
+    if token is not None and len(token.reveal()) < MIN_ADMIN_TOKEN_CHARS:
+        b.doc.problem(
+            (*ap, "token"),
+            f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters (e.g. openssl rand -hex 32)",
+        )
+    ttl = int(raw.get("revocation_ttl_s", 3600))
+    # A replica that missed the broadcast may hold the token this long: the marker must outlive it.
+    longest = cache.max_ttl_s + cache.stale_if_error_s
+    if ttl < longest:
+        b.doc.problem(
+            (*ap, "revocation_ttl_s"),
+            f"must be at least issuer.cache.max_ttl_s + stale_if_error_s ({longest})",
+        )
+    return AdminConfig(token=token, revocation_ttl_s=ttl)

@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 
-from gateway.config import Rate, Secret, StateConfig, StoreErrorPolicies, load_config
+from gateway.config import (
+    AdminConfig,
+    Rate,
+    Secret,
+    StateConfig,
+    StoreErrorPolicies,
+    load_config,
+)
 from gateway.errors import ConfigError
 from gateway.yaml_source import load_yaml
 
@@ -22,6 +29,7 @@ ENV = {
     "TEST_INTROSPECTION_SECRET": "introspection-secret",
     "TEST_BACKEND_TOKEN": "backend-token",
     "TEST_REDIS_URL": "rediss://:redis-password@redis.internal:6380/0",
+    "TEST_ADMIN_TOKEN": "admin-token-0123456789abcdef0123456789",
 }
 
 
@@ -167,7 +175,7 @@ class TestEveryKeyRoundTrips:
         assert (c.audit.sink, c.audit.max_bytes, c.audit.backups) == ("file", 8192, 2)
         assert c.audit.path == str(FIXTURES / "audit" / "audit.jsonl")
         st = c.state
-        assert st.backend == "redis"
+        assert (st.backend, st.share_token_cache) == ("redis", True)
         assert st.redis is not None
         assert st.redis.url.reveal() == "rediss://:redis-password@redis.internal:6380/0"
         assert "redis-password" not in repr(st)
@@ -178,8 +186,13 @@ class TestEveryKeyRoundTrips:
             ip="deny",
             principal="local",
             tool="deny",
+            tool_concurrency="deny",
             failed_auth="deny",
+            revocation="deny",
         )
+        assert c.admin.token is not None
+        assert c.admin.token.reveal() == "admin-token-0123456789abcdef0123456789"
+        assert c.admin.revocation_ttl_s == 7200
         assert c.warnings == ()
 
     def test_the_minimal_fixture_gets_the_documented_defaults(self) -> None:
@@ -196,6 +209,8 @@ class TestEveryKeyRoundTrips:
         assert c.trusted_proxies == ()
         assert (c.logging.format, c.logging.level) == ("json", "info")
         assert c.state == StateConfig()  # memory: one replica's own state, nothing to set up
+        assert c.admin == AdminConfig()  # no admin endpoint
+        assert c.admin.revocation_ttl_s == 3600
 
     def test_the_config_is_immutable(self) -> None:
         c = load_config(FIXTURES / "minimal.yaml", ENV)
@@ -257,6 +272,27 @@ class TestStateSection:
         with pytest.raises(ConfigError) as info:
             self._load(tmp_path, "state: {backend: redis}\n")
         assert any("state: backend: redis needs a redis:" in p for p in info.value.problems)
+
+    def test_a_shared_token_cache_needs_redis(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError) as info:
+            self._load(tmp_path, "state: {share_token_cache: true}\n")
+        assert any(
+            "state.share_token_cache: needs backend: redis" in p for p in info.value.problems
+        )
+
+    def test_a_short_admin_token_is_a_problem_that_does_not_show_it(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError) as info:
+            self._load(tmp_path, "admin: {token: {env: A}}\n", {"A": "hunter2hunter2"})
+        assert any("admin.token: must be at least 32 characters" in p for p in info.value.problems)
+        assert "hunter2" not in "\n".join(info.value.problems)
+
+    def test_a_revocation_shorter_than_the_cache_hold_is_a_problem(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError) as info:
+            self._load(tmp_path, "admin: {revocation_ttl_s: 59}\n")
+        wanted = (
+            "admin.revocation_ttl_s: must be at least issuer.cache.max_ttl_s + stale_if_error_s"
+        )
+        assert any(wanted + " (60)" in p for p in info.value.problems)
 
     def test_a_url_of_another_scheme_is_a_problem_that_does_not_show_the_url(
         self, tmp_path: Path
