@@ -1,4 +1,5 @@
-"""The ``mcp-gateway`` command: ``serve``, ``check``, ``version`` and pluggable subcommands.
+"""The ``mcp-gateway`` command: ``serve``, ``check``, ``version`` and pluggable subcommands
+(``demo``, ``policy explain``, ``revoke``).
 
 Exit codes: 0 success; 1 invalid configuration or policy, a listener that cannot bind, or a
 subcommand that is not available in this build; 2 usage errors (argparse).
@@ -52,6 +53,7 @@ class Registrar:
 REGISTRARS: list[Registrar] = [
     Registrar("demo", "gateway.demo", summary="run the gateway with a local issuer and backend"),
     Registrar("policy", "gateway.policy.explain", summary="inspect policies (policy explain)"),
+    Registrar("revoke", "gateway.app.admin_client", summary="revoke a token on every replica"),
 ]
 """Pluggable subcommands, one line each; a missing module yields a clear placeholder."""
 

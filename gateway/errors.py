@@ -40,6 +40,7 @@ __all__ = [
     "ParseError",
     "RateLimited",
     "RequestTimeout",
+    "RevocationUnavailable",
     "TokenInQuery",
     "ToolInsufficientScope",
     "UnknownTool",
@@ -251,6 +252,14 @@ class IssuerUnavailable(GatewayError):
     # RFC 6750 §3.1 has no "temporarily unavailable" code for resource servers; we send a
     # challenge without error= (like NoCredentials) and rely on 503 + Retry-After. See docs.
     challenge = True
+
+
+class RevocationUnavailable(IssuerUnavailable):
+    """The shared revocation list could not be checked for a token that is not cached, and
+    ``state.on_store_error.revocation`` is ``deny`` (fail closed). Same answer as
+    ``issuer_unavailable`` for the client; its own row for operators."""
+
+    row = "revocation_unavailable"
 
 
 # --- JSON-RPC / MCP ---------------------------------------------------------------------------

@@ -19,6 +19,7 @@ __all__ = [
     "AuthRequest",
     "Authenticator",
     "Backend",
+    "CachedPrincipal",
     "Catalog",
     "ConcurrencyLimiter",
     "Decision",
@@ -32,6 +33,8 @@ __all__ = [
     "Principal",
     "RateLimiter",
     "RequestContext",
+    "Revocations",
+    "SharedTokenCache",
     "ToolCall",
     "ToolDef",
 ]
@@ -93,6 +96,49 @@ class Authenticator(Protocol):
     def challenge(self, error: GatewayError) -> str | None:
         """The ``WWW-Authenticate`` value for ``error`` (None when the row has no challenge)."""
         ...
+
+
+class Revocations(Protocol):
+    """**Protocol:** tokens revoked at the gateway, by SHA-256 digest (``gateway/state``)."""
+
+    async def revoked(self, digest: bytes) -> bool:
+        """Whether the token with this digest is revoked. Raises RevocationUnavailable when it
+        cannot tell and must fail closed. Asked before a token that was not cached is accepted;
+        a revocation also evicts the token from every cache (``forget``), so cached tokens need
+        no question."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class CachedPrincipal:
+    principal: Principal
+    fresh_until: float
+    """Unix time until which the introspection result may be used without asking again."""
+
+
+class SharedTokenCache(Protocol):
+    """**Protocol:** introspection results shared by replicas, keyed by the token's SHA-256.
+
+    Store faults never raise: a failed lookup is a miss, a failed claim lets this replica
+    introspect itself, a failed write is dropped (the cache is an optimisation).
+    """
+
+    async def get(self, digest: bytes) -> CachedPrincipal | None: ...
+
+    async def claim(self, digest: bytes, hold_s: float) -> bool:
+        """True: this replica introspects (then :meth:`put` or :meth:`release`); False:
+        another replica is introspecting this token right now (:meth:`wait` for it)."""
+        ...
+
+    async def wait(self, digest: bytes, timeout_s: float) -> CachedPrincipal | None:
+        """The other replica's result, or None when it gave up or ``timeout_s`` passed."""
+        ...
+
+    async def put(self, digest: bytes, entry: CachedPrincipal) -> None:
+        """Share an accepted token until ``entry.fresh_until`` and release the claim."""
+        ...
+
+    async def release(self, digest: bytes) -> None: ...
 
 
 # --- tools ----------------------------------------------------------------------------------

@@ -46,7 +46,9 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
     metrics = metrics or Metrics(gateway.__version__)
     outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
     # state.backend: memory -> this replica's own limiters; redis -> shared by every replica.
-    state = build_shared_state(config.state, metrics)
+    # A revocation evicts the token from every cache of the authenticator (built just below).
+    # (late-bound on purpose: the authenticator does not exist yet)
+    state = build_shared_state(config, lambda d: authenticator.forget(d), metrics)  # noqa: PLW0108
     limiter = state.limiter
     policy = PolicyReloader(config.policy_paths, on_reload=policy_reload_reporter(metrics))
     metrics.set_policy_version(policy.current().version)
@@ -56,6 +58,8 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         metrics=metrics,
         limiter=limiter,
         baseline_scopes=lambda: policy.current().baseline_scopes,
+        revocations=state.revocations,
+        shared_cache=state.token_cache,
     )
     backend = UpstreamBackend(config, outbound, metrics=metrics)
     metrics.set_max_in_flight(config.limits.max_in_flight)
@@ -74,6 +78,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         policy=policy,
         backend=backend,
         limiter=limiter,
+        leases=state.leases,
         observer=observer,
         metrics=metrics,
         request_id=lambda request: request.get(REQUEST_ID),
@@ -87,6 +92,8 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         observer=observer,
         outbound=outbound,
         state_report=state.report,
+        revoke=state.revocations.revoke,
+        audit=audit,
     )
     services.install_routes = lambda app: add_mcp_routes(
         app, endpoint, config=config, prm_document=authenticator.protected_resource_metadata
@@ -97,7 +104,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         [
             authenticator.start,
             backend.start,
-            state.start,
+            state.run,
             lambda: _watch_catalog_fit(policy, backend),
             lambda: policy.run(config.policy_poll_s),
             lambda: _reload_on_sighup(policy),

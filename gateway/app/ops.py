@@ -1,5 +1,6 @@
-"""The ops listener (``config.ops_listen``, loopback by default): ``/healthz``, ``/readyz`` and
-``/metrics``. Never exposed through the reverse proxy."""
+"""The ops listener (``config.ops_listen``, loopback by default): ``/healthz``, ``/readyz``,
+``/metrics`` and, with ``admin.token``, ``POST /admin/revoke``. Never exposed through the
+reverse proxy."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.app.admin import add_admin_routes
 from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.app.services import CONFIG, SERVICES, Services
 from gateway.config import Config
@@ -60,4 +62,6 @@ def build_ops_app(config: Config, services: Services) -> web.Application:
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
+    if services.revoke is not None:
+        add_admin_routes(app, config, services.revoke, services.audit)
     return app

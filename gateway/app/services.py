@@ -15,6 +15,7 @@ from aiohttp.typedefs import Handler
 
 import gateway
 from gateway.config import Config
+from gateway.observability.audit import AuditSink
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound
@@ -89,6 +90,9 @@ class Services:
     state_report: Callable[[], dict[str, Any]] | None = None
     """The ``state`` member of ``/readyz``: where shared state lives and whether it answers
     (informational; a Redis outage follows ``state.on_store_error``, it does not fail readiness)."""
+    revoke: Callable[[bytes], Awaitable[tuple[float, bool]]] | None = None
+    """Revoke a token by SHA-256 digest (``POST /admin/revoke``, with ``admin.token``)."""
+    audit: AuditSink | None = None
     background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 

@@ -106,21 +106,26 @@ class TokenCache:
             return None
         return entry.principal
 
-    def store(self, key: bytes, principal: Principal, now: float) -> None:
-        """Remember an accepted token until ``min(valid_until, now + max_ttl_s)`` (0 disables)."""
+    def store(
+        self, key: bytes, principal: Principal, now: float, *, until: float | None = None
+    ) -> float | None:
+        """Remember an accepted token until ``min(valid_until, now + max_ttl_s, until)`` (0
+        disables); return that instant, or None when it is not cached. ``until``: the fresh
+        lifetime of a result another replica introspected (sharing never extends it)."""
         self._negative.pop(key, None)
         max_ttl = self._settings.max_ttl_s
         if max_ttl <= 0:
-            return
-        until = principal.valid_until
-        fresh_until = min(until, now + max_ttl)
+            return None
+        valid_until = principal.valid_until
+        fresh_until = min(valid_until, now + max_ttl, valid_until if until is None else until)
         if fresh_until <= now:
-            return
-        keep_until = min(until, fresh_until + self._settings.stale_if_error_s)
+            return None
+        keep_until = min(valid_until, fresh_until + self._settings.stale_if_error_s)
         self._positive[key] = _Positive(principal, fresh_until, keep_until)
         self._positive.move_to_end(key)
         while len(self._positive) > self._settings.max_entries:
             self._positive.popitem(last=False)
+        return fresh_until
 
     def store_negative(self, key: bytes, now: float) -> None:
         """Remember a refused token for ``negative_ttl_s`` (0, the default, disables)."""

@@ -13,6 +13,9 @@
    ``unsupported_token_type``) refused the token: 401, charged like any refusal. An issuer fault
    is 503 + ``Retry-After`` (or, with ``stale_if_error_s``, the last
    positive result within its allowance); it is never 401 and never anonymous access.
+   With ``state.share_token_cache`` another replica's result (or its introspection in flight)
+   comes first; an accepted token is cached only after the revocation list said it was not
+   revoked at the gateway (:mod:`.sharing`; a revocation evicts through :meth:`forget`).
 
 Baseline scopes are not checked here: the pipeline checks them with the current policy.
 """
@@ -31,7 +34,14 @@ from gateway.limits.memory import MemoryRateLimiter, retry_after_seconds
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
-from gateway.seams import AuthRequest, Principal, RateLimiter
+from gateway.seams import (
+    AuthRequest,
+    CachedPrincipal,
+    Principal,
+    RateLimiter,
+    Revocations,
+    SharedTokenCache,
+)
 
 from .bearer import extract_bearer
 from .cache import SingleFlight, TokenCache, token_digest
@@ -40,6 +50,7 @@ from .claims import ClaimRules, check_claims
 from .introspection import IntrospectionFailed, Introspector, TokenRefused
 from .issuer_metadata import DiscoveryFailed, IssuerMetadata, discover
 from .resource_metadata import protected_resource_metadata
+from .sharing import SHARED_CLAIM_MARGIN_S, ReplicaSharing
 
 __all__ = ["ISSUER_RETRY_AFTER_S", "MAX_BLOCKED_IPS", "ResourceServer"]
 
@@ -74,6 +85,8 @@ class ResourceServer:
         clock: Callable[[], float] = time.time,
         baseline_scopes: Callable[[], tuple[str, ...]] = lambda: (),
         discovery_retry_s: float = 1.0,
+        revocations: Revocations | None = None,
+        shared_cache: SharedTokenCache | None = None,
     ) -> None:
         self._config = config
         self._issuer = config.issuer
@@ -83,6 +96,7 @@ class ResourceServer:
         self._clock = clock
         self._baseline = baseline_scopes
         self._discovery_retry_s = discovery_retry_s
+        self._sharing = ReplicaSharing(revocations, shared_cache, clock=clock)
         self._rules = ClaimRules.from_config(config)
         self._cache = TokenCache(config.issuer.cache)
         self._flights: SingleFlight[_Outcome] = SingleFlight()
@@ -235,16 +249,40 @@ class ResourceServer:
         """The RFC 9728 document served at both well-known paths."""
         return protected_resource_metadata(self._config, self._baseline())
 
+    def forget(self, digest: bytes) -> None:
+        """Evict the token with this SHA-256 digest from every cache of this replica (a
+        revocation; the revocation list keeps it from being cached again)."""
+        self._cache.forget(digest)
+
     # --- internals ----------------------------------------------------------------------------
 
     async def _resolve(self, token: str, key: bytes, fingerprint: str) -> _Outcome:
-        """One introspection + claim check; the result is cached. Runs as a single flight."""
+        """The shared cache (when on), else one introspection + claim check. Runs as a single
+        flight per replica; with the shared cache, as one flight across replicas (the claim)."""
+        entry, claimed = await self._sharing.lookup(
+            key, self._issuer.timeout_s + SHARED_CLAIM_MARGIN_S
+        )
+        if entry is not None:
+            self._count_cache("shared")
+            outcome, _ = await self._sharing.admit(
+                self._cache, key, entry.principal, fingerprint, entry.fresh_until
+            )
+            return outcome
+        outcome, shareable = await self._introspect(token, key, fingerprint)
+        if claimed:
+            await self._sharing.publish(key, shareable)
+        return outcome
+
+    async def _introspect(
+        self, token: str, key: bytes, fingerprint: str
+    ) -> tuple[_Outcome, CachedPrincipal | None]:
+        """One introspection + claim check: the outcome, and what may be shared with replicas."""
         metadata = self._metadata
         if metadata is None:
-            return self._issuer_down(key, fingerprint, "not_ready")
+            return self._issuer_down(key, fingerprint, "not_ready"), None
         audience = self._assertion_audience(metadata)
         if audience is None:
-            return self._issuer_down(key, fingerprint, "not_ready")
+            return self._issuer_down(key, fingerprint, "not_ready"), None
         started = time.perf_counter()
         try:
             doc = await self._introspector.introspect(
@@ -255,25 +293,23 @@ class ResourceServer:
             self._observe("inactive", started)
             _log.info("token_refused_by_issuer", fingerprint=fingerprint,
                       status=exc.status, error=exc.error)  # fmt: skip
-            return self._refused(
-                key, InvalidToken(detail=f"issuer answered {exc.status} {exc.error}")
-            )
+            refused = InvalidToken(detail=f"issuer answered {exc.status} {exc.error}")
+            return self._refused(key, refused), None
         except IntrospectionFailed as exc:
             self._observe(exc.result, started)
             if exc.result == "client_auth_rejected":
                 # Operator error: the gateway's own credentials are wrong or revoked.
                 _log.error("issuer_rejected_gateway_credentials", issuer=self._issuer.url,
                            status=exc.status, error=exc.error)  # fmt: skip
-            return self._issuer_down(key, fingerprint, exc.result, exc.status, exc.error)
+            return self._issuer_down(key, fingerprint, exc.result, exc.status, exc.error), None
         now = self._clock()
         try:
             principal = check_claims(doc, self._rules, now=now, fingerprint=fingerprint)
         except InvalidToken as exc:
             self._observe("inactive" if doc.get("active") is False else "rejected", started)
-            return self._refused(key, exc)
+            return self._refused(key, exc), None
         self._observe("active", started)
-        self._cache.store(key, principal, now)
-        return principal
+        return await self._sharing.admit(self._cache, key, principal, fingerprint)
 
     def _assertion_audience(self, metadata: IssuerMetadata) -> str | None:
         """``aud`` of a private_key_jwt assertion (``issuer.assertion_audience``; RFC 7523 §3

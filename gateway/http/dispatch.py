@@ -38,7 +38,7 @@ from gateway.errors import (
     UnknownTool,
 )
 from gateway.http.progress import ProgressRelay
-from gateway.limits.memory import Slots, retry_after_seconds
+from gateway.limits.memory import MemoryLeases, retry_after_seconds
 from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import error_body, success_body
 from gateway.protocol.messages import McpMessage
@@ -52,6 +52,7 @@ from gateway.protocol.results import (
 )
 from gateway.seams import (
     Backend,
+    ConcurrencyLimiter,
     Decision,
     Policy,
     Principal,
@@ -70,6 +71,8 @@ TIMEOUT_TEXT: Final = "The tool did not answer before the request deadline."
 BACKEND_GRACE_S: Final = 0.5
 """Extra time the backend gets past the deadline to turn its own timeout into a tool error."""
 CONCURRENCY_RETRY_S: Final = 1
+LEASE_MARGIN_S: Final = 1.0
+"""A concurrency lease outlives its call's deadline and grace by this much."""
 BACKEND_FAILURE_CODE: Final = -32603
 
 
@@ -104,13 +107,14 @@ class Dispatcher:
         config: Config,
         backend: Backend,
         limiter: RateLimiter,
+        leases: ConcurrencyLimiter | None = None,
         metrics: Metrics | None = None,
     ) -> None:
         self._metrics = metrics
         self._config = config
         self._backend = backend
         self._limiter = limiter
-        self._slots = Slots()
+        self._leases: ConcurrencyLimiter = leases if leases is not None else MemoryLeases()
         self._server = config.server
         self._cap = config.limits.max_response_bytes
         # Only the observer reads them, and only to log their shape (keys and types).
@@ -219,9 +223,15 @@ class Dispatcher:
         if rate is not None:
             await self.enforce_rate(key, rate[0], rate[1], "tool")
         limit = policy.max_concurrency(name)
-        if limit is not None and not self._slots.try_acquire(key, limit):
-            self._count_limited("tool_concurrency")
-            raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
+        lease = None
+        if limit is not None:
+            # Held at most until the call's deadline (plus grace): a replica that dies mid-call
+            # cannot keep a shared slot (state.backend: redis) longer than that.
+            hold_s = turn.deadline + BACKEND_GRACE_S + LEASE_MARGIN_S - time.monotonic()
+            lease = await self._leases.acquire(key, limit, hold_s)
+            if lease is None:
+                self._count_limited("tool_concurrency")
+                raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
         if self._log_arguments:
             ctx.extra["arguments"] = message.arguments or {}
         try:
@@ -251,8 +261,8 @@ class Dispatcher:
             finally:
                 ctx.backend_ms = (time.monotonic() - began) * 1000.0
         finally:
-            if limit is not None:
-                self._slots.release(key)
+            if lease is not None:
+                await lease.release()
         if ctx.outcome is None:
             ctx.outcome = "tool_error" if raw.get("isError") is True else "ok"
         body = success_body(

@@ -11,7 +11,7 @@ rendered by :func:`gateway.http.errors.render_error`; nothing else writes an err
 Decisions documented in docs/errors.md:
 
 - a per-tool ``max_concurrency`` overflow is ``429 rate_limited`` with ``Retry-After: 1``
-  (a per-subject quota, like ``rate_limit``; counted per replica);
+  (a per-subject quota, like ``rate_limit``; shared by replicas with ``state.backend: redis``);
 - an oversized ``tools/call`` result becomes a tool result with ``isError: true`` and a fixed text
   (HTTP 200), any other oversized result is ``backend_failure``;
 - a body that has not arrived before the request deadline is ``408 request_timeout``; a tool call
@@ -54,6 +54,7 @@ from gateway.seams import (
     Authenticator,
     AuthRequest,
     Backend,
+    ConcurrencyLimiter,
     Observer,
     PolicySource,
     RateLimiter,
@@ -85,6 +86,7 @@ class McpEndpoint:
         policy: PolicySource,
         backend: Backend,
         limiter: RateLimiter,
+        leases: ConcurrencyLimiter | None = None,
         observer: Observer | None = None,
         metrics: Metrics | None = None,
         request_id: Callable[[web.Request], str | None] | None = None,
@@ -110,7 +112,7 @@ class McpEndpoint:
         self._request_children: dict[tuple[str, str, str], Any] = {}
         self._duration_children: dict[str, Any] = {}
         self._dispatcher = Dispatcher(
-            config=config, backend=backend, limiter=limiter, metrics=metrics
+            config=config, backend=backend, limiter=limiter, leases=leases, metrics=metrics
         )
 
     @property

@@ -1,4 +1,5 @@
-"""Audit trail: one JSON event per ``tools/call`` decision and outcome, for SIEM shipping.
+"""Audit trail: one JSON event per ``tools/call`` decision and outcome, and one per token
+revocation (``POST /admin/revoke``), for SIEM shipping.
 
 Events go to their own stdlib logger (``gateway.audit``, not propagated to the root logger, so
 they are never mixed into or re-rendered by the application log pipeline) with one handler picked
@@ -28,7 +29,7 @@ from typing import Any, Final, Literal, TextIO
 from gateway.config import AuditConfig
 from gateway.observability.logging import CurrentStdout
 
-__all__ = ["AUDIT_LOGGER", "AuditEvent", "AuditSink", "argument_shape"]
+__all__ = ["AUDIT_LOGGER", "AuditEvent", "AuditSink", "RevocationEvent", "argument_shape"]
 
 AUDIT_LOGGER: Final = "gateway.audit"
 """Name of the stdlib logger the audit trail is written to."""
@@ -108,6 +109,39 @@ class AuditEvent:
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
+@dataclass(frozen=True, slots=True)
+class RevocationEvent:
+    """One ``POST /admin/revoke``: which token (by fingerprint), until when, how far it reached."""
+
+    request_id: str
+    token_fp: str
+    token_sha256: str
+    """The full SHA-256 of the token (what was revoked; never the token)."""
+    until: float
+    reached: str
+    """``all_replicas``, ``this_replica`` (memory backend), ``this_replica_only`` (Redis
+    failed)."""
+    peer: str | None
+
+    def to_json(self, ts: float) -> str:
+        record = {
+            "ts": _rfc3339(ts),
+            "log": "audit",
+            "event": "token_revoked",
+            "request_id": self.request_id,
+            "token_fp": self.token_fp,
+            "token_sha256": self.token_sha256,
+            "until": _rfc3339(self.until),
+            "reached": self.reached,
+            "peer": self.peer,
+        }
+        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _rfc3339(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
 class _MessageOnly(logging.Formatter):
     """The record's message is already the JSON line; add nothing around it."""
 
@@ -158,7 +192,7 @@ class AuditSink:
     def enabled(self) -> bool:
         return self._handler is not None
 
-    def emit(self, event: AuditEvent, ts: float) -> None:
+    def emit(self, event: AuditEvent | RevocationEvent, ts: float) -> None:
         """Write one event (``ts`` is Unix time). Write errors are reported by the handler's
         ``handleError`` (stderr), never raised into the request."""
         if self._handler is not None:

@@ -68,9 +68,10 @@ watches."""
 ISSUER_ERROR_RESULTS: Final = INTROSPECTION_RESULTS[3:]
 """The ``result`` values that mean the issuer could not be used (503 ``issuer_unavailable``)."""
 
-TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale")
+TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
 """``token_cache_total{outcome}``: ``coalesced`` joined an in-flight introspection
-(single-flight); ``stale`` served a cached result past its TTL because the issuer failed."""
+(single-flight); ``stale`` served a cached result past its TTL because the issuer failed;
+``shared`` found another replica's result in the shared cache (``state.share_token_cache``)."""
 
 BACKEND_OUTCOMES: Final = (
     "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled",
@@ -85,10 +86,14 @@ authentications per client IP (``issuer.failed_auth_rate``), per subject
 ``max_concurrency``: ``tool_concurrency``). Every 429, whatever its source, is also counted in
 ``rejections_total{row="rate_limited"}``."""
 
-STORE_ERROR_KINDS: Final = ("ip", "failed_auth", "principal", "tool", "other")
+STORE_ERROR_KINDS: Final = (
+    "ip", "failed_auth", "principal", "tool", "tool_concurrency", "revocation", "token_cache",
+    "other",
+)  # fmt: skip
 """``state_store_errors_total{kind}``: decisions that needed Redis and did not get an answer in
-time, so they followed ``state.on_store_error.<kind>`` (``other``: a limiter key of no known
-kind, decided locally)."""
+time, so they followed ``state.on_store_error.<kind>`` (the limit kinds and ``revocation``) or
+introspected themselves (``token_cache``); ``other``: a limiter key of no known kind, decided
+locally."""
 
 POLICY_RELOAD_RESULTS: Final = ("success", "failure")
 CATALOG_REFRESH_RESULTS: Final = ("success", "failure")

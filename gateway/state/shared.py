@@ -1,26 +1,31 @@
-"""What ``state:`` gives the rest of the gateway: its limiters and the store behind them.
+"""What ``state:`` gives the rest of the gateway: limiters, leases, revocations, shared cache.
 
-:func:`build_shared_state` turns :class:`~gateway.config.StateConfig` into a
-:class:`SharedState`: with ``backend: memory`` the in-process limiters (per replica), with
-``backend: redis`` the Redis ones wrapped in the ``on_store_error`` fallbacks
-(:mod:`gateway.limits.fallback`). The composition root (``gateway/wiring.py``) hands the
-limiters to the front door and the authenticator and reports :meth:`SharedState.report` in
-``/readyz``.
+:func:`build_shared_state` turns the configuration into a :class:`SharedState`. With
+``backend: memory`` everything is this replica's own: in-process limiters and leases, a local
+revocation list (``POST /admin/revoke`` still works, on this replica). With ``backend: redis``
+the Redis limiters and leases wrapped in the ``on_store_error`` fallbacks
+(:mod:`gateway.limits.fallback`), the revocation list shared through Redis (markers + pub/sub),
+and, with ``share_token_cache``, the shared introspection cache. The composition root
+(``gateway/wiring.py``) hands these to the front door and the authenticator, runs
+:meth:`SharedState.run` in the background and reports :meth:`SharedState.report` in ``/readyz``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.config import StateConfig
-from gateway.limits.fallback import FallbackRateLimiter, SharedRateLimiter
-from gateway.limits.memory import MemoryRateLimiter
-from gateway.limits.redis import RedisRateLimiter
+from gateway.config import Config, StoreErrorPolicy
+from gateway.limits.fallback import FallbackLeases, FallbackRateLimiter, SharedRateLimiter
+from gateway.limits.memory import MemoryLeases, MemoryRateLimiter
+from gateway.limits.redis import RedisLeases, RedisRateLimiter
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.seams import RateLimiter
+from gateway.seams import ConcurrencyLimiter, RateLimiter
+from gateway.state.revocation import RevocationList
 from gateway.state.store import RedisStore
+from gateway.state.token_cache import RedisTokenCache
 
 __all__ = ["SharedState", "build_shared_state"]
 
@@ -31,37 +36,48 @@ _log = get_logger("gateway.state")
 class SharedState:
     backend: str
     limiter: RateLimiter
+    leases: ConcurrencyLimiter
+    revocations: RevocationList
     store: RedisStore | None = None
+    token_cache: RedisTokenCache | None = None
 
     def report(self) -> dict[str, Any]:
         """The ``state`` member of ``/readyz`` (informational: it never fails readiness)."""
-        if self.store is None:
-            return {"backend": self.backend}
-        return {
-            "backend": self.backend,
-            "reachable": self.store.up,
-            "error": self.store.last_error,
-        }
+        report: dict[str, Any] = {"backend": self.backend}
+        if self.store is not None:
+            report["reachable"] = self.store.up
+            report["error"] = self.store.last_error
+            report["shared_token_cache"] = self.token_cache is not None
+        report["revocations"] = len(self.revocations)
+        return report
 
-    async def start(self) -> None:
-        """Check Redis once at startup (logs the outcome; serving never waits for it)."""
-        if self.store is not None and await self.store.ping():
+    async def run(self) -> None:
+        """Check Redis once, then apply every replica's revocations until cancelled."""
+        if self.store is None:
+            return
+        if await self.store.ping():
             _log.info("state_store.connected", key_prefix=self.store.prefix)
+        await self.revocations.run()
 
     async def close(self) -> None:
         if self.store is not None:
             await self.store.close()
 
 
-def build_shared_state(config: StateConfig, metrics: Metrics | None = None) -> SharedState:
+def build_shared_state(
+    config: Config, on_revoke: Callable[[bytes], None], metrics: Metrics | None = None
+) -> SharedState:
+    """``on_revoke(digest)`` evicts a revoked token from every cache of this replica."""
+    state, ttl = config.state, float(config.admin.revocation_ttl_s)
     local = MemoryRateLimiter()
-    if config.backend != "redis" or config.redis is None:
-        return SharedState("memory", local)
-    store = RedisStore(config.redis, metrics=metrics)
+    if state.backend != "redis" or state.redis is None:
+        revocations = RevocationList(ttl_s=ttl, on_revoke=on_revoke, metrics=metrics)
+        return SharedState("memory", local, MemoryLeases(), revocations)
+    store = RedisStore(state.redis, metrics=metrics)
     shared = RedisRateLimiter(store)
-    policies = config.on_store_error
+    policies = state.on_store_error
 
-    def fallback(kind: str, policy: Any) -> RateLimiter:
+    def fallback(kind: str, policy: StoreErrorPolicy) -> RateLimiter:
         return FallbackRateLimiter(shared, local, kind=kind, policy=policy, metrics=metrics)
 
     limiter = SharedRateLimiter(
@@ -73,4 +89,20 @@ def build_shared_state(config: StateConfig, metrics: Metrics | None = None) -> S
         },
         default=fallback("other", "local"),
     )
-    return SharedState("redis", limiter, store)
+    leases = FallbackLeases(
+        RedisLeases(store),
+        MemoryLeases(),
+        kind="tool_concurrency",
+        policy=policies.tool_concurrency,
+        metrics=metrics,
+    )
+    token_cache = RedisTokenCache(store, metrics=metrics) if state.share_token_cache else None
+    revocations = RevocationList(
+        ttl_s=ttl,
+        on_revoke=on_revoke,
+        store=store,
+        policy=policies.revocation,
+        token_cache_key=token_cache.entry_key if token_cache is not None else None,
+        metrics=metrics,
+    )
+    return SharedState("redis", limiter, leases, revocations, store, token_cache)

@@ -68,6 +68,8 @@ class HoldUpstream(ModernUpstream):
     active: int = 0
     max_active: int = 0
     holding: asyncio.Event = field(default_factory=asyncio.Event)
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set to end every hold at once (teardown, or a test that is done waiting)."""
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
@@ -78,7 +80,8 @@ class HoldUpstream(ModernUpstream):
             self.max_active = max(self.max_active, self.active)
             self.holding.set()
             try:
-                await asyncio.sleep(self.hold_s)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self.released.wait(), self.hold_s)
             finally:
                 self.active -= 1
         return await super().handle(request)
@@ -220,6 +223,32 @@ class ReplicaStack:
                 return float(line.rsplit(" ", 1)[1])
         return 0.0
 
+    async def revoke(self, replica: Replica, body: Mapping[str, Any]) -> tuple[int, Any]:
+        """POST /admin/revoke on ``replica`` with the admin credential."""
+        headers = {"Authorization": f"Bearer {self.admin_token}"}
+        async with self.session.post(
+            replica.ops_url + "/admin/revoke", json=dict(body), headers=headers
+        ) as response:
+            text = await response.text()
+            try:
+                return response.status, json.loads(text)
+            except ValueError:
+                return response.status, text
+
+    def cli(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        """Run ``mcp-gateway <args>`` as its own process (the admin token in the environment)."""
+        env = {**os.environ, "MCP_GATEWAY_ADMIN_TOKEN": self.admin_token}
+        return subprocess.run(
+            [sys.executable, "-m", "gateway.cli", *args],
+            cwd=ROOT,
+            env=env,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+
     async def restart(self, replica: Replica) -> None:
         replica.stop()
         replica.start()
@@ -227,9 +256,12 @@ class ReplicaStack:
 
 
 def _merge(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``overrides`` merged in, recursively; a None value removes the key."""
     merged = dict(base)
     for key, value in overrides.items():
-        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), dict):
             merged[key] = _merge(merged[key], value)
         else:
             merged[key] = value
@@ -267,6 +299,7 @@ def gateway_config(
         "limits": {"drain_timeout_s": 5},
         "logging": {"format": "json", "level": "info"},
         "audit": {"sink": "stdout"},
+        "admin": {"token": {"file": "admin-token"}},
         "state": {
             "backend": "redis",
             "redis": {"url": {"file": "redis-url"}, "key_prefix": prefix, "timeout_ms": 200},
@@ -296,6 +329,7 @@ async def replica_stack(
     started: list[Replica] = []
     try:
         client_secret = secrets.token_urlsafe(24)
+        admin_token = secrets.token_hex(32)
         issuer.register_client(
             "mcp-gateway", client_secret, scopes=["mcp:access"], can_introspect=True
         )
@@ -305,6 +339,7 @@ async def replica_stack(
                 "issuer-client-secret": client_secret,
                 "backend-token": "service-secret",
                 "redis-url": redis.url,
+                "admin-token": admin_token,
                 "policy.yaml": policy,
             },
         )
@@ -326,10 +361,13 @@ async def replica_stack(
             replica.start()
             started.append(replica)
         await asyncio.gather(*(replica.wait_ready(session) for replica in started))
-        yield ReplicaStack(issuer, upstream, redis, started, session, workdir, resource)
+        yield ReplicaStack(
+            issuer, upstream, redis, started, session, workdir, resource, admin_token
+        )
     finally:
         for replica in started:
             replica.kill()
+        upstream.released.set()
         await session.close()
         await upstream_runner.cleanup()
         await issuer.stop()

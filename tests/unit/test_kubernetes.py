@@ -187,7 +187,7 @@ def load_stubbed(documents: list[dict[str, Any]], root: Path) -> tuple[Any, Path
                 (target / key).write_text(value)
         else:
             for item in volume["secret"]["items"]:
-                value = "redis://:stub@127.0.0.1:6379/0" if item["key"] == "url" else "stub-secret"
+                value = "redis://:stub@127.0.0.1:6379/0" if item["key"] == "url" else "s" * 64
                 (target / item["path"]).write_text(value + "\n")
     # Absolute paths in the file are container paths: point them into the laid-out tree.
     for mount in pod["containers"][0]["volumeMounts"]:
@@ -211,7 +211,8 @@ def test_the_configmap_gateway_yaml_passes_check_with_the_secrets_stubbed(
     assert "OK (policy version" in capsys.readouterr().out
     # Every secret reference is a file of a mounted Secret (nothing from the environment).
     assert "{env:" not in config_text(documents)
-    assert config.state.backend == "redis"
+    assert config.state.backend == "redis" and config.state.share_token_cache
+    assert config.admin.token is not None
 
 
 def test_the_grace_period_covers_the_drain_and_the_shutdown_delay(

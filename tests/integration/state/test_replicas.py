@@ -7,9 +7,12 @@ redis-server, the development issuer and an upstream MCP server; nothing is mock
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import time
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
 from tests.support.redis_server import RedisServer, redis_server
@@ -115,7 +118,13 @@ async def test_redis_stopped_mid_run_falls_back_locally_without_5xx_and_recovers
             a, b = stack.replicas
             status, report = await readyz(stack, a)
             assert status == 200
-            assert report["state"] == {"backend": "redis", "reachable": True, "error": None}
+            assert report["state"] == {
+                "backend": "redis",
+                "reachable": True,
+                "error": None,
+                "shared_token_cache": False,
+                "revocations": 0,
+            }
             token = stack.mint()
             assert (await stack.call(a, token, "echo", text="1"))[0] == 200
             redis.stop()
@@ -171,3 +180,75 @@ async def test_redis_stopped_with_deny_refuses_with_429_and_recovers(tmp_path: P
                 assert (await stack.call(replica, token, "echo", text="back"))[0] == 200
     finally:
         redis.destroy()
+
+
+async def test_shared_cache_50_concurrent_first_requests_over_two_replicas_introspect_once(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    overrides = {"state": {"share_token_cache": True}}
+    async with replica_stack(tmp_path, redis_server, overrides=overrides) as stack:
+        a, b = stack.replicas
+        token = stack.mint()
+        before = stack.issuer.introspection_calls
+        results = await asyncio.gather(
+            *(stack.post((a, b)[i % 2], token, "tools/list") for i in range(50))
+        )
+        assert [status for status, _, _ in results] == [200] * 50
+        assert stack.issuer.introspection_calls - before == 1
+        # A second token, first seen on A, then on B: B reads A's result instead of asking.
+        second = stack.mint("bob")
+        assert (await stack.post(a, second, "tools/list"))[0] == 200
+        assert (await stack.post(b, second, "tools/list"))[0] == 200
+        assert stack.issuer.introspection_calls - before == 2
+        assert await stack.metric(b, 'mcp_gateway_token_cache_total{outcome="shared"}') >= 1
+        # Redis holds digests and principals, never a token.
+        client = redis_server.client()
+        for key in client.keys("*"):
+            assert token.encode() not in key and second.encode() not in key
+            if client.type(key) == b"string":
+                assert token.encode() not in client.get(key)
+        # Revoking deletes the shared entry too: a replica that never saw it still refuses it.
+        status, _ = await stack.revoke(a, {"token": second})
+        assert status == 200
+        await stack.restart(b)
+        assert (await stack.post(b, second, "tools/list"))[0] == 401
+
+
+async def test_a_max_concurrency_of_one_admits_one_call_at_a_time_across_both(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    async with replica_stack(tmp_path, redis_server, hold_s=1.0) as stack:
+        a, b = stack.replicas
+        token = stack.mint()
+        first = asyncio.create_task(stack.call(a, token, "hold", text="1"))
+        await asyncio.wait_for(stack.upstream.holding.wait(), 5)
+        for replica in (a, b):
+            status, _, headers = await stack.call(replica, token, "hold", text="2")
+            assert status == 429 and headers["Retry-After"] == "1"
+        # Another subject has its own slot.
+        assert (await stack.call(b, stack.mint("bob"), "hold", text="3"))[0] == 200
+        assert (await first)[0] == 200
+        assert (await stack.call(b, token, "hold", text="4"))[0] == 200  # released
+        assert stack.upstream.max_active <= 2  # alice's and bob's, never two of alice's
+
+
+async def test_a_replica_killed_mid_call_frees_its_lease_within_its_expiry(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    overrides = {"limits": {"request_deadline_s": 1.5}}
+    async with replica_stack(tmp_path, redis_server, overrides=overrides, hold_s=30.0) as stack:
+        a, b = stack.replicas
+        token = stack.mint()
+        stuck = asyncio.create_task(stack.call(a, token, "hold", text="1"))
+        await asyncio.wait_for(stack.upstream.holding.wait(), 5)
+        killed_at = time.monotonic()
+        a.kill()  # SIGKILL mid-call: the lease is never released
+        with contextlib.suppress(aiohttp.ClientError):
+            await stuck
+        assert (await stack.call(b, token, "echo", text="x"))[0] == 200
+        assert (await stack.call(b, token, "hold", text="2"))[0] == 429  # still held by a
+        stack.upstream.hold_s = 0.0
+        # The lease expires at a's deadline + grace + margin (1.5 + 0.5 + 1 s after the call).
+        while (await stack.call(b, token, "hold", text="3"))[0] == 429:
+            assert time.monotonic() - killed_at < 5.0, "the dead replica's lease never expired"
+            await asyncio.sleep(0.1)

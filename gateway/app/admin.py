@@ -1,0 +1,138 @@
+"""The ops listener's admin API: ``POST /admin/revoke`` (only when ``admin.token`` is set).
+
+Authenticated with ``Authorization: Bearer <admin.token>`` (compared in constant time). The body
+is a JSON object with exactly one of:
+
+* ``"token"``: the access token itself (it is hashed at once and never logged or stored);
+* ``"token_sha256"``: its fingerprint, the full SHA-256 of the token as 64 hex digits
+  (``printf %s "$TOKEN" | sha256sum``). The 12-character ``token_fp`` of the logs is refused:
+  48 bits name a log line, not one token, and a revocation must hit exactly the token meant.
+
+The token is refused by this replica at once and, with ``state.backend: redis``, by every
+replica within about a second (``gateway/state/revocation.py``). Answers (JSON, ``no-store``):
+
+* 200 ``{"revoked": "all_replicas" | "this_replica", ...}``: done everywhere the store reaches
+  (``this_replica`` with the memory backend);
+* 503 ``{"revoked": "this_replica_only", ...}``: Redis did not take it; retry (idempotent);
+* 400 malformed body, 401 missing or wrong admin credential, 415 not JSON.
+
+Each revocation is one audit event (``token_revoked``) and one log line.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from aiohttp import web
+
+from gateway.app.request_id import REQUEST_ID
+from gateway.config import Config
+from gateway.observability.audit import AuditSink, RevocationEvent
+from gateway.observability.logging import get_logger
+
+__all__ = ["MAX_ADMIN_BODY", "REVOKE_PATH", "Revoke", "add_admin_routes"]
+
+REVOKE_PATH: Final = "/admin/revoke"
+MAX_ADMIN_BODY: Final = 16_384
+MAX_TOKEN_CHARS: Final = 8192
+_SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
+_NO_STORE: Final = {"Cache-Control": "no-store"}
+
+Revoke = Callable[[bytes], Awaitable[tuple[float, bool]]]
+"""``revoke(digest) -> (until, shared)``: the revocation list's :meth:`revoke`."""
+
+_log = get_logger("gateway.admin")
+
+
+def _answer(status: int, body: dict[str, Any], **headers: str) -> web.Response:
+    return web.json_response(body, status=status, headers={**_NO_STORE, **headers})
+
+
+def _refuse(status: int, error: str, description: str, **headers: str) -> web.Response:
+    return _answer(status, {"error": error, "error_description": description}, **headers)
+
+
+def _digest_of(doc: Any) -> bytes | str:
+    """The SHA-256 digest the body names, or the fixed text of what is wrong with it."""
+    if not isinstance(doc, dict) or len(doc) != 1 or not ({"token", "token_sha256"} & set(doc)):
+        return 'the body must be a JSON object with exactly one of "token" or "token_sha256"'
+    token, fingerprint = doc.get("token"), doc.get("token_sha256")
+    if token is not None:
+        if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
+            return '"token" must be a non-empty string of at most 8192 characters'
+        return hashlib.sha256(token.encode("utf-8")).digest()
+    if not isinstance(fingerprint, str) or not _SHA256_HEX.fullmatch(fingerprint.lower()):
+        return (
+            '"token_sha256" must be the full SHA-256 of the token as 64 hex digits '
+            "(the 12-character token_fp of the logs is too short to identify one token)"
+        )
+    return bytes.fromhex(fingerprint)
+
+
+def add_admin_routes(
+    app: web.Application, config: Config, revoke: Revoke, audit: AuditSink | None
+) -> None:
+    """Install ``POST /admin/revoke`` when ``admin.token`` is configured (else nothing)."""
+    secret = config.admin.token
+    if secret is None:
+        return
+    realm = 'Bearer realm="mcp-gateway-admin"'
+
+    async def handle(request: web.Request) -> web.StreamResponse:
+        supplied = request.headers.getall("Authorization", [])
+        expected = f"Bearer {secret.current()}".encode()
+        if len(supplied) != 1 or not hmac.compare_digest(supplied[0].encode(), expected):
+            _log.warning("admin.unauthorized", path=request.path, peer=request.remote)
+            return _refuse(401, "unauthorized", "admin credential required", **{
+                "WWW-Authenticate": realm
+            })  # fmt: skip
+        if request.content_type != "application/json":
+            return _refuse(415, "unsupported_media_type", "Content-Type must be application/json")
+        if request.content_length is not None and request.content_length > MAX_ADMIN_BODY:
+            return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
+        try:
+            raw = await request.content.read(MAX_ADMIN_BODY + 1)
+        except (ConnectionError, web.HTTPException):
+            return _refuse(400, "invalid_request", "the body could not be read")
+        if len(raw) > MAX_ADMIN_BODY:
+            return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
+        try:
+            doc = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return _refuse(400, "invalid_request", "the body is not JSON")
+        digest = _digest_of(doc)
+        if isinstance(digest, str):
+            return _refuse(400, "invalid_request", digest)
+        until, shared = await revoke(digest)
+        scope = "all_replicas" if config.state.backend == "redis" else "this_replica"
+        outcome = scope if shared else "this_replica_only"
+        token_fp, full = digest.hex()[:12], digest.hex()
+        _log.info("token_revoked", token_fp=token_fp, reached=outcome, peer=request.remote)
+        if audit is not None:
+            audit.emit(
+                RevocationEvent(
+                    request_id=str(request.get(REQUEST_ID) or ""),
+                    token_fp=token_fp,
+                    token_sha256=full,
+                    until=until,
+                    reached=outcome,
+                    peer=request.remote,
+                ),
+                time.time(),
+            )
+        body = {
+            "revoked": outcome,
+            "token_fp": token_fp,
+            "token_sha256": full,
+            "until": datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds")[:-6] + "Z",
+        }
+        return _answer(200 if shared else 503, body)
+
+    app.router.add_post(REVOKE_PATH, handle)

@@ -1,0 +1,149 @@
+"""``mcp-gateway revoke``: the client of ``POST /admin/revoke`` (``gateway/app/admin.py``).
+
+The token is read from a file or standard input, never from the command line (process lists
+show arguments), and hashed here: only its SHA-256 crosses the network. Where to send it and
+the admin credential come from the options, ``$MCP_GATEWAY_ADMIN_TOKEN``, or the configuration
+file (``ops_listen`` and ``admin.token``), so inside a pod
+``mcp-gateway revoke --config /etc/mcp-gateway/config/gateway.yaml --token-file - < token``
+needs nothing else. Exit 0 when every replica the store reaches refuses the token now, 1
+otherwise (the answer says why), 2 for usage errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+from gateway.app.admin import REVOKE_PATH
+from gateway.config import load_config
+from gateway.errors import ConfigError
+from gateway.outbound import Destination, Outbound, OutboundError
+
+__all__ = ["ADMIN_TOKEN_ENV", "register"]
+
+ADMIN_TOKEN_ENV: Final = "MCP_GATEWAY_ADMIN_TOKEN"  # noqa: S105 - a variable name
+TIMEOUT_S: Final = 10.0
+_SHA256: Final = re.compile(r"[0-9a-fA-F]{64}")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "revoke",
+        help="revoke a token on every replica (POST /admin/revoke on the ops listener)",
+        description="Make every replica refuse a token now (its SHA-256 is sent, never the "
+        "token). Revoke it at the issuer too: the gateway refuses it for admin.revocation_ttl_s.",
+    )
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--token-file", metavar="PATH", help="file holding the token ('-': stdin)")
+    which.add_argument("--sha256", metavar="HEX", help="the token's SHA-256 (64 hex digits)")
+    parser.add_argument(
+        "--config",
+        "-c",
+        metavar="PATH",
+        default=os.environ.get("MCP_GATEWAY_CONFIG"),
+        help="gateway.yaml: ops_listen and admin.token (default: $MCP_GATEWAY_CONFIG)",
+    )
+    parser.add_argument("--url", metavar="URL", help="the ops listener, e.g. http://127.0.0.1:9090")
+    parser.add_argument(
+        "--admin-token-file",
+        metavar="PATH",
+        help=f"the admin credential (default: ${ADMIN_TOKEN_ENV}, else admin.token)",
+    )
+    parser.set_defaults(handler=_cmd_revoke)
+
+
+def _fail(message: str, code: int = 1) -> int:
+    print(f"mcp-gateway revoke: {message}", file=sys.stderr)
+    return code
+
+
+def _digest(args: argparse.Namespace) -> str | None:
+    if args.sha256 is not None:
+        value = str(args.sha256).strip()
+        return value.lower() if _SHA256.fullmatch(value) else None
+    from_stdin = args.token_file == "-"  # noqa: S105 - the conventional name of stdin
+    text = sys.stdin.read() if from_stdin else Path(args.token_file).read_text("utf-8")
+    token = text.strip()
+    return hashlib.sha256(token.encode("utf-8")).hexdigest() if token else None
+
+
+def _target(args: argparse.Namespace) -> tuple[str, str] | str:
+    """(ops URL, admin credential), or what is missing."""
+    url, credential = args.url, None
+    if args.admin_token_file:
+        credential = Path(args.admin_token_file).read_text("utf-8").strip()
+    elif os.environ.get(ADMIN_TOKEN_ENV):
+        credential = os.environ[ADMIN_TOKEN_ENV].strip()
+    if url is None or credential is None:
+        if not args.config:
+            return "pass --url and an admin credential, or --config PATH"
+        try:
+            config = load_config(args.config)
+        except ConfigError as exc:
+            return "invalid configuration:\n" + "\n".join(exc.problems)
+        if url is None:
+            host = config.ops_listen.host
+            host = "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host  # noqa: S104
+            url = f"http://{f'[{host}]' if ':' in host else host}:{config.ops_listen.port}"
+        if credential is None:
+            if config.admin.token is None:
+                return "admin.token is not set: the gateway has no admin endpoint"
+            credential = config.admin.token.reveal()
+    return str(url).rstrip("/"), credential
+
+
+def _cmd_revoke(args: argparse.Namespace) -> int:
+    try:
+        digest = _digest(args)
+    except OSError as exc:
+        return _fail(f"cannot read the token: {exc.strerror}", 2)
+    if digest is None:
+        return _fail("no token given (empty input), or --sha256 is not 64 hex digits", 2)
+    try:
+        target = _target(args)
+    except OSError as exc:
+        return _fail(f"cannot read the admin credential: {exc.strerror}", 2)
+    if isinstance(target, str):
+        return _fail(target, 2)
+    url, credential = target
+    try:
+        status, reply = asyncio.run(_post(url + REVOKE_PATH, credential, digest))
+    except OutboundError as exc:
+        return _fail(f"{url}: {exc}")
+    if status == 200:
+        print(f"revoked ({reply.get('revoked')}) until {reply.get('until')}: "
+              f"token_fp {reply.get('token_fp')}")  # fmt: skip
+        return 0
+    if status == 503 and reply.get("revoked") == "this_replica_only":
+        return _fail("revoked on the replica that answered only: Redis did not take it; retry")
+    detail = reply.get("error_description") or reply.get("error") or "no details"
+    return _fail(f"{url} answered {status}: {detail}")
+
+
+async def _post(url: str, credential: str, digest: str) -> tuple[int, dict[str, Any]]:
+    outbound = Outbound(user_agent="mcp-gateway-revoke")
+    outbound.add(Destination("ops", connect_timeout_s=3.0))
+    try:
+        response = await outbound.request(
+            "ops",
+            "POST",
+            url,
+            timeout_s=TIMEOUT_S,
+            headers={"Authorization": f"Bearer {credential}", "Content-Type": "application/json"},
+            body=json.dumps({"token_sha256": digest}).encode(),
+            max_body=65_536,
+        )
+    finally:
+        await outbound.close()
+    try:
+        reply = json.loads(response.body)
+    except ValueError:
+        reply = {}
+    return response.status, reply if isinstance(reply, dict) else {}

@@ -1,0 +1,196 @@
+"""Tokens revoked at the gateway, by the SHA-256 digest of the token, on every replica.
+
+:class:`RevocationList` implements :class:`gateway.seams.Revocations` (the auth layer asks
+:meth:`~RevocationList.revoked` before it accepts a token that was not in its cache) and carries
+out revocations (:meth:`~RevocationList.revoke`, called by ``POST /admin/revoke``):
+
+1. the digest goes into this replica's own list (until ``now + admin.revocation_ttl_s``) and
+   ``on_revoke`` evicts it from every cache of this replica: revocation works without Redis;
+2. with Redis, one transaction adds a marker to the sorted set ``<prefix>revoked`` (member: the
+   digest's hex, score: the Unix time it expires), drops expired markers, deletes the shared
+   introspection result, and publishes the digest on the channel ``<prefix>revocations``.
+
+Every replica subscribes to that channel (:meth:`~RevocationList.run`) and applies each message
+the same way (list + ``on_revoke``), within milliseconds. Pub/sub is at-most-once, so the
+markers cover what a replica missed: after every (re)subscription (start, restart, lost
+connection) it reads all live markers; and :meth:`~RevocationList.revoked` consults the marker
+set for every token it has not cached. A marker lives ``admin.revocation_ttl_s``, at least as
+long as any replica may hold the token in its cache (checked at configuration load).
+
+When Redis cannot answer in time, :meth:`revoked` follows ``state.on_store_error.revocation``:
+``local`` trusts this replica's own list, ``deny`` raises :class:`RevocationUnavailable` (503).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Final
+
+import redis.asyncio as aioredis
+
+from gateway.config import StoreErrorPolicy
+from gateway.errors import RevocationUnavailable
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+from gateway.state.store import RedisStore, StoreUnavailable
+
+__all__ = ["DIGEST_BYTES", "MAX_LOCAL", "RevocationList"]
+
+DIGEST_BYTES: Final = 32
+MAX_LOCAL: Final = 100_000
+"""Revocations remembered per replica (the oldest expiring first past this)."""
+REVOCATION_RETRY_AFTER_S: Final = 1
+
+_log = get_logger("gateway.state")
+
+
+class RevocationList:
+    def __init__(
+        self,
+        *,
+        ttl_s: float,
+        on_revoke: Callable[[bytes], None],
+        store: RedisStore | None = None,
+        policy: StoreErrorPolicy = "local",
+        token_cache_key: Callable[[bytes], str] | None = None,
+        metrics: Metrics | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.ttl_s = ttl_s
+        self._on_revoke = on_revoke
+        self._store = store
+        self._policy = policy
+        self._token_cache_key = token_cache_key
+        self._metrics = metrics
+        self._clock = clock
+        self._local: dict[bytes, float] = {}
+        """digest -> Unix time the revocation ends."""
+        if store is not None:
+            self._set = store.key("revoked")
+            self.channel = store.key("revocations")
+
+    def __len__(self) -> int:
+        return len(self._local)
+
+    # --- the auth layer's question ---------------------------------------------------------
+
+    def revoked_locally(self, digest: bytes) -> bool:
+        until = self._local.get(digest)
+        if until is None:
+            return False
+        if self._clock() < until:
+            return True
+        del self._local[digest]
+        return False
+
+    async def revoked(self, digest: bytes) -> bool:
+        """Whether ``digest`` is revoked (see the module docstring for the store-error rule)."""
+        if self.revoked_locally(digest):
+            return True
+        if self._store is None:
+            return False
+        member = digest.hex()
+        try:
+            score = await self._store.call(lambda client: client.zscore(self._set, member))
+        except StoreUnavailable:
+            if self._metrics is not None:
+                self._metrics.state_store_errors_total.labels(kind="revocation").inc()
+            if self._policy == "deny":
+                raise RevocationUnavailable(
+                    retry_after=REVOCATION_RETRY_AFTER_S, detail="revocation store unavailable"
+                ) from None
+            return self.revoked_locally(digest)
+        if score is not None and float(score) > self._clock():
+            self._remember(digest, float(score))
+            return True
+        # A broadcast applied while Redis answered counts too. Nothing awaits after this line,
+        # so a caller that stores the token right after a False answer cannot miss one.
+        return self.revoked_locally(digest)
+
+    # --- revoking --------------------------------------------------------------------------
+
+    async def revoke(self, digest: bytes) -> tuple[float, bool]:
+        """Revoke ``digest`` here and (with Redis) everywhere; return (until, shared).
+
+        ``shared`` is False when Redis could not take the revocation: this replica refuses the
+        token anyway, the caller reports that the others were not reached.
+        """
+        if len(digest) != DIGEST_BYTES:
+            raise ValueError("a revocation needs the token's full SHA-256 digest")
+        until = self._clock() + self.ttl_s
+        self._apply(digest, until)
+        if self._store is None:
+            return until, True
+        member, now = digest.hex(), self._clock()
+        message = f"{member}:{until:.3f}"
+        cache_key = self._token_cache_key(digest) if self._token_cache_key is not None else None
+
+        async def broadcast(client: aioredis.Redis) -> None:
+            pipe = client.pipeline(transaction=True)
+            pipe.zadd(self._set, {member: until})
+            pipe.zremrangebyscore(self._set, "-inf", now)
+            pipe.expireat(self._set, int(until) + 1, gt=True)
+            if cache_key is not None:
+                pipe.delete(cache_key)
+            pipe.publish(self.channel, message)
+            await pipe.execute()
+
+        try:
+            await self._store.call(broadcast)
+        except StoreUnavailable:
+            _log.error("token_revocation_not_shared", token_fp=member[:12])
+            return until, False
+        return until, True
+
+    # --- receiving -------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Apply every replica's revocations until cancelled (Redis only)."""
+        if self._store is None:
+            return
+        await self._store.listen(self.channel, self._received, on_connect=self._catch_up)
+
+    def _received(self, data: bytes) -> None:
+        member, _, until_text = data.decode("ascii", "replace").partition(":")
+        try:
+            digest = bytes.fromhex(member)
+            until = float(until_text)
+        except ValueError:
+            _log.warning("token_revocation_malformed")
+            return
+        if len(digest) == DIGEST_BYTES and digest not in self._local:
+            self._apply(digest, until)
+            _log.info("token_revocation_applied", token_fp=member[:12], source="broadcast")
+
+    async def _catch_up(self) -> None:
+        """Read every live marker: what this replica may have missed while not subscribed."""
+        assert self._store is not None
+        now = self._clock()
+        markers: list[Any] = list(
+            await self._store.call(
+                lambda client: client.zrangebyscore(self._set, now, "+inf", withscores=True)
+            )
+        )
+        for member, score in markers:
+            try:
+                text = member.decode("ascii") if isinstance(member, bytes) else str(member)
+                digest = bytes.fromhex(text)
+            except (UnicodeDecodeError, ValueError):
+                continue
+            if len(digest) == DIGEST_BYTES and digest not in self._local:
+                self._apply(digest, float(score))
+        _log.info("token_revocations_synced", markers=len(markers))
+
+    def _apply(self, digest: bytes, until: float) -> None:
+        self._remember(digest, until)
+        self._on_revoke(digest)
+
+    def _remember(self, digest: bytes, until: float) -> None:
+        self._local[digest] = max(until, self._local.get(digest, 0.0))
+        if len(self._local) > MAX_LOCAL:
+            now = self._clock()
+            for key in [key for key, end in self._local.items() if end <= now]:
+                del self._local[key]
+            while len(self._local) > MAX_LOCAL:
+                del self._local[min(self._local, key=self._local.__getitem__)]

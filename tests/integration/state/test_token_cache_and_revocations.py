@@ -1,0 +1,202 @@
+"""The shared token cache and the revocation list against a real redis-server (one process;
+the multi-replica behaviour is in ``test_replicas.py`` and ``test_revocation.py``)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import hashlib
+import json
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from gateway.errors import RevocationUnavailable
+from gateway.seams import CachedPrincipal, Principal
+from gateway.state.revocation import RevocationList
+from gateway.state.store import RedisStore
+from gateway.state.token_cache import RedisTokenCache, decode_entry, encode_entry
+from tests.integration.state.test_redis_limits import store_for
+from tests.support.redis_server import RedisServer, redis_server, unique_prefix
+
+__all__ = ["redis_server"]
+
+DIGEST = hashlib.sha256(b"a-token").digest()
+
+
+def principal(**changes: object) -> Principal:
+    base = Principal(
+        subject="alice",
+        client_id="cli",
+        scopes=frozenset({"mcp:access", "docs:read"}),
+        expires_at=time.time() + 600,
+        issuer="https://id.example.com",
+        fingerprint=DIGEST.hex()[:12],
+        skew_s=30.0,
+    )
+    return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
+    s = store_for(redis_server.url, unique_prefix())
+    try:
+        yield s
+    finally:
+        await s.close()
+
+
+class TestEntryFormat:
+    def test_every_principal_field_round_trips(self) -> None:
+        """Fails when Principal gains a field the shared cache does not carry yet."""
+        entry = CachedPrincipal(principal(), time.time() + 30)
+        decoded = decode_entry(encode_entry(entry), DIGEST, time.time())
+        assert decoded == entry
+        document = json.loads(encode_entry(entry))
+        carried = {"sub", "client_id", "scopes", "exp", "iss", "fp", "skew"}
+        assert len(carried) == len(dataclasses.fields(Principal)), "update encode/decode_entry"
+        assert carried <= set(document)
+
+    @pytest.mark.parametrize(
+        "mutate",
+        [
+            lambda d: d.update(v=2),
+            lambda d: d.update(sub=""),
+            lambda d: d.update(sub=7),
+            lambda d: d.update(scopes="mcp:access"),
+            lambda d: d.update(scopes=[1]),
+            lambda d: d.update(exp="never"),
+            lambda d: d.update(exp=float("inf")),
+            lambda d: d.update(until=True),
+            lambda d: d.update(fp="0" * 12),  # another token's entry copied here
+            lambda d: d.update(until=d["exp"] + d["skew"] + 1),  # past the token's own expiry
+            lambda d: d.update(skew=-1),
+            lambda d: d.update(skew=10_000),
+            lambda d: d.update(until=time.time() - 1),  # no longer fresh
+            lambda d: d.pop("iss"),
+        ],
+    )
+    def test_a_malformed_or_foreign_entry_is_refused(self, mutate: object) -> None:
+        document = json.loads(encode_entry(CachedPrincipal(principal(), time.time() + 30)))
+        mutate(document)  # type: ignore[operator]
+        assert decode_entry(json.dumps(document).encode(), DIGEST, time.time()) is None
+
+    def test_garbage_is_refused(self) -> None:
+        for raw in (b"", b"\xff\xfe", b"[1]", b"x" * 20_000, b'{"v":1}'):
+            assert decode_entry(raw, DIGEST, time.time()) is None
+
+
+class TestRedisTokenCache:
+    async def test_claim_wait_put(self, store: RedisStore) -> None:
+        a, b = RedisTokenCache(store), RedisTokenCache(store)
+        assert await a.get(DIGEST) is None
+        assert await a.claim(DIGEST, 5.0) is True
+        assert await b.claim(DIGEST, 5.0) is False  # one introspection at a time
+        entry = CachedPrincipal(principal(), time.time() + 30)
+        waiter = asyncio.create_task(b.wait(DIGEST, 5.0))
+        await asyncio.sleep(0.05)
+        await a.put(DIGEST, entry)
+        assert await waiter == entry
+        assert await b.get(DIGEST) == entry
+        assert await b.claim(DIGEST, 5.0) is True  # put released the claim
+
+    async def test_a_released_claim_ends_the_wait_empty_handed(self, store: RedisStore) -> None:
+        cache = RedisTokenCache(store)
+        assert await cache.claim(DIGEST, 5.0)
+        waiter = asyncio.create_task(cache.wait(DIGEST, 5.0))
+        await asyncio.sleep(0.05)
+        await cache.release(DIGEST)
+        assert await asyncio.wait_for(waiter, 2.0) is None
+
+    async def test_an_entry_expires_at_its_fresh_until(
+        self, store: RedisStore, redis_server: RedisServer
+    ) -> None:
+        cache = RedisTokenCache(store)
+        await cache.put(DIGEST, CachedPrincipal(principal(), time.time() + 0.3))
+        assert await cache.get(DIGEST) is not None
+        assert 0 < redis_server.client().pttl(cache.entry_key(DIGEST)) <= 300
+        await asyncio.sleep(0.4)
+        assert await cache.get(DIGEST) is None
+
+    async def test_a_dead_store_is_a_miss_and_a_claim(self) -> None:
+        server = RedisServer.launch()
+        url = server.url
+        server.destroy()
+        dead = store_for(url, unique_prefix())
+        try:
+            cache = RedisTokenCache(dead)
+            assert await cache.get(DIGEST) is None
+            assert await cache.claim(DIGEST, 1.0) is True
+            await cache.put(DIGEST, CachedPrincipal(principal(), time.time() + 30))
+        finally:
+            await dead.close()
+
+
+class TestRevocationList:
+    async def test_local_only(self) -> None:
+        evicted: list[bytes] = []
+        now = [1000.0]
+        revocations = RevocationList(ttl_s=60, on_revoke=evicted.append, clock=lambda: now[0])
+        assert await revocations.revoked(DIGEST) is False
+        until, shared = await revocations.revoke(DIGEST)
+        assert (until, shared) == (1060.0, True)
+        assert evicted == [DIGEST]
+        assert await revocations.revoked(DIGEST) is True
+        now[0] = 1060.0
+        assert await revocations.revoked(DIGEST) is False  # the marker ended
+        with pytest.raises(ValueError, match="full SHA-256"):
+            await revocations.revoke(DIGEST[:6])
+
+    async def test_shared_marker_broadcast_and_catch_up(self, store: RedisStore) -> None:
+        seen_a: list[bytes] = []
+        seen_b: list[bytes] = []
+        a = RevocationList(ttl_s=60, on_revoke=seen_a.append, store=store)
+        b = RevocationList(ttl_s=60, on_revoke=seen_b.append, store=store)
+        listener = asyncio.create_task(b.run())
+        try:
+            await asyncio.sleep(0.2)  # subscribed
+            await a.revoke(DIGEST)
+            for _ in range(50):
+                if seen_b:
+                    break
+                await asyncio.sleep(0.02)
+            assert seen_b == [DIGEST]  # delivered by pub/sub
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+        # A replica that was not listening: the marker answers, and catch-up applies it.
+        c_seen: list[bytes] = []
+        c = RevocationList(ttl_s=60, on_revoke=c_seen.append, store=store)
+        assert await c.revoked(DIGEST) is True
+        other = hashlib.sha256(b"other").digest()
+        await a.revoke(other)
+        d_seen: list[bytes] = []
+        d = RevocationList(ttl_s=60, on_revoke=d_seen.append, store=store)
+        listener = asyncio.create_task(d.run())
+        try:
+            for _ in range(50):
+                if len(d_seen) == 2:
+                    break
+                await asyncio.sleep(0.02)
+            assert sorted(d_seen) == sorted([DIGEST, other])
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+
+    async def test_a_dead_store_follows_the_policy(self) -> None:
+        server = RedisServer.launch()
+        url = server.url
+        server.destroy()
+        dead = store_for(url, unique_prefix())
+        try:
+            local = RevocationList(ttl_s=60, on_revoke=lambda d: None, store=dead)
+            assert await local.revoked(DIGEST) is False
+            _, shared = await local.revoke(DIGEST)
+            assert shared is False  # refused here, but the others were not told
+            assert await local.revoked(DIGEST) is True
+            deny = RevocationList(ttl_s=60, on_revoke=lambda d: None, store=dead, policy="deny")
+            with pytest.raises(RevocationUnavailable):
+                await deny.revoked(DIGEST)
+        finally:
+            await dead.close()
