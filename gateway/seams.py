@@ -20,6 +20,7 @@ __all__ = [
     "Authenticator",
     "Backend",
     "CachedPrincipal",
+    "CallRecord",
     "Catalog",
     "ConcurrencyLimiter",
     "Decision",
@@ -325,6 +326,22 @@ class RequestContext:
     bytes_in: int = 0
     bytes_out: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+    calls: list[CallRecord] = field(default_factory=list)
+    """One record per ``tools/call`` member of a 2025-03-26 batch (the audit trail writes one
+    event each); empty for a single request, whose call is described by the fields above."""
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One ``tools/call`` inside a batch: what the audit event of that call needs."""
+
+    tool: str
+    decision: Decision | None
+    outcome: str
+    backend_ms: float | None = None
+    jsonrpc_code: int | None = None
+    error_row: str | None = None
+    arguments: Mapping[str, Any] | None = None
 
 
 class Observer(Protocol):

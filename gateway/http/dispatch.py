@@ -54,6 +54,7 @@ from gateway.seams import (
     Backend,
     ConcurrencyLimiter,
     Decision,
+    Lease,
     Policy,
     Principal,
     RateLimiter,
@@ -143,14 +144,22 @@ class Dispatcher:
 
         return lookup
 
-    async def run(self, message: McpMessage, turn: Turn, *, relay: ProgressRelay | None) -> bytes:
+    async def run(
+        self,
+        message: McpMessage,
+        turn: Turn,
+        *,
+        relay: ProgressRelay | None,
+        admitted: bool = False,
+    ) -> bytes:
         """Serialize the success body for ``message`` or raise its GatewayError row.
 
         ``relay`` (a ``tools/call`` with a progressToken from a client accepting SSE) is handed
-        to the backend as ``ToolCall.on_progress``.
+        to the backend as ``ToolCall.on_progress``. ``admitted``: a batch member whose
+        HTTP-level checks :meth:`admit_batch` already ran (rate, concurrency, expiry).
         """
         try:
-            return await self._run(message, turn, relay)
+            return await self._run(message, turn, relay, admitted)
         except GatewayError as err:
             if err.request_id is None:
                 err.request_id = message.id
@@ -158,17 +167,19 @@ class Dispatcher:
                 err.era = message.era
             raise
 
-    async def _run(self, message: McpMessage, turn: Turn, relay: ProgressRelay | None) -> bytes:
+    async def _run(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
         method = message.method
         if method == "tools/call":
-            return await self._call(message, turn, relay)
+            return await self._call(message, turn, relay, admitted)
         result: Any
         if method == "tools/list":
             self._method_policy(turn, method)
             catalog = self._backend.catalog()
             step_up = turn.policy.listing == "step_up"
             tools = [tool for tool in catalog if _listed(turn.decide(tool.name), step_up)]
-            self._expiry(turn)
+            self._expiry(turn, admitted)
             result = tools_list_result(
                 tools,
                 cursor=message.cursor,
@@ -180,7 +191,7 @@ class Dispatcher:
             )
         elif method == "server/discover" and message.era == "modern":
             self._method_policy(turn, method)
-            self._expiry(turn)
+            self._expiry(turn, admitted)
             result = discover_result(
                 server=self._server,
                 has_tools=len(self._backend.catalog()) > 0,
@@ -188,7 +199,7 @@ class Dispatcher:
                 instructions=self._server.instructions,
             )
         elif method == "initialize" and message.era == "legacy":
-            self._expiry(turn)
+            self._expiry(turn, admitted)
             requested = message.params.get("protocolVersion")
             result = initialize_result(
                 requested if isinstance(requested, str) else message.version,
@@ -196,7 +207,7 @@ class Dispatcher:
                 instructions=self._server.instructions,
             )
         elif method == "ping" and message.era == "legacy":
-            self._expiry(turn)
+            self._expiry(turn, admitted)
             result = ping_result()
         else:
             raise MethodNotFound()
@@ -205,7 +216,70 @@ class Dispatcher:
             raise BackendFailure(detail="response over max_response_bytes")
         return body
 
-    async def _call(self, message: McpMessage, turn: Turn, relay: ProgressRelay | None) -> bytes:
+    async def admit_batch(self, messages: tuple[McpMessage, ...], turn: Turn) -> list[Lease]:
+        """Every HTTP-level check of a 2025-03-26 batch, before any member runs.
+
+        A batch is answered as a whole when one member needs a step-up (403), is over a rate
+        limit or concurrency cap (429) or the token expired (401), so those checks run here for
+        every member first: either all of them pass and the members then run without
+        re-checking, or nothing runs. Members that fail with a JSON-RPC row (unknown tool or
+        method) are left to answer their own error entry. Returns the concurrency leases taken
+        (one per distinct capped tool: members run one after another); the caller releases
+        them with :meth:`release_leases`.
+        """
+        catalog = self._backend.catalog()
+        calls: list[str] = []
+        for message in messages:
+            if message.is_notification or message.rejection is not None:
+                continue
+            if message.method == "tools/call":
+                name = message.tool_name or ""
+                decision = turn.decide(name)
+                if catalog.get(name) is None or not decision.visible:
+                    continue  # answered as its own unknown_tool entry
+                if not decision.allowed:
+                    turn.ctx.tool, turn.ctx.decision = name, decision
+                    raise ToolInsufficientScope(
+                        scopes=decision.required_scopes, missing=decision.missing_scopes
+                    )
+                calls.append(name)
+            elif message.method == "tools/list" or (
+                message.method == "server/discover" and message.era == "modern"
+            ):  # the methods with per-method scopes, as in _run
+                self._method_policy(turn, message.method)
+        self._expiry(turn)
+        policy, subject = turn.policy, turn.principal.subject
+        for name in calls:
+            rate = policy.rate_limit(name)
+            if rate is not None:
+                await self.enforce_rate(f"tool:{subject}:{name}", rate[0], rate[1], "tool")
+        held: list[Lease] = []
+        for name in dict.fromkeys(calls):
+            limit = policy.max_concurrency(name)
+            if limit is None:
+                continue
+            lease = await self._leases.acquire(f"tool:{subject}:{name}", limit, self._hold_s(turn))
+            if lease is None:
+                await self.release_leases(held)
+                self._count_limited("tool_concurrency")
+                raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
+            held.append(lease)
+        return held
+
+    @staticmethod
+    async def release_leases(leases: list[Lease]) -> None:
+        for lease in leases:
+            await lease.release()
+
+    @staticmethod
+    def _hold_s(turn: Turn) -> float:
+        # Held at most until the call's deadline (plus grace): a replica that dies mid-call
+        # cannot keep a shared slot (state.backend: redis) longer than that.
+        return turn.deadline + BACKEND_GRACE_S + LEASE_MARGIN_S - time.monotonic()
+
+    async def _call(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
         ctx, principal, policy = turn.ctx, turn.principal, turn.policy
         name = message.tool_name or ""
         ctx.tool = name
@@ -219,23 +293,22 @@ class Dispatcher:
                 scopes=decision.required_scopes, missing=decision.missing_scopes
             )
         key = f"tool:{principal.subject}:{name}"
-        rate = policy.rate_limit(name)
-        if rate is not None:
-            await self.enforce_rate(key, rate[0], rate[1], "tool")
-        limit = policy.max_concurrency(name)
         lease = None
-        if limit is not None:
-            # Held at most until the call's deadline (plus grace): a replica that dies mid-call
-            # cannot keep a shared slot (state.backend: redis) longer than that.
-            hold_s = turn.deadline + BACKEND_GRACE_S + LEASE_MARGIN_S - time.monotonic()
-            lease = await self._leases.acquire(key, limit, hold_s)
-            if lease is None:
-                self._count_limited("tool_concurrency")
-                raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
+        if not admitted:
+            rate = policy.rate_limit(name)
+            if rate is not None:
+                await self.enforce_rate(key, rate[0], rate[1], "tool")
+            limit = policy.max_concurrency(name)
+            if limit is not None:
+                lease = await self._leases.acquire(key, limit, self._hold_s(turn))
+                if lease is None:
+                    self._count_limited("tool_concurrency")
+                    raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
         if self._log_arguments:
             ctx.extra["arguments"] = message.arguments or {}
         try:
-            self._expiry(turn)
+            if not admitted:
+                self._expiry(turn)
             call = ToolCall(
                 tool=tool,
                 arguments=message.arguments or {},
@@ -297,9 +370,10 @@ class Dispatcher:
             )
 
     @staticmethod
-    def _expiry(turn: Turn) -> None:
+    def _expiry(turn: Turn, admitted: bool = False) -> None:
         # Step 16: a token that expired while the request waited is refused before dispatch.
-        if turn.principal.expired():
+        # A batch member was checked once before the first member ran (admit_batch).
+        if not admitted and turn.principal.expired():
             raise InvalidToken()
 
 

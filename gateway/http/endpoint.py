@@ -54,6 +54,7 @@ from gateway.seams import (
     Authenticator,
     AuthRequest,
     Backend,
+    CallRecord,
     ConcurrencyLimiter,
     Observer,
     PolicySource,
@@ -262,13 +263,29 @@ class McpEndpoint:
     async def _batch(self, messages: tuple[McpMessage, ...], turn: Turn) -> web.StreamResponse:
         """2025-03-26 basic/index.mdx §Batching: one JSON array, one response budget.
 
-        Notifications produce no entry; an all-notification batch is 202. JSON-RPC rows become
-        error entries; HTTP-level rows (403 step-up, 429, 401) answer the whole batch.
+        Notifications produce no entry; an all-notification batch is 202. HTTP-level rows (403
+        step-up, 429, 401) answer the whole batch and are checked for every member before any
+        member runs (``Dispatcher.admit_batch``): a batch either runs or does nothing. JSON-RPC
+        rows become error entries. Each ``tools/call`` member leaves one record in
+        ``ctx.calls`` (one audit event each).
         """
         ctx = turn.ctx
         first = messages[0]
         ctx.era, ctx.protocol_version, ctx.method = first.era, first.version, "batch"
         requests = [message for message in messages if not message.is_notification]
+        held = await self._dispatcher.admit_batch(messages, turn)
+        try:
+            parts = await self._run_batch(requests, turn)
+        finally:
+            await self._dispatcher.release_leases(held)
+        if not parts:
+            return web.Response(status=202, headers=_EMPTY_HEADERS)
+        out = b"[" + b",".join(parts) + b"]"
+        ctx.bytes_out = len(out)
+        return web.Response(status=200, body=out, headers=_JSON_HEADERS)
+
+    async def _run_batch(self, requests: list[McpMessage], turn: Turn) -> list[bytes]:
+        ctx = turn.ctx
         # Each pending entry keeps room for its smallest possible answer (a -32603 error), so
         # the array never exceeds the budget however large the earlier results were.
         floors = [len(self._dispatcher.failure_body(message)) + 1 for message in requests]
@@ -277,14 +294,20 @@ class McpEndpoint:
         parts: list[bytes] = []
         for message, floor in zip(requests, floors, strict=True):
             reserved -= floor
+            is_call = message.method == "tools/call"
+            if is_call:
+                ctx.decision, ctx.outcome, ctx.backend_ms = None, None, None
+                ctx.extra.pop("arguments", None)
+            error: GatewayError | None = None
             try:
                 if message.rejection is not None:
                     raise message.rejection
-                body = await self._dispatcher.run(message, turn, relay=None)
+                body = await self._dispatcher.run(message, turn, relay=None, admitted=True)
             except GatewayError as err:
                 if err.jsonrpc_code is None:
                     err.request_id = None  # it answers the whole batch, not this member
                     raise
+                error = err
                 body = error_body(message.id, err.jsonrpc_code, err.message, None)
             fits = room - reserved
             if len(body) + 1 > fits:
@@ -293,11 +316,9 @@ class McpEndpoint:
                     body = self._dispatcher.failure_body(message)
             room -= len(body) + 1
             parts.append(body)
-        if not parts:
-            return web.Response(status=202, headers=_EMPTY_HEADERS)
-        out = b"[" + b",".join(parts) + b"]"
-        ctx.bytes_out = len(out)
-        return web.Response(status=200, body=out, headers=_JSON_HEADERS)
+            if is_call:
+                ctx.calls.append(_call_record(message, ctx, error))
+        return parts
 
     # --- context, errors, observation -------------------------------------------------------
 
@@ -352,6 +373,21 @@ class McpEndpoint:
             histogram.observe(time.monotonic() - started)
         if self._observer is not None:
             self._observer.request_finished(ctx)
+
+
+def _call_record(
+    message: McpMessage, ctx: RequestContext, error: GatewayError | None
+) -> CallRecord:
+    arguments = ctx.extra.get("arguments")
+    return CallRecord(
+        tool=message.tool_name or "",
+        decision=ctx.decision,
+        outcome=ctx.outcome or ("rejected" if error is not None else "ok"),
+        backend_ms=ctx.backend_ms,
+        jsonrpc_code=None if error is None else error.jsonrpc_code,
+        error_row=None if error is None else error.row,
+        arguments=arguments if isinstance(arguments, dict) else None,
+    )
 
 
 def _joined(headers: CIMultiDictProxy[str], name: str) -> str | None:

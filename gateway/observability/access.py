@@ -2,7 +2,8 @@
 
 Pipeline step 18 (docs/architecture.md): once per MCP request, after the response is decided,
 :meth:`GatewayObserver.request_finished` writes exactly one structlog ``mcp.request`` line at INFO,
-updates the request metrics and, for ``tools/call``, emits one audit event.
+updates the request metrics and, for ``tools/call``, emits one audit event (one per
+``tools/call`` member of a 2025-03-26 batch).
 
 What is never written, here or anywhere (architecture invariant 4): the bearer token, secrets,
 raw claim sets, argument values. The principal appears as its subject (as is, or a fingerprint
@@ -32,7 +33,7 @@ from gateway.config import LoggingConfig
 from gateway.observability.audit import AuditEvent, AuditSink, argument_shape
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics, method_label
-from gateway.seams import RequestContext
+from gateway.seams import CallRecord, RequestContext
 
 __all__ = ["ACCESS_EVENT", "GatewayObserver", "subject_fingerprint"]
 
@@ -44,7 +45,8 @@ _MAX_TOOL: Final = 128
 _MAX_VERSION: Final = 32
 
 _AUDITED_METHODS: Final = frozenset({"tools/call", "batch"})
-"""``batch`` (2025-03-26 JSON-RPC batches) carries the last tools/call of the batch in ``ctx``."""
+"""``batch`` (2025-03-26 JSON-RPC batches) lists its tools/call members in ``ctx.calls``; a
+batch refused as a whole (403 step-up) carries the refused call in ``ctx.tool``."""
 
 _tokens: ContextVar[Mapping[str, Token[Any]] | None] = ContextVar(
     "gateway_observer_tokens", default=None
@@ -140,8 +142,13 @@ class GatewayObserver:
             if row is not None:
                 metrics.rejections_total.labels(row).inc()
             self._access_line(ctx, decision, duration_s)
-            if self._audit is not None and ctx.method in _AUDITED_METHODS and ctx.tool is not None:
-                self._audit.emit(self._audit_event(ctx, decision, duration_s), self._wallclock())
+            if self._audit is not None and ctx.method in _AUDITED_METHODS:
+                now = self._wallclock()
+                if ctx.calls:  # a batch: one event per tools/call member
+                    for call in ctx.calls:
+                        self._audit.emit(self._batch_event(ctx, call, duration_s), now)
+                elif ctx.tool is not None:
+                    self._audit.emit(self._audit_event(ctx, decision, duration_s), now)
         finally:
             self._unbind()
 
@@ -226,6 +233,31 @@ class GatewayObserver:
             error_row=ctx.error_row,
             token_fp=None if principal is None else principal.fingerprint,
             arguments=argument_shape(arguments) if isinstance(arguments, Mapping) else None,
+        )
+
+    def _batch_event(self, ctx: RequestContext, call: CallRecord, duration_s: float) -> AuditEvent:
+        principal = ctx.principal
+        dec = call.decision
+        decision: DecisionLabel = "none" if dec is None else ("allow" if dec.allowed else "deny")
+        arguments = call.arguments if self._log_arguments else None
+        return AuditEvent(
+            request_id=ctx.request_id,
+            trace_id=ctx.trace_id,
+            subject=None if principal is None else self._subject(principal.subject),
+            client_id=None if principal is None else principal.client_id,
+            tool=call.tool[:_MAX_TOOL],
+            decision=decision,
+            rule=None if dec is None else dec.rule,
+            missing_scopes=() if dec is None else dec.missing_scopes,
+            outcome=call.outcome,
+            # The batch's duration: members run one after another inside one HTTP request.
+            duration_ms=round(duration_s * 1000.0, 3),
+            backend_ms=None if call.backend_ms is None else round(call.backend_ms, 3),
+            status=ctx.status,
+            jsonrpc_code=call.jsonrpc_code,
+            error_row=call.error_row,
+            token_fp=None if principal is None else principal.fingerprint,
+            arguments=argument_shape(arguments) if arguments is not None else None,
         )
 
     @staticmethod
