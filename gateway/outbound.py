@@ -28,6 +28,7 @@ __all__ = [
     "Outbound",
     "OutboundConnectionError",
     "OutboundError",
+    "OutboundInvalidRequest",
     "OutboundRedirect",
     "OutboundTimeout",
     "Response",
@@ -57,6 +58,12 @@ class OutboundRedirect(OutboundError):
 
 class ResponseTooLarge(OutboundError):
     pass
+
+
+class OutboundInvalidRequest(OutboundError):
+    """The request could not be built (an invalid URL, credentials both in the URL and in a
+    header, an unencodable header). Callers map it like any other outbound failure (503 /
+    tool error), never to a 500: a discovered or configured URL is input like any other."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,8 +235,14 @@ class Outbound:
                         data=body if body is not None else data,
                         allow_redirects=False,
                     )
+                except aiohttp.InvalidURL as exc:
+                    raise OutboundInvalidRequest("invalid request URL") from exc
                 except aiohttp.ClientError as exc:
                     raise OutboundConnectionError("connection failed") from exc
+                except (ValueError, TypeError) as exc:
+                    # aiohttp builds the request before connecting and raises plain ValueError
+                    # e.g. for "user@host" URLs combined with an Authorization header.
+                    raise OutboundInvalidRequest("request could not be built") from exc
                 streaming: StreamingResponse | None = None
                 try:
                     if 300 <= response.status < 400:

@@ -11,8 +11,9 @@ specification gives clients (2025-11-25 §Authorization Server Metadata Discover
 Without a path only 1 and 2 exist. A 4xx moves on to the next URL; a network error, a 5xx, a
 redirect or a malformed document stops discovery (it is retried later). A document is accepted
 only if (RFC 8414 §3.3) its ``issuer`` equals the configured issuer *exactly*, and its
-``introspection_endpoint`` is https (plain http only for loopback with ``allow_insecure_http``)
-and on the issuer's origin; an endpoint elsewhere must be configured explicitly.
+``introspection_endpoint`` is https (plain http only for loopback with ``allow_insecure_http``),
+on the issuer's origin, and carries no userinfo or fragment; an endpoint elsewhere must be
+configured explicitly.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
+
+from yarl import URL
 
 from gateway.config import IssuerConfig, is_loopback_url
 from gateway.outbound import Outbound, OutboundError
@@ -79,25 +82,41 @@ def metadata_urls(issuer: str) -> list[str]:
     return urls
 
 
-def _origin(url: str) -> tuple[str, str, int | None]:
-    parts = urlsplit(url)
-    port = parts.port
-    if port is None:
-        port = 443 if parts.scheme == "https" else 80 if parts.scheme == "http" else None
-    return parts.scheme.lower(), (parts.hostname or "").lower(), port
+def _parsed(url: str) -> URL:
+    # yarl, not urlsplit: the checks must see the URL exactly as aiohttp will connect to it
+    # (no parser differential between the check and the request).
+    if any(ch <= " " or ch in "\\\x7f" for ch in url):
+        raise ValueError("whitespace, control characters or backslashes")
+    return URL(url)
+
+
+def _origin(url: URL) -> tuple[str, str, int | None]:
+    return url.scheme.lower(), (url.host or "").lower(), url.port
 
 
 def check_endpoint(endpoint: object, config: IssuerConfig) -> str:
-    """Validate a discovered introspection endpoint; return it or raise DiscoveryFailed."""
+    """Validate a discovered introspection endpoint; return it or raise DiscoveryFailed.
+
+    The documented policy (docs/configuration.md, ``issuer``): an absolute https URL (plain http
+    only for loopback with ``allow_insecure_http``) on the issuer's exact origin (scheme, host,
+    port), without userinfo (``user@host``: credentials never travel in URLs, and aiohttp would
+    turn them into an ``Authorization`` header) and without a fragment.
+    """
     if not isinstance(endpoint, str) or not endpoint:
         raise DiscoveryFailed("issuer metadata has no introspection_endpoint")
     try:
-        scheme, host, _ = _origin(endpoint)
-        same_origin = _origin(endpoint) == _origin(config.url)
-    except ValueError as exc:
+        url = _parsed(endpoint)
+        origin = _origin(url)
+        same_origin = origin == _origin(_parsed(config.url))
+    except (ValueError, TypeError) as exc:
         raise DiscoveryFailed("introspection_endpoint is not a valid URL") from exc
-    if not host or urlsplit(endpoint).fragment:
+    scheme, host, _ = origin
+    if not url.absolute or not host:
         raise DiscoveryFailed("introspection_endpoint is not an absolute URL")
+    if url.raw_user is not None or url.raw_password is not None or "@" in url.raw_authority:
+        raise DiscoveryFailed("introspection_endpoint must not contain userinfo")
+    if url.raw_fragment or "#" in endpoint:
+        raise DiscoveryFailed("introspection_endpoint must not contain a fragment")
     if scheme != "https" and not (
         scheme == "http" and config.allow_insecure_http and is_loopback_url(endpoint)
     ):

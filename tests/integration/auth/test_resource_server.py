@@ -242,6 +242,36 @@ class TestDiscovery:
         rs = await make_rs()
         assert not rs.ready
 
+    @pytest.mark.parametrize(
+        "shape",
+        ["http://evil@{host}/introspect", "http://{host}/introspect#frag",
+         "http://u:p@{host}/introspect", "http://{host}\\@evil.example/introspect"],
+        ids=["userinfo", "fragment", "user and password", "backslash"],
+    )  # fmt: skip
+    async def test_an_endpoint_with_userinfo_or_a_fragment_is_refused(
+        self, stub: IssuerStub, make_rs: MakeRS, shape: str
+    ) -> None:
+        stub.introspection_endpoint = shape.format(host=stub.base_url.split("//", 1)[1])
+        stub.grant(TOKEN)
+        rs = await make_rs()
+        assert not rs.ready
+        assert rs.last_error is not None and "introspection_endpoint" in rs.last_error
+        with pytest.raises(IssuerUnavailable):
+            await rs.authenticate(req())
+        assert stub.introspection_calls == 0
+
+    async def test_an_endpoint_that_cannot_be_requested_is_503_never_a_crash(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        # A configured endpoint skips the discovery rules; aiohttp refuses to combine URL
+        # credentials with the Basic client authentication header (a ValueError, not a
+        # ClientError): the outbound layer maps it to an outbound failure, hence 503.
+        stub.grant(TOKEN)
+        host = stub.base_url.split("//", 1)[1]
+        rs = await make_rs(introspection_endpoint=f"http://evil@{host}/introspect")
+        with pytest.raises(IssuerUnavailable):
+            await rs.authenticate(req())
+
     async def test_discovery_is_retried_until_the_issuer_answers(
         self, stub: IssuerStub, make_rs: MakeRS
     ) -> None:

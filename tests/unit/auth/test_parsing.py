@@ -86,9 +86,13 @@ class TestEndpointRules:
         "endpoint",
         [None, "", 5, "http://id.example.com/introspect", "https://evil.example.com/introspect",
          "https://id.example.com:8443/introspect", "https://id.example.com.evil.com/x",
-         "/introspect", "https://id.example.com:bad/x"],
+         "/introspect", "https://id.example.com:bad/x", "https://evil@id.example.com/x",
+         "https://a:b@id.example.com/x", "https://id.example.com/x#f", "https://id.example.com/x#",
+         "https://id.example.com\\@evil.example/x", "https://id.example.com/in trospect",
+         "https://id.example.com/x\n", "https://[::1/x"],
         ids=["missing", "empty", "not a string", "plain http", "other host", "other port",
-             "suffix host", "relative", "bad port"],
+             "suffix host", "relative", "bad port", "userinfo", "user and password", "fragment",
+             "empty fragment", "backslash", "space", "newline", "bad ipv6"],
     )  # fmt: skip
     def test_other_endpoints_are_refused(self, endpoint: object) -> None:
         with pytest.raises(DiscoveryFailed):
