@@ -7,7 +7,11 @@
    cost of an authenticated request; a fresh negative entry is 401 without an issuer call;
 3. a flight already introspecting the same token is joined (single-flight);
 4. otherwise the per-client-IP failed-authentication budget is checked (429 without an issuer
-   call once exhausted, so token spraying cannot become an introspection flood);
+   call once exhausted, so token spraying cannot become an introspection flood; one *probe*
+   per ``failed_auth_probe_interval_s`` still goes through, so a valid token sharing the
+   address with a guesser gets in). The budget is charged once per issuer refusal, to the
+   client whose request started the introspection: requests that joined the flight, cached
+   tokens, malformed tokens and negative-cache hits cost the issuer nothing and are free;
 5. introspection (:mod:`.introspection`) and claim checks (:mod:`.claims`); the outcome is
    cached. An issuer that answers 400 with an error naming the token (``invalid_token``,
    ``unsupported_token_type``) refused the token: 401, charged like any refusal. An issuer fault
@@ -30,6 +34,7 @@ from typing import Any, Final
 
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidToken, IssuerUnavailable, RateLimited
+from gateway.limits.keys import client_key
 from gateway.limits.memory import MemoryRateLimiter, retry_after_seconds
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
@@ -101,7 +106,8 @@ class ResourceServer:
         self._cache = TokenCache(config.issuer.cache)
         self._flights: SingleFlight[_Outcome] = SingleFlight()
         self._introspector = Introspector(config.issuer, outbound, clock=clock)
-        self._blocked: OrderedDict[str, float] = OrderedDict()
+        self._blocked: OrderedDict[str, tuple[float, float]] = OrderedDict()
+        """Over-budget client keys -> (blocked until, next probe allowed at)."""
         self._metadata: IssuerMetadata | None = None
         if config.issuer.introspection_endpoint is not None:
             # An explicitly configured endpoint skips discovery (and its origin rule).
@@ -212,7 +218,7 @@ class ResourceServer:
         try:
             token = extract_bearer(request)
         except InvalidToken as exc:
-            await self._failed(request.client_ip, exc, None)
+            self._rejected(request.client_ip, exc, None)
             raise
         key, fingerprint = token_digest(token)
         found = self._cache.lookup(key, self._clock())
@@ -222,21 +228,24 @@ class ResourceServer:
         if found.negative:
             self._count_cache("hit")
             refused = InvalidToken(detail="refused earlier (negative cache)")
-            await self._failed(request.client_ip, refused, fingerprint)
+            self._rejected(request.client_ip, refused, fingerprint)
             raise refused
         flight = self._flights.joining(key)
         if flight is not None:
             self._count_cache("coalesced")
         else:
-            self._check_budget(request.client_ip, fingerprint)
+            budget_key = client_key(request.client_ip)
+            self._check_budget(budget_key, request.client_ip, fingerprint)
             self._count_cache("miss")
-            flight = self._flights.start(key, lambda: self._resolve(token, key, fingerprint))
+            flight = self._flights.start(
+                key, lambda: self._resolve(token, key, fingerprint, budget_key)
+            )
         outcome = await asyncio.shield(flight)
         if isinstance(outcome, Principal):
             return outcome
         error = _fresh(outcome)
         if isinstance(error, InvalidToken):
-            await self._failed(request.client_ip, error, fingerprint)
+            self._rejected(request.client_ip, error, fingerprint)
         raise error
 
     def challenge(self, error: GatewayError) -> str | None:
@@ -256,9 +265,13 @@ class ResourceServer:
 
     # --- internals ----------------------------------------------------------------------------
 
-    async def _resolve(self, token: str, key: bytes, fingerprint: str) -> _Outcome:
+    async def _resolve(self, token: str, key: bytes, fingerprint: str, budget_key: str) -> _Outcome:
         """The shared cache (when on), else one introspection + claim check. Runs as a single
-        flight per replica; with the shared cache, as one flight across replicas (the claim)."""
+        flight per replica; with the shared cache, as one flight across replicas (the claim).
+
+        A refusal is charged once to the failed-auth budget of the client that started the
+        flight, however many requests joined it (``budget_key``: its :func:`client_key`).
+        """
         entry, claimed = await self._sharing.lookup(
             key, self._issuer.timeout_s + SHARED_CLAIM_MARGIN_S
         )
@@ -268,13 +281,13 @@ class ResourceServer:
                 self._cache, key, entry.principal, fingerprint, entry.fresh_until
             )
             return outcome
-        outcome, shareable = await self._introspect(token, key, fingerprint)
+        outcome, shareable = await self._introspect(token, key, fingerprint, budget_key)
         if claimed:
             await self._sharing.publish(key, shareable)
         return outcome
 
     async def _introspect(
-        self, token: str, key: bytes, fingerprint: str
+        self, token: str, key: bytes, fingerprint: str, budget_key: str
     ) -> tuple[_Outcome, CachedPrincipal | None]:
         """One introspection + claim check: the outcome, and what may be shared with replicas."""
         metadata = self._metadata
@@ -294,7 +307,7 @@ class ResourceServer:
             _log.info("token_refused_by_issuer", fingerprint=fingerprint,
                       status=exc.status, error=exc.error)  # fmt: skip
             refused = InvalidToken(detail=f"issuer answered {exc.status} {exc.error}")
-            return self._refused(key, refused), None
+            return await self._refused(key, refused, budget_key), None
         except IntrospectionFailed as exc:
             self._observe(exc.result, started)
             if exc.result == "client_auth_rejected":
@@ -307,7 +320,7 @@ class ResourceServer:
             principal = check_claims(doc, self._rules, now=now, fingerprint=fingerprint)
         except InvalidToken as exc:
             self._observe("inactive" if doc.get("active") is False else "rejected", started)
-            return self._refused(key, exc), None
+            return await self._refused(key, exc, budget_key), None
         self._observe("active", started)
         return await self._sharing.admit(self._cache, key, principal, fingerprint)
 
@@ -323,10 +336,11 @@ class ResourceServer:
             return metadata.introspection_endpoint
         return metadata.issuer
 
-    def _refused(self, key: bytes, error: InvalidToken) -> _Outcome:
+    async def _refused(self, key: bytes, error: InvalidToken, budget_key: str) -> _Outcome:
         # A refusal ends any earlier acceptance (revocation), cached or stale.
         self._cache.forget(key)
         self._cache.store_negative(key, self._clock())
+        await self._charge(budget_key)
         return error
 
     def _issuer_down(
@@ -347,35 +361,59 @@ class ResourceServer:
                      status=status, error=error)  # fmt: skip
         return IssuerUnavailable(retry_after=ISSUER_RETRY_AFTER_S, detail=reason)
 
-    def _check_budget(self, client_ip: str, fingerprint: str) -> None:
-        until = self._blocked.get(client_ip)
-        if until is None:
+    def _check_budget(self, budget_key: str, client_ip: str, fingerprint: str) -> None:
+        """Let an uncached token from ``budget_key`` be introspected, or raise 429.
+
+        Within budget: always. Over budget: one *probe* introspection per
+        ``failed_auth_probe_interval_s`` still goes through, so a valid token from an address
+        that another caller exhausted (a shared NAT, a proxy without ``trusted_proxies``) gets
+        in within a few retries; everything else is 429 until the next probe slot.
+        """
+        blocked = self._blocked.get(budget_key)
+        if blocked is None:
             return
+        until, next_probe = blocked
         now = self._clock()
         if now >= until:
-            del self._blocked[client_ip]
+            del self._blocked[budget_key]
+            return
+        interval = self._issuer.failed_auth_probe_interval_s
+        if interval > 0 and now >= next_probe:
+            self._blocked[budget_key] = (until, now + interval)
+            _log.info("failed_auth_probe", client_ip=client_ip, fingerprint=fingerprint)
             return
         if self._metrics is not None:
             self._metrics.rate_limited_total.labels(scope="failed_auth").inc()
         _log.info("failed_auth_budget_exhausted", client_ip=client_ip, fingerprint=fingerprint)
+        wait = min(until, next_probe) - now if interval > 0 else until - now
         raise RateLimited(
-            retry_after=retry_after_seconds(until - now), detail="failed-auth budget exhausted"
+            retry_after=retry_after_seconds(wait), detail="failed-auth budget exhausted"
         )
 
-    async def _failed(self, client_ip: str, error: InvalidToken, fingerprint: str | None) -> None:
-        """Log a refused token and charge it to the client IP's failed-auth budget."""
+    def _rejected(self, client_ip: str, error: InvalidToken, fingerprint: str | None) -> None:
         _log.info(
             "token_rejected", reason=error.detail, fingerprint=fingerprint, client_ip=client_ip
         )
+
+    async def _charge(self, budget_key: str) -> None:
+        """Charge one issuer refusal to ``budget_key``'s failed-auth budget."""
         rate = self._issuer.failed_auth_rate
         if rate is None:
             return
-        wait = await self._limiter.hit("authfail:" + client_ip, rate.count, rate.per_s)
-        if wait is not None:
-            self._blocked[client_ip] = self._clock() + wait
-            self._blocked.move_to_end(client_ip)
-            while len(self._blocked) > MAX_BLOCKED_IPS:
-                self._blocked.popitem(last=False)
+        wait = await self._limiter.hit("authfail:" + budget_key, rate.count, rate.per_s)
+        if wait is None:
+            return
+        now = self._clock()
+        previous = self._blocked.get(budget_key)
+        # A fresh block probes one interval from now; an extended one keeps its next probe.
+        if previous is None:
+            next_probe = now + self._issuer.failed_auth_probe_interval_s
+        else:
+            next_probe = previous[1]
+        self._blocked[budget_key] = (now + wait, next_probe)
+        self._blocked.move_to_end(budget_key)
+        while len(self._blocked) > MAX_BLOCKED_IPS:
+            self._blocked.popitem(last=False)
 
     def _count_cache(self, outcome: str) -> None:
         if self._metrics is not None:

@@ -75,6 +75,7 @@ def build_issuer(b: Builder, ri: dict[str, Any]) -> IssuerConfig:
             canonical_uri(a) if urlsplit(a).netloc else a for a in ri.get("audiences", [])
         ),
         cache=CacheConfig(**rc),
+        failed_auth_probe_interval_s=float(ri.get("failed_auth_probe_interval_s", 5.0)),
         **(
             {"failed_auth_rate": parse_rate(ri["failed_auth_rate"])}
             if "failed_auth_rate" in ri

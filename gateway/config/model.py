@@ -104,6 +104,9 @@ class IssuerConfig:
     cache: CacheConfig = field(default_factory=CacheConfig)
     failed_auth_rate: Rate | None = Rate(30, 60.0)
     """Per client IP budget of failed authentications before 429 (protects the issuer)."""
+    failed_auth_probe_interval_s: float = 5.0
+    """Over budget, one uncached token per client IP per interval is still introspected, so a
+    valid caller sharing an address with a guesser gets in; 0 disables the probes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +174,35 @@ class Limits:
     pre_auth_rate: Rate | None = Rate(1200, 60.0)
     principal_rate: Rate | None = Rate(600, 60.0)
     json: JsonLimits = field(default_factory=JsonLimits)
+    max_in_flight_per_principal: int | None = None
+    """None: a quarter of ``max_in_flight`` (see :attr:`principal_in_flight`)."""
+    max_in_flight_per_ip: int | None = None
+    """None: a quarter of ``max_in_flight`` (see :attr:`ip_in_flight`)."""
+    header_timeout_s: float = 10.0
+    keepalive_timeout_s: float = 15.0
+    max_header_bytes: int = 32_768
+    max_connections: int = 1024
+    max_connections_per_ip: int | None = None
+    """None: a quarter of ``max_connections`` (see :attr:`ip_connections`)."""
+
+    @property
+    def principal_in_flight(self) -> int:
+        """In-flight MCP requests one principal may hold (explicit, or max_in_flight / 4)."""
+        return self.max_in_flight_per_principal or _quarter(self.max_in_flight)
+
+    @property
+    def ip_in_flight(self) -> int:
+        """In-flight MCP requests one client IP may hold (explicit, or max_in_flight / 4)."""
+        return self.max_in_flight_per_ip or _quarter(self.max_in_flight)
+
+    @property
+    def ip_connections(self) -> int:
+        """Open connections one TCP peer may hold (explicit, or max_connections / 4)."""
+        return self.max_connections_per_ip or _quarter(self.max_connections)
+
+
+def _quarter(total: int) -> int:
+    return max(1, total // 4)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,8 @@ Pure checks plus one bounded body reader, each raising the status-table row it e
 - :func:`read_body` — the body cap, from ``Content-Length`` before reading and on the running total
   while streaming (chunked), 413 as soon as the cap is passed.
 - :func:`client_ip` — the caller's address, trusted-proxy aware (right-most untrusted hop of
-  ``X-Forwarded-For``).
+  ``X-Forwarded-For``); :func:`warn_untrusted_proxy` tells the operator, once, when a proxy on a
+  private address forwards requests but ``trusted_proxies`` is empty.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Final
 from aiohttp import web
 
 from gateway.errors import BodyTooLarge, NotAcceptable, OriginForbidden, UnsupportedMediaType
+from gateway.observability.logging import get_logger
 
 __all__ = [
     "AcceptInfo",
@@ -33,12 +35,15 @@ __all__ = [
     "check_origin",
     "client_ip",
     "read_body",
+    "warn_untrusted_proxy",
 ]
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 JSON_TYPE: Final = "application/json"
 SSE_TYPE: Final = "text/event-stream"
+_log = get_logger("gateway.http")
+
 MAX_ACCEPT_RANGES: Final = 32
 """Media ranges examined per Accept header; more is not a real client and is refused (406)."""
 
@@ -227,3 +232,29 @@ def _unmapped(
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         return address.ipv4_mapped
     return address
+
+
+def warn_untrusted_proxy(peer: str | None) -> bool:
+    """Warn (the caller rate-limits it) that ``X-Forwarded-For`` arrives from a
+    private or loopback peer while ``trusted_proxies`` is empty; return whether it warned.
+
+    Such a peer is almost certainly the operator's reverse proxy: every client then shares the
+    proxy's address for the per-IP limits (pre-auth rate, failed-auth budget, in-flight and
+    connection caps), so one caller's bad tokens can lock everybody out.
+    """
+    if peer is None:
+        return False
+    try:
+        address = _unmapped(ipaddress.ip_address(peer))
+    except ValueError:
+        return False
+    if not (address.is_private or address.is_loopback):
+        return False
+    _log.warning(
+        "trusted_proxies_unset",
+        peer=str(address),
+        hint="requests carry X-Forwarded-For from a private address but trusted_proxies is "
+        "empty: every client shares this address for the per-IP limits; list the proxy "
+        "in trusted_proxies",
+    )
+    return True

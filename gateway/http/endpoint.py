@@ -40,10 +40,18 @@ from gateway.errors import (
     OverCapacity,
     RequestTimeout,
 )
-from gateway.http.admission import accepts, check_content_type, check_origin, client_ip, read_body
+from gateway.http.admission import (
+    accepts,
+    check_content_type,
+    check_origin,
+    client_ip,
+    read_body,
+    warn_untrusted_proxy,
+)
 from gateway.http.dispatch import Dispatcher, Turn
 from gateway.http.errors import internal_error, render_error
 from gateway.http.progress import ProgressRelay
+from gateway.limits.keys import client_key
 from gateway.observability.metrics import Metrics, method_label
 from gateway.observability.tracing import trace_context
 from gateway.protocol.classify import classify
@@ -62,10 +70,12 @@ from gateway.seams import (
     RequestContext,
 )
 
-__all__ = ["McpEndpoint"]
+__all__ = ["PROXY_WARNING_INTERVAL_S", "McpEndpoint"]
 
 _JSON_HEADERS: Final = {"Content-Type": "application/json", "Cache-Control": "no-store"}
 _EMPTY_HEADERS: Final = {"Cache-Control": "no-store"}
+PROXY_WARNING_INTERVAL_S: Final = 3600.0
+"""How often ``trusted_proxies_unset`` may be logged (see admission.warn_untrusted_proxy)."""
 
 
 class McpEndpoint:
@@ -110,6 +120,7 @@ class McpEndpoint:
         self._origins = config.allowed_origins | {config.public_origin.lower()}
         self._trusted = config.trusted_proxies
         self._in_flight = 0
+        self._proxy_warn_at = 0.0
         self._request_children: dict[tuple[str, str, str], Any] = {}
         self._duration_children: dict[str, Any] = {}
         self._dispatcher = Dispatcher(
@@ -169,7 +180,7 @@ class McpEndpoint:
         ip = ctx.client_ip
         if self._pre_auth is not None:  # step 4
             await self._dispatcher.enforce_rate(
-                f"ip:{ip}", self._pre_auth.count, self._pre_auth.per_s, "ip"
+                f"ip:{client_key(ip)}", self._pre_auth.count, self._pre_auth.per_s, "ip"
             )
         principal = await self._auth.authenticate(  # steps 5-7
             AuthRequest(
@@ -328,7 +339,16 @@ class McpEndpoint:
         rid = self._request_id(request) if self._request_id is not None else None
         peer = request.transport.get_extra_info("peername") if request.transport else None
         peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
-        ip = client_ip(peer_ip, headers.getall("X-Forwarded-For", ()), self._trusted)
+        forwarded = headers.getall("X-Forwarded-For", ())
+        # The first such request after start, then at most once an hour.
+        if (
+            forwarded
+            and not self._trusted
+            and started >= self._proxy_warn_at
+            and warn_untrusted_proxy(peer_ip)
+        ):
+            self._proxy_warn_at = started + PROXY_WARNING_INTERVAL_S
+        ip = client_ip(peer_ip, forwarded, self._trusted)
         return RequestContext(
             request_id=rid or os.urandom(16).hex(),
             trace_id=trace.trace_id,

@@ -119,6 +119,7 @@ class TestEveryKeyRoundTrips:
         assert (i.cache.max_ttl_s, i.cache.negative_ttl_s, i.cache.max_entries) == (30, 5, 5000)
         assert (i.cache.negative_max_entries, i.cache.stale_if_error_s) == (500, 20)
         assert i.failed_auth_rate == Rate(10, 60.0)
+        assert i.failed_auth_probe_interval_s == 2.0
 
         b = c.backend
         assert (b.url, b.allow_insecure_http) == ("http://10.1.2.3:9000/mcp", True)
@@ -157,6 +158,9 @@ class TestEveryKeyRoundTrips:
         assert (lim.request_deadline_s, lim.drain_timeout_s) == (30, 4)
         assert lim.pre_auth_rate == Rate(100, 1.0)
         assert lim.principal_rate is None  # null disables the limit
+        assert (lim.principal_in_flight, lim.ip_in_flight) == (8, 32)
+        assert (lim.header_timeout_s, lim.keepalive_timeout_s) == (5.0, 30.0)
+        assert (lim.max_header_bytes, lim.max_connections, lim.ip_connections) == (65536, 500, 20)
         assert (lim.json.max_depth, lim.json.max_members, lim.json.max_array_length) == (
             16,
             128,
@@ -204,6 +208,12 @@ class TestEveryKeyRoundTrips:
         assert c.backend.credential.token.reveal() == "backend-token"
         assert c.limits.drain_timeout_s == 10.0
         assert c.limits.max_body_bytes == 65_536
+        # Per-caller shares default to a quarter of the replica-wide caps.
+        assert (c.limits.principal_in_flight, c.limits.ip_in_flight) == (64, 64)
+        assert (c.limits.max_connections, c.limits.ip_connections) == (1024, 256)
+        assert (c.limits.header_timeout_s, c.limits.keepalive_timeout_s) == (10.0, 15.0)
+        assert c.limits.max_header_bytes == 32_768
+        assert c.issuer.failed_auth_probe_interval_s == 5.0
         assert c.issuer.client_auth == "client_secret_basic"
         assert c.issuer.cache.max_ttl_s == 60
         assert c.trusted_proxies == ()

@@ -190,3 +190,94 @@ class TestFailedAuthBudget:
         clock.advance(121)
         with pytest.raises(InvalidToken):
             await rs.authenticate(req("spray-later", ip="198.51.100.7"))
+
+    async def test_concurrent_retries_of_one_bad_token_are_charged_once(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.revoke(TOKEN)
+        stub.fault, stub.slow_s = "slow", 0.2  # all 100 join the one flight
+        rs = await make_rs(failed_auth_rate=Rate(3, 60.0))
+        results = await asyncio.gather(
+            *(rs.authenticate(req(ip="198.51.100.7")) for _ in range(100)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(r, InvalidToken) for r in results)
+        assert stub.introspection_calls == 1
+        stub.fault = None
+        # One charge of three: two more distinct bad tokens are still answered by the issuer.
+        for n in range(2):
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req(f"other-{n}", ip="198.51.100.7"))
+        assert stub.introspection_calls == 3
+
+    async def test_malformed_tokens_and_negative_cache_hits_cost_no_budget(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        stub.revoke(TOKEN)
+        rs = await make_rs(failed_auth_rate=Rate(2, 60.0), cache=CacheConfig(negative_ttl_s=30))
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req(ip="198.51.100.7"))  # one charge: the issuer refused
+        for _ in range(20):
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req(ip="198.51.100.7"))  # negative-cache hit
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req("bad token with spaces", ip="198.51.100.7"))
+        stub.grant("fresh-valid")
+        assert (await rs.authenticate(req("fresh-valid", ip="198.51.100.7"))).subject == "alice"
+        assert stub.introspection_calls == 2
+
+    async def test_a_valid_token_gets_through_an_exhausted_budget_at_the_next_probe(
+        self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock, metrics: Metrics
+    ) -> None:
+        clock.now = (clock.now // 60 + 1) * 60  # at a window start: the block lasts 60 s
+        rs = await make_rs(failed_auth_rate=Rate(3, 60.0), failed_auth_probe_interval_s=5.0)
+        for n in range(4):  # a guesser on the shared address spends the whole budget
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req(f"spray-{n}", ip="198.51.100.7"))
+        stub.grant("fresh-valid", sub="bob")
+        with pytest.raises(RateLimited) as info:
+            await rs.authenticate(req("fresh-valid", ip="198.51.100.7"))
+        # Retry-After points at the next probe, not at the end of the minute.
+        assert info.value.retry_after == 5
+        calls = stub.introspection_calls
+        clock.advance(5)
+        principal = await rs.authenticate(req("fresh-valid", ip="198.51.100.7"))
+        assert principal.subject == "bob"
+        assert stub.introspection_calls == calls + 1
+        # Now cached: no budget applies to it any more, while new guesses still wait.
+        assert (await rs.authenticate(req("fresh-valid", ip="198.51.100.7"))).subject == "bob"
+        with pytest.raises(RateLimited):
+            await rs.authenticate(req("spray-next", ip="198.51.100.7"))
+        # A probe that the issuer refuses is charged and answered 401 like any refusal.
+        clock.advance(5)
+        with pytest.raises(InvalidToken):
+            await rs.authenticate(req("spray-probe", ip="198.51.100.7"))
+        with pytest.raises(RateLimited):
+            await rs.authenticate(req("spray-after", ip="198.51.100.7"))
+
+    async def test_with_probes_disabled_the_block_lasts_until_the_budget_recovers(
+        self, stub: IssuerStub, make_rs: MakeRS, clock: FakeClock
+    ) -> None:
+        clock.now = (clock.now // 60 + 1) * 60  # at a window start: the block lasts 60 s
+        rs = await make_rs(failed_auth_rate=Rate(2, 60.0), failed_auth_probe_interval_s=0.0)
+        for n in range(3):
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req(f"spray-{n}", ip="198.51.100.7"))
+        stub.grant("fresh-valid")
+        for _ in range(3):
+            clock.advance(10)
+            with pytest.raises(RateLimited) as info:
+                await rs.authenticate(req("fresh-valid", ip="198.51.100.7"))
+        assert info.value.retry_after is not None and info.value.retry_after > 5
+
+    async def test_ipv6_clients_share_one_budget_per_64(
+        self, stub: IssuerStub, make_rs: MakeRS
+    ) -> None:
+        rs = await make_rs(failed_auth_rate=Rate(2, 60.0))
+        for n, ip in enumerate(["2001:db8:1:2::1", "2001:db8:1:2:ffff::9", "2001:db8:1:2::3"]):
+            with pytest.raises(InvalidToken):
+                await rs.authenticate(req(f"spray-{n}", ip=ip))
+        with pytest.raises(RateLimited):
+            await rs.authenticate(req("spray-3", ip="2001:db8:1:2:abcd::77"))
+        with pytest.raises(InvalidToken):  # another /64 has its own budget
+            await rs.authenticate(req("spray-4", ip="2001:db8:1:3::1"))

@@ -1,0 +1,41 @@
+"""The client key every per-IP limit counts under (pre-auth rate, failed-auth budget, in-flight
+and connection caps).
+
+IPv4 addresses count one by one. IPv6 clients are counted by their **/64** prefix: a /64 is the
+smallest network an ISP or cloud assigns to one subscriber or host (RFC 6177, RFC 7421), and any
+host in it can pick fresh addresses at will (privacy addresses, RFC 8981), so keying by the full
+address would give one client 2^64 budgets. An IPv4-mapped IPv6 address (``::ffff:a.b.c.d``,
+how a dual-stack listener reports IPv4 peers) counts as its IPv4 address. Logs keep the full
+address; only limiter keys are widened.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+from typing import Final
+
+__all__ = ["IPV6_PREFIX", "client_key"]
+
+IPV6_PREFIX: Final = 64
+
+
+def client_key(ip: str) -> str:
+    """The per-IP limiter key for ``ip``: the address for IPv4, the /64 network for IPv6.
+
+    Anything that is not an IP address (``unknown``) is returned unchanged.
+    """
+    if ":" not in ip:
+        return ip  # IPv4 (or "unknown"): the fast path, no parsing
+    return _ipv6_key(ip)
+
+
+@functools.lru_cache(maxsize=4096)
+def _ipv6_key(ip: str) -> str:
+    try:
+        address = ipaddress.IPv6Address(ip.partition("%")[0])  # drop a zone id (fe80::1%eth0)
+    except ValueError:
+        return ip
+    if address.ipv4_mapped is not None:
+        return str(address.ipv4_mapped)
+    return str(ipaddress.IPv6Network((address, IPV6_PREFIX), strict=False))
