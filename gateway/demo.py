@@ -31,7 +31,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from gateway.app import GatewayServer
 from gateway.config import load_config
@@ -284,8 +284,21 @@ async def _run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     if getattr(args, "demo_command", None) == "token":
         return _cmd_token(args)
-    configure(args.log_format, args.log_level)
+    log_format, log_level = log_settings(args)
+    configure(log_format, log_level)
     return asyncio.run(_run(args))
+
+
+LogFormat = Literal["json", "console"]
+LogLevel = Literal["debug", "info", "warning", "error"]
+
+
+def log_settings(args: argparse.Namespace) -> tuple[LogFormat, LogLevel]:
+    """``--log-format`` / ``--log-level`` given before or after ``demo`` (argparse has checked
+    the choices); the demo's defaults (readable console lines, info) otherwise."""
+    log_format: LogFormat = getattr(args, "log_format", "console")
+    log_level: LogLevel = getattr(args, "log_level", "info")
+    return log_format, log_level
 
 
 def _cmd_token(args: argparse.Namespace) -> int:
@@ -359,8 +372,20 @@ def register(subparsers: Any) -> None:
     demo.add_argument(
         "--force-non-loopback", action="store_true", help="allow a non-loopback --host (unsafe)"
     )
-    demo.add_argument("--log-format", choices=("json", "console"), default="console")
-    demo.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    # SUPPRESS: a value given before the subcommand (``mcp-gateway --log-format json demo``)
+    # must not be overwritten by this subparser's default (see log_settings).
+    demo.add_argument(
+        "--log-format",
+        choices=("json", "console"),
+        default=argparse.SUPPRESS,
+        help="console (default for the demo) or json lines",
+    )
+    demo.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default=argparse.SUPPRESS,
+        help="minimum level (default info)",
+    )
     demo.set_defaults(handler=_cmd_demo)
     sub = demo.add_subparsers(dest="demo_command", metavar="<subcommand>")
     token = sub.add_parser("token", help="mint a token against a running demo")

@@ -15,6 +15,7 @@ Pure: no I/O, no clock of its own. :func:`check_claims` either returns an immuta
    the re-check before dispatch and the cache lifetime apply the same rule);
 6. ``nbf`` and ``iat``, when present, are numbers not later than ``now + skew``;
 7. ``sub`` is a non-empty string, or, with ``subject_fallback: client_id``, ``client_id`` is;
+   ``sub`` and ``client_id`` are at most :data:`MAX_IDENTITY_CHARS` characters;
 8. ``scope``, when present, is a string; it is split on spaces.
 """
 
@@ -30,7 +31,13 @@ from gateway.config import Config, canonical_uri
 from gateway.errors import InvalidToken
 from gateway.seams import Principal
 
-__all__ = ["ACCESS_TOKEN_TYPES", "ClaimRules", "canonical_audience", "check_claims"]
+__all__ = [
+    "ACCESS_TOKEN_TYPES",
+    "MAX_IDENTITY_CHARS",
+    "ClaimRules",
+    "canonical_audience",
+    "check_claims",
+]
 
 ACCESS_TOKEN_TYPES: Final = frozenset(
     {"access_token", "bearer", "urn:ietf:params:oauth:token-type:access_token"}
@@ -38,6 +45,12 @@ ACCESS_TOKEN_TYPES: Final = frozenset(
 """Accepted ``token_type`` values, compared case-insensitively. RFC 7662 §2.2 says the value is
 a RFC 6749 §7.1 token type (``Bearer``); several issuers put ``access_token`` or the RFC 8693
 URN there instead. Everything else (``refresh_token``, ``id_token``, ``DPoP``, ``N_A``) fails."""
+
+
+MAX_IDENTITY_CHARS: Final = 256
+"""Longest ``sub`` and ``client_id`` accepted (characters). Issuers use UUIDs, emails or
+``service-account-…`` names well below it; a longer value is refused (401) rather than cut, so
+two principals can never collide on a truncated name."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,12 +170,18 @@ def check_claims(
     client_id = doc.get("client_id")
     if not isinstance(client_id, str) or not client_id:
         client_id = None
+    elif len(client_id) > MAX_IDENTITY_CHARS:
+        raise InvalidToken(detail="client_id too long")
     subject = doc.get("sub")
     if not isinstance(subject, str) or not subject:
         if rules.subject_fallback == "client_id" and client_id is not None:
             subject = client_id
         else:
             raise InvalidToken(detail="sub missing")
+    elif len(subject) > MAX_IDENTITY_CHARS:
+        # The subject keys rate limits, goes to logs, the audit trail and (identity_headers) the
+        # backend: an unbounded one is a memory and header-size lever for whoever mints tokens.
+        raise InvalidToken(detail="sub too long")
 
     scope = doc.get("scope", "")
     if not isinstance(scope, str):

@@ -51,6 +51,10 @@ class Builder:
             return raw
         if parts.fragment or "#" in raw:
             self.doc.problem(path, "must not contain a fragment")
+        if "@" in parts.netloc:
+            # Credentials in a URL are a literal secret (use {env:}/{file:} references), and
+            # aiohttp would send them as an Authorization header of its own.
+            self.doc.problem(path, "must not contain userinfo (user:password@)")
         if parts.scheme == "http":
             allowed = is_loopback_url(raw) or (private_ok and is_private_url(raw))
             if not (insecure_ok and allowed):

@@ -167,6 +167,23 @@ class TestCommands:
         assert before.log_format == "console"
         assert after.log_level == "debug"
 
+    @pytest.mark.parametrize(
+        ("argv", "settings"),
+        [
+            (["--log-format", "json", "demo"], ("json", "info")),
+            (["--log-format", "json", "--log-level", "debug", "demo"], ("json", "debug")),
+            (["demo", "--log-format", "json"], ("json", "info")),
+            (["demo"], ("console", "info")),
+        ],
+    )
+    def test_the_demo_honours_the_global_log_options(
+        self, argv: list[str], settings: tuple[str, str]
+    ) -> None:
+        from gateway.demo import log_settings
+
+        args = cli.build_parser().parse_args(argv)
+        assert log_settings(args) == settings
+
     def test_an_unknown_command_is_a_usage_error(self, capsys: pytest.CaptureFixture[str]) -> None:
         with pytest.raises(SystemExit) as info:
             main(["frobnicate"])

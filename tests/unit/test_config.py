@@ -481,3 +481,22 @@ class TestAssertionAudience:
             "issuer.assertion_audience: applies only to client_auth: private_key_jwt and is ignored"
         )
         assert ":6:" in warning
+
+
+@pytest.mark.parametrize(
+    ("key", "url"),
+    [
+        ("introspection_endpoint", "https://user:s3cr3tcred@id.example.com/introspect"),
+        ("token_endpoint", "https://s3cr3tcred@id.example.com/token"),
+    ],
+)
+def test_a_configured_url_with_userinfo_is_a_problem(tmp_path: Path, key: str, url: str) -> None:
+    target = _copy_fixture(tmp_path, "minimal.yaml")
+    text = target.read_text(encoding="utf-8").replace(
+        "  client_id: mcp-gateway\n", f"  client_id: mcp-gateway\n  {key}: {url}\n"
+    )
+    target.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(target, ENV)
+    assert any(f"issuer.{key}" in p and "userinfo" in p for p in info.value.problems)
+    assert all("s3cr3tcred" not in p for p in info.value.problems)  # not echoed

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.auth.claims import ClaimRules, canonical_audience, check_claims
+from gateway.auth.claims import MAX_IDENTITY_CHARS, ClaimRules, canonical_audience, check_claims
 from gateway.errors import InvalidToken
 
 NOW = 1_800_000_000.0
@@ -136,3 +136,24 @@ def test_canonical_audience_keeps_plain_names_and_refuses_queries() -> None:
     assert canonical_audience("mcp-gateway") == "mcp-gateway"
     assert canonical_audience("HTTPS://A.example:443/x") == "https://a.example/x"
     assert canonical_audience("https://a.example/x?y") is None
+
+
+class TestIdentitySizes:
+    @pytest.mark.parametrize("claim", ["sub", "client_id"])
+    def test_an_identity_claim_at_the_cap_is_accepted_and_one_more_character_refused(
+        self, claim: str
+    ) -> None:
+        assert check(doc(**{claim: "a" * MAX_IDENTITY_CHARS})).subject is not None
+        with pytest.raises(InvalidToken, match=f"{claim} too long"):
+            check(doc(**{claim: "a" * (MAX_IDENTITY_CHARS + 1)}))
+
+    def test_the_cap_is_256_characters_not_bytes(self) -> None:
+        assert MAX_IDENTITY_CHARS == 256
+        assert check(doc(sub="é" * 256)).subject == "é" * 256
+
+    def test_a_long_client_id_is_refused_as_a_fallback_subject_too(self) -> None:
+        rules = ClaimRules(
+            issuer=ISSUER, audiences=frozenset({RESOURCE}), subject_fallback="client_id"
+        )
+        with pytest.raises(InvalidToken):
+            check(doc(sub=..., client_id="c" * 257), rules)
