@@ -21,8 +21,10 @@ __all__ = [
     "BackendFailure",
     "BodyTooLarge",
     "ConfigError",
+    "Draining",
     "GatewayError",
     "HeaderMismatch",
+    "HeadersTooLarge",
     "InsufficientScope",
     "InternalError",
     "InvalidParams",
@@ -30,6 +32,7 @@ __all__ = [
     "InvalidToken",
     "IssuerUnavailable",
     "JsonRpcId",
+    "MalformedRequest",
     "MethodNotAllowed",
     "MethodNotFound",
     "MissingClientCapability",
@@ -44,6 +47,7 @@ __all__ = [
     "TokenInQuery",
     "ToolInsufficientScope",
     "UnknownTool",
+    "UnsupportedContentEncoding",
     "UnsupportedMediaType",
     "UnsupportedProtocolVersion",
     "all_rows",
@@ -157,6 +161,17 @@ class UnsupportedMediaType(GatewayError):
     row, status, message = "unsupported_media_type", 415, "Content-Type must be application/json"
 
 
+class UnsupportedContentEncoding(UnsupportedMediaType):
+    """A request body with a content coding (``gzip``, ``deflate``, ...): never decompressed.
+
+    RFC 9110 §15.5.16: 415 for an unacceptable content coding, with ``Accept-Encoding`` naming
+    what is accepted (RFC 7694 §3). MCP clients do not compress requests; decoding them would
+    only add a decompression-bomb surface in front of authentication.
+    """
+
+    row, message = "unsupported_content_encoding", "Request bodies must not be content-encoded"
+
+
 class BodyTooLarge(GatewayError):
     row, status, message = "body_too_large", 413, "Request body too large"
 
@@ -167,12 +182,34 @@ class RequestTimeout(GatewayError):
     row, status, message = "request_timeout", 408, "Request timed out"
 
 
+class MalformedRequest(GatewayError):
+    """The bytes are not a valid HTTP/1.1 request (bad request line, invalid header, obsolete line
+    folding, bad chunk framing, conflicting framing headers). Answered by the listener before any
+    handler runs; the connection is closed."""
+
+    row, status, message = "malformed_request", 400, "Malformed HTTP request"
+
+
+class HeadersTooLarge(GatewayError):
+    """The request head is over ``limits.max_header_bytes`` (or one line over 16 KiB): RFC 6585
+    §5. The connection is closed."""
+
+    row, status, message = "headers_too_large", 431, "Request headers too large"
+
+
 class RateLimited(GatewayError):
     row, status, message = "rate_limited", 429, "Too many requests"
 
 
 class OverCapacity(GatewayError):
     row, status, message = "over_capacity", 503, "Server busy, retry later"
+
+
+class Draining(GatewayError):
+    """The replica is shutting down (SIGTERM) and this request cannot finish before the drain
+    deadline: retry on another replica."""
+
+    row, status, message = "draining", 503, "Server shutting down, retry later"
 
 
 # --- OAuth resource server (RFC 6750 §3, RFC 9728 §5.1) ---------------------------------------

@@ -110,6 +110,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
             lambda: _reload_on_sighup(policy),
         ]
     )
+    services.drain.append(endpoint.drain)
     services.cleanups.extend([backend.close, authenticator.close, state.close, _async(audit.close)])
     return services
 

@@ -1,9 +1,11 @@
 """Both listeners' lifecycle: :class:`GatewayServer` (start, graceful stop) and :func:`serve`.
 
 Shutdown is graceful (:meth:`GatewayServer.stop`): readiness goes false first, the public
-listener stops accepting, in-flight requests get ``limits.drain_timeout_s`` to finish (then they
-are cancelled), background tasks stop, outbound client sessions are closed, and the ops listener
-goes last so probes see "draining" until the end.
+listener stops accepting, in-flight requests get ``limits.drain_timeout_s`` to be answered (a body
+still arriving is answered ``503 draining`` just before the deadline, a running tool call the
+timeout tool error; what is left is then cancelled), background tasks stop, outbound client
+sessions are closed, and the ops listener goes last so probes see "draining" until the end. The
+whole stop takes at most ``drain_timeout_s`` plus :data:`CANCEL_GRACE_S` and the cleanups.
 """
 
 from __future__ import annotations
@@ -18,18 +20,28 @@ from typing import Final
 from aiohttp import web
 
 import gateway
+from gateway.app.listener import (
+    MAX_HEADER_FIELD_BYTES,
+    GuardedServer,
+    ListenerLimits,
+    ListenerRunner,
+)
 from gateway.app.ops import build_ops_app
 from gateway.app.public import build_public_app
 from gateway.app.services import Readiness, ReadinessCheck, Services
 from gateway.config import Config, Listen
 from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
 
-__all__ = ["MAX_HEADER_FIELD_BYTES", "GatewayServer", "serve"]
+__all__ = ["CANCEL_GRACE_S", "MAX_HEADER_FIELD_BYTES", "GatewayServer", "serve"]
 
 log = get_logger("gateway.app")
 
-MAX_HEADER_FIELD_BYTES: Final = 16_384
-"""Largest request line / header field the listeners accept (aiohttp's default is 8190)."""
+ANSWER_MARGIN_S: Final = 0.25
+"""Requests in flight are answered this long before the drain deadline (the answer must still be
+written before the listener closes)."""
+CANCEL_GRACE_S: Final = 0.5
+"""After the drain deadline, how long cancelled handlers get to unwind before the stop goes on."""
 
 
 class GatewayServer:
@@ -62,13 +74,14 @@ class GatewayServer:
     async def start(self) -> None:
         """Bind the ops listener, then the public one (port 0 picks a free port), then start
         the background tasks. Raises :class:`OSError` when a listener cannot bind."""
-        drain = self.config.limits.drain_timeout_s
+        limits = ListenerLimits.from_config(self.config)
+        metrics = self.services.metrics
         try:
             self._ops_runner, self.ops_port = await _bind(
-                build_ops_app(self.config, self.services), self.config.ops_listen, 1.0
+                build_ops_app(self.config, self.services), self.config.ops_listen, limits, metrics
             )
             self._public_runner, self.public_port = await _bind(
-                build_public_app(self.config, self.services), self.config.listen, drain
+                build_public_app(self.config, self.services), self.config.listen, limits, metrics
             )
         except BaseException:
             await self._close_runners()
@@ -86,14 +99,35 @@ class GatewayServer:
         )
 
     async def stop(self) -> None:
-        """Graceful stop: not ready, stop accepting, drain, stop tasks, close sessions."""
+        """Graceful stop within ``limits.drain_timeout_s`` (plus :data:`CANCEL_GRACE_S`).
+
+        Not ready, stop accepting, close idle connections, tell the drain hooks by when every
+        request must be answered (a body still arriving is then ``503 draining``, a tool call
+        still running the timeout tool error), wait for the requests in flight until then,
+        cancel what is left, stop tasks, close sessions; the ops listener goes last.
+        """
         started = time.monotonic()
+        drain_s = self.config.limits.drain_timeout_s
+        deadline = started + drain_s
         self.readiness.draining = True
-        log.info("gateway.draining", drain_timeout_s=self.config.limits.drain_timeout_s)
-        if self._public_runner is not None:
-            # AppRunner.cleanup stops the site (no new connections), closes idle keep-alive
-            # connections, waits up to shutdown_timeout for in-flight handlers, then cancels.
-            await self._public_runner.cleanup()
+        log.info("gateway.draining", drain_timeout_s=drain_s)
+        runner = self._public_runner
+        if runner is not None:
+            for site in list(runner.sites):
+                await site.stop()  # no new connections
+            server = runner.server
+            if server is not None:
+                server.pre_shutdown()  # idle keep-alive connections close now, busy ones after
+            answer_by = deadline - min(ANSWER_MARGIN_S, drain_s / 4)
+            for hook in self.services.drain:
+                try:
+                    hook(answer_by)
+                except Exception:
+                    log.exception("gateway.drain_hook_failed")
+            if isinstance(server, GuardedServer):
+                await server.wait_idle(deadline - time.monotonic())
+            # What is still running now is cancelled (within CANCEL_GRACE_S).
+            await runner.cleanup()
             self._public_runner = None
         for task in self._tasks:
             task.cancel()
@@ -120,17 +154,18 @@ class GatewayServer:
         self._public_runner = self._ops_runner = None
 
 
-async def _bind(app: web.Application, listen: Listen, drain_s: float) -> tuple[web.AppRunner, int]:
-    runner = web.AppRunner(
+async def _bind(
+    app: web.Application, listen: Listen, limits: ListenerLimits, metrics: Metrics
+) -> tuple[web.AppRunner, int]:
+    runner = ListenerRunner(
         app,
+        limits=limits,
+        metrics=metrics,
         # Cancel a handler whose client went away instead of finishing work nobody reads.
         handler_cancellation=True,
-        shutdown_timeout=drain_s,
-        access_log=None,  # request_id_middleware logs one structured line per request
-        # Header lines up to 16 KiB: an 8 KiB bearer token (auth/bearer.py's cap) plus the
-        # "Authorization: Bearer " prefix must reach the gateway's own 401, not aiohttp's 400.
-        max_field_size=MAX_HEADER_FIELD_BYTES,
-        max_line_size=MAX_HEADER_FIELD_BYTES,
+        # GatewayServer.stop waits for the requests in flight itself (drain_timeout_s); the
+        # runner's own wait is only the grace for cancelled handlers to unwind.
+        shutdown_timeout=CANCEL_GRACE_S,
     )
     await runner.setup()
     try:

@@ -16,7 +16,13 @@ from aiohttp.typedefs import Handler, Middleware
 
 from gateway.observability.logging import get_logger
 
-__all__ = ["REQUEST_ID", "REQUEST_ID_HEADER", "echo_request_id", "request_id_middleware"]
+__all__ = [
+    "REQUEST_ID",
+    "REQUEST_ID_HEADER",
+    "echo_request_id",
+    "new_request_id",
+    "request_id_middleware",
+]
 
 log = get_logger("gateway.app")
 
@@ -51,7 +57,7 @@ _RID_PREFIX: Final = os.urandom(6).hex()
 _rid_counter = itertools.count(1)
 
 
-def _new_request_id() -> str:
+def new_request_id() -> str:
     """A per-process random prefix plus a counter: unique across replicas without a syscall."""
     return f"{_RID_PREFIX}{next(_rid_counter):020x}"  # 32 hex digits, like a uuid4 hex
 
@@ -77,7 +83,7 @@ def request_id_middleware(
         ):
             rid = offered
         else:
-            rid = _new_request_id()
+            rid = new_request_id()
         request[REQUEST_ID] = rid
         started = time.monotonic()
         status = 500

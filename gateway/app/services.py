@@ -71,7 +71,7 @@ class Services:
     Fields left ``None`` are not wired yet. ``background`` coroutines start once both listeners
     are bound (startup dependencies such as issuer discovery or the first catalog fetch, policy
     reload watchers) and are cancelled at stop; ``cleanups`` run after the drain, before outbound
-    sessions are closed.
+    sessions are closed; ``drain`` hooks hear when the drain starts and when it must end.
     """
 
     metrics: Metrics = field(default_factory=lambda: Metrics(gateway.__version__))
@@ -95,6 +95,9 @@ class Services:
     audit: AuditSink | None = None
     background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    drain: list[Callable[[float], None]] = field(default_factory=list)
+    """Called once when a graceful stop begins, with the ``time.monotonic()`` instant by which
+    every request in flight must have been answered (the MCP endpoint bounds its waits by it)."""
 
     def add_readiness_check(self, name: str, check: ReadinessCheck) -> None:
         self.readiness.add(name, check)

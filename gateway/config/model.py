@@ -179,7 +179,7 @@ class Limits:
     max_in_flight_per_ip: int | None = None
     """None: a quarter of ``max_in_flight`` (see :attr:`ip_in_flight`)."""
     header_timeout_s: float = 10.0
-    keepalive_timeout_s: float = 15.0
+    keepalive_timeout_s: float = 75.0
     max_header_bytes: int = 32_768
     max_connections: int = 1024
     max_connections_per_ip: int | None = None

@@ -6,6 +6,7 @@ Pure checks plus one bounded body reader, each raising the status-table row it e
   ``Origin`` gets 403 (an absent one is fine: no CLI client sends it). The endpoint's list always
   holds the resource's own origin.
 - :func:`check_content_type` — ``application/json`` with an optional ``charset=utf-8``, else 415.
+- :func:`check_content_encoding` — no content coding but ``identity``, else 415 (never decoded).
 - :func:`accepts` — RFC 9110 §12.5.1 media ranges with q-values; JSON must be acceptable, else 406.
 - :func:`read_body` — the body cap, from ``Content-Length`` before reading and on the running total
   while streaming (chunked), 413 as soon as the cap is passed.
@@ -24,13 +25,20 @@ from typing import Final
 
 from aiohttp import web
 
-from gateway.errors import BodyTooLarge, NotAcceptable, OriginForbidden, UnsupportedMediaType
+from gateway.errors import (
+    BodyTooLarge,
+    NotAcceptable,
+    OriginForbidden,
+    UnsupportedContentEncoding,
+    UnsupportedMediaType,
+)
 from gateway.observability.logging import get_logger
 
 __all__ = [
     "AcceptInfo",
     "Network",
     "accepts",
+    "check_content_encoding",
     "check_content_type",
     "check_origin",
     "client_ip",
@@ -79,6 +87,19 @@ def check_content_type(value: str | None) -> None:
             raise UnsupportedMediaType()
         if raw.strip().strip('"').lower() not in {"utf-8", "utf8"}:
             raise UnsupportedMediaType()
+
+
+def check_content_encoding(values: Sequence[str]) -> None:
+    """Refuse any content coding other than ``identity`` with 415 (RFC 9110 §8.4, §15.5.16).
+
+    Bodies are never decompressed: the listener runs with aiohttp's ``auto_decompress`` off,
+    so a coded body could only be misread as JSON. Empty values are ignored.
+    """
+    for line in values:
+        for coding in line.split(","):
+            name = coding.strip().lower()
+            if name and name != "identity":
+                raise UnsupportedContentEncoding()
 
 
 @dataclass(frozen=True, slots=True)

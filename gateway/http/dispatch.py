@@ -37,6 +37,7 @@ from gateway.errors import (
     ToolInsufficientScope,
     UnknownTool,
 )
+from gateway.http.drain import DrainBound
 from gateway.http.progress import ProgressRelay
 from gateway.limits.memory import MemoryLeases, retry_after_seconds
 from gateway.observability.metrics import Metrics
@@ -110,8 +111,10 @@ class Dispatcher:
         limiter: RateLimiter,
         leases: ConcurrencyLimiter | None = None,
         metrics: Metrics | None = None,
+        drain: DrainBound | None = None,
     ) -> None:
         self._metrics = metrics
+        self._drain = drain if drain is not None else DrainBound()
         self._config = config
         self._backend = backend
         self._limiter = limiter
@@ -125,10 +128,10 @@ class Dispatcher:
         """One event against ``key``'s budget; past it, count ``scope`` and raise 429."""
         wait = await self._limiter.hit(key, count, per_s)
         if wait is not None:
-            self._count_limited(scope)
+            self.count_limited(scope)
             raise RateLimited(retry_after=retry_after_seconds(wait))
 
-    def _count_limited(self, scope: str) -> None:
+    def count_limited(self, scope: str) -> None:
         if self._metrics is not None:
             self._metrics.rate_limited_total.labels(scope=scope).inc()
 
@@ -261,7 +264,7 @@ class Dispatcher:
             lease = await self._leases.acquire(f"tool:{subject}:{name}", limit, self._hold_s(turn))
             if lease is None:
                 await self.release_leases(held)
-                self._count_limited("tool_concurrency")
+                self.count_limited("tool_concurrency")
                 raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
             held.append(lease)
         return held
@@ -302,7 +305,7 @@ class Dispatcher:
             if limit is not None:
                 lease = await self._leases.acquire(key, limit, self._hold_s(turn))
                 if lease is None:
-                    self._count_limited("tool_concurrency")
+                    self.count_limited("tool_concurrency")
                     raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
         if self._log_arguments:
             ctx.extra["arguments"] = message.arguments or {}
@@ -325,9 +328,16 @@ class Dispatcher:
                 ),
             )
             began = time.monotonic()
+            drain = self._drain
             try:
-                async with asyncio.timeout_at(turn.deadline + BACKEND_GRACE_S):
-                    raw = await self._backend.call_tool(call, principal, ctx, turn.deadline)
+                async with asyncio.timeout_at(
+                    drain.bound(turn.deadline + BACKEND_GRACE_S)
+                ) as timer:
+                    drain.watch(timer)
+                    try:
+                        raw = await self._backend.call_tool(call, principal, ctx, turn.deadline)
+                    finally:
+                        drain.unwatch(timer)
             except TimeoutError:
                 raw = tool_error_result(TIMEOUT_TEXT)
                 ctx.outcome = "timeout"

@@ -32,26 +32,31 @@ from multidict import CIMultiDictProxy
 
 from gateway.config import Config
 from gateway.errors import (
+    Draining,
     GatewayError,
     InsufficientScope,
     InvalidToken,
     MethodNotAllowed,
     NoCredentials,
     OverCapacity,
+    RateLimited,
     RequestTimeout,
 )
 from gateway.http.admission import (
     accepts,
+    check_content_encoding,
     check_content_type,
     check_origin,
     client_ip,
     read_body,
     warn_untrusted_proxy,
 )
-from gateway.http.dispatch import Dispatcher, Turn
+from gateway.http.dispatch import CONCURRENCY_RETRY_S, Dispatcher, Turn
+from gateway.http.drain import DrainBound
 from gateway.http.errors import internal_error, render_error
 from gateway.http.progress import ProgressRelay
 from gateway.limits.keys import client_key
+from gateway.limits.memory import Slots
 from gateway.observability.metrics import Metrics, method_label
 from gateway.observability.tracing import trace_context
 from gateway.protocol.classify import classify
@@ -65,7 +70,9 @@ from gateway.seams import (
     CallRecord,
     ConcurrencyLimiter,
     Observer,
+    Policy,
     PolicySource,
+    Principal,
     RateLimiter,
     RequestContext,
 )
@@ -120,12 +127,28 @@ class McpEndpoint:
         self._origins = config.allowed_origins | {config.public_origin.lower()}
         self._trusted = config.trusted_proxies
         self._in_flight = 0
+        self._principal_in_flight = limits.principal_in_flight
+        self._ip_in_flight = limits.ip_in_flight
+        self._principal_slots = Slots()
+        self._ip_slots = Slots()
         self._proxy_warn_at = 0.0
         self._request_children: dict[tuple[str, str, str], Any] = {}
         self._duration_children: dict[str, Any] = {}
+        self._drain = DrainBound()
         self._dispatcher = Dispatcher(
-            config=config, backend=backend, limiter=limiter, leases=leases, metrics=metrics
+            config=config,
+            backend=backend,
+            limiter=limiter,
+            leases=leases,
+            metrics=metrics,
+            drain=self._drain,
         )
+
+    def drain(self, deadline: float) -> None:
+        """A graceful stop began: every request in flight must be answered by ``deadline``
+        (``time.monotonic()``): a body still arriving then is ``503 draining``, a tool call still
+        running the fixed timeout tool error (see :mod:`gateway.http.drain`)."""
+        self._drain.begin(deadline)
 
     @property
     def in_flight(self) -> int:
@@ -175,18 +198,30 @@ class McpEndpoint:
             raise MethodNotAllowed()
         headers = request.headers
         check_origin(headers.get("Origin"), self._origins)  # step 3
+        ip_key = client_key(ctx.client_ip)
+        # Step 4: per client IP, before authentication: the in-flight share, then the rate.
+        if not self._ip_slots.try_acquire(ip_key, self._ip_in_flight):
+            self._dispatcher.count_limited("ip_concurrency")
+            raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
+        try:
+            if self._pre_auth is not None:
+                rate = self._pre_auth
+                await self._dispatcher.enforce_rate(f"ip:{ip_key}", rate.count, rate.per_s, "ip")
+            return await self._authenticated(request, ctx, started)
+        finally:
+            self._ip_slots.release(ip_key)
+
+    async def _authenticated(
+        self, request: web.Request, ctx: RequestContext, started: float
+    ) -> web.StreamResponse:
+        headers = request.headers
         # One policy snapshot per request: a reload mid-request does not change its rules.
         policy = self._policy.current()
-        ip = ctx.client_ip
-        if self._pre_auth is not None:  # step 4
-            await self._dispatcher.enforce_rate(
-                f"ip:{client_key(ip)}", self._pre_auth.count, self._pre_auth.per_s, "ip"
-            )
         principal = await self._auth.authenticate(  # steps 5-7
             AuthRequest(
                 authorization=tuple(headers.getall("Authorization", ())),
                 query_keys=frozenset(request.query.keys()),
-                client_ip=ip,
+                client_ip=ctx.client_ip,
             )
         )
         ctx.principal = principal
@@ -194,48 +229,75 @@ class McpEndpoint:
         if not principal.scopes.issuperset(baseline):  # step 8
             missing = tuple(scope for scope in baseline if scope not in principal.scopes)
             raise InsufficientScope(scopes=tuple(baseline), missing=missing)
+        subject_key = f"sub:{principal.subject}"
         if self._principal_rate is not None:  # step 9
             rate = self._principal_rate
-            await self._dispatcher.enforce_rate(
-                f"sub:{principal.subject}", rate.count, rate.per_s, "principal"
-            )
-        if self._in_flight >= self._max_in_flight:  # step 10, before the body is read
-            raise OverCapacity(retry_after=1)
-        self._in_flight += 1
-        if self._metrics is not None:
-            self._metrics.in_flight.inc()
+            await self._dispatcher.enforce_rate(subject_key, rate.count, rate.per_s, "principal")
+        # Step 10, before the body is read: the caller's share of the slots (a quota: 429),
+        # then the replica's (capacity: 503).
+        if not self._principal_slots.try_acquire(subject_key, self._principal_in_flight):
+            self._dispatcher.count_limited("principal_concurrency")
+            raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
         try:
-            deadline = started + self._deadline_s
-            accept = accepts(headers.getall("Accept", ()))  # step 11
-            check_content_type(headers.get("Content-Type"))
-            if request.content.is_eof():
-                # The whole body is already buffered: no read can block, skip the timer.
-                body = await read_body(request, self._body_cap)
-            else:
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        body = await read_body(request, self._body_cap)
-                except TimeoutError:
-                    raise RequestTimeout() from None
-            ctx.bytes_in = len(body)
-            message = decode(body, self._json_limits)  # step 12
-            turn = Turn(
-                request=request,
-                ctx=ctx,
-                policy=policy,
-                principal=principal,
-                deadline=deadline,
-                accepts_sse=accept.sse,
-            )
-            # Steps 13-14; the lookup hides tools the caller may not see (no existence leak).
-            classified = classify(headers, message, self._dispatcher.tool_lookup(turn))
-            if isinstance(classified, tuple):
-                return await self._batch(classified, turn)
-            return await self._single(classified, turn)
-        finally:
-            self._in_flight -= 1
+            if self._in_flight >= self._max_in_flight:
+                raise OverCapacity(retry_after=1)
+            self._in_flight += 1
             if self._metrics is not None:
-                self._metrics.in_flight.dec()
+                self._metrics.in_flight.inc()
+            try:
+                return await self._admitted(request, ctx, started, policy, principal)
+            finally:
+                self._in_flight -= 1
+                if self._metrics is not None:
+                    self._metrics.in_flight.dec()
+        finally:
+            self._principal_slots.release(subject_key)
+
+    async def _admitted(
+        self,
+        request: web.Request,
+        ctx: RequestContext,
+        started: float,
+        policy: Policy,
+        principal: Principal,
+    ) -> web.StreamResponse:
+        headers = request.headers
+        deadline = started + self._deadline_s
+        accept = accepts(headers.getall("Accept", ()))  # step 11
+        check_content_type(headers.get("Content-Type"))
+        check_content_encoding(headers.getall("Content-Encoding", ()))
+        if request.content.is_eof():
+            # The whole body is already buffered: no read can block, skip the timer.
+            body = await read_body(request, self._body_cap)
+        else:
+            drain = self._drain
+            try:
+                async with asyncio.timeout_at(drain.bound(deadline)) as timer:
+                    drain.watch(timer)
+                    try:
+                        body = await read_body(request, self._body_cap)
+                    finally:
+                        drain.unwatch(timer)
+            except TimeoutError:
+                # Nothing ran yet: a stopping replica invites a retry elsewhere (503).
+                raise (
+                    Draining(retry_after=1) if drain.cut(deadline) else RequestTimeout()
+                ) from None
+        ctx.bytes_in = len(body)
+        message = decode(body, self._json_limits)  # step 12
+        turn = Turn(
+            request=request,
+            ctx=ctx,
+            policy=policy,
+            principal=principal,
+            deadline=deadline,
+            accepts_sse=accept.sse,
+        )
+        # Steps 13-14; the lookup hides tools the caller may not see (no existence leak).
+        classified = classify(headers, message, self._dispatcher.tool_lookup(turn))
+        if isinstance(classified, tuple):
+            return await self._batch(classified, turn)
+        return await self._single(classified, turn)
 
     # --- steps 15-18: policy, dispatch, respond --------------------------------------------
 

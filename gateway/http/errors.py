@@ -14,7 +14,8 @@ gateway builds an error response. The rules, per row class attribute:
   when the row's message is empty (405, 403 origin).
 - Headers: ``Cache-Control: no-store`` always; ``WWW-Authenticate`` when the caller passes the
   challenge built by the authenticator; ``Retry-After`` (RFC 9110 §10.2.3) when set; ``Allow: POST``
-  on 405 (RFC 9110 §15.5.6).
+  on 405 (RFC 9110 §15.5.6); ``Accept-Encoding: identity`` on 415 for a content-coded body
+  (RFC 7694 §3).
 
 Texts are the row's fixed ``message``, extended only with scope names from the policy or
 capability names from a fixed list; nothing from the request is ever echoed except the JSON-RPC
@@ -28,7 +29,12 @@ from typing import Final
 
 from aiohttp import web
 
-from gateway.errors import GatewayError, InternalError, MethodNotAllowed
+from gateway.errors import (
+    GatewayError,
+    InternalError,
+    MethodNotAllowed,
+    UnsupportedContentEncoding,
+)
 from gateway.observability.logging import get_logger
 from gateway.protocol.envelope import error_body
 
@@ -53,6 +59,8 @@ def render_error(err: GatewayError, *, challenge: str | None) -> web.Response:
         headers["Retry-After"] = str(max(1, int(err.retry_after)))
     if isinstance(err, MethodNotAllowed):
         headers["Allow"] = "POST"
+    elif isinstance(err, UnsupportedContentEncoding):
+        headers["Accept-Encoding"] = "identity"  # RFC 7694 §3
     status = err.status_for(err.era)
     code = err.wire_code
     if code is not None:

@@ -79,12 +79,23 @@ BACKEND_OUTCOMES: Final = (
 """``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
 went away mid-call; ``too_large``: the upstream reply exceeded its cap."""
 
-RATE_LIMIT_SCOPES: Final = ("ip", "failed_auth", "principal", "tool", "tool_concurrency")
+RATE_LIMIT_SCOPES: Final = (
+    "ip",
+    "failed_auth",
+    "principal",
+    "tool",
+    "tool_concurrency",
+    "ip_concurrency",
+    "principal_concurrency",
+    "ip_connections",
+)
 """``rate_limited_total{scope}``: pre-auth per client IP (``limits.pre_auth_rate``), failed
 authentications per client IP (``issuer.failed_auth_rate``), per subject
 (``limits.principal_rate``), per subject and tool (the policy's ``rate_limit``: ``tool``;
-``max_concurrency``: ``tool_concurrency``). Every 429, whatever its source, is also counted in
-``rejections_total{row="rate_limited"}``."""
+``max_concurrency``: ``tool_concurrency``), the in-flight shares per client IP and per subject
+(``limits.max_in_flight_per_ip`` / ``_per_principal``) and open connections per TCP peer
+(``limits.max_connections_per_ip``). Every 429 of the MCP pipeline, whatever its source, is also
+counted in ``rejections_total{row="rate_limited"}``."""
 
 STORE_ERROR_KINDS: Final = (
     "ip", "failed_auth", "principal", "tool", "tool_concurrency", "revocation", "token_cache",

@@ -15,7 +15,9 @@ from typing import Any
 
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.web_runner import BaseRunner
 
+from gateway.app.listener import ListenerLimits, ListenerRunner
 from gateway.config import (
     BackendConfig,
     Config,
@@ -43,6 +45,7 @@ __all__ = [
     "MODERN",
     "RESOURCE",
     "Gateway",
+    "ListenerTestServer",
     "RecordingObserver",
     "harness_config",
     "legacy_headers",
@@ -205,12 +208,27 @@ async def start_gateway(
     )
     app = web.Application()
     add_mcp_routes(app, endpoint, config=config, prm_document=_prm(config) if prm else None)
-    # TestServer runs with handler_cancellation=True, as gateway/app/lifecycle.py does.
-    server = await aiohttp_server(app, host="127.0.0.1", port=0)
+    # The production listener (connection bounds, no decompression, the gateway's own answers
+    # to malformed HTTP), with handler_cancellation=True as gateway/app/lifecycle.py runs it.
+    server = ListenerTestServer(app, limits=ListenerLimits.from_config(config), metrics=metrics)
     client = await aiohttp_client(server)
     return Gateway(
         config, server, client, endpoint, authenticator, policy, backend, recorder, metrics
     )
+
+
+class ListenerTestServer(TestServer):
+    """aiohttp's TestServer on 127.0.0.1, serving through the gateway's ListenerRunner."""
+
+    def __init__(
+        self, app: web.Application, *, limits: ListenerLimits, metrics: Metrics | None = None
+    ) -> None:
+        super().__init__(app, host="127.0.0.1", port=0)
+        self._limits = limits
+        self._metrics = metrics
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        return ListenerRunner(self.app, limits=self._limits, metrics=self._metrics, **kwargs)
 
 
 class _Both:

@@ -211,7 +211,7 @@ class TestEveryKeyRoundTrips:
         # Per-caller shares default to a quarter of the replica-wide caps.
         assert (c.limits.principal_in_flight, c.limits.ip_in_flight) == (64, 64)
         assert (c.limits.max_connections, c.limits.ip_connections) == (1024, 256)
-        assert (c.limits.header_timeout_s, c.limits.keepalive_timeout_s) == (10.0, 15.0)
+        assert (c.limits.header_timeout_s, c.limits.keepalive_timeout_s) == (10.0, 75.0)
         assert c.limits.max_header_bytes == 32_768
         assert c.issuer.failed_auth_probe_interval_s == 5.0
         assert c.issuer.client_auth == "client_secret_basic"

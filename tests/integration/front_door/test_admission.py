@@ -265,12 +265,16 @@ class TestRates:
         await assert_json_ok(await gw.post(PING, other))
 
 
+WHOLE_REPLICA = {"max_in_flight_per_principal": 10, "max_in_flight_per_ip": 10}
+"""One caller may use every slot: these tests are about the replica-wide cap."""
+
+
 class TestInFlight:
     @pytest.mark.row("over_capacity")
     async def test_the_in_flight_cap_is_answered_503_retry_after(
         self, make_gw: MakeGateway
     ) -> None:
-        gw = await make_gw(max_in_flight=1)
+        gw = await make_gw(max_in_flight=1, **WHOLE_REPLICA)
         first = asyncio.create_task(gw.call_tool("slow", {"seconds": 10}))
         await _until(lambda: len(gw.backend.calls) == 1)
         response = await gw.post(PING, modern_headers("server/discover"))
@@ -282,7 +286,7 @@ class TestInFlight:
         await assert_json_ok(await gw.post(PING, modern_headers("server/discover")))
 
     async def test_the_cap_is_checked_before_the_body_is_read(self, make_gw: MakeGateway) -> None:
-        gw = await make_gw(max_in_flight=1, max_body_bytes=400)
+        gw = await make_gw(max_in_flight=1, max_body_bytes=400, **WHOLE_REPLICA)
         first = asyncio.create_task(gw.call_tool("slow", {"seconds": 10}))
         await _until(lambda: len(gw.backend.calls) == 1)
         # Over the body cap too: 503, not 413, proves the body was never looked at.

@@ -8,6 +8,7 @@ the Prometheus exposition, every response body and header, and what the backend 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from gateway.observability.metrics import Metrics
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.fakes import principal
 from tests.support.gateway_harness import legacy_headers, modern_headers, modern_request
+from tests.support.raw_http import exchange
 
 TOKEN = "tok-SECRET-7f3a9c"
 
@@ -66,3 +68,34 @@ async def test_the_bearer_token_appears_in_no_log_metric_body_or_backend_call(
     for recorded in gw.backend.calls:
         assert TOKEN not in repr(recorded.call)
         assert TOKEN not in repr(recorded.principal)
+
+
+@pytest.mark.parametrize(
+    "folded",
+    [
+        b"Authorization: Bearer\r\n " + TOKEN.encode(),
+        b"Authorization: Bearer tok-\r\n\t" + TOKEN.encode(),
+        b"Authorization:\r\n Bearer " + TOKEN.encode(),
+    ],
+    ids=["after the scheme", "inside the token", "before the scheme"],
+)
+async def test_a_token_split_by_obsolete_line_folding_reaches_no_log_and_no_answer(
+    make_gw: MakeGateway, caplog: pytest.LogCaptureFixture, folded: bytes
+) -> None:
+    """Issue 12 item 4: the parser's error text quoted the folded header, and the traceback of
+    the plain-text 400 carried it into an ERROR line where the one-line redaction missed it."""
+    gw = await make_gw(tokens={TOKEN: principal("erin", "mcp:access docs:read")})
+    caplog.set_level(logging.DEBUG)
+    head = b"POST /mcp HTTP/1.1\r\nHost: x\r\n" + folded + b"\r\nContent-Length: 2\r\n\r\n{}"
+    with capture_logs() as logs:
+        response = await exchange(gw.server.port, head)
+    assert response.status == 400
+    assert response.json()["error"] == "malformed_request"
+    assert TOKEN.encode() not in response.body
+    assert all(TOKEN not in value for value in response.headers.values())
+    assert TOKEN not in json.dumps(logs, default=str)
+    for record in caplog.records:
+        assert TOKEN not in record.getMessage()
+        assert record.exc_info is None
+    assert TOKEN not in generate_latest(gw.metrics.registry).decode()
+    assert gw.authenticator.calls == 0 and gw.backend.calls == []

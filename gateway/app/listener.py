@@ -1,0 +1,542 @@
+"""The listeners' HTTP/1.1 connection layer: aiohttp's server with the gateway's bounds.
+
+aiohttp's server reads request heads without a deadline, keeps idle connections for about an
+hour, accepts up to 128 header lines of any allowed size (about 2 MiB per head) and any number of
+connections, answers malformed requests with a plain-text 400 that echoes the offending bytes,
+logs each one with a traceback, and decompresses request bodies on its own. None of that may
+stand in front of authentication (issue 12: slowloris, header floods, 500s from
+``Content-Encoding``, tokens in ERROR lines). :class:`ListenerRunner` is an
+:class:`aiohttp.web.AppRunner` whose server builds :class:`GuardedRequestHandler` connections:
+
+- **header deadline** (``limits.header_timeout_s``): a connection must deliver a complete request
+  head within the deadline, from its start for the first request and from the first byte for
+  later ones; else ``408 request_timeout`` and close. Idle keep-alive connections are closed after
+  ``limits.keepalive_timeout_s`` (aiohttp's own keep-alive timer, which also covers a partial head
+  on a reused connection);
+- **head size** (``limits.max_header_bytes``): bytes received while a head is incomplete are
+  counted before they reach the parser, and every completed head is measured; past the cap
+  ``431 headers_too_large`` and close. One line stays capped at 16 KiB by the parser;
+- **connections** (``limits.max_connections`` per replica, ``limits.max_connections_per_ip`` per
+  TCP peer, IPv6 per /64, peers in ``trusted_proxies`` exempt): counted at accept time, before
+  a byte is read (``X-Forwarded-For`` is not known yet); over a cap the connection gets
+  ``503 over_capacity`` / ``429 rate_limited`` and is closed without its request being read;
+- **malformed HTTP**: the gateway's own fixed JSON ``400 malformed_request`` (``Cache-Control:
+  no-store``, ``X-Request-Id``), one warning line at most per second with a count of the
+  suppressed ones, never a traceback and never the request's bytes (which may hold a token,
+  e.g. one split by obsolete line folding);
+- **no decompression**: ``auto_decompress`` is off, so a ``Content-Encoding`` body reaches the
+  pipeline as sent and is refused there (``415 unsupported_content_encoding``).
+
+How: refusals are queued as aiohttp's own parse-error entries, so aiohttp's request loop answers
+them through :meth:`GuardedRequestHandler.handle_error` exactly like the parse errors it finds
+itself: one response, then the connection closes, and no request handler ever runs for them.
+This subclasses aiohttp internals (``RequestHandler._messages``, ``_request_count``,
+``_ErrInfo``) of the pinned 3.14 line; :func:`_check_aiohttp` refuses to start on an aiohttp that
+lacks them, and the raw-socket tests (tests/integration/test_hostile_clients.py) exercise each
+path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aiohttp import web, web_protocol
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
+from aiohttp.web_protocol import RequestHandler
+
+from gateway.app.request_id import REQUEST_ID, REQUEST_ID_HEADER, new_request_id
+from gateway.config import Config
+from gateway.errors import (
+    GatewayError,
+    HeadersTooLarge,
+    MalformedRequest,
+    OverCapacity,
+    RateLimited,
+    RequestTimeout,
+)
+from gateway.http.errors import internal_error, render_error
+from gateway.limits.keys import client_key
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+
+__all__ = ["MAX_HEADER_FIELD_BYTES", "ListenerLimits", "ListenerRunner"]
+
+log = get_logger("gateway.listener")
+
+MAX_HEADER_FIELD_BYTES: Final = 16_384
+"""Largest request line / header line the parser accepts (aiohttp's default is 8190): an 8 KiB
+bearer token (auth/bearer.py's cap) plus ``Authorization: Bearer `` must reach the gateway's own
+401, not a 431."""
+CONNECTION_RETRY_S: Final = 1
+LINGER_S: Final = 2.0
+LINGER_MAX_BYTES: Final = 65_536
+"""After a listener answer, the connection is half-closed and what the client still sends is read
+and dropped, for at most this long and this many bytes, before the socket closes: closing with
+unread input would reset the connection and could destroy the answer in the client's buffer
+(a lingering close, like nginx's ``lingering_close``)."""
+LOG_INTERVAL_S: Final = 1.0
+"""At most one ``http.refused`` line per interval; the next one counts the suppressed lines."""
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+_TERMINATORS: Final = (b"\r\n\r\n", b"\n\n")
+
+
+def _check_aiohttp() -> None:
+    slots = set(getattr(RequestHandler, "__slots__", ()))
+    needed = {"_messages", "_request_count", "_waiter", "_request_in_progress"}
+    if not needed <= slots or not hasattr(web_protocol, "_ErrInfo"):
+        raise RuntimeError(
+            "gateway.app.listener needs aiohttp 3.14's RequestHandler internals "
+            f"(missing {sorted(needed - slots)}); install the pinned aiohttp version"
+        )
+
+
+_check_aiohttp()
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerLimits:
+    """The connection-level bounds of one listener (see the module docstring)."""
+
+    header_timeout_s: float = 10.0
+    keepalive_timeout_s: float = 75.0
+    max_header_bytes: int = 32_768
+    max_connections: int = 1024
+    max_connections_per_ip: int = 256
+    exempt: tuple[Network, ...] = ()
+    """Peers without a per-IP connection cap (``trusted_proxies``)."""
+
+    @classmethod
+    def from_config(cls, config: Config) -> ListenerLimits:
+        limits = config.limits
+        return cls(
+            header_timeout_s=limits.header_timeout_s,
+            keepalive_timeout_s=limits.keepalive_timeout_s,
+            max_header_bytes=limits.max_header_bytes,
+            max_connections=limits.max_connections,
+            max_connections_per_ip=limits.ip_connections,
+            exempt=config.trusted_proxies,
+        )
+
+
+class _Refusal(Exception):
+    """A listener-level answer queued in place of a request; carries its status-table row."""
+
+    def __init__(self, error: GatewayError, reason: str) -> None:
+        super().__init__(reason)
+        self.error = error
+        self.reason = reason
+
+
+class _Throttle:
+    """One log line per ``LOG_INTERVAL_S`` at most; the next line reports how many were dropped
+    (a flood of bad requests must not become a flood of log lines)."""
+
+    def __init__(self) -> None:
+        self._next = 0.0
+        self._suppressed = 0
+
+    def warning(self, event: str, **fields: Any) -> None:
+        now = time.monotonic()
+        if now < self._next:
+            self._suppressed += 1
+            return
+        self._next = now + LOG_INTERVAL_S
+        suppressed, self._suppressed = self._suppressed, 0
+        log.warning(event, suppressed=suppressed, **fields)
+
+
+class _Connections:
+    """Open-connection counts per replica and per client key, shared by one server's handlers."""
+
+    def __init__(self, limits: ListenerLimits) -> None:
+        self._limits = limits
+        self.total = 0
+        self._per_key: dict[str, int] = {}
+        self.idle = asyncio.Event()
+        self.idle.set()
+
+    def admit(self, peer: str | None) -> tuple[str | None, GatewayError | None]:
+        """Count a new connection: (its per-IP key or None when exempt, a refusal or None)."""
+        limits = self._limits
+        if self.total >= limits.max_connections:
+            return None, OverCapacity(retry_after=CONNECTION_RETRY_S)
+        key = None if peer is None or _exempt(peer, limits.exempt) else client_key(peer)
+        if key is not None:
+            used = self._per_key.get(key, 0)
+            if used >= limits.max_connections_per_ip:
+                return None, RateLimited(retry_after=CONNECTION_RETRY_S)
+            self._per_key[key] = used + 1
+        self.total += 1
+        self.idle.clear()
+        return key, None
+
+    def release(self, key: str | None) -> None:
+        self.total -= 1
+        if self.total == 0:
+            self.idle.set()
+        if key is None:
+            return
+        used = self._per_key.get(key, 0) - 1
+        if used <= 0:
+            self._per_key.pop(key, None)
+        else:
+            self._per_key[key] = used
+
+
+def _head_size(method: str, path: str, raw_headers: Any) -> int:
+    """A parsed head's size in its canonical form: ``METHOD path HTTP/1.1`` CRLF, one
+    ``Name: value`` CRLF per header, CRLF. Equal to the bytes received for a canonically
+    written head (what the pre-parse count sees), a little over it otherwise."""
+    return (
+        len(method)
+        + len(path)
+        + 13
+        + sum(len(name) + len(value) + 4 for name, value in raw_headers)
+    )
+
+
+def _exempt(peer: str, networks: tuple[Network, ...]) -> bool:
+    if not networks:
+        return False
+    try:
+        address = ipaddress.ip_address(peer.partition("%")[0])
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return any(address in network for network in networks)
+
+
+class GuardedRequestHandler(RequestHandler):
+    """One client connection: aiohttp's handler plus the header deadline, head-size cap,
+    connection accounting and the gateway's own answers to malformed requests."""
+
+    __slots__ = (
+        "_admitted",
+        "_carry",
+        "_conn_key",
+        "_connections",
+        "_head_bytes",
+        "_head_timer",
+        "_last_payload",
+        "_limits",
+        "_linger_bytes",
+        "_linger_timer",
+        "_lingering",
+        "_metrics",
+        "_throttle",
+    )
+
+    def __init__(
+        self,
+        manager: GuardedServer,
+        *,
+        limits: ListenerLimits,
+        connections: _Connections,
+        throttle: _Throttle,
+        metrics: Metrics | None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(manager, **kwargs)
+        self._limits = limits
+        self._metrics = metrics
+        self._connections = connections
+        self._throttle = throttle
+        self._admitted = False
+        self._conn_key: str | None = None
+        self._head_bytes = 0
+        self._carry = b""
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._last_payload: StreamReader | None = None
+        self._lingering = False
+        """The next response is a listener answer: close the connection lingering after it."""
+        self._linger_bytes = 0
+        self._linger_timer: asyncio.TimerHandle | None = None
+
+    # --- connection accounting -------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        peer = transport.get_extra_info("peername")
+        address = peer[0] if isinstance(peer, tuple) and peer else None
+        self._conn_key, refusal = self._connections.admit(address)
+        if refusal is not None:
+            reason = "max_connections" if isinstance(refusal, OverCapacity) else "per_ip"
+            self._refuse(_Refusal(refusal, reason))
+            return
+        self._admitted = True
+        self._arm_head_timer()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._cancel_head_timer()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
+            self._linger_timer = None
+        if self._admitted:
+            self._admitted = False
+            self._connections.release(self._conn_key)
+        super().connection_lost(exc)
+
+    def stop_serving(self) -> None:
+        """A graceful stop: read no further request; an idle connection closes now, a busy one
+        after its answer. (aiohttp's own ``close()`` leaves an idle connection open until the
+        runner's final shutdown.)"""
+        idle = self._waiter is not None and not self._request_in_progress and not self._messages
+        self.close()
+        if idle:
+            self.force_close()
+
+    # --- request heads -----------------------------------------------------------------------
+
+    def _awaiting_head(self) -> bool:
+        payload = self._last_payload
+        return not self._upgraded and (payload is None or payload.is_eof())
+
+    def data_received(self, data: bytes) -> None:
+        if self._linger_timer is not None:
+            self._linger_bytes += len(data)  # dropped; a client that keeps sending is cut
+            if self._linger_bytes > LINGER_MAX_BYTES and self.transport is not None:
+                self.transport.abort()
+            return
+        if self._force_close or self._close or not data:
+            super().data_received(data)
+            return
+        awaiting = self._awaiting_head()
+        if awaiting:
+            if self._head_timer is None:
+                self._arm_head_timer()  # a later request on a kept-alive connection: first byte
+            if not self._head_may_continue(data):
+                self._refuse(_Refusal(HeadersTooLarge(), "head_over_cap"))
+                return
+        before = self._request_count
+        super().data_received(data)
+        if self._request_count == before:
+            return
+        # One or more heads completed in this chunk: measure them, then start over.
+        self._cancel_head_timer()
+        self._check_completed_heads(self._request_count - before)
+        if self._messages:
+            self._last_payload = self._messages[-1][1]
+        self._carry = b""
+        self._head_bytes = 0
+        if self._awaiting_head():
+            # Bytes after the last head terminator belong to the next head (or to the end of a
+            # body, counted conservatively).
+            ends = [data.rfind(t) + len(t) for t in _TERMINATORS if data.rfind(t) >= 0]
+            self._head_bytes = len(data) - max(ends) if ends else 0
+
+    def _head_may_continue(self, data: bytes) -> bool:
+        """Count ``data`` towards the incomplete head; False once it cannot fit the cap."""
+        cap = self._limits.max_header_bytes
+        window = self._carry + data
+        found = [window.find(t) + len(t) for t in _TERMINATORS if t in window]
+        if found:
+            # The head ends in this chunk: only the bytes up to its end count (the rest is body
+            # or a pipelined request, measured after parsing).
+            return self._head_bytes + min(found) - len(self._carry) <= cap
+        self._head_bytes += len(data)
+        self._carry = window[-3:]
+        return self._head_bytes <= cap
+
+    def _check_completed_heads(self, count: int) -> None:
+        cap = self._limits.max_header_bytes
+        queued = self._messages
+        for index in range(max(0, len(queued) - count), len(queued)):
+            message = queued[index][0]
+            if isinstance(message, web_protocol._ErrInfo):
+                continue  # a parse error: answered 400 anyway
+            size = _head_size(message.method, message.path, message.raw_headers)
+            if size > cap:
+                # Replace it (and drop anything pipelined behind it): it is never handled.
+                while len(queued) > index:
+                    queued.pop()
+                self._refuse(_Refusal(HeadersTooLarge(), "head_over_cap"))
+                return
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self._loop.call_later(
+            self._limits.header_timeout_s, self._head_timed_out
+        )
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self._force_close or self._close or not self._awaiting_head():
+            return
+        if self._request_in_progress or self._messages:
+            return  # a request is being answered; aiohttp's keep-alive timer takes over after it
+        self._refuse(_Refusal(RequestTimeout(), "header_timeout"))
+
+    # --- answers -----------------------------------------------------------------------------
+
+    def _refuse(self, refusal: _Refusal) -> None:
+        """Queue ``refusal`` as aiohttp's own parse-error entry, stop reading, wake the loop.
+
+        aiohttp's request loop answers it through :meth:`handle_error` (which closes the
+        connection afterwards), so no handler runs and the response is written by aiohttp.
+        """
+        self._cancel_head_timer()
+        entry = web_protocol._ErrInfo(status=refusal.error.status, exc=refusal, message="")
+        self._messages.append((entry, EMPTY_PAYLOAD))
+        self._request_count += 1
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+        self._close = True  # read no more; the response goes out, then the connection closes
+
+    def handle_error(
+        self,
+        request: Any,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """The gateway's fixed JSON answer for everything aiohttp (or :meth:`_refuse`) answers
+        before a handler runs, and for a handler that raised past the pipeline."""
+        peer = request.remote
+        if isinstance(exc, _Refusal):
+            error: GatewayError = exc.error
+            self._throttle.warning(
+                "http.refused", reason=exc.reason, status=error.status, peer=peer
+            )
+        elif isinstance(exc, LineTooLong):
+            error = HeadersTooLarge()
+            self._throttle.warning("http.refused", reason="line_over_cap", status=431, peer=peer)
+        elif isinstance(exc, HttpProcessingError) and status == 400:
+            # Only the exception's class: its text quotes the request's bytes.
+            error = MalformedRequest()
+            self._throttle.warning("http.refused", reason=type(exc).__name__, status=400, peer=peer)
+        else:
+            # A handler raised past the pipeline (the MCP endpoint never does): a bug, logged
+            # with its traceback by internal_error.
+            error = internal_error(exc or RuntimeError(f"aiohttp error {status}"))
+        if self._metrics is not None:
+            row = self._metrics.row_label(error.row)
+            if row is not None:
+                self._metrics.rejections_total.labels(row).inc()
+            if isinstance(exc, _Refusal) and exc.reason == "per_ip":
+                self._metrics.rate_limited_total.labels(scope="ip_connections").inc()
+        self._lingering = True
+        response = render_error(error, challenge=None)
+        rid = request.get(REQUEST_ID) if isinstance(request, web.Request) else None
+        response.headers[REQUEST_ID_HEADER] = rid or new_request_id()
+        response.force_close()
+        return response
+
+    async def finish_response(
+        self, request: Any, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        result = await super().finish_response(request, resp, start_time)
+        transport = self.transport
+        if self._lingering and transport is not None and not transport.is_closing():
+            # A lingering close instead of aiohttp's immediate one: half-close (the client reads
+            # the answer and EOF), drop what it still sends, close after LINGER_S at the latest
+            # (or when it closes its side: eof_received). Marked force-closed so aiohttp's
+            # request loop ends without closing the transport itself.
+            self._force_close = True
+            if transport.can_write_eof():
+                transport.write_eof()
+            self._linger_timer = self._loop.call_later(LINGER_S, transport.abort)
+        return result
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        # aiohttp's request loop reports connection-level failures here (a body that broke off,
+        # bad chunk framing found while draining a refused request's body). Their text and
+        # traceback may quote request bytes: log the kind only, throttled.
+        exc = kw.get("exc_info")
+        kind = type(exc).__name__ if isinstance(exc, BaseException) else "unknown"
+        self._throttle.warning("http.connection_error", reason=kind)
+
+
+class GuardedServer(web.Server):
+    """aiohttp's low-level server building :class:`GuardedRequestHandler` connections."""
+
+    def __init__(
+        self, *args: Any, limits: ListenerLimits, metrics: Metrics | None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits = limits
+        self.metrics = metrics
+        self.connection_counts = _Connections(limits)
+        self._throttle = _Throttle()
+
+    def pre_shutdown(self) -> None:
+        for connection in self.connections:
+            if isinstance(connection, GuardedRequestHandler):
+                connection.stop_serving()
+            else:
+                connection.close()
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no admitted connection is open, at most ``timeout_s``; True if idle."""
+        try:
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await self.connection_counts.idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def __call__(self) -> RequestHandler:
+        return GuardedRequestHandler(
+            self,
+            loop=self._loop,
+            limits=self.limits,
+            connections=self.connection_counts,
+            throttle=self._throttle,
+            metrics=self.metrics,
+            **self._kwargs,
+        )
+
+
+class ListenerRunner(web.AppRunner):
+    """An :class:`~aiohttp.web.AppRunner` serving its application through :class:`GuardedServer`
+    with the gateway's connection bounds (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: web.Application,
+        *,
+        limits: ListenerLimits,
+        metrics: Metrics | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("handler_cancellation", True)
+        kwargs.setdefault("access_log", None)  # the request-id middleware logs each request
+        super().__init__(
+            app,
+            keepalive_timeout=limits.keepalive_timeout_s,
+            auto_decompress=False,
+            # After an answer that left the body unread (a 401 before the body), aiohttp reads
+            # and drops the rest for this long (default 10 s): as long as our own linger.
+            lingering_time=LINGER_S,
+            max_field_size=MAX_HEADER_FIELD_BYTES,
+            max_line_size=MAX_HEADER_FIELD_BYTES,
+            **kwargs,
+        )
+        self._limits = limits
+        self._metrics = metrics
+
+    async def _make_server(self) -> web.Server:
+        # AppRunner's server, rebuilt as a GuardedServer with the same handler and settings
+        # (BaseRunner._make_server is the runner's documented extension point).
+        base = await super()._make_server()
+        kwargs = {k: v for k, v in self._kwargs.items() if k != "handler_cancellation"}
+        return GuardedServer(
+            base.request_handler,
+            request_factory=base.request_factory,
+            handler_cancellation=base.handler_cancellation,
+            limits=self._limits,
+            metrics=self._metrics,
+            **kwargs,
+        )

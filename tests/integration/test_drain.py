@@ -1,0 +1,163 @@
+"""Graceful stop answers every request in flight within ``limits.drain_timeout_s``.
+
+Issue 12 item 9: with ``drain_timeout_s: 5`` a SIGTERM exited after 6.26 s and cut a slow-body
+request with no response. Now a body still arriving at the drain deadline is answered
+``503 draining``, a tool call still running gets the timeout tool error, and the whole stop takes
+the drain timeout plus a short grace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.app import GatewayServer, Services
+from gateway.app.lifecycle import CANCEL_GRACE_S
+from gateway.config import Config, Listen, load_config
+from gateway.http.dispatch import TIMEOUT_TEXT
+from gateway.http.endpoint import McpEndpoint
+from gateway.http.routes import add_mcp_routes
+from gateway.limits.memory import MemoryRateLimiter
+from tests.support.fakes import FakeAuthenticator, FakeBackend, FakePolicySource, default_policy
+from tests.support.gateway_harness import default_tokens, modern_headers, modern_request
+
+ROOT = Path(__file__).resolve().parents[2]
+FIXTURES = ROOT / "tests" / "fixtures" / "config"
+ENV = {"TEST_INTROSPECTION_SECRET": "introspection-secret", "TEST_BACKEND_TOKEN": "backend-token"}
+DISCOVER = json.dumps(modern_request("server/discover", 1)).encode()
+
+
+def drain_config(drain_s: float) -> Config:
+    config = load_config(FIXTURES / "minimal.yaml", ENV)
+    return dataclasses.replace(
+        config,
+        resource="https://mcp.example.com/mcp",
+        listen=Listen("127.0.0.1", 0),
+        ops_listen=Listen("127.0.0.1", 0),
+        limits=dataclasses.replace(config.limits, drain_timeout_s=drain_s),
+    )
+
+
+async def start(drain_s: float) -> tuple[GatewayServer, McpEndpoint, FakeBackend]:
+    config = drain_config(drain_s)
+    backend = FakeBackend()
+    endpoint = McpEndpoint(
+        config=config,
+        authenticator=FakeAuthenticator(default_tokens()),
+        policy=FakePolicySource(default_policy()),
+        backend=backend,
+        limiter=MemoryRateLimiter(),
+    )
+    services = Services(
+        install_routes=lambda app: add_mcp_routes(app, endpoint, config=config, prm_document=None),
+        drain=[endpoint.drain],
+    )
+    server = GatewayServer(config, services)
+    await server.start()
+    return server, endpoint, backend
+
+
+@pytest.fixture
+async def session() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as client:
+        yield client
+
+
+async def until(predicate: Any) -> None:
+    for _ in range(500):
+        if predicate():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+@pytest.mark.row("draining")
+async def test_a_body_still_arriving_at_the_drain_deadline_is_answered_503_draining(
+    session: aiohttp.ClientSession,
+) -> None:
+    server, endpoint, _ = await start(drain_s=1.0)
+    never = asyncio.Event()
+
+    async def stalled() -> AsyncIterator[bytes]:
+        yield DISCOVER[:10]
+        await never.wait()
+        yield DISCOVER[10:]
+
+    request = asyncio.ensure_future(
+        session.post(server.mcp_url, data=stalled(), headers=modern_headers("server/discover"))
+    )
+    await until(lambda: endpoint.in_flight == 1)
+    began = time.monotonic()
+    stopping = asyncio.ensure_future(server.stop())
+    response = await asyncio.wait_for(request, 5)
+    answered_after = time.monotonic() - began
+    assert response.status == 503
+    assert response.headers["Retry-After"] == "1"
+    assert response.headers["Cache-Control"] == "no-store"
+    assert (await response.json())["error"] == "draining"
+    assert 0.5 <= answered_after < 1.0  # just before the deadline, not at the start
+    await asyncio.wait_for(stopping, 5)
+    assert time.monotonic() - began < 1.0 + CANCEL_GRACE_S + 0.5
+    never.set()
+
+
+async def test_a_tool_call_running_at_the_drain_deadline_gets_the_timeout_tool_error(
+    session: aiohttp.ClientSession,
+) -> None:
+    server, _, backend = await start(drain_s=1.0)
+    body = modern_request("tools/call", 3, {"name": "slow", "arguments": {"seconds": 30}})
+    request = asyncio.ensure_future(
+        session.post(server.mcp_url, json=body, headers=modern_headers("tools/call", "slow"))
+    )
+    await until(lambda: len(backend.calls) == 1)
+    began = time.monotonic()
+    stopping = asyncio.ensure_future(server.stop())
+    response = await asyncio.wait_for(request, 5)
+    assert response.status == 200
+    result = (await response.json())["result"]
+    assert result["isError"] is True
+    assert result["content"][0]["text"] == TIMEOUT_TEXT
+    await asyncio.wait_for(stopping, 5)
+    assert time.monotonic() - began < 1.0 + CANCEL_GRACE_S + 0.5
+
+
+async def test_a_request_that_finishes_in_time_is_answered_normally_and_stop_returns_early(
+    session: aiohttp.ClientSession,
+) -> None:
+    server, _, backend = await start(drain_s=5.0)
+    body = modern_request("tools/call", 3, {"name": "slow", "arguments": {"seconds": 30}})
+    request = asyncio.ensure_future(
+        session.post(server.mcp_url, json=body, headers=modern_headers("tools/call", "slow"))
+    )
+    await until(lambda: len(backend.calls) == 1)
+    began = time.monotonic()
+    stopping = asyncio.ensure_future(server.stop())
+    await asyncio.sleep(0.2)
+    backend.release.set()
+    response = await asyncio.wait_for(request, 5)
+    assert response.status == 200
+    assert (await response.json())["result"]["isError"] is False
+    await asyncio.wait_for(stopping, 5)
+    assert time.monotonic() - began < 2.0  # did not wait out the 5 s drain
+
+
+async def test_an_idle_kept_alive_connection_does_not_hold_the_stop(
+    session: aiohttp.ClientSession,
+) -> None:
+    server, _, _ = await start(drain_s=5.0)
+    response = await session.post(
+        server.mcp_url, data=DISCOVER, headers=modern_headers("server/discover")
+    )
+    assert response.status == 200
+    await response.read()  # the connection stays in the client's pool, idle
+    began = time.monotonic()
+    await asyncio.wait_for(server.stop(), 5)
+    assert time.monotonic() - began < 1.0
