@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build the Dockerfile and check the container the way an operator runs it:
 #   non-root (uid 10001), read-only root filesystem, all capabilities dropped, /healthz 200,
-#   the image's HEALTHCHECK passes, the official MCP SDK lists tools through it, and SIGTERM
+#   shared state in Redis when redis-server is on the host, the image's HEALTHCHECK passes, the official MCP SDK lists tools through it, and SIGTERM
 #   drains: a call in flight when the signal arrives still gets its answer, /readyz turns 503,
 #   new connections are refused, and the process exits 0 before the drain timeout.
 #
@@ -40,6 +40,7 @@ LOCAL_BASE=localhost/mcp-gateway-base:bookworm
 NAME=mcp-gateway-image-test-$$
 WORK=$(mktemp -d /tmp/mcp-gateway-image-test.XXXXXX)
 PEERS_PID=
+REDIS_PID=
 PASSED=()
 
 log() { printf 'image-test: %s\n' "$*"; }
@@ -53,6 +54,7 @@ cleanup() {
   fi
   "$ENGINE" rm -f "$NAME" >/dev/null 2>&1 || true
   if [ -n "$PEERS_PID" ]; then kill "$PEERS_PID" 2>/dev/null || true; wait "$PEERS_PID" 2>/dev/null || true; fi
+  if [ -n "$REDIS_PID" ]; then kill "$REDIS_PID" 2>/dev/null || true; wait "$REDIS_PID" 2>/dev/null || true; fi
   [ "$KEEP" = 1 ] || rm -rf "$WORK"
   exit "$status"
 }
@@ -117,7 +119,16 @@ pass "image builds from the Dockerfile (PYTHON_IMAGE=$BASE)"
 
 # --- 3. peers on the host, the container with production settings ------------------------
 mkdir -p "$WORK/etc"
-"$PYTHON" scripts/image_test_peers.py --dir "$WORK/etc" --slow-s 3 --drain-s 8 >"$WORK/peers.json" 2>"$WORK/peers.log" &
+PEERS_ARGS=(--dir "$WORK/etc" --slow-s 3 --drain-s 8)
+if command -v redis-server >/dev/null 2>&1; then
+  # Shared state too: the image must reach Redis with nothing but configuration.
+  REDIS_PORT=$("$PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save "" --appendonly no --dir "$WORK" \
+    --logfile "$WORK/redis.log" --daemonize no >/dev/null 2>&1 &
+  REDIS_PID=$!
+  PEERS_ARGS+=(--redis-url "redis://127.0.0.1:$REDIS_PORT/0")
+fi
+"$PYTHON" scripts/image_test_peers.py "${PEERS_ARGS[@]}" >"$WORK/peers.json" 2>"$WORK/peers.log" &
 PEERS_PID=$!
 for _ in $(seq 100); do [ -s "$WORK/peers.json" ] && break; sleep 0.1; done
 [ -s "$WORK/peers.json" ] || { cat "$WORK/peers.log"; fail "peers did not start"; }
@@ -147,6 +158,16 @@ fi
 pass "read-only root filesystem (writes to /opt/venv and /tmp fail), capabilities dropped"
 [ "$(http_status "$OPS_URL/healthz")" = 200 ] || fail "/healthz"
 pass "/healthz 200, /readyz 200"
+if [ -n "$REDIS_PID" ]; then
+  store_reachable() {
+    curl -s --max-time 2 "$OPS_URL/readyz" | "$PYTHON" -c 'import json, sys
+state = json.load(sys.stdin)["state"]
+sys.exit(0 if state["backend"] == "redis" and state["reachable"] is True else 1)'
+  }
+  for _ in $(seq 20); do store_reachable && break; sleep 0.1; done
+  store_reachable || fail "the container does not reach Redis (state.backend: redis)"
+  pass "state.backend: redis works from the image (/readyz reports the store reachable)"
+fi
 if [ "$ENGINE" = podman ]; then
   E healthcheck run "$NAME" >/dev/null || fail "the image's HEALTHCHECK"
   pass "the image's HEALTHCHECK command passes"

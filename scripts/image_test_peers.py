@@ -100,8 +100,15 @@ backend:
 policy: policy.yaml
 limits: {{drain_timeout_s: {args.drain_s}}}
 audit: {{sink: stdout}}
-""",
+"""
+        + (
+            "state: {backend: redis, redis: {url: {file: redis-url}}, share_token_cache: true}\n"
+            if args.redis_url
+            else ""
+        ),
     )
+    if args.redis_url:
+        _write(workdir / "redis-url", args.redis_url + "\n")
     token = issuer.mint_token(sub="image-test", scopes="mcp:access notes:read", ttl_s=3600)
     info = {
         "mcp_url": resource,
@@ -125,4 +132,5 @@ if __name__ == "__main__":
     parser.add_argument("--dir", required=True, help="where gateway.yaml and secrets are written")
     parser.add_argument("--slow-s", type=float, default=3.0)
     parser.add_argument("--drain-s", type=float, default=8.0)
+    parser.add_argument("--redis-url", help="run the gateway with state.backend: redis")
     sys.exit(asyncio.run(main(parser.parse_args())))

@@ -97,12 +97,17 @@ def add_admin_routes(
             return _refuse(415, "unsupported_media_type", "Content-Type must be application/json")
         if request.content_length is not None and request.content_length > MAX_ADMIN_BODY:
             return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
+        chunks: list[bytes] = []
+        size = 0
         try:
-            raw = await request.content.read(MAX_ADMIN_BODY + 1)
-        except (ConnectionError, web.HTTPException):
+            async for chunk in request.content.iter_any():  # chunked bodies have no length
+                size += len(chunk)
+                if size > MAX_ADMIN_BODY:
+                    return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
+                chunks.append(chunk)
+        except ConnectionError:
             return _refuse(400, "invalid_request", "the body could not be read")
-        if len(raw) > MAX_ADMIN_BODY:
-            return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
+        raw = b"".join(chunks)
         try:
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
