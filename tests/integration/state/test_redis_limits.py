@@ -190,3 +190,39 @@ class TestStoreFaults:
         finally:
             await store.close()
             server.destroy()
+
+
+async def test_each_limiter_key_kind_follows_its_own_store_error_policy() -> None:
+    """The front door's one RateLimiter: the key's namespace picks state.on_store_error.<kind>."""
+    from gateway.limits.fallback import SharedRateLimiter
+
+    metrics = Metrics()
+    server = RedisServer.launch()
+    url = server.url
+    server.destroy()
+    store = store_for(url, unique_prefix(), metrics=metrics)
+    shared, local = RedisRateLimiter(store), MemoryRateLimiter()
+
+    def kind(name: str, policy: str) -> FallbackRateLimiter:
+        return FallbackRateLimiter(shared, local, kind=name, policy=policy, metrics=metrics)  # type: ignore[arg-type]
+
+    limiter = SharedRateLimiter(
+        {
+            "ip": kind("ip", "deny"),
+            "principal": kind("principal", "local"),
+            "tool": kind("tool", "deny"),
+            "failed_auth": kind("failed_auth", "local"),
+        },
+        default=kind("other", "local"),
+    )
+    try:
+        assert await limiter.hit("ip:10.0.0.1", 100, 60.0) == DENY_WAIT_S
+        assert await limiter.hit("sub:alice", 100, 60.0) is None
+        assert await limiter.hit("tool:alice:echo", 100, 60.0) == DENY_WAIT_S
+        assert await limiter.hit("authfail:10.0.0.1", 100, 60.0) is None
+        assert await limiter.hit("something:else", 100, 60.0) is None
+        errors = metrics.state_store_errors_total
+        for name in ("ip", "principal", "tool", "failed_auth", "other"):
+            assert errors.labels(kind=name)._value.get() == 1, name
+    finally:
+        await store.close()
