@@ -83,7 +83,8 @@ LOG_INTERVAL_S: Final = 1.0
 """At most one ``http.refused`` line per interval; the next one counts the suppressed lines."""
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-_TERMINATORS: Final = (b"\r\n\r\n", b"\n\n")
+_TERMINATOR: Final = b"\r\n\r\n"
+"""The end of a request head (aiohttp's llhttp parser refuses bare-LF line endings)."""
 
 
 def _check_aiohttp() -> None:
@@ -308,19 +309,21 @@ class GuardedRequestHandler(RequestHandler):
             super().data_received(data)
             return
         awaiting = self._awaiting_head()
-        if awaiting:
-            if self._head_timer is None:
-                self._arm_head_timer()  # a later request on a kept-alive connection: first byte
-            if not self._head_may_continue(data):
-                self._refuse(_Refusal(HeadersTooLarge(), "head_over_cap"))
-                return
+        counted = self._head_bytes
+        if awaiting and not self._head_may_continue(data):
+            self._refuse(_Refusal(HeadersTooLarge(), "head_over_cap"))
+            return
         before = self._request_count
         super().data_received(data)
         if self._request_count == before:
+            if awaiting and self._head_timer is None:
+                self._arm_head_timer()  # a later request's head began and is not complete yet
             return
-        # One or more heads completed in this chunk: measure them, then start over.
+        # One or more heads completed in this chunk: measure them, then start over. (The common
+        # case, a whole head in one read, never arms a timer.)
         self._cancel_head_timer()
-        self._check_completed_heads(self._request_count - before)
+        if counted + len(data) > self._limits.max_header_bytes:
+            self._check_completed_heads(self._request_count - before)
         if self._messages:
             self._last_payload = self._messages[-1][1]
         self._carry = b""
@@ -328,20 +331,27 @@ class GuardedRequestHandler(RequestHandler):
         if self._awaiting_head():
             # Bytes after the last head terminator belong to the next head (or to the end of a
             # body, counted conservatively).
-            ends = [data.rfind(t) + len(t) for t in _TERMINATORS if data.rfind(t) >= 0]
-            self._head_bytes = len(data) - max(ends) if ends else 0
+            end = data.rfind(_TERMINATOR)
+            self._head_bytes = len(data) - end - len(_TERMINATOR) if end >= 0 else 0
 
     def _head_may_continue(self, data: bytes) -> bool:
-        """Count ``data`` towards the incomplete head; False once it cannot fit the cap."""
+        """Count ``data`` towards the incomplete head; False once it cannot fit the cap.
+
+        When the head ends in this chunk only the bytes up to its end count (the rest is body or
+        a pipelined request, measured after parsing). ``_carry`` keeps the last three bytes so a
+        terminator split across two reads is found.
+        """
         cap = self._limits.max_header_bytes
-        window = self._carry + data
-        found = [window.find(t) + len(t) for t in _TERMINATORS if t in window]
-        if found:
-            # The head ends in this chunk: only the bytes up to its end count (the rest is body
-            # or a pipelined request, measured after parsing).
-            return self._head_bytes + min(found) - len(self._carry) <= cap
+        carry = self._carry
+        if carry:
+            spanning = (carry + data[:3]).find(_TERMINATOR)
+            if spanning >= 0:
+                return self._head_bytes + spanning + len(_TERMINATOR) - len(carry) <= cap
+        end = data.find(_TERMINATOR)
+        if end >= 0:
+            return self._head_bytes + end + len(_TERMINATOR) <= cap
         self._head_bytes += len(data)
-        self._carry = window[-3:]
+        self._carry = (carry + data)[-3:]
         return self._head_bytes <= cap
 
     def _check_completed_heads(self, count: int) -> None:

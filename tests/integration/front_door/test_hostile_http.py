@@ -177,20 +177,49 @@ class TestHeadSize:
         return head + b"\r\n\r\n", body
 
     @pytest.mark.row("headers_too_large")
-    @pytest.mark.parametrize("dribbled", [False, True], ids=["one write", "1000 bytes a write"])
+    @pytest.mark.parametrize(
+        "dribbled", [0, 1000, -1], ids=["one write", "1000 a write", "terminator split"]
+    )
     async def test_a_head_at_the_cap_is_served_and_one_byte_more_is_431(
-        self, make_gw: MakeGateway, dribbled: bool
+        self, make_gw: MakeGateway, dribbled: int
     ) -> None:
         gw = await make_gw(max_header_bytes=self.CAP, header_timeout_s=10)
         for size, status in [(self.CAP, 200), (self.CAP + 1, 431)]:
             head, body = self.head_of(size)
             assert len(head) == size
-            if dribbled:
-                response = parse_response(await dribble(gw.server.port, head + body, size=1000))
+            if dribbled == -1:
+                response = parse_response(await self._split_end(gw.server.port, head, body))
+            elif dribbled:
+                response = parse_response(await dribble(gw.server.port, head + body, size=dribbled))
             else:
                 response = await exchange(gw.server.port, head + body)
             assert response.status == status, (size, response.body[:100])
         assert_row(response, 431, "headers_too_large")
+
+    @staticmethod
+    async def _split_end(port: int, head: bytes, body: bytes) -> bytes:
+        """All but the last 6 bytes of the head, then those one by one: the server reads the
+        CRLFCRLF terminator across several reads."""
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        answer = asyncio.ensure_future(reader.read())
+        try:
+            writer.write(head[:-6])
+            await writer.drain()
+            for byte in head[-6:]:
+                await asyncio.sleep(0.02)
+                if answer.done():
+                    break
+                writer.write(bytes([byte]))
+                await writer.drain()
+            if not answer.done():
+                writer.write(body)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        try:
+            return await asyncio.wait_for(answer, 5)
+        finally:
+            writer.close()
 
     @pytest.mark.row("headers_too_large")
     async def test_one_header_line_over_16_kib_is_431_and_an_8_kib_token_still_gets_the_401(
