@@ -46,7 +46,8 @@ EXPOSE 8080 9090
 # The slim image has no curl; the stdlib client probes the ops listener from inside.
 HEALTHCHECK --interval=15s --timeout=3s --start-period=10s --retries=3 \
     CMD ["python", "-c", "import os, sys, urllib.request; sys.exit(0 if urllib.request.urlopen(os.environ['MCP_GATEWAY_HEALTH_URL'], timeout=2).status == 200 else 1)"]
-# SIGTERM starts a graceful drain (limits.drain_timeout_s); keep it below the stop timeout.
+# SIGTERM starts a graceful shutdown (limits.shutdown_delay_s, then limits.drain_timeout_s);
+# keep both together below the stop timeout.
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["mcp-gateway"]
 CMD ["serve", "--config", "/etc/mcp-gateway/gateway.yaml"]

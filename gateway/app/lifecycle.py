@@ -1,16 +1,21 @@
 """Both listeners' lifecycle: :class:`GatewayServer` (start, graceful stop) and :func:`serve`.
 
-Shutdown is graceful (:meth:`GatewayServer.stop`): readiness goes false first, the public
-listener stops accepting, in-flight requests get ``limits.drain_timeout_s`` to be answered (a body
-still arriving is answered ``503 draining`` just before the deadline, a running tool call the
-timeout tool error; what is left is then cancelled), background tasks stop, outbound client
+Shutdown is graceful (:meth:`GatewayServer.stop`): readiness goes false first; the public
+listener keeps serving for ``limits.shutdown_delay_s`` (load balancers and Kubernetes endpoint
+controllers stop routing new requests only after they see /readyz fail or the pod terminate;
+requests they still send in that window are served; a second SIGTERM/SIGINT ends the delay at
+once); then it stops accepting, in-flight requests get ``limits.drain_timeout_s`` to be answered
+(a body still arriving is answered ``503 draining`` just before the deadline, a running tool call
+the timeout tool error; what is left is then cancelled), background tasks stop, outbound client
 sessions are closed, and the ops listener goes last so probes see "draining" until the end. The
-whole stop takes at most ``drain_timeout_s`` plus :data:`CANCEL_GRACE_S` and the cleanups.
+whole stop takes at most ``shutdown_delay_s`` plus ``drain_timeout_s`` plus :data:`CANCEL_GRACE_S`
+and the cleanups.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import signal
 import time
@@ -53,6 +58,7 @@ class GatewayServer:
         self._public_runner: web.AppRunner | None = None
         self._ops_runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        self._hurry = asyncio.Event()
         self.public_port = 0
         self.ops_port = 0
 
@@ -92,26 +98,43 @@ class GatewayServer:
         self.readiness.started = True
         log.info(
             "gateway.started",
-            mcp_url=f"{self.config.listen.host}:{self.public_port}{self.config.mcp_path}",
+            # The listeners speak plain HTTP (TLS ends at the reverse proxy): say so.
+            mcp_url=f"http://{_host(self.config.listen.host)}:{self.public_port}"
+            f"{self.config.mcp_path}",
             ops=f"{self.config.ops_listen.host}:{self.ops_port}",
             resource=self.config.resource,
             version=gateway.__version__,
         )
 
-    async def stop(self) -> None:
-        """Graceful stop within ``limits.drain_timeout_s`` (plus :data:`CANCEL_GRACE_S`).
+    def hurry(self) -> None:
+        """End the shutdown delay now (a second signal during :meth:`stop`)."""
+        self._hurry.set()
 
-        Not ready, stop accepting, close idle connections, tell the drain hooks by when every
-        request must be answered (a body still arriving is then ``503 draining``, a tool call
-        still running the timeout tool error), wait for the requests in flight until then,
-        cancel what is left, stop tasks, close sessions; the ops listener goes last.
+    async def stop(self) -> None:
+        """Graceful stop within ``shutdown_delay_s + drain_timeout_s`` (+ :data:`CANCEL_GRACE_S`).
+
+        Not ready, keep serving for the shutdown delay, stop accepting, close idle connections,
+        tell the drain hooks by when every request must be answered (a body still arriving is
+        then ``503 draining``, a tool call still running the timeout tool error), wait for the
+        requests in flight until then, cancel what is left, stop tasks, close sessions; the ops
+        listener goes last.
         """
         started = time.monotonic()
-        drain_s = self.config.limits.drain_timeout_s
-        deadline = started + drain_s
+        limits = self.config.limits
+        drain_s = limits.drain_timeout_s
         self.readiness.draining = True
-        log.info("gateway.draining", drain_timeout_s=drain_s)
+        log.info("gateway.draining", drain_timeout_s=drain_s,
+                 shutdown_delay_s=limits.shutdown_delay_s)  # fmt: skip
         runner = self._public_runner
+        if limits.shutdown_delay_s > 0 and runner is not None:
+            # Still serving, new connections included, while /readyz already says 503.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(limits.shutdown_delay_s):
+                    await self._hurry.wait()
+            log.info(
+                "gateway.stop_accepting", delayed_ms=round((time.monotonic() - started) * 1000)
+            )
+        deadline = time.monotonic() + drain_s  # the drain starts when accepting stops
         if runner is not None:
             for site in list(runner.sites):
                 await site.stop()  # no new connections
@@ -154,6 +177,10 @@ class GatewayServer:
         self._public_runner = self._ops_runner = None
 
 
+def _host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host  # RFC 3986 §3.2.2: IPv6 literals in brackets
+
+
 async def _bind(
     app: web.Application, listen: Listen, limits: ListenerLimits, metrics: Metrics
 ) -> tuple[web.AppRunner, int]:
@@ -194,7 +221,8 @@ async def _guarded(factory: Callable[[], Awaitable[None]]) -> None:
 
 
 async def serve(config: Config, services: Services | None = None) -> None:
-    """Run until SIGTERM or SIGINT, then stop gracefully. A second signal is not intercepted."""
+    """Run until SIGTERM or SIGINT, then stop gracefully; a second signal ends the shutdown
+    delay early (the drain still runs)."""
     server = GatewayServer(config, services)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -202,6 +230,8 @@ async def serve(config: Config, services: Services | None = None) -> None:
 
     def _on_signal(sig: signal.Signals) -> None:
         received.append(sig.name)
+        if stop.is_set():
+            server.hurry()  # a second signal: skip what is left of the shutdown delay
         stop.set()
 
     handled = (signal.SIGTERM, signal.SIGINT)

@@ -171,6 +171,9 @@ class Limits:
     max_in_flight: int = 256
     request_deadline_s: float = 15.0
     drain_timeout_s: float = 10.0
+    shutdown_delay_s: float = 0.0
+    """On SIGTERM: keep serving (while /readyz says 503) this long before draining, so load
+    balancers stop routing here first (Kubernetes removes endpoints asynchronously)."""
     pre_auth_rate: Rate | None = Rate(1200, 60.0)
     principal_rate: Rate | None = Rate(600, 60.0)
     json: JsonLimits = field(default_factory=JsonLimits)

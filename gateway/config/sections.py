@@ -59,7 +59,10 @@ def build_limits(raw_limits: dict[str, Any]) -> Limits:
     for key in ("pre_auth_rate", "principal_rate"):
         if key in rl:
             rl[key] = parse_rate(rl[key])
-    for key in ("request_deadline_s", "drain_timeout_s", "header_timeout_s", "keepalive_timeout_s"):
+    for key in (
+        "request_deadline_s", "drain_timeout_s", "shutdown_delay_s", "header_timeout_s",
+        "keepalive_timeout_s",
+    ):  # fmt: skip
         if key in rl:
             rl[key] = float(rl[key])
     return Limits(**{**rl, "json": JsonLimits(**rl.get("json", {}))})

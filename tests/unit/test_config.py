@@ -156,6 +156,7 @@ class TestEveryKeyRoundTrips:
             64,
         )
         assert (lim.request_deadline_s, lim.drain_timeout_s) == (30, 4)
+        assert lim.shutdown_delay_s == 2.5
         assert lim.pre_auth_rate == Rate(100, 1.0)
         assert lim.principal_rate is None  # null disables the limit
         assert (lim.principal_in_flight, lim.ip_in_flight) == (8, 32)
@@ -206,6 +207,7 @@ class TestEveryKeyRoundTrips:
         assert c.backend.credential.type == "bearer"
         assert c.backend.credential.token is not None
         assert c.backend.credential.token.reveal() == "backend-token"
+        assert c.limits.shutdown_delay_s == 0.0
         assert c.limits.drain_timeout_s == 10.0
         assert c.limits.max_body_bytes == 65_536
         # Per-caller shares default to a quarter of the replica-wide caps.

@@ -1,0 +1,192 @@
+"""``limits.shutdown_delay_s`` with real processes: SIGTERM -> not ready -> still serving -> drain.
+
+Kubernetes removes a terminating pod from its Service endpoints asynchronously, so requests keep
+arriving for a few seconds after SIGTERM. ``mcp-gateway serve`` runs as a subprocess against a
+real development issuer and upstream; the test sends SIGTERM and then real requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import yaml
+
+from gateway.dev.issuer import DevIssuer
+from tests.support.live_stack import MODERN, ServerFactory, modern_meta
+from tests.support.upstreams import ModernUpstream
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+POLICY = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  echo: {scopes: []}\n"
+
+
+@dataclass
+class Serving:
+    process: asyncio.subprocess.Process
+    lines: list[dict[str, Any]] = field(default_factory=list)
+
+    def event(self, name: str) -> dict[str, Any] | None:
+        return next((line for line in self.lines if line.get("event") == name), None)
+
+    async def wait_for(self, name: str, timeout_s: float = 30.0) -> dict[str, Any]:
+        async with asyncio.timeout(timeout_s):
+            while (found := self.event(name)) is None:  # noqa: ASYNC110 - reading a log
+                await asyncio.sleep(0.02)
+        return found
+
+
+@asynccontextmanager
+async def serve(
+    tmp_path: Path, aiohttp_server: ServerFactory, limits: dict[str, float]
+) -> AsyncIterator[tuple[Serving, DevIssuer]]:
+    upstream_server = await aiohttp_server(ModernUpstream().app())
+    async with DevIssuer() as issuer:
+        issuer.register_client("mcp-gateway", "gw-secret", can_introspect=True)
+        (tmp_path / "policy.yaml").write_text(POLICY)
+        config = {
+            "resource": "https://mcp.example.test/mcp",
+            "listen": {"host": "127.0.0.1", "port": 0},
+            "ops_listen": {"host": "127.0.0.1", "port": 0},
+            "issuer": {
+                "url": issuer.url,
+                "client_id": "mcp-gateway",
+                "client_secret": {"env": "SD_GW_SECRET"},
+                "allow_insecure_http": True,
+            },
+            "backend": {
+                "url": str(upstream_server.make_url("/mcp")),
+                "allow_insecure_http": True,
+                "credential": {"type": "bearer", "token": {"env": "SD_SERVICE"}},
+            },
+            "policy": "policy.yaml",
+            "limits": limits,
+            "audit": {"sink": "off"},
+        }
+        (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(config))
+        env = {**os.environ, "SD_GW_SECRET": "gw-secret", "SD_SERVICE": "service-secret"}
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "gateway.cli", "serve", "--config", "gateway.yaml",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
+            cwd=tmp_path,
+        )  # fmt: skip
+        serving = Serving(process)
+
+        async def read() -> None:
+            assert process.stdout is not None
+            while raw := await process.stdout.readline():
+                if raw.startswith(b"{"):
+                    serving.lines.append(json.loads(raw))
+
+        reader = asyncio.create_task(read())
+        try:
+            yield serving, issuer
+        finally:
+            if process.returncode is None:
+                process.kill()
+            await process.wait()
+            await reader
+
+
+async def ready(session: aiohttp.ClientSession, ops: str) -> int:
+    async with session.get(ops + "/readyz") as response:
+        return response.status
+
+
+async def tools_list(mcp_url: str, token: str) -> int:
+    # A fresh connection each time: what a load balancer still routing here would open.
+    async with aiohttp.ClientSession() as session:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/list",
+            "params": {"_meta": modern_meta()},
+        }
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "tools/list",
+        }
+        async with session.post(mcp_url, json=body, headers=headers) as response:
+            await response.read()
+            return response.status
+
+
+async def test_a_request_sent_during_the_shutdown_delay_is_served_then_the_listener_closes(
+    tmp_path: Path, aiohttp_server: ServerFactory
+) -> None:
+    async with (
+        serve(tmp_path, aiohttp_server, {"shutdown_delay_s": 2, "drain_timeout_s": 3}) as (
+            gw,
+            issuer,
+        ),
+        aiohttp.ClientSession() as session,
+    ):
+        started = await gw.wait_for("gateway.started")
+        mcp_url = started["mcp_url"]
+        assert mcp_url.startswith("http://127.0.0.1:")  # the scheme is part of the URL
+        ops = "http://" + started["ops"]
+        async with asyncio.timeout(15):
+            while await ready(session, ops) != 200:  # noqa: ASYNC110 - polling a probe
+                await asyncio.sleep(0.05)
+        token = issuer.mint_token(
+            sub="erin", scopes="mcp:access", audience="https://mcp.example.test/mcp"
+        )
+        assert await tools_list(mcp_url, token) == 200
+
+        signalled = time.monotonic()
+        gw.process.send_signal(signal.SIGTERM)
+        draining = await gw.wait_for("gateway.draining", 5)
+        assert draining["shutdown_delay_s"] == 2
+        assert await ready(session, ops) == 503  # endpoints controllers see "not ready" at once
+        assert await tools_list(mcp_url, token) == 200  # ...and traffic still routed is served
+        assert gw.event("gateway.stop_accepting") is None
+
+        await gw.wait_for("gateway.stop_accepting", 10)
+        assert time.monotonic() - signalled >= 2
+        assert await asyncio.wait_for(gw.process.wait(), 10) == 0
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await tools_list(mcp_url, token)
+    events = [line["event"] for line in gw.lines]
+    assert events.index("gateway.draining") < events.index("gateway.stop_accepting")
+    assert events[-1] == "gateway.stopped"
+
+
+async def test_a_second_sigterm_ends_the_delay_at_once(
+    tmp_path: Path, aiohttp_server: ServerFactory
+) -> None:
+    async with serve(tmp_path, aiohttp_server, {"shutdown_delay_s": 120, "drain_timeout_s": 3}) as (
+        gw,
+        _,
+    ):
+        await gw.wait_for("gateway.started")
+        gw.process.send_signal(signal.SIGTERM)
+        await gw.wait_for("gateway.draining", 5)
+        gw.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(gw.process.wait(), 15) == 0
+    assert gw.event("gateway.stop_accepting") is not None
+
+
+async def test_without_a_delay_the_listener_stops_at_once(
+    tmp_path: Path, aiohttp_server: ServerFactory
+) -> None:
+    async with serve(tmp_path, aiohttp_server, {"drain_timeout_s": 3}) as (gw, _):
+        await gw.wait_for("gateway.started")
+        gw.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(gw.process.wait(), 15) == 0
+    assert gw.event("gateway.draining") is not None
+    assert gw.event("gateway.draining")["shutdown_delay_s"] == 0  # type: ignore[index]
+    assert gw.event("gateway.stop_accepting") is None
