@@ -25,7 +25,8 @@ from typing import Any, Final
 
 import gateway
 from gateway.app import serve
-from gateway.config import Config, load_config
+from gateway.config import load_config
+from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure, get_logger
 from gateway.wiring import build_services
@@ -99,6 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
         parents=[common],
         epilog="Run 'mcp-gateway <command> --help' for a command's options.",
     )
+    parser.add_argument(
+        "--version", action="version", version=f"mcp-gateway {_version()}", help="print the version"
+    )
     sub = parser.add_subparsers(dest="command", metavar="<command>", required=True)
 
     serve = sub.add_parser(
@@ -114,10 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
         "check",
         parents=[common],
         help="validate the configuration and policies, then exit",
-        description="Print every problem as file:line:col: key.path: message. "
-        "Exit 0 when valid, 1 otherwise. Warnings go to stderr.",
+        description="Print every problem of the configuration and of the policy files it names "
+        "as file:line:col: key.path: message, in one run. Exit 0 when valid, 1 otherwise. "
+        "Warnings go to stderr.",
     )
     _config_option(check)
+    check.add_argument(
+        "--skip-secrets",
+        action="store_true",
+        help="do not read {env:}/{file:} secret references (lint without production secrets)",
+    )
     check.set_defaults(handler=_cmd_check)
 
     version = sub.add_parser("version", parents=[common], help="print the version")
@@ -189,7 +199,7 @@ def _print_problems(problems: Sequence[str], path: Path) -> None:
     print(f"{path}: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
 
 
-def _load_policies(config: Config) -> tuple[list[str], str | None]:
+def _load_policies(paths: Sequence[Path]) -> tuple[list[str], Any]:
     """Validate the policy files with the policy layer's loader, when this build has it."""
     try:
         loader = importlib.import_module("gateway.policy.loader")
@@ -202,28 +212,42 @@ def _load_policies(config: Config) -> tuple[list[str], str | None]:
         )
         return [], None
     try:
-        policy = loader.load_policy(config.policy_paths)
+        policy = loader.load_policy(paths)
     except ConfigError as exc:
         return list(exc.problems), None
-    version = getattr(policy, "version", None)
-    return [], version if isinstance(version, str) else None
+    return [], policy
+
+
+def _demo_warnings(policy: Any) -> list[str]:
+    return [
+        f"{source}: declares itself a demo policy (demo: true): it grants example tools to "
+        "anyone with the demo scopes; do not load it in a deployment"
+        for source in getattr(policy, "demo_sources", ())
+    ]
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
+    """Every stage's problems in one run: the configuration's (schema, sections, secrets) and,
+    whenever the policy paths could be read, the policy files' too."""
     path = _require_config(args)
-    try:
-        config = load_config(path)
-    except ConfigError as exc:
-        _print_problems(exc.problems, path)
-        return 1
-    for warning in config.warnings:
+    report = inspect_config(path, resolve_secrets=not args.skip_secrets)
+    problems = list(report.problems)
+    policy = None
+    if report.policy_paths is not None:
+        policy_problems, policy = _load_policies(report.policy_paths)
+        problems.extend(policy_problems)
+    else:
+        print(f"note: {path}: the policy files were not checked (policy: is unreadable)",
+              file=sys.stderr)  # fmt: skip
+    for warning in (*report.warnings, *_demo_warnings(policy)):
         print(f"warning: {warning}", file=sys.stderr)
-    problems, policy_version = _load_policies(config)
     if problems:
         _print_problems(problems, path)
         return 1
-    suffix = f" (policy version {policy_version})" if policy_version else ""
-    print(f"{path}: OK{suffix}")
+    version = getattr(policy, "version", None)
+    suffix = f" (policy version {version})" if isinstance(version, str) else ""
+    skipped = " (secrets not read)" if args.skip_secrets else ""
+    print(f"{path}: OK{suffix}{skipped}")
     return 0
 
 
@@ -234,7 +258,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc.problems, path)
         return 1
-    problems, _ = _load_policies(config)
+    problems, policy = _load_policies(config.policy_paths)
     if problems:
         _print_problems(problems, path)
         return 1
@@ -243,7 +267,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         getattr(args, "log_level", config.logging.level),
     )
     log = get_logger("gateway.cli")
-    for warning in config.warnings:
+    for warning in (*config.warnings, *_demo_warnings(policy)):
         log.warning("config.warning", detail=warning)
     try:
         services = build_services(config)

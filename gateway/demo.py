@@ -4,7 +4,7 @@ DEVELOPMENT ONLY. Everything binds to loopback (``--force-non-loopback`` overrid
 gateway is the production :class:`~gateway.app.GatewayServer`, built from a generated
 ``gateway.yaml`` (in a temporary directory) that points at the development issuer
 (:mod:`gateway.dev.issuer`, introspection with ``client_secret_basic``) and the demo backend
-(:mod:`gateway.dev.demo_backend`, a bearer service token), with ``policies/demo.yaml``.
+(:mod:`gateway.dev.demo_backend`, a bearer service token), with ``gateway/dev/demo-policy.yaml``.
 
 Programmatic use (the end-to-end tests)::
 
@@ -60,9 +60,14 @@ def default_state_file() -> Path:
     return Path.home() / ".cache" / "mcp-gateway" / "demo.json"
 
 
+DEMO_POLICY: Final = Path(__file__).resolve().parent / "dev" / "demo-policy.yaml"
+"""The demo's policy (``demo: true``), packaged with the code so an installed ``mcp-gateway demo``
+finds it; it lives next to the dev code, not in ``policies/``, so no deployment mounts it."""
+
+
 def default_policy() -> Path:
-    """``policies/demo.yaml`` of the source tree this package runs from."""
-    return Path(__file__).resolve().parent.parent / "policies" / "demo.yaml"
+    """``gateway/dev/demo-policy.yaml``, installed as package data."""
+    return DEMO_POLICY
 
 
 @dataclass
@@ -367,7 +372,9 @@ def register(subparsers: Any) -> None:
     demo.add_argument(
         "--state-file", metavar="PATH", help=f"state JSON (default {default_state_file()})"
     )
-    demo.add_argument("--policy", metavar="PATH", help="policy file (default policies/demo.yaml)")
+    demo.add_argument(
+        "--policy", metavar="PATH", help="policy file (default: the packaged demo policy)"
+    )
     demo.add_argument("--consent", choices=("auto", "page"), default="auto", help="OAuth consent")
     demo.add_argument(
         "--force-non-loopback", action="store_true", help="allow a non-loopback --host (unsafe)"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import jsonschema_rs
 import yaml
@@ -115,17 +115,24 @@ def _convert(node: yaml.Node, path: tuple[PathPart, ...], doc: Located) -> Any:
 
 
 class SchemaValidator:
-    """A compiled JSON Schema that reports every violation with its source position."""
+    """A compiled JSON Schema that reports every violation with its source position.
 
-    def __init__(self, schema: dict[str, Any]) -> None:
+    Messages are the gateway's own, never the validator library's text or a raw regular
+    expression (:func:`explain`): a subschema may carry ``"x-message"`` (what to write instead,
+    used for its ``pattern``, ``oneOf`` and ``type`` errors) and ``"x-sensitive": true`` (never
+    show the offending value: secret references).
+    """
+
+    def __init__(self, schema: dict[str, Any], docs: str = "the documentation") -> None:
         self.schema = schema
+        self.docs = docs
         self._validator = jsonschema_rs.validator_for(schema)
 
     @classmethod
     @cache
     def packaged(cls, name: str) -> SchemaValidator:
         text = resources.files("gateway.schema").joinpath(name).read_text(encoding="utf-8")
-        return cls(json.loads(text))
+        return cls(json.loads(text), _DOCS.get(name, "the documentation"))
 
     def check(self, doc: Located, base: tuple[PathPart, ...] = ()) -> None:
         for path, message in self._errors(doc.value):
@@ -134,20 +141,130 @@ class SchemaValidator:
     def _errors(self, value: Any) -> Iterator[tuple[tuple[PathPart, ...], str]]:
         seen: set[tuple[tuple[PathPart, ...], str]] = set()
         for err in self._validator.iter_errors(value):
-            path = tuple(err.instance_path)
-            unexpected = getattr(err.kind, "unexpected", None)
-            if isinstance(unexpected, list):
-                # Point at the unknown key itself, not at its parent mapping.
-                found = [((*path, str(key)), "unknown key") for key in unexpected]
-            else:
-                found = [(path, _friendly(err.message))]
-            for item in found:
+            for item in self._explained(err):
                 if item not in seen:
                     seen.add(item)
                     yield item
 
+    def _explained(self, err: Any) -> list[tuple[tuple[PathPart, ...], str]]:
+        path = tuple(err.instance_path)
+        kind, info = err.kind.name, err.kind.as_dict()
+        if kind == "additionalProperties":
+            # Point at the unknown key itself, not at its parent mapping.
+            return [((*path, str(key)), "unknown key") for key in info.get("unexpected", [])]
+        if kind in ("oneOf", "anyOf"):
+            branch = _discriminated(info.get("context", []))
+            if branch is not None:
+                # One branch's `const` matched (e.g. credential type: bearer): its errors are
+                # the ones the operator needs, not "matches no form".
+                return [item for sub in branch for item in self._explained(sub)]
+        return [(path, explain(err, self._node(err.schema_path), self._sensitive(err), self.docs))]
 
-def _friendly(message: str) -> str:
-    if "is not valid under any of the given schemas" in message:
-        return "does not match any allowed form (see docs/configuration.md)"
-    return message
+    def _node(self, schema_path: Any) -> dict[str, Any]:
+        """The subschema holding the failing keyword (``schema_path`` minus the keyword)."""
+        node: Any = self.schema
+        for part in list(schema_path)[:-1]:
+            node = node[part] if isinstance(node, dict | list) else None
+            if node is None:
+                return {}
+        return node if isinstance(node, dict) else {}
+
+    def _sensitive(self, err: Any) -> bool:
+        node: Any = self.schema
+        for part in list(err.schema_path):
+            if isinstance(node, dict) and node.get("x-sensitive") is True:
+                return True
+            try:
+                node = node[part]
+            except (KeyError, IndexError, TypeError):
+                return False
+        return False
+
+
+_DOCS: Final = {
+    "gateway.schema.json": "docs/configuration.md",
+    "policy.schema.json": "docs/policy.md",
+}
+_TYPE_NAMES: Final = {
+    "integer": "an integer",
+    "number": "a number",
+    "string": "a string",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "null",
+}
+_MAX_SHOWN: Final = 60
+
+
+def explain(err: Any, node: dict[str, Any], sensitive: bool, docs: str) -> str:
+    """The operator's message for one validation error (see :class:`SchemaValidator`)."""
+    kind, info = err.kind.name, err.kind.as_dict()
+    if kind == "oneOf" and sum(1 for errors in info.get("context", []) if not errors) > 1:
+        kind = "oneOfMultipleValid"  # jsonschema-rs reports both cases as "oneOf"
+    custom = node.get("x-message")
+    if isinstance(custom, str) and kind in ("pattern", "oneOf", "anyOf", "type"):
+        text = custom
+    elif kind == "required":
+        return f'required key "{info.get("property")}" is missing'
+    else:
+        text = _predicate(kind, info, docs)
+    shown = None if sensitive else _shown(err.instance)
+    return f"{shown} {text}" if shown is not None else text
+
+
+def _predicate(kind: str, info: dict[str, Any], docs: str) -> str:
+    limit = info.get("limit")
+    if kind == "type":
+        names = [_TYPE_NAMES.get(t, t) for t in info.get("types", [])]
+        return "is not " + " or ".join(names)
+    if kind == "enum":
+        options = [o for o in info.get("options", []) if not isinstance(o, bool)] or info.get(
+            "options", []
+        )
+        return "is not one of: " + ", ".join(_literal(o) for o in options)
+    if kind == "const":
+        return f"is not {_literal(info.get('expected_value'))} (the only allowed value)"
+    messages = {
+        "minimum": f"is less than the minimum of {limit}",
+        "maximum": f"is greater than the maximum of {limit}",
+        "exclusiveMinimum": f"must be greater than {limit}",
+        "exclusiveMaximum": f"must be less than {limit}",
+        "minLength": "is empty" if limit == 1 else f"is shorter than {limit} characters",
+        "maxLength": f"is longer than {limit} characters",
+        "minItems": "is an empty list" if limit == 1 else f"has fewer than {limit} entries",
+        "maxItems": f"has more than {limit} entries",
+        "minProperties": f"has fewer than {limit} keys",
+        "maxProperties": f"has more than {limit} keys",
+        "uniqueItems": "lists the same value more than once",
+        "pattern": f"does not have the expected form (see {docs})",
+        "oneOf": f"does not match any allowed form (see {docs})",
+        "anyOf": f"does not match any allowed form (see {docs})",
+        "oneOfMultipleValid": f"matches more than one allowed form (see {docs})",
+        "multipleOf": f"is not a multiple of {info.get('multiple_of')}",
+    }
+    return messages.get(kind, f"is not valid here (see {docs})")
+
+
+def _discriminated(branches: list[list[Any]]) -> list[Any] | None:
+    """The one ``oneOf`` branch whose ``const`` keywords all matched, if exactly one."""
+    matching = [
+        errors for errors in branches if errors and not any(e.kind.name == "const" for e in errors)
+    ]
+    has_const = any(any(e.kind.name == "const" for e in errors) for errors in branches)
+    return matching[0] if has_const and len(matching) == 1 else None
+
+
+def _shown(value: Any) -> str | None:
+    """A short rendering of the offending value, or None for mappings and lists."""
+    if isinstance(value, str):
+        if len(value) > _MAX_SHOWN:
+            value = value[: _MAX_SHOWN - 1] + "…"
+        return json.dumps(value, ensure_ascii=False)
+    if value is None or isinstance(value, bool | int | float):
+        return json.dumps(value)
+    return None
+
+
+def _literal(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)

@@ -207,7 +207,7 @@ def main() -> int:
                   url: {info["backend"]}
                   allow_insecure_http: true
                   credential: {{type: bearer, token: {{file: svc-token}}}}
-                policy: {ROOT / "policies" / "demo.yaml"}
+                policy: {ROOT / "gateway" / "dev" / "demo-policy.yaml"}
                 limits: {{principal_rate: null, pre_auth_rate: null, max_in_flight: 4096}}
                 audit: {{sink: off}}
                 """

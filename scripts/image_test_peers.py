@@ -2,7 +2,7 @@
 
 DEVELOPMENT ONLY (``scripts/image_test.sh`` runs it). Writes, into ``--dir``, a ``gateway.yaml``
 for ``mcp-gateway serve`` inside the container (host networking: everything on 127.0.0.1), the
-secret files it references, and a copy of ``policies/demo.yaml``; prints one JSON line with the
+secret files it references, and a copy of ``gateway/dev/demo-policy.yaml``; prints one JSON line with the
 URLs and a reader token, then serves until SIGTERM/SIGINT.
 
 The backend's ``echo`` tool sleeps ``--slow-s`` seconds before answering when the text is
@@ -80,7 +80,7 @@ async def main(args: argparse.Namespace) -> int:
     issuer.register_client("mcp-gateway", client_secret, scopes=["mcp:access"], can_introspect=True)
     _write(workdir / "issuer-client-secret", client_secret + "\n")
     _write(workdir / "backend-service-token", backend.service_token + "\n")
-    shutil.copy(ROOT / "policies" / "demo.yaml", workdir / "policy.yaml")
+    shutil.copy(ROOT / "gateway" / "dev" / "demo-policy.yaml", workdir / "policy.yaml")
     (workdir / "policy.yaml").chmod(0o444)
     _write(
         workdir / "gateway.yaml",

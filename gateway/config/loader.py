@@ -12,7 +12,10 @@ when it is as large as ``issuer.py`` or ``backend.py``) and one line in :func:`b
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -38,25 +41,96 @@ from gateway.config.state import build_admin, build_state
 from gateway.errors import ConfigError
 from gateway.yaml_source import SchemaValidator, load_yaml
 
-__all__ = ["build_config", "load_config"]
+__all__ = ["ConfigReport", "build_config", "inspect_config", "load_config"]
 
 
-def load_config(path: str | Path, environ: dict[str, str] | None = None) -> Config:
+@dataclass(frozen=True, slots=True)
+class ConfigReport:
+    """Everything :func:`inspect_config` found: the config (None when it is invalid), every
+    problem of every stage, the warnings, and the policy paths when they could be read."""
+
+    config: Config | None
+    problems: tuple[str, ...]
+    warnings: tuple[str, ...]
+    policy_paths: tuple[Path, ...] | None
+
+
+def load_config(
+    path: str | Path, environ: dict[str, str] | None = None, *, resolve_secrets: bool = True
+) -> Config:
     """Load ``path``; raise :class:`ConfigError` listing every problem (file:line:col)."""
+    report = inspect_config(path, environ, resolve_secrets=resolve_secrets)
+    if report.problems or report.config is None:
+        raise ConfigError(list(report.problems))
+    return report.config
+
+
+def inspect_config(
+    path: str | Path, environ: dict[str, str] | None = None, *, resolve_secrets: bool = True
+) -> ConfigReport:
+    """Every problem of ``path`` in one pass, as ``mcp-gateway check`` reports them.
+
+    The section checks (URLs, CIDRs, secret references, policy paths) run even when the schema
+    found problems, each section on its own, so a missing secret is one finding among the
+    others; a section too malformed to check is left to the schema's findings. With
+    ``resolve_secrets=False`` secret references are taken as given (``check --skip-secrets``,
+    for CI without production secrets).
+    """
     file_path = Path(path)
     doc = load_yaml(file_path)
     if doc.problems:
-        raise ConfigError(doc.problems)
+        return ConfigReport(None, tuple(doc.problems), (), None)
     if not isinstance(doc.value, dict):
-        raise ConfigError([f"{file_path}:1:1: (top level): must be a mapping"])
+        return ConfigReport(None, (f"{file_path}:1:1: (top level): must be a mapping",), (), None)
     SchemaValidator.packaged("gateway.schema.json").check(doc)
-    if doc.problems:
-        raise ConfigError(doc.problems)
-    b = Builder(doc, file_path.resolve().parent, dict(os.environ if environ is None else environ))
-    config = build_config(b, doc.value, str(file_path))
-    if doc.problems:
-        raise ConfigError(doc.problems)
-    return config
+    b = Builder(
+        doc,
+        file_path.resolve().parent,
+        dict(os.environ if environ is None else environ),
+        resolve_secrets=resolve_secrets,
+    )
+    if not doc.problems:
+        config = build_config(b, doc.value, str(file_path))
+        return ConfigReport(
+            None if doc.problems else config,
+            tuple(doc.problems),
+            config.warnings,
+            config.policy_paths,
+        )
+    policy_paths = _check_sections(b, doc.value)
+    return ConfigReport(None, tuple(doc.problems), tuple(b.warnings), policy_paths)
+
+
+def _check_sections(b: Builder, raw: dict[str, Any]) -> tuple[Path, ...] | None:
+    """The section checks of a document the schema refused, each section guarded on its own.
+
+    Returns the policy paths when ``policy:`` has its valid form (so the policy files can still
+    be checked), else None.
+    """
+    dev_http = (
+        raw.get("issuer", {}).get("allow_insecure_http") is True
+        if isinstance(raw.get("issuer"), dict)
+        else False
+    )
+    steps: list[tuple[str, Callable[[Any], Any]]] = [
+        ("resource", lambda v: build_resource(b, v, dev_http=dev_http)),
+        ("issuer", lambda v: build_issuer(b, v)),
+        ("backend", lambda v: build_backend(b, v, dev_http=dev_http)),
+        ("trusted_proxies", lambda v: build_trusted_proxies(b, v)),
+        ("allowed_origins", lambda v: build_allowed_origins(b, v)),
+        ("audit", lambda v: build_audit(b, v)),
+        ("state", lambda v: build_state(b, v)),
+    ]
+    for key, step in steps:
+        if key in raw:
+            with contextlib.suppress(Exception):  # malformed: the schema already said why
+                step(raw[key])
+    policy = raw.get("policy")
+    if isinstance(policy, str) and policy:
+        return build_policy_paths(b, policy)
+    if isinstance(policy, list) and policy and all(isinstance(p, str) and p for p in policy):
+        return build_policy_paths(b, policy)
+    return None
 
 
 def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:

@@ -20,7 +20,7 @@ DEMO_ROLES: Final[Mapping[str, str]] = {
     "writer": "mcp:access notes:read notes:write",
     "admin": "mcp:access notes:read notes:write admin",
 }
-"""The ready-made tokens the demo mints, and the scopes each carries (policies/demo.yaml)."""
+"""The ready-made tokens the demo mints, and the scopes each carries (see demo-policy.yaml)."""
 
 _MODERN_HEADERS: Final = (
     "-H 'Accept: application/json, text/event-stream' -H 'Content-Type: application/json' "

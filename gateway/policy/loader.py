@@ -43,12 +43,6 @@ SUFFIXES: Final = (".yaml", ".yml")
 MAX_KEY_LENGTH: Final = 256
 """Longest tool key (MCP tool names SHOULD be at most 128 characters); bounds the tie check."""
 
-_FRIENDLY: Final = {
-    r"^[\x21\x23-\x5B\x5D-\x7E]+$": "is not a valid scope token (printable ASCII without "
-    "spaces, quotes or backslashes; RFC 6749 §3.3)",
-    "^[1-9][0-9]{0,8}/(second|minute|hour)$": "is not a rate: write N/second, N/minute or N/hour",
-}
-"""Schema ``pattern`` -> the message an operator sees instead of the regex."""
 _NO_CLASSES: Final = "character classes ([...]) are not supported; use * and ?"
 _POSITION: Final = re.compile(r":(\d+):(\d+): ")
 
@@ -101,7 +95,7 @@ def load_policy(paths: Sequence[Path]) -> PolicySet:
             else:
                 validator.check(doc)
                 _check_file(doc)
-                doc.problems[:] = sorted((_friendly(p) for p in doc.problems), key=_position)
+                doc.problems[:] = sorted(doc.problems, key=_position)
         problems.extend(doc.problems)
         if not doc.problems:
             valid.append(doc)
@@ -109,13 +103,6 @@ def load_policy(paths: Sequence[Path]) -> PolicySet:
     if problems or policy is None:
         raise ConfigError(problems or ["policy: no valid policy file"])
     return policy
-
-
-def _friendly(problem: str) -> str:
-    """Replace a regex quoted by the schema validator with what the operator should write."""
-    for pattern, help_text in _FRIENDLY.items():
-        problem = problem.replace(f'does not match "{pattern}"', help_text)
-    return problem
 
 
 def _check_file(doc: Located) -> None:
@@ -222,6 +209,7 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
         globs=tuple(globs),
         methods=MappingProxyType(methods),
         sources=tuple(doc.file for doc in docs),
+        demo_sources=tuple(doc.file for doc in docs if doc.value.get("demo") is True),
         known_scopes=frozenset(known),
     )
 

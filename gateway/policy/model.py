@@ -76,6 +76,8 @@ class PolicySet:
     methods: Mapping[str, MethodRule]
     sources: tuple[str, ...] = ()
     """The policy files this set was built from, in load order."""
+    demo_sources: tuple[str, ...] = ()
+    """Files of the set that declare ``demo: true`` (``check`` and ``serve`` warn about them)."""
     listing: Listing = "allowed"
     """``tools/list``: only callable tools (``allowed``), or also step-up ones (``step_up``)."""
     known_scopes: frozenset[str] = frozenset()

@@ -123,7 +123,7 @@ backend:
   url: {backend.url}
   allow_insecure_http: true
   credential: {{type: bearer, token: {{file: service-token}}}}
-policy: {ROOT / "policies" / "demo.yaml"}
+policy: {ROOT / "gateway" / "dev" / "demo-policy.yaml"}
 audit: {{sink: file, path: {audit_file}}}
 {extra_yaml}"""
     )
@@ -256,7 +256,7 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
 async def test_a_tools_rate_limit_answers_429_past_the_limit_and_counts_it_per_tool(
     stack: Stack,
 ) -> None:
-    """policies/demo.yaml: notes_add allows 30/minute per subject."""
+    """gateway/dev/demo-policy.yaml: notes_add allows 30/minute per subject."""
     writer = stack.token("mcp:access notes:write", sub="carol")
     for index in range(30):
         status, _, text = await stack.modern(

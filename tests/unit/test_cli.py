@@ -66,8 +66,8 @@ class TestCheck:
         assert result.returncode == 1
         assert result.stdout.splitlines() == [
             f"{bad}:3:25: listen.prot: unknown key",
-            f'{bad}:4:1: issuer: "client_id" is a required property',
-            f'{bad}:10:3: backend.timeout_s: "ten seconds" is not of type "number"',
+            f'{bad}:4:1: issuer: required key "client_id" is missing',
+            f'{bad}:10:3: backend.timeout_s: "ten seconds" is not a number',
         ]
         assert f"{bad}: 3 problems" in result.stderr
 

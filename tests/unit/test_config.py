@@ -240,8 +240,8 @@ class TestProblemsAreReportedTogether:
         assert sorted(info.value.problems) == sorted(
             [
                 f"{bad}:3:25: listen.prot: unknown key",
-                f'{bad}:4:1: issuer: "client_id" is a required property',
-                f'{bad}:10:3: backend.timeout_s: "ten seconds" is not of type "number"',
+                f'{bad}:4:1: issuer: required key "client_id" is missing',
+                f'{bad}:10:3: backend.timeout_s: "ten seconds" is not a number',
             ]
         )
 

@@ -131,7 +131,7 @@ class TestDemoSetup:
                 issuer_url="http://127.0.0.1:9000",
                 client_id="mcp-gateway",
                 backend_url="http://127.0.0.1:9001/mcp",
-                policy_path=str(REPO / "policies" / "demo.yaml"),
+                policy_path=str(REPO / "gateway" / "dev" / "demo-policy.yaml"),
                 cache_max_ttl_s=5,
             )
         )

@@ -1,0 +1,167 @@
+"""``mcp-gateway check`` reports every problem of every stage in one run (issue 11 item 11).
+
+Run as operators run it: ``python -m gateway.cli`` in a subprocess, reading stdout (one problem
+per line) and stderr (warnings, the count). Also: ``--skip-secrets``, the demo-policy warning,
+the compose file's policy mount, and ``--version``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from gateway import __version__
+from gateway.policy.loader import load_policy
+
+ROOT = Path(__file__).resolve().parents[2]
+
+GATEWAY = """\
+resource: https://mcp.example.com/mcp
+issuer:
+  url: https://id.example.com
+  client_id: mcp-gateway
+  client_auth: basic
+  client_secret: {env: CHECK_TEST_UNSET_SECRET}
+backend:
+  url: https://tools.example.com/mcp
+  credential: {type: bearer, token: {file: missing-token-file}}
+policy: policies
+limits:
+  pre_auth_rate: 10 per minute
+"""
+POLICY = """\
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  a: {scopes: [], rate_limit: fast}
+  b: {}
+"""
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECK_TEST_")}
+    env.pop("MCP_GATEWAY_CONFIG", None)
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.cli", *args],
+        capture_output=True, text=True, timeout=60, cwd=cwd, env=env, check=False,
+    )  # fmt: skip
+
+
+def write(tmp_path: Path, gateway: str = GATEWAY, policy: str = POLICY) -> None:
+    (tmp_path / "gateway.yaml").write_text(gateway)
+    (tmp_path / "policies").mkdir(exist_ok=True)
+    (tmp_path / "policies" / "main.yaml").write_text(policy)
+
+
+def findings(out: str) -> list[str]:
+    # file:line:col: key: message -> "key: message" (positions are checked separately).
+    return [re.sub(r"^.*?:\d+:\d+: ", "", line) for line in out.splitlines() if line.strip()]
+
+
+def test_schema_errors_missing_secrets_and_policy_errors_are_all_reported_in_one_run(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path)
+    result = run("check", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    found = findings(result.stdout)
+    # gateway.yaml: the schema's findings, in the gateway's wording...
+    assert (
+        'issuer.client_auth: "basic" is not one of: client_secret_basic, client_secret_post, '
+        "private_key_jwt"
+    ) in found
+    assert (
+        'limits.pre_auth_rate: "10 per minute" is not a rate: write N/second, N/minute or N/hour '
+        "(null turns the limit off)"
+    ) in found
+    # ...the section checks, a missing secret being one finding among the others...
+    assert "issuer.client_secret: environment variable CHECK_TEST_UNSET_SECRET is not set" in found
+    assert any(f.startswith("backend.credential.token: cannot read secret file") for f in found)
+    # ...and the policy files, checked although gateway.yaml has errors.
+    assert 'tools.a.rate_limit: "fast" is not a rate: write N/second, N/minute or N/hour' in found
+    assert "tools.b: a rule needs scopes (use [] for the baseline only), any_of or deny" in found
+    assert len(found) == 6
+    assert "6 problems" in result.stderr
+    assert "oneOf" not in result.stdout and "^[1-9]" not in result.stdout
+
+
+def test_skip_secrets_lints_without_the_production_secrets(tmp_path: Path) -> None:
+    fixed = GATEWAY.replace("client_auth: basic", "client_auth: client_secret_basic").replace(
+        "10 per minute", "10/minute"
+    )
+    write(tmp_path, fixed, "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  a: {scopes: []}\n")
+    without = run("check", "--config", "gateway.yaml", cwd=tmp_path)
+    assert without.returncode == 1
+    assert len(findings(without.stdout)) == 2  # the unset variable and the missing file
+    skipped = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert skipped.returncode == 0, skipped.stdout + skipped.stderr
+    version = load_policy([tmp_path / "policies"]).version
+    assert skipped.stdout.strip().endswith(f"OK (policy version {version}) (secrets not read)")
+    # Everything but the secrets' values is still checked.
+    write(tmp_path, fixed.replace("10/minute", "often"), "version: 1\nbaseline_scopes: []\n")
+    broken = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert broken.returncode == 1
+    assert [f.split(":", 1)[0] for f in findings(broken.stdout)] == [
+        "limits.pre_auth_rate",
+        "baseline_scopes",
+    ]
+
+
+def test_unreadable_yaml_reports_itself_and_says_the_policies_were_not_checked(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, "resource: [unclosed\n")
+    result = run("check", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "YAML syntax error" in result.stdout
+    assert "the policy files were not checked" in result.stderr
+
+
+def test_a_policy_file_marked_demo_is_a_warning(tmp_path: Path) -> None:
+    fixed = GATEWAY.replace("client_auth: basic", "client_auth: client_secret_basic").replace(
+        "10 per minute", "10/minute"
+    )
+    write(tmp_path, fixed)
+    (tmp_path / "policies" / "main.yaml").write_text(
+        (ROOT / "gateway" / "dev" / "demo-policy.yaml").read_text()
+    )
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert (
+        "policies/main.yaml: declares itself a demo policy (demo: true): it grants example tools "
+        "to anyone with the demo scopes; do not load it in a deployment"
+    ) in result.stderr
+
+
+def test_the_compose_file_mounts_no_demo_policy(tmp_path: Path) -> None:
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    mounts = [m.split(":") for m in compose["services"]["gateway"]["volumes"]]
+    target_root = tmp_path / "etc" / "mcp-gateway"
+    for source, target, *_ in mounts:
+        src = (ROOT / "deploy" / source).resolve()
+        dst = tmp_path / target.lstrip("/")
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            dst.symlink_to(src, target_is_directory=True)
+        else:
+            dst.write_text(src.read_text())
+    config = target_root / "gateway.yaml"
+    result = run("check", "--skip-secrets", "--config", str(config), cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "demo" not in result.stderr
+    policy = load_policy([target_root / "policies"])
+    assert policy.demo_sources == ()
+    # The demo's tools are not callable in a deployment built from the shipped files.
+    assert policy.rule_for("echo") is None and policy.rule_for("time_now") is None
+
+
+def test_version_flag_prints_the_version() -> None:
+    for args in (["--version"], ["version"]):
+        result = run(*args, cwd=ROOT)
+        assert result.returncode == 0
+        assert result.stdout.strip() == f"mcp-gateway {__version__}"
