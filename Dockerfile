@@ -1,9 +1,20 @@
 # syntax=docker/dockerfile:1
 # mcp-resource-gateway container image.
 #   docker build -t mcp-gateway .
-#   docker run --rm -p 8080:8080 -v $PWD/deploy:/etc/mcp-gateway:ro mcp-gateway
-# The image ships no configuration: mount gateway.yaml (and the policies it names) at
+#   (podman/buildah: podman build --format docker -t mcp-gateway .  The default OCI format
+#    has no HEALTHCHECK, so podman would drop it.)
+#
+# The image ships no configuration: mount gateway.yaml and the policies it names at
 # /etc/mcp-gateway, and provide secrets as environment variables or files (/run/secrets).
+# From a checkout, after editing deploy/gateway.example.yaml (resource, issuer, backend) and
+# writing the backend's token to deploy/secrets/backend-token:
+#   docker run --rm -p 8080:8080 \
+#     -v "$PWD/deploy/gateway.example.yaml:/etc/mcp-gateway/gateway.yaml:ro" \
+#     -v "$PWD/policies:/etc/mcp-gateway/policies:ro" \
+#     -v "$PWD/deploy/secrets/backend-token:/run/secrets/backend-token:ro" \
+#     -e GATEWAY_INTROSPECTION_SECRET=... mcp-gateway
+# Validate the same layout first: append `check --skip-secrets --config
+# /etc/mcp-gateway/gateway.yaml` to that command line (without -p).
 
 ARG PYTHON_IMAGE=python:3.12-slim
 
