@@ -97,72 +97,68 @@ def inspect_config(
             config.warnings,
             config.policy_paths,
         )
-    policy_paths = _check_sections(b, doc.value)
-    return ConfigReport(None, tuple(doc.problems), tuple(b.warnings), policy_paths)
-
-
-def _check_sections(b: Builder, raw: dict[str, Any]) -> tuple[Path, ...] | None:
-    """The section checks of a document the schema refused, each section guarded on its own.
-
-    Returns the policy paths when ``policy:`` has its valid form (so the policy files can still
-    be checked), else None.
-    """
-    dev_http = (
-        raw.get("issuer", {}).get("allow_insecure_http") is True
-        if isinstance(raw.get("issuer"), dict)
-        else False
-    )
-    steps: list[tuple[str, Callable[[Any], Any]]] = [
-        ("resource", lambda v: build_resource(b, v, dev_http=dev_http)),
-        ("issuer", lambda v: build_issuer(b, v)),
-        ("backend", lambda v: build_backend(b, v, dev_http=dev_http)),
-        ("trusted_proxies", lambda v: build_trusted_proxies(b, v)),
-        ("allowed_origins", lambda v: build_allowed_origins(b, v)),
-        ("audit", lambda v: build_audit(b, v)),
-        ("state", lambda v: build_state(b, v)),
-    ]
-    for key, step in steps:
-        if key in raw:
-            with contextlib.suppress(Exception):  # malformed: the schema already said why
-                step(raw[key])
-    policy = raw.get("policy")
-    if isinstance(policy, str) and policy:
-        return build_policy_paths(b, policy)
-    if isinstance(policy, list) and policy and all(isinstance(p, str) and p for p in policy):
-        return build_policy_paths(b, policy)
-    return None
+    sections = _sections(b, doc.value, guarded=True)
+    return ConfigReport(None, tuple(doc.problems), tuple(b.warnings), sections.get("policy_paths"))
 
 
 def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
     """Assemble a schema-valid document, section by section (problems go to ``b.doc``)."""
-    dev_http = issuer_allows_insecure_http(raw)
-    resource = build_resource(b, raw["resource"], dev_http=dev_http)
-    issuer = build_issuer(b, raw["issuer"])
-    backend = build_backend(b, raw["backend"], dev_http=dev_http)
-    policy_paths = build_policy_paths(b, raw["policy"])
-    limits = build_limits(raw.get("limits", {}))
-    trusted_proxies = build_trusted_proxies(b, raw.get("trusted_proxies", []))
-    allowed_origins = build_allowed_origins(b, raw.get("allowed_origins", []))
-    audit = build_audit(b, raw.get("audit", {}))
-    state = build_state(b, raw.get("state", {}))
-    admin = build_admin(b, raw.get("admin", {}), issuer.cache)
+    sections = _sections(b, raw, guarded=False)
     return Config(
         source=source,
-        resource=resource,
-        issuer=issuer,
-        backend=backend,
-        policy_paths=policy_paths,
         server=ServerInfo(**raw.get("server", {})),
         listen=Listen(**{"host": "0.0.0.0", "port": 8080, **raw.get("listen", {})}),  # noqa: S104
         ops_listen=Listen(**{"host": "127.0.0.1", "port": 9090, **raw.get("ops_listen", {})}),
         policy_poll_s=float(raw.get("policy_poll_s", 2.0)),
-        limits=limits,
         protocol=ProtocolConfig(**raw.get("protocol", {})),
-        trusted_proxies=trusted_proxies,
-        allowed_origins=allowed_origins,
         logging=LoggingConfig(**raw.get("logging", {})),
-        audit=audit,
-        state=state,
-        admin=admin,
         warnings=tuple(b.warnings),
+        **sections,
+    )
+
+
+def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, Any]:
+    """Every section with semantic checks, by its ``Config`` field name.
+
+    ``guarded`` (a document the schema refused): each section is checked on its own and one
+    that is too malformed to check is left out (the schema already said why), so the others'
+    problems, a missing secret among them, are still found.
+    """
+    out: dict[str, Any] = {}
+
+    def section(name: str, build: Callable[[], Any]) -> None:
+        if not guarded:
+            out[name] = build()
+            return
+        with contextlib.suppress(Exception):
+            out[name] = build()
+
+    dev_http = _dev_http(raw)
+    section("resource", lambda: build_resource(b, raw["resource"], dev_http=dev_http))
+    section("issuer", lambda: build_issuer(b, raw["issuer"]))
+    section("backend", lambda: build_backend(b, raw["backend"], dev_http=dev_http))
+    if not guarded or _valid_policy_key(raw.get("policy")):
+        section("policy_paths", lambda: build_policy_paths(b, raw["policy"]))
+    section("limits", lambda: build_limits(raw.get("limits", {})))
+    section("trusted_proxies", lambda: build_trusted_proxies(b, raw.get("trusted_proxies", [])))
+    section("allowed_origins", lambda: build_allowed_origins(b, raw.get("allowed_origins", [])))
+    section("audit", lambda: build_audit(b, raw.get("audit", {})))
+    section("state", lambda: build_state(b, raw.get("state", {})))
+    section("admin", lambda: build_admin(b, raw.get("admin", {}), out["issuer"].cache))
+    return out
+
+
+def _dev_http(raw: dict[str, Any]) -> bool:
+    issuer = raw.get("issuer")
+    return isinstance(issuer, dict) and issuer_allows_insecure_http(raw)
+
+
+def _valid_policy_key(policy: Any) -> bool:
+    # Only the schema-valid forms: "" would make the config's own directory the policy set.
+    if isinstance(policy, str):
+        return bool(policy)
+    return (
+        isinstance(policy, list)
+        and bool(policy)
+        and all(isinstance(item, str) and item for item in policy)
     )
