@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
@@ -86,7 +87,7 @@ backend:
   url: {backend.url}
   allow_insecure_http: true
   credential: {{type: bearer, token: {{file: service-token}}}}
-policy: {ROOT / "policies" / "demo.yaml"}
+policy: {ROOT / "gateway" / "dev" / "demo-policy.yaml"}
 audit: {{sink: off}}
 limits: {limits}
 """
@@ -103,7 +104,7 @@ limits: {limits}
             raw = await asyncio.wait_for(process.stdout.readline(), 30)
             assert raw, "serve exited before it started"
             started = json.loads(raw)
-        port = int(started["mcp_url"].split(":", 1)[1].split("/", 1)[0])
+        port = urlsplit(started["mcp_url"]).port  # http://127.0.0.1:<port>/mcp
         ops_port = int(started["ops"].rsplit(":", 1)[1])
         async with aiohttp.ClientSession() as session:
             for _ in range(200):

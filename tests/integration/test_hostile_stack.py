@@ -95,7 +95,7 @@ backend:
   url: {backend.url}
   allow_insecure_http: true
   credential: {{type: bearer, token: {{file: service-token}}}}
-policy: {ROOT / "policies" / "demo.yaml"}
+policy: {ROOT / "gateway" / "dev" / "demo-policy.yaml"}
 audit: {{sink: off}}
 limits: {limits_yaml}
 """
