@@ -166,12 +166,18 @@ class ToolDef:
     header_params: tuple[HeaderParam, ...] = ()
     upstream_name: str = ""
     """The name the upstream knows (without the prefix); empty means same as ``name``."""
+    backend: str = ""
+    """The name of the backend that owns the tool (``backends:`` key, ``default`` for a single
+    ``backend:``): where a call goes, and the audit trail's ``backend``. Empty: not known."""
 
 
 class Catalog(Protocol):
     """**Protocol:** an immutable snapshot of the tools the backend offers, sorted by name."""
 
     version: str
+    ttl_ms: int | None
+    """How long the snapshot is expected to stay current (the ``tools/list`` ``ttlMs`` is at
+    most this); None: no hint, the configured ``protocol.tools_list_ttl_ms`` applies."""
 
     def get(self, name: str) -> ToolDef | None: ...
 
@@ -313,6 +319,8 @@ class RequestContext:
     """JSON-RPC method once decoded."""
     jsonrpc_id: JsonRpcId | None = None
     tool: str | None = None
+    backend: str | None = None
+    """The backend that owns ``tool`` (a bounded name from the configuration), once resolved."""
     era: Era | None = None
     protocol_version: str | None = None
     principal: Principal | None = None
@@ -339,6 +347,7 @@ class CallRecord:
     decision: Decision | None
     outcome: str
     backend_ms: float | None = None
+    backend: str | None = None
     jsonrpc_code: int | None = None
     error_row: str | None = None
     arguments: Mapping[str, Any] | None = None

@@ -19,6 +19,7 @@ from typing import Final
 import gateway
 from gateway.app import REQUEST_ID, Services
 from gateway.auth.resource_server import ResourceServer
+from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
 from gateway.config import Config
 from gateway.http.endpoint import McpEndpoint
@@ -61,7 +62,16 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         revocations=state.revocations,
         shared_cache=state.token_cache,
     )
-    backend = UpstreamBackend(config, outbound, metrics=metrics)
+    # One UpstreamBackend per configured backend (its own pool, session, catalog, credential),
+    # behind one federation: a single `backend:` is a federation of one.
+    backend = FederatedBackend(
+        [
+            UpstreamBackend(config, outbound, settings=settings, metrics=metrics)
+            for settings in config.backends
+        ],
+        readiness=config.backend_readiness,
+        metrics=metrics,
+    )
     metrics.set_max_in_flight(config.limits.max_in_flight)
     audit = AuditSink.from_config(config.audit)
     observer = GatewayObserver(
@@ -92,6 +102,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         observer=observer,
         outbound=outbound,
         state_report=state.report,
+        backend_report=backend.report,
         revoke=state.revocations.revoke,
         audit=audit,
     )
@@ -126,13 +137,14 @@ CATALOG_FIT_POLL_S: Final = 1.0
 """How often the catalog and policy versions are compared (two attribute reads)."""
 
 
-async def _watch_catalog_fit(policy: PolicyReloader, backend: UpstreamBackend) -> None:
+async def _watch_catalog_fit(policy: PolicyReloader, backend: FederatedBackend) -> None:
     """Warn when a rule matches no catalog tool, and (once per tool) when a catalog tool has
-    no rule and is therefore hidden; re-checked whenever the catalog or the policy changes."""
+    no rule and is therefore hidden; re-checked whenever the catalog or the policy changes.
+    Only once every backend has its catalog: a rule for a backend still starting is fine."""
     seen: tuple[str, str] | None = None
     hidden_logged: set[str] = set()
     while True:
-        if backend.ready:
+        if backend.all_ready:
             catalog, current = backend.catalog(), policy.current()
             versions = (catalog.version, current.version)
             if versions != seen:

@@ -34,6 +34,11 @@ async def _readyz(request: web.Request) -> web.Response:
         except Exception:  # a policy source that cannot answer is reported, not trusted
             log.exception("readiness.policy_version_failed")
     body: dict[str, Any] = {"status": state, "checks": checks, "policy_version": policy_version}
+    if services.backend_report is not None:
+        try:
+            body["backends"] = services.backend_report()
+        except Exception:  # informational: a broken report never turns readiness around
+            log.exception("readiness.backend_report_failed")
     if services.state_report is not None:
         body["state"] = services.state_report()
     return web.json_response(

@@ -90,6 +90,9 @@ class Services:
     state_report: Callable[[], dict[str, Any]] | None = None
     """The ``state`` member of ``/readyz``: where shared state lives and whether it answers
     (informational; a Redis outage follows ``state.on_store_error``, it does not fail readiness)."""
+    backend_report: Callable[[], dict[str, Any]] | None = None
+    """The ``backends`` member of ``/readyz``: each backend's readiness, era, tools and catalog
+    age (the ``backend_catalog`` check itself follows ``backend_readiness``)."""
     revoke: Callable[[bytes], Awaitable[tuple[float, bool]]] | None = None
     """Revoke a token by SHA-256 digest (``POST /admin/revoke``, with ``admin.token``)."""
     audit: AuditSink | None = None

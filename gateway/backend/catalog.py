@@ -95,6 +95,9 @@ class ToolCatalog:
 
     __slots__ = ("_entries", "_names", "_order", "version")
 
+    ttl_ms: int | None = None
+    """No freshness hint of its own (the federated catalog computes one, :mod:`.federation`)."""
+
     def __init__(self, entries: Sequence[tuple[ToolDef, jsonschema_rs.Validator]]) -> None:
         ordered = sorted(entries, key=lambda e: e[0].name)
         self._entries: dict[str, _Entry] = {t.name: _Entry(t, v) for t, v in ordered}
@@ -141,8 +144,11 @@ class CatalogBuild:
     """(tool name or ``#index``, fixed reason) for every dropped tool."""
 
 
-def build_catalog(tools: Sequence[Any], *, prefix: str = "") -> CatalogBuild:
-    """Validate every raw tool object and build the catalog; see the module docstring."""
+def build_catalog(tools: Sequence[Any], *, prefix: str = "", backend: str = "") -> CatalogBuild:
+    """Validate every raw tool object and build the catalog; see the module docstring.
+
+    ``backend`` (the backend's configured name) is stamped on every :class:`ToolDef`.
+    """
     dropped: list[tuple[str, str]] = []
     counts: dict[str, int] = {}
     for raw in tools:
@@ -157,7 +163,7 @@ def build_catalog(tools: Sequence[Any], *, prefix: str = "") -> CatalogBuild:
                 raise ValueError("duplicate tool name")
             if len(entries) >= MAX_TOOLS:
                 raise ValueError("catalog already holds the maximum number of tools")
-            entries.append(_validate_tool(raw, prefix))
+            entries.append(_validate_tool(raw, prefix, backend))
         except ValueError as exc:
             dropped.append((label, str(exc)))
     return CatalogBuild(ToolCatalog(entries), tuple(dropped))
@@ -169,7 +175,7 @@ def _label(raw: Any, index: int) -> str:
     return f"#{index}"
 
 
-def _validate_tool(raw: Any, prefix: str) -> tuple[ToolDef, jsonschema_rs.Validator]:
+def _validate_tool(raw: Any, prefix: str, backend: str) -> tuple[ToolDef, jsonschema_rs.Validator]:
     if not isinstance(raw, Mapping):
         raise ValueError("tool is not an object")
     name = raw.get("name")
@@ -194,7 +200,13 @@ def _validate_tool(raw: Any, prefix: str) -> tuple[ToolDef, jsonschema_rs.Valida
     definition: dict[str, Any] = json.loads(encoded)
     params = header_params(definition["inputSchema"])
     validator = compile_validator(definition["inputSchema"])
-    tool = ToolDef(name=advertised, definition=definition, header_params=params, upstream_name=name)
+    tool = ToolDef(
+        name=advertised,
+        definition=definition,
+        header_params=params,
+        upstream_name=name,
+        backend=backend,
+    )
     return tool, validator
 
 

@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
-from gateway.config import Config, CredentialConfig, Secret, is_loopback_url
+from gateway.config import DEFAULT_BACKEND, Config, CredentialConfig, Secret, is_loopback_url
 from gateway.observability.logging import get_logger
 from gateway.outbound import Outbound, OutboundError
 
@@ -100,9 +100,11 @@ class ClientCredentials:
         outbound: Outbound,
         *,
         clock: Callable[[], float] = time.monotonic,
+        backend: str = DEFAULT_BACKEND,
     ) -> None:
         if credential.client_id is None:
             raise CredentialError("client_credentials needs a client_id")
+        self._backend = backend
         self._cred = credential
         self._issuer = config.issuer
         self._outbound = outbound
@@ -176,10 +178,14 @@ class ClientCredentials:
                 max_body=_MAX_TOKEN_RESPONSE,
             )
         except OutboundError as exc:
-            _log.warning("backend_token_request_failed", error=type(exc).__name__)
+            _log.warning(
+                "backend_token_request_failed", backend=self._backend, error=type(exc).__name__
+            )
             raise CredentialError("token endpoint unreachable") from exc
         if response.status != 200:
-            _log.warning("backend_token_request_refused", status=response.status)
+            _log.warning(
+                "backend_token_request_refused", backend=self._backend, status=response.status
+            )
             raise CredentialError("token endpoint refused the request")
         try:
             payload = json.loads(response.body)
@@ -189,7 +195,7 @@ class ClientCredentials:
         margin = min(float(self._cred.refresh_margin_s), lifetime / 2)
         self._token = token
         self._refresh_at = started + lifetime - margin
-        _log.info("backend_token_fetched", expires_in=lifetime)
+        _log.info("backend_token_fetched", backend=self._backend, expires_in=lifetime)
         return token
 
     async def _discover(self, deadline: float) -> str:
@@ -268,11 +274,16 @@ def _parse_token_response(payload: Any) -> tuple[str, float]:
 
 
 def make_credential(
-    config: Config, outbound: Outbound, *, clock: Callable[[], float] = time.monotonic
+    cred: CredentialConfig,
+    config: Config,
+    outbound: Outbound,
+    *,
+    backend: str = DEFAULT_BACKEND,
+    clock: Callable[[], float] = time.monotonic,
 ) -> StaticBearer | ClientCredentials:
-    cred = config.backend.credential
+    """The service credential of one backend (``cred``: its ``credential:`` section)."""
     if cred.type == "bearer":
         if cred.token is None:
             raise CredentialError("bearer credential needs a token")
         return StaticBearer(cred.token)
-    return ClientCredentials(cred, config, outbound, clock=clock)
+    return ClientCredentials(cred, config, outbound, clock=clock, backend=backend)

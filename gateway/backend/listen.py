@@ -73,7 +73,9 @@ class ChangeListener:
 
     def start(self) -> None:
         if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="backend-change-listener")
+            self._task = asyncio.create_task(
+                self._run(), name=f"backend-change-listener:{self._link.backend}"
+            )
 
     async def close(self) -> None:
         task, self._task = self._task, None
@@ -98,17 +100,17 @@ class ChangeListener:
             except (UpstreamFault, OutboundError, SseError, ValueError) as exc:
                 failures += 1
                 delay = min(2.0 ** (failures - 1), MAX_BACKOFF_S)
-                _log.info("backend_listen_failed", era=state.era,
+                _log.info("backend_listen_failed", backend=self._link.backend, era=state.era,
                           kind=getattr(exc, "kind", type(exc).__name__), retry_s=delay)  # fmt: skip
                 await asyncio.sleep(delay)
                 continue
             except Exception:  # a bug must not end listening for good; keep trying, loudly
-                _log.exception("backend_listen_crashed")
+                _log.exception("backend_listen_crashed", backend=self._link.backend)
                 failures += 1
                 await asyncio.sleep(min(2.0 ** (failures - 1), MAX_BACKOFF_S))
                 continue
             if end == "unsupported":
-                _log.info("backend_listen_unsupported", era=state.era)
+                _log.info("backend_listen_unsupported", backend=self._link.backend, era=state.era)
                 self._refused_generation = state.generation
             else:
                 failures = 0

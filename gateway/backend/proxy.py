@@ -41,11 +41,11 @@ from gateway.backend.results import (
     missing_capability_data,
     sanitize_result,
 )
-from gateway.backend.rpc import BACKEND_DESTINATION, UpstreamFault
+from gateway.backend.rpc import UpstreamFault
 from gateway.backend.tls import build_ssl_context
 from gateway.backend.tool_headers import encode_header_value, is_header_safe, param_values
 from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
-from gateway.config import Config
+from gateway.config import BackendConfig, Config
 from gateway.errors import MissingClientCapability
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
@@ -67,37 +67,54 @@ _log = get_logger("gateway.backend")
 
 
 class UpstreamBackend:
-    """The one configured upstream: catalog, service credential and tool calls."""
+    """One configured upstream: its catalog, its service credential and its tool calls.
+
+    Everything here belongs to this backend alone (era detection, legacy session, catalog
+    refresh, connection pool, deadlines, credential); :class:`~.federation.FederatedBackend`
+    puts several of them behind one endpoint.
+    """
 
     def __init__(
         self,
         config: Config,
         outbound: Outbound,
         *,
+        settings: BackendConfig | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``settings``: the backend this instance talks to (default: the configuration's
+        first, for a ``backend:`` section its only one)."""
         self._config = config
-        self._settings = config.backend
+        self._settings = settings if settings is not None else config.backends[0]
+        self.name = self._settings.name
+        """The backend's configured name (metrics label, logs, audit, ``/readyz``)."""
         self._outbound = outbound
         self._metrics = metrics
         self._clock = clock
         self._max_bytes = config.limits.max_response_bytes
         # Built once: a bad CA or key file fails startup, never a request.
-        self._ssl = build_ssl_context(config.backend.tls)
-        self._credential = make_credential(config, outbound, clock=clock)
+        self._ssl = build_ssl_context(self._settings.tls)
+        self._credential = make_credential(
+            self._settings.credential, config, outbound, backend=self.name, clock=clock
+        )
         self._link = UpstreamLink(
-            config.backend.url,
+            self._settings.url,
             outbound,
             self._credential,
             max_bytes=self._max_bytes,
-            detect_timeout_s=config.backend.timeout_s,
+            detect_timeout_s=self._settings.timeout_s,
+            backend=self.name,
         )
-        self._refresher = CatalogRefresher(self._link, config.backend, metrics=metrics, clock=clock)
+        self._refresher = CatalogRefresher(self._link, self._settings, metrics=metrics, clock=clock)
         # An upstream notifications/tools/list_changed, on any stream, asks for a fetch.
         self._link.on_list_changed = self._refresher.request_refresh
         self._listener = ChangeListener(self._link, on_change=self._refresher.request_refresh)
         self._progress_ids = itertools.count(1)
+        if metrics is not None:
+            metrics.register_backend(
+                self.name, age=self._refresher.age, ready=lambda: self._refresher.ready
+            )
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -110,9 +127,26 @@ class UpstreamBackend:
         return self._credential
 
     @property
+    def settings(self) -> BackendConfig:
+        return self._settings
+
+    @property
     def ready(self) -> bool:
         """True once the first catalog fetch succeeded (readiness)."""
         return self._refresher.ready
+
+    @property
+    def on_update(self) -> Callable[[], None] | None:
+        """Called after every successful catalog fetch (the federation re-merges)."""
+        return self._refresher.on_update
+
+    @on_update.setter
+    def on_update(self, callback: Callable[[], None] | None) -> None:
+        self._refresher.on_update = callback
+
+    def catalog_age(self) -> float:
+        """Seconds since the last successful catalog fetch (0 before the first)."""
+        return self._refresher.age()
 
     @property
     def refresh_interval(self) -> float:
@@ -123,7 +157,7 @@ class UpstreamBackend:
         """Register destinations, try the first fetch, then refresh and listen in the background."""
         self._outbound.add(
             Destination(
-                BACKEND_DESTINATION,
+                self._link.destination,
                 connect_timeout_s=self._settings.connect_timeout_s,
                 max_connections=self._settings.max_connections,
                 ssl_context=self._ssl,
@@ -133,9 +167,10 @@ class UpstreamBackend:
             self._outbound.add(
                 Destination(TOKEN_DESTINATION, connect_timeout_s=self._config.issuer.timeout_s)
             )
-        if self._metrics is not None:
-            self._metrics.catalog_age_seconds.set_function(self._refresher.age)
-        await self._refresher.refresh()
+        try:
+            await self._refresher.refresh()
+        except Exception:  # a bug in the first fetch must not keep this backend down for good
+            _log.exception("backend_catalog_refresh_crashed", backend=self.name)
         self._refresher.start()
         self._listener.start()
 
@@ -162,7 +197,8 @@ class UpstreamBackend:
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
     ) -> dict[str, Any]:
         """Call the tool upstream; every upstream fault becomes an ``isError`` result."""
-        label = self._metrics.tool_label(call.tool.name) if self._metrics else call.tool.name
+        # Bounded: a name of this backend's catalog, anything else "other".
+        label = call.tool.name if call.tool.name in self.catalog() else "other"
         started = self._clock()
         outcome: Outcome = "upstream_error"
         called = False
@@ -183,9 +219,13 @@ class UpstreamBackend:
             ctx.outcome = outcome
             ctx.backend_ms = elapsed * 1000 if called else 0.0
             if self._metrics is not None:
-                self._metrics.backend_requests_total.labels(tool=label, outcome=outcome).inc()
+                self._metrics.backend_requests_total.labels(
+                    backend=self.name, tool=label, outcome=outcome
+                ).inc()
                 if called:
-                    self._metrics.backend_duration_seconds.labels(tool=label).observe(elapsed)
+                    self._metrics.backend_duration_seconds.labels(
+                        backend=self.name, tool=label
+                    ).observe(elapsed)
 
     def _validator(self, call: ToolCall) -> jsonschema_rs.Validator | None:
         current = self.catalog().validator(call.tool.name)
@@ -243,14 +283,15 @@ class UpstreamBackend:
                 progress_token=token, on_progress=relay,
             )  # fmt: skip
         except UpstreamFault as fault:
-            _log.warning("backend_call_failed", tool=tool.name, kind=fault.kind,
-                         status=fault.status)  # fmt: skip
+            _log.warning("backend_call_failed", backend=self.name, tool=tool.name,
+                         kind=fault.kind, status=fault.status)  # fmt: skip
             return error_result(fault_text(fault.kind)), fault_outcome(fault.kind)
         message = reply.message or {}
         error = message.get("error")
         if isinstance(error, dict):
             code = error.get("code")
-            _log.warning("backend_call_error", tool=tool.name, code=code, status=reply.status)
+            _log.warning("backend_call_error", backend=self.name, tool=tool.name, code=code,
+                         status=reply.status)  # fmt: skip
             if code == -32602:
                 # Unknown tool or arguments the upstream refuses: the catalog may be stale.
                 self.request_refresh()
@@ -266,7 +307,8 @@ class UpstreamBackend:
             return error_result(FAILED_TEXT), "upstream_error"
         result = sanitize_result(message.get("result") or {})
         if result is None:
-            _log.warning("backend_call_failed", tool=tool.name, kind="bad_result")
+            _log.warning("backend_call_failed", backend=self.name, tool=tool.name,
+                         kind="bad_result")  # fmt: skip
             return error_result(FAILED_TEXT), "upstream_error"
         return result, ("tool_error" if result.get("isError") is True else "ok")
 

@@ -77,6 +77,7 @@ class CatalogRefresher:
     ) -> None:
         self._link = link
         self._settings = settings
+        self._backend = settings.name
         self._metrics = metrics
         self._clock = clock
         self._catalog: ToolCatalog = EMPTY_CATALOG
@@ -89,6 +90,8 @@ class CatalogRefresher:
         self._task: asyncio.Task[None] | None = None
         self.ready = False
         """True once the first fetch succeeded (readiness)."""
+        self.on_update: Callable[[], None] | None = None
+        """Called after every successful fetch (the catalog or the interval may have changed)."""
 
     def catalog(self) -> ToolCatalog:
         return self._catalog
@@ -99,7 +102,9 @@ class CatalogRefresher:
     def start(self) -> None:
         """Run the refresh loop in the background (after the first :meth:`refresh`)."""
         if self._task is None:
-            self._task = asyncio.create_task(self._loop(), name="backend-catalog-refresh")
+            self._task = asyncio.create_task(
+                self._loop(), name=f"backend-catalog-refresh:{self._backend}"
+            )
 
     async def close(self) -> None:
         task, self._task = self._task, None
@@ -121,28 +126,31 @@ class CatalogRefresher:
             except UpstreamFault as fault:
                 self._link.forget()  # detect the era again next time
                 self._count("failure")
-                _log.warning("backend_catalog_refresh_failed", kind=fault.kind,
-                             status=fault.status)  # fmt: skip
+                _log.warning("backend_catalog_refresh_failed", backend=self._backend,
+                             kind=fault.kind, status=fault.status)  # fmt: skip
                 return False
-            build = build_catalog(tools, prefix=self._settings.name_prefix)
+            build = build_catalog(tools, prefix=self._settings.name_prefix, backend=self._backend)
             for name, reason in build.dropped:
-                _log.warning("backend_tool_dropped", tool=name, reason=reason)
+                _log.warning("backend_tool_dropped", backend=self._backend, tool=name,
+                             reason=reason)  # fmt: skip
             if build.catalog.version != self._catalog.version or not self.ready:
                 self._catalog = build.catalog
-                _log.info("backend_catalog_updated", version=build.catalog.version,
-                          tools=len(build.catalog), dropped=len(build.dropped))  # fmt: skip
+                _log.info("backend_catalog_updated", backend=self._backend,
+                          version=build.catalog.version, tools=len(build.catalog),
+                          dropped=len(build.dropped))  # fmt: skip
             if self._metrics is not None:
-                self._metrics.set_catalog_names(self._catalog.names)
-                self._metrics.catalog_tools.set(len(self._catalog))
+                self._metrics.catalog_tools.labels(backend=self._backend).set(len(self._catalog))
             self._catalog_at = self._clock()
             self.interval = refresh_interval(self._settings.catalog_refresh_s, ttl_ms)
             self._count("success")
             self.ready = True
-            return True
+        if self.on_update is not None:
+            self.on_update()
+        return True
 
     def _count(self, result: str) -> None:
         if self._metrics is not None:
-            self._metrics.catalog_refresh_total.labels(result=result).inc()
+            self._metrics.catalog_refresh_total.labels(backend=self._backend, result=result).inc()
 
     async def _fetch_tools(self) -> tuple[list[Any], int | None]:
         tools: list[Any] = []
@@ -177,7 +185,7 @@ class CatalogRefresher:
                 raise UpstreamFault("garbled")  # a cursor loop would never end
             seen.add(next_cursor)
             cursor = next_cursor
-        _log.warning("backend_catalog_too_many_pages", pages=MAX_LIST_PAGES)
+        _log.warning("backend_catalog_too_many_pages", backend=self._backend, pages=MAX_LIST_PAGES)
         raise UpstreamFault("garbled")
 
     async def _loop(self) -> None:
@@ -198,7 +206,7 @@ class CatalogRefresher:
             try:
                 ok = await self.refresh()
             except Exception:  # a bug must not stop refreshing for good
-                _log.exception("backend_catalog_refresh_crashed")
+                _log.exception("backend_catalog_refresh_crashed", backend=self._backend)
                 ok = False
             retry = RETRY_S if ok else min(retry * 2, MAX_RETRY_S)
 

@@ -32,21 +32,27 @@ from gateway.outbound import (
 )
 
 __all__ = [
-    "BACKEND_DESTINATION",
     "LIST_CHANGED",
     "SSE_STREAM_FACTOR",
     "FaultKind",
     "ProgressSink",
     "Reply",
     "UpstreamFault",
+    "backend_destination",
     "decode_json",
     "encode_json",
     "exchange",
 ]
 
 LIST_CHANGED: Final = "notifications/tools/list_changed"
-BACKEND_DESTINATION: Final = "backend"
-"""The :class:`gateway.outbound.Destination` name for the upstream MCP server."""
+
+
+def backend_destination(backend: str) -> str:
+    """The :class:`gateway.outbound.Destination` of one backend: a pool of its own, so a slow
+    backend cannot hold the connections another one needs."""
+    return f"backend:{backend}"
+
+
 SSE_STREAM_FACTOR: Final = 8
 """An SSE reply may total this many times the reply cap (progress events add up); each event,
 and the final response, must still fit in the cap itself."""
@@ -150,6 +156,7 @@ def _same_id(got: Any, want: JsonRpcId) -> bool:
 
 async def exchange(
     outbound: Outbound,
+    destination: str,
     url: str,
     *,
     body: bytes,
@@ -164,7 +171,7 @@ async def exchange(
     """POST ``body`` and return the final response (see the module docstring)."""
     try:
         async with outbound.stream(
-            BACKEND_DESTINATION,
+            destination,
             "POST",
             url,
             deadline=deadline,

@@ -29,14 +29,15 @@ from typing import Any, Final
 from gateway import __version__
 from gateway.backend.credentials import CredentialError, ServiceCredential
 from gateway.backend.rpc import (
-    BACKEND_DESTINATION,
     ProgressSink,
     Reply,
     UpstreamFault,
+    backend_destination,
     encode_json,
     exchange,
 )
 from gateway.backend.tool_headers import encode_header_value
+from gateway.config import DEFAULT_BACKEND
 from gateway.errors import JsonRpcId
 from gateway.observability.logging import get_logger
 from gateway.outbound import Outbound, OutboundError, StreamingResponse
@@ -113,8 +114,12 @@ class UpstreamLink:
         *,
         max_bytes: int,
         detect_timeout_s: float,
+        backend: str = DEFAULT_BACKEND,
     ) -> None:
         self.url = url
+        self.backend = backend
+        """The backend's configured name (its log field and its own connection pool)."""
+        self.destination = backend_destination(backend)
         self._outbound = outbound
         self._credential = credential
         self._max_bytes = max_bytes
@@ -236,12 +241,13 @@ class UpstreamLink:
         try:
             token = await self._credential.token(deadline)
         except CredentialError as exc:
-            _log.warning("backend_credential_unavailable", reason=str(exc))
+            _log.warning("backend_credential_unavailable", backend=self.backend, reason=str(exc))
             raise UpstreamFault("credential") from exc
         headers["Authorization"] = f"Bearer {token}"
         try:
             return await exchange(
-                self._outbound, self.url, body=body, headers=headers, request_id=request_id,
+                self._outbound, self.destination, self.url, body=body, headers=headers,
+                request_id=request_id,
                 deadline=deadline, max_bytes=max_bytes, progress_token=progress_token,
                 on_progress=on_progress, on_list_changed=self.on_list_changed,
             )  # fmt: skip
@@ -274,7 +280,9 @@ class UpstreamLink:
                 generation=next(self._generation),
                 tools_list_changed=_lists_changes(reply.message),
             )
-            _log.info("backend_era_detected", era="modern", version=MODERN_VERSION)
+            _log.info(
+                "backend_era_detected", backend=self.backend, era="modern", version=MODERN_VERSION
+            )
             return state
         return await self._initialize(deadline)
 
@@ -311,7 +319,7 @@ class UpstreamLink:
                 None,
                 deadline,
             )
-            _log.info("backend_era_detected", era="legacy", version=version,
+            _log.info("backend_era_detected", backend=self.backend, era="legacy", version=version,
                       session=session_id is not None)  # fmt: skip
             return state
         raise UpstreamFault("incompatible")
@@ -333,7 +341,7 @@ class UpstreamLink:
             current = self._state
             if current is not None and current.generation != expired.generation:
                 return current  # another call already re-initialized
-            _log.info("backend_session_expired")
+            _log.info("backend_session_expired", backend=self.backend)
             self._state = None
             self._state = await self._initialize(deadline)
             return self._state
@@ -355,7 +363,7 @@ class UpstreamLink:
             raise UpstreamFault("credential") from exc
         headers["Authorization"] = f"Bearer {token}"
         async with self._outbound.stream(
-            BACKEND_DESTINATION, "POST" if body is not None else "GET", self.url,
+            self.destination, "POST" if body is not None else "GET", self.url,
             deadline=deadline, headers=headers, body=body, max_body=max_body,
         ) as response:  # fmt: skip
             if response.status == 401:
@@ -373,11 +381,11 @@ class UpstreamLink:
             token = await self._credential.token(time.monotonic() + _CLOSE_TIMEOUT_S)
             headers["Authorization"] = f"Bearer {token}"
             await self._outbound.request(
-                BACKEND_DESTINATION, "DELETE", self.url, timeout_s=_CLOSE_TIMEOUT_S,
+                self.destination, "DELETE", self.url, timeout_s=_CLOSE_TIMEOUT_S,
                 headers=headers, max_body=4096,
             )  # fmt: skip
         except (OutboundError, CredentialError, UpstreamFault):
-            _log.info("backend_session_delete_failed")
+            _log.info("backend_session_delete_failed", backend=self.backend)
 
 
 def _is_modern(reply: Reply) -> bool:

@@ -18,9 +18,11 @@ Import the public names from here (``from gateway.config import Config``).
 
 from gateway.config.loader import load_config
 from gateway.config.model import (
+    DEFAULT_BACKEND,
     AdminConfig,
     AuditConfig,
     BackendConfig,
+    BackendReadiness,
     CacheConfig,
     Config,
     CredentialConfig,
@@ -43,9 +45,11 @@ from gateway.config.secrets import Secret
 from gateway.config.urls import canonical_uri, is_loopback_url
 
 __all__ = [
+    "DEFAULT_BACKEND",
     "AdminConfig",
     "AuditConfig",
     "BackendConfig",
+    "BackendReadiness",
     "CacheConfig",
     "Config",
     "CredentialConfig",

@@ -8,15 +8,17 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 from urllib.parse import urlsplit
 
 from gateway.config.secrets import Secret
 
 __all__ = [
+    "DEFAULT_BACKEND",
     "AdminConfig",
     "AuditConfig",
     "BackendConfig",
+    "BackendReadiness",
     "CacheConfig",
     "ClientAuth",
     "Config",
@@ -132,8 +134,21 @@ class TlsConfig:
     client_key: str | None = None
 
 
+DEFAULT_BACKEND: Final = "default"
+"""The name of the one backend of a ``backend:`` section (metrics, logs, audit, ``/readyz``)."""
+
+BackendReadiness = Literal["all", "any"]
+"""``backend_readiness``: ``/readyz`` needs every backend's catalog, or at least one."""
+
+
 @dataclass(frozen=True, slots=True)
 class BackendConfig:
+    """One upstream MCP server: ``backend:``, or one entry of ``backends:``.
+
+    Everything the gateway needs to talk to it on its own: URL, service credential, TLS,
+    deadlines, connection pool, catalog refresh, and how its tools are named to clients.
+    """
+
     url: str
     credential: CredentialConfig
     allow_insecure_http: bool = False
@@ -142,9 +157,14 @@ class BackendConfig:
     connect_timeout_s: float = 3.0
     catalog_refresh_s: float = 300.0
     name_prefix: str = ""
+    """Added to the upstream's tool names as clients, policies and the audit trail see them:
+    ``backend.name_prefix``, or ``backends.<name>.prefix`` (default ``<name>__``)."""
     identity_headers: bool = False
     tool_timeouts_s: tuple[tuple[str, float], ...] = ()
     max_connections: int = 100
+    name: str = DEFAULT_BACKEND
+    """The key under ``backends:`` (``default`` for a ``backend:`` section): a bounded label of
+    metrics, logs, the audit trail and ``/readyz``."""
 
     def tool_timeout(self, tool: str) -> float:
         for name, seconds in self.tool_timeouts_s:
@@ -284,7 +304,9 @@ class Config:
     resource: str
     """Canonical resource URI (RFC 8707): lowercase scheme/host, no fragment, no query."""
     issuer: IssuerConfig
-    backend: BackendConfig
+    backend: BackendConfig | None
+    """The ``backend:`` section as written (None with ``backends:``); the running gateway reads
+    :attr:`backends`, which holds it as its one entry."""
     policy_paths: tuple[Path, ...]
     server: ServerInfo = field(default_factory=ServerInfo)
     listen: Listen = Listen("0.0.0.0", 8080)  # noqa: S104 - behind the TLS proxy by design
@@ -298,7 +320,15 @@ class Config:
     audit: AuditConfig = field(default_factory=AuditConfig)
     state: StateConfig = field(default_factory=StateConfig)
     admin: AdminConfig = field(default_factory=AdminConfig)
+    backends: tuple[BackendConfig, ...] = ()
+    """Every backend, in configuration order (``backends:``, or the one ``backend:``)."""
+    backend_readiness: BackendReadiness = "all"
     warnings: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.backends and self.backend is not None:
+            # The single `backend:` is the one backend (frozen: set once, here).
+            object.__setattr__(self, "backends", (self.backend,))
 
     @property
     def mcp_path(self) -> str:

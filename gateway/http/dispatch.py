@@ -183,11 +183,16 @@ class Dispatcher:
             step_up = turn.policy.listing == "step_up"
             tools = [tool for tool in catalog if _listed(turn.decide(tool.name), step_up)]
             self._expiry(turn, admitted)
+            # caching.mdx: no longer than the configured bound, nor than the catalog is
+            # expected to stay as it is (federation: the shortest refresh interval).
+            ttl_ms = self._config.protocol.tools_list_ttl_ms
+            if catalog.ttl_ms is not None:
+                ttl_ms = min(ttl_ms, catalog.ttl_ms)
             result = tools_list_result(
                 tools,
                 cursor=message.cursor,
                 page_size=self._config.protocol.page_size,
-                ttl_ms=self._config.protocol.tools_list_ttl_ms,
+                ttl_ms=ttl_ms,
                 era=message.era,
                 server=self._server,
                 request_id=message.id,
@@ -238,10 +243,12 @@ class Dispatcher:
             if message.method == "tools/call":
                 name = message.tool_name or ""
                 decision = turn.decide(name)
-                if catalog.get(name) is None or not decision.visible:
+                tool = catalog.get(name)
+                if tool is None or not decision.visible:
                     continue  # answered as its own unknown_tool entry
                 if not decision.allowed:
                     turn.ctx.tool, turn.ctx.decision = name, decision
+                    turn.ctx.backend = tool.backend or None
                     raise ToolInsufficientScope(
                         scopes=decision.required_scopes, missing=decision.missing_scopes
                     )
@@ -291,6 +298,7 @@ class Dispatcher:
         ctx.decision = decision
         if tool is None or not decision.visible:
             raise UnknownTool()
+        ctx.backend = tool.backend or None
         if not decision.allowed:
             raise ToolInsufficientScope(
                 scopes=decision.required_scopes, missing=decision.missing_scopes

@@ -370,6 +370,7 @@ class McpEndpoint:
             is_call = message.method == "tools/call"
             if is_call:
                 ctx.decision, ctx.outcome, ctx.backend_ms = None, None, None
+                ctx.backend = None
                 ctx.extra.pop("arguments", None)
             error: GatewayError | None = None
             try:
@@ -466,6 +467,7 @@ def _call_record(
         decision=ctx.decision,
         outcome=ctx.outcome or ("rejected" if error is not None else "ok"),
         backend_ms=ctx.backend_ms,
+        backend=ctx.backend,
         jsonrpc_code=None if error is None else error.jsonrpc_code,
         error_row=None if error is None else error.row,
         arguments=arguments if isinstance(arguments, dict) else None,

@@ -182,6 +182,7 @@ class GatewayObserver:
             "http_method": ctx.http_method,
             "method": None if ctx.method is None else ctx.method[:_MAX_METHOD],
             "tool": None if ctx.tool is None else ctx.tool[:_MAX_TOOL],
+            "backend": ctx.backend,
             "era": ctx.era,
             "protocol_version": (
                 None if ctx.protocol_version is None else ctx.protocol_version[:_MAX_VERSION]
@@ -228,6 +229,7 @@ class GatewayObserver:
             outcome=outcome,
             duration_ms=round(duration_s * 1000.0, 3),
             backend_ms=None if ctx.backend_ms is None else round(ctx.backend_ms, 3),
+            backend=ctx.backend,
             status=ctx.status,
             jsonrpc_code=ctx.jsonrpc_code,
             error_row=ctx.error_row,
@@ -253,6 +255,7 @@ class GatewayObserver:
             # The batch's duration: members run one after another inside one HTTP request.
             duration_ms=round(duration_s * 1000.0, 3),
             backend_ms=None if call.backend_ms is None else round(call.backend_ms, 3),
+            backend=call.backend,
             status=ctx.status,
             jsonrpc_code=call.jsonrpc_code,
             error_row=call.error_row,

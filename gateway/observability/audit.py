@@ -81,6 +81,9 @@ class AuditEvent:
     error_row: str | None = None
     token_fp: str | None = None
     arguments: Mapping[str, str] | None = None
+    backend: str | None = None
+    """The backend that owns the tool (a configured name); None when the call never resolved
+    to one (unknown or hidden tool, refused before the lookup): the key is then left out."""
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
@@ -93,6 +96,7 @@ class AuditEvent:
             "subject": self.subject,
             "client_id": self.client_id,
             "tool": self.tool,
+            **({"backend": self.backend} if self.backend is not None else {}),
             "decision": self.decision,
             "rule": self.rule,
             "missing_scopes": list(self.missing_scopes),

@@ -14,7 +14,7 @@ listener never does. The reference of every metric is ``docs/operations.md``.
 from __future__ import annotations
 
 import time
-from collections.abc import Container
+from collections.abc import Callable, Container
 from typing import Final
 
 from prometheus_client import (
@@ -150,12 +150,12 @@ class Metrics:
             ["outcome"], registry=r,
         )  # fmt: skip
         self.backend_requests_total = Counter(
-            p + "backend_requests_total", "Upstream tool calls by tool and outcome",
-            ["tool", "outcome"], registry=r,
+            p + "backend_requests_total", "Upstream tool calls by backend, tool and outcome",
+            ["backend", "tool", "outcome"], registry=r,
         )  # fmt: skip
         self.backend_duration_seconds = Histogram(
             p + "backend_duration_seconds", "Upstream tool call duration",
-            ["tool"], buckets=LATENCY_BUCKETS, registry=r,
+            ["backend", "tool"], buckets=LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
         self.in_flight = Gauge(p + "in_flight", "MCP requests in flight", registry=r)
         self.rate_limited_total = Counter(
@@ -169,13 +169,27 @@ class Metrics:
             p + "policy_info", "The active policy set (value 1) by version hash", ["version"],
             registry=r,
         )  # fmt: skip
-        self.catalog_tools = Gauge(p + "catalog_tools", "Tools in the backend catalog", registry=r)
+        self.catalog_tools = Gauge(
+            p + "catalog_tools", "Tools in the backend's catalog", ["backend"], registry=r
+        )
         self.catalog_age_seconds = Gauge(
-            p + "catalog_age_seconds", "Seconds since the last successful catalog fetch", registry=r
-        )
+            p + "catalog_age_seconds", "Seconds since the backend's last successful catalog fetch",
+            ["backend"], registry=r,
+        )  # fmt: skip
         self.catalog_refresh_total = Counter(
-            p + "catalog_refresh_total", "Catalog refreshes by result", ["result"], registry=r
-        )
+            p + "catalog_refresh_total", "Catalog refreshes by backend and result",
+            ["backend", "result"], registry=r,
+        )  # fmt: skip
+        self.catalog_collisions = Gauge(
+            p + "catalog_collisions",
+            "The backend's tools hidden because their exposed name is ambiguous (another "
+            "backend offers the same name, or it lies in another backend's prefix)",
+            ["backend"], registry=r,
+        )  # fmt: skip
+        self.backend_ready = Gauge(
+            p + "backend_ready", "1 once the backend's first catalog fetch succeeded, else 0",
+            ["backend"], registry=r,
+        )  # fmt: skip
         self.build_info = Info(p + "build", "Gateway build information", registry=r)
         self.build_info.info({"version": version})
         self.rejections_total = Counter(
@@ -203,10 +217,7 @@ class Metrics:
             ["kind"], registry=r,
         )  # fmt: skip
         self._catalog_names: Container[str] = frozenset()
-        # Until the backend installs its own age function (``gateway/backend`` does at start),
-        # the age is the time since startup: a catalog never fetched is as stale as it gets.
-        born = time.monotonic()
-        self.catalog_age_seconds.set_function(lambda: time.monotonic() - born)
+        self._born = time.monotonic()
         self._prefill()
 
     def _prefill(self) -> None:
@@ -219,12 +230,34 @@ class Metrics:
             self.rate_limited_total.labels(scope=scope)
         for result in POLICY_RELOAD_RESULTS:
             self.policy_reloads_total.labels(result=result)
-        for result in CATALOG_REFRESH_RESULTS:
-            self.catalog_refresh_total.labels(result=result)
         for kind in STORE_ERROR_KINDS:
             self.state_store_errors_total.labels(kind=kind)
         for row in sorted(_ROWS):
             self.rejections_total.labels(row=row)
+
+    def register_backend(
+        self,
+        name: str,
+        *,
+        age: Callable[[], float] | None = None,
+        ready: Callable[[], bool] | None = None,
+    ) -> None:
+        """Create one configured backend's series (the names are bounded by the configuration).
+
+        ``age``: seconds since its last successful catalog fetch; until the backend installs
+        it (at start), the age counts from the process start: a catalog never fetched is as
+        stale as it gets. ``ready``: whether its first fetch succeeded.
+        """
+        born = self._born
+        self.catalog_age_seconds.labels(backend=name).set_function(
+            age if age is not None else (lambda: time.monotonic() - born)
+        )
+        for result in CATALOG_REFRESH_RESULTS:
+            self.catalog_refresh_total.labels(backend=name, result=result)
+        self.catalog_tools.labels(backend=name)
+        self.catalog_collisions.labels(backend=name)
+        check = ready if ready is not None else (lambda: False)
+        self.backend_ready.labels(backend=name).set_function(lambda: 1.0 if check() else 0.0)
 
     def set_catalog_names(self, names: Container[str]) -> None:
         """The only tool names allowed as label values (bounded cardinality)."""

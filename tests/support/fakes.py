@@ -212,9 +212,12 @@ def default_policy() -> FakePolicy:
 
 
 class FakeCatalog:
-    def __init__(self, tools: list[ToolDef], version: str = "cat-1") -> None:
+    def __init__(
+        self, tools: list[ToolDef], version: str = "cat-1", ttl_ms: int | None = None
+    ) -> None:
         self._tools = {tool.name: tool for tool in sorted(tools, key=lambda t: t.name)}
         self.version = version
+        self.ttl_ms = ttl_ms
 
     def get(self, name: str) -> ToolDef | None:
         return self._tools.get(name)

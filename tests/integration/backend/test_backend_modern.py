@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.backend.results import INVALID_ARGUMENTS_TEXT
+from gateway.backend.rpc import backend_destination
 from gateway.config import Limits
 from gateway.outbound import Outbound
 from gateway.seams import ToolCall
@@ -101,7 +102,8 @@ async def test_the_catalog_refreshes_on_its_interval_and_a_failed_refresh_keeps_
     assert await backend.refresh() is False
     assert backend.catalog() is good
     assert backend.ready
-    assert backend._metrics.catalog_refresh_total.labels(result="failure")._value.get() >= 1
+    failures = backend._metrics.catalog_refresh_total.labels(backend="default", result="failure")
+    assert failures._value.get() >= 1
 
 
 async def test_the_name_prefix_is_advertised_and_stripped_upstream(modern, backend_factory) -> None:
@@ -241,7 +243,9 @@ async def test_upstream_faults_map_to_a_fixed_error_result(
     )
     assert result == {"content": [{"type": "text", "text": text}], "isError": True}
     assert ctx.outcome == outcome
-    counter = backend._metrics.backend_requests_total.labels(tool="echo", outcome=outcome)
+    counter = backend._metrics.backend_requests_total.labels(
+        backend="default", tool="echo", outcome=outcome
+    )
     assert counter._value.get() == 1
 
 
@@ -329,7 +333,7 @@ async def _reply_size(outbound: Outbound, url: str, upstream: ModernUpstream) ->
     skip = {"host", "content-length", "user-agent"}
     headers = {k: v for k, v in sent.headers.items() if k.lower() not in skip}
     response = await outbound.request(
-        "backend", "POST", url, timeout_s=5, headers=headers, body=sent.body
+        backend_destination("default"), "POST", url, timeout_s=5, headers=headers, body=sent.body
     )
     return len(response.body)
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
 from gateway.backend.refresher import TTL_FLOOR_S, refresh_interval
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
@@ -33,7 +34,10 @@ SLOW_POLLING = {"backend": {"catalog_refresh_s": 300}}
 
 
 def backend_of(stack: LiveStack) -> UpstreamBackend:
-    backend = stack.server.services.backend
+    """The one upstream of a ``backend:`` section (a federation of one, named ``default``)."""
+    federation = stack.server.services.backend
+    assert isinstance(federation, FederatedBackend)
+    backend = federation.member("default")
     assert isinstance(backend, UpstreamBackend)
     return backend
 

@@ -108,6 +108,32 @@ def test_the_dashboard_is_importable_with_unique_panel_ids_and_a_datasource_vari
         assert position["x"] + position["w"] <= 24
 
 
+def backend_labelled_metrics() -> set[str]:
+    """Sample names whose series carry a ``backend`` label (one registered backend)."""
+    metrics = Metrics()
+    metrics.register_backend("docs")
+    metrics.backend_requests_total.labels(backend="docs", tool="t", outcome="ok").inc()
+    metrics.backend_duration_seconds.labels(backend="docs", tool="t").observe(0.1)
+    return {
+        sample.name
+        for family in metrics.registry.collect()
+        for sample in family.samples
+        if "backend" in sample.labels
+    }
+
+
+def test_the_dashboard_filters_every_backend_query_by_a_backend_variable() -> None:
+    variables = {item["name"]: item for item in dashboard()["templating"]["list"]}
+    backend = variables["backend"]
+    assert backend["type"] == "query" and backend["includeAll"] and backend["multi"]
+    assert "backend)" in backend["definition"]
+    labelled = backend_labelled_metrics()
+    assert {"mcp_gateway_backend_requests_total", "mcp_gateway_catalog_age_seconds"} <= labelled
+    for expr in dashboard_exprs():
+        if set(METRIC.findall(expr)) & labelled:
+            assert 'backend=~"$backend"' in expr, expr
+
+
 def test_the_scrape_config_scrapes_the_ops_listener_and_loads_the_rules() -> None:
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
     assert config["rule_files"] == ["alerts.yml"]

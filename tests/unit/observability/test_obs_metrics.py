@@ -29,7 +29,6 @@ class TestFixedVocabularies:
             ("mcp_gateway_token_cache_total", "outcome", TOKEN_CACHE_OUTCOMES),
             ("mcp_gateway_rate_limited_total", "scope", RATE_LIMIT_SCOPES),
             ("mcp_gateway_policy_reloads_total", "result", POLICY_RELOAD_RESULTS),
-            ("mcp_gateway_catalog_refresh_total", "result", CATALOG_REFRESH_RESULTS),
             ("mcp_gateway_rejections_total", "row", tuple(c.row for c in all_rows())),
         ],
     )
@@ -39,6 +38,21 @@ class TestFixedVocabularies:
         metrics = Metrics()
         for item in values:
             assert value(metrics, name, **{label: item}) == 0.0
+
+    def test_every_registered_backend_exports_its_series_from_the_start(self) -> None:
+        metrics = Metrics()
+        for name in ("docs", "tickets"):
+            metrics.register_backend(name)
+        for name in ("docs", "tickets"):
+            for result in CATALOG_REFRESH_RESULTS:
+                assert value(
+                    metrics, "mcp_gateway_catalog_refresh_total", backend=name, result=result
+                ) == 0.0  # fmt: skip
+            assert value(metrics, "mcp_gateway_catalog_collisions", backend=name) == 0.0
+            assert value(metrics, "mcp_gateway_catalog_tools", backend=name) == 0.0
+            assert value(metrics, "mcp_gateway_backend_ready", backend=name) == 0.0
+        # Only configured names: nothing is created for a backend that was never registered.
+        assert value(metrics, "mcp_gateway_catalog_tools", backend="other") is None
 
     def test_build_info_carries_the_version(self) -> None:
         assert value(Metrics("1.2.3"), "mcp_gateway_build_info", version="1.2.3") == 1.0
@@ -64,8 +78,11 @@ class TestHelpers:
 
     def test_the_catalog_age_counts_from_startup_until_a_fetch_reports(self) -> None:
         metrics = Metrics()
-        age = value(metrics, "mcp_gateway_catalog_age_seconds")
+        metrics.register_backend("default")
+        age = value(metrics, "mcp_gateway_catalog_age_seconds", backend="default")
         assert age is not None and 0 <= age < 5
+        metrics.register_backend("default", age=lambda: 42.0)
+        assert value(metrics, "mcp_gateway_catalog_age_seconds", backend="default") == 42.0
 
     def test_policy_reloads_count_results_and_export_one_version(self) -> None:
         metrics = Metrics()

@@ -1,0 +1,291 @@
+"""Several upstream MCP servers behind one endpoint (implements ``gateway.seams.Backend``).
+
+Every configured backend is one :class:`~gateway.backend.proxy.UpstreamBackend` with everything
+of its own: era detection, legacy session, catalog refresh, connection pool, deadlines and
+service credential. :class:`FederatedBackend` puts them behind the one seam the front door uses:
+
+* **One merged catalog** (:func:`merge_catalogs`): every backend's tools under their exposed
+  (prefixed) names, as one list sorted by name, so the front door's cursors page across
+  backends like across any catalog. An exposed name is *ambiguous* when more than one backend
+  could own it: two backends offer it, or a backend with a shorter prefix (only the empty one
+  passes the load-time checks) offers a name inside another backend's prefix (``tickets__x``
+  from the unprefixed backend would shadow the ``tickets`` backend's namespace, and a policy
+  rule ``tickets__*`` written for that backend would cover it). Every tool with an ambiguous
+  name is hidden, from every backend involved: never silently routed to the wrong backend.
+  Each new ambiguity is logged once (``backend_tool_collision``); ``catalog_collisions{backend}``
+  counts the hidden tools.
+* **Routing by owner**: a ``tools/call`` goes to the backend whose catalog produced the
+  :class:`~gateway.seams.ToolDef` (``ToolDef.backend``), with that backend's credential only.
+* **Freshness**: the merged ``ttl_ms`` is the shortest refresh interval of the parts (each one
+  ``catalog_refresh_s`` shortened by its upstream's ``ttlMs``, no lower than the refresh floor);
+  the front door bounds it by ``protocol.tools_list_ttl_ms``.
+* **Readiness**: per backend (:meth:`FederatedBackend.readiness`); the gateway's own follows
+  ``backend_readiness`` (``all``: every backend fetched its catalog once; ``any``: one did).
+
+A single ``backend:`` section is a federation of one backend (named ``default``, its
+``name_prefix`` as prefix), so both configurations run the same code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from gateway.backend.proxy import UpstreamBackend
+from gateway.backend.results import FAILED_TEXT, error_result
+from gateway.config import BackendReadiness
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+from gateway.seams import Catalog, Principal, RequestContext, ToolCall, ToolDef
+
+__all__ = ["Collision", "FederatedBackend", "MergedCatalog", "Part", "merge_catalogs"]
+
+_log = get_logger("gateway.backend.federation")
+
+CollisionReason = Literal["same_name", "prefix"]
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One backend's contribution to the merged catalog."""
+
+    backend: str
+    prefix: str
+    catalog: Catalog
+    interval_s: float
+    """Its refresh interval: how long its catalog is expected to stay as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class Collision:
+    """One ambiguous exposed name and the backends that could own it (all of them hide it)."""
+
+    tool: str
+    backends: tuple[str, ...]
+    reason: CollisionReason
+    """``same_name``: several backends offer it; ``prefix``: it lies in another backend's
+    prefix (offered by a backend whose prefix is a prefix of that one)."""
+
+
+class MergedCatalog:
+    """The federation's catalog snapshot: implements :class:`gateway.seams.Catalog`."""
+
+    __slots__ = ("_order", "_tools", "collisions", "ttl_ms", "version")
+
+    def __init__(
+        self,
+        tools: Sequence[ToolDef],
+        *,
+        version: str,
+        ttl_ms: int | None,
+        collisions: tuple[Collision, ...] = (),
+    ) -> None:
+        self._order: tuple[ToolDef, ...] = tuple(sorted(tools, key=lambda t: t.name))
+        self._tools: dict[str, ToolDef] = {t.name: t for t in self._order}
+        self.version = version
+        self.ttl_ms = ttl_ms
+        self.collisions = collisions
+
+    def get(self, name: str) -> ToolDef | None:
+        return self._tools.get(name)
+
+    def owner(self, name: str) -> str | None:
+        """The name of the backend that serves ``name``, or None (unknown or hidden)."""
+        tool = self._tools.get(name)
+        return tool.backend if tool is not None else None
+
+    @property
+    def names(self) -> frozenset[str]:
+        return frozenset(self._tools)
+
+    def __iter__(self) -> Iterator[ToolDef]:
+        return iter(self._order)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __repr__(self) -> str:
+        return f"MergedCatalog(version={self.version!r}, tools={len(self._order)})"
+
+
+def merge_catalogs(parts: Sequence[Part]) -> MergedCatalog:
+    """Merge the parts' catalogs: see the module docstring for the ambiguity rule."""
+    producers: dict[str, list[str]] = {}
+    for part in parts:
+        for tool in part.catalog:
+            producers.setdefault(tool.name, []).append(part.backend)
+    found: dict[str, Collision] = {
+        name: Collision(name, tuple(owners), "same_name")
+        for name, owners in producers.items()
+        if len(owners) > 1
+    }
+    for part in parts:
+        # Longer prefixes that start with this one: their namespaces are not this backend's.
+        inner = [
+            other
+            for other in parts
+            if other.prefix != part.prefix and other.prefix.startswith(part.prefix)
+        ]
+        if not inner:
+            continue
+        for tool in part.catalog:
+            for other in inner:
+                if tool.name.startswith(other.prefix) and tool.name not in found:
+                    owners = (part.backend, other.backend)
+                    found[tool.name] = Collision(tool.name, owners, "prefix")
+    tools = [tool for part in parts for tool in part.catalog if tool.name not in found]
+    digest = hashlib.sha256()
+    for part in parts:
+        digest.update(f"{part.backend}\0{part.catalog.version}\n".encode())
+    for name in sorted(found):
+        digest.update(f"hidden\0{name}\n".encode())
+    intervals = [part.interval_s for part in parts]
+    ttl_ms = int(min(intervals) * 1000) if intervals else None
+    collisions = tuple(found[name] for name in sorted(found))
+    return MergedCatalog(
+        tools, version=digest.hexdigest()[:16], ttl_ms=ttl_ms, collisions=collisions
+    )
+
+
+EMPTY_KEY: Final[tuple[Any, ...]] = ()
+
+
+class FederatedBackend:
+    """Every configured backend behind one :class:`gateway.seams.Backend` (module docstring)."""
+
+    def __init__(
+        self,
+        members: Sequence[UpstreamBackend],
+        *,
+        readiness: BackendReadiness = "all",
+        metrics: Metrics | None = None,
+    ) -> None:
+        if not members:
+            raise ValueError("a federation needs at least one backend")
+        self._list = tuple(members)
+        self._members: dict[str, UpstreamBackend] = {m.name: m for m in self._list}
+        if len(self._members) != len(self._list):
+            raise ValueError("backend names must be unique")
+        self._readiness = readiness
+        self._metrics = metrics
+        self._key: tuple[Any, ...] = EMPTY_KEY
+        self._merged = MergedCatalog((), version="", ttl_ms=None)
+        self._reported: frozenset[str] = frozenset()
+        for member in self._list:
+            member.on_update = self._remerge
+
+    # --- the Backend seam -------------------------------------------------------------
+
+    def catalog(self) -> MergedCatalog:
+        """The merged snapshot; re-merged only when a part's catalog or interval changed."""
+        key = tuple((m.catalog(), m.refresh_interval) for m in self._list)
+        if key != self._key:
+            self._merge(key)
+        return self._merged
+
+    async def call_tool(
+        self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> dict[str, Any]:
+        """Call the tool on the backend that owns it (``ToolDef.backend``), only there."""
+        member = self._members.get(call.tool.backend)
+        if member is None:  # a ToolDef this federation did not hand out: refuse, never guess
+            ctx.outcome = "upstream_error"
+            ctx.backend_ms = 0.0
+            return error_result(FAILED_TEXT)
+        return await member.call_tool(call, principal, ctx, deadline)
+
+    # --- members, readiness -----------------------------------------------------------
+
+    @property
+    def members(self) -> tuple[UpstreamBackend, ...]:
+        return self._list
+
+    def member(self, name: str) -> UpstreamBackend | None:
+        """The backend configured under ``name``."""
+        return self._members.get(name)
+
+    def owner(self, tool: str) -> UpstreamBackend | None:
+        """The backend that serves the exposed tool name ``tool`` (None: unknown or hidden)."""
+        name = self.catalog().owner(tool)
+        return self._members.get(name) if name is not None else None
+
+    @property
+    def ready(self) -> bool:
+        """The gateway's backend readiness per ``backend_readiness``."""
+        states = (m.ready for m in self._list)
+        return all(states) if self._readiness == "all" else any(states)
+
+    @property
+    def all_ready(self) -> bool:
+        return all(m.ready for m in self._list)
+
+    def readiness(self) -> dict[str, bool]:
+        return {m.name: m.ready for m in self._list}
+
+    def report(self) -> dict[str, Any]:
+        """The ``backends`` member of ``/readyz``: one entry per backend."""
+        hidden = self._hidden_counts(self.catalog())
+        out: dict[str, Any] = {}
+        for member in self._list:
+            state = member.link.state
+            out[member.name] = {
+                "ready": member.ready,
+                "era": state.era if state is not None else None,
+                "tools": len(member.catalog()),
+                "hidden": hidden.get(member.name, 0),
+                "catalog_age_s": round(member.catalog_age(), 1),
+            }
+        return out
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start every backend at once: a slow or absent one delays no other."""
+        await asyncio.gather(*(member.start() for member in self._list))
+        self.catalog()
+
+    async def close(self) -> None:
+        await asyncio.gather(*(member.close() for member in self._list))
+
+    # --- merging ----------------------------------------------------------------------
+
+    def _remerge(self) -> None:
+        self.catalog()
+
+    def _merge(self, key: tuple[Any, ...]) -> None:
+        parts = [
+            Part(m.name, m.settings.name_prefix, catalog, interval)
+            for m, (catalog, interval) in zip(self._list, key, strict=True)
+        ]
+        merged = merge_catalogs(parts)
+        self._key, self._merged = key, merged
+        ambiguous = frozenset(c.tool for c in merged.collisions)
+        for collision in merged.collisions:
+            if collision.tool not in self._reported:
+                _log.warning(
+                    "backend_tool_collision",
+                    tool=collision.tool,
+                    backends=list(collision.backends),
+                    reason=collision.reason,
+                )
+        self._reported = ambiguous
+        if self._metrics is not None:
+            hidden = self._hidden_counts(merged)
+            for member in self._list:
+                self._metrics.catalog_collisions.labels(backend=member.name).set(
+                    hidden.get(member.name, 0)
+                )
+            self._metrics.set_catalog_names(merged.names)
+
+    def _hidden_counts(self, merged: MergedCatalog) -> Mapping[str, int]:
+        ambiguous = {c.tool for c in merged.collisions}
+        counts: dict[str, int] = {}
+        for member in self._list:
+            counts[member.name] = sum(1 for tool in member.catalog() if tool.name in ambiguous)
+        return counts
