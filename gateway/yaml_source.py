@@ -149,7 +149,7 @@ class SchemaValidator:
     def _explained(self, err: Any) -> list[tuple[tuple[PathPart, ...], str]]:
         path = tuple(err.instance_path)
         kind, info = err.kind.name, err.kind.as_dict()
-        if kind == "additionalProperties":
+        if kind in ("additionalProperties", "unevaluatedProperties"):
             # Point at the unknown key itself, not at its parent mapping.
             return [((*path, str(key)), "unknown key") for key in info.get("unexpected", [])]
         if kind in ("oneOf", "anyOf"):

@@ -1,19 +1,126 @@
-"""The ``backend:`` section: the upstream MCP server, its service credential and its TLS."""
+"""The backends: one ``backend:`` section, or ``backends:`` (name -> the same settings plus
+``prefix``): each upstream MCP server, its service credential and its TLS.
+
+Load-time checks a schema cannot express: backend names, and prefixes under which a name
+collision is possible for *any* tool names the upstreams may later offer (the tools themselves
+are only known at runtime, where :mod:`gateway.backend.federation` hides what still collides).
+Two exposed names ``p1 + t1`` and ``p2 + t2`` can only be equal when one prefix starts with the
+other; so two equal prefixes, or a non-empty prefix that starts with another non-empty one, are
+problems. The empty prefix (at most one backend) starts every other prefix; it is allowed, and
+its tools that fall inside another backend's prefix are hidden at runtime.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, Final
 
 from gateway.config.builder import Builder
-from gateway.config.model import BackendConfig, CredentialConfig, TlsConfig
+from gateway.config.model import DEFAULT_BACKEND, BackendConfig, CredentialConfig, TlsConfig
 from gateway.yaml_source import PathPart
 
-__all__ = ["build_backend", "build_credential", "build_tls"]
+__all__ = [
+    "BACKEND_NAME",
+    "MAX_BACKENDS",
+    "build_backend",
+    "build_backends",
+    "build_credential",
+    "build_tls",
+    "default_prefix",
+]
+
+BACKEND_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
+"""A ``backends:`` key: a bounded label of metrics, logs and the audit trail."""
+MAX_BACKENDS: Final = 32
+"""Backends one gateway fronts (each has its own pool, catalog and label values)."""
 
 
-def build_backend(b: Builder, rb: dict[str, Any], *, dev_http: bool) -> BackendConfig:
-    """``dev_http``: plain http is allowed for a loopback credential token endpoint."""
-    bp: tuple[PathPart, ...] = ("backend",)
+def default_prefix(name: str) -> str:
+    """``backends.<name>.prefix`` when not set: the name and two underscores."""
+    return f"{name}__"
+
+
+def build_backends(b: Builder, raw: dict[str, Any], *, dev_http: bool) -> tuple[BackendConfig, ...]:
+    """Every backend in file order: the one ``backend:`` (named ``default``, its
+    ``name_prefix`` as prefix) or each entry of ``backends:``. Exactly one of the two."""
+    if "backend" in raw and "backends" in raw:
+        b.doc.problem(
+            ("backends",),
+            "backend: and backends: are exclusive (backend: is one unnamed backend; "
+            "move it under backends: with a name)",
+        )
+        return ()
+    if "backend" in raw:
+        return (build_backend(b, raw["backend"], dev_http=dev_http),)
+    entries = raw.get("backends")
+    if entries is None:
+        b.doc.problem((), "one of backend: or backends: is required")
+        return ()
+    backends: list[BackendConfig] = []
+    for name, rb in entries.items():
+        where: tuple[PathPart, ...] = ("backends", name)
+        if not BACKEND_NAME.fullmatch(name):
+            b.doc.problem(
+                where,
+                "a backend name is 1-32 characters of a-z, 0-9, '_' and '-', starting with a "
+                "letter or digit",
+            )
+        prefix = rb.get("prefix", default_prefix(name))
+        backends.append(
+            build_backend(b, rb, dev_http=dev_http, where=where, name=name, prefix=prefix)
+        )
+    _check_prefixes(b, raw["backends"], backends)
+    return tuple(backends)
+
+
+def _check_prefixes(b: Builder, entries: dict[str, Any], backends: list[BackendConfig]) -> None:
+    def at(backend: BackendConfig) -> tuple[PathPart, ...]:
+        explicit = "prefix" in entries[backend.name]
+        return ("backends", backend.name, *(("prefix",) if explicit else ()))
+
+    for index, later in enumerate(backends):
+        for earlier in backends[:index]:
+            p1, p2 = earlier.name_prefix, later.name_prefix
+            if p1 == p2:
+                b.doc.problem(
+                    at(later),
+                    f"prefix {p2!r} is also the prefix of backend {earlier.name!r}: a tool "
+                    "offered by both would have one exposed name (give each backend its own "
+                    "prefix; only one may have the empty prefix)",
+                )
+            elif p1 and p2 and (p1.startswith(p2) or p2.startswith(p1)):
+                short, long = (earlier, later) if p2.startswith(p1) else (later, earlier)
+                rest = long.name_prefix[len(short.name_prefix) :]
+                b.doc.problem(
+                    at(later),
+                    f"prefix {long.name_prefix!r} of backend {long.name!r} starts with prefix "
+                    f"{short.name_prefix!r} of backend {short.name!r}: a tool {rest + 'x'!r} of "
+                    f"{short.name!r} and a tool 'x' of {long.name!r} would have one exposed name "
+                    "(choose prefixes that do not start with one another)",
+                )
+        if later.name_prefix:
+            for tool, _ in later.tool_timeouts_s:
+                if not tool.startswith(later.name_prefix):
+                    b.doc.problem(
+                        ("backends", later.name, "tool_timeouts_s", tool),
+                        f"never matches: tool names are as clients see them, with this "
+                        f"backend's prefix {later.name_prefix!r}",
+                    )
+
+
+def build_backend(
+    b: Builder,
+    rb: dict[str, Any],
+    *,
+    dev_http: bool,
+    where: tuple[PathPart, ...] = ("backend",),
+    name: str = DEFAULT_BACKEND,
+    prefix: str | None = None,
+) -> BackendConfig:
+    """One backend's settings at ``where``; ``prefix`` None: the ``backend:`` section's own
+    ``name_prefix``. ``dev_http``: plain http is allowed for a loopback credential token
+    endpoint."""
+    bp = where
     insecure_backend = bool(rb.get("allow_insecure_http", False))
     b.url(rb["url"], (*bp, "url"), insecure_ok=insecure_backend, private_ok=True)
     credential = build_credential(b, rb["credential"], (*bp, "credential"), dev_http=dev_http)
@@ -26,10 +133,11 @@ def build_backend(b: Builder, rb: dict[str, Any], *, dev_http: bool) -> BackendC
         timeout_s=float(rb.get("timeout_s", 10.0)),
         connect_timeout_s=float(rb.get("connect_timeout_s", 3.0)),
         catalog_refresh_s=float(rb.get("catalog_refresh_s", 300.0)),
-        name_prefix=rb.get("name_prefix", ""),
+        name_prefix=rb.get("name_prefix", "") if prefix is None else prefix,
         identity_headers=bool(rb.get("identity_headers", False)),
         tool_timeouts_s=tuple((k, float(v)) for k, v in rb.get("tool_timeouts_s", {}).items()),
         max_connections=int(rb.get("max_connections", 100)),
+        name=name,
     )
 
 

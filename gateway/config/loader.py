@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.config.backend import build_backend
+from gateway.config.backend import build_backends
 from gateway.config.builder import Builder
 from gateway.config.issuer import build_issuer, issuer_allows_insecure_http
 from gateway.config.model import (
@@ -136,7 +136,11 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     dev_http = _dev_http(raw)
     section("resource", lambda: build_resource(b, raw["resource"], dev_http=dev_http))
     section("issuer", lambda: build_issuer(b, raw["issuer"]))
-    section("backend", lambda: build_backend(b, raw["backend"], dev_http=dev_http))
+    section("backends", lambda: build_backends(b, raw, dev_http=dev_http))
+    if "backends" in out:
+        # The `backend:` section as written (None with `backends:`); see Config.backend.
+        out["backend"] = out["backends"][0] if "backend" in raw and out["backends"] else None
+    section("backend_readiness", lambda: raw.get("backend_readiness", "all"))
     if not guarded or _valid_policy_key(raw.get("policy")):
         section("policy_paths", lambda: build_policy_paths(b, raw["policy"]))
     section("limits", lambda: build_limits(raw.get("limits", {})))

@@ -163,15 +163,22 @@ async def live_stack(
     issuer: DevIssuer | None = None,
     backend_url: str | None = None,
     ready_timeout_s: float = 10.0,
+    backends: Mapping[str, Mapping[str, Any]] | None = None,
+    wait_ready: bool = True,
 ) -> AsyncIterator[LiveStack]:
     """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes).
 
     ``backend_url`` points the gateway at an upstream the test runs itself (e.g. the official
     SDK's server, :mod:`tests.support.sdk_upstream`); ``stack.upstream`` is then None.
+    ``backends``: a ``backends:`` section (name -> settings, the test's own upstreams) instead
+    of ``backend:``; ``stack.upstream`` is then None. ``wait_ready=False`` yields as soon as the
+    listeners are up (a gateway whose readiness needs a backend that is down).
     """
     dev = issuer or DevIssuer()
     await dev.start()
     dev.register_client("mcp-gateway", GATEWAY_SECRET, can_introspect=True)
+    if backends is not None:
+        backend_url = "http://127.0.0.1:9/unused"  # replaced by the backends: section below
     if backend_url is None:
         upstream = upstream if upstream is not None else ModernUpstream()
         backend_url = str((await aiohttp_server(upstream.app())).make_url("/mcp"))
@@ -196,10 +203,16 @@ async def live_stack(
         "policy": "policy.yaml",
         "audit": {"sink": "off"},
     }
+    if backends is not None:
+        del base["backend"]
+        base["backends"] = {name: dict(settings) for name, settings in backends.items()}
     path = tmp_path / "gateway.yaml"
     path.write_text(yaml.safe_dump(_merge(base, gateway or {}), sort_keys=False))
     try:
-        async with wired_gateway(path, ready_timeout_s=ready_timeout_s) as (server, session):
+        async with wired_gateway(path, ready_timeout_s=ready_timeout_s, wait_ready=wait_ready) as (
+            server,
+            session,
+        ):
             yield LiveStack(server, server.config, dev, upstream, session, path)
     finally:
         await dev.stop()

@@ -39,9 +39,8 @@ def schema_keys(schema: dict[str, Any]) -> set[str]:
     found: set[str] = set()
 
     def walk(node: dict[str, Any], prefix: str) -> None:
-        if "$ref" in node:
+        if "$ref" in node:  # a reference, plus any sibling keywords (backend: name_prefix)
             walk(defs[node["$ref"].rsplit("/", 1)[1]], prefix)
-            return
         for alternative in node.get("oneOf", []):
             walk(alternative, prefix)
         for key, child in node.get("properties", {}).items():
@@ -51,6 +50,7 @@ def schema_keys(schema: dict[str, Any]) -> set[str]:
         extra = node.get("additionalProperties")
         if isinstance(extra, dict):
             found.add(f"{prefix}.*")
+            walk(extra, f"{prefix}.*")  # backends.*.url ...
 
     walk(schema, "")
     return found
@@ -60,13 +60,15 @@ def yaml_keys(path: Path) -> set[str]:
     doc = load_yaml(path)
     found: set[str] = set()
 
-    def walk(value: Any, prefix: str, free_form: bool) -> None:
+    free_form = {"backend.tool_timeouts_s", "backends", "backends.*.tool_timeouts_s"}
+
+    def walk(value: Any, prefix: str, free: bool) -> None:
         if isinstance(value, dict):
             for key, child in value.items():
-                name = "*" if free_form else key
+                name = "*" if free else key
                 path = f"{prefix}.{name}" if prefix else name
                 found.add(path)
-                walk(child, path, path == "backend.tool_timeouts_s")
+                walk(child, path, path in free_form)
 
     walk(doc.value, "", False)
     return found
@@ -84,7 +86,11 @@ class TestEveryKeyRoundTrips:
         schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
         secret_forms = {".env", ".file"}
         wanted = {k for k in schema_keys(schema) if not any(k.endswith(s) for s in secret_forms)}
-        present = yaml_keys(FIXTURES / "full.yaml") | yaml_keys(FIXTURES / "minimal.yaml")
+        present = (
+            yaml_keys(FIXTURES / "full.yaml")
+            | yaml_keys(FIXTURES / "minimal.yaml")
+            | yaml_keys(FIXTURES / "multi.yaml")
+        )
         assert wanted - present == set()
 
     def test_every_key_of_the_full_fixture_arrives_in_the_typed_config(self) -> None:
@@ -442,7 +448,9 @@ def test_docs_configuration_md_documents_every_key_of_the_schema() -> None:
     undocumented = sorted(
         key
         for key in schema_keys(schema)
-        if not key.endswith((".env", ".file", ".*")) and f"`{key}`" not in text
+        if not key.endswith((".env", ".file", ".*"))
+        # Per-backend keys are documented as backends.<name>.<key>.
+        and f"`{key.replace('backends.*.', 'backends.<name>.')}`" not in text
     )
     assert undocumented == []
 
