@@ -520,8 +520,9 @@ tools:
             for _ in range(2):
                 status, _, _ = await fed.modern_call(token, "tickets__create", {"text": "a"})
                 assert status == 200
-            status, headers, envelope = await fed.modern_call(token, "tickets__create")
+            status, headers, body = await fed.modern_call(token, "tickets__create")
             assert status == 429 and int(headers["Retry-After"]) >= 1
+            assert body["error"] == "rate_limited"  # the row's fixed JSON
             # Another tool of the same glob has its own budget; the other backend is untouched.
             status, _, _ = await fed.modern_call(token, "tickets__echo", {"text": "b"})
             assert status == 200
