@@ -478,6 +478,8 @@ tools:
             catalog = tmp_path / "catalog.json"
             catalog.write_text(json.dumps(everything["result"]))
             capsys.readouterr()
+            # main() would configure structlog globally for the rest of the session.
+            monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
             code = main([
                 "policy", "explain", "--config", str(fed.stack.config_path),
                 "--scopes", "mcp:access docs:read", "--all", "--catalog-file", str(catalog),

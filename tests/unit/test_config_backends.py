@@ -238,6 +238,8 @@ class TestStaticCollisions:
     ) -> None:
         for key, value in ENV.items():
             monkeypatch.setenv(key, value)
+        # main() would configure structlog globally for the rest of the session.
+        monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
         body = "backends:\n  a:\n" + _backend(prefix="x_") + "  b:\n" + _backend(prefix="x_")
         target = _write(tmp_path, body)
         assert main(["check", "--config", str(target)]) == 1
