@@ -145,7 +145,7 @@ class UpstreamBackend:
         self._refresher.on_update = callback
 
     def catalog_age(self) -> float:
-        """Seconds since the last successful catalog fetch (0 before the first)."""
+        """Seconds since the last successful catalog fetch (before the first: since start)."""
         return self._refresher.age()
 
     @property

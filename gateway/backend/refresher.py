@@ -82,6 +82,7 @@ class CatalogRefresher:
         self._clock = clock
         self._catalog: ToolCatalog = EMPTY_CATALOG
         self._catalog_at: float | None = None
+        self._born = clock()
         self._started_at = -EARLY_REFRESH_GAP_S
         self.interval = settings.catalog_refresh_s
         """Seconds between timed fetches, as last computed by :func:`refresh_interval`."""
@@ -97,7 +98,10 @@ class CatalogRefresher:
         return self._catalog
 
     def age(self) -> float:
-        return 0.0 if self._catalog_at is None else self._clock() - self._catalog_at
+        """Seconds since the last successful fetch; before the first one, since this refresher
+        was created (a catalog never fetched is as stale as it gets: CatalogStale fires)."""
+        fetched = self._catalog_at if self._catalog_at is not None else self._born
+        return self._clock() - fetched
 
     def start(self) -> None:
         """Run the refresh loop in the background (after the first :meth:`refresh`)."""

@@ -171,6 +171,12 @@ class TestOneEndpointTwoBackends:
             }  # fmt: skip
             # Each backend has its own connection pool (outbound destination).
             assert _member(fed, "docs").link.destination != _member(fed, "tickets").link.destination
+            # The owner lookup later layers use: exposed name -> backend.
+            federation = fed.stack.server.services.backend
+            assert isinstance(federation, FederatedBackend)
+            assert federation.owner("tickets__echo") is _member(fed, "tickets")
+            assert federation.owner("echo") is None
+            assert federation.readiness() == {"docs": True, "tickets": True}
 
 
 class TestPagingAndFreshness:
@@ -365,9 +371,12 @@ class TestIndependence:
 
             await _eventually(ready)
             _, body = await fed.readyz()
-            assert body["backends"]["tickets"] == {
-                "ready": False, "era": None, "tools": 0, "hidden": 0, "catalog_age_s": 0.0,
+            tickets = body["backends"]["tickets"]
+            assert tickets == {
+                "ready": False, "era": None, "tools": 0, "hidden": 0,
+                "catalog_age_s": tickets["catalog_age_s"],
             }  # fmt: skip
+            assert tickets["catalog_age_s"] >= 0.0  # since start: never fetched
             assert await fed.listed() == ["docs__echo", "docs__search"]
 
     @pytest.mark.row("tool_error_result")
@@ -389,7 +398,9 @@ class TestIndependence:
         fault: str,
         text: str,
     ) -> None:
-        backends = {"tickets": {"timeout_s": 3}}
+        # One pooled connection for tickets: a hung call holds all of it, and docs (its own
+        # pool) must not notice.
+        backends = {"tickets": {"timeout_s": 3, "max_connections": 1}}
         async with federated_stack(tmp_path, aiohttp_server, monkeypatch, backends=backends) as fed:
             token = fed.token()
             status, _, envelope = await fed.modern_call(token, "tickets__create", {"text": "a"})
