@@ -148,7 +148,10 @@ class ClientAuthenticator:
     """Adds the gateway's client authentication to an introspection request."""
 
     def __init__(self, issuer: IssuerConfig, *, clock: Callable[[], float]) -> None:
+        if issuer.client_id is None:
+            raise ValueError("issuer.client_id is required to introspect")
         self._issuer = issuer
+        self._client_id: str = issuer.client_id
         self._clock = clock
         self._key: RSAKey | ECKey | None = None
         if issuer.client_auth == "private_key_jwt":
@@ -173,10 +176,10 @@ class ClientAuthenticator:
         issuer = self._issuer
         if issuer.client_auth == "client_secret_basic" and issuer.client_secret is not None:
             # RFC 6749 §2.3.1: form-urlencode both parts before joining and base64-encoding.
-            raw = quote_plus(issuer.client_id) + ":" + quote_plus(issuer.client_secret.current())
+            raw = quote_plus(self._client_id) + ":" + quote_plus(issuer.client_secret.current())
             headers["Authorization"] = "Basic " + base64.b64encode(raw.encode()).decode()
         elif issuer.client_auth == "client_secret_post" and issuer.client_secret is not None:
-            form["client_id"] = issuer.client_id
+            form["client_id"] = self._client_id
             form["client_secret"] = issuer.client_secret.current()
         elif self._key is not None:
             header = {"kid": issuer.private_key_id} if issuer.private_key_id else {}
@@ -184,14 +187,14 @@ class ClientAuthenticator:
             form["client_assertion_type"] = JWT_BEARER_ASSERTION
             form["client_assertion"] = private_key_jwt_sign(
                 self._key,
-                issuer.client_id,
+                self._client_id,
                 audience,
                 alg=issuer.signing_alg,
                 header=header,
                 issued_at=now,
                 expires_at=now + ASSERTION_LIFETIME_S,
             )
-            form["client_id"] = issuer.client_id
+            form["client_id"] = self._client_id
 
 
 class Introspector:

@@ -7,8 +7,9 @@ The package, by job:
   the sections' semantic checks; every problem reported at once as ``file:line:column``);
 * :mod:`~gateway.config.builder`: the state the section builders share (document, directory,
   environment) and the URL checks;
-* :mod:`~gateway.config.issuer`, :mod:`~gateway.config.backend`, :mod:`~gateway.config.state`,
-  :mod:`~gateway.config.sections`: one ``build_*`` function per section of the file;
+* :mod:`~gateway.config.issuer` (``issuer:`` / ``issuers:``), :mod:`~gateway.config.backend`,
+  :mod:`~gateway.config.state`, :mod:`~gateway.config.sections`: one ``build_*`` function per
+  section of the file;
 * :mod:`~gateway.config.secrets`: :class:`Secret` and ``{env: NAME}`` / ``{file: PATH}``
   resolution (a ``Secret``'s ``repr`` never shows the value; literal secrets are warnings);
 * :mod:`~gateway.config.urls`: :func:`canonical_uri` (RFC 8707) and :func:`is_loopback_url`.
@@ -19,6 +20,8 @@ Import the public names from here (``from gateway.config import Config``).
 from gateway.config.loader import load_config
 from gateway.config.model import (
     DEFAULT_BACKEND,
+    DEFAULT_JWT_ALGORITHMS,
+    JWT_ALGORITHMS,
     AdminConfig,
     AuditConfig,
     BackendConfig,
@@ -34,11 +37,13 @@ from gateway.config.model import (
     ProtocolConfig,
     Rate,
     RedisConfig,
+    RolesConfig,
     ServerInfo,
     StateConfig,
     StoreErrorPolicies,
     StoreErrorPolicy,
     TlsConfig,
+    TokenMode,
     parse_rate,
 )
 from gateway.config.secrets import Secret
@@ -46,6 +51,8 @@ from gateway.config.urls import canonical_uri, is_loopback_url
 
 __all__ = [
     "DEFAULT_BACKEND",
+    "DEFAULT_JWT_ALGORITHMS",
+    "JWT_ALGORITHMS",
     "AdminConfig",
     "AuditConfig",
     "BackendConfig",
@@ -61,12 +68,14 @@ __all__ = [
     "ProtocolConfig",
     "Rate",
     "RedisConfig",
+    "RolesConfig",
     "Secret",
     "ServerInfo",
     "StateConfig",
     "StoreErrorPolicies",
     "StoreErrorPolicy",
     "TlsConfig",
+    "TokenMode",
     "canonical_uri",
     "is_loopback_url",
     "load_config",

@@ -1,44 +1,119 @@
-"""The ``issuer:`` section: the authorization server whose tokens the gateway accepts."""
+"""The ``issuer:`` / ``issuers:`` section: the authorization servers whose tokens are accepted.
+
+``issuer:`` (one mapping) is exactly a list of one; ``issuers:`` lists several, each taking every
+key of ``issuer:``. Both at once is an error, and so is neither. Entries must name distinct
+``url`` values: a JWT is routed to the entry whose ``url`` equals its ``iss`` exactly.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from gateway.config.builder import Builder
-from gateway.config.model import CacheConfig, IssuerConfig, parse_rate
+from gateway.config.model import (
+    DEFAULT_JWT_ALGORITHMS,
+    JWT_ALGORITHMS,
+    CacheConfig,
+    IssuerConfig,
+    RolesConfig,
+    parse_rate,
+)
 from gateway.config.urls import canonical_uri
-from gateway.yaml_source import PathPart
+from gateway.yaml_source import PathPart, format_path
 
-__all__ = ["build_issuer", "issuer_allows_insecure_http"]
+__all__ = ["build_issuers", "issuer_allows_insecure_http", "issuer_entries", "normalise_typ"]
+
+_JWT_ONLY_KEYS: Final = (
+    "jwks_uri", "algorithms", "accept_typ", "scope_claims", "roles", "subject_claim",
+    "client_id_claims", "jwks_min_refresh_s", "jwks_max_refresh_s", "jwks_unknown_kid_interval_s",
+)  # fmt: skip
+"""Keys that only local JWT validation reads (ignored, with a warning, by ``introspection``)."""
+_INTROSPECTION_ONLY_KEYS: Final = (
+    "introspection_endpoint", "client_id", "client_auth", "client_secret", "private_key",
+    "private_key_id", "signing_alg", "assertion_audience", "require_iss",
+)  # fmt: skip
+
+
+def issuer_entries(raw: dict[str, Any]) -> list[tuple[tuple[PathPart, ...], dict[str, Any]]]:
+    """(path, raw mapping) of every configured issuer, in order (``issuer:`` is a list of one)."""
+    if "issuer" in raw:
+        return [(("issuer",), raw["issuer"])]
+    return [(("issuers", index), entry) for index, entry in enumerate(raw.get("issuers", []))]
 
 
 def issuer_allows_insecure_http(raw: dict[str, Any]) -> bool:
-    """The issuer's ``allow_insecure_http`` is the document's development switch: it also
-    permits plain http for ``resource`` and the backend credential's token endpoint."""
-    return bool(raw["issuer"].get("allow_insecure_http", False))
+    """An issuer's ``allow_insecure_http`` is the document's development switch: it also permits
+    plain http (loopback only) for ``resource`` and the backend credential's token endpoint.
+    With several issuers, any one of them setting it is enough (it is a development-only setting;
+    ``check`` and the docs say so, and each issuer's own URLs follow only its own switch)."""
+    return any(bool(entry.get("allow_insecure_http", False)) for _, entry in issuer_entries(raw))
 
 
-def build_issuer(b: Builder, ri: dict[str, Any]) -> IssuerConfig:
+def normalise_typ(value: str) -> str:
+    """RFC 7515 §4.1.9: media types compare case-insensitively, and a ``typ`` without ``/`` is
+    read as if ``application/`` were prepended (``at+jwt`` == ``application/at+jwt``)."""
+    lowered = value.strip().lower()
+    return lowered if "/" in lowered else "application/" + lowered
+
+
+def build_issuers(b: Builder, raw: dict[str, Any]) -> tuple[IssuerConfig, ...]:
+    """Every trusted issuer; problems (both/neither section, duplicate urls) go to ``b.doc``."""
     doc = b.doc
-    ip: tuple[PathPart, ...] = ("issuer",)
+    if "issuer" in raw and "issuers" in raw:
+        doc.problem(
+            ("issuers",), "issuer and issuers are mutually exclusive (issuer: is a list of one)"
+        )
+    elif "issuer" not in raw and "issuers" not in raw:
+        doc.problem((), "one of issuer or issuers is required")
+        return ()
+    built: list[IssuerConfig] = []
+    seen: dict[str, tuple[PathPart, ...]] = {}
+    for path, entry in issuer_entries(raw):
+        issuer = build_issuer(b, entry, path)
+        if issuer.url in seen:
+            doc.problem(
+                (*path, "url"),
+                f"{issuer.url} is already configured at {format_path(seen[issuer.url])}"
+                " (tokens are routed by their exact iss)",
+            )
+        seen.setdefault(issuer.url, path)
+        built.append(issuer)
+    return tuple(built)
+
+
+def build_issuer(
+    b: Builder, ri: dict[str, Any], ip: tuple[PathPart, ...] = ("issuer",)
+) -> IssuerConfig:
+    doc = b.doc
+    name = format_path(ip)
     dev_http = bool(ri.get("allow_insecure_http", False))
+    tokens = ri.get("tokens", "introspection")
+    introspects = tokens != "jwt"
     b.url(ri["url"], (*ip, "url"), insecure_ok=dev_http)
-    for key in ("introspection_endpoint", "token_endpoint"):
+    for key in ("introspection_endpoint", "token_endpoint", "jwks_uri"):
         if key in ri:
             b.url(ri[key], (*ip, key), insecure_ok=dev_http)
+    ignored = {"introspection": _JWT_ONLY_KEYS, "jwt": _INTROSPECTION_ONLY_KEYS}.get(tokens, ())
+    for key in ignored:
+        if key in ri:
+            b.warnings.append(
+                f"{doc.where((*ip, key))}: {name}.{key}: not used with tokens: {tokens}"
+                " and is ignored"
+            )
     client_auth = ri.get("client_auth", "client_secret_basic")
     client_secret = b.secret(ri.get("client_secret"), (*ip, "client_secret"))
     private_key = b.secret(ri.get("private_key"), (*ip, "private_key"))
-    if client_auth == "private_key_jwt":
-        if "private_key" not in ri:
-            doc.problem(ip, "private_key is required with client_auth: private_key_jwt")
-    elif "client_secret" not in ri:
-        doc.problem(ip, f"client_secret is required with client_auth: {client_auth}")
+    if introspects:
+        if client_auth == "private_key_jwt":
+            if "private_key" not in ri:
+                doc.problem(ip, "private_key is required with client_auth: private_key_jwt")
+        elif "client_secret" not in ri:
+            doc.problem(ip, f"client_secret is required with client_auth: {client_auth}")
     audience = ri.get("assertion_audience", "issuer")
-    if "assertion_audience" in ri and client_auth != "private_key_jwt":
+    if "assertion_audience" in ri and client_auth != "private_key_jwt" and introspects:
         b.warnings.append(
-            f"{doc.where((*ip, 'assertion_audience'))}: issuer.assertion_audience: applies only "
+            f"{doc.where((*ip, 'assertion_audience'))}: {name}.assertion_audience: applies only "
             "to client_auth: private_key_jwt and is ignored"
         )
     if (
@@ -49,13 +124,21 @@ def build_issuer(b: Builder, ri: dict[str, Any]) -> IssuerConfig:
         # A configured introspection endpoint skips discovery, so nothing would name it.
         doc.problem(
             (*ip, "assertion_audience"),
-            "token_endpoint needs issuer.token_endpoint when introspection_endpoint is "
+            f"token_endpoint needs {name}.token_endpoint when introspection_endpoint is "
             "configured (metadata discovery is skipped)",
+        )
+    algorithms = _algorithms(b, ri, ip)
+    min_refresh = float(ri.get("jwks_min_refresh_s", 60.0))
+    max_refresh = float(ri.get("jwks_max_refresh_s", 3600.0))
+    if min_refresh > max_refresh:
+        doc.problem(
+            (*ip, "jwks_min_refresh_s"),
+            f"must not be larger than {name}.jwks_max_refresh_s ({max_refresh:g})",
         )
     rc = ri.get("cache", {})
     return IssuerConfig(
         url=ri["url"],
-        client_id=ri["client_id"],
+        client_id=ri.get("client_id"),
         client_auth=client_auth,
         client_secret=client_secret,
         private_key=private_key,
@@ -81,4 +164,43 @@ def build_issuer(b: Builder, ri: dict[str, Any]) -> IssuerConfig:
             if "failed_auth_rate" in ri
             else {}
         ),
+        tokens=tokens,
+        jwks_uri=ri.get("jwks_uri"),
+        algorithms=algorithms,
+        accept_typ=tuple(
+            None if typ is None else normalise_typ(typ) for typ in ri.get("accept_typ", ["at+jwt"])
+        ),
+        scope_claims=tuple(ri.get("scope_claims", ["scope", "scp"])),
+        roles=_roles(ri.get("roles")),
+        subject_claim=ri.get("subject_claim", "sub"),
+        client_id_claims=tuple(ri.get("client_id_claims", ["client_id", "azp", "appid"])),
+        max_token_bytes=int(ri.get("max_token_bytes", 8192)),
+        jwks_min_refresh_s=min_refresh,
+        jwks_max_refresh_s=max_refresh,
+        jwks_unknown_kid_interval_s=float(ri.get("jwks_unknown_kid_interval_s", 30.0)),
+    )
+
+
+def _algorithms(b: Builder, ri: dict[str, Any], ip: tuple[PathPart, ...]) -> tuple[str, ...]:
+    names = ri.get("algorithms")
+    if names is None:
+        return DEFAULT_JWT_ALGORITHMS
+    for index, alg in enumerate(names):
+        where = (*ip, "algorithms", index)
+        if alg.lower() == "none" or alg.upper().startswith("HS"):
+            # RFC 8725 §3.1/§3.2: an unsigned token, or an HMAC "verified" with a key anyone can
+            # fetch from the JWKS (the public key used as the secret), is no proof at all.
+            b.doc.problem(where, f"{alg} is refused: only asymmetric signatures are accepted")
+        elif alg not in JWT_ALGORITHMS:
+            b.doc.problem(where, f"unknown algorithm {alg} (one of {', '.join(JWT_ALGORITHMS)})")
+    return tuple(dict.fromkeys(names))
+
+
+def _roles(raw: dict[str, Any] | None) -> RolesConfig | None:
+    if raw is None:
+        return None
+    claim = raw.get("claim", "roles")
+    return RolesConfig(
+        claim=(claim,) if isinstance(claim, str) else tuple(claim),
+        prefix=raw.get("prefix", ""),
     )

@@ -21,9 +21,11 @@ from typing import Any
 
 from gateway.config.backend import build_backends
 from gateway.config.builder import Builder
-from gateway.config.issuer import build_issuer, issuer_allows_insecure_http
+from gateway.config.issuer import build_issuers, issuer_allows_insecure_http
 from gateway.config.model import (
+    CacheConfig,
     Config,
+    IssuerConfig,
     Listen,
     LoggingConfig,
     ProtocolConfig,
@@ -90,7 +92,10 @@ def inspect_config(
         resolve_secrets=resolve_secrets,
     )
     if not doc.problems:
-        config = build_config(b, doc.value, str(file_path))
+        try:
+            config = build_config(b, doc.value, str(file_path))
+        except ConfigError:  # no issuer at all: nothing else to build a Config from
+            return ConfigReport(None, tuple(doc.problems), tuple(b.warnings), None)
         return ConfigReport(
             None if doc.problems else config,
             tuple(doc.problems),
@@ -102,8 +107,12 @@ def inspect_config(
 
 
 def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
-    """Assemble a schema-valid document, section by section (problems go to ``b.doc``)."""
+    """Assemble a schema-valid document, section by section (problems go to ``b.doc``).
+
+    Raises ConfigError when there is no issuer (neither ``issuer:`` nor ``issuers:``)."""
     sections = _sections(b, raw, guarded=False)
+    if "issuer" not in sections:
+        raise ConfigError(list(b.doc.problems))
     return Config(
         source=source,
         server=ServerInfo(**raw.get("server", {})),
@@ -135,7 +144,10 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
 
     dev_http = _dev_http(raw)
     section("resource", lambda: build_resource(b, raw["resource"], dev_http=dev_http))
-    section("issuer", lambda: build_issuer(b, raw["issuer"]))
+    section("issuers", lambda: build_issuers(b, raw))
+    issuers = out.pop("issuers", ())
+    if issuers:  # issuer: is the first entry, the rest follow (Config.issuers lists them all)
+        out["issuer"], out["more_issuers"] = issuers[0], issuers[1:]
     section("backends", lambda: build_backends(b, raw, dev_http=dev_http))
     if "backends" in out:
         # The `backend:` section as written (None with `backends:`); see Config.backend.
@@ -148,13 +160,23 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     section("allowed_origins", lambda: build_allowed_origins(b, raw.get("allowed_origins", [])))
     section("audit", lambda: build_audit(b, raw.get("audit", {})))
     section("state", lambda: build_state(b, raw.get("state", {})))
-    section("admin", lambda: build_admin(b, raw.get("admin", {}), out["issuer"].cache))
+    # A revocation marker must outlive the longest any issuer's cache may hold a token.
+    section("admin", lambda: build_admin(b, raw.get("admin", {}), _longest_cache(issuers)))
     return out
 
 
+def _longest_cache(issuers: tuple[IssuerConfig, ...]) -> CacheConfig:
+    if not issuers:
+        return CacheConfig()
+    return max(issuers, key=lambda i: i.cache.max_ttl_s + i.cache.stale_if_error_s).cache
+
+
 def _dev_http(raw: dict[str, Any]) -> bool:
-    issuer = raw.get("issuer")
-    return isinstance(issuer, dict) and issuer_allows_insecure_http(raw)
+    issuer, issuers = raw.get("issuer"), raw.get("issuers", [])
+    well_formed = isinstance(issuer, dict) or (
+        isinstance(issuers, list) and all(isinstance(entry, dict) for entry in issuers)
+    )
+    return well_formed and issuer_allows_insecure_http(raw)
 
 
 def _valid_policy_key(policy: Any) -> bool:

@@ -15,6 +15,8 @@ from gateway.config.secrets import Secret
 
 __all__ = [
     "DEFAULT_BACKEND",
+    "DEFAULT_JWT_ALGORITHMS",
+    "JWT_ALGORITHMS",
     "AdminConfig",
     "AuditConfig",
     "BackendConfig",
@@ -31,15 +33,28 @@ __all__ = [
     "ProtocolConfig",
     "Rate",
     "RedisConfig",
+    "RolesConfig",
     "ServerInfo",
     "StateConfig",
     "StoreErrorPolicies",
     "StoreErrorPolicy",
     "TlsConfig",
+    "TokenMode",
     "parse_rate",
 ]
 
 ClientAuth = Literal["client_secret_basic", "client_secret_post", "private_key_jwt"]
+TokenMode = Literal["introspection", "jwt", "jwt+introspection"]
+"""``issuer.tokens``: how this issuer's tokens are checked (RFC 7662 introspection, RFC 9068
+local validation against the issuer's JWKS, or both: locally first, then introspected)."""
+
+JWT_ALGORITHMS = (
+    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
+    "EdDSA", "Ed25519", "Ed448",
+)  # fmt: skip
+"""Every JWS algorithm ``issuer.algorithms`` may name: asymmetric only (RFC 8725 §3.1/§3.2:
+``none`` and the HMAC family are refused at load, so a public key can never be an HMAC secret)."""
+DEFAULT_JWT_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +97,20 @@ class CacheConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class RolesConfig:
+    """``issuer.roles``: a claim of role names (Entra app roles) added to the scope set."""
+
+    claim: tuple[str, ...] = ("roles",)
+    """The claim, or a path into nested objects (``[realm_access, roles]`` for Keycloak)."""
+    prefix: str = ""
+    """Prepended to each role (``role:`` turns ``Notes.Write`` into ``role:Notes.Write``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class IssuerConfig:
     url: str
-    client_id: str
+    client_id: str | None = None
+    """The gateway's client id for introspection; None with ``tokens: jwt``."""
     client_auth: ClientAuth = "client_secret_basic"
     client_secret: Secret | None = None
     private_key: Secret | None = None
@@ -109,6 +135,31 @@ class IssuerConfig:
     failed_auth_probe_interval_s: float = 5.0
     """Over budget, one uncached token per client IP per interval is still introspected, so a
     valid caller sharing an address with a guesser gets in; 0 disables the probes."""
+    tokens: TokenMode = "introspection"
+    jwks_uri: str | None = None
+    """The JWK Set URL; None: the ``jwks_uri`` of the issuer's metadata."""
+    algorithms: tuple[str, ...] = DEFAULT_JWT_ALGORITHMS
+    accept_typ: tuple[str | None, ...] = ("application/at+jwt",)
+    """Accepted JOSE ``typ`` values, normalised (lowercase, ``application/`` prefixed, RFC 7515
+    §4.1.9); None accepts a token without ``typ``."""
+    scope_claims: tuple[str, ...] = ("scope", "scp")
+    roles: RolesConfig | None = None
+    subject_claim: str = "sub"
+    client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
+    max_token_bytes: int = 8192
+    jwks_min_refresh_s: float = 60.0
+    jwks_max_refresh_s: float = 3600.0
+    jwks_unknown_kid_interval_s: float = 30.0
+
+    @property
+    def introspects(self) -> bool:
+        """Whether this issuer's tokens are introspected (RFC 7662)."""
+        return self.tokens != "jwt"
+
+    @property
+    def validates_jwt(self) -> bool:
+        """Whether this issuer's tokens are validated locally (RFC 9068)."""
+        return self.tokens != "introspection"
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,6 +355,8 @@ class Config:
     resource: str
     """Canonical resource URI (RFC 8707): lowercase scheme/host, no fragment, no query."""
     issuer: IssuerConfig
+    """The first trusted issuer (``issuer:``, or the first entry of ``issuers:``): its
+    ``token_endpoint`` and ``timeout_s`` serve the backends' ``client_credentials``."""
     backend: BackendConfig | None
     """The ``backend:`` section as written (None with ``backends:``); the running gateway reads
     :attr:`backends`, which holds it as its one entry."""
@@ -324,6 +377,13 @@ class Config:
     """Every backend, in configuration order (``backends:``, or the one ``backend:``)."""
     backend_readiness: BackendReadiness = "all"
     warnings: tuple[str, ...] = ()
+    more_issuers: tuple[IssuerConfig, ...] = ()
+    """The entries of ``issuers:`` after the first (see :attr:`issuers`)."""
+
+    @property
+    def issuers(self) -> tuple[IssuerConfig, ...]:
+        """Every trusted issuer, in configuration order (``issuer:`` is a list of one)."""
+        return (self.issuer, *self.more_issuers)
 
     def __post_init__(self) -> None:
         if not self.backends and self.backend is not None:

@@ -14,6 +14,7 @@ import pytest
 from gateway.config import (
     AdminConfig,
     Rate,
+    RolesConfig,
     Secret,
     StateConfig,
     StoreErrorPolicies,
@@ -47,6 +48,8 @@ def schema_keys(schema: dict[str, Any]) -> set[str]:
             path = f"{prefix}.{key}" if prefix else key
             found.add(path)
             walk(child, path)
+        if isinstance(node.get("items"), dict):
+            walk(node["items"], f"{prefix}[]")  # a list of mappings: issuers[].url
         extra = node.get("additionalProperties")
         if isinstance(extra, dict):
             found.add(f"{prefix}.*")
@@ -69,6 +72,9 @@ def yaml_keys(path: Path) -> set[str]:
                 path = f"{prefix}.{name}" if prefix else name
                 found.add(path)
                 walk(child, path, path in free_form)
+        elif isinstance(value, list) and prefix == "issuers":
+            for item in value:
+                walk(item, f"{prefix}[]", False)
 
     walk(doc.value, "", False)
     return found
@@ -91,6 +97,12 @@ class TestEveryKeyRoundTrips:
             | yaml_keys(FIXTURES / "minimal.yaml")
             | yaml_keys(FIXTURES / "multi.yaml")
         )
+        # issuers[] entries take exactly the keys of issuer: (one $defs/issuer), which full.yaml
+        # sets; issuers.yaml shows the list itself.
+        present |= {
+            k.replace("issuer.", "issuers[].", 1) for k in present if k.startswith("issuer.")
+        }
+        present |= yaml_keys(FIXTURES / "issuers.yaml")
         assert wanted - present == set()
 
     def test_every_key_of_the_full_fixture_arrives_in_the_typed_config(self) -> None:
@@ -126,6 +138,18 @@ class TestEveryKeyRoundTrips:
         assert (i.cache.negative_max_entries, i.cache.stale_if_error_s) == (500, 20)
         assert i.failed_auth_rate == Rate(10, 60.0)
         assert i.failed_auth_probe_interval_s == 2.0
+        assert (i.tokens, i.jwks_uri) == (
+            "jwt+introspection",
+            "https://id.example.com/realms/acme/certs",
+        )
+        assert i.algorithms == ("RS256", "ES384")
+        assert i.accept_typ == ("application/at+jwt", "application/jwt", None)
+        assert (i.scope_claims, i.subject_claim, i.client_id_claims) == (("scp",), "oid", ("azp",))
+        assert i.roles == RolesConfig(claim=("realm_access", "roles"), prefix="role:")
+        assert i.max_token_bytes == 4096
+        assert (i.jwks_min_refresh_s, i.jwks_max_refresh_s) == (30.0, 900.0)
+        assert i.jwks_unknown_kid_interval_s == 10.0
+        assert c.issuers == (i,)
 
         b = c.backend
         assert (b.url, b.allow_insecure_http) == ("http://10.1.2.3:9000/mcp", True)
@@ -449,10 +473,14 @@ def test_docs_configuration_md_documents_every_key_of_the_schema() -> None:
         key
         for key in schema_keys(schema)
         if not key.endswith((".env", ".file", ".*"))
-        # Per-backend keys are documented as backends.<name>.<key>.
-        and f"`{key.replace('backends.*.', 'backends.<name>.')}`" not in text
+        # Per-backend keys are documented as backends.<name>.<key>; an issuers[] entry once,
+        # as issuer.<key> (the same $defs/issuer).
+        and f"`{key.replace('backends.*.', 'backends.<name>.').replace('issuers[].', 'issuer.', 1)}`"
+        not in text
     )
     assert undocumented == []
+    issuer = schema["properties"]["issuer"]
+    assert schema["properties"]["issuers"]["items"] == issuer == {"$ref": "#/$defs/issuer"}
 
 
 class TestAssertionAudience:
