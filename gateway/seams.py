@@ -16,6 +16,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from gateway.errors import GatewayError, JsonRpcId
 
 __all__ = [
+    "AUTH_METHODS",
+    "AuthMethod",
     "AuthRequest",
     "Authenticator",
     "Backend",
@@ -41,9 +43,13 @@ __all__ = [
 ]
 
 Era = Literal["modern", "legacy"]
+AuthMethod = Literal["introspection", "jwt", "jwt+introspection"]
+"""How a principal's token was checked (``issuer.tokens``): a bounded metrics label and an
+audit field, nothing else downstream may depend on it."""
 Listing = Literal["allowed", "step_up"]
 """Policy ``listing``: which tools ``tools/list`` shows (docs/policy.md)."""
 JsonObject = dict[str, Any]
+AUTH_METHODS: tuple[AuthMethod, ...] = ("introspection", "jwt", "jwt+introspection")
 
 
 # --- identity -------------------------------------------------------------------------------
@@ -51,7 +57,8 @@ JsonObject = dict[str, Any]
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling, as established by token introspection. Never holds the token itself."""
+    """Who is calling, as established by introspection or local JWT validation. Never holds
+    the token itself."""
 
     subject: str
     client_id: str | None
@@ -63,6 +70,7 @@ class Principal:
     """Short, non-reversible token fingerprint (safe for logs)."""
     skew_s: float = 0.0
     """``issuer.clock_skew_s``: how long past ``exp`` the token is still accepted."""
+    auth_method: AuthMethod = "introspection"
 
     @property
     def valid_until(self) -> float:

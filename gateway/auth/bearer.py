@@ -9,8 +9,9 @@ Refusals, first failure wins:
 3. no header, an empty one, or a scheme other than ``Bearer`` -> 401 without an error code
    (:class:`~gateway.errors.NoCredentials`, RFC 6750 §3.1);
 4. ``Bearer`` followed by something that is not one RFC 7235 token68, or a token longer than
-   :data:`MAX_TOKEN_BYTES` -> 401 ``invalid_token`` (:class:`~gateway.errors.InvalidToken`;
-   RFC 6750 §3.1 names "malformed" tokens under invalid_token).
+   :data:`MAX_TOKEN_BYTES` (or the largest ``issuer.max_token_bytes``) -> 401 ``invalid_token``
+   (:class:`~gateway.errors.InvalidToken`; RFC 6750 §3.1 names "malformed" tokens under
+   invalid_token).
 
 Tokens are never read from bodies, cookies or other headers.
 """
@@ -26,15 +27,19 @@ from gateway.seams import AuthRequest
 __all__ = ["MAX_TOKEN_BYTES", "extract_bearer"]
 
 MAX_TOKEN_BYTES: Final = 8192
-"""Longest accepted token (8 KiB); longer is answered 401 invalid_token without introspection."""
+"""Longest accepted token by default (8 KiB); longer is answered 401 invalid_token without any
+issuer call. An issuer's ``max_token_bytes`` may raise the cap (up to 16000) or lower its own."""
 
 _TOKEN68: Final = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 """RFC 7235 §2.1 / RFC 6750 §2.1 b64token: 1*( ALPHA / DIGIT / "-" / "." / "_" / "~" / "+" /
 "/" ) *"="."""
 
 
-def extract_bearer(request: AuthRequest) -> str:
-    """Return the bearer token of ``request`` or raise the row named in the module docstring."""
+def extract_bearer(request: AuthRequest, *, max_bytes: int = MAX_TOKEN_BYTES) -> str:
+    """Return the bearer token of ``request`` or raise the row named in the module docstring.
+
+    ``max_bytes``: the longest token accepted (the largest ``max_token_bytes`` of the trusted
+    issuers, at least :data:`MAX_TOKEN_BYTES`)."""
     if "access_token" in request.query_keys:
         raise TokenInQuery(detail="access_token in the query string")
     headers = request.authorization
@@ -51,7 +56,7 @@ def extract_bearer(request: AuthRequest) -> str:
     token = rest.lstrip(" ")
     if not token:
         raise InvalidToken(detail="empty bearer token")
-    if len(token) > MAX_TOKEN_BYTES:
+    if len(token) > max_bytes:
         raise InvalidToken(detail="bearer token too long")
     if _TOKEN68.fullmatch(token) is None:
         raise InvalidToken(detail="bearer token is not token68")

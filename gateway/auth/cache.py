@@ -143,6 +143,11 @@ class TokenCache:
         self._positive.pop(key, None)
         self._negative.pop(key, None)
 
+    def clear(self) -> None:
+        """Drop every entry (a signing key was removed from the issuer's key set)."""
+        self._positive.clear()
+        self._negative.clear()
+
 
 class SingleFlight(Generic[T]):
     """Coalesce concurrent calls per key into one running task.

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from gateway.config import Config, canonical_uri
+from gateway.config import Config, IssuerConfig, canonical_uri
 from gateway.errors import InvalidToken
 from gateway.seams import Principal
 
@@ -36,7 +36,9 @@ __all__ = [
     "MAX_IDENTITY_CHARS",
     "ClaimRules",
     "canonical_audience",
+    "check_audience",
     "check_claims",
+    "check_times",
 ]
 
 ACCESS_TOKEN_TYPES: Final = frozenset(
@@ -72,15 +74,20 @@ class ClaimRules:
 
     @classmethod
     def from_config(cls, config: Config) -> ClaimRules:
-        accepted = {canonical_audience(config.resource)}
-        accepted.update(canonical_audience(a) for a in config.issuer.audiences)
+        return cls.for_issuer(config.resource, config.issuer)
+
+    @classmethod
+    def for_issuer(cls, resource: str, issuer: IssuerConfig) -> ClaimRules:
+        """The rules for ``issuer``'s tokens: ``resource`` and its ``audiences`` accepted."""
+        accepted = {canonical_audience(resource)}
+        accepted.update(canonical_audience(a) for a in issuer.audiences)
         accepted.discard(None)
         return cls(
-            issuer=config.issuer.url,
+            issuer=issuer.url,
             audiences=frozenset(a for a in accepted if a is not None),
-            require_iss=config.issuer.require_iss,
-            skew_s=float(config.issuer.clock_skew_s),
-            subject_fallback=config.issuer.subject_fallback,
+            require_iss=issuer.require_iss,
+            skew_s=float(issuer.clock_skew_s),
+            subject_fallback=issuer.subject_fallback,
         )
 
 
@@ -126,6 +133,30 @@ def _audiences(raw: object) -> Iterable[str]:
     raise InvalidToken(detail="aud missing or not a string/array of strings")
 
 
+def check_audience(doc: Mapping[str, Any], rules: ClaimRules) -> None:
+    """``aud`` (string or array of strings) names an accepted audience (RFC 8707 canonical)."""
+    if "aud" not in doc:
+        raise InvalidToken(detail="aud missing")
+    if not any(canonical_audience(a) in rules.audiences for a in _audiences(doc["aud"])):
+        raise InvalidToken(detail="aud does not name this resource")
+
+
+def check_times(doc: Mapping[str, Any], rules: ClaimRules, now: float) -> float:
+    """``exp`` (required), ``nbf`` and ``iat`` against ``now`` with the skew; return ``exp``."""
+    exp = _number(doc, "exp")
+    if exp is None:
+        raise InvalidToken(detail="exp missing")
+    if now >= exp + rules.skew_s:  # the rule of Principal.expired (valid_until = exp + skew)
+        raise InvalidToken(detail="token expired")
+    nbf = _number(doc, "nbf")
+    if nbf is not None and nbf > now + rules.skew_s:
+        raise InvalidToken(detail="token not yet valid (nbf)")
+    iat = _number(doc, "iat")
+    if iat is not None and iat > now + rules.skew_s:
+        raise InvalidToken(detail="token issued in the future (iat)")
+    return exp
+
+
 def check_claims(
     doc: Mapping[str, Any], rules: ClaimRules, *, now: float, fingerprint: str
 ) -> Principal:
@@ -150,22 +181,8 @@ def check_claims(
     elif iss != rules.issuer:
         raise InvalidToken(detail="iss is not the configured issuer")
 
-    if "aud" not in doc:
-        raise InvalidToken(detail="aud missing")
-    if not any(canonical_audience(a) in rules.audiences for a in _audiences(doc["aud"])):
-        raise InvalidToken(detail="aud does not name this resource")
-
-    exp = _number(doc, "exp")
-    if exp is None:
-        raise InvalidToken(detail="exp missing")
-    if now >= exp + rules.skew_s:  # the rule of Principal.expired (valid_until = exp + skew)
-        raise InvalidToken(detail="token expired")
-    nbf = _number(doc, "nbf")
-    if nbf is not None and nbf > now + rules.skew_s:
-        raise InvalidToken(detail="token not yet valid (nbf)")
-    iat = _number(doc, "iat")
-    if iat is not None and iat > now + rules.skew_s:
-        raise InvalidToken(detail="token issued in the future (iat)")
+    check_audience(doc, rules)
+    exp = check_times(doc, rules, now)
 
     client_id = doc.get("client_id")
     if not isinstance(client_id, str) or not client_id:

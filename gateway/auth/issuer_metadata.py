@@ -10,10 +10,13 @@ specification gives clients (2025-11-25 §Authorization Server Metadata Discover
 
 Without a path only 1 and 2 exist. A 4xx moves on to the next URL; a network error, a 5xx, a
 redirect or a malformed document stops discovery (it is retried later). A document is accepted
-only if (RFC 8414 §3.3) its ``issuer`` equals the configured issuer *exactly*, and its
-``introspection_endpoint`` is https (plain http only for loopback with ``allow_insecure_http``),
-on the issuer's origin, and carries no userinfo or fragment; an endpoint elsewhere must be
-configured explicitly.
+only if (RFC 8414 §3.3) its ``issuer`` equals the configured issuer *exactly*, and, when the
+issuer introspects, its ``introspection_endpoint`` is https (plain http only for loopback with
+``allow_insecure_http``), on the issuer's origin, and carries no userinfo or fragment (an
+endpoint elsewhere must be configured explicitly); when it validates JWTs without a configured
+``jwks_uri``, the document's ``jwks_uri`` passes the same checks except the origin (RFC 8414 §2
+allows the key set anywhere, Google serves it from another host, and a key set carries no token:
+the document itself came over TLS from the issuer).
 """
 
 from __future__ import annotations
@@ -58,7 +61,8 @@ class IssuerMetadata:
     """What the gateway uses from the issuer's metadata."""
 
     issuer: str
-    introspection_endpoint: str
+    introspection_endpoint: str | None
+    """None when the issuer does not introspect (``tokens: jwt``)."""
     auth_methods: tuple[str, ...] = ()
     """``introspection_endpoint_auth_methods_supported`` (empty when not advertised)."""
     token_endpoint: str | None = None
@@ -66,6 +70,8 @@ class IssuerMetadata:
     a private_key_jwt assertion audience, never contacted by the resource server."""
     source: str = "configured"
     """The URL the document came from, or ``configured`` when discovery was skipped."""
+    jwks_uri: str | None = None
+    """The advertised (or configured) JWK Set URL; None when the issuer does not validate JWTs."""
 
 
 def metadata_urls(issuer: str) -> list[str]:
@@ -94,8 +100,15 @@ def _origin(url: URL) -> tuple[str, str, int | None]:
     return url.scheme.lower(), (url.host or "").lower(), url.port
 
 
-def check_endpoint(endpoint: object, config: IssuerConfig) -> str:
-    """Validate a discovered introspection endpoint; return it or raise DiscoveryFailed.
+def check_endpoint(
+    endpoint: object,
+    config: IssuerConfig,
+    *,
+    name: str = "introspection_endpoint",
+    same_origin_only: bool = True,
+) -> str:
+    """Validate a discovered introspection endpoint (or ``jwks_uri``, ``name``); return it or
+    raise DiscoveryFailed.
 
     The documented policy (docs/configuration.md, ``issuer``): an absolute https URL (plain http
     only for loopback with ``allow_insecure_http``) on the issuer's exact origin (scheme, host,
@@ -103,29 +116,27 @@ def check_endpoint(endpoint: object, config: IssuerConfig) -> str:
     turn them into an ``Authorization`` header) and without a fragment.
     """
     if not isinstance(endpoint, str) or not endpoint:
-        raise DiscoveryFailed("issuer metadata has no introspection_endpoint")
+        raise DiscoveryFailed(f"issuer metadata has no {name}")
     try:
         url = _parsed(endpoint)
         origin = _origin(url)
         same_origin = origin == _origin(_parsed(config.url))
     except (ValueError, TypeError) as exc:
-        raise DiscoveryFailed("introspection_endpoint is not a valid URL") from exc
+        raise DiscoveryFailed(f"{name} is not a valid URL") from exc
     scheme, host, _ = origin
     if not url.absolute or not host:
-        raise DiscoveryFailed("introspection_endpoint is not an absolute URL")
+        raise DiscoveryFailed(f"{name} is not an absolute URL")
     if url.raw_user is not None or url.raw_password is not None or "@" in url.raw_authority:
-        raise DiscoveryFailed("introspection_endpoint must not contain userinfo")
+        raise DiscoveryFailed(f"{name} must not contain userinfo")
     if url.raw_fragment or "#" in endpoint:
-        raise DiscoveryFailed("introspection_endpoint must not contain a fragment")
+        raise DiscoveryFailed(f"{name} must not contain a fragment")
     if scheme != "https" and not (
         scheme == "http" and config.allow_insecure_http and is_loopback_url(endpoint)
     ):
-        raise DiscoveryFailed("introspection_endpoint must use https")
-    if not same_origin:
+        raise DiscoveryFailed(f"{name} must use https")
+    if same_origin_only and not same_origin:
         # SECURITY: a tampered or misconfigured document must not send tokens elsewhere.
-        raise DiscoveryFailed(
-            "introspection_endpoint is not on the issuer's origin; configure it explicitly"
-        )
+        raise DiscoveryFailed(f"{name} is not on the issuer's origin; configure it explicitly")
     return endpoint
 
 
@@ -166,9 +177,18 @@ async def discover(
                 declared_issuer=_declared(doc.get("issuer")),
             )
         methods = doc.get("introspection_endpoint_auth_methods_supported", [])
+        jwks_uri = config.jwks_uri
+        if config.validates_jwt and jwks_uri is None:
+            jwks_uri = check_endpoint(
+                doc.get("jwks_uri"), config, name="jwks_uri", same_origin_only=False
+            )
+        introspection = config.introspection_endpoint
+        if config.introspects and introspection is None:
+            introspection = check_endpoint(doc.get("introspection_endpoint"), config)
         return IssuerMetadata(
             issuer=config.url,
-            introspection_endpoint=check_endpoint(doc.get("introspection_endpoint"), config),
+            introspection_endpoint=introspection,
+            jwks_uri=jwks_uri,
             auth_methods=tuple(m for m in methods if isinstance(m, str))
             if isinstance(methods, list)
             else (),

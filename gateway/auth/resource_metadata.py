@@ -20,7 +20,8 @@ __all__ = ["protected_resource_metadata"]
 def protected_resource_metadata(config: Config, baseline: Sequence[str]) -> dict[str, Any]:
     """The PRM document: ``resource`` is the configured (canonical) resource exactly.
 
-    - ``authorization_servers``: the configured issuer (MCP requires at least one);
+    - ``authorization_servers``: every trusted issuer's ``url``, in configuration order (MCP
+      requires at least one; RFC 9728 §2 lets a client pick any);
     - ``scopes_supported``: the policy's baseline scopes (MCP: the minimal set for basic use);
       omitted when there are none;
     - ``bearer_methods_supported``: ``["header"]`` (RFC 6750 §2.1 only; no query, no body);
@@ -28,7 +29,7 @@ def protected_resource_metadata(config: Config, baseline: Sequence[str]) -> dict
     """
     doc: dict[str, Any] = {
         "resource": config.resource,
-        "authorization_servers": [config.issuer.url],
+        "authorization_servers": [issuer.url for issuer in config.issuers],
     }
     scopes = valid_scopes(baseline)
     if scopes:

@@ -1,25 +1,33 @@
-"""OAuth 2.1 resource server (RFC 6750, RFC 7662, RFC 8414, RFC 9728) behind one Protocol.
+"""OAuth 2.1 resource server (RFC 6750, RFC 7662, RFC 9068, RFC 8414, RFC 9728) behind one
+Protocol.
 
-:class:`ResourceServer` implements :class:`gateway.seams.Authenticator`. Per request, in order:
+:class:`ResourceServer` implements :class:`gateway.seams.Authenticator` for every trusted issuer
+(``issuers:``; ``issuer:`` is a list of one, :mod:`.trusted_issuer`). Per request, in order:
 
 1. bearer extraction (:mod:`.bearer`): 400 / 401 rows;
-2. cache lookup by SHA-256 of the token (:mod:`.cache`): a fresh positive entry is the whole
-   cost of an authenticated request; a fresh negative entry is 401 without an issuer call;
-3. a flight already introspecting the same token is joined (single-flight);
-4. otherwise the per-client-IP failed-authentication budget is checked (429 without an issuer
-   call once exhausted, so token spraying cannot become an introspection flood; one *probe*
-   per ``failed_auth_probe_interval_s`` still goes through, so a valid token sharing the
-   address with a guesser gets in). The budget is charged once per issuer refusal, to the
-   client whose request started the introspection: requests that joined the flight, cached
-   tokens, malformed tokens and negative-cache hits cost the issuer nothing and are free;
-5. introspection (:mod:`.introspection`) and claim checks (:mod:`.claims`); the outcome is
-   cached. An issuer that answers 400 with an error naming the token (``invalid_token``,
-   ``unsupported_token_type``) refused the token: 401, charged like any refusal. An issuer fault
-   is 503 + ``Retry-After`` (or, with ``stale_if_error_s``, the last
-   positive result within its allowance); it is never 401 and never anonymous access.
-   With ``state.share_token_cache`` another replica's result (or its introspection in flight)
-   comes first; an accepted token is cached only after the revocation list said it was not
-   revoked at the gateway (:mod:`.sharing`; a revocation evicts through :meth:`forget`).
+2. routing (:mod:`.router`): a JWT goes to the issuer its ``iss`` names (an unknown ``iss`` is
+   401 without any outbound call), anything else to the issuers that introspect, in order;
+3. cache lookup by SHA-256 of the token in those issuers' caches (:mod:`.cache`): a fresh
+   positive entry is the whole cost of an authenticated request (introspected or a verified
+   JWT alike); a fresh negative entry is 401 without an issuer call;
+4. a flight already resolving the same token is joined (single-flight);
+5. when the route may introspect, the per-client-IP failed-authentication budget is checked
+   (:mod:`.budget`: 429 without an issuer call once exhausted, one *probe* per interval still
+   goes through). Local JWT validation calls no issuer and is never budgeted;
+6. the flight: local validation (:mod:`.jwt_verifier`, ``tokens: jwt`` and
+   ``jwt+introspection``; a refusal is 401, no key set yet is 503), then, where the issuer
+   introspects, the shared cache of the replicas (``state.share_token_cache``) and RFC 7662
+   introspection with claim checks at each candidate issuer until one accepts. An issuer 400
+   naming the token is a refusal (401); an issuer refusal is charged once to the budget of the
+   client that started the flight. An issuer fault is 503 + ``Retry-After`` (or, with
+   ``stale_if_error_s``, the last positive result within its allowance), never 401, never
+   anonymous. An accepted token is cached only after the revocation list said it was not
+   revoked at the gateway (:mod:`.sharing`; a revocation evicts it from every issuer's cache
+   through :meth:`ResourceServer.forget`).
+
+The shared cache holds introspection results only (``introspection`` and ``jwt+introspection``):
+a verified JWT is cheaper to verify again (about 50 µs for RS256, docs/performance.md) than to
+fetch from Redis, so ``tokens: jwt`` results stay in each replica's own cache.
 
 Baseline scopes are not checked here: the pipeline checks them with the current policy.
 """
@@ -27,50 +35,39 @@ Baseline scopes are not checked here: the pipeline checks them with the current 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
 
 from gateway.config import Config
-from gateway.errors import GatewayError, InvalidToken, IssuerUnavailable, RateLimited
+from gateway.errors import GatewayError, InvalidToken, IssuerUnavailable
 from gateway.limits.keys import client_key
-from gateway.limits.memory import MemoryRateLimiter, retry_after_seconds
+from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
-from gateway.seams import (
-    AuthRequest,
-    CachedPrincipal,
-    Principal,
-    RateLimiter,
-    Revocations,
-    SharedTokenCache,
-)
+from gateway.seams import AuthRequest, Principal, RateLimiter, Revocations, SharedTokenCache
 
-from .bearer import extract_bearer
-from .cache import SingleFlight, TokenCache, token_digest
+from .bearer import MAX_TOKEN_BYTES, extract_bearer
+from .budget import MAX_BLOCKED_IPS, FailedAuthBudget
+from .cache import SingleFlight, token_digest
 from .challenge import challenge_for
-from .claims import ClaimRules, check_claims
-from .introspection import IntrospectionFailed, Introspector, TokenRefused
-from .issuer_metadata import DiscoveryFailed, IssuerMetadata, discover
+from .issuer_metadata import IssuerMetadata
 from .resource_metadata import protected_resource_metadata
+from .router import Route, TokenRouter
 from .sharing import SHARED_CLAIM_MARGIN_S, ReplicaSharing
+from .trusted_issuer import ISSUER_RETRY_AFTER_S, Down, TrustedIssuer
 
 __all__ = ["ISSUER_RETRY_AFTER_S", "MAX_BLOCKED_IPS", "ResourceServer"]
-
-ISSUER_RETRY_AFTER_S: Final = 5
-"""``Retry-After`` (seconds) on 503 when the issuer cannot answer."""
-MAX_BLOCKED_IPS: Final = 100_000
-"""Client IPs remembered as over their failed-auth budget (LRU; bounded memory)."""
-MAX_RETRY_BACKOFF_S: Final = 60.0
-"""Longest wait between two failed metadata discovery attempts."""
 
 _log = get_logger("gateway.auth")
 
 _Outcome = Principal | GatewayError
-"""What one introspection flight yields. Errors are returned, not raised, so every waiter
-raises its own fresh exception instance (a shared instance would pile up tracebacks)."""
+"""What one flight yields. Errors are returned, not raised, so every waiter raises its own
+fresh exception instance (a shared instance would pile up tracebacks)."""
+
+_COMBINED: Final = "jwt+introspection"
 
 
 def _fresh(error: GatewayError) -> GatewayError:
@@ -94,121 +91,72 @@ class ResourceServer:
         shared_cache: SharedTokenCache | None = None,
     ) -> None:
         self._config = config
-        self._issuer = config.issuer
         self._outbound = outbound
         self._metrics = metrics
-        self._limiter: RateLimiter = limiter if limiter is not None else MemoryRateLimiter()
         self._clock = clock
         self._baseline = baseline_scopes
-        self._discovery_retry_s = discovery_retry_s
+        self.issuers = tuple(
+            TrustedIssuer(
+                issuer,
+                config.resource,
+                outbound,
+                metrics=metrics,
+                clock=clock,
+                discovery_retry_s=discovery_retry_s,
+            )
+            for issuer in config.issuers
+        )
+        self._by_url = {issuer.url: issuer for issuer in self.issuers}
+        self._router = TokenRouter(self.issuers)
+        self._max_token_bytes = max(MAX_TOKEN_BYTES, *(i.max_token_bytes for i in config.issuers))
+        self._budget = FailedAuthBudget(
+            limiter if limiter is not None else MemoryRateLimiter(), metrics=metrics, clock=clock
+        )
         self._sharing = ReplicaSharing(revocations, shared_cache, clock=clock)
-        self._rules = ClaimRules.from_config(config)
-        self._cache = TokenCache(config.issuer.cache)
         self._flights: SingleFlight[_Outcome] = SingleFlight()
-        self._introspector = Introspector(config.issuer, outbound, clock=clock)
-        self._blocked: OrderedDict[str, tuple[float, float]] = OrderedDict()
-        """Over-budget client keys -> (blocked until, next probe allowed at)."""
-        self._metadata: IssuerMetadata | None = None
-        if config.issuer.introspection_endpoint is not None:
-            # An explicitly configured endpoint skips discovery (and its origin rule).
-            self._metadata = IssuerMetadata(config.issuer.url, config.issuer.introspection_endpoint)
-        self._refresher: asyncio.Task[None] | None = None
+        self._accepted = (
+            {
+                m: metrics.authentications_total.labels(auth_method=m)
+                for m in ("introspection", "jwt", _COMBINED)
+            }
+            if metrics is not None
+            else {}
+        )
         self._started = False
-        self.last_error: str | None = None
-        """Why the last discovery attempt failed (fixed text), None after a success."""
 
     # --- lifecycle ----------------------------------------------------------------------------
 
     @property
     def ready(self) -> bool:
-        """True once started with an introspection endpoint (configured or discovered)."""
-        return self._started and self._metadata is not None
+        """True once started and every issuer is usable (metadata, and keys for JWTs)."""
+        return self._started and all(issuer.ready for issuer in self.issuers)
 
     @property
     def metadata(self) -> IssuerMetadata | None:
-        return self._metadata
+        """The first issuer's metadata (configured or discovered)."""
+        return self.issuers[0].metadata
+
+    @property
+    def last_error(self) -> str | None:
+        """Why the first issuer that is not usable is not (fixed text), None when all are."""
+        return next((i.failure for i in self.issuers if i.failure is not None), None)
 
     async def start(self) -> None:
-        """Register the ``issuer`` destination and discover metadata (unless configured).
+        """Register the ``issuer`` destination, then discover metadata and fetch key sets.
 
-        Never raises for an unreachable or refused issuer: the server stays not ready (every
-        uncached token is answered 503), and a background task retries with exponential
-        backoff, then refreshes the metadata every ``issuer.metadata_refresh_s``.
+        Never raises for an unreachable or refused issuer: it stays not ready (its uncached
+        tokens are answered 503) and background tasks retry with exponential backoff.
         """
-        self._outbound.add(
-            Destination("issuer", connect_timeout_s=min(self._issuer.timeout_s, 3.0))
-        )
+        shortest = min(i.timeout_s for i in self._config.issuers)
+        self._outbound.add(Destination("issuer", connect_timeout_s=min(shortest, 3.0)))
         self._started = True
-        if self._issuer.introspection_endpoint is not None or self._refresher is not None:
-            return
-        await self._discover_once()
-        self._refresher = asyncio.get_running_loop().create_task(self._refresh_loop())
+        await asyncio.gather(*(issuer.start() for issuer in self.issuers))
 
     async def close(self) -> None:
-        """Stop the metadata refresher and any running introspection flights."""
-        refresher, self._refresher = self._refresher, None
-        if refresher is not None:
-            refresher.cancel()
-            await asyncio.gather(refresher, return_exceptions=True)
+        """Stop the refreshers and any running flights."""
+        for issuer in self.issuers:
+            await issuer.close()
         await self._flights.cancel_all()
-
-    async def _discover_once(self) -> bool:
-        try:
-            metadata = await discover(self._outbound, self._issuer)
-        except DiscoveryFailed as exc:
-            self.last_error = str(exc)
-            _log.error(
-                "issuer_discovery_failed",
-                issuer=self._issuer.url,
-                reason=str(exc),
-                keeping_previous=self._metadata is not None,
-                **(
-                    {"declared_issuer": exc.declared_issuer}
-                    if exc.declared_issuer is not None
-                    else {}
-                ),
-            )
-            return False
-        if self._assertion_audience(metadata) is None:
-            # assertion_audience: token_endpoint, but neither configured nor advertised.
-            reason = "issuer metadata has no token_endpoint (issuer.assertion_audience)"
-            self.last_error = reason
-            _log.error("issuer_discovery_failed", issuer=self._issuer.url, reason=reason,
-                       keeping_previous=self._metadata is not None)  # fmt: skip
-            return False
-        if metadata.auth_methods and self._issuer.client_auth not in metadata.auth_methods:
-            _log.warning(
-                "issuer_does_not_advertise_client_auth",
-                issuer=self._issuer.url,
-                client_auth=self._issuer.client_auth,
-            )
-        if self._metadata is None or self._metadata != metadata:
-            _log.info(
-                "issuer_metadata_loaded",
-                issuer=metadata.issuer,
-                introspection_endpoint=metadata.introspection_endpoint,
-                source=metadata.source,
-            )
-        self._metadata = metadata
-        self.last_error = None
-        return True
-
-    async def _refresh_loop(self) -> None:
-        failures = 0 if self._metadata is not None else 1
-        while True:
-            if failures:
-                delay = min(self._discovery_retry_s * 2 ** (failures - 1), MAX_RETRY_BACKOFF_S)
-            else:
-                delay = self._issuer.metadata_refresh_s
-            await asyncio.sleep(delay)
-            # A failed refresh keeps the last good metadata (logged); only a gateway that never
-            # had metadata is not ready.
-            try:
-                ok = await self._discover_once()
-            except Exception:  # a bug must not end the refresher: keep retrying, loudly
-                _log.exception("issuer_discovery_crashed", issuer=self._issuer.url)
-                ok = False
-            failures = 0 if ok else failures + 1
 
     # --- Authenticator ------------------------------------------------------------------------
 
@@ -216,16 +164,25 @@ class ResourceServer:
         """Return the caller's principal or raise TokenInQuery / NoCredentials / InvalidToken /
         IssuerUnavailable / RateLimited (see the module docstring for the order)."""
         try:
-            token = extract_bearer(request)
+            token = extract_bearer(request, max_bytes=self._max_token_bytes)
         except InvalidToken as exc:
             self._rejected(request.client_ip, exc, None)
             raise
         key, fingerprint = token_digest(token)
-        found = self._cache.lookup(key, self._clock())
-        if found.principal is not None:
-            self._count_cache("hit")
-            return found.principal
-        if found.negative:
+        try:
+            route = self._router.route(token)
+        except InvalidToken as exc:
+            self._rejected(request.client_ip, exc, fingerprint)
+            raise
+        now = self._clock()
+        negative = 0
+        for issuer in route.issuers:
+            found = issuer.cache.lookup(key, now)
+            if found.principal is not None:
+                self._count_cache("hit")
+                return self._accept(found.principal)
+            negative += found.negative
+        if negative == len(route.issuers):
             self._count_cache("hit")
             refused = InvalidToken(detail="refused earlier (negative cache)")
             self._rejected(request.client_ip, refused, fingerprint)
@@ -235,14 +192,15 @@ class ResourceServer:
             self._count_cache("coalesced")
         else:
             budget_key = client_key(request.client_ip)
-            self._check_budget(budget_key, request.client_ip, fingerprint)
+            if route.introspects:
+                self._budget.check(budget_key, request.client_ip, fingerprint)
             self._count_cache("miss")
             flight = self._flights.start(
-                key, lambda: self._resolve(token, key, fingerprint, budget_key)
+                key, lambda: self._resolve(route, token, key, fingerprint, budget_key)
             )
         outcome = await asyncio.shield(flight)
         if isinstance(outcome, Principal):
-            return outcome
+            return self._accept(outcome)
         error = _fresh(outcome)
         if isinstance(error, InvalidToken):
             self._rejected(request.client_ip, error, fingerprint)
@@ -259,167 +217,140 @@ class ResourceServer:
         return protected_resource_metadata(self._config, self._baseline())
 
     def forget(self, digest: bytes) -> None:
-        """Evict the token with this SHA-256 digest from every cache of this replica (a
-        revocation; the revocation list keeps it from being cached again)."""
-        self._cache.forget(digest)
+        """Evict the token with this SHA-256 digest from every issuer's cache on this replica
+        (a revocation; the revocation list keeps it from being cached again)."""
+        for issuer in self.issuers:
+            issuer.cache.forget(digest)
 
     # --- internals ----------------------------------------------------------------------------
 
-    async def _resolve(self, token: str, key: bytes, fingerprint: str, budget_key: str) -> _Outcome:
-        """The shared cache (when on), else one introspection + claim check. Runs as a single
-        flight per replica; with the shared cache, as one flight across replicas (the claim).
-
-        A refusal is charged once to the failed-auth budget of the client that started the
-        flight, however many requests joined it (``budget_key``: its :func:`client_key`).
-        """
-        entry, claimed = await self._sharing.lookup(
-            key, self._issuer.timeout_s + SHARED_CLAIM_MARGIN_S
-        )
-        if entry is not None:
-            self._count_cache("shared")
-            outcome, _ = await self._sharing.admit(
-                self._cache, key, entry.principal, fingerprint, entry.fresh_until
-            )
-            return outcome
-        outcome, shareable = await self._introspect(token, key, fingerprint, budget_key)
-        if claimed:
-            await self._sharing.publish(key, shareable)
-        return outcome
+    async def _resolve(
+        self, route: Route, token: str, key: bytes, fingerprint: str, budget_key: str
+    ) -> _Outcome:
+        """One flight per token on this replica: local validation, then introspection."""
+        local: Principal | None = None
+        if route.jws is not None:
+            issuer = route.issuers[0]
+            if issuer.verifier is not None:
+                try:
+                    local = await issuer.verifier.verify(route.jws, len(token), fingerprint)
+                except InvalidToken as exc:
+                    # Refused without an issuer call: cached as negative, never charged.
+                    issuer.cache.forget(key)
+                    issuer.cache.store_negative(key, self._clock())
+                    return exc
+                except IssuerUnavailable:
+                    return self._issuer_down(route, key, fingerprint, Down("jwks_unavailable"))
+                if not issuer.config.introspects:
+                    outcome, _ = await self._sharing.admit(issuer.cache, key, local, fingerprint)
+                    return outcome
+        return await self._introspect(route, token, key, fingerprint, budget_key, local=local)
 
     async def _introspect(
-        self, token: str, key: bytes, fingerprint: str, budget_key: str
-    ) -> tuple[_Outcome, CachedPrincipal | None]:
-        """One introspection + claim check: the outcome, and what may be shared with replicas."""
-        metadata = self._metadata
-        if metadata is None:
-            return self._issuer_down(key, fingerprint, "not_ready"), None
-        audience = self._assertion_audience(metadata)
-        if audience is None:
-            return self._issuer_down(key, fingerprint, "not_ready"), None
-        started = time.perf_counter()
-        try:
-            doc = await self._introspector.introspect(
-                token, metadata.introspection_endpoint, audience
-            )
-        except TokenRefused as exc:
-            # The issuer's way of saying "not active" (oidc-provider for JWTs): counted as inactive.
-            self._observe("inactive", started)
-            _log.info("token_refused_by_issuer", fingerprint=fingerprint,
-                      status=exc.status, error=exc.error)  # fmt: skip
-            refused = InvalidToken(detail=f"issuer answered {exc.status} {exc.error}")
-            return await self._refused(key, refused, budget_key), None
-        except IntrospectionFailed as exc:
-            self._observe(exc.result, started)
-            if exc.result == "client_auth_rejected":
-                # Operator error: the gateway's own credentials are wrong or revoked.
-                _log.error("issuer_rejected_gateway_credentials", issuer=self._issuer.url,
-                           status=exc.status, error=exc.error)  # fmt: skip
-            return self._issuer_down(key, fingerprint, exc.result, exc.status, exc.error), None
-        now = self._clock()
-        try:
-            principal = check_claims(doc, self._rules, now=now, fingerprint=fingerprint)
-        except InvalidToken as exc:
-            self._observe("inactive" if doc.get("active") is False else "rejected", started)
-            return await self._refused(key, exc, budget_key), None
-        self._observe("active", started)
-        return await self._sharing.admit(self._cache, key, principal, fingerprint)
-
-    def _assertion_audience(self, metadata: IssuerMetadata) -> str | None:
-        """``aud`` of a private_key_jwt assertion (``issuer.assertion_audience``; RFC 7523 §3
-        item 3 allows the issuer identifier or the endpoint's URL, rfc7523bis the issuer)."""
-        choice = self._issuer.assertion_audience
-        if self._issuer.client_auth != "private_key_jwt":
-            return metadata.issuer  # unused: no assertion is built
-        if choice == "token_endpoint":
-            return self._issuer.token_endpoint or metadata.token_endpoint
-        if choice == "introspection_endpoint":
-            return metadata.introspection_endpoint
-        return metadata.issuer
-
-    async def _refused(self, key: bytes, error: InvalidToken, budget_key: str) -> _Outcome:
-        # A refusal ends any earlier acceptance (revocation), cached or stale.
-        self._cache.forget(key)
-        self._cache.store_negative(key, self._clock())
-        await self._charge(budget_key)
-        return error
-
-    def _issuer_down(
         self,
+        route: Route,
+        token: str,
         key: bytes,
         fingerprint: str,
-        reason: str,
-        status: int | None = None,
-        error: str | None = None,
+        budget_key: str,
+        *,
+        local: Principal | None,
     ) -> _Outcome:
-        stale = self._cache.stale(key, self._clock())
-        if stale is not None:
-            self._count_cache("stale")
-            _log.warning("serving_stale_token", fingerprint=fingerprint, reason=reason,
-                         status=status, error=error)  # fmt: skip
-            return stale
-        _log.warning("issuer_unavailable", fingerprint=fingerprint, reason=reason,
-                     status=status, error=error)  # fmt: skip
-        return IssuerUnavailable(retry_after=ISSUER_RETRY_AFTER_S, detail=reason)
+        """The shared cache (when on), else introspection at each candidate issuer in order.
 
-    def _check_budget(self, budget_key: str, client_ip: str, fingerprint: str) -> None:
-        """Let an uncached token from ``budget_key`` be introspected, or raise 429.
-
-        Within budget: always. Over budget: one *probe* introspection per
-        ``failed_auth_probe_interval_s`` still goes through, so a valid token from an address
-        that another caller exhausted (a shared NAT, a proxy without ``trusted_proxies``) gets
-        in within a few retries; everything else is 429 until the next probe slot.
+        With the shared cache this is one flight across replicas (the claim). A refusal is
+        charged once, to the client that started the flight, when no issuer accepted and none
+        was down; the refusing issuer's ``failed_auth_rate`` applies.
         """
-        blocked = self._blocked.get(budget_key)
-        if blocked is None:
-            return
-        until, next_probe = blocked
-        now = self._clock()
-        if now >= until:
-            del self._blocked[budget_key]
-            return
-        interval = self._issuer.failed_auth_probe_interval_s
-        if interval > 0 and now >= next_probe:
-            self._blocked[budget_key] = (until, now + interval)
-            _log.info("failed_auth_probe", client_ip=client_ip, fingerprint=fingerprint)
-            return
-        if self._metrics is not None:
-            self._metrics.rate_limited_total.labels(scope="failed_auth").inc()
-        _log.info("failed_auth_budget_exhausted", client_ip=client_ip, fingerprint=fingerprint)
-        wait = min(until, next_probe) - now if interval > 0 else until - now
-        raise RateLimited(
-            retry_after=retry_after_seconds(wait), detail="failed-auth budget exhausted"
+        hold = sum(i.config.timeout_s for i in route.issuers) + SHARED_CLAIM_MARGIN_S
+        entry, claimed = await self._sharing.lookup(key, hold)
+        if entry is not None:
+            owner = self._by_url.get(entry.principal.issuer)
+            wanted = _COMBINED if local is not None else entry.principal.auth_method
+            if (
+                owner is not None
+                and owner in route.issuers
+                and entry.principal.auth_method == wanted
+            ):
+                self._count_cache("shared")
+                outcome, _ = await self._sharing.admit(
+                    owner.cache, key, entry.principal, fingerprint, entry.fresh_until
+                )
+                return outcome
+        refused: tuple[TrustedIssuer, InvalidToken] | None = None
+        down: Down | None = None
+        for issuer in route.issuers:
+            if len(route.issuers) > 1 and issuer.cache.lookup(key, self._clock()).negative:
+                continue  # this issuer refused it a moment ago: ask the next one
+            checked = await issuer.introspect(token, fingerprint)
+            if isinstance(checked, Principal) and local is not None:
+                checked = _combine(local, checked, issuer.config.subject_claim)
+            if isinstance(checked, Principal):
+                outcome, shareable = await self._sharing.admit(
+                    issuer.cache, key, checked, fingerprint
+                )
+                if claimed:
+                    await self._sharing.publish(key, shareable)
+                return outcome
+            if isinstance(checked, InvalidToken):
+                # A refusal ends any earlier acceptance (revocation), cached or stale.
+                issuer.cache.forget(key)
+                issuer.cache.store_negative(key, self._clock())
+                refused = refused or (issuer, checked)
+            else:
+                down = down or checked
+        if claimed:
+            await self._sharing.publish(key, None)
+        if down is not None:
+            return self._issuer_down(route, key, fingerprint, down)
+        if refused is None:  # every candidate refused it a moment ago (negative entries)
+            return InvalidToken(detail="refused earlier (negative cache)")
+        issuer, error = refused
+        config = issuer.config
+        await self._budget.charge(
+            budget_key, config.failed_auth_rate, config.failed_auth_probe_interval_s
         )
+        return error
+
+    def _issuer_down(self, route: Route, key: bytes, fingerprint: str, down: Down) -> _Outcome:
+        now = self._clock()
+        for issuer in route.issuers:
+            stale = issuer.cache.stale(key, now)
+            if stale is not None:
+                self._count_cache("stale")
+                _log.warning("serving_stale_token", fingerprint=fingerprint, reason=down.reason,
+                             status=down.status, error=down.error)  # fmt: skip
+                return stale
+        _log.warning("issuer_unavailable", fingerprint=fingerprint, reason=down.reason,
+                     status=down.status, error=down.error)  # fmt: skip
+        return down.refusal()
+
+    def _accept(self, principal: Principal) -> Principal:
+        counter = self._accepted.get(principal.auth_method)
+        if counter is not None:
+            counter.inc()
+        return principal
 
     def _rejected(self, client_ip: str, error: InvalidToken, fingerprint: str | None) -> None:
         _log.info(
             "token_rejected", reason=error.detail, fingerprint=fingerprint, client_ip=client_ip
         )
 
-    async def _charge(self, budget_key: str) -> None:
-        """Charge one issuer refusal to ``budget_key``'s failed-auth budget."""
-        rate = self._issuer.failed_auth_rate
-        if rate is None:
-            return
-        wait = await self._limiter.hit("authfail:" + budget_key, rate.count, rate.per_s)
-        if wait is None:
-            return
-        now = self._clock()
-        previous = self._blocked.get(budget_key)
-        # A fresh block probes one interval from now; an extended one keeps its next probe.
-        if previous is None:
-            next_probe = now + self._issuer.failed_auth_probe_interval_s
-        else:
-            next_probe = previous[1]
-        self._blocked[budget_key] = (now + wait, next_probe)
-        self._blocked.move_to_end(budget_key)
-        while len(self._blocked) > MAX_BLOCKED_IPS:
-            self._blocked.popitem(last=False)
-
     def _count_cache(self, outcome: str) -> None:
         if self._metrics is not None:
             self._metrics.token_cache_total.labels(outcome=outcome).inc()
 
-    def _observe(self, result: str, started: float) -> None:
-        if self._metrics is not None:
-            self._metrics.introspection_total.labels(result=result).inc()
-            self._metrics.introspection_duration_seconds.observe(time.perf_counter() - started)
+
+def _combine(
+    local: Principal, introspected: Principal, subject_claim: str
+) -> Principal | InvalidToken:
+    """``jwt+introspection``: the signed token says who and what (its scopes, roles, subject
+    mapping); the introspection answer, checked like any other, says it is still active. The
+    earlier expiry wins; a different ``sub`` means the issuer contradicts its own token."""
+    if subject_claim == "sub" and introspected.subject != local.subject:
+        return InvalidToken(detail="introspection names another subject than the JWT")
+    return dataclasses.replace(
+        local,
+        expires_at=min(local.expires_at, introspected.expires_at),
+        auth_method=_COMBINED,
+    )

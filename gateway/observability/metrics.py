@@ -30,11 +30,14 @@ from prometheus_client.exposition import choose_encoder
 from gateway.errors import all_rows
 
 __all__ = [
+    "AUTH_METHODS",
     "BACKEND_OUTCOMES",
     "CATALOG_REFRESH_RESULTS",
     "DECISIONS",
     "INTROSPECTION_RESULTS",
     "ISSUER_ERROR_RESULTS",
+    "JWKS_FETCH_RESULTS",
+    "JWT_RESULTS",
     "LATENCY_BUCKETS",
     "METHOD_LABELS",
     "POLICY_RELOAD_RESULTS",
@@ -67,6 +70,13 @@ watches."""
 
 ISSUER_ERROR_RESULTS: Final = INTROSPECTION_RESULTS[3:]
 """The ``result`` values that mean the issuer could not be used (503 ``issuer_unavailable``)."""
+
+JWT_RESULTS: Final = ("valid", "refused", "no_keys")
+"""``jwt_validations_total{result}``: local JWT validations (signature and claims); ``no_keys``:
+the issuer had no usable JWK Set (503)."""
+JWKS_FETCH_RESULTS: Final = ("success", "failure")
+AUTH_METHODS: Final = ("introspection", "jwt", "jwt+introspection")
+"""``authentications_total{auth_method}``: how accepted tokens were checked (``issuer.tokens``)."""
 
 TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
 """``token_cache_total{outcome}``: ``coalesced`` joined an in-flight introspection
@@ -144,6 +154,22 @@ class Metrics:
         self.introspection_duration_seconds = Histogram(
             p + "introspection_duration_seconds", "Introspection call duration",
             buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.jwt_validations_total = Counter(
+            p + "jwt_validations_total", "Local JWT access-token validations by result",
+            ["result"], registry=r,
+        )  # fmt: skip
+        self.jwt_validation_duration_seconds = Histogram(
+            p + "jwt_validation_duration_seconds",
+            "Local JWT validation duration (signature and claims; cache hits skip it)",
+            buckets=LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.jwks_fetch_total = Counter(
+            p + "jwks_fetch_total", "JWK Set fetches from issuers by result", ["result"], registry=r
+        )
+        self.authentications_total = Counter(
+            p + "authentications_total", "Accepted tokens by how they were checked",
+            ["auth_method"], registry=r,
         )  # fmt: skip
         self.token_cache_total = Counter(
             p + "token_cache_total", "Token cache lookups: hit, miss, coalesced, stale",
@@ -226,6 +252,12 @@ class Metrics:
             self.introspection_total.labels(result=result)
         for outcome in TOKEN_CACHE_OUTCOMES:
             self.token_cache_total.labels(outcome=outcome)
+        for result in JWT_RESULTS:
+            self.jwt_validations_total.labels(result=result)
+        for result in JWKS_FETCH_RESULTS:
+            self.jwks_fetch_total.labels(result=result)
+        for method in AUTH_METHODS:
+            self.authentications_total.labels(auth_method=method)
         for scope in RATE_LIMIT_SCOPES:
             self.rate_limited_total.labels(scope=scope)
         for result in POLICY_RELOAD_RESULTS:

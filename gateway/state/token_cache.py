@@ -33,7 +33,7 @@ import redis.asyncio as aioredis
 
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.seams import CachedPrincipal, Principal
+from gateway.seams import AUTH_METHODS, CachedPrincipal, Principal
 from gateway.state.store import RedisStore, StoreUnavailable
 
 __all__ = ["FORMAT_VERSION", "POLL_S", "RedisTokenCache", "decode_entry", "encode_entry"]
@@ -61,6 +61,7 @@ def encode_entry(entry: CachedPrincipal) -> bytes:
         "fp": p.fingerprint,
         "skew": p.skew_s,
         "until": entry.fresh_until,
+        "am": p.auth_method,
     }
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -78,6 +79,8 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
     sub, client_id, scopes = doc.get("sub"), doc.get("client_id"), doc.get("scopes")
     exp, iss, fp, until = doc.get("exp"), doc.get("iss"), doc.get("fp"), doc.get("until")
     skew = doc.get("skew")
+    # "am" came with several issuers; an entry without it was introspected (older replica).
+    method = doc.get("am", "introspection")
     if not (
         isinstance(sub, str)
         and sub
@@ -96,6 +99,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         and isinstance(fp, str)
         and 8 <= len(fp) <= 64
         and digest.hex().startswith(fp)
+        and method in AUTH_METHODS
     ):
         return None
     if not now < until <= exp + skew:
@@ -108,6 +112,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         issuer=iss,
         fingerprint=fp,
         skew_s=float(skew),
+        auth_method=method,
     )
     return CachedPrincipal(principal, float(until))
 

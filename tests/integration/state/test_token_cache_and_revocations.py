@@ -54,9 +54,17 @@ class TestEntryFormat:
         decoded = decode_entry(encode_entry(entry), DIGEST, time.time())
         assert decoded == entry
         document = json.loads(encode_entry(entry))
-        carried = {"sub", "client_id", "scopes", "exp", "iss", "fp", "skew"}
+        carried = {"sub", "client_id", "scopes", "exp", "iss", "fp", "skew", "am"}
         assert len(carried) == len(dataclasses.fields(Principal)), "update encode/decode_entry"
         assert carried <= set(document)
+
+    def test_the_auth_method_round_trips_and_defaults_to_introspection(self) -> None:
+        combined = CachedPrincipal(principal(auth_method="jwt+introspection"), time.time() + 30)
+        assert decode_entry(encode_entry(combined), DIGEST, time.time()) == combined
+        document = json.loads(encode_entry(combined))
+        del document["am"]  # an entry written before several issuers existed
+        old = decode_entry(json.dumps(document).encode(), DIGEST, time.time())
+        assert old is not None and old.principal.auth_method == "introspection"
 
     @pytest.mark.parametrize(
         "mutate",
@@ -73,6 +81,7 @@ class TestEntryFormat:
             lambda d: d.update(until=d["exp"] + d["skew"] + 1),  # past the token's own expiry
             lambda d: d.update(skew=-1),
             lambda d: d.update(skew=10_000),
+            lambda d: d.update(am="anonymous"),  # auth_method outside its bounded set
             lambda d: d.update(until=time.time() - 1),  # no longer fresh
             lambda d: d.pop("iss"),
         ],

@@ -1,0 +1,121 @@
+"""A strict, bounded reader of the JWS Compact Serialization (RFC 7515 §7.1), for routing.
+
+:func:`parse_compact` answers one question before any key is touched: is this bearer token a
+JWT, and what does it claim to be? Only the compact form is read (three base64url segments; the
+JSON serializations and JWE's five segments are not JWS-shaped here). It never verifies
+anything: the signature is checked later, with a key of the issuer the payload names
+(:mod:`.jwt_verifier`).
+
+* ``None``: not JWS-shaped (an opaque token, or a JWE): it goes to the introspecting issuers.
+  The test is strict so that opaque tokens that happen to contain two dots stay opaque: each
+  segment is unpadded base64url (RFC 7515 §2), and the header decodes to a JSON object with a
+  string ``alg``.
+* :class:`~gateway.errors.InvalidToken`: the header is a JOSE header but the payload is not a
+  JSON object (or the header has a duplicate member, a non-finite number, too much nesting).
+  Such a token is refused without any outbound call: an ``iss`` read from it could not be
+  trusted to route it, and no issuer should see it.
+* :class:`CompactJws`: header, claims and the exact bytes the signature covers.
+
+Every segment must be canonical base64url (see :func:`_b64url`). Duplicate member names are
+refused in both header and payload (RFC 7515 §4 and RFC 7519 §4: a JWT with duplicate names
+MUST be rejected or read last-wins; rejecting leaves no room for a parser differential between
+this check and another reader).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gateway.errors import InvalidToken
+
+from .introspection import parse_json_object
+
+__all__ = ["MAX_HEADER_CHARS", "CompactJws", "parse_compact"]
+
+MAX_HEADER_CHARS: Final = 2048
+"""Longest protected header read (base64url characters); real ones are under 200."""
+_MAX_DEPTH: Final = 8
+"""JOSE headers and access-token payloads are shallow (Keycloak's ``realm_access.roles`` is 3)."""
+_SEGMENT: Final = re.compile(r"[A-Za-z0-9_-]*")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactJws:
+    """A JWS-shaped bearer token, split and decoded, not yet verified."""
+
+    header: dict[str, Any]
+    claims: dict[str, Any]
+    signing_input: bytes
+    """``BASE64URL(header) || '.' || BASE64URL(payload)``: what the signature covers."""
+    signature: bytes
+
+    @property
+    def alg(self) -> str:
+        alg: str = self.header["alg"]
+        return alg
+
+    @property
+    def iss(self) -> str | None:
+        iss = self.claims.get("iss")
+        return iss if isinstance(iss, str) else None
+
+
+def _b64url(segment: str) -> tuple[bytes, bool] | None:
+    """Decode unpadded base64url (RFC 7515 §2): (bytes, canonical), or None when it is not
+    base64url at all (a length of 4n+1 is never valid).
+
+    SECURITY: canonical means the unused low bits of the last character are zero. Decoders
+    ignore them, so one signature has up to 16 spellings: without refusing the others, a revoked
+    token (revocation and caches are keyed by the token's digest) would come back as a "new"
+    token with a valid signature.
+    """
+    if len(segment) % 4 == 1 or not _SEGMENT.fullmatch(segment):
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return raw, base64.urlsafe_b64encode(raw).rstrip(b"=") == segment.encode("ascii")
+
+
+def _canonical(segment: str) -> bytes:
+    decoded = _b64url(segment)
+    if decoded is None or not decoded[1]:
+        raise InvalidToken(detail="JWS segment is not canonical base64url")
+    return decoded[0]
+
+
+def parse_compact(token: str) -> CompactJws | None:
+    """Split and decode ``token`` (see the module docstring for the three outcomes)."""
+    if token.count(".") != 2:
+        return None
+    header_b64, payload_b64, signature_b64 = token.split(".")
+    if not header_b64 or not payload_b64 or len(header_b64) > MAX_HEADER_CHARS:
+        return None
+    decoded = _b64url(header_b64)
+    if decoded is None or not decoded[0].startswith(b"{"):
+        return None
+    try:
+        header = parse_json_object(decoded[0], max_depth=_MAX_DEPTH)
+    except ValueError:
+        # Looked like a JOSE header ("{" after decoding) but is not one: refuse, do not route.
+        raise InvalidToken(detail="malformed JWS header") from None
+    if not isinstance(header.get("alg"), str):
+        return None
+    _canonical(header_b64)
+    raw_payload = _canonical(payload_b64)
+    signature = _canonical(signature_b64)
+    try:
+        claims = parse_json_object(raw_payload, max_depth=_MAX_DEPTH)
+    except ValueError:
+        raise InvalidToken(detail="JWS payload is not a JSON object") from None
+    return CompactJws(
+        header=header,
+        claims=claims,
+        signing_input=f"{header_b64}.{payload_b64}".encode("ascii"),
+        signature=signature,
+    )

@@ -1,0 +1,154 @@
+"""RFC 9068 §4 claim checks of a JWT access token whose signature was verified -> Principal.
+
+Pure: no I/O, no clock of its own. :func:`check_jwt_claims` returns an immutable
+:class:`~gateway.seams.Principal` (``auth_method="jwt"``) or raises
+:class:`~gateway.errors.InvalidToken` whose ``detail`` (for logs only) names the check. Checks,
+first failure wins:
+
+1. the token is an access token: no ``cnf`` (sender-constrained tokens need a proof this gateway
+   does not check, RFC 9449 / RFC 8705), none of the ID-token claims ``nonce``, ``at_hash``,
+   ``c_hash``, ``s_hash`` (OIDC Core §2, §3.3.2.11: an ID token is for the client, never a
+   bearer for a resource), a Keycloak-style ``typ`` claim, when present, ``Bearer``, and an AWS
+   Cognito-style ``token_use``, when present, ``access``;
+2. ``iss`` equals the issuer's ``url`` exactly (RFC 9068 §4 item 3; required);
+3. ``aud``, ``exp``, ``nbf``, ``iat``: the same rules as introspected tokens
+   (:func:`~gateway.auth.claims.check_audience`, :func:`~gateway.auth.claims.check_times`);
+4. the subject (``subject_claim``, default ``sub``) is a non-empty string of at most
+   :data:`~gateway.auth.claims.MAX_IDENTITY_CHARS`, or with ``subject_fallback: client_id`` the
+   client id; the client id is the first string among ``client_id_claims`` (RFC 9068
+   ``client_id``, OIDC ``azp``, Entra ``appid``), also at most that long;
+5. scopes: the union of every ``scope_claims`` member present, each a space-separated string
+   (RFC 9068 §2.2.3 ``scope``) or an array of strings (``scp`` of Entra ID and Okta); with
+   ``roles`` configured, the roles array at that path, each with the configured prefix.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from gateway.config import IssuerConfig, RolesConfig
+from gateway.errors import InvalidToken
+from gateway.seams import Principal
+
+from .claims import MAX_IDENTITY_CHARS, ClaimRules, check_audience, check_times
+
+__all__ = ["ID_TOKEN_CLAIMS", "MAX_SCOPES", "JwtRules", "check_jwt_claims"]
+
+ID_TOKEN_CLAIMS: Final = frozenset({"nonce", "at_hash", "c_hash", "s_hash"})
+MAX_SCOPES: Final = 256
+"""Most scopes (scope claims and roles together) one token may carry."""
+MAX_SCOPE_CHARS: Final = 256
+
+
+@dataclass(frozen=True, slots=True)
+class JwtRules:
+    """What a JWT access token of one issuer must say (built once from its configuration)."""
+
+    claims: ClaimRules
+    scope_claims: tuple[str, ...] = ("scope", "scp")
+    roles: RolesConfig | None = None
+    subject_claim: str = "sub"
+    client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
+
+    @classmethod
+    def for_issuer(cls, resource: str, issuer: IssuerConfig) -> JwtRules:
+        return cls(
+            claims=ClaimRules.for_issuer(resource, issuer),
+            scope_claims=issuer.scope_claims,
+            roles=issuer.roles,
+            subject_claim=issuer.subject_claim,
+            client_id_claims=issuer.client_id_claims,
+        )
+
+
+def _identity(value: object, name: str) -> str | None:
+    if not isinstance(value, str) or not value:
+        return None
+    if len(value) > MAX_IDENTITY_CHARS:
+        raise InvalidToken(detail=f"{name} too long")
+    return value
+
+
+def _scope_values(value: object, name: str) -> list[str]:
+    if isinstance(value, str):
+        # RFC 6749 §3.3: space-delimited; tolerate repeated spaces rather than empty scopes.
+        return [s for s in value.split(" ") if s]
+    if isinstance(value, list) and all(
+        isinstance(item, str) and item and " " not in item for item in value
+    ):
+        return list(value)
+    raise InvalidToken(detail=f"{name} is not a string or an array of scope strings")
+
+
+def _at_path(claims: Mapping[str, Any], path: tuple[str, ...]) -> object:
+    node: object = claims
+    for part in path:
+        if not isinstance(node, dict):
+            return None
+        node = node.get(part)
+    return node
+
+
+def _scopes(claims: Mapping[str, Any], rules: JwtRules) -> frozenset[str]:
+    found: list[str] = []
+    for name in rules.scope_claims:
+        if name in claims:
+            found.extend(_scope_values(claims[name], name))
+    if rules.roles is not None:
+        roles = _at_path(claims, rules.roles.claim)
+        if roles is not None:
+            if not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
+                raise InvalidToken(detail="roles claim is not an array of strings")
+            found.extend(rules.roles.prefix + role for role in roles)
+    if len(found) > MAX_SCOPES or any(len(s) > MAX_SCOPE_CHARS for s in found):
+        raise InvalidToken(detail="too many or too long scopes")
+    return frozenset(found)
+
+
+def check_jwt_claims(
+    claims: Mapping[str, Any], rules: JwtRules, *, now: float, fingerprint: str
+) -> Principal:
+    """Apply the checks in the module docstring; return the principal or raise InvalidToken."""
+    if "cnf" in claims:
+        # SECURITY: a sender-constrained token (DPoP cnf.jkt, mTLS cnf.x5t#S256) presented as a
+        # plain bearer would let a thief skip the proof of possession.
+        raise InvalidToken(detail="sender-constrained token presented as bearer")
+    if ID_TOKEN_CLAIMS & claims.keys():
+        raise InvalidToken(detail="an ID token presented as bearer")
+    typ = claims.get("typ")
+    if typ is not None and (not isinstance(typ, str) or typ.lower() != "bearer"):
+        raise InvalidToken(detail="typ claim is not Bearer (refresh or ID token)")
+    token_use = claims.get("token_use")
+    if token_use is not None and token_use != "access":  # noqa: S105 - a claim value
+        raise InvalidToken(detail="token_use is not access")
+
+    base = rules.claims
+    if claims.get("iss") != base.issuer:
+        raise InvalidToken(detail="iss is not the issuer")
+    check_audience(claims, base)
+    exp = check_times(claims, base, now)
+
+    client_id = None
+    for name in rules.client_id_claims:
+        client_id = _identity(claims.get(name), name)
+        if client_id is not None:
+            break
+    subject = _identity(claims.get(rules.subject_claim), rules.subject_claim)
+    if subject is None:
+        if base.subject_fallback == "client_id" and client_id is not None:
+            subject = client_id
+        else:
+            raise InvalidToken(detail=f"{rules.subject_claim} missing")
+
+    return Principal(
+        subject=subject,
+        client_id=client_id,
+        scopes=_scopes(claims, rules),
+        expires_at=exp,
+        issuer=base.issuer,
+        fingerprint=fingerprint,
+        skew_s=base.skew_s,
+        auth_method="jwt",
+    )

@@ -1,0 +1,125 @@
+"""Local validation of a JWT access token (RFC 9068 §4, RFC 8725) for one issuer.
+
+:meth:`JwtVerifier.verify` takes a token already split by :func:`.jws.parse_compact` and routed
+here by its ``iss``. In order, first failure wins (all :class:`~gateway.errors.InvalidToken`,
+401, unless the issuer's keys are unavailable):
+
+1. size: at most the issuer's ``max_token_bytes``;
+2. header: ``alg`` in the issuer's ``algorithms`` (``none`` and ``HS*`` can never be there: they
+   are refused at configuration load); no ``crit`` (RFC 7515 §4.1.11: every extension it lists
+   would have to be understood, and none is); ``typ`` one of ``accept_typ`` (RFC 9068 §4 item 1,
+   RFC 8725 §3.11), compared as a media type (RFC 7515 §4.1.9); ``kid``, when present, a string;
+3. key: from the issuer's JWK Set by ``kid``, of the type and curve the algorithm needs and with
+   the same ``alg`` when the key declares one (so an RSA public key can never stand in for an
+   HMAC secret, RFC 8725 §2.1). An unknown ``kid`` asks :class:`.jwks.JwksCache` for a refresh
+   (at most once per ``jwks_unknown_kid_interval_s``) before it is refused; an issuer without
+   any usable key yet is 503 :class:`~gateway.errors.IssuerUnavailable` (never 401, never
+   anonymous);
+4. signature: verified by joserfc's algorithm implementation with that key;
+5. claims: :func:`.jwt_claims.check_jwt_claims`.
+
+``jku``, ``x5u``, ``jwk`` and ``x5c`` headers are never used to find a key (RFC 8725 §3.10): the
+only keys are those of the issuer's configured or discovered ``jwks_uri``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Final
+
+from joserfc.errors import JoseError
+from joserfc.jws import JWSRegistry
+
+from gateway.config import IssuerConfig
+from gateway.config.issuer import normalise_typ
+from gateway.errors import InvalidToken, IssuerUnavailable
+from gateway.observability.metrics import Metrics
+from gateway.seams import Principal
+
+from .jwks import MAX_KID_CHARS, JwksCache
+from .jws import CompactJws
+from .jwt_claims import JwtRules, check_jwt_claims
+
+__all__ = ["JWKS_RETRY_AFTER_S", "JwtVerifier"]
+
+JWKS_RETRY_AFTER_S: Final = 5
+"""``Retry-After`` on 503 when the issuer has no usable key."""
+
+
+class JwtVerifier:
+    def __init__(
+        self,
+        issuer: IssuerConfig,
+        rules: JwtRules,
+        jwks: JwksCache,
+        *,
+        clock: Callable[[], float],
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._issuer = issuer
+        self._rules = rules
+        self._jwks = jwks
+        self._clock = clock
+        self._metrics = metrics
+        self._algorithms = frozenset(issuer.algorithms)
+        self._typs = frozenset(issuer.accept_typ)
+
+    async def verify(self, jws: CompactJws, token_bytes: int, fingerprint: str) -> Principal:
+        """The principal of a valid token; raise InvalidToken or IssuerUnavailable."""
+        started = time.perf_counter()
+        try:
+            principal = await self._verify(jws, token_bytes, fingerprint)
+        except InvalidToken:
+            self._observe("refused", started)
+            raise
+        except IssuerUnavailable:
+            self._observe("no_keys", started)
+            raise
+        self._observe("valid", started)
+        return principal
+
+    async def _verify(self, jws: CompactJws, token_bytes: int, fingerprint: str) -> Principal:
+        if token_bytes > self._issuer.max_token_bytes:
+            raise InvalidToken(detail="token longer than the issuer's max_token_bytes")
+        header = jws.header
+        alg = jws.alg
+        if alg not in self._algorithms:
+            raise InvalidToken(detail="alg not allowed for this issuer")
+        if "crit" in header:
+            raise InvalidToken(detail="crit header (no extension is understood)")
+        typ = header.get("typ")
+        if typ is not None and not isinstance(typ, str):
+            raise InvalidToken(detail="typ is not a string")
+        if (None if typ is None else normalise_typ(typ)) not in self._typs:
+            raise InvalidToken(detail="typ not accepted for this issuer")
+        kid = header.get("kid")
+        if kid is not None and (not isinstance(kid, str) or len(kid) > MAX_KID_CHARS):
+            raise InvalidToken(detail="kid is not a string")
+
+        jwks = self._jwks
+        if not jwks.ready or not jwks.keys.knows(kid):
+            await jwks.refresh_for_unknown_kid()
+        if not jwks.ready:
+            raise IssuerUnavailable(retry_after=JWKS_RETRY_AFTER_S, detail="jwks_unavailable")
+        key = jwks.keys.find(kid, alg)
+        if key is None:
+            raise InvalidToken(
+                detail="no key for this kid and alg"
+                if jwks.keys.knows(kid)
+                else "unknown kid (after refresh)"
+            )
+        algorithm = JWSRegistry.algorithms[alg]
+        try:
+            algorithm.check_key(key)
+            valid = algorithm.verify(jws.signing_input, jws.signature, key)
+        except (JoseError, ValueError, TypeError):
+            valid = False
+        if not valid:
+            raise InvalidToken(detail="bad signature")
+        return check_jwt_claims(jws.claims, self._rules, now=self._clock(), fingerprint=fingerprint)
+
+    def _observe(self, result: str, started: float) -> None:
+        if self._metrics is not None:
+            self._metrics.jwt_validations_total.labels(result=result).inc()
+            self._metrics.jwt_validation_duration_seconds.observe(time.perf_counter() - started)
