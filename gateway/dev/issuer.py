@@ -11,17 +11,20 @@
   redirects, any port);
 - ``/introspect`` (RFC 7662) and ``/revoke`` (RFC 7009), with ``client_secret_basic``,
   ``client_secret_post`` or ``private_key_jwt`` (RFC 7523) client authentication;
+- ``/jwks``: its JWK Set (RFC 7517), advertised as ``jwks_uri``, with rotation for tests
+  (:attr:`DevIssuer.keys`: add a key, sign with it, remove the old one);
 - ``/dev/tokens``: mints a token for a running demo; loopback peers with the admin secret only.
 
-Access tokens are opaque (``secrets.token_urlsafe``); the ``resource`` parameter (RFC 8707) becomes
-the token's ``aud``. Everything is in memory. It refuses to bind a non-loopback address unless
-``allow_non_loopback=True``.
+Access tokens are opaque (``secrets.token_urlsafe``) or, with ``token_format="jwt"``, RFC 9068 JWT
+access tokens (``typ: at+jwt``, signed with the current key); the ``resource`` parameter
+(RFC 8707) becomes the token's ``aud``. ``introspection=False`` removes the introspection
+endpoint, as an issuer like Microsoft Entra ID has none. Everything is in memory. It refuses to
+bind a non-loopback address unless ``allow_non_loopback=True``.
 """
 
 from __future__ import annotations
 
 import hmac
-import html
 import ipaddress
 import os
 import re
@@ -31,8 +34,6 @@ from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
 from aiohttp import web
-from authlib.common.urls import add_params_to_uri
-from authlib.oauth2.rfc6749 import OAuth2Error
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 from authlib.oauth2.rfc9207 import AuthorizationServerMetadata as IssMetadata
 
@@ -43,9 +44,10 @@ from gateway.dev.issuer_adapter import (
     IssuerSettings,
     ParsedRequest,
 )
-from gateway.dev.issuer_consent import consent_page
+from gateway.dev.issuer_consent import AuthorizationHandlers
+from gateway.dev.issuer_keys import DevKeySet, JwksPublisher, access_token_claims
 from gateway.dev.issuer_server import DevAuthorizationServer
-from gateway.dev.issuer_store import DevClient, DevUser, IssuerStore, TokenRecord
+from gateway.dev.issuer_store import DevClient, IssuerStore, TokenRecord
 from gateway.dev.loopback import bind_site, check_bind_host
 
 __all__ = ["DevIssuer"]
@@ -56,7 +58,7 @@ _JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
 """RFC 7519 §3 compact serialisation: three base64url parts (the signature may be empty)."""
 
 
-class DevIssuer:
+class DevIssuer(AuthorizationHandlers):
     """A development OAuth 2.1 authorization server. Start it, read :attr:`url`, stop it."""
 
     def __init__(
@@ -75,12 +77,15 @@ class DevIssuer:
         grant_scopes: Sequence[str] = (),
         default_scopes: Sequence[str] = (),
         admin_secret: str | None = None,
+        token_format: Literal["opaque", "jwt"] = "opaque",  # noqa: S107 - not a secret
+        introspection: bool = True,
     ) -> None:
         """``resources``: RFC 8707 allowlist (empty = any absolute URI). ``grant_scopes`` are added
         to every authorization-code grant (the auto-approving resource owner grants them; RFC 6749
         §3.3 lets an AS issue another scope than requested), so a client that asks only for the
         advertised baseline scope still reaches tools. ``default_scopes`` apply when a request
-        omits ``scope``."""
+        omits ``scope``. ``token_format``: opaque or RFC 9068 JWT access tokens;
+        ``introspection=False``: no introspection endpoint (Entra ID has none)."""
         check_bind_host(host, allow_non_loopback)
         self._host = host
         self._port = port
@@ -98,9 +103,17 @@ class DevIssuer:
             access_token_ttl_s=access_token_ttl_s,
             refresh_token_ttl_s=refresh_token_ttl_s,
             code_ttl_s=code_ttl_s,
+            introspection=introspection,
         )
+        self.token_format = token_format
+        self.keys = DevKeySet()
+        """The signing keys; tests rotate them (``add``, ``use``, ``remove``)."""
+        self.jwks = JwksPublisher(self.keys)
+        """``/jwks`` and its test knobs (``status``, ``body``, ``max_age_s``, ``calls``)."""
         self._default_scopes = tuple(default_scopes)
         self.server = DevAuthorizationServer(self._settings, self.store, self._default_scopes)
+        if token_format == "jwt":
+            self.server.jwt_signer = self.sign_jwt
         self.introspection_status: int | None = None
         """Test knob: answer introspection with this HTTP status instead (simulates an outage)."""
         self.jwt_introspection_error: str | None = None
@@ -136,7 +149,9 @@ class DevIssuer:
         app.router.add_route("POST", "/authorize", self._consent_submit)
         app.router.add_post("/token", self._token)
         app.router.add_post("/register", self._register)
-        app.router.add_post("/introspect", self._introspect)
+        if self._settings.introspection:
+            app.router.add_post("/introspect", self._introspect)
+        app.router.add_get("/jwks", self.jwks.handle)
         app.router.add_post("/revoke", self._revoke)
         app.router.add_post("/dev/tokens", self._mint_endpoint)
         self._runner, self._url = await bind_site(app, self._host, self._port)
@@ -150,6 +165,7 @@ class DevIssuer:
             access_token_ttl_s=self._settings.access_token_ttl_s,
             refresh_token_ttl_s=self._settings.refresh_token_ttl_s,
             code_ttl_s=self._settings.code_ttl_s,
+            introspection=self._settings.introspection,
         )
         self.server.settings = self._settings
         # Fail at startup, not in a client, if the discovery document is not RFC 8414-valid.
@@ -218,19 +234,40 @@ class DevIssuer:
             audiences = self._settings.resources
         now = int(time.time())
         self.store.purge(now)
-        value = secrets.token_urlsafe(32)
+        expires_at = now + (ttl_s if ttl_s is not None else self._settings.access_token_ttl_s)
+        scope = " ".join(scope_list)
+        if self.token_format == "jwt":
+            value = self.sign_jwt(
+                access_token_claims(
+                    issuer=self.url, sub=sub, client_id=client_id, scope=scope,
+                    audience=audiences, issued_at=now, expires_at=expires_at,
+                )
+            )  # fmt: skip
+        else:
+            value = secrets.token_urlsafe(32)
         self.store.tokens[value] = TokenRecord(
             value=value,
             kind="access_token",
             client_id=client_id,
             sub=sub,
-            scope=" ".join(scope_list),
+            scope=scope,
             audience=audiences,
             issued_at=now,
-            expires_at=now + (ttl_s if ttl_s is not None else self._settings.access_token_ttl_s),
+            expires_at=expires_at,
             family=self.store.new_family(),
         )
         return value
+
+    def sign_jwt(
+        self,
+        claims: dict[str, Any],
+        *,
+        header: dict[str, Any] | None = None,
+        kid: str | None = None,
+    ) -> str:
+        """Sign any claim set with the issuer's current key (or ``kid``): the tests' way to make
+        a token that is well signed and wrong in exactly one respect."""
+        return self.keys.sign(claims, header=header, kid=kid)
 
     def revoke(self, token: str) -> bool:
         """Revoke an access or refresh token (RFC 7009 semantics). False if unknown."""
@@ -252,10 +289,17 @@ class DevIssuer:
             "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
             "token_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
             "token_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
-            "introspection_endpoint_auth_methods_supported": list(CONFIDENTIAL_METHODS),
-            "introspection_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+            **(
+                {
+                    "introspection_endpoint_auth_methods_supported": list(CONFIDENTIAL_METHODS),
+                    "introspection_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+                }
+                if settings.introspection
+                else {}
+            ),
             "revocation_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
             "revocation_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+            "jwks_uri": f"{settings.issuer}/jwks",
             "code_challenge_methods_supported": ["S256"],
             "authorization_response_iss_parameter_supported": True,
             "client_id_metadata_document_supported": False,
@@ -304,49 +348,6 @@ class DevIssuer:
         parsed = await ParsedRequest.read(request)
         return self._safe(lambda: self.server.create_endpoint_response("revocation", parsed))
 
-    async def _authorize(self, request: web.Request) -> web.StreamResponse:
-        parsed = await ParsedRequest.read(request)
-        try:
-            grant = self.server.get_consent_grant(request=parsed, end_user=None)
-        except OAuth2Error as error:
-            return self._authorization_error(parsed, error)
-        except ValueError:
-            return _oauth_error(400, "invalid_request", "Malformed authorization request.")
-        requested = (grant.request.scope or "").split()
-        offered = list(dict.fromkeys([*requested, *self.grant_scopes]))
-        if self.consent == "auto":
-            user = DevUser(self.user_sub, " ".join(offered))
-            return self._with_iss(self.server.create_authorization_response(parsed, user, grant))
-        nonce = secrets.token_urlsafe(16)
-        self.store.consents[nonce] = time.time() + 600
-        return web.Response(
-            text=consent_page(grant.request.client, parsed, offered, self._settings, nonce),
-            content_type="text/html",
-            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
-        )
-
-    async def _consent_submit(self, request: web.Request) -> web.StreamResponse:
-        parsed = await ParsedRequest.read(request)
-        nonce = (parsed.form.get("consent_nonce") or [""])[0]
-        # A one-time nonce: the form cannot be replayed or forged cross-site.
-        if self.store.consents.pop(nonce, 0.0) < time.time():
-            return _oauth_error(400, "invalid_request", "The consent form expired; start again.")
-        params = {
-            k: v
-            for k, v in parsed.form.items()
-            if k not in {"consent_nonce", "approve", "scope_choice"}
-        }
-        original = ParsedRequest("GET", parsed.url, parsed.headers, parsed.query, params)
-        try:
-            grant = self.server.get_consent_grant(request=original, end_user=None)
-        except OAuth2Error as error:
-            return self._authorization_error(original, error)
-        approved = parsed.form.get("approve", [""])[0] == "yes"
-        supported = set(self._settings.scopes_supported)
-        chosen = [s for s in parsed.form.get("scope_choice", []) if s in supported]
-        user = DevUser(self.user_sub, " ".join(chosen)) if approved else None
-        return self._with_iss(self.server.create_authorization_response(original, user, grant))
-
     async def _mint_endpoint(self, request: web.Request) -> web.Response:
         """DEVELOPMENT ONLY: mint a token for ``mcp-gateway demo token``."""
         peer = request.remote or ""
@@ -389,24 +390,6 @@ class DevIssuer:
         except ValueError:
             # authlib refuses to render an error description holding '"' or '\' (RFC 6749 §5.2).
             return _oauth_error(400, "invalid_request", "Malformed request.")
-        return response
-
-    def _authorization_error(self, parsed: ParsedRequest, error: OAuth2Error) -> web.StreamResponse:
-        # RFC 6749 §4.1.2.1: redirect only to a redirect URI validated for this client.
-        if error.redirect_uri:
-            return self._with_iss(self.server.handle_error_response(parsed, error))
-        return web.Response(
-            status=400,
-            text=f"<h1>Authorization request rejected</h1><p>{html.escape(error.error or '')}: "
-            f"{html.escape(error.description or '')}</p>",
-            content_type="text/html",
-        )
-
-    def _with_iss(self, response: web.StreamResponse) -> web.StreamResponse:
-        location = response.headers.get("Location")
-        if response.status == 302 and location:
-            # RFC 9207 §2: every authorization response (errors too) names the issuer.
-            response.headers["Location"] = add_params_to_uri(location, {"iss": self.url})
         return response
 
 

@@ -56,17 +56,22 @@ class IssuerSettings:
     access_token_ttl_s: int
     refresh_token_ttl_s: int
     code_ttl_s: int
+    introspection: bool = True
+    """False emulates an issuer without RFC 7662 (Microsoft Entra ID): no endpoint, no metadata."""
 
     @property
     def endpoints(self) -> dict[str, str]:
         base = self.issuer
-        return {
+        endpoints = {
             "authorization_endpoint": f"{base}/authorize",
             "token_endpoint": f"{base}/token",
             "registration_endpoint": f"{base}/register",
             "introspection_endpoint": f"{base}/introspect",
             "revocation_endpoint": f"{base}/revoke",
         }
+        if not self.introspection:
+            del endpoints["introspection_endpoint"]
+        return endpoints
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,18 +1,112 @@
-"""RFC 6749 §4.1.1 step (B): the development issuer's one-click consent page.
+"""RFC 6749 §4.1: the development issuer's authorization endpoint and one-click consent page.
 
-DEVELOPMENT ONLY. Shown when the issuer runs with ``consent="page"``: the resource owner (always
-``demo-user``) ticks the scopes to grant and approves or denies. The form re-posts the original
-authorization request plus a single-use nonce, so it cannot be replayed or forged cross-site.
+DEVELOPMENT ONLY. :class:`AuthorizationHandlers` serves ``/authorize`` for
+:class:`~gateway.dev.issuer.DevIssuer`: auto-approve, or (``consent="page"``) a page where the
+resource owner (always ``demo-user``) ticks the scopes to grant and approves or denies. The form
+re-posts the original authorization request plus a single-use nonce, so it cannot be replayed or
+forged cross-site. Every redirect back names the issuer (RFC 9207 §2).
 """
 
 from __future__ import annotations
 
 import html
+import secrets
+import time
+from typing import Literal
+
+from aiohttp import web
+from authlib.common.urls import add_params_to_uri
+from authlib.oauth2.rfc6749 import OAuth2Error
 
 from gateway.dev.issuer_adapter import IssuerSettings, ParsedRequest
-from gateway.dev.issuer_store import DevClient
+from gateway.dev.issuer_server import DevAuthorizationServer
+from gateway.dev.issuer_store import DevClient, DevUser, IssuerStore
 
-__all__ = ["consent_page"]
+__all__ = ["AuthorizationHandlers", "consent_page"]
+
+
+def _oauth_error(status: int, error: str, description: str) -> web.Response:
+    return web.json_response(
+        {"error": error, "error_description": description},
+        status=status,
+        headers={"Cache-Control": "no-store"},
+    )
+
+
+class AuthorizationHandlers:
+    """``GET``/``POST /authorize`` (mixed into the development issuer)."""
+
+    server: DevAuthorizationServer
+    store: IssuerStore
+    consent: Literal["auto", "page"]
+    user_sub: str
+    grant_scopes: tuple[str, ...]
+    _settings: IssuerSettings
+
+    @property
+    def url(self) -> str:
+        raise NotImplementedError
+
+    async def _authorize(self, request: web.Request) -> web.StreamResponse:
+        parsed = await ParsedRequest.read(request)
+        try:
+            grant = self.server.get_consent_grant(request=parsed, end_user=None)
+        except OAuth2Error as error:
+            return self._authorization_error(parsed, error)
+        except ValueError:
+            return _oauth_error(400, "invalid_request", "Malformed authorization request.")
+        requested = (grant.request.scope or "").split()
+        offered = list(dict.fromkeys([*requested, *self.grant_scopes]))
+        if self.consent == "auto":
+            user = DevUser(self.user_sub, " ".join(offered))
+            return self._with_iss(self.server.create_authorization_response(parsed, user, grant))
+        nonce = secrets.token_urlsafe(16)
+        self.store.consents[nonce] = time.time() + 600
+        return web.Response(
+            text=consent_page(grant.request.client, parsed, offered, self._settings, nonce),
+            content_type="text/html",
+            headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
+        )
+
+    async def _consent_submit(self, request: web.Request) -> web.StreamResponse:
+        parsed = await ParsedRequest.read(request)
+        nonce = (parsed.form.get("consent_nonce") or [""])[0]
+        # A one-time nonce: the form cannot be replayed or forged cross-site.
+        if self.store.consents.pop(nonce, 0.0) < time.time():
+            return _oauth_error(400, "invalid_request", "The consent form expired; start again.")
+        params = {
+            k: v
+            for k, v in parsed.form.items()
+            if k not in {"consent_nonce", "approve", "scope_choice"}
+        }
+        original = ParsedRequest("GET", parsed.url, parsed.headers, parsed.query, params)
+        try:
+            grant = self.server.get_consent_grant(request=original, end_user=None)
+        except OAuth2Error as error:
+            return self._authorization_error(original, error)
+        approved = parsed.form.get("approve", [""])[0] == "yes"
+        supported = set(self._settings.scopes_supported)
+        chosen = [s for s in parsed.form.get("scope_choice", []) if s in supported]
+        user = DevUser(self.user_sub, " ".join(chosen)) if approved else None
+        return self._with_iss(self.server.create_authorization_response(original, user, grant))
+
+    def _authorization_error(self, parsed: ParsedRequest, error: OAuth2Error) -> web.StreamResponse:
+        # RFC 6749 §4.1.2.1: redirect only to a redirect URI validated for this client.
+        if error.redirect_uri:
+            return self._with_iss(self.server.handle_error_response(parsed, error))
+        return web.Response(
+            status=400,
+            text=f"<h1>Authorization request rejected</h1><p>{html.escape(error.error or '')}: "
+            f"{html.escape(error.description or '')}</p>",
+            content_type="text/html",
+        )
+
+    def _with_iss(self, response: web.StreamResponse) -> web.StreamResponse:
+        location = response.headers.get("Location")
+        if response.status == 302 and location:
+            # RFC 9207 §2: every authorization response (errors too) names the issuer.
+            response.headers["Location"] = add_params_to_uri(location, {"iss": self.url})
+        return response
 
 
 def consent_page(

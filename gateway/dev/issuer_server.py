@@ -1,8 +1,9 @@
 """RFC 6749 §3 / RFC 8707 §2: the development issuer's authlib ``AuthorizationServer``.
 
 DEVELOPMENT ONLY. Wires authlib's grants and endpoints (:mod:`gateway.dev.issuer_grants`) to the
-in-memory store, issues opaque tokens, turns authlib's ``(status, body, headers)`` into aiohttp
-responses and checks RFC 8707 ``resource`` values.
+in-memory store, issues opaque or (with a ``jwt_signer``) RFC 9068 JWT access tokens, turns
+authlib's ``(status, body, headers)`` into aiohttp responses and checks RFC 8707 ``resource``
+values.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import json
 import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -34,6 +35,7 @@ from gateway.dev.issuer_grants import (
     Revocation,
     S256Only,
 )
+from gateway.dev.issuer_keys import access_token_claims
 from gateway.dev.issuer_store import DevClient, DevUser, IssuerStore, TokenRecord
 
 __all__ = ["DevAuthorizationServer"]
@@ -49,6 +51,8 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.settings = settings
         self.store = store
         self.default_scopes = default_scopes
+        self.jwt_signer: Callable[[dict[str, Any]], str] | None = None
+        """Set: access tokens are JWTs signed by it (refresh tokens stay opaque)."""
         self.register_token_generator("default", self._generate_token)
         self.register_grant(AuthorizationCode, [S256Only(required=True)])
         self.register_grant(RefreshToken)
@@ -123,6 +127,19 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
             "issued_at": now,
             "family": family,
         }
+        if self.jwt_signer is not None:
+            # authlib returns this same dict to the client: the JWT replaces the opaque value.
+            token["access_token"] = self.jwt_signer(
+                access_token_claims(
+                    issuer=self.settings.issuer,
+                    sub=sub,
+                    client_id=client.client_id,
+                    scope=token.get("scope", ""),
+                    audience=request.resources,
+                    issued_at=now,
+                    expires_at=now + int(token["expires_in"]),
+                )
+            )
         self.store.tokens[token["access_token"]] = TokenRecord(
             value=token["access_token"],
             kind="access_token",
