@@ -234,6 +234,7 @@ class GatewayObserver:
             jsonrpc_code=ctx.jsonrpc_code,
             error_row=ctx.error_row,
             token_fp=None if principal is None else principal.fingerprint,
+            auth_method=None if principal is None else principal.auth_method,
             arguments=argument_shape(arguments) if isinstance(arguments, Mapping) else None,
         )
 
@@ -260,6 +261,7 @@ class GatewayObserver:
             jsonrpc_code=call.jsonrpc_code,
             error_row=call.error_row,
             token_fp=None if principal is None else principal.fingerprint,
+            auth_method=None if principal is None else principal.auth_method,
             arguments=argument_shape(arguments) if arguments is not None else None,
         )
 

@@ -84,6 +84,8 @@ class AuditEvent:
     backend: str | None = None
     """The backend that owns the tool (a configured name); None when the call never resolved
     to one (unknown or hidden tool, refused before the lookup): the key is then left out."""
+    auth_method: str | None = None
+    """How the token was checked (``introspection``, ``jwt``, ``jwt+introspection``)."""
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
@@ -107,6 +109,7 @@ class AuditEvent:
             "jsonrpc_code": self.jsonrpc_code,
             "error_row": self.error_row,
             "token_fp": self.token_fp,
+            "auth_method": self.auth_method,
         }
         if self.arguments is not None:
             record["arguments"] = dict(self.arguments)

@@ -34,7 +34,13 @@ async def echo(stack: LiveStack, token: str) -> tuple[int, dict[str, str], str]:
 async def test_a_jwt_is_accepted_without_any_issuer_call_and_then_served_from_the_cache(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with jwt_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    audit = tmp_path / "audit.jsonl"
+    async with jwt_stack(
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        gateway={"audit": {"sink": "file", "path": str(audit)}},
+    ) as stack:
         fetched = stack.issuer.jwks.calls
         token = stack.token()
         assert token.count(".") == 2  # a JWT, not an opaque token
@@ -52,6 +58,8 @@ async def test_a_jwt_is_accepted_without_any_issuer_call_and_then_served_from_th
         assert len(calls) == 3
         for call in calls:
             assert token not in repr(call.headers) and token not in call.body.decode()
+    events = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(e["subject"], e["auth_method"]) for e in events] == [("erin", "jwt")] * 3
 
 
 def _cases() -> dict[str, Callable[[DevIssuer, str], str]]:

@@ -373,7 +373,7 @@ class TestAudit:
             "subject": "alice@example.com", "client_id": "claude-code", "tool": "search_docs",
             "decision": "allow", "rule": "search_docs", "missing_scopes": [], "outcome": "ok",
             "duration_ms": 20.0, "backend_ms": 12.5, "status": 200, "jsonrpc_code": None,
-            "error_row": None, "token_fp": FINGERPRINT,
+            "error_row": None, "token_fp": FINGERPRINT, "auth_method": "introspection",
         }  # fmt: skip
 
     def test_a_denied_call_records_the_rule_and_the_missing_scopes(
