@@ -103,6 +103,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         outbound=outbound,
         state_report=state.report,
         backend_report=backend.report,
+        issuer_report=authenticator.report,
         revoke=state.revocations.revoke,
         audit=audit,
     )

@@ -39,6 +39,11 @@ async def _readyz(request: web.Request) -> web.Response:
             body["backends"] = services.backend_report()
         except Exception:  # informational: a broken report never turns readiness around
             log.exception("readiness.backend_report_failed")
+    if services.issuer_report is not None:
+        try:
+            body["issuers"] = services.issuer_report()
+        except Exception:  # informational, like the backend report
+            log.exception("readiness.issuer_report_failed")
     if services.state_report is not None:
         body["state"] = services.state_report()
     return web.json_response(

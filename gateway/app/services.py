@@ -93,6 +93,9 @@ class Services:
     backend_report: Callable[[], dict[str, Any]] | None = None
     """The ``backends`` member of ``/readyz``: each backend's readiness, era, tools and catalog
     age (the ``backend_catalog`` check itself follows ``backend_readiness``)."""
+    issuer_report: Callable[[], list[dict[str, Any]]] | None = None
+    """The ``issuers`` member of ``/readyz``: per trusted issuer its url, ``tokens`` mode,
+    readiness, key count and why it is not usable (the ``issuer`` check needs all of them)."""
     revoke: Callable[[bytes], Awaitable[tuple[float, bool]]] | None = None
     """Revoke a token by SHA-256 digest (``POST /admin/revoke``, with ``admin.token``)."""
     audit: AuditSink | None = None

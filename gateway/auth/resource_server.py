@@ -141,6 +141,23 @@ class ResourceServer:
         """Why the first issuer that is not usable is not (fixed text), None when all are."""
         return next((i.failure for i in self.issuers if i.failure is not None), None)
 
+    def report(self) -> list[dict[str, Any]]:
+        """Per issuer, for ``/readyz``: its url, ``tokens`` mode, whether it is usable, why not
+        (fixed text), and how many keys its JWK Set holds."""
+        out: list[dict[str, Any]] = []
+        for issuer in self.issuers:
+            entry: dict[str, Any] = {
+                "url": issuer.url,
+                "tokens": issuer.config.tokens,
+                "ready": issuer.ready,
+            }
+            if issuer.jwks is not None:
+                entry["keys"] = len(issuer.jwks.keys)
+            if issuer.failure is not None:
+                entry["reason"] = issuer.failure
+            out.append(entry)
+        return out
+
     async def start(self) -> None:
         """Register the ``issuer`` destination, then discover metadata and fetch key sets.
 

@@ -15,12 +15,23 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
+from gateway.app import GatewayServer
+from gateway.config import load_config
 from gateway.dev.issuer import DevIssuer
+from gateway.wiring import build_services
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 
-__all__ = ["assert_invalid_token", "jwt_stack", "metric", "parse_challenge"]
+__all__ = [
+    "assert_invalid_token",
+    "jwt_stack",
+    "metric",
+    "parse_challenge",
+    "readyz",
+    "started_gateway",
+]
 
 
 @contextlib.asynccontextmanager
@@ -77,3 +88,25 @@ async def metric(stack: LiveStack, name: str, **labels: str) -> float:
         if line.startswith(series + " "):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+@contextlib.asynccontextmanager
+async def started_gateway(
+    config_path: Path,
+) -> AsyncIterator[tuple[GatewayServer, aiohttp.ClientSession]]:
+    """The production wiring for ``config_path``, started but *not* waited for (readiness is
+    what the test looks at)."""
+    config = load_config(config_path)
+    server = GatewayServer(config, build_services(config))
+    await server.start()
+    session = aiohttp.ClientSession()
+    try:
+        yield server, session
+    finally:
+        await session.close()
+        await server.stop()
+
+
+async def readyz(server: GatewayServer, session: aiohttp.ClientSession) -> tuple[int, Any]:
+    async with session.get(server.ops_url + "/readyz") as response:
+        return response.status, await response.json()

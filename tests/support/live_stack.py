@@ -151,6 +151,16 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _with_issuer_url(value: Any, url: str) -> Any:
+    if value == "{issuer_url}":
+        return url
+    if isinstance(value, list):
+        return [_with_issuer_url(item, url) for item in value]
+    if isinstance(value, dict):
+        return {key: _with_issuer_url(item, url) for key, item in value.items()}
+    return value
+
+
 @contextlib.asynccontextmanager
 async def live_stack(
     tmp_path: Path,
@@ -167,6 +177,7 @@ async def live_stack(
     wait_ready: bool = True,
 ) -> AsyncIterator[LiveStack]:
     """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes).
+    The string ``{issuer_url}`` anywhere in ``gateway`` becomes the started issuer's URL.
 
     ``backend_url`` points the gateway at an upstream the test runs itself (e.g. the official
     SDK's server, :mod:`tests.support.sdk_upstream`); ``stack.upstream`` is then None.
@@ -207,7 +218,8 @@ async def live_stack(
         del base["backend"]
         base["backends"] = {name: dict(settings) for name, settings in backends.items()}
     path = tmp_path / "gateway.yaml"
-    path.write_text(yaml.safe_dump(_merge(base, gateway or {}), sort_keys=False))
+    merged = _with_issuer_url(_merge(base, gateway or {}), dev.url)
+    path.write_text(yaml.safe_dump(merged, sort_keys=False))
     try:
         async with wired_gateway(path, ready_timeout_s=ready_timeout_s, wait_ready=wait_ready) as (
             server,
