@@ -44,7 +44,7 @@ RULES: Final[dict[str, frozenset[str]]] = {
     # gateway/wiring.py builds app.Services from Config: the composition root, beside app.
     "wiring": ANYTHING,
     "cli": ANYTHING,
-    # gateway/demo.py wires dev/ into `mcp-gateway demo`; it sits with cli at the top.
+    # gateway/demo/ wires dev/ into `mcp-gateway demo`; it sits with cli at the top.
     "demo": ANYTHING,
     "__main__": ANYTHING,
     # The package root only carries the version; the schema package only carries data files.

@@ -1,0 +1,257 @@
+"""The demo stack: development issuer, demo backend and the production gateway, started together.
+
+DEVELOPMENT ONLY. :func:`start_demo` writes a ``gateway.yaml`` (in a temporary directory) that
+points at the development issuer (:mod:`gateway.dev.issuer`) and the demo backend
+(:mod:`gateway.dev.demo_backend`, a bearer service token), with ``gateway/dev/demo-policy.yaml``,
+and starts the production :class:`~gateway.app.GatewayServer` on it. ``tokens`` picks how the
+gateway checks tokens: ``introspection`` (RFC 7662 with ``client_secret_basic``, the default),
+``jwt`` (RFC 9068 JWT access tokens validated locally against the issuer's JWK Set; the issuer
+has no introspection endpoint, as Microsoft Entra ID has none) or ``jwt+introspection``.
+
+Programmatic use (the end-to-end tests)::
+
+    stack = await start_demo(port=0, tokens="jwt")
+    ... stack.mcp_url, stack.tokens["reader"], stack.issuer ...
+    await stack.stop()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from gateway.app import GatewayServer
+from gateway.config import TokenMode, load_config
+from gateway.dev.demo_backend import DemoBackend
+from gateway.dev.demo_setup import DEMO_ROLES, render_gateway_yaml
+from gateway.dev.issuer import DevIssuer
+from gateway.dev.loopback import check_bind_host
+from gateway.errors import ConfigError
+from gateway.wiring import build_services
+
+__all__ = [
+    "DEMO_POLICY",
+    "DemoStack",
+    "default_policy",
+    "default_state_file",
+    "start_demo",
+    "wait_ready",
+    "write_state",
+]
+
+GATEWAY_CLIENT_ID: Final = "mcp-gateway"
+DEMO_TOKEN_TTL_S: Final = 12 * 3600
+"""The ready-made tokens last a working day; ``demo token`` mints shorter ones by default."""
+READY_TIMEOUT_S: Final = 30.0
+
+
+def default_state_file() -> Path:
+    """``$XDG_RUNTIME_DIR/mcp-gateway-demo.json``, else ``~/.cache/mcp-gateway/demo.json``."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "mcp-gateway-demo.json"
+    return Path.home() / ".cache" / "mcp-gateway" / "demo.json"
+
+
+DEMO_POLICY: Final = Path(__file__).resolve().parent.parent / "dev" / "demo-policy.yaml"
+"""The demo's policy (``demo: true``), packaged with the code so an installed ``mcp-gateway demo``
+finds it; it lives next to the dev code, not in ``policies/``, so no deployment mounts it."""
+
+
+def default_policy() -> Path:
+    """``gateway/dev/demo-policy.yaml``, installed as package data."""
+    return DEMO_POLICY
+
+
+@dataclass
+class DemoStack:
+    """A running demo: issuer, backend and gateway, plus the ready-made tokens."""
+
+    issuer: DevIssuer
+    backend: DemoBackend
+    gateway: GatewayServer
+    workdir: Path
+    tokens: dict[str, str] = field(default_factory=dict)
+    auth_mode: TokenMode = "introspection"
+    """How the gateway checks tokens (its ``issuer.tokens``)."""
+
+    @property
+    def mcp_url(self) -> str:
+        return self.gateway.config.resource
+
+    @property
+    def issuer_url(self) -> str:
+        return self.issuer.url
+
+    @property
+    def ops_url(self) -> str:
+        return self.gateway.ops_url
+
+    def state(self) -> dict[str, Any]:
+        """The state-file document: URLs, tokens, and how to mint more."""
+        return {
+            "mcp_url": self.mcp_url,
+            "issuer_url": self.issuer_url,
+            "ops_url": self.ops_url,
+            "tokens": dict(self.tokens),
+            "mint_url": f"{self.issuer_url}/dev/tokens",
+            "admin_secret": self.issuer.admin_secret,
+            "auth_mode": self.auth_mode,
+            "pid": os.getpid(),
+        }
+
+    async def stop(self) -> None:
+        """Gateway first (drains in-flight calls), then backend and issuer; remove the workdir."""
+        try:
+            await self.gateway.stop()
+        finally:
+            await self.backend.stop()
+            await self.issuer.stop()
+            shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _free_port(host: str) -> int:
+    # The resource URL must name the port before the gateway binds, so pick a free one now.
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def _url_host(host: str) -> str:
+    if host in {"0.0.0.0", "::"}:  # noqa: S104 - mapping an unspecified bind to a usable URL
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
+
+
+def _write_secret(path: Path, value: str) -> None:
+    path.write_text(value + "\n", encoding="utf-8")
+    path.chmod(0o600)
+
+
+async def start_demo(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8080,
+    issuer_port: int = 0,
+    backend_port: int = 0,
+    ops_port: int = 0,
+    force_non_loopback: bool = False,
+    policy: Path | None = None,
+    cache_max_ttl_s: int = 5,
+    consent: str = "auto",
+    tokens: TokenMode = "introspection",
+) -> DemoStack:
+    """Start issuer, backend and gateway; mint the reader/writer/admin tokens.
+
+    ``tokens`` is the gateway's ``issuer.tokens``: with ``jwt`` the issuer signs JWT access
+    tokens and has no introspection endpoint (and the gateway no client credentials); with
+    ``jwt+introspection`` it signs JWTs and introspects them too.
+
+    Raises ``ValueError`` for a non-loopback host without ``force_non_loopback``,
+    :class:`~gateway.errors.ConfigError` if the generated configuration or policy is invalid,
+    and ``OSError`` if a port cannot be bound.
+    """
+    check_bind_host(host, force_non_loopback)
+    policy_path = (policy or default_policy()).resolve()
+    if not policy_path.exists():
+        raise ConfigError([f"{policy_path}: demo policy not found (pass --policy PATH)"])
+    gateway_port = port or _free_port(host)
+    resource = f"http://{_url_host(host)}:{gateway_port}/mcp"
+    issuer = DevIssuer(
+        host,
+        issuer_port,
+        resources=[resource],
+        allow_non_loopback=force_non_loopback,
+        # Clients that ask only for the advertised baseline scope become readers.
+        grant_scopes=("mcp:access", "notes:read"),
+        default_scopes=("mcp:access",),
+        consent="page" if consent == "page" else "auto",
+        token_format="opaque" if tokens == "introspection" else "jwt",
+        introspection=tokens != "jwt",
+    )
+    backend = DemoBackend(
+        host,
+        backend_port,
+        service_token=secrets.token_urlsafe(32),
+        allow_non_loopback=force_non_loopback,
+    )
+    workdir = Path(tempfile.mkdtemp(prefix="mcp-gateway-demo-"))
+    started: list[Any] = []
+    try:
+        await issuer.start()
+        started.append(issuer)
+        await backend.start()
+        started.append(backend)
+        if tokens != "jwt":  # a JWT-only gateway has no client at the issuer
+            client_secret = secrets.token_urlsafe(32)
+            issuer.register_client(
+                GATEWAY_CLIENT_ID,
+                client_secret,
+                grant_types=["client_credentials"],
+                scopes=["mcp:access"],
+                can_introspect=True,
+            )
+            _write_secret(workdir / "issuer-client-secret", client_secret)
+        _write_secret(workdir / "backend-service-token", backend.service_token)
+        config_path = workdir / "gateway.yaml"
+        config_path.write_text(
+            render_gateway_yaml(
+                resource=resource,
+                listen_host=host,
+                listen_port=gateway_port,
+                ops_host=host,
+                ops_port=ops_port,
+                issuer_url=issuer.url,
+                client_id=GATEWAY_CLIENT_ID,
+                backend_url=backend.url,
+                policy_path=str(policy_path),
+                cache_max_ttl_s=cache_max_ttl_s,
+                tokens=tokens,
+            ),
+            encoding="utf-8",
+        )
+        config = load_config(config_path)
+        gateway = GatewayServer(config, build_services(config))
+        await gateway.start()
+    except BaseException:
+        for server in reversed(started):
+            await server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    stack = DemoStack(issuer, backend, gateway, workdir, auth_mode=tokens)
+    for role, scopes in DEMO_ROLES.items():
+        stack.tokens[role] = issuer.mint_token(
+            sub=f"demo-{role}", client_id="demo-cli", scopes=scopes, ttl_s=DEMO_TOKEN_TTL_S
+        )
+    return stack
+
+
+async def wait_ready(stack: DemoStack, timeout_s: float = READY_TIMEOUT_S) -> bool:
+    """Wait until the gateway's readiness checks pass (startup discovery, first catalog)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if stack.gateway.readiness.evaluate()[0] == "ready":
+            return True
+        await asyncio.sleep(0.05)
+    return False
+
+
+def write_state(path: Path, state: dict[str, Any]) -> None:
+    """Write atomically with mode 0600 (it holds bearer tokens and the admin secret)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        json.dump(state, handle, indent=2)
+        handle.write("\n")
+    temporary.replace(path)
