@@ -18,8 +18,9 @@ first failure wins:
    client id; the client id is the first string among ``client_id_claims`` (RFC 9068
    ``client_id``, OIDC ``azp``, Entra ``appid``), also at most that long;
 5. scopes: the union of every ``scope_claims`` member present, each a space-separated string
-   (RFC 9068 §2.2.3 ``scope``) or an array of strings (``scp`` of Entra ID and Okta); with
-   ``roles`` configured, the roles array at that path, each with the configured prefix.
+   (RFC 9068 §2.2.3 ``scope``) or an array of strings (``scp`` of Okta; Entra ID's is a
+   string), each with ``scope_prefix``; with ``roles`` configured, the roles array at that
+   path, each with the roles' prefix.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class JwtRules:
 
     claims: ClaimRules
     scope_claims: tuple[str, ...] = ("scope", "scp")
+    scope_prefix: str = ""
     roles: RolesConfig | None = None
     subject_claim: str = "sub"
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
@@ -57,6 +59,7 @@ class JwtRules:
         return cls(
             claims=ClaimRules.for_issuer(resource, issuer),
             scope_claims=issuer.scope_claims,
+            scope_prefix=issuer.scope_prefix,
             roles=issuer.roles,
             subject_claim=issuer.subject_claim,
             client_id_claims=issuer.client_id_claims,
@@ -95,7 +98,7 @@ def _scopes(claims: Mapping[str, Any], rules: JwtRules) -> frozenset[str]:
     found: list[str] = []
     for name in rules.scope_claims:
         if name in claims:
-            found.extend(_scope_values(claims[name], name))
+            found.extend(rules.scope_prefix + s for s in _scope_values(claims[name], name))
     if rules.roles is not None:
         roles = _at_path(claims, rules.roles.claim)
         if roles is not None:

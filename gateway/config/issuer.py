@@ -25,8 +25,9 @@ from gateway.yaml_source import PathPart, format_path
 __all__ = ["build_issuers", "issuer_allows_insecure_http", "issuer_entries", "normalise_typ"]
 
 _JWT_ONLY_KEYS: Final = (
-    "jwks_uri", "algorithms", "accept_typ", "scope_claims", "roles", "subject_claim",
-    "client_id_claims", "jwks_min_refresh_s", "jwks_max_refresh_s", "jwks_unknown_kid_interval_s",
+    "jwks_uri", "algorithms", "accept_typ", "scope_claims", "scope_prefix", "roles",
+    "subject_claim", "client_id_claims", "jwks_min_refresh_s", "jwks_max_refresh_s",
+    "jwks_unknown_kid_interval_s",
 )  # fmt: skip
 """Keys that only local JWT validation reads (ignored, with a warning, by ``introspection``)."""
 _INTROSPECTION_ONLY_KEYS: Final = (
@@ -171,6 +172,7 @@ def build_issuer(
             None if typ is None else normalise_typ(typ) for typ in ri.get("accept_typ", ["at+jwt"])
         ),
         scope_claims=tuple(ri.get("scope_claims", ["scope", "scp"])),
+        scope_prefix=ri.get("scope_prefix", ""),
         roles=_roles(ri.get("roles")),
         subject_claim=ri.get("subject_claim", "sub"),
         client_id_claims=tuple(ri.get("client_id_claims", ["client_id", "azp", "appid"])),

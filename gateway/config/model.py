@@ -143,6 +143,9 @@ class IssuerConfig:
     """Accepted JOSE ``typ`` values, normalised (lowercase, ``application/`` prefixed, RFC 7515
     §4.1.9); None accepts a token without ``typ``."""
     scope_claims: tuple[str, ...] = ("scope", "scp")
+    scope_prefix: str = ""
+    """Prepended to every scope read from ``scope_claims`` (Entra ID's ``scp`` carries
+    ``mcp.access`` for the scope clients request as ``api://<app id>/mcp.access``)."""
     roles: RolesConfig | None = None
     subject_claim: str = "sub"
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")

@@ -145,6 +145,7 @@ class TestEveryKeyRoundTrips:
         assert i.algorithms == ("RS256", "ES384")
         assert i.accept_typ == ("application/at+jwt", "application/jwt", None)
         assert (i.scope_claims, i.subject_claim, i.client_id_claims) == (("scp",), "oid", ("azp",))
+        assert i.scope_prefix == "api://acme/"
         assert i.roles == RolesConfig(claim=("realm_access", "roles"), prefix="role:")
         assert i.max_token_bytes == 4096
         assert (i.jwks_min_refresh_s, i.jwks_max_refresh_s) == (30.0, 900.0)
