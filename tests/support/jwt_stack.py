@@ -43,6 +43,7 @@ async def jwt_stack(
     issuer: Mapping[str, Any] | None = None,
     gateway: Mapping[str, Any] | None = None,
     dev: DevIssuer | None = None,
+    policy: str | None = None,
     ready_timeout_s: float = 10.0,
 ) -> AsyncIterator[LiveStack]:
     dev = dev or DevIssuer(token_format="jwt", introspection=False)
@@ -54,6 +55,7 @@ async def jwt_stack(
         issuer=dev,
         gateway={"issuer": section, **(gateway or {})},
         ready_timeout_s=ready_timeout_s,
+        **({"policy": policy} if policy is not None else {}),
     ) as stack:
         yield stack
 

@@ -152,8 +152,8 @@ def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _with_issuer_url(value: Any, url: str) -> Any:
-    if value == "{issuer_url}":
-        return url
+    if isinstance(value, str):
+        return value.replace("{issuer_url}", url)
     if isinstance(value, list):
         return [_with_issuer_url(item, url) for item in value]
     if isinstance(value, dict):
@@ -177,7 +177,7 @@ async def live_stack(
     wait_ready: bool = True,
 ) -> AsyncIterator[LiveStack]:
     """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes).
-    The string ``{issuer_url}`` anywhere in ``gateway`` becomes the started issuer's URL.
+    ``{issuer_url}`` in any string of ``gateway`` becomes the started issuer's URL.
 
     ``backend_url`` points the gateway at an upstream the test runs itself (e.g. the official
     SDK's server, :mod:`tests.support.sdk_upstream`); ``stack.upstream`` is then None.
