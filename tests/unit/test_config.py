@@ -470,14 +470,16 @@ def test_the_docs_copy_of_the_schema_is_identical_to_the_packaged_one() -> None:
 def test_docs_configuration_md_documents_every_key_of_the_schema() -> None:
     text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
     schema = json.loads(SCHEMA.read_text(encoding="utf-8"))
+
+    def documented_as(key: str) -> str:
+        # Per-backend keys are documented as backends.<name>.<key>; an issuers[] entry once,
+        # as issuer.<key> (the same $defs/issuer).
+        return key.replace("backends.*.", "backends.<name>.").replace("issuers[].", "issuer.", 1)
+
     undocumented = sorted(
         key
         for key in schema_keys(schema)
-        if not key.endswith((".env", ".file", ".*"))
-        # Per-backend keys are documented as backends.<name>.<key>; an issuers[] entry once,
-        # as issuer.<key> (the same $defs/issuer).
-        and f"`{key.replace('backends.*.', 'backends.<name>.').replace('issuers[].', 'issuer.', 1)}`"
-        not in text
+        if not key.endswith((".env", ".file", ".*")) and f"`{documented_as(key)}`" not in text
     )
     assert undocumented == []
     issuer = schema["properties"]["issuer"]
