@@ -75,6 +75,9 @@ class Destination:
     max_connections: int = 100
     ssl_context: ssl.SSLContext | None = None
     """Custom CA or mTLS client certificate; built once at startup, never per call."""
+    unix_socket: str | None = None
+    """Connect to this Unix socket path instead of the URL's host and port (the supervisor of
+    ``serve --workers N`` talks to each worker's private ops listener this way)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,11 +151,17 @@ class Outbound:
     def add(self, destination: Destination) -> None:
         if destination.name in self._sessions:
             return
-        connector = aiohttp.TCPConnector(
-            limit=destination.max_connections,
-            ssl=destination.ssl_context if destination.ssl_context is not None else True,
-            enable_cleanup_closed=True,
-        )
+        connector: aiohttp.BaseConnector
+        if destination.unix_socket is not None:
+            connector = aiohttp.UnixConnector(
+                destination.unix_socket, limit=destination.max_connections
+            )
+        else:
+            connector = aiohttp.TCPConnector(
+                limit=destination.max_connections,
+                ssl=destination.ssl_context if destination.ssl_context is not None else True,
+                enable_cleanup_closed=True,
+            )
         self._sessions[destination.name] = aiohttp.ClientSession(
             connector=connector,
             timeout=aiohttp.ClientTimeout(total=None, sock_connect=destination.connect_timeout_s),

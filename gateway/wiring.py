@@ -105,6 +105,8 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         backend_report=backend.report,
         issuer_report=authenticator.report,
         revoke=state.revocations.revoke,
+        adopt_revocation=state.revocations.adopt,
+        reload_policy=policy.reload,
         audit=audit,
     )
     services.install_routes = lambda app: add_mcp_routes(

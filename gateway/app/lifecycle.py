@@ -19,8 +19,8 @@ import contextlib
 import gc
 import signal
 import time
-from collections.abc import Awaitable, Callable
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 from aiohttp import web
 
@@ -38,7 +38,15 @@ from gateway.config import Config, Listen
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 
-__all__ = ["CANCEL_GRACE_S", "MAX_HEADER_FIELD_BYTES", "GatewayServer", "serve"]
+__all__ = [
+    "CANCEL_GRACE_S",
+    "MAX_HEADER_FIELD_BYTES",
+    "GatewayServer",
+    "OpsAppFactory",
+    "bind_tcp",
+    "bind_unix",
+    "serve",
+]
 
 log = get_logger("gateway.app")
 
@@ -48,13 +56,39 @@ written before the listener closes)."""
 CANCEL_GRACE_S: Final = 0.5
 """After the drain deadline, how long cancelled handlers get to unwind before the stop goes on."""
 
+READY_POLL_S: Final = 0.02
+"""How often a worker waiting to bind its public listener looks at its readiness checks."""
+
+OpsAppFactory = Callable[[Config, Services], web.Application]
+
 
 class GatewayServer:
     """Both listeners plus startup and graceful shutdown. Not reusable after :meth:`stop`."""
 
-    def __init__(self, config: Config, services: Services | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        services: Services | None = None,
+        *,
+        ops_socket: str | None = None,
+        ops_app: OpsAppFactory = build_ops_app,
+        reuse_port: bool = False,
+        public_when_ready_s: float | None = None,
+        log_fields: Mapping[str, Any] | None = None,
+    ) -> None:
+        """The keyword options are for the workers of ``serve --workers N``
+        (:mod:`gateway.workers`): the ops app on a private Unix socket instead of
+        ``ops_listen``, the public listener shared with ``SO_REUSEPORT`` and bound only once
+        the readiness checks pass (at most ``public_when_ready_s`` later: a restarted worker
+        takes no connection it would answer 503 while its siblings are ready), and the worker
+        named in the lifecycle log lines."""
         self.config = config
         self.services = services if services is not None else Services()
+        self._ops_socket = ops_socket
+        self._ops_app = ops_app
+        self._reuse_port = reuse_port
+        self._public_when_ready_s = public_when_ready_s
+        self.log_fields = dict(log_fields or {})
         self._public_runner: web.AppRunner | None = None
         self._ops_runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task[None]] = []
@@ -79,32 +113,66 @@ class GatewayServer:
 
     async def start(self) -> None:
         """Bind the ops listener, then the public one (port 0 picks a free port), then start
-        the background tasks. Raises :class:`OSError` when a listener cannot bind."""
+        the background tasks (with ``public_when_ready_s``: start them first and bind the
+        public listener once the readiness checks pass). Raises :class:`OSError` when a
+        listener cannot bind."""
         limits = ListenerLimits.from_config(self.config)
         metrics = self.services.metrics
+        ops_app = self._ops_app(self.config, self.services)
         try:
-            self._ops_runner, self.ops_port = await _bind(
-                build_ops_app(self.config, self.services), self.config.ops_listen, limits, metrics
-            )
-            self._public_runner, self.public_port = await _bind(
-                build_public_app(self.config, self.services), self.config.listen, limits, metrics
+            if self._ops_socket is not None:
+                self._ops_runner = await bind_unix(ops_app, self._ops_socket, limits, metrics)
+            else:
+                self._ops_runner, self.ops_port = await bind_tcp(
+                    ops_app, self.config.ops_listen, limits, metrics
+                )
+            if self._public_when_ready_s is not None:
+                self._start_background()
+                await self._checks_pass(self._public_when_ready_s)
+            self._public_runner, self.public_port = await bind_tcp(
+                build_public_app(self.config, self.services),
+                self.config.listen,
+                limits,
+                metrics,
+                reuse_port=self._reuse_port,
             )
         except BaseException:
+            await self._cancel_tasks()
             await self._close_runners()
             await self._release_services()
             raise
-        for factory in self.services.background:
-            self._tasks.append(asyncio.create_task(_guarded(factory)))
+        # No await since the bind: these run before the loop can read a first request.
+        for hook in self.services.after_bind:
+            hook()
+        if not self._tasks:
+            self._start_background()
         self.readiness.started = True
         log.info(
             "gateway.started",
             # The listeners speak plain HTTP (TLS ends at the reverse proxy): say so.
             mcp_url=f"http://{_host(self.config.listen.host)}:{self.public_port}"
             f"{self.config.mcp_path}",
-            ops=f"{self.config.ops_listen.host}:{self.ops_port}",
+            ops=self._ops_socket or f"{self.config.ops_listen.host}:{self.ops_port}",
             resource=self.config.resource,
             version=gateway.__version__,
+            **self.log_fields,
         )
+
+    def _start_background(self) -> None:
+        for factory in self.services.background:
+            self._tasks.append(asyncio.create_task(_guarded(factory)))
+
+    async def _checks_pass(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        # The checks are plain callables (no event to wait on): poll them.
+        while not self.readiness.checks_pass() and time.monotonic() < deadline:  # noqa: ASYNC110
+            await asyncio.sleep(READY_POLL_S)
+
+    async def _cancel_tasks(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
 
     def hurry(self) -> None:
         """End the shutdown delay now (a second signal during :meth:`stop`)."""
@@ -124,7 +192,7 @@ class GatewayServer:
         drain_s = limits.drain_timeout_s
         self.readiness.draining = True
         log.info("gateway.draining", drain_timeout_s=drain_s,
-                 shutdown_delay_s=limits.shutdown_delay_s)  # fmt: skip
+                 shutdown_delay_s=limits.shutdown_delay_s, **self.log_fields)  # fmt: skip
         runner = self._public_runner
         if limits.shutdown_delay_s > 0 and runner is not None:
             # Still serving, new connections included, while /readyz already says 503.
@@ -132,7 +200,9 @@ class GatewayServer:
                 async with asyncio.timeout(limits.shutdown_delay_s):
                     await self._hurry.wait()
             log.info(
-                "gateway.stop_accepting", delayed_ms=round((time.monotonic() - started) * 1000)
+                "gateway.stop_accepting",
+                delayed_ms=round((time.monotonic() - started) * 1000),
+                **self.log_fields,
             )
         deadline = time.monotonic() + drain_s  # the drain starts when accepting stops
         if runner is not None:
@@ -152,13 +222,14 @@ class GatewayServer:
             # What is still running now is cancelled (within CANCEL_GRACE_S).
             await runner.cleanup()
             self._public_runner = None
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-        self._tasks.clear()
+        await self._cancel_tasks()
         await self._release_services()
         await self._close_runners()
-        log.info("gateway.stopped", duration_ms=round((time.monotonic() - started) * 1000, 2))
+        log.info(
+            "gateway.stopped",
+            duration_ms=round((time.monotonic() - started) * 1000, 2),
+            **self.log_fields,
+        )
 
     async def _release_services(self) -> None:
         """Run the cleanups, then close the outbound client sessions (they use them last)."""
@@ -181,10 +252,8 @@ def _host(host: str) -> str:
     return f"[{host}]" if ":" in host else host  # RFC 3986 §3.2.2: IPv6 literals in brackets
 
 
-async def _bind(
-    app: web.Application, listen: Listen, limits: ListenerLimits, metrics: Metrics
-) -> tuple[web.AppRunner, int]:
-    runner = ListenerRunner(
+def _runner(app: web.Application, limits: ListenerLimits, metrics: Metrics | None) -> web.AppRunner:
+    return ListenerRunner(
         app,
         limits=limits,
         metrics=metrics,
@@ -194,9 +263,22 @@ async def _bind(
         # runner's own wait is only the grace for cancelled handlers to unwind.
         shutdown_timeout=CANCEL_GRACE_S,
     )
+
+
+async def bind_tcp(
+    app: web.Application,
+    listen: Listen,
+    limits: ListenerLimits,
+    metrics: Metrics | None,
+    *,
+    reuse_port: bool = False,
+) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on ``listen`` behind the listener's connection bounds; (runner, port).
+    ``reuse_port``: share the port with sibling processes (``SO_REUSEPORT``)."""
+    runner = _runner(app, limits, metrics)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, listen.host, listen.port)
+        site = web.TCPSite(runner, listen.host, listen.port, reuse_port=reuse_port or None)
         await site.start()
     except BaseException:
         await runner.cleanup()
@@ -207,6 +289,20 @@ async def _bind(
             port = int(address[1])
             break
     return runner, port
+
+
+async def bind_unix(
+    app: web.Application, path: str, limits: ListenerLimits, metrics: Metrics | None
+) -> web.AppRunner:
+    """Serve ``app`` on the Unix socket ``path`` (a worker's private ops listener)."""
+    runner = _runner(app, limits, metrics)
+    await runner.setup()
+    try:
+        await web.UnixSite(runner, path).start()
+    except BaseException:
+        await runner.cleanup()
+        raise
+    return runner
 
 
 async def _guarded(factory: Callable[[], Awaitable[None]]) -> None:
@@ -220,10 +316,12 @@ async def _guarded(factory: Callable[[], Awaitable[None]]) -> None:
         log.exception("gateway.background_task_failed")
 
 
-async def serve(config: Config, services: Services | None = None) -> None:
+async def serve(
+    config: Config, services: Services | None = None, *, server: GatewayServer | None = None
+) -> None:
     """Run until SIGTERM or SIGINT, then stop gracefully; a second signal ends the shutdown
-    delay early (the drain still runs)."""
-    server = GatewayServer(config, services)
+    delay early (the drain still runs). ``server``: one built with worker options."""
+    server = server if server is not None else GatewayServer(config, services)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []
@@ -246,7 +344,9 @@ async def serve(config: Config, services: Services | None = None) -> None:
         gc.freeze()
         try:
             await stop.wait()
-            log.info("gateway.signal", signal=received[0] if received else None)
+            log.info(
+                "gateway.signal", signal=received[0] if received else None, **server.log_fields
+            )
         finally:
             await server.stop()
     finally:

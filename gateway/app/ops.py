@@ -62,7 +62,9 @@ async def _metrics(request: web.Request) -> web.Response:
     )
 
 
-def build_ops_app(config: Config, services: Services) -> web.Application:
+def build_ops_app(config: Config, services: Services, *, admin: bool = True) -> web.Application:
+    """``admin=False``: without ``POST /admin/revoke`` (a worker's private ops listener; the
+    supervisor of ``serve --workers N`` serves the admin API for the group)."""
     app = web.Application(
         middlewares=[request_id_middleware(trusted_proxies=config.trusted_proxies)]
     )
@@ -72,6 +74,6 @@ def build_ops_app(config: Config, services: Services) -> web.Application:
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
-    if services.revoke is not None:
+    if admin and services.revoke is not None:
         add_admin_routes(app, config, services.revoke, services.audit)
     return app

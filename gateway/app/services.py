@@ -49,6 +49,13 @@ class Readiness:
         """Register ``check`` under ``name``; a second registration of a name replaces it."""
         self._checks[name] = check
 
+    def checks_pass(self) -> bool:
+        """Every registered check is true now (whatever the lifecycle state)."""
+        try:
+            return all(bool(check()) for check in self._checks.values())
+        except Exception:  # a broken probe means "not ready"
+            return False
+
     def evaluate(self) -> tuple[str, dict[str, bool]]:
         results: dict[str, bool] = {}
         for name, check in self._checks.items():
@@ -98,9 +105,18 @@ class Services:
     readiness, key count and why it is not usable (the ``issuer`` check needs all of them)."""
     revoke: Callable[[bytes], Awaitable[tuple[float, bool]]] | None = None
     """Revoke a token by SHA-256 digest (``POST /admin/revoke``, with ``admin.token``)."""
+    adopt_revocation: Callable[[bytes, float], bool] | None = None
+    """Apply a revocation decided elsewhere, until a Unix time (a worker of ``serve --workers
+    N`` hears the supervisor's revocations this way)."""
+    reload_policy: Callable[[], object] | None = None
+    """Re-read and validate the policy files now (what SIGHUP does; blocking: run it in an
+    executor)."""
     audit: AuditSink | None = None
     background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    after_bind: list[Callable[[], None]] = field(default_factory=list)
+    """Called synchronously once the public listener is bound, before the event loop runs
+    again, so before any request is read (a worker reads the supervisor's revocations here)."""
     drain: list[Callable[[float], None]] = field(default_factory=list)
     """Called once when a graceful stop begins, with the ``time.monotonic()`` instant by which
     every request in flight must have been answered (the MCP endpoint bounds its waits by it)."""

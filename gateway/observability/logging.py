@@ -156,11 +156,13 @@ def configure(
     level: Literal["debug", "info", "warning", "error"] = "info",
     *,
     stream: TextIO | None = None,
+    static: Mapping[str, Any] | None = None,
 ) -> None:
     """Set up structlog (and route stdlib logging, e.g. aiohttp's, through the same renderer).
 
     ``stream`` defaults to standard output (twelve-factor: the platform ships stdout), looked
-    up at each write (:class:`CurrentStdout`).
+    up at each write (:class:`CurrentStdout`). ``static`` fields go on every line (a worker of
+    ``serve --workers N`` names itself: ``worker``).
     """
     out: TextIO = CurrentStdout() if stream is None else stream  # type: ignore[assignment]
     shared: list[structlog.types.Processor] = [
@@ -168,6 +170,8 @@ def configure(
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
+    if static:
+        shared.insert(0, _static_fields(dict(static)))
     renderer: structlog.types.Processor = (
         structlog.processors.JSONRenderer()
         if fmt == "json"
@@ -196,6 +200,15 @@ def configure(
     root.setLevel(max(_LEVELS[level], logging.INFO))
     # aiohttp's own access log duplicates ours and would print request lines at INFO.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+
+
+def _static_fields(fields: dict[str, Any]) -> structlog.types.Processor:
+    def add(logger: WrappedLogger, method_name: str, event_dict: EventDict) -> EventDict:
+        for key, value in fields.items():
+            event_dict.setdefault(key, value)
+        return event_dict
+
+    return add
 
 
 def get_logger(name: str) -> structlog.typing.FilteringBoundLogger:

@@ -143,6 +143,15 @@ class RevocationList:
             return until, False
         return until, True
 
+    def adopt(self, digest: bytes, until: float) -> bool:
+        """Apply a revocation decided elsewhere (the supervisor of ``serve --workers N`` fans
+        one out to every worker): list + ``on_revoke``, nothing sent to Redis. False when it has
+        already ended or the digest is malformed."""
+        if len(digest) != DIGEST_BYTES or until <= self._clock():
+            return False
+        self._apply(digest, until)
+        return True
+
     # --- receiving -------------------------------------------------------------------------
 
     async def run(self) -> None:
