@@ -2,7 +2,9 @@
 (``demo``, ``policy explain``, ``revoke``).
 
 Exit codes: 0 success; 1 invalid configuration or policy, a listener that cannot bind, or a
-subcommand that is not available in this build; 2 usage errors (argparse).
+subcommand that is not available in this build (with ``serve --workers N``, also a worker that
+had to be killed at the end of the stop); 2 usage errors (argparse); 3 ``serve --workers N``: a
+worker kept crashing (:mod:`gateway.workers.slot`).
 
 Subcommands owned by other packages plug in through :data:`REGISTRARS`: each entry names a
 module and a ``register(subparsers)`` function, imported lazily. A registrar adds one parser and
@@ -30,6 +32,8 @@ from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure, get_logger
 from gateway.wiring import build_services
+from gateway.workers.supervisor import Supervisor
+from gateway.workers.worker import EarlyHangup, WorkerSpec, worker_server
 
 __all__ = ["CONFIG_ENV", "REGISTRARS", "Registrar", "build_parser", "main"]
 
@@ -112,6 +116,17 @@ def build_parser() -> argparse.ArgumentParser:
         description="Serve MCP on `listen` and /healthz, /readyz, /metrics on `ops_listen`.",
     )
     _config_option(serve)
+    serve.add_argument(
+        "--workers",
+        type=_worker_count,
+        default=1,
+        metavar="N|auto",
+        help="worker processes sharing the listeners (SO_REUSEPORT) under a supervisor; auto: "
+        "one per CPU this process may run on (default 1: a single process, no supervisor)",
+    )
+    # Set by the supervisor on the workers it starts (gateway/workers/supervisor.py).
+    for option, kind in (("slot", int), ("dir", Path), ("port", int), ("parent", int)):
+        serve.add_argument(f"--worker-{option}", type=kind, help=argparse.SUPPRESS)
     serve.set_defaults(handler=_cmd_serve)
 
     check = sub.add_parser(
@@ -136,6 +151,21 @@ def build_parser() -> argparse.ArgumentParser:
     for registrar in REGISTRARS:
         _register(sub, registrar, common)
     return parser
+
+
+MAX_WORKERS: Final = 256
+
+
+def _worker_count(text: str) -> int:
+    if text == "auto":
+        return max(1, len(os.sched_getaffinity(0)))
+    try:
+        count = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or auto, got {text!r}") from None
+    if not 1 <= count <= MAX_WORKERS:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_WORKERS}")
+    return count
 
 
 def _register(sub: Subparsers, registrar: Registrar, common: argparse.ArgumentParser) -> None:
@@ -251,7 +281,30 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worker_spec(args: argparse.Namespace) -> WorkerSpec | None:
+    fields = (args.worker_slot, args.worker_dir, args.worker_port, args.worker_parent)
+    if all(field is None for field in fields):
+        return None
+    if any(field is None for field in fields):
+        print("mcp-gateway serve: the --worker-* options go together", file=sys.stderr)
+        raise SystemExit(2)
+    return WorkerSpec(args.worker_slot, args.worker_dir, args.worker_port, args.worker_parent)
+
+
+def _log_args(args: argparse.Namespace) -> list[str]:
+    """The global logging options given on this command line (passed on to the workers)."""
+    found: list[str] = []
+    for option in ("log_format", "log_level"):
+        if hasattr(args, option):
+            found += ["--" + option.replace("_", "-"), getattr(args, option)]
+    return found
+
+
 def _cmd_serve(args: argparse.Namespace) -> int:
+    spec = _worker_spec(args)
+    hangup = EarlyHangup() if spec is not None else None
+    if hangup is not None:
+        hangup.install()  # first: a SIGHUP from the supervisor must not kill a starting worker
     path = _require_config(args)
     try:
         config = load_config(path)
@@ -262,13 +315,40 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if problems:
         _print_problems(problems, path)
         return 1
+    workers = 1 if spec is not None else args.workers
+    if workers > 1 and config.audit.sink == "file":
+        _print_problems(
+            [
+                f"{path}: audit.sink: file cannot be shared by {workers} worker processes (each "
+                "would rotate the file on its own and lose events); with --workers use "
+                "audit.sink: stdout, or run one worker per process"
+            ],
+            path,
+        )
+        return 1
     configure(
         getattr(args, "log_format", config.logging.format),
         getattr(args, "log_level", config.logging.level),
+        static={"worker": spec.slot} if spec is not None else None,
     )
     log = get_logger("gateway.cli")
-    for warning in (*config.warnings, *_demo_warnings(policy)):
-        log.warning("config.warning", detail=warning)
+    if spec is None:  # the supervisor says it once for the group
+        for warning in (*config.warnings, *_demo_warnings(policy)):
+            log.warning("config.warning", detail=warning)
+    if workers > 1:
+        supervisor = Supervisor(
+            config, config_path=path, workers=workers, worker_args=_log_args(args)
+        )
+        try:
+            return asyncio.run(supervisor.run())
+        except OSError as exc:
+            log.error(
+                "gateway.bind_failed",
+                error=exc.__class__.__name__,
+                errno=exc.errno,
+                detail=exc.strerror,
+            )
+            return 1
     try:
         services = build_services(config)
     except ConfigError as exc:  # e.g. the policy changed between validation and assembly
@@ -277,8 +357,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except OSError as exc:  # e.g. the audit file cannot be opened
         log.error("gateway.startup_failed", error=exc.__class__.__name__, detail=exc.strerror)
         return 1
+    server = None
+    if spec is not None and hangup is not None:
+        server = worker_server(config, services, spec, hangup)
     try:
-        asyncio.run(serve(config, services))
+        asyncio.run(serve(config, services, server=server))
     except OSError as exc:
         log.error(
             "gateway.bind_failed",

@@ -44,6 +44,8 @@ RULES: Final[dict[str, frozenset[str]]] = {
     # gateway/wiring.py builds app.Services from Config: the composition root, beside app.
     "wiring": ANYTHING,
     "cli": ANYTHING,
+    # gateway/workers/: the supervisor of `serve --workers N` and its workers, beside cli.
+    "workers": ANYTHING,
     # gateway/demo/ wires dev/ into `mcp-gateway demo`; it sits with cli at the top.
     "demo": ANYTHING,
     "__main__": ANYTHING,
@@ -59,6 +61,8 @@ NEUTRAL_TARGETS: Final = frozenset({"", "schema"})
 ONLY_IMPORTED_BY: Final[dict[str, frozenset[str]]] = {
     # Development tooling must never end up in the serving path.
     "dev": frozenset({"cli", "demo"}),
+    # Only `serve --workers N` starts a supervisor; the serving path never depends on it.
+    "workers": frozenset({"cli"}),
 }
 
 

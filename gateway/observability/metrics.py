@@ -9,6 +9,10 @@ rules see them from the first scrape (``deploy/prometheus/alerts.yml``).
 Exposition (Prometheus text format 0.0.4, or OpenMetrics when the scraper asks for it) is
 :func:`metrics_response_body`; the ops listener serves it at ``/metrics`` and the public
 listener never does. The reference of every metric is ``docs/operations.md``.
+
+With ``serve --workers N`` every worker keeps this registry as it is; the supervisor merges the
+workers' expositions into one (:mod:`gateway.observability.group_metrics`, which also defines
+the supervisor's own series and how each gauge combines).
 """
 
 from __future__ import annotations

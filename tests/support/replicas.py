@@ -95,6 +95,8 @@ class Replica:
     ops_port: int
     mcp_path: str = "/mcp"
     process: subprocess.Popen[bytes] | None = None
+    serve_args: tuple[str, ...] = ()
+    """Extra ``serve`` options, e.g. ``("--workers", "2")``."""
 
     @property
     def mcp_url(self) -> str:
@@ -113,7 +115,15 @@ class Replica:
         log = self.log_path.open("ab")
         env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gateway.cli", "serve", "--config", str(self.config_path)],
+            [
+                sys.executable,
+                "-m",
+                "gateway.cli",
+                "serve",
+                "--config",
+                str(self.config_path),
+                *self.serve_args,
+            ],
             cwd=ROOT,
             env=env,
             stdin=subprocess.DEVNULL,
@@ -165,7 +175,7 @@ class Replica:
 class ReplicaStack:
     issuer: DevIssuer
     upstream: HoldUpstream
-    redis: RedisServer
+    redis: RedisServer | None
     replicas: list[Replica]
     session: aiohttp.ClientSession
     workdir: Path
@@ -310,15 +320,18 @@ def gateway_config(
 @contextlib.asynccontextmanager
 async def replica_stack(
     workdir: Path,
-    redis: RedisServer,
+    redis: RedisServer | None,
     *,
     replicas: int = 2,
     policy: str = DEFAULT_POLICY,
     overrides: Mapping[str, Any] | None = None,
     hold_s: float = 1.0,
+    serve_args: tuple[str, ...] = (),
 ) -> AsyncIterator[ReplicaStack]:
     """Issuer + upstream in this process, ``replicas`` gateway processes. ``overrides`` are
-    merged (recursively) into every replica's gateway.yaml, e.g. ``{"limits": {...}}``."""
+    merged (recursively) into every replica's gateway.yaml, e.g. ``{"limits": {...}}``.
+    ``redis=None``: ``state.backend: memory``. ``serve_args`` go on every ``serve`` command
+    line (``("--workers", "2")``)."""
     ports = [(free_port(), free_port()) for _ in range(replicas)]
     resource = f"http://127.0.0.1:{ports[0][0]}/mcp"
     issuer = DevIssuer("127.0.0.1", 0, resources=[resource])
@@ -338,7 +351,7 @@ async def replica_stack(
             {
                 "issuer-client-secret": client_secret,
                 "backend-token": "service-secret",
-                "redis-url": redis.url,
+                "redis-url": redis.url if redis is not None else "",
                 "admin-token": admin_token,
                 "policy.yaml": policy,
             },
@@ -346,7 +359,11 @@ async def replica_stack(
         prefix = unique_prefix()
         for index, (port, ops_port) in enumerate(ports):
             replica = Replica(
-                chr(ord("a") + index), workdir / f"gateway-{index}.yaml", port, ops_port
+                chr(ord("a") + index),
+                workdir / f"gateway-{index}.yaml",
+                port,
+                ops_port,
+                serve_args=serve_args,
             )
             config = gateway_config(
                 resource=resource,
@@ -355,6 +372,8 @@ async def replica_stack(
                 backend_url=upstream_base + "/mcp",
                 prefix=prefix,
             )
+            if redis is None:
+                config.pop("state")
             _write_files(
                 workdir, {replica.config_path.name: json.dumps(_merge(config, overrides or {}))}
             )
