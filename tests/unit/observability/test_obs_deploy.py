@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
+from gateway.observability.group_metrics import GroupMetrics
 from gateway.observability.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,10 +38,16 @@ _SUFFIXES = {
 }
 
 
+def families() -> list[Any]:
+    """Every family a gateway exposes: a single process's, plus the supervisor's own series
+    of ``serve --workers N`` (the group's /metrics has the same families otherwise)."""
+    return [*Metrics().registry.collect(), *GroupMetrics(2, "0").registry.collect()]
+
+
 def sample_names() -> set[str]:
     """Every sample name the registry can expose (``_created`` series are disabled)."""
     names: set[str] = set()
-    for family in Metrics().registry.collect():
+    for family in families():
         for suffix in _SUFFIXES[family.type]:
             names.add(family.name + suffix)
     return names
@@ -86,7 +93,7 @@ def test_every_alert_uses_only_exported_metrics_and_links_its_runbook(rule: dict
 def test_the_required_alerts_exist() -> None:
     names = {rule["alert"] for rule in alert_rules()}
     assert {"IssuerErrors", "High5xxRatio", "Saturation", "RateLimiting",
-            "PolicyReloadFailures", "CatalogStale"} <= names  # fmt: skip
+            "PolicyReloadFailures", "CatalogStale", "WorkerRestarts"} <= names  # fmt: skip
 
 
 @pytest.mark.parametrize("expr", dashboard_exprs())
@@ -144,11 +151,11 @@ def test_the_scrape_config_scrapes_the_ops_listener_and_loads_the_rules() -> Non
 
 def test_every_metric_is_documented_in_the_operations_guide() -> None:
     text = OPERATIONS.read_text()
-    families = {family.name for family in Metrics().registry.collect()}
-    for family in Metrics().registry.collect():
+    exposed = families()
+    for family in exposed:
         documented = {family.name} | {family.name + suffix for suffix in _SUFFIXES[family.type]}
         assert any(f"`{name}`" in text for name in documented), family.name
-    assert families
+    assert "mcp_gateway_workers" in {family.name for family in exposed}
 
 
 @pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian: prometheus)")
