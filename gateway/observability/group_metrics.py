@@ -13,8 +13,9 @@ alert rules keep working, no ``worker`` label multiplies the series):
   new increase); only the increments since that worker's last scrape are lost;
 * every gauge has an explicit rule (:data:`GAUGE_MERGE`): ``sum`` for quantities (requests in
   flight and the in-flight capacity, so the Saturation ratio is the group's), ``max`` for "the
-  worst worker" (the catalog age), ``min`` where 0 means trouble (the catalog size, the last
-  policy reload, the store's health); only live workers count;
+  worst worker" (the catalog age, hidden colliding tools), ``min`` where 0 means trouble (the
+  catalog size, a backend's readiness, the last policy reload, the store's health); per label
+  set (each backend on its own); only live workers count;
 * ``policy_info`` and ``build_info`` are the union of their series (value 1): during a policy
   reload two versions may show until every worker has swapped.
 
@@ -49,6 +50,8 @@ GAUGE_MERGE: Final[Mapping[str, GaugeMerge]] = {
     "mcp_gateway_max_in_flight": "sum",
     "mcp_gateway_catalog_tools": "min",
     "mcp_gateway_catalog_age_seconds": "max",
+    "mcp_gateway_catalog_collisions": "max",
+    "mcp_gateway_backend_ready": "min",
     "mcp_gateway_policy_info": "max",
     "mcp_gateway_policy_last_reload_success": "min",
     "mcp_gateway_state_store_up": "min",

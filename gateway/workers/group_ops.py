@@ -253,6 +253,7 @@ def build_group_ops_app(
         workers: list[dict[str, Any]] = []
         checks: dict[str, bool] = {}
         versions: set[Any] = set()
+        backends: list[Any] = []
         state: Any = None
         ready = True
         for link, pid, answer in zip(group.links, pids, answers, strict=True):
@@ -268,6 +269,8 @@ def build_group_ops_app(
             for name, value in (body.get("checks") or {}).items():
                 checks[str(name)] = checks.get(str(name), True) and value is True
             versions.add(body.get("policy_version"))
+            if answer is not None:
+                backends.append(body.get("backends"))
             if state is None:
                 state = body.get("state")
             entry = _worker_entry(link, pid, status)
@@ -282,6 +285,8 @@ def build_group_ops_app(
             "policy_version": versions.pop() if len(versions) == 1 else None,
             "workers": workers,
         }
+        if any(isinstance(report, dict) for report in backends):
+            doc["backends"] = merge_backend_reports(backends, len(group.links))
         if state is not None:
             doc["state"] = state
         return _answer(200 if ready else 503, doc)
@@ -296,6 +301,32 @@ def build_group_ops_app(
     app.router.add_get("/metrics", metrics)
     add_admin_routes(app, config, revocations.revoke, audit)
     return app
+
+
+_WORST: Final[dict[str, Any]] = {"tools": min, "hidden": max, "catalog_age_s": max}
+
+
+def merge_backend_reports(reports: Sequence[Any], workers: int) -> dict[str, Any]:
+    """The workers' ``backends`` reports as one: a backend is ``ready`` only when it is on every
+    worker; ``era`` when the workers agree (else None); the fewest ``tools``, the most
+    ``hidden``, the oldest ``catalog_age_s``."""
+    per_backend: dict[str, list[dict[str, Any]]] = {}
+    for report in reports:
+        for name, entry in (report if isinstance(report, dict) else {}).items():
+            if isinstance(entry, dict):
+                per_backend.setdefault(str(name), []).append(entry)
+    merged: dict[str, Any] = {}
+    for name, entries in per_backend.items():
+        one: dict[str, Any] = dict(entries[0])
+        one["ready"] = len(entries) == workers and all(e.get("ready") is True for e in entries)
+        eras = {e.get("era") for e in entries}
+        one["era"] = eras.pop() if len(eras) == 1 else None
+        for key, pick in _WORST.items():
+            values = [e[key] for e in entries if isinstance(e.get(key), int | float)]
+            if values:
+                one[key] = pick(values)
+        merged[name] = one
+    return merged
 
 
 async def _none() -> None:

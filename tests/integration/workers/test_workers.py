@@ -162,6 +162,8 @@ async def test_both_workers_serve_and_one_scrape_sums_them(tmp_path: Path) -> No
         assert len(set(pids)) == 2 and replica.process is not None
         assert replica.process.pid not in pids  # the supervisor is not a worker
         assert ready["checks"] == {"issuer": True, "backend_catalog": True}
+        assert ready["backends"]["default"]["ready"] is True
+        assert ready["backends"]["default"]["tools"] == 2
         assert ready["policy_version"] == ready["workers"][0]["policy_version"]
 
         token = stack.mint()
@@ -178,7 +180,8 @@ async def test_both_workers_serve_and_one_scrape_sums_them(tmp_path: Path) -> No
         assert sample(text, "mcp_gateway_workers") == 2
         assert sample(text, "mcp_gateway_workers_running") == 2
         assert sample(text, "mcp_gateway_max_in_flight") == 2 * 256  # each worker's cap
-        assert sample(text, 'mcp_gateway_backend_requests_total{outcome="ok",tool="echo"}') == calls
+        ok = 'mcp_gateway_backend_requests_total{backend="default",outcome="ok",tool="echo"}'
+        assert sample(text, ok) == calls
         # Each worker introspected the token once (caches are per worker).
         assert sample(text, 'mcp_gateway_introspection_total{result="active"}') == 2
         assert stack.issuer.introspection_calls == 2

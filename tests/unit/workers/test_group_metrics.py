@@ -10,12 +10,14 @@ from gateway.observability.group_metrics import GAUGE_MERGE, GroupMetrics, parse
 from gateway.observability.metrics import Metrics
 
 
-def worker(*, in_flight: float = 0, tools: float = 3, age: float = 5.0) -> Metrics:
+def worker(
+    *, in_flight: float = 0, tools: float = 3, age: float = 5.0, ready: bool = True
+) -> Metrics:
     metrics = Metrics("1.2.3")
     metrics.set_catalog_names({"echo"})
+    metrics.register_backend("default", age=lambda: age, ready=lambda: ready)
     metrics.in_flight.set(in_flight)
-    metrics.catalog_tools.set(tools)
-    metrics.catalog_age_seconds.set_function(lambda: age)
+    metrics.catalog_tools.labels(backend="default").set(tools)
     metrics.set_max_in_flight(256)
     metrics.set_policy_version("aaaa")
     return metrics
@@ -37,7 +39,7 @@ def test_one_worker_is_exposed_exactly_as_it_exposes_itself() -> None:
     one = worker(in_flight=2)
     one.requests_total.labels("tools/call", "200", "allow").inc(7)
     one.request_duration_seconds.labels("tools/call").observe(0.003)
-    one.backend_requests_total.labels(one.tool_label("echo"), "ok").inc(7)
+    one.backend_requests_total.labels("default", one.tool_label("echo"), "ok").inc(7)
     group = GroupMetrics(1, "1.2.3")
     group.update("101", scrape(one))
     own = generate_latest(one.registry).decode()
@@ -50,7 +52,9 @@ def test_one_worker_is_exposed_exactly_as_it_exposes_itself() -> None:
 
 
 def test_counters_and_histograms_are_summed_and_each_gauge_follows_its_rule() -> None:
-    a, b = worker(in_flight=3, tools=4, age=10.0), worker(in_flight=5, tools=0, age=2.0)
+    a = worker(in_flight=3, tools=4, age=10.0)
+    b = worker(in_flight=5, tools=0, age=2.0, ready=False)
+    b.catalog_collisions.labels(backend="default").set(2)
     a.requests_total.labels("tools/call", "200", "allow").inc(2)
     b.requests_total.labels("tools/call", "200", "allow").inc(3)
     b.requests_total.labels("ping", "200", "none").inc()
@@ -75,8 +79,11 @@ def test_counters_and_histograms_are_summed_and_each_gauge_follows_its_rule() ->
     )
     assert value(group, "mcp_gateway_in_flight") == 8  # sum
     assert value(group, "mcp_gateway_max_in_flight") == 512  # sum: the group's capacity
-    assert value(group, "mcp_gateway_catalog_tools") == 0  # min: one worker has no catalog
-    assert value(group, "mcp_gateway_catalog_age_seconds") == 10  # max: the stalest worker
+    default = '{backend="default"}'
+    assert value(group, "mcp_gateway_catalog_tools" + default) == 0  # min: one has no catalog
+    assert value(group, "mcp_gateway_catalog_age_seconds" + default) == 10  # max: the stalest
+    assert value(group, "mcp_gateway_backend_ready" + default) == 0  # min: not ready on one
+    assert value(group, "mcp_gateway_catalog_collisions" + default) == 2  # max
     assert value(group, "mcp_gateway_state_store_up") == 0  # min
     assert value(group, "mcp_gateway_policy_last_reload_success") == 0  # min
     # Mid-reload both versions show (value 1 each), not 2.
@@ -119,7 +126,8 @@ def test_the_supervisors_own_listener_counts_join_the_sum_but_not_its_gauges() -
     group.update("1", scrape(worker(tools=7)))
     group.listener.rejections_total.labels("over_capacity").inc()
     assert value(group, 'mcp_gateway_rejections_total{row="over_capacity"}') == 1
-    assert value(group, "mcp_gateway_catalog_tools") == 7  # the listener's 0 is not a worker's
+    # The listener's own (unregistered backend) gauges are not a worker's.
+    assert value(group, 'mcp_gateway_catalog_tools{backend="default"}') == 7
 
 
 def test_every_gauge_has_a_merge_rule() -> None:

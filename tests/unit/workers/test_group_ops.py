@@ -1,0 +1,29 @@
+"""The group's /readyz: the workers' per-backend reports as one (gateway/workers/group_ops.py)."""
+
+from __future__ import annotations
+
+from gateway.workers.group_ops import merge_backend_reports
+
+
+def entry(*, ready: bool = True, era: str | None = "modern", tools: int = 4, age: float = 1.0):  # type: ignore[no-untyped-def]
+    return {"ready": ready, "era": era, "tools": tools, "hidden": 0, "catalog_age_s": age}
+
+
+def test_a_backend_is_ready_only_on_every_worker_and_shows_the_worst_figures() -> None:
+    merged = merge_backend_reports(
+        [
+            {"docs": entry(tools=4, age=3.0), "tickets": entry()},
+            {"docs": entry(tools=3, age=9.5), "tickets": entry(ready=False, era=None)},
+        ],
+        2,
+    )
+    assert merged["docs"] == {"ready": True, "era": "modern", "tools": 3, "hidden": 0,
+                              "catalog_age_s": 9.5}  # fmt: skip
+    assert merged["tickets"]["ready"] is False
+    assert merged["tickets"]["era"] is None  # the workers disagree
+
+
+def test_a_backend_missing_from_a_workers_report_is_not_ready() -> None:
+    merged = merge_backend_reports([{"docs": entry()}, None], 2)
+    assert merged["docs"]["ready"] is False
+    assert merge_backend_reports([{"docs": entry()}, {"docs": entry()}], 2)["docs"]["ready"]
