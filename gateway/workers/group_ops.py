@@ -254,6 +254,7 @@ def build_group_ops_app(
         checks: dict[str, bool] = {}
         versions: set[Any] = set()
         backends: list[Any] = []
+        issuers: list[Any] = []
         state: Any = None
         ready = True
         for link, pid, answer in zip(group.links, pids, answers, strict=True):
@@ -271,6 +272,7 @@ def build_group_ops_app(
             versions.add(body.get("policy_version"))
             if answer is not None:
                 backends.append(body.get("backends"))
+                issuers.append(body.get("issuers"))
             if state is None:
                 state = body.get("state")
             entry = _worker_entry(link, pid, status)
@@ -287,6 +289,8 @@ def build_group_ops_app(
         }
         if any(isinstance(report, dict) for report in backends):
             doc["backends"] = merge_backend_reports(backends, len(group.links))
+        if any(isinstance(report, list) for report in issuers):
+            doc["issuers"] = merge_issuer_reports(issuers, len(group.links))
         if state is not None:
             doc["state"] = state
         return _answer(200 if ready else 503, doc)
@@ -326,6 +330,30 @@ def merge_backend_reports(reports: Sequence[Any], workers: int) -> dict[str, Any
             if values:
                 one[key] = pick(values)
         merged[name] = one
+    return merged
+
+
+def merge_issuer_reports(reports: Sequence[Any], workers: int) -> list[dict[str, Any]]:
+    """The workers' ``issuers`` reports as one, in the configured order: an issuer is
+    ``ready`` only when it is on every worker; the first ``reason`` a worker gives; the fewest
+    ``keys``."""
+    per_issuer: dict[str, list[dict[str, Any]]] = {}
+    for report in reports:
+        for entry in report if isinstance(report, list) else ():
+            if isinstance(entry, dict):
+                per_issuer.setdefault(str(entry.get("url")), []).append(entry)
+    merged: list[dict[str, Any]] = []
+    for entries in per_issuer.values():
+        one = dict(entries[0])
+        one["ready"] = len(entries) == workers and all(e.get("ready") is True for e in entries)
+        reason = next((e["reason"] for e in entries if e.get("reason") is not None), None)
+        one.pop("reason", None)
+        if reason is not None:
+            one["reason"] = reason
+        keys = [e["keys"] for e in entries if isinstance(e.get("keys"), int)]
+        if keys:
+            one["keys"] = min(keys)
+        merged.append(one)
     return merged
 
 

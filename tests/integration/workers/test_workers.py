@@ -164,6 +164,7 @@ async def test_both_workers_serve_and_one_scrape_sums_them(tmp_path: Path) -> No
         assert ready["checks"] == {"issuer": True, "backend_catalog": True}
         assert ready["backends"]["default"]["ready"] is True
         assert ready["backends"]["default"]["tools"] == 2
+        assert [issuer["ready"] for issuer in ready["issuers"]] == [True]
         assert ready["policy_version"] == ready["workers"][0]["policy_version"]
 
         token = stack.mint()

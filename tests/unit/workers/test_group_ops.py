@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.workers.group_ops import merge_backend_reports
+from gateway.workers.group_ops import merge_backend_reports, merge_issuer_reports
 
 
 def entry(*, ready: bool = True, era: str | None = "modern", tools: int = 4, age: float = 1.0):  # type: ignore[no-untyped-def]
@@ -27,3 +27,21 @@ def test_a_backend_missing_from_a_workers_report_is_not_ready() -> None:
     merged = merge_backend_reports([{"docs": entry()}, None], 2)
     assert merged["docs"]["ready"] is False
     assert merge_backend_reports([{"docs": entry()}, {"docs": entry()}], 2)["docs"]["ready"]
+
+
+def test_an_issuer_is_ready_only_on_every_worker_with_the_first_reason_and_fewest_keys() -> None:
+    a = {"url": "https://a.example", "tokens": "jwt", "ready": True, "keys": 3}
+    b = {"url": "https://b.example", "tokens": "introspection", "ready": True}
+    merged = merge_issuer_reports(
+        [
+            [a, b],
+            [{**a, "keys": 2}, {**b, "ready": False, "reason": "issuer metadata not loaded"}],
+        ],
+        2,
+    )
+    assert merged == [
+        {"url": "https://a.example", "tokens": "jwt", "ready": True, "keys": 2},
+        {"url": "https://b.example", "tokens": "introspection", "ready": False,
+         "reason": "issuer metadata not loaded"},
+    ]  # fmt: skip
+    assert merge_issuer_reports([[a], None], 2)[0]["ready"] is False
