@@ -21,6 +21,7 @@ Pure: no I/O, no clock of its own. :func:`check_claims` either returns an immuta
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -91,12 +92,14 @@ class ClaimRules:
         )
 
 
+@functools.lru_cache(maxsize=1024)
 def canonical_audience(value: str) -> str | None:
     """RFC 8707 canonical form of an audience value; None when it can never match.
 
     Values with a query or fragment never match (RFC 8707 §2: a resource has no fragment and
     SHOULD NOT have a query; a lenient match would let ``?x`` variants through). Non-URI
-    audiences (``mcp-gateway``) compare as exact strings.
+    audiences (``mcp-gateway``) compare as exact strings. Cached (bounded): tokens name a
+    handful of audiences, and a URL parse per token is the largest part of the claim checks.
     """
     try:
         parts = urlsplit(value)

@@ -64,6 +64,12 @@ class JwtVerifier:
         self._metrics = metrics
         self._algorithms = frozenset(issuer.algorithms)
         self._typs = frozenset(issuer.accept_typ)
+        results = ("valid", "refused", "no_keys")
+        self._results = (
+            {r: metrics.jwt_validations_total.labels(result=r) for r in results}
+            if metrics is not None
+            else {}
+        )
 
     async def verify(self, jws: CompactJws, token_bytes: int, fingerprint: str) -> Principal:
         """The principal of a valid token; raise InvalidToken or IssuerUnavailable."""
@@ -121,5 +127,5 @@ class JwtVerifier:
 
     def _observe(self, result: str, started: float) -> None:
         if self._metrics is not None:
-            self._metrics.jwt_validations_total.labels(result=result).inc()
+            self._results[result].inc()
             self._metrics.jwt_validation_duration_seconds.observe(time.perf_counter() - started)

@@ -5,11 +5,12 @@ Protocol.
 (``issuers:``; ``issuer:`` is a list of one, :mod:`.trusted_issuer`). Per request, in order:
 
 1. bearer extraction (:mod:`.bearer`): 400 / 401 rows;
-2. routing (:mod:`.router`): a JWT goes to the issuer its ``iss`` names (an unknown ``iss`` is
-   401 without any outbound call), anything else to the issuers that introspect, in order;
-3. cache lookup by SHA-256 of the token in those issuers' caches (:mod:`.cache`): a fresh
-   positive entry is the whole cost of an authenticated request (introspected or a verified
-   JWT alike); a fresh negative entry is 401 without an issuer call;
+2. cache lookup by SHA-256 of the token (:mod:`.cache`) in every issuer's cache: a fresh
+   positive entry is the whole cost of an authenticated request, introspected or a verified JWT
+   alike (a cached JWT is not even decoded);
+3. routing (:mod:`.router`): a JWT goes to the issuer its ``iss`` names (an unknown ``iss`` is
+   401 without any outbound call), anything else to the issuers that introspect, in order; a
+   fresh negative entry at every routed issuer is 401 without an issuer call;
 4. a flight already resolving the same token is joined (single-flight);
 5. when the route may introspect, the per-client-IP failed-authentication budget is checked
    (:mod:`.budget`: 429 without an issuer call once exhausted, one *probe* per interval still
@@ -122,6 +123,7 @@ class ResourceServer:
             if metrics is not None
             else {}
         )
+        self._cache_hit = metrics.token_cache_total.labels(outcome="hit") if metrics else None
         self._started = False
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -186,19 +188,21 @@ class ResourceServer:
             self._rejected(request.client_ip, exc, None)
             raise
         key, fingerprint = token_digest(token)
+        now = self._clock()
+        # The hot path: a token accepted before is in the cache of the issuer that accepted it,
+        # found by digest before the token is decoded for routing (one lookup per issuer).
+        for issuer in self.issuers:
+            principal = issuer.cache.lookup(key, now).principal
+            if principal is not None:
+                if self._cache_hit is not None:
+                    self._cache_hit.inc()
+                return self._accept(principal)
         try:
             route = self._router.route(token)
         except InvalidToken as exc:
             self._rejected(request.client_ip, exc, fingerprint)
             raise
-        now = self._clock()
-        negative = 0
-        for issuer in route.issuers:
-            found = issuer.cache.lookup(key, now)
-            if found.principal is not None:
-                self._count_cache("hit")
-                return self._accept(found.principal)
-            negative += found.negative
+        negative = sum(issuer.cache.lookup(key, now).negative for issuer in route.issuers)
         if negative == len(route.issuers):
             self._count_cache("hit")
             refused = InvalidToken(detail="refused earlier (negative cache)")
