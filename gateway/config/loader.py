@@ -21,6 +21,7 @@ from typing import Any
 
 from gateway.config.backend import build_backends
 from gateway.config.builder import Builder
+from gateway.config.input_requests import build_input_requests
 from gateway.config.issuer import build_issuers, issuer_allows_insecure_http
 from gateway.config.model import (
     CacheConfig,
@@ -162,6 +163,10 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     section("state", lambda: build_state(b, raw.get("state", {})))
     # A revocation marker must outlive the longest any issuer's cache may hold a token.
     section("admin", lambda: build_admin(b, raw.get("admin", {}), _longest_cache(issuers)))
+    section(
+        "input_requests",
+        lambda: build_input_requests(b, raw.get("input_requests", {}), out["limits"].json),
+    )
     return out
 
 

@@ -25,6 +25,7 @@ __all__ = [
     "ClientAuth",
     "Config",
     "CredentialConfig",
+    "InputRequestsConfig",
     "IssuerConfig",
     "JsonLimits",
     "Limits",
@@ -34,6 +35,7 @@ __all__ = [
     "Rate",
     "RedisConfig",
     "RolesConfig",
+    "SealKey",
     "ServerInfo",
     "StateConfig",
     "StoreErrorPolicies",
@@ -351,6 +353,36 @@ class AdminConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SealKey:
+    """One ``input_requests.seal_keys`` entry: a key id and its 32-byte AEAD key."""
+
+    id: str
+    """Short, non-secret name carried in every sealed state (rotation)."""
+    key: bytes = field(repr=False)
+    """The decoded key (from a base64, base64url or hex secret reference); never logged."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequestsConfig:
+    """``input_requests:``: relaying 2026-07-28 input requests with gateway-sealed state.
+
+    Off unless configured: without it an upstream ``input_required`` result is refused as a
+    tool error, as before the relay existed."""
+
+    enabled: bool = False
+    seal_keys: tuple[SealKey, ...] = ()
+    """Every key that may open a sealed ``requestState`` (old keys stay here during rotation)."""
+    seal_key_id: str = ""
+    """The key that seals new rounds (default: the first of ``seal_keys``)."""
+    ttl_s: int = 600
+    max_rounds: int = 8
+    max_state_bytes: int = 8192
+    """Largest upstream ``requestState`` (UTF-8 bytes) the gateway will seal."""
+    max_input_response_bytes: int = 32768
+    """Largest ``inputResponses`` object (canonical JSON bytes) a retry may carry."""
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole validated configuration. Immutable; a reload builds a new one."""
 
@@ -379,6 +411,7 @@ class Config:
     backends: tuple[BackendConfig, ...] = ()
     """Every backend, in configuration order (``backends:``, or the one ``backend:``)."""
     backend_readiness: BackendReadiness = "all"
+    input_requests: InputRequestsConfig = field(default_factory=InputRequestsConfig)
     warnings: tuple[str, ...] = ()
     more_issuers: tuple[IssuerConfig, ...] = ()
     """The entries of ``issuers:`` after the first (see :attr:`issuers`)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -13,6 +14,7 @@ import pytest
 
 from gateway.config import (
     AdminConfig,
+    InputRequestsConfig,
     Rate,
     RolesConfig,
     Secret,
@@ -31,6 +33,7 @@ ENV = {
     "TEST_BACKEND_TOKEN": "backend-token",
     "TEST_REDIS_URL": "rediss://:redis-password@redis.internal:6380/0",
     "TEST_ADMIN_TOKEN": "admin-token-0123456789abcdef0123456789",
+    "TEST_SEAL_KEY": "/N1Jvag66hNbltjH+TAlqwqj80Ur1yAi05m/bPTMW5Q=",
 }
 
 
@@ -72,7 +75,7 @@ def yaml_keys(path: Path) -> set[str]:
                 path = f"{prefix}.{name}" if prefix else name
                 found.add(path)
                 walk(child, path, path in free_form)
-        elif isinstance(value, list) and prefix == "issuers":
+        elif isinstance(value, list) and prefix in {"issuers", "input_requests.seal_keys"}:
             for item in value:
                 walk(item, f"{prefix}[]", False)
 
@@ -198,7 +201,7 @@ class TestEveryKeyRoundTrips:
             128,
             512,
         )
-        assert (lim.json.max_string_bytes, lim.json.max_number_chars) == (4096, 20)
+        assert (lim.json.max_string_bytes, lim.json.max_number_chars) == (16384, 20)
         assert (c.protocol.discover_ttl_ms, c.protocol.tools_list_ttl_ms) == (0, 1000)
         assert c.protocol.page_size == 50
         assert c.trusted_proxies == (
@@ -229,6 +232,15 @@ class TestEveryKeyRoundTrips:
         assert c.admin.token is not None
         assert c.admin.token.reveal() == "admin-token-0123456789abcdef0123456789"
         assert c.admin.revocation_ttl_s == 7200
+        ir = c.input_requests
+        assert ir.enabled is True
+        assert [key.id for key in ir.seal_keys] == ["k2026b", "k2026a"]
+        assert ir.seal_keys[0].key == base64.b64decode(ENV["TEST_SEAL_KEY"])
+        old_key = (FIXTURES / "secrets" / "seal-key-old").read_text().strip()
+        assert ir.seal_keys[1].key == bytes.fromhex(old_key)
+        assert "key=" not in repr(ir.seal_keys[0])  # the key bytes never show in a repr
+        assert (ir.seal_key_id, ir.ttl_s, ir.max_rounds) == ("k2026b", 300, 4)
+        assert (ir.max_state_bytes, ir.max_input_response_bytes) == (2048, 4096)
         assert c.warnings == ()
 
     def test_the_minimal_fixture_gets_the_documented_defaults(self) -> None:
@@ -254,6 +266,8 @@ class TestEveryKeyRoundTrips:
         assert c.state == StateConfig()  # memory: one replica's own state, nothing to set up
         assert c.admin == AdminConfig()  # no admin endpoint
         assert c.admin.revocation_ttl_s == 3600
+        assert c.input_requests == InputRequestsConfig()  # relaying off unless configured
+        assert c.input_requests.enabled is False
 
     def test_the_config_is_immutable(self) -> None:
         c = load_config(FIXTURES / "minimal.yaml", ENV)
