@@ -29,6 +29,7 @@ __all__ = [
     "InternalError",
     "InvalidParams",
     "InvalidRequest",
+    "InvalidRequestState",
     "InvalidToken",
     "IssuerUnavailable",
     "JsonRpcId",
@@ -348,6 +349,46 @@ class MissingClientCapability(GatewayError):
 
     def body_data(self) -> Mapping[str, Any] | None:
         return self.data
+
+
+StateRefusal = Literal[
+    "invalid",
+    "expired",
+    "mismatch",
+    "responses_missing",
+    "state_missing",
+    "responses_invalid",
+    "responses_too_large",
+]
+
+
+class InvalidRequestState(GatewayError):
+    """A 2026-07-28 ``tools/call`` retry whose ``requestState`` or ``inputResponses`` is refused.
+
+    basic/patterns/mrtr.mdx §Server Requirements: ``requestState`` is attacker-controlled and
+    state that fails verification MUST be rejected. One row, one fixed message per ``reason``
+    (docs/errors.md); which binding failed goes to ``detail`` (logs) only. Nothing is sent
+    upstream for any of them.
+    """
+
+    row, status, jsonrpc_code = "invalid_request_state", 400, -32602
+    message = "Invalid requestState"
+    MESSAGES: ClassVar[Mapping[str, str]] = {
+        "invalid": "Invalid requestState",
+        "expired": "Expired requestState: call the tool again without it",
+        "mismatch": "requestState does not match this request",
+        "responses_missing": "inputResponses are required with this requestState",
+        "state_missing": "inputResponses need the requestState they answer",
+        "responses_invalid": "Invalid inputResponses",
+        "responses_too_large": "inputResponses too large",
+    }
+
+    def __init__(self, reason: StateRefusal, *, detail: str = "", **kwargs: Any) -> None:
+        super().__init__(detail=detail or reason, **kwargs)
+        self.reason: StateRefusal = reason
+
+    def body_message(self) -> str:
+        return self.MESSAGES[self.reason]
 
 
 class MethodNotFound(GatewayError):

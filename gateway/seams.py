@@ -28,6 +28,7 @@ __all__ = [
     "Decision",
     "Era",
     "HeaderParam",
+    "InputRequired",
     "Lease",
     "Listing",
     "Observer",
@@ -36,6 +37,7 @@ __all__ = [
     "Principal",
     "RateLimiter",
     "RequestContext",
+    "Resume",
     "Revocations",
     "SharedTokenCache",
     "ToolCall",
@@ -195,6 +197,35 @@ class Catalog(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class Resume:
+    """The retry of an input round, after the gateway opened and checked its sealed state.
+
+    MCP 2026-07-28 basic/patterns/mrtr.mdx: the upstream gets its own ``requestState`` back
+    (never the envelope) and the client's ``inputResponses`` as validated and rebuilt."""
+
+    backend: str
+    """The backend that asked for the input; only it may receive this retry."""
+    state: str | None
+    """The upstream's own ``requestState``, if it sent one."""
+    responses: Mapping[str, Any] | None
+    """Validated ``inputResponses`` (only keys the upstream asked for), None when not sent."""
+    round: int
+    """The round this retry answers (1 for the first input request)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequired:
+    """An upstream ``input_required`` result for a modern client, validated, not yet sealed."""
+
+    backend: str
+    """The backend that answered: the sealed state binds it."""
+    requests: Mapping[str, Any]
+    """``inputRequests`` rebuilt from the schema-valid upstream objects (may be empty)."""
+    state: str | None
+    """The upstream's ``requestState`` (within ``input_requests.max_state_bytes``)."""
+
+
+@dataclass(frozen=True, slots=True)
 class ToolCall:
     """A validated ``tools/call`` as the front door hands it to the backend."""
 
@@ -215,6 +246,8 @@ class ToolCall:
     """Modern clients: ``_meta["io.modelcontextprotocol/clientCapabilities"]`` as received (the
     backend forwards its schema-known part); legacy: empty (declared in ``initialize``, which a
     stateless gateway does not keep)."""
+    resume: Resume | None = None
+    """Set on the retry of an input round (2026-07-28 clients only)."""
 
 
 class Backend(Protocol):
@@ -224,9 +257,10 @@ class Backend(Protocol):
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
-    ) -> JsonObject:
+    ) -> JsonObject | InputRequired:
         """Call the tool and return a CallToolResult object (modern shape, without
-        ``resultType``). Upstream faults become ``isError: true`` results; ``deadline`` is a
+        ``resultType``), or, for a modern client, the upstream's validated request for input.
+        Upstream faults become ``isError: true`` results; ``deadline`` is a
         ``time.monotonic()`` instant."""
         ...
 
@@ -337,7 +371,9 @@ class RequestContext:
     jsonrpc_code: int | None = None
     error_row: str | None = None
     outcome: str | None = None
-    """tools/call outcome: ok | tool_error | invalid_arguments | timeout | upstream_error."""
+    """tools/call outcome: ok | tool_error | invalid_arguments | timeout | upstream_error |
+    too_large | cancelled | input_required (an input round relayed) | input_refused (one the
+    gateway would not relay)."""
     backend_ms: float | None = None
     bytes_in: int = 0
     bytes_out: int = 0

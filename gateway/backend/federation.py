@@ -39,7 +39,7 @@ from gateway.backend.results import FAILED_TEXT, error_result
 from gateway.config import BackendReadiness
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.seams import Catalog, Principal, RequestContext, ToolCall, ToolDef
+from gateway.seams import Catalog, InputRequired, Principal, RequestContext, ToolCall, ToolDef
 
 __all__ = ["Collision", "FederatedBackend", "MergedCatalog", "Part", "merge_catalogs"]
 
@@ -191,7 +191,7 @@ class FederatedBackend:
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | InputRequired:
         """Call the tool on the backend that owns it (``ToolDef.backend``), only there."""
         member = self._members.get(call.tool.backend)
         if member is None:  # a ToolDef this federation did not hand out: refuse, never guess

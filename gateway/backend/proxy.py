@@ -38,6 +38,7 @@ from gateway.backend.results import (
     error_result,
     fault_outcome,
     fault_text,
+    input_required,
     missing_capability_data,
     sanitize_result,
 )
@@ -46,12 +47,13 @@ from gateway.backend.tls import build_ssl_context
 from gateway.backend.tool_headers import encode_header_value, is_header_safe, param_values
 from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
 from gateway.config import BackendConfig, Config
-from gateway.errors import MissingClientCapability
+from gateway.errors import InvalidRequestState, MissingClientCapability
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
 from gateway.protocol.capabilities import known_capabilities
-from gateway.seams import Era, Principal, RequestContext, ToolCall
+from gateway.protocol.input_requests import InvalidInputRequired
+from gateway.seams import Era, InputRequired, Principal, RequestContext, Resume, ToolCall
 
 __all__ = ["CLIENT_ID_HEADER", "SUBJECT_HEADER", "UpstreamBackend"]
 
@@ -93,6 +95,7 @@ class UpstreamBackend:
         self._metrics = metrics
         self._clock = clock
         self._max_bytes = config.limits.max_response_bytes
+        self._inputs = config.input_requests
         # Built once: a bad CA or key file fails startup, never a request.
         self._ssl = build_ssl_context(self._settings.tls)
         self._credential = make_credential(
@@ -195,8 +198,11 @@ class UpstreamBackend:
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
-    ) -> dict[str, Any]:
+    ) -> dict[str, Any] | InputRequired:
         """Call the tool upstream; every upstream fault becomes an ``isError`` result."""
+        if call.resume is not None and call.resume.backend != self.name:
+            # A sealed round answers the backend that asked, never another one (mrtr.mdx).
+            raise InvalidRequestState("mismatch", detail="requestState bound to another backend")
         # Bounded: a name of this backend's catalog, anything else "other".
         label = call.tool.name if call.tool.name in self.catalog() else "other"
         started = self._clock()
@@ -245,7 +251,7 @@ class UpstreamBackend:
         principal: Principal,
         ctx: RequestContext,
         deadline: float,
-    ) -> tuple[dict[str, Any], Outcome]:
+    ) -> tuple[dict[str, Any] | InputRequired, Outcome]:
         tool = call.tool
         upstream_name = tool.upstream_name or tool.name
         deadline = min(deadline, time.monotonic() + self._settings.tool_timeout(tool.name))
@@ -272,7 +278,10 @@ class UpstreamBackend:
             headers = dict(common)
             if state.era == "modern":
                 params["_meta"] = modern_meta(token, capabilities)
+                params.update(_resume_params(call.resume))
                 headers.update(param_values(tool.header_params, arguments))
+            elif call.resume is not None:
+                raise UpstreamFault("incompatible")  # a legacy upstream cannot take the retry
             elif token is not None:
                 params["_meta"] = {"progressToken": token}
             return params, headers
@@ -305,7 +314,18 @@ class UpstreamBackend:
             if code in (-32020, -32022, -32601):
                 self._link.forget()  # the upstream changed era; detect again
             return error_result(FAILED_TEXT), "upstream_error"
-        result = sanitize_result(message.get("result") or {})
+        raw = message.get("result") or {}
+        if isinstance(raw, dict) and raw.get("resultType") == "input_required":
+            try:
+                found = input_required(
+                    raw, backend=self.name, max_state_bytes=self._inputs.max_state_bytes
+                )
+            except InvalidInputRequired as bad:
+                _log.warning("backend_call_failed", backend=self.name, tool=tool.name,
+                             kind="bad_input_required", reason=bad.reason)  # fmt: skip
+                return error_result(FAILED_TEXT), "upstream_error"
+            return found, "input_required"
+        result = sanitize_result(raw)
         if result is None:
             _log.warning("backend_call_failed", backend=self.name, tool=tool.name,
                          kind="bad_result")  # fmt: skip
@@ -329,6 +349,17 @@ class UpstreamBackend:
             if principal.client_id:
                 headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
         return headers
+
+
+def _resume_params(resume: Resume | None) -> dict[str, Any]:
+    """The retry members upstream: its own ``requestState``, the checked ``inputResponses``."""
+    params: dict[str, Any] = {}
+    if resume is not None:
+        if resume.responses is not None:
+            params["inputResponses"] = dict(resume.responses)
+        if resume.state is not None:
+            params["requestState"] = resume.state
+    return params
 
 
 def _plain(value: Mapping[str, Any]) -> dict[str, Any]:

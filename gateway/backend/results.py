@@ -14,6 +14,8 @@ from typing import Any, Final, Literal
 
 from gateway.backend.rpc import FaultKind
 from gateway.protocol.capabilities import known_capabilities
+from gateway.protocol.input_requests import parse_input_required
+from gateway.seams import InputRequired
 
 __all__ = [
     "CAPABILITY_TEXT",
@@ -27,12 +29,20 @@ __all__ = [
     "error_result",
     "fault_outcome",
     "fault_text",
+    "input_required",
     "missing_capability_data",
     "sanitize_result",
 ]
 
 Outcome = Literal[
-    "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled"
+    "ok",
+    "tool_error",
+    "invalid_arguments",
+    "timeout",
+    "upstream_error",
+    "too_large",
+    "cancelled",
+    "input_required",
 ]
 
 INVALID_ARGUMENTS_TEXT: Final = (
@@ -80,8 +90,7 @@ def sanitize_result(result: Mapping[str, Any]) -> dict[str, Any] | None:
 
     Checks (schema ``CallToolResult``): ``content`` is an array of objects with a string
     ``type``; ``isError`` is a boolean when present; ``_meta`` an object when present. An
-    ``input_required`` (MRTR) result is refused: its ``requestState`` would be
-    attacker-controllable state the gateway does not integrity-protect (mrtr.mdx).
+    ``input_required`` (MRTR) result is not a CallToolResult: see :func:`input_required`.
     """
     result_type = result.get("resultType", "complete")
     if result_type != "complete":
@@ -104,6 +113,19 @@ def sanitize_result(result: Mapping[str, Any]) -> dict[str, Any] | None:
         else:
             del clean["_meta"]
     return clean
+
+
+def input_required(
+    result: Mapping[str, Any], *, backend: str, max_state_bytes: int
+) -> InputRequired:
+    """An upstream ``InputRequiredResult`` (2026-07-28 basic/patterns/mrtr.mdx), validated and
+    rebuilt for the front door to seal (:mod:`gateway.http.input_rounds`).
+
+    Raises :class:`~gateway.protocol.input_requests.InvalidInputRequired` when its shape breaks
+    a rule of :func:`~gateway.protocol.input_requests.parse_input_required` (the caller answers
+    the fixed failure text, as for any garbled result)."""
+    found = parse_input_required(result, max_state_bytes=max_state_bytes)
+    return InputRequired(backend=backend, requests=found.requests, state=found.state)
 
 
 def missing_capability_data(error: Mapping[str, Any]) -> dict[str, Any]:

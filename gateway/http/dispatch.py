@@ -38,6 +38,7 @@ from gateway.errors import (
     UnknownTool,
 )
 from gateway.http.drain import DrainBound
+from gateway.http.input_rounds import InputRounds
 from gateway.http.progress import ProgressRelay
 from gateway.limits.memory import MemoryLeases, retry_after_seconds
 from gateway.observability.metrics import Metrics
@@ -55,6 +56,7 @@ from gateway.seams import (
     Backend,
     ConcurrencyLimiter,
     Decision,
+    InputRequired,
     Lease,
     Policy,
     Principal,
@@ -123,6 +125,7 @@ class Dispatcher:
         self._cap = config.limits.max_response_bytes
         # Only the observer reads them, and only to log their shape (keys and types).
         self._log_arguments = config.logging.log_arguments
+        self._inputs = InputRounds(config, metrics=metrics)
 
     async def enforce_rate(self, key: str, count: int, per_s: float, scope: str) -> None:
         """One event against ``key``'s budget; past it, count ``scope`` and raise 429."""
@@ -320,6 +323,12 @@ class Dispatcher:
         try:
             if not admitted:
                 self._expiry(turn)
+            # A retry of an input round: checked now, before anything goes upstream.
+            resume = (
+                self._inputs.resume(message, principal, policy.version, ctx)
+                if message.era == "modern"
+                else None
+            )
             call = ToolCall(
                 tool=tool,
                 arguments=message.arguments or {},
@@ -334,6 +343,7 @@ class Dispatcher:
                 client_capabilities=(
                     message.client_capabilities if message.era == "modern" else {}
                 ),
+                resume=resume,
             )
             began = time.monotonic()
             drain = self._drain
@@ -354,11 +364,16 @@ class Dispatcher:
         finally:
             if lease is not None:
                 await lease.release()
-        if ctx.outcome is None:
-            ctx.outcome = "tool_error" if raw.get("isError") is True else "ok"
-        body = success_body(
-            message.id, shape_call_result(raw, era=message.era, server=self._server)
-        )
+        if isinstance(raw, InputRequired):  # the upstream asks the user: seal and relay
+            shaped = self._inputs.relay(
+                raw, message, principal=principal, policy_version=policy.version,
+                resume=resume, ctx=ctx,
+            )  # fmt: skip
+        else:
+            if ctx.outcome is None:
+                ctx.outcome = "tool_error" if raw.get("isError") is True else "ok"
+            shaped = shape_call_result(raw, era=message.era, server=self._server)
+        body = success_body(message.id, shaped)
         if len(body) > self._cap:
             ctx.outcome = "too_large"
             body = self.over_budget(message)

@@ -324,7 +324,9 @@ class McpEndpoint:
             if err.jsonrpc_code is None:
                 err = internal_error(exc)
             ctx.jsonrpc_code, ctx.error_row = err.jsonrpc_code, err.row
-            body = error_body(message.id, err.jsonrpc_code or -32603, err.message, None)
+            body = error_body(
+                message.id, err.jsonrpc_code or -32603, err.body_message(), err.body_data()
+            )
         ctx.bytes_out = len(body)
         if relay is not None and relay.streaming:
             response = await relay.finish(body)

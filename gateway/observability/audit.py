@@ -29,7 +29,14 @@ from typing import Any, Final, Literal, TextIO
 from gateway.config import AuditConfig
 from gateway.observability.logging import CurrentStdout
 
-__all__ = ["AUDIT_LOGGER", "AuditEvent", "AuditSink", "RevocationEvent", "argument_shape"]
+__all__ = [
+    "AUDIT_LOGGER",
+    "AuditEvent",
+    "AuditSink",
+    "RevocationEvent",
+    "argument_shape",
+    "input_record",
+]
 
 AUDIT_LOGGER: Final = "gateway.audit"
 """Name of the stdlib logger the audit trail is written to."""
@@ -58,6 +65,36 @@ def argument_shape(arguments: Mapping[str, Any]) -> dict[str, str]:
     return shape
 
 
+_INPUT_FIELDS: Final[Mapping[str, type]] = {
+    "round": int, "requested": list, "answers_round": int, "answered": list,
+    "policy_changed": bool, "refused": str,
+}  # fmt: skip
+_INPUT_KINDS: Final = frozenset({"elicitation/create", "roots/list", "sampling/createMessage"})
+
+
+def input_record(raw: Any) -> dict[str, Any] | None:
+    """The audit form of an input round's record (``RequestContext.extra["input"]``).
+
+    ``round``: the round relayed to the client (1 = the first request for input);
+    ``requested``: the kinds it asks for; ``answers_round`` / ``answered``: the round a retry
+    answered and the kinds it answered; ``policy_changed``: the policy version differs from the
+    one the answered round was sealed under (the retry was judged by the current one);
+    ``refused``: why a retry was refused (the ``invalid_request_state`` reason). Only these
+    fields, only known kinds: nothing the client or upstream wrote reaches the trail.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    record: dict[str, Any] = {}
+    for key, kind in _INPUT_FIELDS.items():
+        value = raw.get(key)
+        if isinstance(value, list):
+            if kind is list:
+                record[key] = sorted(item for item in value if item in _INPUT_KINDS)
+        elif isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            record[key] = value
+    return record or None
+
+
 @dataclass(frozen=True, slots=True)
 class AuditEvent:
     """One ``tools/call``: who called which tool, the policy's verdict, and what happened."""
@@ -73,7 +110,8 @@ class AuditEvent:
     rule: str | None
     missing_scopes: tuple[str, ...]
     outcome: str
-    """ok | tool_error | invalid_arguments | timeout | upstream_error | denied | rejected."""
+    """ok | tool_error | invalid_arguments | timeout | upstream_error | too_large | cancelled |
+    input_required | input_refused | denied | rejected."""
     duration_ms: float
     backend_ms: float | None
     status: int
@@ -86,6 +124,9 @@ class AuditEvent:
     to one (unknown or hidden tool, refused before the lookup): the key is then left out."""
     auth_method: str | None = None
     """How the token was checked (``introspection``, ``jwt``, ``jwt+introspection``)."""
+    input: Mapping[str, Any] | None = None
+    """A 2026-07-28 input round (:func:`input_record`): kinds and round numbers, never the
+    requests' or answers' contents."""
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
@@ -113,6 +154,8 @@ class AuditEvent:
         }
         if self.arguments is not None:
             record["arguments"] = dict(self.arguments)
+        if self.input is not None:
+            record["input"] = dict(self.input)
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 

@@ -38,6 +38,8 @@ __all__ = [
     "BACKEND_OUTCOMES",
     "CATALOG_REFRESH_RESULTS",
     "DECISIONS",
+    "INPUT_KINDS",
+    "INPUT_ROUND_EVENTS",
     "INTROSPECTION_RESULTS",
     "ISSUER_ERROR_RESULTS",
     "JWKS_FETCH_RESULTS",
@@ -89,9 +91,24 @@ TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
 
 BACKEND_OUTCOMES: Final = (
     "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled",
+    "input_required",
 )  # fmt: skip
 """``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
-went away mid-call; ``too_large``: the upstream reply exceeded its cap."""
+went away mid-call; ``too_large``: the upstream reply exceeded its cap; ``input_required``: the
+upstream asked for input (2026-07-28 input round; what the gateway did with it is
+``input_rounds_total``)."""
+
+INPUT_ROUND_EVENTS: Final = (
+    "relayed", "resumed", "rejected", "missing_capability", "legacy_client", "too_many_rounds",
+    "too_large", "disabled",
+)  # fmt: skip
+"""``input_rounds_total{event}`` (``gateway/http/input_rounds.py``): an upstream input round
+sealed and ``relayed`` to the client, or refused (``missing_capability``: -32021,
+``legacy_client``, ``too_many_rounds``, ``too_large``, ``disabled``: the fixed tool errors); a
+retry ``resumed`` (its state opened and checked) or ``rejected`` (the ``invalid_request_state``
+row)."""
+INPUT_KINDS: Final = ("elicitation/create", "roots/list", "sampling/createMessage")
+"""``input_requests_total{kind}``: the input requests relayed, by kind."""
 
 RATE_LIMIT_SCOPES: Final = (
     "ip",
@@ -187,6 +204,15 @@ class Metrics:
             p + "backend_duration_seconds", "Upstream tool call duration",
             ["backend", "tool"], buckets=LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
+        self.input_rounds_total = Counter(
+            p + "input_rounds_total",
+            "2026-07-28 input rounds: relayed, resumed, rejected or refused, by event",
+            ["event"], registry=r,
+        )  # fmt: skip
+        self.input_requests_total = Counter(
+            p + "input_requests_total", "Input requests relayed to clients, by kind",
+            ["kind"], registry=r,
+        )  # fmt: skip
         self.in_flight = Gauge(p + "in_flight", "MCP requests in flight", registry=r)
         self.rate_limited_total = Counter(
             p + "rate_limited_total", "Requests refused by a rate limit, by limit scope",
@@ -268,6 +294,10 @@ class Metrics:
             self.policy_reloads_total.labels(result=result)
         for kind in STORE_ERROR_KINDS:
             self.state_store_errors_total.labels(kind=kind)
+        for event in INPUT_ROUND_EVENTS:
+            self.input_rounds_total.labels(event=event)
+        for kind in INPUT_KINDS:
+            self.input_requests_total.labels(kind=kind)
         for row in sorted(_ROWS):
             self.rejections_total.labels(row=row)
 

@@ -39,7 +39,8 @@ M8. ``_meta`` version not in ``SUPPORTED`` -> -32022.
 M9. Method other than ``server/discover``, ``tools/list``, ``tools/call`` (this includes the
     removed ``initialize``, ``ping``, ``logging/setLevel``, …) -> -32601 (404).
 M10. Method params: ``arguments`` not an object, ``cursor`` not a string, ``progressToken``
-     not a string or safe integer, unknown ``logLevel`` -> -32602.
+     not a string or safe integer, unknown ``logLevel``, ``tools/call`` ``requestState`` not a
+     string or ``inputResponses`` not an object (null is absent) -> -32602.
 
 Legacy profile (2025-03-26 / 2025-06-18 / 2025-11-25; stateless, ``Mcp-Session-Id`` ignored):
 
@@ -83,6 +84,7 @@ from gateway.protocol.jsonrpc import (
     valid_id,
 )
 from gateway.protocol.messages import EMPTY, McpMessage
+from gateway.protocol.params import build_request
 from gateway.protocol.versions import ASSUMED_LEGACY, LEGACY, MODERN, SUPPORTED
 from gateway.seams import Era, ToolDef
 
@@ -206,7 +208,7 @@ def _modern(
     level = meta.get(_META_LOG_LEVEL, MISSING)  # M10
     if level is not MISSING and level not in _LOG_LEVELS:
         raise InvalidParams(request_id=rid, era=era, detail="_meta logLevel")
-    return _request(
+    return build_request(
         era,
         MODERN,
         rid,
@@ -262,7 +264,7 @@ def _legacy_one(pv: str | None, message: Any, request_id: JsonRpcId | None) -> M
         # lifecycle.mdx §Version Negotiation: echo a supported version, else counter-offer the
         # newest one; never an error.
         negotiated = requested if requested in LEGACY else LEGACY[0]
-        return _request(
+        return build_request(
             era,
             negotiated,
             rid,
@@ -273,7 +275,7 @@ def _legacy_one(pv: str | None, message: Any, request_id: JsonRpcId | None) -> M
         )
     if method not in LEGACY_METHODS:
         raise MethodNotFound(request_id=rid, era=era)
-    return _request(era, version, rid, method, params=params, meta=_legacy_meta(params, rid))
+    return build_request(era, version, rid, method, params=params, meta=_legacy_meta(params, rid))
 
 
 def _legacy_meta(params: dict[str, Any], rid: JsonRpcId) -> dict[str, Any]:
@@ -319,57 +321,6 @@ def _batch(batch: list[Any]) -> tuple[McpMessage, ...]:
                 )
             )
     return tuple(admitted)
-
-
-# --- per-method params (both eras) ------------------------------------------------------------
-
-
-def _request(
-    era: Era,
-    version: str,
-    rid: JsonRpcId,
-    method: str,
-    *,
-    params: dict[str, Any],
-    meta: Mapping[str, Any],
-    client_capabilities: Mapping[str, Any] = EMPTY,
-    header_params: Mapping[str, str] = EMPTY,
-) -> McpMessage:
-    tool_name: str | None = None
-    arguments: Mapping[str, Any] = EMPTY
-    cursor: str | None = None
-    progress: str | int | None = None
-    if method == "tools/call":
-        name = params.get("name")
-        args = params.get("arguments")
-        if type(name) is not str:
-            raise InvalidParams(request_id=rid, era=era, detail="tools/call name")
-        if args is not None and not isinstance(args, dict):
-            raise InvalidParams(request_id=rid, era=era, detail="tools/call arguments")
-        tool_name, arguments = name, args or EMPTY
-        token = meta.get("progressToken")
-        if token is not None:
-            if not valid_id(token):  # string (<= 128 bytes) or safe integer, like an id
-                raise InvalidParams(request_id=rid, era=era, detail="progressToken")
-            progress = token
-    elif method == "tools/list":
-        raw_cursor = params.get("cursor")
-        if raw_cursor is not None and type(raw_cursor) is not str:
-            raise InvalidParams(request_id=rid, era=era, detail="tools/list cursor")
-        cursor = raw_cursor
-    return McpMessage(
-        era=era,
-        version=version,
-        id=rid,
-        method=method,
-        params=params,
-        tool_name=tool_name,
-        arguments=arguments,
-        cursor=cursor,
-        progress_token=progress,
-        header_params=header_params,
-        client_capabilities=client_capabilities,
-    )
 
 
 def _meta_version_present(message: Any) -> bool:

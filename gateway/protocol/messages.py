@@ -55,6 +55,10 @@ class McpMessage:
     client_capabilities: Mapping[str, Any] = field(default_factory=_empty)
     """Modern: ``_meta["io.modelcontextprotocol/clientCapabilities"]``; legacy ``initialize``:
     ``params.capabilities``; otherwise empty (a stateless gateway cannot remember them)."""
+    request_state: str | None = None
+    """Modern ``tools/call`` only: ``params.requestState`` (a retry of an input round)."""
+    input_responses: Mapping[str, Any] | None = None
+    """Modern ``tools/call`` only: ``params.inputResponses`` (an object), None when absent."""
     rejection: GatewayError | None = None
     """Set only on members of a 2025-03-26 batch whose envelope is valid but which fail a later
     check (unknown method, bad params): answer that member with this error (it carries the

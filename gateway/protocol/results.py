@@ -29,6 +29,7 @@ __all__ = [
     "META_SERVER_INFO",
     "discover_result",
     "initialize_result",
+    "input_required_result",
     "ping_result",
     "server_implementation",
     "shape_call_result",
@@ -200,6 +201,19 @@ def shape_call_result(result: Mapping[str, Any], *, era: Era, server: ServerInfo
     if "_meta" in shaped and not isinstance(shaped["_meta"], Mapping):
         del shaped["_meta"]
     return shaped
+
+
+def input_required_result(
+    requests: Mapping[str, Any], request_state: str, *, server: ServerInfo
+) -> dict[str, Any]:
+    """``InputRequiredResult`` (2026-07-28 only; basic/patterns/mrtr.mdx): the validated
+    ``inputRequests`` (omitted when the round has none) and the gateway-sealed state."""
+    result: dict[str, Any] = {"resultType": "input_required"}
+    if requests:
+        result["inputRequests"] = dict(requests)
+    result["requestState"] = request_state
+    result["_meta"] = {META_SERVER_INFO: server_implementation(server)}
+    return result
 
 
 def tool_error_result(text: str) -> dict[str, Any]:

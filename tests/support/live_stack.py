@@ -179,6 +179,9 @@ async def live_stack(
     """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes).
     ``{issuer_url}`` in any string of ``gateway`` becomes the started issuer's URL.
 
+    ``issuer``: a :class:`DevIssuer` the caller started (and stops), e.g. the one of another
+    stack, so two gateways accept the same tokens.
+
     ``backend_url`` points the gateway at an upstream the test runs itself (e.g. the official
     SDK's server, :mod:`tests.support.sdk_upstream`); ``stack.upstream`` is then None.
     ``backends``: a ``backends:`` section (name -> settings, the test's own upstreams) instead
@@ -186,7 +189,8 @@ async def live_stack(
     listeners are up (a gateway whose readiness needs a backend that is down).
     """
     dev = issuer or DevIssuer()
-    await dev.start()
+    if issuer is None:  # a shared issuer (a second gateway in one test) is already running
+        await dev.start()
     dev.register_client("mcp-gateway", GATEWAY_SECRET, can_introspect=True)
     if backends is not None:
         backend_url = "http://127.0.0.1:9/unused"  # replaced by the backends: section below
@@ -227,4 +231,5 @@ async def live_stack(
         ):
             yield LiveStack(server, server.config, dev, upstream, session, path)
     finally:
-        await dev.stop()
+        if issuer is None:
+            await dev.stop()

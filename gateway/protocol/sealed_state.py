@@ -1,0 +1,284 @@
+"""The gateway-sealed ``requestState`` of an input round (MCP 2026-07-28 basic/patterns/mrtr.mdx).
+
+mrtr.mdx §Server Requirements 4-5: ``requestState`` comes back through the client, so it is
+attacker-controlled input; a server MUST protect its integrity when it matters and SHOULD bind
+it to the authenticated principal, a short expiry and the originating request. A backend behind
+the gateway sees only the service credential and cannot bind anything to the user, so the
+gateway wraps the upstream's state in an AEAD envelope that binds it:
+
+    envelope = version (1 byte, 0x01) | key-id length (1 byte) | key id (ASCII, 1-16)
+               | nonce (12 random bytes) | AES-256-GCM ciphertext and tag
+    text     = base64url(envelope), no padding (one canonical spelling is accepted)
+
+Associated data (authenticated, not sent): a fixed label, the gateway's ``resource`` URI (so a
+deployment sharing keys with another cannot replay its states) and the envelope header
+(version and key id, so neither can be swapped). The plaintext is the bindings as canonical
+JSON, then, when the upstream sent one, a NUL byte and the upstream's state::
+
+    {"v":1,"sub":..., "iss":..., "cid":..., "tool":..., "be":..., "args":..., "pv":...,
+     "iat":..., "exp":..., "r":..., "req":{key: kind}}
+
+Everything is inside the ciphertext: the client learns nothing about the upstream's state or
+the bindings, and AEAD makes every byte tamper-evident. The key id is in the clear because it
+picks the key (rotation: every configured key opens, one seals). Each key is derived from the
+configured secret with HKDF-SHA256 (info: label and key id), so one secret never keys two
+purposes. Opening checks authenticity only; :func:`check_bindings` compares the bindings with
+the retry (expiry, subject, issuer, client id, tool, arguments); the backend checks its own name.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.hashes import SHA256
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from gateway.config import SealKey
+from gateway.config.input_requests import MAX_CLAIMS_BYTES, max_sealed_chars
+from gateway.errors import InvalidRequestState
+
+__all__ = [
+    "VERSION",
+    "Binding",
+    "Claims",
+    "SealError",
+    "Sealer",
+    "arguments_digest",
+    "check_bindings",
+]
+
+VERSION: Final = 1
+NONCE_BYTES: Final = 12
+LABEL: Final = b"mcp-gateway/requestState/v1"
+_TEXT: Final = re.compile(r"[A-Za-z0-9_-]+")
+_MAX_KEY_ID: Final = 16
+
+
+class SealError(ValueError):
+    """The round cannot be sealed within the size bound (the round is not relayed)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    """What one sealed state binds and carries."""
+
+    subject: str
+    issuer: str
+    client_id: str | None
+    tool: str
+    """The exposed tool name (as the client calls it)."""
+    backend: str
+    arguments: str
+    """:func:`arguments_digest` of the original call's arguments."""
+    policy_version: str
+    """The policy in force when the round was sealed. For the audit trail only: a retry is
+    judged by the policy in force when it arrives (policy is re-evaluated on every call)."""
+    issued_at: int
+    expires_at: int
+    round: int
+    requests: Mapping[str, str] = field(default_factory=dict)
+    """key -> kind of each input request of the round (what an answer must be)."""
+    state: str | None = None
+    """The upstream's own ``requestState``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    """The retry as the gateway authenticated and decoded it."""
+
+    subject: str
+    issuer: str
+    client_id: str | None
+    tool: str
+    arguments: str
+
+
+def arguments_digest(arguments: Mapping[str, Any]) -> str:
+    """SHA-256 of the arguments' canonical JSON (sorted keys, no whitespace), base64url."""
+    text = json.dumps(
+        dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    return _b64(digest)
+
+
+def check_bindings(claims: Claims, binding: Binding, now: float) -> None:
+    """Raise ``InvalidRequestState`` (``expired`` / ``mismatch``) unless ``claims`` fit."""
+    if not now < claims.expires_at:
+        raise InvalidRequestState("expired", detail="requestState expired")
+    for name, sealed, current in (
+        ("subject", claims.subject, binding.subject),
+        ("issuer", claims.issuer, binding.issuer),
+        ("client_id", claims.client_id, binding.client_id),
+        ("tool", claims.tool, binding.tool),
+        ("arguments", claims.arguments, binding.arguments),
+    ):
+        if sealed != current:
+            raise InvalidRequestState("mismatch", detail=f"requestState bound to another {name}")
+
+
+class Sealer:
+    """Seals and opens states under the configured keys (one seals, all open)."""
+
+    def __init__(
+        self,
+        keys: Sequence[SealKey],
+        seal_key_id: str,
+        *,
+        resource: str,
+        max_state_bytes: int,
+        max_text_chars: int | None = None,
+    ) -> None:
+        ring: dict[bytes, AESGCM] = {}
+        for key in keys:
+            kid = key.id.encode("ascii")
+            if not 0 < len(kid) <= _MAX_KEY_ID:
+                raise ValueError("seal key ids are 1-16 ASCII characters")
+            ring[kid] = AESGCM(_derive(key.key, kid))
+        sealing = seal_key_id.encode("ascii")
+        if sealing not in ring:
+            raise ValueError("seal_key_id names no configured key")
+        self._ring = ring
+        self._sealing = sealing
+        self._context = LABEL + b"\x00" + resource.encode("utf-8") + b"\x00"
+        self._max_state_bytes = max_state_bytes
+        bound = max_sealed_chars(max_state_bytes)
+        # A state the client could not send back (limits.json.max_string_bytes) is never issued.
+        self._max_chars = bound if max_text_chars is None else min(bound, max_text_chars)
+
+    @property
+    def seal_key_id(self) -> str:
+        return self._sealing.decode("ascii")
+
+    def seal(self, claims: Claims) -> str:
+        """The envelope text; raises :class:`SealError` past the size bounds."""
+        body = json.dumps(
+            _claims_object(claims), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        ).encode("utf-8", "surrogatepass")
+        if len(body) > MAX_CLAIMS_BYTES:
+            raise SealError("bindings over MAX_CLAIMS_BYTES")
+        plaintext = body
+        if claims.state is not None:
+            state = claims.state.encode("utf-8", "surrogatepass")
+            if len(state) > self._max_state_bytes:
+                raise SealError("requestState over max_state_bytes")
+            plaintext += b"\x00" + state
+        header = bytes((VERSION, len(self._sealing))) + self._sealing
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = self._ring[self._sealing].encrypt(nonce, plaintext, self._context + header)
+        text = _b64(header + nonce + sealed)
+        if len(text) > self._max_chars:
+            raise SealError("sealed state longer than a client may send back")
+        return text
+
+    def open(self, text: str) -> Claims:
+        """The claims of a state this gateway (or a replica with the same keys) sealed.
+
+        Raises ``InvalidRequestState("invalid")`` for anything else: too long, not canonical
+        base64url, unknown version or key id, or failed authentication. The reason goes to
+        ``detail`` (logs) only.
+        """
+        if len(text) > self._max_chars or not _TEXT.fullmatch(text):
+            raise _invalid("not a sealed state")
+        raw = _unb64(text)
+        if raw is None or len(raw) < 2:
+            raise _invalid("not canonical base64url")
+        if raw[0] != VERSION:
+            raise _invalid("unknown envelope version")
+        kid_end = 2 + raw[1]
+        kid = raw[2:kid_end]
+        aead = self._ring.get(kid) if raw[1] else None
+        if aead is None:
+            raise _invalid("unknown seal key id")
+        nonce, sealed = raw[kid_end : kid_end + NONCE_BYTES], raw[kid_end + NONCE_BYTES :]
+        if len(nonce) != NONCE_BYTES or len(sealed) < 16:
+            raise _invalid("truncated envelope")
+        try:
+            plaintext = aead.decrypt(nonce, sealed, self._context + raw[:kid_end])
+        except InvalidTag:
+            raise _invalid("authentication failed") from None
+        return _parse_claims(plaintext)
+
+
+def _claims_object(claims: Claims) -> dict[str, Any]:
+    return {
+        "v": VERSION,
+        "sub": claims.subject,
+        "iss": claims.issuer,
+        "cid": claims.client_id,
+        "tool": claims.tool,
+        "be": claims.backend,
+        "args": claims.arguments,
+        "pv": claims.policy_version,
+        "iat": claims.issued_at,
+        "exp": claims.expires_at,
+        "r": claims.round,
+        "req": dict(claims.requests),
+        "st": claims.state is not None,
+    }
+
+
+def _parse_claims(plaintext: bytes) -> Claims:
+    # Only the gateway can produce an authentic plaintext; still, read it defensively.
+    body, sep, state = plaintext.partition(b"\x00")
+    try:
+        obj = json.loads(body.decode("utf-8"))
+        decoded_state = state.decode("utf-8", "surrogatepass") if sep else None
+        claims = Claims(
+            subject=_typed(obj["sub"], str),
+            issuer=_typed(obj["iss"], str),
+            client_id=None if obj["cid"] is None else _typed(obj["cid"], str),
+            tool=_typed(obj["tool"], str),
+            backend=_typed(obj["be"], str),
+            arguments=_typed(obj["args"], str),
+            policy_version=_typed(obj["pv"], str),
+            issued_at=_typed(obj["iat"], int),
+            expires_at=_typed(obj["exp"], int),
+            round=_typed(obj["r"], int),
+            requests={str(k): _typed(v, str) for k, v in _typed(obj["req"], dict).items()},
+            state=decoded_state,
+        )
+        if obj["v"] != VERSION or bool(obj["st"]) != (decoded_state is not None):
+            raise ValueError("claims version or state flag")
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        raise _invalid("malformed claims") from None
+    return claims
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError("claim type")
+    return value
+
+
+def _derive(secret: bytes, kid: bytes) -> bytes:
+    return HKDF(algorithm=SHA256(), length=32, salt=None, info=LABEL + b"|" + kid).derive(secret)
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
+
+
+def _unb64(text: str) -> bytes | None:
+    """Strict inverse of :func:`_b64`: a flipped padding bit is another text, not the same one."""
+    if len(text) % 4 == 1:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return raw if _b64(raw) == text else None
+
+
+def _invalid(detail: str) -> InvalidRequestState:
+    return InvalidRequestState("invalid", detail=detail)
