@@ -203,6 +203,8 @@ async def start_demo(
             )
             _write_secret(workdir / "issuer-client-secret", client_secret)
         _write_secret(workdir / "backend-service-token", backend.service_token)
+        # A fresh key per demo run: the gateway seals input rounds' requestState with it.
+        _write_secret(workdir / "input-seal-key", secrets.token_hex(32))
         config_path = workdir / "gateway.yaml"
         config_path.write_text(
             render_gateway_yaml(

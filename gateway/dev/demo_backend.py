@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from gateway.dev.demo_inputs import INPUT_TOOLS, CapabilityMissing, DemoInputs, InvalidState
 from gateway.dev.demo_tools import TOOLS, DemoTools, UnknownToolError
 from gateway.dev.loopback import bind_site, check_bind_host
 
@@ -33,7 +34,11 @@ __all__ = ["LEGACY_VERSIONS", "MODERN_VERSIONS", "DemoBackend", "RecordedRequest
 MODERN_VERSIONS: Final = ("2026-07-28",)
 LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 SERVER_INFO: Final = {"name": "mcp-gateway-demo-backend", "version": "1.0.0"}
-INSTRUCTIONS: Final = "Demo notebook: echo, time_now, notes_list, notes_add, admin_reset."
+INSTRUCTIONS: Final = (
+    "Demo notebook: echo, time_now, notes_list, notes_add, admin_reset; notes_compose, "
+    "notes_summarize and workspace_roots ask the user (2026-07-28 clients)."
+)
+LISTED: Final = (*TOOLS, *INPUT_TOOLS)
 MAX_BODY: Final = 262_144
 MAX_RECORDED: Final = 10_000
 _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -74,6 +79,7 @@ class DemoBackend:
     sse: bool = False
     """Answer requests as ``text/event-stream`` instead of JSON (both are legal; 2.3)."""
     tools: DemoTools = field(default_factory=DemoTools)
+    inputs: DemoInputs = field(init=False, repr=False)
     received: deque[RecordedRequest] = field(default_factory=lambda: deque(maxlen=MAX_RECORDED))
     """The last :data:`MAX_RECORDED` requests, oldest first."""
     auth_failures: int = 0
@@ -84,6 +90,7 @@ class DemoBackend:
         if not self.service_token:
             raise ValueError("DemoBackend needs a service_token")
         check_bind_host(self.host, self.allow_non_loopback)
+        self.inputs = DemoInputs(self.tools)
 
     @property
     def url(self) -> str:
@@ -218,11 +225,23 @@ class DemoBackend:
         if method == "tools/list":
             return {
                 "resultType": "complete",
-                "tools": list(TOOLS),
+                "tools": list(LISTED),
                 "ttlMs": 60_000,
                 "cacheScope": "public",
                 "_meta": server_meta,
             }
+        if method == "tools/call" and self.inputs.handles(params.get("name")):
+            caps = meta.get(_META_CAPS)
+            try:
+                result = self.inputs.call(params, caps if isinstance(caps, dict) else {})
+            except CapabilityMissing as missing:
+                raise _RpcError(
+                    400, -32021, "Missing required client capability",
+                    {"requiredCapabilities": missing.required},
+                ) from None  # fmt: skip
+            except InvalidState:
+                raise _RpcError(400, -32602, "Invalid requestState") from None
+            return {"resultType": "complete", **result, "_meta": server_meta}
         if method == "tools/call":
             return {"resultType": "complete", **self._call(params, 400), "_meta": server_meta}
         raise _RpcError(404, -32601, "Method not found")
@@ -241,7 +260,11 @@ class DemoBackend:
         if method == "ping":
             return {}
         if method == "tools/list":
-            return {"tools": list(TOOLS)}
+            return {"tools": list(LISTED)}
+        if method == "tools/call" and self.inputs.handles(params.get("name")):
+            # Server-to-client requests on a legacy stream are not implemented here.
+            text = "This tool asks the user for input; call it over MCP 2026-07-28."
+            return {"content": [{"type": "text", "text": text}], "isError": True}
         if method == "tools/call":
             return self._call(params, 200)
         raise _RpcError(200, -32601, "Method not found")

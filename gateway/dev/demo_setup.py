@@ -77,7 +77,9 @@ ops_listen: {{host: {q(ops_host)}, port: {ops_port}}}
 server:
   name: mcp-gateway-demo
   title: MCP gateway demo
-  instructions: "A demo notebook: echo, time_now, notes_list, notes_add, admin_reset."
+  instructions: >-
+    A demo notebook: echo, time_now, notes_list, notes_add, admin_reset; notes_compose,
+    notes_summarize and workspace_roots ask the user (2026-07-28 clients).
   resource_name: MCP gateway demo
 issuer:
   url: {q(issuer_url)}
@@ -89,6 +91,8 @@ backend:
   credential: {{type: bearer, token: {{file: backend-service-token}}}}
 policy: {q(policy_path)}
 logging: {{format: console, level: info}}
+input_requests:   # relay elicitation, sampling and roots rounds, state sealed with this key
+  seal_keys: [{{id: demo, key: {{file: input-seal-key}}}}]
 """
 
 

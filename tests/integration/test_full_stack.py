@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 MODERN = "2026-07-28"
 SERVICE_TOKEN = "full-stack-service-token-7f3a"
 GATEWAY_SECRET = "full-stack-introspection-secret"
+SEAL_KEY = "5f" * 32
+CANARY_ROOT = "file:///canary-root-only-the-backend-may-see"
 
 
 @dataclass
@@ -60,11 +62,15 @@ class Stack:
             return response.status, dict(response.headers), await response.text()
 
     async def modern(
-        self, token: str | None, method: str, params: dict[str, Any] | None = None
+        self,
+        token: str | None,
+        method: str,
+        params: dict[str, Any] | None = None,
+        capabilities: dict[str, Any] | None = None,
     ) -> tuple[int, dict[str, str], str]:
         meta = {
             "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientCapabilities": capabilities or {},
         }
         headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
         if method == "tools/call":
@@ -107,6 +113,7 @@ async def _stack(
     issuer.register_client("mcp-gateway", GATEWAY_SECRET, can_introspect=True)
     monkeypatch.setenv("FULL_STACK_GW_SECRET", GATEWAY_SECRET)
     (tmp_path / "service-token").write_text(SERVICE_TOKEN)
+    (tmp_path / "seal-key").write_text(SEAL_KEY)
     audit_file = tmp_path / "audit.log"
     (tmp_path / "gateway.yaml").write_text(
         f"""
@@ -125,6 +132,7 @@ backend:
   credential: {{type: bearer, token: {{file: service-token}}}}
 policy: {ROOT / "gateway" / "dev" / "demo-policy.yaml"}
 audit: {{sink: file, path: {audit_file}}}
+input_requests: {{seal_keys: [{{id: k1, key: {{file: seal-key}}}}]}}
 {extra_yaml}"""
     )
     try:
@@ -142,7 +150,7 @@ async def test_a_reader_lists_only_reader_tools_and_calls_one_through_the_real_b
     status, _, text = await stack.modern(reader, "tools/list")
     assert status == 200
     names = [tool["name"] for tool in json.loads(text)["result"]["tools"]]
-    assert names == ["echo", "notes_list", "time_now"]
+    assert names == ["echo", "notes_list", "notes_summarize", "time_now", "workspace_roots"]
     status, headers, text = await stack.modern(
         reader, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}
     )
@@ -229,6 +237,21 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
             assert response.status == 400
             bodies.append(await response.text())
             header_values.extend(response.headers.values())
+        # An input round (2026-07-28 roots), its retry, and a tampered retry.
+        roots = {"roots": {}}
+        call = {"name": "workspace_roots", "arguments": {}}
+        status, headers, text = await stack.modern(reader, "tools/call", call, roots)
+        assert status == 200 and '"input_required"' in text, text
+        bodies.append(text)
+        header_values.extend(headers.values())
+        sealed = json.loads(text)["result"]["requestState"]
+        answer = {"roots": {"roots": [{"uri": CANARY_ROOT}]}}
+        for state in (sealed, sealed[:-2] + "AA"):
+            retry = {**call, "requestState": state, "inputResponses": answer}
+            status, headers, text = await stack.modern(reader, "tools/call", retry, roots)
+            assert status in {200, 400}, text
+            bodies.append(text.replace(CANARY_ROOT, "<the tool's own result>"))
+            header_values.extend(headers.values())
         stack.issuer.introspection_status = 500
         status, headers, text = await stack.modern(stack.token("mcp:access"), "tools/list")
         assert status == 503
@@ -250,6 +273,12 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
             ("backend requests", "\n".join(backend_traffic)),
         ]:
             assert token not in text, f"the client token leaked into {where}"
+    # What the user answered in an input round is for the backend only, and so is the state.
+    assert any(CANARY_ROOT in line for line in backend_traffic)
+    for where, text in [("logs", repr(logs)), ("metrics", metrics), ("audit", audit),
+                        ("error bodies", "\n".join(bodies))]:  # fmt: skip
+        assert CANARY_ROOT not in text, f"an input answer leaked into {where}"
+    assert all(sealed not in line for line in backend_traffic)
 
 
 @pytest.mark.row("rate_limited")
@@ -403,7 +432,9 @@ async def test_codexs_recorded_legacy_session_is_served_without_a_session(stack:
     assert {t["name"] for t in json.loads(text)["result"]["tools"]} == {
         "echo",
         "notes_list",
+        "notes_summarize",
         "time_now",
+        "workspace_roots",
     }
     status, headers, text = await stack.post(
         token,

@@ -104,6 +104,9 @@ class TestModernEra:
             "notes_list",
             "notes_add",
             "admin_reset",
+            "notes_compose",
+            "notes_summarize",
+            "workspace_roots",
         ]
         assert all(t["inputSchema"]["additionalProperties"] is False for t in tools)
 

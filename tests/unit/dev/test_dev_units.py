@@ -120,6 +120,7 @@ class TestDemoSetup:
     def test_the_generated_gateway_yaml_loads_with_the_demo_policy(self, tmp_path: Path) -> None:
         (tmp_path / "issuer-client-secret").write_text("secret\n")
         (tmp_path / "backend-service-token").write_text("token\n")
+        (tmp_path / "input-seal-key").write_text("ab" * 32 + "\n")
         path = tmp_path / "gateway.yaml"
         path.write_text(
             render_gateway_yaml(
@@ -141,6 +142,8 @@ class TestDemoSetup:
         assert config.issuer.client_secret.reveal() == "secret"
         assert config.issuer.cache.max_ttl_s == 5
         assert config.backend.credential.token is not None
+        assert config.input_requests.enabled is True  # the demo relays input rounds
+        assert config.input_requests.seal_keys[0].key == bytes.fromhex("ab" * 32)
         assert config.warnings == ()  # no literal secrets
 
     def test_the_banner_gives_claude_code_codex_and_curl_setup(self) -> None:

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.dev.demo_inputs import INPUT_TOOLS
+from gateway.dev.demo_tools import TOOLS
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from tests.support.policy import who, write_text
@@ -378,10 +380,10 @@ class TestShippedFiles:
         assert policy.decide_tool(reader, "notes_add").missing_scopes == ("notes:write",)
         assert policy.decide_tool(who("mcp:access notes:write"), "notes_list").allowed
         assert policy.rate_limit("notes_add") == (30, 60.0)
-        assert (
-            policy.unmatched_rules(["echo", "time_now", "notes_list", "notes_add", "admin_reset"])
-            == []
-        )
+        demo_tools = [tool["name"] for tool in (*TOOLS, *INPUT_TOOLS)]
+        assert policy.unmatched_rules(demo_tools) == []
+        assert policy.decide_tool(reader, "notes_summarize").allowed
+        assert policy.decide_tool(reader, "notes_compose").missing_scopes == ("notes:write",)
 
 
 class TestBounds:
