@@ -33,7 +33,6 @@ ENV = {
     "TEST_BACKEND_TOKEN": "backend-token",
     "TEST_REDIS_URL": "rediss://:redis-password@redis.internal:6380/0",
     "TEST_ADMIN_TOKEN": "admin-token-0123456789abcdef0123456789",
-    "TEST_SEAL_KEY": "/N1Jvag66hNbltjH+TAlqwqj80Ur1yAi05m/bPTMW5Q=",
 }
 
 
@@ -235,7 +234,8 @@ class TestEveryKeyRoundTrips:
         ir = c.input_requests
         assert ir.enabled is True
         assert [key.id for key in ir.seal_keys] == ["k2026b", "k2026a"]
-        assert ir.seal_keys[0].key == base64.b64decode(ENV["TEST_SEAL_KEY"])
+        new_key = (FIXTURES / "secrets" / "seal-key-new").read_text().strip()
+        assert ir.seal_keys[0].key == base64.b64decode(new_key)
         old_key = (FIXTURES / "secrets" / "seal-key-old").read_text().strip()
         assert ir.seal_keys[1].key == bytes.fromhex(old_key)
         assert "key=" not in repr(ir.seal_keys[0])  # the key bytes never show in a repr
