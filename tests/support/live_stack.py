@@ -179,8 +179,8 @@ async def live_stack(
     """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes).
     ``{issuer_url}`` in any string of ``gateway`` becomes the started issuer's URL.
 
-    ``issuer``: a :class:`DevIssuer` the caller started (and stops), e.g. the one of another
-    stack, so two gateways accept the same tokens.
+    ``issuer``: a :class:`DevIssuer` to use; one that is already running (e.g. another stack's,
+    so two gateways accept the same tokens) is left running.
 
     ``backend_url`` points the gateway at an upstream the test runs itself (e.g. the official
     SDK's server, :mod:`tests.support.sdk_upstream`); ``stack.upstream`` is then None.
@@ -189,7 +189,9 @@ async def live_stack(
     listeners are up (a gateway whose readiness needs a backend that is down).
     """
     dev = issuer or DevIssuer()
-    if issuer is None:  # a shared issuer (a second gateway in one test) is already running
+    # An issuer already running (shared with another gateway in the test) is the caller's to stop.
+    owned = not _running(dev)
+    if owned:
         await dev.start()
     dev.register_client("mcp-gateway", GATEWAY_SECRET, can_introspect=True)
     if backends is not None:
@@ -231,5 +233,12 @@ async def live_stack(
         ):
             yield LiveStack(server, server.config, dev, upstream, session, path)
     finally:
-        if issuer is None:
+        if owned:
             await dev.stop()
+
+
+def _running(issuer: DevIssuer) -> bool:
+    try:
+        return bool(issuer.url)
+    except RuntimeError:  # not started
+        return False
