@@ -325,7 +325,7 @@ class Dispatcher:
                 self._expiry(turn)
             # A retry of an input round: checked now, before anything goes upstream.
             resume = (
-                self._inputs.resume(message, principal, policy.version, ctx)
+                self._inputs.resume(message, principal, policy.version, ctx, backend=tool.backend)
                 if message.era == "modern"
                 else None
             )

@@ -9,8 +9,8 @@ row (400 -32602) and a fixed message per failure:
 1. ``inputResponses`` without ``requestState`` (``state_missing``);
 2. ``inputResponses`` over ``input_requests.max_input_response_bytes`` (``responses_too_large``);
 3. the envelope opens under a configured key (``invalid``);
-4. not expired (``expired``); the same subject, issuer, client id, tool and arguments as the
-   round it answers (``mismatch``; the backend checks its own name);
+4. not expired (``expired``); the same subject, issuer, client id, tool, arguments and owning
+   backend as the round it answers (``mismatch``; the backend checks its own name again);
 5. ``inputResponses`` present when the round asked for input (``responses_missing``); each
    answer has the result shape of what was asked (``responses_invalid``; unasked keys dropped).
 
@@ -96,6 +96,8 @@ class InputRounds:
         principal: Principal,
         policy_version: str,
         ctx: RequestContext,
+        *,
+        backend: str = "",
     ) -> Resume | None:
         """The checked retry of a modern ``tools/call``, None for a first call; raises the
         ``invalid_request_state`` row (nothing has gone upstream)."""
@@ -116,6 +118,7 @@ class InputRounds:
                 client_id=principal.client_id,
                 tool=message.tool_name or "",
                 arguments=arguments_digest(message.arguments),
+                backend=backend,
             )
             check_bindings(claims, binding, self._clock())
             if claims.requests and responses is None:

@@ -23,7 +23,8 @@ the bindings, and AEAD makes every byte tamper-evident. The key id is in the cle
 picks the key (rotation: every configured key opens, one seals). Each key is derived from the
 configured secret with HKDF-SHA256 (info: label and key id), so one secret never keys two
 purposes. Opening checks authenticity only; :func:`check_bindings` compares the bindings with
-the retry (expiry, subject, issuer, client id, tool, arguments); the backend checks its own name.
+the retry (expiry, subject, issuer, client id, tool, arguments, the owning backend); the backend
+checks its own name again before it sends anything.
 """
 
 from __future__ import annotations
@@ -101,6 +102,8 @@ class Binding:
     client_id: str | None
     tool: str
     arguments: str
+    backend: str = ""
+    """The backend the tool routes to now; empty when not known (the backend checks itself)."""
 
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
@@ -125,6 +128,8 @@ def check_bindings(claims: Claims, binding: Binding, now: float) -> None:
     ):
         if sealed != current:
             raise InvalidRequestState("mismatch", detail=f"requestState bound to another {name}")
+    if binding.backend and claims.backend != binding.backend:
+        raise InvalidRequestState("mismatch", detail="requestState bound to another backend")
 
 
 class Sealer:

@@ -183,6 +183,7 @@ class TestTampering:
         )  # fmt: skip
         assert_row(status, headers, body, "requestState does not match this request")
         assert retries(stack.upstream) == []
+        assert audit_events(stack)[-1]["input"] == {"refused": "mismatch"}
 
     @pytest.mark.row("invalid_request_state")
     async def test_state_without_input_responses(self, stack: LiveStack) -> None:

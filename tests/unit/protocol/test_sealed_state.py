@@ -198,6 +198,12 @@ class TestBindings:
         assert info.value.reason == "mismatch"
         assert info.value.detail == f"requestState bound to another {field}"
 
+    def test_the_owning_backend_when_known(self) -> None:
+        check_bindings(_claims(), dataclasses.replace(self.BINDING, backend="default"), now=1000)
+        with pytest.raises(InvalidRequestState) as info:
+            check_bindings(_claims(), dataclasses.replace(self.BINDING, backend="docs"), now=1000)
+        assert info.value.detail == "requestState bound to another backend"
+
     def test_the_digest_ignores_key_order_but_not_values_or_types(self) -> None:
         assert arguments_digest({"a": 1, "b": [1, 2]}) == arguments_digest({"b": [1, 2], "a": 1})
         assert arguments_digest({"a": 1}) != arguments_digest({"a": 1.0})
