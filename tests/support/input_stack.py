@@ -33,6 +33,7 @@ __all__ = [
     "KEY_B",
     "POLICY",
     "SCOPES",
+    "SERVICE_CREDENTIAL",
     "audit_events",
     "call",
     "forge",
@@ -42,6 +43,8 @@ __all__ = [
 KEY_A = base64.b64encode(os.urandom(32)).decode()
 KEY_B = base64.b64encode(os.urandom(32)).decode()
 SCOPES = "mcp:access tools:echo tools:input"
+SERVICE_CREDENTIAL: Mapping[str, Any] = {"type": "bearer", "token": {"env": "LIVE_STACK_SERVICE"}}
+"""The credential ``live_stack`` gives its upstreams (for ``backends:`` entries)."""
 ALL_CAPS: Mapping[str, Any] = {
     "elicitation": {"form": {}, "url": {}},
     "sampling": {"tools": {}},
@@ -66,9 +69,11 @@ async def input_stack(
     backend_url: str | None = None,
     policy: str = POLICY,
     enabled: bool = True,
+    backends: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> AsyncIterator[LiveStack]:
     """``keys``: key id -> base64 key (default ``{"a": KEY_A}``); ``settings``: more
-    ``input_requests`` keys; ``enabled=False`` leaves the section out entirely."""
+    ``input_requests`` keys; ``enabled=False`` leaves the section out entirely; ``backends``:
+    a ``backends:`` section (name -> settings) instead of the one upstream."""
     os.makedirs(directory, exist_ok=True)
     section: dict[str, Any] = {"seal_keys": []}
     for key_id, key in (keys or {"a": KEY_A}).items():
@@ -84,11 +89,11 @@ async def input_stack(
     }
     if enabled:
         gateway["input_requests"] = section
-    if upstream is None and backend_url is None:
+    if upstream is None and backend_url is None and backends is None:
         upstream = InputUpstream()
     async with live_stack(
         directory, aiohttp_server, monkeypatch, upstream=upstream, policy=policy,
-        gateway=gateway, issuer=issuer, backend_url=backend_url,
+        gateway=gateway, issuer=issuer, backend_url=backend_url, backends=backends,
     ) as stack:  # fmt: skip
         yield stack
 

@@ -23,11 +23,12 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.input_stack import (
     SCOPES,
+    SERVICE_CREDENTIAL,
     audit_events,
     call,
     input_stack,
 )
-from tests.support.input_upstream import InputUpstream, retries
+from tests.support.input_upstream import INPUT_TOOLS, InputUpstream, retries
 from tests.support.live_stack import LiveStack, ServerFactory
 from tests.support.schemas import validate_response, validate_result
 
@@ -333,3 +334,83 @@ async def test_key_rotation_the_old_key_still_opens_the_new_key_seals(
 def _key_id(sealed: str) -> str:
     raw = base64.urlsafe_b64decode(sealed + "=" * (-len(sealed) % 4))
     return raw[2 : 2 + raw[1]].decode()
+
+
+def _prefixed_policy(*prefixes: str) -> str:
+    rules = "".join(
+        f"  {prefix}{tool['name']}: {{scopes: [tools:input]}}\n"
+        for prefix in prefixes
+        for tool in INPUT_TOOLS
+    )
+    return "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n" + rules
+
+
+async def test_several_backends_each_round_is_bound_to_the_backend_that_asked(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    docs, tickets = InputUpstream(), InputUpstream()
+    backends = {}
+    for name, upstream in (("docs", docs), ("tickets", tickets)):
+        url = str((await aiohttp_server(upstream.app())).make_url("/mcp"))
+        backends[name] = {"url": url, "allow_insecure_http": True, "credential": SERVICE_CREDENTIAL}
+    async with input_stack(
+        tmp_path, aiohttp_server, monkeypatch, backends=backends,
+        policy=_prefixed_policy("docs__", "tickets__"),
+    ) as stack:  # fmt: skip
+        token = stack.token(SCOPES)
+        args = {"city": "Bern"}
+        _, _, first = await call(stack, token, "docs__book_trip", args)
+        sealed = first["result"]["requestState"]
+        answer = {"dates": {"action": "accept", "content": {"dates": "today"}}}
+        status, _, wrong = await call(
+            stack, token, "tickets__book_trip", args, state=sealed, responses=answer, rid=2
+        )
+        assert (status, wrong["error"]["message"]) == (
+            400, "requestState does not match this request"
+        )  # fmt: skip
+        status, _, second = await call(
+            stack, token, "docs__book_trip", args, state=sealed, responses=answer, rid=3
+        )
+        assert status == 200 and second["result"]["resultType"] == "input_required", second
+        events = [e for e in audit_events(stack) if e["event"] == "tool_call"]
+    assert retries(tickets) == []
+    assert [params["name"] for params in retries(docs)] == ["book_trip", "book_trip"]
+    assert [e.get("backend") for e in events] == ["docs", "tickets", "docs"]
+
+
+async def test_a_state_sealed_for_one_backend_is_refused_where_the_tool_has_another_owner(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Two deployments sharing a key and the resource, each with one unprefixed backend that
+    # offers the same tool name: only the backend binding tells the rounds apart.
+    first_up, second_up = InputUpstream(), InputUpstream()
+    urls = [str((await aiohttp_server(u.app())).make_url("/mcp")) for u in (first_up, second_up)]
+
+    def only(name: str, url: str) -> dict[str, Any]:
+        return {name: {"url": url, "allow_insecure_http": True, "prefix": "",
+                       "credential": SERVICE_CREDENTIAL}}  # fmt: skip
+
+    async with contextlib.AsyncExitStack() as stacks:
+        one = await stacks.enter_async_context(
+            input_stack(tmp_path / "a", aiohttp_server, monkeypatch, backends=only("docs", urls[0]))
+        )
+        two = await stacks.enter_async_context(
+            input_stack(
+                tmp_path / "b",
+                aiohttp_server,
+                monkeypatch,
+                issuer=one.issuer,
+                backends=only("tickets", urls[1]),
+            )
+        )
+        token = one.token(SCOPES)
+        _, _, first = await call(one, token, "confirm_delete", {"path": "/x"})
+        status, _, body = await call(
+            two, token, "confirm_delete", {"path": "/x"},
+            state=first["result"]["requestState"],
+            responses={"confirm": {"action": "accept", "content": {"confirm": True}}}, rid=2,
+        )  # fmt: skip
+        events = audit_events(two)
+    assert (status, body["error"]["message"]) == (400, "requestState does not match this request")
+    assert retries(second_up) == []
+    assert events[-1]["input"] == {"refused": "mismatch"}
