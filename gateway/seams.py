@@ -73,6 +73,8 @@ class Principal:
     skew_s: float = 0.0
     """``issuer.clock_skew_s``: how long past ``exp`` the token is still accepted."""
     auth_method: AuthMethod = "introspection"
+    actor: str | None = None
+    """``act.sub`` of a delegated token (RFC 8693 §4.1): who acts for the subject, if anyone."""
 
     @property
     def valid_until(self) -> float:

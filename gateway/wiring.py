@@ -19,6 +19,7 @@ from typing import Final
 import gateway
 from gateway.app import REQUEST_ID, Services
 from gateway.auth.resource_server import ResourceServer
+from gateway.backend.assertion_keys import GatewayKeys
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
 from gateway.config import Config
@@ -49,7 +50,14 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
     # state.backend: memory -> this replica's own limiters; redis -> shared by every replica.
     # A revocation evicts the token from every cache of the authenticator (built just below).
     # (late-bound on purpose: the authenticator does not exist yet)
-    state = build_shared_state(config, lambda d: authenticator.forget(d), metrics)  # noqa: PLW0108
+    state = build_shared_state(config, lambda d: forget(d), metrics)  # noqa: PLW0108
+
+    def forget(digest: bytes) -> None:
+        # The revoked token's cache entries and what each backend made for it (reusable
+        # assertions, exchanged tokens) go together.
+        authenticator.forget(digest)
+        backend.forget_caller(digest)
+
     limiter = state.limiter
     policy = PolicyReloader(config.policy_paths, on_reload=policy_reload_reporter(metrics))
     metrics.set_policy_version(policy.current().version)
@@ -64,9 +72,10 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
     )
     # One UpstreamBackend per configured backend (its own pool, session, catalog, credential),
     # behind one federation: a single `backend:` is a federation of one.
+    keys = GatewayKeys.from_config(config)  # assertion keys: signed by backends, published
     backend = FederatedBackend(
         [
-            UpstreamBackend(config, outbound, settings=settings, metrics=metrics)
+            UpstreamBackend(config, outbound, settings=settings, metrics=metrics, keys=keys)
             for settings in config.backends
         ],
         readiness=config.backend_readiness,
@@ -108,9 +117,14 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         adopt_revocation=state.revocations.adopt,
         reload_policy=policy.reload,
         audit=audit,
+        jwks=keys.jwks if keys.enabled else None,
     )
     services.install_routes = lambda app: add_mcp_routes(
-        app, endpoint, config=config, prm_document=authenticator.protected_resource_metadata
+        app,
+        endpoint,
+        config=config,
+        prm_document=authenticator.protected_resource_metadata,
+        jwks_document=keys.jwks if keys.enabled and config.identity_jwks.public else None,
     )
     services.add_readiness_check("issuer", lambda: authenticator.ready)
     services.add_readiness_check("backend_catalog", lambda: backend.ready)

@@ -1,5 +1,6 @@
 """The ops listener (``config.ops_listen``, loopback by default): ``/healthz``, ``/readyz``,
-``/metrics`` and, with ``admin.token``, ``POST /admin/revoke``. Never exposed through the
+``/metrics``, with caller-assertion keys ``/.well-known/jwks.json``, and, with ``admin.token``,
+``POST /admin/revoke``. Never exposed through the
 reverse proxy."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from gateway.app.admin import add_admin_routes
 from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.app.services import CONFIG, SERVICES, Services
 from gateway.config import Config
+from gateway.http.routes import add_jwks_route
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import metrics_response_body
 
@@ -74,6 +76,8 @@ def build_ops_app(config: Config, services: Services, *, admin: bool = True) -> 
     app.router.add_get("/healthz", _healthz)
     app.router.add_get("/readyz", _readyz)
     app.router.add_get("/metrics", _metrics)
+    if services.jwks is not None:
+        add_jwks_route(app, services.jwks)
     if admin and services.revoke is not None:
         add_admin_routes(app, config, services.revoke, services.audit)
     return app

@@ -112,6 +112,9 @@ class Services:
     """Re-read and validate the policy files now (what SIGHUP does; blocking: run it in an
     executor)."""
     audit: AuditSink | None = None
+    jwks: Callable[[], dict[str, Any]] | None = None
+    """The JWK Set of the caller-assertion keys (``/.well-known/jwks.json`` on the ops
+    listener); None when no backend signs assertions and no key is published."""
     background: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     cleanups: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     after_bind: list[Callable[[], None]] = field(default_factory=list)

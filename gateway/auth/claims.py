@@ -216,4 +216,15 @@ def check_claims(
         issuer=rules.issuer,
         fingerprint=fingerprint,
         skew_s=rules.skew_s,
+        actor=actor_of(doc),
     )
+
+
+def actor_of(doc: Mapping[str, Any]) -> str | None:
+    """``act.sub`` (RFC 8693 §4.1: the current actor of a delegated token), when it is a bounded
+    string; anything else is no actor (``act`` only informs the backend, it grants nothing)."""
+    act = doc.get("act")
+    actor = act.get("sub") if isinstance(act, dict) else None
+    if isinstance(actor, str) and 0 < len(actor) <= MAX_IDENTITY_CHARS:
+        return actor
+    return None

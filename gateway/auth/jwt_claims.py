@@ -33,7 +33,7 @@ from gateway.config import IssuerConfig, RolesConfig
 from gateway.errors import InvalidToken
 from gateway.seams import Principal
 
-from .claims import MAX_IDENTITY_CHARS, ClaimRules, check_audience, check_times
+from .claims import MAX_IDENTITY_CHARS, ClaimRules, actor_of, check_audience, check_times
 
 __all__ = ["ID_TOKEN_CLAIMS", "MAX_SCOPES", "JwtRules", "check_jwt_claims"]
 
@@ -154,4 +154,5 @@ def check_jwt_claims(
         fingerprint=fingerprint,
         skew_s=base.skew_s,
         auth_method="jwt",
+        actor=actor_of(claims),
     )

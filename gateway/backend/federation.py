@@ -200,6 +200,12 @@ class FederatedBackend:
             return error_result(FAILED_TEXT)
         return await member.call_tool(call, principal, ctx, deadline)
 
+    def forget_caller(self, digest: bytes) -> None:
+        """A caller token was revoked: every backend drops what it made for it (reusable
+        assertions, exchanged tokens)."""
+        for member in self._list:
+            member.forget_caller(digest)
+
     # --- members, readiness -----------------------------------------------------------
 
     @property

@@ -24,6 +24,8 @@ from typing import Any, Final
 
 import jsonschema_rs
 
+from gateway.backend.assertion import AssertionSigner
+from gateway.backend.assertion_keys import AssertionKey, GatewayKeys
 from gateway.backend.catalog import ToolCatalog, compile_validator
 from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, make_credential
 from gateway.backend.listen import ChangeListener
@@ -84,9 +86,11 @@ class UpstreamBackend:
         settings: BackendConfig | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        keys: GatewayKeys | None = None,
     ) -> None:
         """``settings``: the backend this instance talks to (default: the configuration's
-        first, for a ``backend:`` section its only one)."""
+        first, for a ``backend:`` section its only one). ``keys``: the gateway's assertion
+        keys (shared with the JWK Set it publishes; default: this backend's own)."""
         self._config = config
         self._settings = settings if settings is not None else config.backends[0]
         self.name = self._settings.name
@@ -114,6 +118,7 @@ class UpstreamBackend:
         self._link.on_list_changed = self._refresher.request_refresh
         self._listener = ChangeListener(self._link, on_change=self._refresher.request_refresh)
         self._progress_ids = itertools.count(1)
+        self._signer = _signer(config, self._settings, keys, metrics)
         if metrics is not None:
             metrics.register_backend(
                 self.name, age=self._refresher.age, ready=lambda: self._refresher.ready
@@ -348,7 +353,32 @@ class UpstreamBackend:
             headers[SUBJECT_HEADER] = encode_header_value(principal.subject)
             if principal.client_id:
                 headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
+        if self._signer is not None:
+            headers[self._signer.header] = self._signer.assertion(call.tool, principal, ctx)
         return headers
+
+    def forget_caller(self, digest: bytes) -> None:
+        """The caller token with this SHA-256 digest was revoked: drop what was made for it."""
+        if self._signer is not None:
+            self._signer.forget(digest)
+
+
+def _signer(
+    config: Config, settings: BackendConfig, keys: GatewayKeys | None, metrics: Metrics | None
+) -> AssertionSigner | None:
+    assertion = settings.identity.assertion
+    if assertion is None:
+        return None
+    key = keys.for_backend(settings.name) if keys is not None else None
+    if metrics is not None:
+        metrics.register_identity(settings.name)
+    return AssertionSigner(
+        assertion,
+        key if key is not None else AssertionKey(assertion),
+        issuer=config.resource,
+        backend=settings.name,
+        metrics=metrics,
+    )
 
 
 def _resume_params(resume: Resume | None) -> dict[str, Any]:

@@ -17,11 +17,18 @@ The package, by job:
 Import the public names from here (``from gateway.config import Config``).
 """
 
+from gateway.config.identity_model import (
+    AssertionConfig,
+    IdentityConfig,
+    IdentityJwksConfig,
+)
 from gateway.config.loader import load_config
 from gateway.config.model import (
+    ACCESS_TOKEN_TYPE,
     DEFAULT_BACKEND,
     DEFAULT_JWT_ALGORITHMS,
     JWT_ALGORITHMS,
+    TOKEN_EXCHANGE_GRANT,
     AdminConfig,
     AuditConfig,
     BackendConfig,
@@ -52,16 +59,21 @@ from gateway.config.secrets import Secret
 from gateway.config.urls import canonical_uri, is_loopback_url
 
 __all__ = [
+    "ACCESS_TOKEN_TYPE",
     "DEFAULT_BACKEND",
     "DEFAULT_JWT_ALGORITHMS",
     "JWT_ALGORITHMS",
+    "TOKEN_EXCHANGE_GRANT",
     "AdminConfig",
+    "AssertionConfig",
     "AuditConfig",
     "BackendConfig",
     "BackendReadiness",
     "CacheConfig",
     "Config",
     "CredentialConfig",
+    "IdentityConfig",
+    "IdentityJwksConfig",
     "InputRequestsConfig",
     "IssuerConfig",
     "JsonLimits",

@@ -16,7 +16,15 @@ import re
 from typing import Any, Final
 
 from gateway.config.builder import Builder
-from gateway.config.model import DEFAULT_BACKEND, BackendConfig, CredentialConfig, TlsConfig
+from gateway.config.identity import build_identity, check_assertion_key_ids
+from gateway.config.model import (
+    ACCESS_TOKEN_TYPE,
+    DEFAULT_BACKEND,
+    BackendConfig,
+    CredentialConfig,
+    IssuerConfig,
+    TlsConfig,
+)
 from gateway.yaml_source import PathPart
 
 __all__ = [
@@ -26,6 +34,7 @@ __all__ = [
     "build_backends",
     "build_credential",
     "build_tls",
+    "check_token_exchange",
     "default_prefix",
 ]
 
@@ -70,6 +79,7 @@ def build_backends(b: Builder, raw: dict[str, Any], *, dev_http: bool) -> tuple[
             build_backend(b, rb, dev_http=dev_http, where=where, name=name, prefix=prefix)
         )
     _check_prefixes(b, raw["backends"], backends)
+    check_assertion_key_ids(b, [(("backends", c.name), c.identity) for c in backends])
     return tuple(backends)
 
 
@@ -125,6 +135,7 @@ def build_backend(
     b.url(rb["url"], (*bp, "url"), insecure_ok=insecure_backend, private_ok=True)
     credential = build_credential(b, rb["credential"], (*bp, "credential"), dev_http=dev_http)
     tls = build_tls(b, rb.get("tls", {}), (*bp, "tls"))
+    identity = build_identity(b, rb.get("identity", {}), (*bp, "identity"), backend_url=rb["url"])
     return BackendConfig(
         url=rb["url"],
         credential=credential,
@@ -137,6 +148,7 @@ def build_backend(
         identity_headers=bool(rb.get("identity_headers", False)),
         tool_timeouts_s=tuple((k, float(v)) for k, v in rb.get("tool_timeouts_s", {}).items()),
         max_connections=int(rb.get("max_connections", 100)),
+        identity=identity,
         name=name,
     )
 
@@ -147,6 +159,7 @@ def build_credential(
     doc = b.doc
     if rcred["type"] == "bearer":
         return CredentialConfig(type="bearer", token=b.secret(rcred["token"], (*cp, "token")))
+    kind = rcred["type"]
     cc_auth = rcred.get("client_auth", "client_secret_basic")
     if cc_auth == "private_key_jwt" and "private_key" not in rcred:
         doc.problem(cp, "private_key is required with client_auth: private_key_jwt")
@@ -154,8 +167,14 @@ def build_credential(
         doc.problem(cp, f"client_secret is required with client_auth: {cc_auth}")
     if "token_endpoint" in rcred:
         b.url(rcred["token_endpoint"], (*cp, "token_endpoint"), insecure_ok=dev_http)
+    if kind == "token_exchange" and "audience" not in rcred and "resource" not in rcred:
+        doc.problem(
+            cp,
+            "token_exchange needs audience or resource (or both): the backend the exchanged "
+            "token is for, as the issuer names it",
+        )
     return CredentialConfig(
-        type="client_credentials",
+        type=kind,
         client_id=rcred["client_id"],
         client_secret=b.secret(rcred.get("client_secret"), (*cp, "client_secret")),
         client_auth=cc_auth,
@@ -166,6 +185,9 @@ def build_credential(
         resource=rcred.get("resource"),
         audience=rcred.get("audience"),
         refresh_margin_s=int(rcred.get("refresh_margin_s", 30)),
+        requested_token_type=rcred.get("requested_token_type", ACCESS_TOKEN_TYPE),
+        actor=rcred.get("actor", "none"),
+        issuer=rcred.get("issuer"),
     )
 
 
@@ -178,3 +200,42 @@ def build_tls(b: Builder, rtls: dict[str, Any], tp: tuple[PathPart, ...]) -> Tls
         if not b.path(value).is_file():
             doc.problem((*tp, key), f"file not found: {b.path(value)}")
     return tls
+
+
+def check_token_exchange(
+    b: Builder,
+    raw: dict[str, Any],
+    backends: tuple[BackendConfig, ...],
+    issuers: tuple[IssuerConfig, ...],
+    resource: str,
+) -> None:
+    """What a ``token_exchange`` credential needs from the rest of the file: a named ``issuer``
+    that is trusted, an issuer to pick when ``token_endpoint`` is fixed and several are trusted
+    (a caller's token goes only to its own issuer), and a target other than this gateway (an
+    exchanged token this gateway would accept could be replayed to it by the backend)."""
+    own = {resource, *(aud for issuer in issuers for aud in issuer.audiences)}
+    urls = {issuer.url for issuer in issuers}
+    for settings in backends:
+        cred = settings.credential
+        if cred.type != "token_exchange":
+            continue
+        where: tuple[PathPart, ...] = (
+            ("backend", "credential")
+            if "backend" in raw
+            else ("backends", settings.name, "credential")
+        )
+        if cred.issuer is not None and cred.issuer not in urls:
+            b.doc.problem((*where, "issuer"), "is not the url of a configured issuer")
+        if cred.token_endpoint is not None and cred.issuer is None and len(issuers) > 1:
+            b.doc.problem(
+                (*where, "token_endpoint"),
+                "with several issuers a fixed token_endpoint needs credential.issuer: the one "
+                "issuer whose tokens may be sent there",
+            )
+        for key in ("audience", "resource"):
+            if getattr(cred, key) in own:
+                b.doc.problem(
+                    (*where, key),
+                    "names this gateway itself (resource or an issuer's audiences): the "
+                    "exchanged token must be for the backend",
+                )

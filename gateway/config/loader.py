@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gateway.config.backend import build_backends
+from gateway.config.backend import build_backends, check_token_exchange
 from gateway.config.builder import Builder
+from gateway.config.identity import build_identity_jwks
 from gateway.config.input_requests import build_input_requests
 from gateway.config.issuer import build_issuers, issuer_allows_insecure_http
 from gateway.config.model import (
@@ -153,6 +154,13 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     if "backends" in out:
         # The `backend:` section as written (None with `backends:`); see Config.backend.
         out["backend"] = out["backends"][0] if "backend" in raw and out["backends"] else None
+    if "backends" in out and "resource" in out:
+        section(
+            "_exchange",
+            lambda: check_token_exchange(b, raw, out["backends"], issuers, out["resource"]),
+        )
+        out.pop("_exchange", None)
+    section("identity_jwks", lambda: build_identity_jwks(b, raw.get("identity_jwks", {})))
     section("backend_readiness", lambda: raw.get("backend_readiness", "all"))
     if not guarded or _valid_policy_key(raw.get("policy")):
         section("policy_paths", lambda: build_policy_paths(b, raw["policy"]))

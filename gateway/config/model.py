@@ -11,12 +11,15 @@ from pathlib import Path
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
+from gateway.config.identity_model import IdentityConfig, IdentityJwksConfig
 from gateway.config.secrets import Secret
 
 __all__ = [
+    "ACCESS_TOKEN_TYPE",
     "DEFAULT_BACKEND",
     "DEFAULT_JWT_ALGORITHMS",
     "JWT_ALGORITHMS",
+    "TOKEN_EXCHANGE_GRANT",
     "AdminConfig",
     "AuditConfig",
     "BackendConfig",
@@ -167,9 +170,14 @@ class IssuerConfig:
         return self.tokens != "introspection"
 
 
+TOKEN_EXCHANGE_GRANT: Final = "urn:ietf:params:oauth:grant-type:token-exchange"  # noqa: S105
+ACCESS_TOKEN_TYPE: Final = "urn:ietf:params:oauth:token-type:access_token"  # noqa: S105
+"""RFC 8693 §3: the token type URI of an OAuth 2.0 access token."""
+
+
 @dataclass(frozen=True, slots=True)
 class CredentialConfig:
-    type: Literal["bearer", "client_credentials"]
+    type: Literal["bearer", "client_credentials", "token_exchange"]
     token: Secret | None = None
     client_id: str | None = None
     client_secret: Secret | None = None
@@ -181,6 +189,13 @@ class CredentialConfig:
     resource: str | None = None
     audience: str | None = None
     refresh_margin_s: int = 30
+    requested_token_type: str = ACCESS_TOKEN_TYPE
+    """``token_exchange``: RFC 8693 §2.1 ``requested_token_type``."""
+    actor: Literal["none", "service"] = "none"
+    """``token_exchange``: ``service`` sends the gateway's own client-credentials token as the
+    RFC 8693 ``actor_token``."""
+    issuer: str | None = None
+    """``token_exchange``: exchange only tokens of this issuer (None: each caller's own)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +233,8 @@ class BackendConfig:
     identity_headers: bool = False
     tool_timeouts_s: tuple[tuple[str, float], ...] = ()
     max_connections: int = 100
+    identity: IdentityConfig = field(default_factory=IdentityConfig)
+    """Signed caller assertions (``identity.assertion``)."""
     name: str = DEFAULT_BACKEND
     """The key under ``backends:`` (``default`` for a ``backend:`` section): a bounded label of
     metrics, logs, the audit trail and ``/readyz``."""
@@ -415,6 +432,7 @@ class Config:
     warnings: tuple[str, ...] = ()
     more_issuers: tuple[IssuerConfig, ...] = ()
     """The entries of ``issuers:`` after the first (see :attr:`issuers`)."""
+    identity_jwks: IdentityJwksConfig = field(default_factory=IdentityJwksConfig)
 
     @property
     def issuers(self) -> tuple[IssuerConfig, ...]:

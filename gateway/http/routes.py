@@ -6,6 +6,9 @@
   ``/.well-known/oauth-protected-resource<mcp path>`` and at the root well-known path (MCP
   2025-11-25 authorization.mdx §Protected Resource Metadata Discovery: clients fall back to the
   root). Any ``MCP-Protocol-Version`` header is ignored there (Codex sends ``2024-11-05``).
+- With ``identity_jwks.public: true``, the gateway's JWK Set of caller-assertion keys at
+  ``/.well-known/jwks.json`` (GET and HEAD, unauthenticated: public keys only). The ops listener
+  always serves it when any key is configured (:func:`add_jwks_route`).
 - Every other path is aiohttp's 404.
 """
 
@@ -20,7 +23,15 @@ from aiohttp import web
 from gateway.config import Config
 from gateway.http.endpoint import McpEndpoint
 
-__all__ = ["PRM_ROOT_PATH", "add_mcp_routes"]
+__all__ = ["JWKS_PATH", "PRM_ROOT_PATH", "add_jwks_route", "add_mcp_routes"]
+
+JWKS_PATH: Final = "/.well-known/jwks.json"
+JWKS_HEADERS: Final = {
+    "Content-Type": "application/jwk-set+json",  # RFC 7517 §8.5
+    # Verifiers cache it; a rotation publishes the next key at least this long ahead
+    # (docs/backends.md#rotating-the-assertion-key).
+    "Cache-Control": "public, max-age=300",
+}
 
 PRM_ROOT_PATH: Final = "/.well-known/oauth-protected-resource"
 PRM_HEADERS: Final = {
@@ -32,15 +43,29 @@ PRM_HEADERS: Final = {
 }
 
 
+def add_jwks_route(app: web.Application, jwks_document: Callable[[], dict[str, Any]]) -> None:
+    """Serve the caller-assertion JWK Set (RFC 7517 §5) at :data:`JWKS_PATH`."""
+
+    async def jwks(request: web.Request) -> web.Response:
+        body = json.dumps(jwks_document(), separators=(",", ":")).encode()
+        return web.Response(status=200, body=body, headers=JWKS_HEADERS)
+
+    app.router.add_get(JWKS_PATH, jwks)  # allow_head: HEAD too
+
+
 def add_mcp_routes(
     app: web.Application,
     endpoint: McpEndpoint,
     *,
     config: Config,
     prm_document: Callable[[], dict[str, Any]] | None,
+    jwks_document: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
-    """Register the MCP path and, when ``prm_document`` is given, both PRM paths."""
+    """Register the MCP path, when ``prm_document`` is given both PRM paths, and when
+    ``jwks_document`` is given the JWK Set."""
     app.router.add_route("*", config.mcp_path, endpoint.handle)
+    if jwks_document is not None:
+        add_jwks_route(app, jwks_document)
     if prm_document is None:
         return
 

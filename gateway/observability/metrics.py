@@ -34,6 +34,7 @@ from prometheus_client.exposition import choose_encoder
 from gateway.errors import all_rows
 
 __all__ = [
+    "ASSERTION_RESULTS",
     "AUTH_METHODS",
     "BACKEND_OUTCOMES",
     "CATALOG_REFRESH_RESULTS",
@@ -109,6 +110,8 @@ retry ``resumed`` (its state opened and checked) or ``rejected`` (the ``invalid_
 row)."""
 INPUT_KINDS: Final = ("elicitation/create", "roots/list", "sampling/createMessage")
 """``input_requests_total{kind}``: the input requests relayed, by kind."""
+ASSERTION_RESULTS: Final = ("signed", "reused")
+"""``identity_assertions_total{result}``: a caller assertion minted, or one reused."""
 
 RATE_LIMIT_SCOPES: Final = (
     "ip",
@@ -212,6 +215,10 @@ class Metrics:
         self.input_requests_total = Counter(
             p + "input_requests_total", "Input requests relayed to clients, by kind",
             ["kind"], registry=r,
+        )  # fmt: skip
+        self.identity_assertions_total = Counter(
+            p + "identity_assertions_total", "Caller assertions by backend: signed or reused",
+            ["backend", "result"], registry=r,
         )  # fmt: skip
         self.in_flight = Gauge(p + "in_flight", "MCP requests in flight", registry=r)
         self.rate_limited_total = Counter(
@@ -324,6 +331,11 @@ class Metrics:
         self.catalog_collisions.labels(backend=name)
         check = ready if ready is not None else (lambda: False)
         self.backend_ready.labels(backend=name).set_function(lambda: 1.0 if check() else 0.0)
+
+    def register_identity(self, name: str) -> None:
+        """A backend's identity series (it signs caller assertions)."""
+        for result in ASSERTION_RESULTS:
+            self.identity_assertions_total.labels(backend=name, result=result)
 
     def set_catalog_names(self, names: Container[str]) -> None:
         """The only tool names allowed as label values (bounded cardinality)."""

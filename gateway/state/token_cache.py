@@ -42,6 +42,8 @@ FORMAT_VERSION: Final = 1
 POLL_S: Final = 0.02
 """How often a replica waiting for another one's introspection looks for the result."""
 MAX_ENTRY_BYTES: Final = 16_384
+MAX_ACTOR_CHARS: Final = 256
+"""``act.sub`` is bounded like ``sub`` by the claim checks (gateway/auth/claims.py)."""
 MAX_SKEW_S: Final = 600
 """``issuer.clock_skew_s`` is at most 600 (the schema); a larger value in an entry is refused."""
 
@@ -62,6 +64,7 @@ def encode_entry(entry: CachedPrincipal) -> bytes:
         "skew": p.skew_s,
         "until": entry.fresh_until,
         "am": p.auth_method,
+        **({"act": p.actor} if p.actor is not None else {}),
     }
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -81,6 +84,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
     skew = doc.get("skew")
     # "am" came with several issuers; an entry without it was introspected (older replica).
     method = doc.get("am", "introspection")
+    actor = doc.get("act")
     if not (
         isinstance(sub, str)
         and sub
@@ -100,6 +104,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         and 8 <= len(fp) <= 64
         and digest.hex().startswith(fp)
         and method in AUTH_METHODS
+        and (actor is None or (isinstance(actor, str) and 0 < len(actor) <= MAX_ACTOR_CHARS))
     ):
         return None
     if not now < until <= exp + skew:
@@ -113,6 +118,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         fingerprint=fp,
         skew_s=float(skew),
         auth_method=method,
+        actor=actor,
     )
     return CachedPrincipal(principal, float(until))
 

@@ -27,7 +27,9 @@ from aiohttp import web
 
 from gateway.app.admin import add_admin_routes
 from gateway.app.request_id import echo_request_id, request_id_middleware
+from gateway.backend.assertion_keys import GatewayKeys
 from gateway.config import Config
+from gateway.http.routes import add_jwks_route
 from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import OPENMETRICS, GroupMetrics, parse_exposition
 from gateway.observability.logging import get_logger
@@ -304,6 +306,9 @@ def build_group_ops_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     add_admin_routes(app, config, revocations.revoke, audit)
+    keys = GatewayKeys.from_config(config)  # the same files the workers sign with
+    if keys.enabled:
+        add_jwks_route(app, keys.jwks)
     return app
 
 

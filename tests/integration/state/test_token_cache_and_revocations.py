@@ -50,11 +50,11 @@ async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
 class TestEntryFormat:
     def test_every_principal_field_round_trips(self) -> None:
         """Fails when Principal gains a field the shared cache does not carry yet."""
-        entry = CachedPrincipal(principal(), time.time() + 30)
+        entry = CachedPrincipal(principal(actor="agent-7"), time.time() + 30)
         decoded = decode_entry(encode_entry(entry), DIGEST, time.time())
         assert decoded == entry
         document = json.loads(encode_entry(entry))
-        carried = {"sub", "client_id", "scopes", "exp", "iss", "fp", "skew", "am"}
+        carried = {"sub", "client_id", "scopes", "exp", "iss", "fp", "skew", "am", "act"}
         assert len(carried) == len(dataclasses.fields(Principal)), "update encode/decode_entry"
         assert carried <= set(document)
 
@@ -70,6 +70,9 @@ class TestEntryFormat:
         "mutate",
         [
             lambda d: d.update(v=2),
+            lambda d: d.update(act=7),
+            lambda d: d.update(act=""),
+            lambda d: d.update(act="a" * 257),
             lambda d: d.update(sub=""),
             lambda d: d.update(sub=7),
             lambda d: d.update(scopes="mcp:access"),

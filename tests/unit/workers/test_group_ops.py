@@ -2,7 +2,24 @@
 
 from __future__ import annotations
 
-from gateway.workers.group_ops import merge_backend_reports, merge_issuer_reports
+import shutil
+from pathlib import Path
+from typing import Any
+
+from gateway.backend.assertion_keys import GatewayKeys
+from gateway.config import load_config
+from gateway.observability.group_metrics import GroupMetrics
+from gateway.outbound import Outbound
+from gateway.workers.group_ops import (
+    Group,
+    GroupRevocations,
+    build_group_ops_app,
+    merge_backend_reports,
+    merge_issuer_reports,
+)
+from tests.support.assertion_verifier import write_key
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "config"
 
 
 def entry(*, ready: bool = True, era: str | None = "modern", tools: int = 4, age: float = 1.0):  # type: ignore[no-untyped-def]
@@ -45,3 +62,28 @@ def test_an_issuer_is_ready_only_on_every_worker_with_the_first_reason_and_fewes
          "reason": "issuer metadata not loaded"},
     ]  # fmt: skip
     assert merge_issuer_reports([[a], None], 2)[0]["ready"] is False
+
+
+async def test_the_groups_ops_listener_publishes_the_workers_assertion_keys(
+    tmp_path: Path, aiohttp_client: Any
+) -> None:
+    write_key(tmp_path / "assertion.pem")
+    shutil.copy(FIXTURES / "policy.yaml", tmp_path / "policy.yaml")
+    (tmp_path / "gateway.yaml").write_text(
+        "resource: https://mcp.example.com/mcp\n"
+        "issuer: {url: https://id.example.com, tokens: jwt}\n"
+        "backend:\n"
+        "  url: https://tools.example.com/mcp\n"
+        "  credential: {type: bearer, token: {env: TOKEN}}\n"
+        "  identity: {assertion: {key: {file: assertion.pem}}}\n"
+        "policy: policy.yaml\n"
+    )
+    config = load_config(tmp_path / "gateway.yaml", {"TOKEN": "t"})
+    outbound = Outbound()
+    group = Group(config, [], outbound, GroupMetrics(1, "test"))
+    app = build_group_ops_app(group, GroupRevocations(group, tmp_path), None)
+    client = await aiohttp_client(app)
+    response = await client.get("/.well-known/jwks.json")
+    assert response.status == 200
+    assert (await response.json(content_type=None)) == GatewayKeys.from_config(config).jwks()
+    await outbound.close()

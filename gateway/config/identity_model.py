@@ -1,0 +1,66 @@
+"""The typed identity settings: how the gateway tells a backend who is calling.
+
+``backends.<name>.identity.assertion`` (a signed caller assertion per ``tools/call``) and the
+top-level ``identity_jwks`` (where the public keys of every assertion key are published). The
+RFC 8693 token-exchange credential is a kind of ``credential`` (:class:`CredentialConfig
+<gateway.config.model.CredentialConfig>`). Built by :mod:`gateway.config.identity`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Literal
+
+from gateway.config.secrets import Secret
+
+__all__ = [
+    "ASSERTION_ALGS",
+    "DEFAULT_ASSERTION_HEADER",
+    "MAX_ASSERTION_TTL_S",
+    "AssertionAlg",
+    "AssertionConfig",
+    "IdentityConfig",
+    "IdentityJwksConfig",
+]
+
+AssertionAlg = Literal["EdDSA", "ES256", "RS256"]
+ASSERTION_ALGS: Final[tuple[AssertionAlg, ...]] = ("EdDSA", "ES256", "RS256")
+DEFAULT_ASSERTION_HEADER: Final = "X-MCP-Gateway-Assertion"
+MAX_ASSERTION_TTL_S: Final = 300
+"""An assertion is a bearer statement about the caller: it lives minutes at most."""
+
+
+@dataclass(frozen=True, slots=True)
+class AssertionConfig:
+    """``identity.assertion``: a JWT the gateway signs for every ``tools/call`` it forwards."""
+
+    key: Secret
+    """The private signing key (PEM); a ``{file: ...}`` key is re-read when the file changes."""
+    audience: str
+    """``aud`` of every assertion (default: the backend's URL)."""
+    header: str = DEFAULT_ASSERTION_HEADER
+    key_id: str | None = None
+    """``kid``; None: the RFC 7638 thumbprint of the current key (changes with the key)."""
+    alg: AssertionAlg = "EdDSA"
+    ttl_s: int = 60
+    reuse: bool = True
+    """Reuse an assertion for the same caller token and tool while half its lifetime is left."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityConfig:
+    """``identity``: what a backend learns about the caller, beyond its own credential."""
+
+    assertion: AssertionConfig | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityJwksConfig:
+    """``identity_jwks``: the gateway's JWK Set of assertion keys (``/.well-known/jwks.json``)."""
+
+    public: bool = False
+    """Also serve it on the public listener (it is public-key material only)."""
+    publish_keys: tuple[Path, ...] = field(default_factory=tuple)
+    """Files of extra public keys to publish (the next key ahead of a rotation, the previous
+    one after it); each holds zero or more PEM keys and is re-read when it changes."""
