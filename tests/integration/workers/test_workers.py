@@ -254,6 +254,41 @@ async def _draining(stack: ReplicaStack) -> tuple[int, Any] | None:
     return (status, body) if body["status"] == "draining" else None
 
 
+async def test_a_second_signal_ends_every_workers_shutdown_delay(tmp_path: Path) -> None:
+    overrides = {"limits": {"shutdown_delay_s": 30, "drain_timeout_s": 2}}
+    async with group(tmp_path, overrides=overrides) as stack:
+        replica = stack.replicas[0]
+        assert replica.process is not None
+        replica.process.send_signal(signal.SIGTERM)
+        await until(lambda: _draining(stack), "the group's /readyz to fail", 5.0)
+        started = time.monotonic()
+        replica.process.send_signal(signal.SIGINT)  # Ctrl-C twice
+        assert await asyncio.to_thread(wait_exit, replica) == 0
+        assert time.monotonic() - started < 10.0  # not the 30 s delay
+        events = [(line.get("event"), line.get("worker")) for line in log_lines(replica)]
+        assert {("gateway.stop_accepting", 0), ("gateway.stop_accepting", 1)} <= set(events)
+
+
+async def test_a_worker_that_outlives_its_stop_bound_is_killed_and_the_exit_says_so(
+    tmp_path: Path,
+) -> None:
+    overrides = {"limits": {"drain_timeout_s": 1}}
+    async with group(tmp_path, overrides=overrides) as stack:
+        replica = stack.replicas[0]
+        pids = await worker_pids(stack)
+        assert pids[0] is not None and replica.process is not None
+        os.kill(pids[0], signal.SIGSTOP)  # cannot act on the SIGTERM it is sent
+        started = time.monotonic()
+        replica.process.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(wait_exit, replica) == 1
+        # The bound: shutdown delay (0) + drain (1 s) + 0.5 s grace + 5 s for cleanups.
+        assert 6.0 <= time.monotonic() - started < 15.0
+        killed = [
+            line for line in log_lines(replica) if line.get("event") == "supervisor.workers_killed"
+        ]
+        assert killed and killed[0]["workers"] == [pids[0]]
+
+
 async def test_the_workers_stop_when_the_supervisor_is_killed(tmp_path: Path) -> None:
     async with group(tmp_path) as stack:
         replica = stack.replicas[0]
