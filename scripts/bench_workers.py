@@ -143,6 +143,13 @@ def cpu_seconds(pids: list[int]) -> float:
     return total
 
 
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (all cores, from /proc/stat)."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = fields[3] + fields[4]  # idle + iowait
+    return (sum(fields[:8]) - idle) / CLK_TCK
+
+
 def readyz(ops_url: str) -> dict[str, Any] | None:
     try:
         with urllib.request.urlopen(ops_url + "/readyz", timeout=2) as response:  # noqa: S310
@@ -236,7 +243,11 @@ def run_round(workers: int, args: argparse.Namespace, work: Path, peer: int) -> 
         url = f"http://127.0.0.1:{port}/mcp"
         warm, _ = wrk(url, work / "call.lua", args.connections, 2)
         warm.communicate(timeout=60)
-        before = {"gateway": cpu_seconds(pids), "backend": cpu_seconds([peer])}
+        before = {
+            "gateway": cpu_seconds(pids),
+            "backend": cpu_seconds([peer]),
+            "machine": machine_busy_seconds(),
+        }
         load, _ = wrk(url, work / "call.lua", args.connections, args.duration)
         wrk_cpu = 0.0
         deadline = time.monotonic() + args.duration + 30
@@ -249,6 +260,8 @@ def run_round(workers: int, args: argparse.Namespace, work: Path, peer: int) -> 
             "backend": cpu_seconds([peer]) - before["backend"],
             "wrk": wrk_cpu,
         }
+        # What everything else on the machine took meanwhile (other jobs share the cores).
+        used["other"] = max(0.0, machine_busy_seconds() - before["machine"] - sum(used.values()))
         requests, rate, p50 = parse_wrk(output)
         return {"workers": workers, "rps": rate, "requests": requests, "p50": p50, "cpu": used}
     finally:
@@ -302,7 +315,8 @@ def main() -> int:
                 print(
                     f"round {index + 1} --workers {workers}: {result['rps']:,.0f} req/s, "
                     f"p50 {result['p50']}, CPU s: gateway {cpu['gateway']:.1f} "
-                    f"({per_call:.0f} µs/call), backend {cpu['backend']:.1f}, wrk {cpu['wrk']:.1f}",
+                    f"({per_call:.0f} µs/call), backend {cpu['backend']:.1f}, "
+                    f"wrk {cpu['wrk']:.1f}, other processes {cpu['other']:.1f}",
                     flush=True,
                 )
         one = statistics.median(r["rps"] for r in results[1])
