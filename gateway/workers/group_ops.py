@@ -34,6 +34,7 @@ from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import OPENMETRICS, GroupMetrics, parse_exposition
 from gateway.observability.logging import get_logger
 from gateway.outbound import Destination, Outbound, OutboundConnectionError, OutboundError
+from gateway.state.revocation import MAX_LOCAL
 from gateway.workers.runtime import write_revocations
 from gateway.workers.slot import Slot
 from gateway.workers.worker import ADOPT_PATH, REVOKE_PATH
@@ -171,6 +172,8 @@ class GroupRevocations:
         until = max(now + self._ttl_s, self.revoked.get(digest, 0.0))
         self.revoked = {d: end for d, end in self.revoked.items() if end > now}
         self.revoked[digest] = until
+        while len(self.revoked) > MAX_LOCAL:  # as a worker's own list: the soonest ending go
+            del self.revoked[min(self.revoked, key=self.revoked.__getitem__)]
         # Before any await: a worker reading the file from now on sees this revocation.
         write_revocations(self._runtime_dir, self.revoked)
         running = [link for link, _ in self._group.running()]

@@ -61,7 +61,9 @@ log = get_logger("gateway.workers")
 def reserve_port(host: str, port: int) -> tuple[list[socket.socket], int]:
     """Bind (without listening) one ``SO_REUSEPORT`` socket per address of ``host``, as the
     workers will: it reserves the port for the group while workers come and go (and picks it
-    when ``port`` is 0). Raises OSError when it cannot bind."""
+    when ``port`` is 0). Raises OSError when it cannot bind, also when another process holds
+    the port with ``SO_REUSEPORT`` (a second group on the same port would silently share its
+    connections)."""
     infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     sockets: list[socket.socket] = []
     chosen = port
@@ -71,6 +73,8 @@ def reserve_port(host: str, port: int) -> tuple[list[socket.socket], int]:
             if (family, address[0]) in seen:
                 continue
             seen.add((family, address[0]))
+            if chosen:
+                _probe(family, kind, proto, (address[0], chosen, *address[2:]))
             sock = socket.socket(family, kind, proto)
             sockets.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -84,6 +88,16 @@ def reserve_port(host: str, port: int) -> tuple[list[socket.socket], int]:
             sock.close()
         raise
     return sockets, chosen
+
+
+def _probe(family: int, kind: int, proto: int, address: tuple[object, ...]) -> None:
+    """Bind without SO_REUSEPORT: EADDRINUSE when anyone holds the port (SO_REUSEADDR: a
+    connection in TIME_WAIT does not count)."""
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        probe.bind(address)
 
 
 def _exit_fields(code: int | None) -> dict[str, object]:

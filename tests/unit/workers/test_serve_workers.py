@@ -132,3 +132,12 @@ def test_the_reserved_port_takes_reuse_port_listeners_and_refuses_others() -> No
     finally:
         for sock in reserved:
             sock.close()
+
+
+def test_a_port_another_group_holds_with_reuse_port_is_refused() -> None:
+    with socket.socket() as other:
+        other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        with pytest.raises(OSError):
+            reserve_port("127.0.0.1", other.getsockname()[1])
