@@ -180,7 +180,10 @@ def configure(
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, redact_secrets, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(out),
+        # One write per line (the text and its newline together): print() writes them apart,
+        # and under PYTHONUNBUFFERED (the image sets it) each is its own system call, so the
+        # workers of `serve --workers N` sharing one stdout could interleave their lines.
+        logger_factory=structlog.WriteLoggerFactory(out),
         cache_logger_on_first_use=True,
     )
     handler = logging.StreamHandler(out)
