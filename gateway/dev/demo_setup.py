@@ -172,6 +172,9 @@ Codex (~/.codex/config.toml), with DEMO_MCP_TOKEN exported:
 
 A writer token can add notes:   export DEMO_MCP_TOKEN={writer}
 Mint other tokens:              mcp-gateway demo token --scopes "mcp:access notes:read"
+Tools that ask the user:        notes_compose (writer), notes_summarize, workspace_roots
+                                (a 2026-07-28 client with elicitation/sampling/roots; see
+                                docs/quickstart.md, "The Python SDK")
 """
 
 

@@ -150,6 +150,7 @@ class TestDemoSetup:
         tokens = {role: f"tok-{role}" for role in DEMO_ROLES}
         endpoints = DemoEndpoints("http://127.0.0.1:8080/mcp", "http://i", "http://o", "http://b")
         banner = render_banner(endpoints, tokens, "/tmp/state.json")
+        assert "Tools that ask the user:        notes_compose (writer)" in banner
         assert "claude mcp add --transport http demo http://127.0.0.1:8080/mcp --header" in banner
         assert '"Authorization": "Bearer ${DEMO_MCP_TOKEN}"' in banner
         assert "[mcp_servers.demo]" in banner
