@@ -421,3 +421,28 @@ class TestPolicyBetweenRounds:
             events = audit_events(stack)
         assert status == 200 and done["result"]["content"][0]["text"] == "Deleted /tmp/x"
         assert events[-1]["input"]["policy_changed"] is True
+
+
+async def test_retry_members_from_a_legacy_client_are_ignored_never_forwarded(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upstream = InputUpstream()
+    async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+        body = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "tools/call",
+            "params": {
+                "name": "echo",
+                "arguments": {"text": "hi"},
+                "requestState": "anything",
+                "inputResponses": CONFIRM,
+            },
+        }
+        status, _, text = await stack.post(
+            stack.token(SCOPES), body, {"MCP-Protocol-Version": "2025-06-18"}
+        )
+    assert status == 200, text
+    assert json.loads(text)["result"]["isError"] is False
+    (sent,) = retries(upstream)
+    assert "requestState" not in sent and "inputResponses" not in sent
