@@ -121,6 +121,11 @@ class Revocations(Protocol):
         no question."""
         ...
 
+    def revoked_locally(self, digest: bytes) -> bool:
+        """Whether this replica already knows the token is revoked (memory only, no I/O): asked
+        before any issuer call, so a revoked token costs the issuer nothing."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class CachedPrincipal:

@@ -197,6 +197,12 @@ class ResourceServer:
                 if self._cache_hit is not None:
                     self._cache_hit.inc()
                 return self._accept(principal)
+        if self._sharing.revoked_locally(key):
+            # Known revoked here (broadcast, marker or earlier refusal): no issuer call, no
+            # budget charge, however often the client retries it.
+            refused = InvalidToken(detail="revoked at the gateway")
+            self._rejected(request.client_ip, refused, fingerprint)
+            raise refused
         try:
             route = self._router.route(token)
         except InvalidToken as exc:

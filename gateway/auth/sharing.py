@@ -45,6 +45,9 @@ class ReplicaSharing:
     def shares_results(self) -> bool:
         return self._shared is not None
 
+    def revoked_locally(self, key: bytes) -> bool:
+        return self._revocations is not None and self._revocations.revoked_locally(key)
+
     async def admit(
         self,
         cache: TokenCache,

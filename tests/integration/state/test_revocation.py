@@ -147,6 +147,25 @@ async def test_with_the_memory_backend_revoke_works_on_the_one_replica(
         assert token not in a.log()
 
 
+async def test_a_revoked_token_costs_the_issuer_nothing_however_often_it_is_retried(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    async with replica_stack(tmp_path, redis_server) as stack:
+        a, b = stack.replicas
+        token = stack.mint()
+        assert (await stack.post(a, token, "tools/list"))[0] == 200
+        status, _ = await stack.revoke(a, {"token": token})
+        assert status == 200
+        await refused_within(stack, b, token, 1.0)
+        before = stack.issuer.introspection_calls
+        for replica in (a, b) * 10:
+            status, _, headers = await stack.post(replica, token, "tools/list")
+            assert status == 401 and 'error="invalid_token"' in headers["WWW-Authenticate"]
+        # Known revoked on both replicas: refused before any issuer call and never charged to
+        # the failed-auth budget (20 retries, still 401 rather than 429).
+        assert stack.issuer.introspection_calls == before
+
+
 @pytest.mark.row("revocation_unavailable")
 async def test_revocation_fails_closed_while_redis_is_down_when_configured(
     tmp_path: Path,
