@@ -42,6 +42,7 @@ __all__ = [
     "SharedTokenCache",
     "ToolCall",
     "ToolDef",
+    "listed",
 ]
 
 Era = Literal["modern", "legacy"]
@@ -410,6 +411,16 @@ class Observer(Protocol):
     def request_started(self, ctx: RequestContext) -> None: ...
 
     def request_finished(self, ctx: RequestContext) -> None: ...
+
+
+def listed(decision: Decision, listing: Listing) -> bool:
+    """Whether ``tools/list`` shows a tool with this decision under the policy's ``listing``.
+
+    ``step_up`` also lists the tools a caller could unlock with more scopes, so clients that only
+    call listed tools (MCP Inspector) reach the 403 step-up. Hidden tools (no rule, deny,
+    client/subject conditions) have ``visible=False`` and stay hidden either way.
+    """
+    return decision.allowed or (listing == "step_up" and decision.visible)
 
 
 def sorted_tools(tools: Sequence[ToolDef]) -> list[ToolDef]:

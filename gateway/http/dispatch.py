@@ -64,6 +64,7 @@ from gateway.seams import (
     RequestContext,
     ToolCall,
     ToolDef,
+    listed,
 )
 
 __all__ = ["OVERSIZE_TEXT", "TIMEOUT_TEXT", "Dispatcher", "Turn"]
@@ -183,8 +184,8 @@ class Dispatcher:
         if method == "tools/list":
             self._method_policy(turn, method)
             catalog = self._backend.catalog()
-            step_up = turn.policy.listing == "step_up"
-            tools = [tool for tool in catalog if _listed(turn.decide(tool.name), step_up)]
+            listing = turn.policy.listing
+            tools = [tool for tool in catalog if listed(turn.decide(tool.name), listing)]
             self._expiry(turn, admitted)
             # caching.mdx: no longer than the configured bound, nor than the catalog is
             # expected to stay as it is (federation: the shortest refresh interval).
@@ -408,10 +409,3 @@ class Dispatcher:
         # A batch member was checked once before the first member ran (admit_batch).
         if not admitted and turn.principal.expired():
             raise InvalidToken()
-
-
-def _listed(decision: Decision, step_up: bool) -> bool:
-    # Policy listing: step_up also lists the tools a caller could unlock with more scopes, so
-    # clients that only call listed tools (MCP Inspector) reach the 403 step-up. Hidden tools
-    # (no rule, deny, client/subject conditions) have visible=False and stay hidden.
-    return decision.allowed or (step_up and decision.visible)

@@ -24,7 +24,7 @@ from gateway.config import load_config
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
-from gateway.seams import Decision, Principal
+from gateway.seams import Decision, Listing, Principal, listed
 from gateway.yaml_source import load_yaml
 
 __all__ = ["Explained", "explain", "register", "run_explain"]
@@ -54,8 +54,10 @@ class Explained:
             return "allow"
         return "step-up" if self.decision.visible else "hidden"
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self, listing: Listing | None = None) -> dict[str, Any]:
+        """``listing`` (tools only): say whether ``tools/list`` shows the tool."""
         d = self.decision
+        shown = {} if listing is None else {"listed": listed(d, listing)}
         return {
             "name": self.name,
             "decision": self.verdict,
@@ -65,6 +67,7 @@ class Explained:
             "reason": d.reason,
             "required_scopes": list(d.required_scopes),
             "missing_scopes": list(d.missing_scopes),
+            **shown,
         }
 
 
@@ -178,8 +181,9 @@ def explain(
             "client_id": principal.client_id,
             "scopes": sorted(principal.scopes),
         },
+        "listing": policy.listing,
         "evaluated": subject,
-        "results": [item.as_json() for item in items],
+        "results": [item.as_json(policy.listing) for item in items],
         "methods": [item.as_json() for item in methods],
         "warnings": warnings,
     }
@@ -190,8 +194,11 @@ def _print_text(report: dict[str, Any], out: TextIO) -> None:
     out.write(f"policy {report['policy_version']} from {', '.join(report['sources'])}\n")
     out.write(
         f"principal: sub={who['sub'] or '-'} client_id={who['client_id'] or '-'} "
-        f"scopes={' '.join(who['scopes']) or '-'}\n\n"
+        f"scopes={' '.join(who['scopes']) or '-'}\n"
     )
+    if report["listing"] == "step_up":
+        out.write("listing: step_up (tools/list also shows the step-up tools)\n")
+    out.write("\n")
     heading = {"tool": "TOOL", "catalog": "TOOL", "rules": "RULE KEY"}[report["evaluated"]]
     _table(out, heading, report["results"])
     if report["methods"]:

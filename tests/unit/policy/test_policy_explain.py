@@ -177,10 +177,28 @@ class TestJson:
                 "reason": "scope",
                 "required_scopes": ["mcp:access", "tickets:write", "team:a"],
                 "missing_scopes": ["team:a"],
+                "listed": False,
             }
         ]
+        assert report["listing"] == "allowed"
         assert report["methods"] == [] and report["warnings"] == []
         assert len(report["policy_version"]) == 12
+
+    def test_listing_step_up_is_shown_and_says_which_tools_tools_list_shows(
+        self, config: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        write_text(config.parent / "policies" / "main.yaml", "listing: step_up\n" + POLICY)
+        argv = ("--config", str(config), "--scopes", "mcp:access", "--all")
+        code, out, _ = run(capsys, *argv)
+        assert code == 0
+        assert out.splitlines()[2] == "listing: step_up (tools/list also shows the step-up tools)"
+        code, out, _ = run(capsys, *argv, "--json")
+        report = json.loads(out)
+        assert report["listing"] == "step_up"
+        shown = {row["name"]: row["listed"] for row in report["results"]}
+        # search_docs is a step-up (listed); admin_* needs a client this caller is not: hidden.
+        assert shown["search_docs"] is True and shown["admin_*"] is False
+        assert all("listed" not in row for row in report["methods"])
 
     def test_a_list_of_names_is_accepted_as_catalog(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
