@@ -16,12 +16,15 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 __all__ = [
+    "EXCHANGE_REFUSALS",
     "FORBIDDEN_CODE",
     "UNAUTHORIZED_CODE",
     "BackendFailure",
     "BodyTooLarge",
     "ConfigError",
     "Draining",
+    "ExchangeRefused",
+    "ExchangeUnavailable",
     "GatewayError",
     "HeaderMismatch",
     "HeadersTooLarge",
@@ -102,6 +105,10 @@ class GatewayError(Exception):
     """JSON-RPC code of the body of an HTTP-level row that answers with a JSON-RPC error
     without being a JSON-RPC row (401/403: a 2025-03-26 batch is still refused as a whole)."""
     message: ClassVar[str] = "Internal error"
+    batch_member_code: ClassVar[int | None] = None
+    """For an HTTP-level row raised while one member of a 2025-03-26 batch runs (after earlier
+    members may have run): that member's JSON-RPC error code, instead of answering the whole
+    batch (whose other results would be lost)."""
 
     def __init__(
         self,
@@ -298,6 +305,47 @@ class RevocationUnavailable(IssuerUnavailable):
     ``issuer_unavailable`` for the client; its own row for operators."""
 
     row = "revocation_unavailable"
+
+
+# --- backend identity (RFC 8693 token exchange) ----------------------------------------------
+
+EXCHANGE_REFUSALS = (
+    "invalid_grant", "unauthorized_client", "invalid_target", "access_denied", "invalid_scope",
+    "issuer_not_accepted",
+)  # fmt: skip
+"""``data.reason`` of ``exchange_refused``: the issuer's RFC 6749 §5.2 / RFC 8693 §2.2.2 error
+code, or ``issuer_not_accepted`` (the backend exchanges only another issuer's tokens)."""
+
+
+class ExchangeRefused(GatewayError):
+    """The issuer refused to exchange the caller's token for a token for the tool's backend
+    (RFC 8693 §2.2.2): this caller may not reach that backend. Never a fallback to the service
+    credential or the caller's own token. No challenge: more scopes from this issuer would not
+    help the client (the refusal is about the backend, not the gateway's resource)."""
+
+    row, status, message = (
+        "exchange_refused",
+        403,
+        "The authorization server refused this caller access to the tool's backend",
+    )
+    body_code = batch_member_code = FORBIDDEN_CODE
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        reason = (self.data or {}).get("reason")
+        return {"reason": reason if reason in EXCHANGE_REFUSALS else "access_denied"}
+
+
+class ExchangeUnavailable(GatewayError):
+    """The token exchange for the tool's backend could not be done: the issuer's token endpoint
+    is unreachable, slow, or answered something that is not a token (or refused the gateway's
+    own client authentication). Fail closed, retry later."""
+
+    row, status, message = (
+        "exchange_unavailable",
+        503,
+        "Authorization server unavailable for this tool's backend, retry later",
+    )
+    batch_member_code = -32603
 
 
 # --- JSON-RPC / MCP ---------------------------------------------------------------------------

@@ -23,6 +23,7 @@ __all__ = [
     "Backend",
     "CachedPrincipal",
     "CallRecord",
+    "CallerToken",
     "Catalog",
     "ConcurrencyLimiter",
     "Decision",
@@ -97,6 +98,35 @@ class AuthRequest:
     client_ip: str
 
 
+class CallerToken:
+    """The caller's bearer token, for the one consumer allowed to send it on: the RFC 8693
+    token-exchange credential of a backend (``credential.type: token_exchange``), which sends it
+    to its issuer's token endpoint and nowhere else.
+
+    Built by :meth:`Authenticator.caller_token` only when a backend exchanges tokens, and carried
+    on :attr:`ToolCall.caller_token` only for calls to such a backend. ``repr``/``str`` never show
+    the value, and it cannot be pickled or copied into another process by accident.
+    """
+
+    __slots__ = ("_value", "digest")
+
+    def __init__(self, value: str, digest: bytes) -> None:
+        self._value = value
+        self.digest = digest
+        """SHA-256 of the token: the key of everything derived from it (exchanged tokens)."""
+
+    def reveal(self) -> str:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "CallerToken(***)"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        raise TypeError("a CallerToken is not serialisable")
+
+
 @runtime_checkable
 class Authenticator(Protocol):
     """**Protocol:** the OAuth resource server (``gateway/auth``)."""
@@ -109,6 +139,10 @@ class Authenticator(Protocol):
 
     def challenge(self, error: GatewayError) -> str | None:
         """The ``WWW-Authenticate`` value for ``error`` (None when the row has no challenge)."""
+        ...
+
+    def caller_token(self, request: AuthRequest) -> CallerToken:
+        """The bearer token of a request :meth:`authenticate` accepted (for token exchange)."""
         ...
 
 
@@ -254,6 +288,8 @@ class ToolCall:
     """Modern clients: ``_meta["io.modelcontextprotocol/clientCapabilities"]`` as received (the
     backend forwards its schema-known part); legacy: empty (declared in ``initialize``, which a
     stateless gateway does not keep)."""
+    caller_token: CallerToken | None = None
+    """Set only for a backend whose credential exchanges the caller's token (RFC 8693)."""
     resume: Resume | None = None
     """Set on the retry of an input round (2026-07-28 clients only)."""
 
@@ -403,6 +439,8 @@ class CallRecord:
     jsonrpc_code: int | None = None
     error_row: str | None = None
     arguments: Mapping[str, Any] | None = None
+    exchange: Mapping[str, Any] | None = None
+    """The token exchange of this call (``RequestContext.extra["exchange"]``), if any."""
 
 
 class Observer(Protocol):

@@ -81,6 +81,8 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         readiness=config.backend_readiness,
         metrics=metrics,
     )
+    # An exchanged token (and a reusable assertion) never outlives its caller token's entry.
+    authenticator.on_token_dropped(backend.forget_caller)
     metrics.set_max_in_flight(config.limits.max_in_flight)
     audit = AuditSink.from_config(config.audit)
     observer = GatewayObserver(

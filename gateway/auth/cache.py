@@ -12,19 +12,20 @@
   (``negative_max_entries``), because an attacker controls how many distinct bad tokens arrive.
 - Both maps are LRU, bounded by entry count.
 
-:class:`SingleFlight` makes concurrent lookups of one uncached token share one introspection.
+:class:`~gateway.flights.SingleFlight` (re-exported here) makes concurrent lookups of one
+uncached token share one introspection.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Final
 
 from gateway.config import CacheConfig
+from gateway.flights import SingleFlight
 from gateway.seams import Principal
 
 __all__ = ["FINGERPRINT_HEX", "CacheLookup", "SingleFlight", "TokenCache", "token_digest"]
@@ -58,8 +59,6 @@ class CacheLookup:
     """A fresh negative result (answer 401 without asking the issuer)."""
 
 
-T = TypeVar("T")
-
 _MISS: Final = CacheLookup()
 _NEGATIVE: Final = CacheLookup(negative=True)
 
@@ -67,12 +66,18 @@ _NEGATIVE: Final = CacheLookup(negative=True)
 class TokenCache:
     """Bounded LRU maps of positive and negative introspection outcomes, keyed by digest."""
 
-    def __init__(self, settings: CacheConfig) -> None:
+    def __init__(
+        self, settings: CacheConfig, *, on_drop: Callable[[bytes], None] | None = None
+    ) -> None:
+        """``on_drop(digest)``: an accepted token's entry left the cache (expired, evicted,
+        forgotten, superseded by a refusal); what was derived from it goes too (exchanged
+        tokens, reusable assertions)."""
         if settings.max_ttl_s < 0 or settings.negative_ttl_s < 0 or settings.stale_if_error_s < 0:
             raise ValueError("cache TTLs must be >= 0 (0 disables)")
         if settings.max_entries < 1 or settings.negative_max_entries < 1:
             raise ValueError("cache max_entries and negative_max_entries must be >= 1")
         self._settings = settings
+        self._on_drop = on_drop
         self._positive: OrderedDict[bytes, _Positive] = OrderedDict()
         self._negative: OrderedDict[bytes, float] = OrderedDict()
 
@@ -92,6 +97,7 @@ class TokenCache:
                 return CacheLookup(principal=entry.principal)
             if now >= entry.keep_until:
                 del self._positive[key]
+                self._dropped(key)
         negative_until = self._negative.get(key)
         if negative_until is not None:
             if now < negative_until:
@@ -124,7 +130,7 @@ class TokenCache:
         self._positive[key] = _Positive(principal, fresh_until, keep_until)
         self._positive.move_to_end(key)
         while len(self._positive) > self._settings.max_entries:
-            self._positive.popitem(last=False)
+            self._dropped(self._positive.popitem(last=False)[0])
         return fresh_until
 
     def store_negative(self, key: bytes, now: float) -> None:
@@ -133,59 +139,26 @@ class TokenCache:
         if ttl <= 0:
             return
         # A refusal supersedes an earlier acceptance (e.g. the token was revoked).
-        self._positive.pop(key, None)
+        if self._positive.pop(key, None) is not None:
+            self._dropped(key)
         self._negative[key] = now + ttl
         self._negative.move_to_end(key)
         while len(self._negative) > self._settings.negative_max_entries:
             self._negative.popitem(last=False)
 
     def forget(self, key: bytes) -> None:
-        self._positive.pop(key, None)
+        if self._positive.pop(key, None) is not None:
+            self._dropped(key)
         self._negative.pop(key, None)
 
     def clear(self) -> None:
         """Drop every entry (a signing key was removed from the issuer's key set)."""
+        keys = list(self._positive)
         self._positive.clear()
         self._negative.clear()
+        for key in keys:
+            self._dropped(key)
 
-
-class SingleFlight(Generic[T]):
-    """Coalesce concurrent calls per key into one running task.
-
-    The work runs in its own task, so a caller that is cancelled (client disconnect) does not
-    cancel the work the other callers wait for; each caller awaits it through
-    :func:`asyncio.shield`. The entry is removed when the task finishes, so a later call starts
-    fresh work (results are kept by :class:`TokenCache`, not here).
-    """
-
-    def __init__(self) -> None:
-        self._flights: dict[bytes, asyncio.Task[T]] = {}
-
-    def __len__(self) -> int:
-        return len(self._flights)
-
-    def joining(self, key: bytes) -> asyncio.Task[T] | None:
-        """The flight already running for ``key``, if any."""
-        return self._flights.get(key)
-
-    def start(self, key: bytes, work: Callable[[], Awaitable[T]]) -> asyncio.Task[T]:
-        async def run() -> T:
-            return await work()
-
-        task = asyncio.get_running_loop().create_task(run())
-        self._flights[key] = task
-
-        def done(finished: asyncio.Task[T]) -> None:
-            if self._flights.get(key) is finished:
-                del self._flights[key]
-            if not finished.cancelled():
-                finished.exception()  # mark retrieved: every waiter may have gone away
-
-        task.add_done_callback(done)
-        return task
-
-    async def cancel_all(self) -> None:
-        tasks = list(self._flights.values())
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+    def _dropped(self, key: bytes) -> None:
+        if self._on_drop is not None:
+            self._on_drop(key)

@@ -48,7 +48,14 @@ from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
-from gateway.seams import AuthRequest, Principal, RateLimiter, Revocations, SharedTokenCache
+from gateway.seams import (
+    AuthRequest,
+    CallerToken,
+    Principal,
+    RateLimiter,
+    Revocations,
+    SharedTokenCache,
+)
 
 from .bearer import MAX_TOKEN_BYTES, extract_bearer
 from .budget import MAX_BLOCKED_IPS, FailedAuthBudget
@@ -96,6 +103,7 @@ class ResourceServer:
         self._metrics = metrics
         self._clock = clock
         self._baseline = baseline_scopes
+        self._drop_listeners: list[Callable[[bytes], None]] = []
         self.issuers = tuple(
             TrustedIssuer(
                 issuer,
@@ -104,6 +112,7 @@ class ResourceServer:
                 metrics=metrics,
                 clock=clock,
                 discovery_retry_s=discovery_retry_s,
+                on_drop=self._dropped,
             )
             for issuer in config.issuers
         )
@@ -248,6 +257,21 @@ class ResourceServer:
         (a revocation; the revocation list keeps it from being cached again)."""
         for issuer in self.issuers:
             issuer.cache.forget(digest)
+
+    def caller_token(self, request: AuthRequest) -> CallerToken:
+        """The bearer token of a request :meth:`authenticate` accepted, wrapped for the RFC 8693
+        token-exchange credential (the only consumer allowed to send it on, to the issuer)."""
+        token = extract_bearer(request, max_bytes=self._max_token_bytes)
+        return CallerToken(token, token_digest(token)[0])
+
+    def on_token_dropped(self, listener: Callable[[bytes], None]) -> None:
+        """Call ``listener(digest)`` whenever an accepted token's cache entry is dropped
+        (expired, evicted, forgotten): what was derived from that token goes with it."""
+        self._drop_listeners.append(listener)
+
+    def _dropped(self, digest: bytes) -> None:
+        for listener in self._drop_listeners:
+            listener(digest)
 
     # --- internals ----------------------------------------------------------------------------
 

@@ -83,6 +83,7 @@ class TrustedIssuer:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
         discovery_retry_s: float = 1.0,
+        on_drop: Callable[[bytes], None] | None = None,
     ) -> None:
         self.config = config
         self.url = config.url
@@ -90,7 +91,7 @@ class TrustedIssuer:
         self._metrics = metrics
         self._clock = clock
         self._discovery_retry_s = discovery_retry_s
-        self.cache = TokenCache(config.cache)
+        self.cache = TokenCache(config.cache, on_drop=on_drop)
         self.rules = ClaimRules.for_issuer(resource, config)
         self._introspector = (
             Introspector(config, outbound, clock=clock) if config.introspects else None

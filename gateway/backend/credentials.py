@@ -32,7 +32,14 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
-from gateway.config import DEFAULT_BACKEND, Config, CredentialConfig, Secret, is_loopback_url
+from gateway.config import (
+    DEFAULT_BACKEND,
+    Config,
+    CredentialConfig,
+    IssuerConfig,
+    Secret,
+    is_loopback_url,
+)
 from gateway.observability.logging import get_logger
 from gateway.outbound import Outbound, OutboundError
 
@@ -43,7 +50,10 @@ __all__ = [
     "CredentialError",
     "ServiceCredential",
     "StaticBearer",
+    "build_client_auth",
+    "discover_token_endpoint",
     "make_credential",
+    "parse_token_response",
 ]
 
 TOKEN_DESTINATION: Final = "token"  # noqa: S105 - a destination name, not a secret
@@ -101,40 +111,30 @@ class ClientCredentials:
         *,
         clock: Callable[[], float] = time.monotonic,
         backend: str = DEFAULT_BACKEND,
+        issuer: IssuerConfig | None = None,
     ) -> None:
+        """``issuer``: whose token endpoint (default the first configured issuer)."""
         if credential.client_id is None:
             raise CredentialError("client_credentials needs a client_id")
         self._backend = backend
         self._cred = credential
-        self._issuer = config.issuer
+        self._issuer = issuer if issuer is not None else config.issuer
         self._outbound = outbound
         self._clock = clock
-        self._timeout_s = config.issuer.timeout_s
-        self._endpoint: str | None = credential.token_endpoint or config.issuer.token_endpoint
+        self._timeout_s = self._issuer.timeout_s
+        self._endpoint: str | None = credential.token_endpoint or self._issuer.token_endpoint
         self._lock = asyncio.Lock()
         self._token: str | None = None
         self._refresh_at = 0.0
-        self._client_auth = self._build_client_auth(credential)
+        self._client_auth = build_client_auth(credential)
         self.fetches = 0
         """Token requests sent so far (for metrics and tests)."""
 
-    @staticmethod
-    def _build_client_auth(cred: CredentialConfig) -> ClientAuth:
-        client_id = cred.client_id or ""
-        if cred.client_auth == "private_key_jwt":
-            if cred.private_key is None:
-                raise CredentialError("private_key_jwt needs a private_key")
-            headers = {"kid": cred.private_key_id} if cred.private_key_id else None
-            # RFC 7523 §3: aud = the token endpoint; authlib signs a fresh jti/exp each time.
-            key, alg = _signing_key(cred.private_key.reveal())
-            return ClientAuth(client_id, key, PrivateKeyJWT(headers=headers, alg=alg))
-        secret = cred.client_secret.reveal() if cred.client_secret is not None else ""
-        method = (
-            encode_client_secret_post
-            if cred.client_auth == "client_secret_post"
-            else encode_client_secret_basic
-        )
-        return ClientAuth(client_id, secret, method)
+    @property
+    def client_auth(self) -> ClientAuth:
+        """The authlib client authentication of this credential's client (token exchange uses
+        the same client at the same endpoint)."""
+        return self._client_auth
 
     async def token(self, deadline: float) -> str:
         if self._token is not None and self._clock() < self._refresh_at:
@@ -191,7 +191,7 @@ class ClientCredentials:
             payload = json.loads(response.body)
         except (ValueError, RecursionError) as exc:
             raise CredentialError("token endpoint answered malformed JSON") from exc
-        token, lifetime = _parse_token_response(payload)
+        token, lifetime = parse_token_response(payload)
         margin = min(float(self._cred.refresh_margin_s), lifetime / 2)
         self._token = token
         self._refresh_at = started + lifetime - margin
@@ -199,43 +199,68 @@ class ClientCredentials:
         return token
 
     async def _discover(self, deadline: float) -> str:
-        """RFC 8414 §3 metadata, then OpenID Connect Discovery 1.0 §4, from ``issuer.url``."""
-        issuer = self._issuer.url.rstrip("/")
-        parts = urlsplit(issuer)
-        origin = f"{parts.scheme}://{parts.netloc}"
-        candidates = (
-            f"{origin}/.well-known/oauth-authorization-server{parts.path}",
-            f"{issuer}/.well-known/openid-configuration",
-        )
-        for url in candidates:
-            try:
-                response = await self._outbound.request(
-                    TOKEN_DESTINATION,
-                    "GET",
-                    url,
-                    timeout_s=max(0.001, min(self._timeout_s, deadline - time.monotonic())),
-                    headers={"Accept": "application/json"},
-                    max_body=_MAX_TOKEN_RESPONSE,
-                )
-                metadata = json.loads(response.body) if response.status == 200 else None
-            except (OutboundError, ValueError, RecursionError):
-                continue
-            if not isinstance(metadata, dict):
-                continue
-            # RFC 8414 §3.3: the issuer in the document must be the one we asked.
-            if str(metadata.get("issuer", "")).rstrip("/") != issuer:
-                continue
-            endpoint = metadata.get("token_endpoint")
-            if isinstance(endpoint, str) and self._endpoint_allowed(endpoint):
-                self._endpoint = endpoint
-                return endpoint
-        raise CredentialError("token endpoint not discoverable from the issuer metadata")
+        self._endpoint = await discover_token_endpoint(self._outbound, self._issuer, deadline)
+        return self._endpoint
 
-    def _endpoint_allowed(self, url: str) -> bool:
-        scheme = urlsplit(url).scheme
-        if scheme == "https":
-            return True
-        return scheme == "http" and self._issuer.allow_insecure_http and is_loopback_url(url)
+
+async def discover_token_endpoint(outbound: Outbound, issuer: IssuerConfig, deadline: float) -> str:
+    """The issuer's token endpoint from RFC 8414 §3 metadata, then OpenID Connect Discovery 1.0
+    §4, at ``issuer.url``; raise :class:`CredentialError` when neither names a usable one."""
+    base = issuer.url.rstrip("/")
+    parts = urlsplit(base)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    candidates = (
+        f"{origin}/.well-known/oauth-authorization-server{parts.path}",
+        f"{base}/.well-known/openid-configuration",
+    )
+    for url in candidates:
+        try:
+            response = await outbound.request(
+                TOKEN_DESTINATION,
+                "GET",
+                url,
+                timeout_s=max(0.001, min(issuer.timeout_s, deadline - time.monotonic())),
+                headers={"Accept": "application/json"},
+                max_body=_MAX_TOKEN_RESPONSE,
+            )
+            metadata = json.loads(response.body) if response.status == 200 else None
+        except (OutboundError, ValueError, RecursionError):
+            continue
+        if not isinstance(metadata, dict):
+            continue
+        # RFC 8414 §3.3: the issuer in the document must be the one we asked.
+        if str(metadata.get("issuer", "")).rstrip("/") != base:
+            continue
+        endpoint = metadata.get("token_endpoint")
+        if isinstance(endpoint, str) and _endpoint_allowed(issuer, endpoint):
+            return endpoint
+    raise CredentialError("token endpoint not discoverable from the issuer metadata")
+
+
+def _endpoint_allowed(issuer: IssuerConfig, url: str) -> bool:
+    scheme = urlsplit(url).scheme
+    if scheme == "https":
+        return True
+    return scheme == "http" and issuer.allow_insecure_http and is_loopback_url(url)
+
+
+def build_client_auth(cred: CredentialConfig) -> ClientAuth:
+    """authlib's client authentication for ``cred`` (``client_auth``)."""
+    client_id = cred.client_id or ""
+    if cred.client_auth == "private_key_jwt":
+        if cred.private_key is None:
+            raise CredentialError("private_key_jwt needs a private_key")
+        headers = {"kid": cred.private_key_id} if cred.private_key_id else None
+        # RFC 7523 §3: aud = the token endpoint; authlib signs a fresh jti/exp each time.
+        key, alg = _signing_key(cred.private_key.reveal())
+        return ClientAuth(client_id, key, PrivateKeyJWT(headers=headers, alg=alg))
+    secret = cred.client_secret.reveal() if cred.client_secret is not None else ""
+    method = (
+        encode_client_secret_post
+        if cred.client_auth == "client_secret_post"
+        else encode_client_secret_basic
+    )
+    return ClientAuth(client_id, secret, method)
 
 
 def _signing_key(pem: str) -> tuple[Any, str]:
@@ -255,7 +280,7 @@ def _signing_key(pem: str) -> tuple[Any, str]:
         raise CredentialError("backend private_key cannot be loaded") from exc
 
 
-def _parse_token_response(payload: Any) -> tuple[str, float]:
+def parse_token_response(payload: Any) -> tuple[str, float]:
     """RFC 6749 §5.1: access_token, token_type Bearer, optional positive expires_in."""
     if not isinstance(payload, dict):
         raise CredentialError("token response is not an object")

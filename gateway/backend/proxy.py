@@ -46,6 +46,7 @@ from gateway.backend.results import (
 )
 from gateway.backend.rpc import UpstreamFault
 from gateway.backend.tls import build_ssl_context
+from gateway.backend.token_exchange import TokenExchange
 from gateway.backend.tool_headers import encode_header_value, is_header_safe, param_values
 from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
 from gateway.config import BackendConfig, Config
@@ -102,9 +103,17 @@ class UpstreamBackend:
         self._inputs = config.input_requests
         # Built once: a bad CA or key file fails startup, never a request.
         self._ssl = build_ssl_context(self._settings.tls)
-        self._credential = make_credential(
-            self._settings.credential, config, outbound, backend=self.name, clock=clock
-        )
+        self._exchange: TokenExchange | None = None
+        self._credential: ServiceCredential
+        if self._settings.credential.type == "token_exchange":
+            self._credential = self._exchange = TokenExchange(
+                self._settings.credential, config, outbound, backend=self.name, metrics=metrics,
+                clock=clock,
+            )  # fmt: skip
+        else:
+            self._credential = make_credential(
+                self._settings.credential, config, outbound, backend=self.name, clock=clock
+            )
         self._link = UpstreamLink(
             self._settings.url,
             outbound,
@@ -119,6 +128,8 @@ class UpstreamBackend:
         self._listener = ChangeListener(self._link, on_change=self._refresher.request_refresh)
         self._progress_ids = itertools.count(1)
         self._signer = _signer(config, self._settings, keys, metrics)
+        if metrics is not None and self._exchange is not None:
+            metrics.register_identity(self.name, exchange=self._exchange.__len__)
         if metrics is not None:
             metrics.register_backend(
                 self.name, age=self._refresher.age, ready=lambda: self._refresher.ready
@@ -171,7 +182,7 @@ class UpstreamBackend:
                 ssl_context=self._ssl,
             )
         )
-        if self._settings.credential.type == "client_credentials":
+        if self._settings.credential.type != "bearer":
             self._outbound.add(
                 Destination(TOKEN_DESTINATION, connect_timeout_s=self._config.issuer.timeout_s)
             )
@@ -219,8 +230,16 @@ class UpstreamBackend:
             if validator is None or not validator.is_valid(arguments):
                 outcome = "invalid_arguments"
                 return error_result(INVALID_ARGUMENTS_TEXT)
+            credential = None
+            if self._exchange is not None:  # raises exchange_refused / exchange_unavailable
+                outcome = "exchange_failed"
+                credential = await self._exchange.for_call(
+                    call.caller_token, principal, ctx, deadline
+                )
             called = True
-            result, outcome = await self._call_upstream(call, arguments, principal, ctx, deadline)
+            result, outcome = await self._call_upstream(
+                call, arguments, principal, ctx, deadline, credential=credential
+            )
             return result
         except asyncio.CancelledError:
             outcome = "cancelled"  # client disconnect: leaving the stream aborted the upstream
@@ -256,6 +275,8 @@ class UpstreamBackend:
         principal: Principal,
         ctx: RequestContext,
         deadline: float,
+        *,
+        credential: ServiceCredential | None = None,
     ) -> tuple[dict[str, Any] | InputRequired, Outcome]:
         tool = call.tool
         upstream_name = tool.upstream_name or tool.name
@@ -294,7 +315,7 @@ class UpstreamBackend:
         try:
             reply = await self._link.request(
                 "tools/call", prepare, deadline=deadline, name=upstream_name,
-                progress_token=token, on_progress=relay,
+                progress_token=token, on_progress=relay, credential=credential,
             )  # fmt: skip
         except UpstreamFault as fault:
             _log.warning("backend_call_failed", backend=self.name, tool=tool.name,
@@ -358,9 +379,12 @@ class UpstreamBackend:
         return headers
 
     def forget_caller(self, digest: bytes) -> None:
-        """The caller token with this SHA-256 digest was revoked: drop what was made for it."""
+        """The caller token with this SHA-256 digest was revoked or left the authenticator's
+        cache: drop what was made for it (reusable assertions, its exchanged token)."""
         if self._signer is not None:
             self._signer.forget(digest)
+        if self._exchange is not None:
+            self._exchange.forget(digest)
 
 
 def _signer(
@@ -371,7 +395,7 @@ def _signer(
         return None
     key = keys.for_backend(settings.name) if keys is not None else None
     if metrics is not None:
-        metrics.register_identity(settings.name)
+        metrics.register_identity(settings.name, assertion=True)
     return AssertionSigner(
         assertion,
         key if key is not None else AssertionKey(assertion),

@@ -43,6 +43,7 @@ Outcome = Literal[
     "too_large",
     "cancelled",
     "input_required",
+    "exchange_failed",
 ]
 
 INVALID_ARGUMENTS_TEXT: Final = (

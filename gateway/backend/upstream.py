@@ -187,11 +187,13 @@ class UpstreamLink:
         progress_token: str | None = None,
         on_progress: ProgressSink | None = None,
         max_bytes: int | None = None,
+        credential: ServiceCredential | None = None,
     ) -> Reply:
         """Send one JSON-RPC request in the upstream's era and return its final response.
 
         ``prepare(state)`` returns the ``params`` object and any extra headers for the era found
-        by detection. Retries once with a fresh credential on 401, and once after
+        by detection. ``credential``: this request's own (a caller's exchanged token) instead of
+        the service credential. Retries once with a fresh credential on 401, and once after
         re-initializing an expired legacy session (404). Raises :class:`UpstreamFault` otherwise.
         """
         state = await self.ensure(deadline)
@@ -208,7 +210,7 @@ class UpstreamLink:
                 return await self._send(
                     body, headers, request_id, deadline,
                     max_bytes=max_bytes or self._max_bytes,
-                    progress_token=progress_token, on_progress=on_progress,
+                    progress_token=progress_token, on_progress=on_progress, credential=credential,
                 )  # fmt: skip
             except UpstreamFault as fault:
                 if fault.kind == "unauthorized" and not retried_auth:
@@ -237,9 +239,11 @@ class UpstreamLink:
         max_bytes: int,
         progress_token: str | None = None,
         on_progress: ProgressSink | None = None,
+        credential: ServiceCredential | None = None,
     ) -> Reply:
+        credential = credential if credential is not None else self._credential
         try:
-            token = await self._credential.token(deadline)
+            token = await credential.token(deadline)
         except CredentialError as exc:
             _log.warning("backend_credential_unavailable", backend=self.backend, reason=str(exc))
             raise UpstreamFault("credential") from exc
@@ -252,7 +256,7 @@ class UpstreamLink:
                 on_progress=on_progress, on_list_changed=self.on_list_changed,
             )  # fmt: skip
         except UpstreamFault as fault:
-            if fault.kind == "unauthorized" and not self._credential.invalidate(token):
+            if fault.kind == "unauthorized" and not credential.invalidate(token):
                 raise UpstreamFault("credential", 401) from fault
             raise
 

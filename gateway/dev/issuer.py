@@ -6,7 +6,9 @@
   (the same document; MCP clients may try either), with ``issuer`` = the base URL exactly;
 - ``/authorize``: authorization code + PKCE S256, auto-approve or a one-click consent page, with
   ``iss`` on every redirect back to the client (RFC 9207 §2);
-- ``/token``: ``authorization_code``, ``refresh_token`` (rotating), ``client_credentials``;
+- ``/token``: ``authorization_code``, ``refresh_token`` (rotating), ``client_credentials``, and
+  RFC 8693 token exchange for the clients :attr:`DevIssuer.exchange_policy` allows
+  (:mod:`gateway.dev.issuer_exchange`);
 - ``/register``: RFC 7591 dynamic registration for public native clients (RFC 8252 loopback
   redirects, any port);
 - ``/introspect`` (RFC 7662) and ``/revoke`` (RFC 7009), with ``client_secret_basic``,
@@ -37,9 +39,8 @@ from aiohttp import web
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 from authlib.oauth2.rfc9207 import AuthorizationServerMetadata as IssMetadata
 
+from gateway.config import TOKEN_EXCHANGE_GRANT
 from gateway.dev.issuer_adapter import (
-    CONFIDENTIAL_METHODS,
-    SIGNING_ALGS,
     TOKEN_AUTH_METHODS,
     IssuerSettings,
     ParsedRequest,
@@ -52,6 +53,7 @@ from gateway.dev.loopback import bind_site, check_bind_host
 
 __all__ = ["DevIssuer"]
 
+_GRANT_TYPES = ("authorization_code", "refresh_token", "client_credentials", TOKEN_EXCHANGE_GRANT)
 MAX_BODY = 65_536
 """Request bodies above this are refused by aiohttp with 413."""
 _JWT_SHAPE = re.compile(r"[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*")
@@ -114,6 +116,11 @@ class DevIssuer(AuthorizationHandlers):
         self.server = DevAuthorizationServer(self._settings, self.store, self._default_scopes)
         if token_format == "jwt":
             self.server.jwt_signer = self.sign_jwt
+        self.server.sign_exchanged = self.sign_jwt
+        self.exchange_policy = self.server.exchange_policy
+        """RFC 8693: which clients may exchange tokens for which targets (tests and the demo)."""
+        self.exchange_faults = self.server.exchange_faults
+        """Test knobs of the token-exchange grant (outage, garbage, refusal, lifetime, calls)."""
         self.introspection_status: int | None = None
         """Test knob: answer introspection with this HTTP status instead (simulates an outage)."""
         self.jwt_introspection_error: str | None = None
@@ -279,32 +286,7 @@ class DevIssuer(AuthorizationHandlers):
 
     def metadata(self) -> dict[str, Any]:
         """RFC 8414 §2 authorization server metadata."""
-        settings = self._settings
-        return {
-            "issuer": settings.issuer,
-            **settings.endpoints,
-            "scopes_supported": list(settings.scopes_supported),
-            "response_types_supported": ["code"],
-            "response_modes_supported": ["query"],
-            "grant_types_supported": ["authorization_code", "refresh_token", "client_credentials"],
-            "token_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
-            "token_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
-            **(
-                {
-                    "introspection_endpoint_auth_methods_supported": list(CONFIDENTIAL_METHODS),
-                    "introspection_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
-                }
-                if settings.introspection
-                else {}
-            ),
-            "revocation_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
-            "revocation_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
-            "jwks_uri": f"{settings.issuer}/jwks",
-            "code_challenge_methods_supported": ["S256"],
-            "authorization_response_iss_parameter_supported": True,
-            "client_id_metadata_document_supported": False,
-            "service_documentation": "https://github.com/mcp-resource-gateway/docs/quickstart.md",
-        }
+        return self._settings.metadata(_GRANT_TYPES)
 
     # --- handlers --------------------------------------------------------------------------
 
@@ -313,6 +295,10 @@ class DevIssuer(AuthorizationHandlers):
 
     async def _token(self, request: web.Request) -> web.StreamResponse:
         parsed = await ParsedRequest.read(request)
+        if (parsed.form.get("grant_type") or [""])[0] == TOKEN_EXCHANGE_GRANT:
+            faulted = await self.exchange_faults.answer()
+            if faulted is not None:
+                return faulted
         return self._safe(lambda: self.server.create_token_response(parsed))
 
     async def _register(self, request: web.Request) -> web.StreamResponse:

@@ -73,6 +73,35 @@ class IssuerSettings:
             del endpoints["introspection_endpoint"]
         return endpoints
 
+    def metadata(self, grant_types: tuple[str, ...]) -> dict[str, Any]:
+        """RFC 8414 §2 authorization server metadata for these settings."""
+        settings = self
+        return {
+            "issuer": settings.issuer,
+            **settings.endpoints,
+            "scopes_supported": list(settings.scopes_supported),
+            "response_types_supported": ["code"],
+            "response_modes_supported": ["query"],
+            "grant_types_supported": list(grant_types),
+            "token_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
+            "token_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+            **(
+                {
+                    "introspection_endpoint_auth_methods_supported": list(CONFIDENTIAL_METHODS),
+                    "introspection_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+                }
+                if settings.introspection
+                else {}
+            ),
+            "revocation_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
+            "revocation_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+            "jwks_uri": f"{settings.issuer}/jwks",
+            "code_challenge_methods_supported": ["S256"],
+            "authorization_response_iss_parameter_supported": True,
+            "client_id_metadata_document_supported": False,
+            "service_documentation": "https://github.com/mcp-resource-gateway/docs/quickstart.md",
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class ParsedRequest:

@@ -305,6 +305,8 @@ class Introspection(IntrospectionEndpoint):  # type: ignore[misc]
         }
         if token.kind == "access_token" and token.audience:
             payload["aud"] = token.audience[0] if len(token.audience) == 1 else list(token.audience)
+        if token.act is not None:
+            payload["act"] = token.act  # RFC 8693 §4.1 (an exchanged token)
         return payload
 
 

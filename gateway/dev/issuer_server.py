@@ -25,6 +25,7 @@ from gateway.dev.issuer_adapter import (
     IssuerSettings,
     ParsedRequest,
 )
+from gateway.dev.issuer_exchange import ExchangeFaults, ExchangePolicy, TokenExchange
 from gateway.dev.issuer_grants import (
     AuthorizationCode,
     ClientCredentials,
@@ -41,6 +42,10 @@ from gateway.dev.issuer_store import DevClient, DevUser, IssuerStore, TokenRecor
 __all__ = ["DevAuthorizationServer"]
 
 
+def _no_signer(claims: dict[str, Any]) -> str:
+    raise RuntimeError("the issuer has not installed its signer")
+
+
 class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
     """authlib's AuthorizationServer bound to aiohttp and the in-memory store."""
 
@@ -53,10 +58,15 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.default_scopes = default_scopes
         self.jwt_signer: Callable[[dict[str, Any]], str] | None = None
         """Set: access tokens are JWTs signed by it (refresh tokens stay opaque)."""
+        self.sign_exchanged: Callable[[dict[str, Any]], str] = _no_signer
+        """Signs an exchanged token requested as a JWT (set by the issuer to its key set)."""
+        self.exchange_policy = ExchangePolicy()
+        self.exchange_faults = ExchangeFaults()
         self.register_token_generator("default", self._generate_token)
         self.register_grant(AuthorizationCode, [S256Only(required=True)])
         self.register_grant(RefreshToken)
         self.register_grant(ClientCredentials)
+        self.register_grant(TokenExchange)
         self.register_endpoint(Registration)
         self.register_endpoint(Introspection)
         self.register_endpoint(Revocation)
@@ -161,6 +171,9 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         if record.kind == "refresh_token":
             # RFC 7009 §2.1: revoking a refresh token also invalidates its access tokens.
             self.store.revoke_family(record.family)
+        for child in self.store.tokens.values():
+            if child.parent == record.value:  # tokens exchanged for it (RFC 8693) go too
+                self.revoke_record(child)
 
     # --- RFC 8707 resources ----------------------------------------------------------------
 

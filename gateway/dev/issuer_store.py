@@ -154,6 +154,10 @@ class TokenRecord:
     expires_at: int
     family: str
     revoked: bool = False
+    act: dict[str, Any] | None = None
+    """RFC 8693 §4.1 ``act`` of an exchanged token (who acts for ``sub``)."""
+    parent: str | None = None
+    """The subject token an exchanged token was issued for (revoked together with it)."""
 
     # --- authlib TokenMixin ----------------------------------------------------------------
 

@@ -54,6 +54,7 @@ from gateway.protocol.results import (
 )
 from gateway.seams import (
     Backend,
+    CallerToken,
     ConcurrencyLimiter,
     Decision,
     InputRequired,
@@ -93,6 +94,8 @@ class Turn:
     """``time.monotonic()`` instant by which the whole request must be answered."""
     accepts_sse: bool
     decisions: dict[str, Decision] = field(default_factory=dict)
+    caller_token: CallerToken | None = None
+    """The caller's token, wrapped; only when a backend exchanges it (``Dispatcher.exchanging``)."""
 
     def decide(self, tool: str) -> Decision:
         """The policy decision for ``tool``, evaluated once per request."""
@@ -127,6 +130,10 @@ class Dispatcher:
         # Only the observer reads them, and only to log their shape (keys and types).
         self._log_arguments = config.logging.log_arguments
         self._inputs = InputRounds(config, metrics=metrics)
+        self.exchanging = frozenset(
+            b.name for b in config.backends if b.credential.type == "token_exchange"
+        )
+        """Backends whose credential exchanges the caller's token: only their calls carry it."""
 
     async def enforce_rate(self, key: str, count: int, per_s: float, scope: str) -> None:
         """One event against ``key``'s budget; past it, count ``scope`` and raise 429."""
@@ -345,6 +352,7 @@ class Dispatcher:
                     message.client_capabilities if message.era == "modern" else {}
                 ),
                 resume=resume,
+                caller_token=turn.caller_token if tool.backend in self.exchanging else None,
             )
             began = time.monotonic()
             drain = self._drain

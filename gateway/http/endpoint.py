@@ -67,6 +67,7 @@ from gateway.seams import (
     Authenticator,
     AuthRequest,
     Backend,
+    CallerToken,
     CallRecord,
     ConcurrencyLimiter,
     Observer,
@@ -217,14 +218,15 @@ class McpEndpoint:
         headers = request.headers
         # One policy snapshot per request: a reload mid-request does not change its rules.
         policy = self._policy.current()
-        principal = await self._auth.authenticate(  # steps 5-7
-            AuthRequest(
-                authorization=tuple(headers.getall("Authorization", ())),
-                query_keys=frozenset(request.query.keys()),
-                client_ip=ctx.client_ip,
-            )
+        auth_request = AuthRequest(
+            authorization=tuple(headers.getall("Authorization", ())),
+            query_keys=frozenset(request.query.keys()),
+            client_ip=ctx.client_ip,
         )
+        principal = await self._auth.authenticate(auth_request)  # steps 5-7
         ctx.principal = principal
+        # Only a backend that exchanges the caller's token (RFC 8693) ever gets it, wrapped.
+        caller = self._auth.caller_token(auth_request) if self._dispatcher.exchanging else None
         baseline = policy.baseline_scopes
         if not principal.scopes.issuperset(baseline):  # step 8
             missing = tuple(scope for scope in baseline if scope not in principal.scopes)
@@ -245,7 +247,7 @@ class McpEndpoint:
             if self._metrics is not None:
                 self._metrics.in_flight.inc()
             try:
-                return await self._admitted(request, ctx, started, policy, principal)
+                return await self._admitted(request, ctx, started, policy, principal, caller=caller)
             finally:
                 self._in_flight -= 1
                 if self._metrics is not None:
@@ -260,6 +262,8 @@ class McpEndpoint:
         started: float,
         policy: Policy,
         principal: Principal,
+        *,
+        caller: CallerToken | None,
     ) -> web.StreamResponse:
         headers = request.headers
         deadline = started + self._deadline_s
@@ -292,6 +296,7 @@ class McpEndpoint:
             principal=principal,
             deadline=deadline,
             accepts_sse=accept.sse,
+            caller_token=caller,
         )
         # Steps 13-14; the lookup hides tools the caller may not see (no existence leak).
         classified = classify(headers, message, self._dispatcher.tool_lookup(turn))
@@ -380,11 +385,17 @@ class McpEndpoint:
                     raise message.rejection
                 body = await self._dispatcher.run(message, turn, relay=None, admitted=True)
             except GatewayError as err:
-                if err.jsonrpc_code is None:
+                error = err
+                if err.jsonrpc_code is not None:
+                    body = error_body(message.id, err.jsonrpc_code, err.message, None)
+                elif err.batch_member_code is not None:
+                    # Raised while this member ran: the earlier members' results stand.
+                    body = error_body(
+                        message.id, err.batch_member_code, err.body_message(), err.body_data()
+                    )
+                else:
                     err.request_id = None  # it answers the whole batch, not this member
                     raise
-                error = err
-                body = error_body(message.id, err.jsonrpc_code, err.message, None)
             fits = room - reserved
             if len(body) + 1 > fits:
                 body = self._dispatcher.over_budget(message)
@@ -464,15 +475,17 @@ def _call_record(
     message: McpMessage, ctx: RequestContext, error: GatewayError | None
 ) -> CallRecord:
     arguments = ctx.extra.get("arguments")
+    exchange = ctx.extra.pop("exchange", None)  # this member's own, never the previous one's
     return CallRecord(
         tool=message.tool_name or "",
         decision=ctx.decision,
         outcome=ctx.outcome or ("rejected" if error is not None else "ok"),
         backend_ms=ctx.backend_ms,
         backend=ctx.backend,
-        jsonrpc_code=None if error is None else error.jsonrpc_code,
+        jsonrpc_code=None if error is None else (error.jsonrpc_code or error.batch_member_code),
         error_row=None if error is None else error.row,
         arguments=arguments if isinstance(arguments, dict) else None,
+        exchange=exchange if isinstance(exchange, dict) else None,
     )
 
 

@@ -30,7 +30,13 @@ from typing import Any, Final, Literal
 import structlog
 
 from gateway.config import LoggingConfig
-from gateway.observability.audit import AuditEvent, AuditSink, argument_shape, input_record
+from gateway.observability.audit import (
+    AuditEvent,
+    AuditSink,
+    argument_shape,
+    exchange_record,
+    input_record,
+)
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics, method_label
 from gateway.seams import CallRecord, RequestContext
@@ -237,6 +243,7 @@ class GatewayObserver:
             auth_method=None if principal is None else principal.auth_method,
             arguments=argument_shape(arguments) if isinstance(arguments, Mapping) else None,
             input=input_record(ctx.extra.get("input")),
+            exchange=exchange_record(ctx.extra.get("exchange")),
         )
 
     def _batch_event(self, ctx: RequestContext, call: CallRecord, duration_s: float) -> AuditEvent:
@@ -264,6 +271,7 @@ class GatewayObserver:
             token_fp=None if principal is None else principal.fingerprint,
             auth_method=None if principal is None else principal.auth_method,
             arguments=argument_shape(arguments) if arguments is not None else None,
+            exchange=exchange_record(call.exchange),
         )
 
     @staticmethod

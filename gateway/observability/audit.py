@@ -35,6 +35,7 @@ __all__ = [
     "AuditSink",
     "RevocationEvent",
     "argument_shape",
+    "exchange_record",
     "input_record",
 ]
 
@@ -95,6 +96,23 @@ def input_record(raw: Any) -> dict[str, Any] | None:
     return record or None
 
 
+_EXCHANGE_FIELDS: Final[Mapping[str, type | tuple[type, ...]]] = {
+    "backend": str, "token_fp": str, "act": (str, type(None)), "exchanged": bool,
+}  # fmt: skip
+
+
+def exchange_record(raw: Any) -> dict[str, Any] | None:
+    """The audit form of a call's token exchange (``RequestContext.extra["exchange"]``):
+    ``backend``, ``token_fp`` (the exchanged token's fingerprint, like ``token_fp`` for the
+    caller's), ``act`` (who the issuer named as actor, when known) and ``exchanged`` (false: the
+    cached exchanged token was used). Never a token."""
+    if not isinstance(raw, Mapping):
+        return None
+    record = {key: raw[key] for key, kind in _EXCHANGE_FIELDS.items()
+              if key in raw and isinstance(raw[key], kind)}  # fmt: skip
+    return record or None
+
+
 @dataclass(frozen=True, slots=True)
 class AuditEvent:
     """One ``tools/call``: who called which tool, the policy's verdict, and what happened."""
@@ -127,6 +145,8 @@ class AuditEvent:
     input: Mapping[str, Any] | None = None
     """A 2026-07-28 input round (:func:`input_record`): kinds and round numbers, never the
     requests' or answers' contents."""
+    exchange: Mapping[str, Any] | None = None
+    """The RFC 8693 token exchange of the call (:func:`exchange_record`)."""
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
@@ -156,6 +176,8 @@ class AuditEvent:
             record["arguments"] = dict(self.arguments)
         if self.input is not None:
             record["input"] = dict(self.input)
+        if self.exchange is not None:
+            record["exchange"] = dict(self.exchange)
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 

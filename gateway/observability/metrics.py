@@ -92,12 +92,13 @@ TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
 
 BACKEND_OUTCOMES: Final = (
     "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled",
-    "input_required",
+    "input_required", "exchange_failed",
 )  # fmt: skip
 """``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
 went away mid-call; ``too_large``: the upstream reply exceeded its cap; ``input_required``: the
 upstream asked for input (2026-07-28 input round; what the gateway did with it is
-``input_rounds_total``)."""
+``input_rounds_total``); ``exchange_failed``: the token exchange was refused or failed, so the
+call never went upstream."""
 
 INPUT_ROUND_EVENTS: Final = (
     "relayed", "resumed", "rejected", "missing_capability", "legacy_client", "too_many_rounds",
@@ -112,6 +113,8 @@ INPUT_KINDS: Final = ("elicitation/create", "roots/list", "sampling/createMessag
 """``input_requests_total{kind}``: the input requests relayed, by kind."""
 ASSERTION_RESULTS: Final = ("signed", "reused")
 """``identity_assertions_total{result}``: a caller assertion minted, or one reused."""
+EXCHANGE_RESULTS: Final = ("ok", "refused", "unavailable")
+"""``token_exchanges_total{result}``: RFC 8693 requests to the token endpoint."""
 
 RATE_LIMIT_SCOPES: Final = (
     "ip",
@@ -219,6 +222,14 @@ class Metrics:
         self.identity_assertions_total = Counter(
             p + "identity_assertions_total", "Caller assertions by backend: signed or reused",
             ["backend", "result"], registry=r,
+        )  # fmt: skip
+        self.token_exchanges_total = Counter(
+            p + "token_exchanges_total", "RFC 8693 token exchanges by backend and result",
+            ["backend", "result"], registry=r,
+        )  # fmt: skip
+        self.exchanged_tokens = Gauge(
+            p + "exchanged_tokens", "Exchanged tokens cached, by backend",
+            ["backend"], registry=r,
         )  # fmt: skip
         self.in_flight = Gauge(p + "in_flight", "MCP requests in flight", registry=r)
         self.rate_limited_total = Counter(
@@ -332,10 +343,18 @@ class Metrics:
         check = ready if ready is not None else (lambda: False)
         self.backend_ready.labels(backend=name).set_function(lambda: 1.0 if check() else 0.0)
 
-    def register_identity(self, name: str) -> None:
-        """A backend's identity series (it signs caller assertions)."""
-        for result in ASSERTION_RESULTS:
-            self.identity_assertions_total.labels(backend=name, result=result)
+    def register_identity(
+        self, name: str, *, assertion: bool = False, exchange: Callable[[], int] | None = None
+    ) -> None:
+        """A backend's identity series: assertions when it signs them; exchanges and the
+        number of exchanged tokens it caches (``exchange``) when it uses token exchange."""
+        if assertion:
+            for result in ASSERTION_RESULTS:
+                self.identity_assertions_total.labels(backend=name, result=result)
+        if exchange is not None:
+            for result in EXCHANGE_RESULTS:
+                self.token_exchanges_total.labels(backend=name, result=result)
+            self.exchanged_tokens.labels(backend=name).set_function(lambda: float(exchange()))
 
     def set_catalog_names(self, names: Container[str]) -> None:
         """The only tool names allowed as label values (bounded cardinality)."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fnmatch
+import hashlib
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -26,6 +27,7 @@ from gateway.errors import (
 )
 from gateway.seams import (
     AuthRequest,
+    CallerToken,
     Decision,
     HeaderParam,
     Listing,
@@ -116,6 +118,10 @@ class FakeAuthenticator:
         if isinstance(error, IssuerUnavailable):
             return f"Bearer {metadata}"
         return None
+
+    def caller_token(self, request: AuthRequest) -> CallerToken:
+        token = request.authorization[0].partition(" ")[2].strip()
+        return CallerToken(token, hashlib.sha256(token.encode()).digest())
 
 
 @dataclass(frozen=True, slots=True)

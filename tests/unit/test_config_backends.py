@@ -84,8 +84,14 @@ class TestLoading:
         assert tickets.tls.ca_file is not None and tickets.tls.ca_file.endswith("tls/ca.pem")
         assert (tickets.connect_timeout_s, tickets.catalog_refresh_s) == (1.0, 60.0)
         assert (tickets.identity_headers, tickets.max_connections) == (True, 20)
-        assert warehouse.credential.token is not None
-        assert warehouse.credential.token.reveal() == "backend-token"
+        exchange = warehouse.credential
+        assert (exchange.type, exchange.client_id, exchange.issuer, exchange.actor) == (
+            "token_exchange",
+            "gateway-warehouse",
+            "https://id.example.com",
+            "none",
+        )
+        assert exchange.resource == "https://warehouse.internal/mcp"
         assert c.backend_readiness == "any"
 
     def test_a_single_backend_section_is_the_one_backend_named_default(self) -> None:

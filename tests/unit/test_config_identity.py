@@ -235,3 +235,91 @@ class TestKeyIdsAndPublishedKeys:
         assert any(
             "identity_jwks.publish_keys[1].file: cannot read key file" in p for p in problems
         ), problems
+
+
+EXCHANGE_HEAD = """\
+resource: https://mcp.example.com/mcp
+issuers:
+  - url: https://id.example.com
+    client_id: mcp-gateway
+    client_secret: {env: TEST_INTROSPECTION_SECRET}
+    audiences: [urn:gateway]
+  - {url: https://login.example.org, tokens: jwt}
+policy: policy.yaml
+backend:
+  url: https://tools.example.com/mcp
+"""
+
+
+def _exchange(tmp_path: Path, credential: str) -> Path:
+    shutil.copy(FIXTURES / "policy.yaml", tmp_path / "policy.yaml")
+    target = tmp_path / "gateway.yaml"
+    target.write_text(EXCHANGE_HEAD + f"  credential: {credential}\n", encoding="utf-8")
+    return target
+
+
+class TestTokenExchange:
+    BASE = "{type: token_exchange, client_id: gw, client_secret: {env: TEST_BACKEND_TOKEN}"
+
+    def test_every_key_reaches_the_typed_config(self, tmp_path: Path) -> None:
+        c = load_config(
+            _exchange(
+                tmp_path,
+                self.BASE + ", audience: tools-api, resource: https://tools.internal/mcp, "
+                "scope: tools:invoke, actor: service, issuer: https://id.example.com, "
+                "token_endpoint: https://id.example.com/token, refresh_margin_s: 10, "
+                "requested_token_type: 'urn:ietf:params:oauth:token-type:jwt'}",
+            ),
+            ENV,
+        )
+        cred = c.backends[0].credential
+        assert cred.type == "token_exchange" and cred.client_id == "gw"
+        assert (cred.audience, cred.resource, cred.scope) == (
+            "tools-api",
+            "https://tools.internal/mcp",
+            "tools:invoke",
+        )
+        assert (cred.actor, cred.issuer, cred.refresh_margin_s) == (
+            "service",
+            "https://id.example.com",
+            10,
+        )
+        assert cred.requested_token_type == "urn:ietf:params:oauth:token-type:jwt"
+
+    def test_defaults(self, tmp_path: Path) -> None:
+        c = load_config(_exchange(tmp_path, self.BASE + ", audience: tools-api}"), ENV)
+        cred = c.backends[0].credential
+        assert cred.requested_token_type == "urn:ietf:params:oauth:token-type:access_token"
+        assert (cred.actor, cred.issuer, cred.token_endpoint) == ("none", None, None)
+
+    @pytest.mark.parametrize(
+        ("extra", "where", "message"),
+        [
+            ("", "backend.credential", "token_exchange needs audience or resource"),
+            (", audience: https://mcp.example.com/mcp", "backend.credential.audience",
+             "names this gateway itself"),
+            (", resource: urn:gateway", "backend.credential.resource", "names this gateway"),
+            (", audience: a, issuer: https://nowhere.example", "backend.credential.issuer",
+             "is not the url of a configured issuer"),
+            (", audience: a, token_endpoint: https://id.example.com/token",
+             "backend.credential.token_endpoint", "needs credential.issuer"),
+            (", audience: a, client_auth: private_key_jwt", "backend.credential",
+             "private_key is required"),
+        ],
+    )  # fmt: skip
+    def test_load_time_problems(self, tmp_path: Path, extra: str, where: str, message: str) -> None:
+        base = self.BASE
+        if "private_key_jwt" in extra:
+            base = "{type: token_exchange, client_id: gw"
+        with pytest.raises(ConfigError) as info:
+            load_config(_exchange(tmp_path, base + extra + "}"), ENV)
+        assert any(f"{where}: " in p and message in p for p in info.value.problems), (
+            info.value.problems
+        )
+
+    def test_the_requested_token_type_must_be_a_token_type_uri(self, tmp_path: Path) -> None:
+        with pytest.raises(ConfigError) as info:
+            load_config(
+                _exchange(tmp_path, self.BASE + ", audience: a, requested_token_type: jwt}"), ENV
+            )
+        assert any("must be an RFC 8693 token type URI" in p for p in info.value.problems)

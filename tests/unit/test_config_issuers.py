@@ -51,6 +51,12 @@ def test_the_issuers_fixture_loads_in_order() -> None:
     assert keycloak.algorithms == DEFAULT_JWT_ALGORITHMS == ("RS256", "PS256", "ES256", "EdDSA")
     assert keycloak.accept_typ == ("application/at+jwt",)
     assert c.warnings == ()
+    cred = c.backends[0].credential
+    assert (cred.type, cred.issuer, cred.actor) == (
+        "token_exchange",
+        "https://id.example.com",
+        "service",
+    )
 
 
 def test_a_single_issuer_is_a_list_of_one() -> None:

@@ -145,3 +145,29 @@ async def test_a_cancelled_waiter_does_not_cancel_the_shared_work() -> None:
     waiter.cancel()
     gate.set()
     assert await task == 7
+
+
+def test_every_way_an_accepted_entry_leaves_reports_its_digest() -> None:
+    """What was derived from a token (exchanged tokens, reusable assertions) goes with it."""
+    dropped: list[bytes] = []
+    cache = TokenCache(
+        CacheConfig(max_ttl_s=60, max_entries=2, negative_ttl_s=30), on_drop=dropped.append
+    )
+    for n in range(3):  # the third evicts the first (LRU)
+        cache.store(key(n), principal(), NOW)
+    assert dropped == [key(0)]
+    assert cache.lookup(key(1), NOW + 61).principal is None  # expired: gone
+    assert dropped[-1] == key(1)
+    cache.store_negative(key(2), NOW)  # a refusal supersedes the acceptance
+    assert dropped[-1] == key(2)
+    cache.store(key(3), principal(), NOW)
+    cache.forget(key(3))
+    assert dropped[-1] == key(3)
+    cache.store(key(4), principal(), NOW)
+    cache.clear()
+    assert dropped[-1] == key(4)
+    before = len(dropped)
+    cache.forget(key(9))  # never cached: nothing to report
+    cache.store(key(5), principal(), NOW)
+    cache.store(key(5), principal(), NOW + 1)  # replaced, not dropped
+    assert len(dropped) == before

@@ -4,7 +4,9 @@ Signatures are checked with PyJWT against the published JWK Set (not with gatewa
 
 from __future__ import annotations
 
+import copy
 import os
+import pickle
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from gateway.backend import assertion as assertion_module
 from gateway.backend.assertion import AssertionSigner
 from gateway.backend.assertion_keys import ASSERTION_TYP, AssertionKey, GatewayKeys
 from gateway.config import AssertionConfig, Secret
-from gateway.seams import CachedPrincipal, Principal, RequestContext, ToolDef
+from gateway.seams import CachedPrincipal, CallerToken, Principal, RequestContext, ToolCall, ToolDef
 from gateway.state.token_cache import decode_entry, encode_entry
 from tests.support.assertion_verifier import public_pem, write_key
 
@@ -227,3 +229,20 @@ class TestActorClaim:
         plain = CachedPrincipal(_principal(), time.time() + 30)
         decoded = decode_entry(encode_entry(plain), DIGEST, time.time())
         assert decoded is not None and decoded.principal.actor is None
+
+
+class TestCallerToken:
+    def test_it_never_shows_or_serialises_the_token(self) -> None:
+        token = CallerToken("very-secret-token", DIGEST)
+        assert token.reveal() == "very-secret-token"
+        for text in (
+            repr(token),
+            str(token),
+            f"{token}",
+            repr(ToolCall(TOOL, {}, "modern", "v", caller_token=token)),
+        ):
+            assert "very-secret-token" not in text
+        with pytest.raises(TypeError):
+            pickle.dumps(token)
+        with pytest.raises(TypeError):
+            copy.deepcopy(token)

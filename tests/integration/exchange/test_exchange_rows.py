@@ -1,0 +1,251 @@
+"""The token-exchange rows: ``exchange_refused`` (403) and ``exchange_unavailable`` (503), through
+HTTP, with the development issuer refusing or failing for real. Neither ever falls back to the
+service credential or the caller's token: the upstream receives no ``tools/call`` at all."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from gateway.config import TOKEN_EXCHANGE_GRANT
+from gateway.dev.issuer import DevIssuer
+from tests.support.exchange_stack import (
+    BACKEND_RESOURCE,
+    EXCHANGE_CLIENT,
+    EXCHANGE_SECRET,
+    INTROSPECTOR,
+    IntrospectingUpstream,
+    exchange_credential,
+    exchange_stack,
+)
+from tests.support.jwt_stack import metric
+from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.upstreams import ModernUpstream
+
+REFUSED = "The authorization server refused this caller access to the tool's backend"
+
+
+def _assert_refused(status: int, headers: dict[str, str], text: str, reason: str) -> None:
+    assert status == 403, text
+    assert headers["Cache-Control"] == "no-store"
+    assert "WWW-Authenticate" not in headers  # more scopes at this issuer would not help
+    body = json.loads(text)
+    assert body["error"] == {"code": -31403, "message": REFUSED, "data": {"reason": reason}}
+
+
+def _assert_unavailable(status: int, headers: dict[str, str], text: str) -> None:
+    assert status == 503, text
+    assert headers["Retry-After"] == "5"
+    assert headers["Cache-Control"] == "no-store"
+    assert "WWW-Authenticate" not in headers
+    assert json.loads(text) == {
+        "error": "exchange_unavailable",
+        "error_description": (
+            "Authorization server unavailable for this tool's backend, retry later"
+        ),
+    }
+
+
+@pytest.mark.row("exchange_refused")
+@pytest.mark.parametrize(
+    "code",
+    ["invalid_grant", "unauthorized_client", "invalid_target", "access_denied", "invalid_scope"],
+)
+async def test_each_issuer_refusal_is_a_403_naming_the_reason(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, code: str
+) -> None:
+    dev = DevIssuer()
+    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch, dev=dev) as (stack, upstream):
+        dev.exchange_faults.error = code
+        token = stack.token()
+        _assert_refused(*(await stack.call(token)), code)
+        assert upstream.calls_seen() == []
+        # A legacy client gets the same HTTP-level answer (id of its request).
+        status, headers, text = await stack.legacy_call(token)
+        _assert_refused(status, headers, text, code)
+        assert json.loads(text)["id"] == 5
+        assert upstream.calls_seen() == []
+        assert (
+            await metric(stack, "token_exchanges_total", backend="default", result="refused") == 2
+        )
+        assert await metric(stack, "rejections_total", row="exchange_refused") == 2
+        outcome = {"backend": "default", "outcome": "exchange_failed", "tool": "echo"}
+        assert await metric(stack, "backend_requests_total", **outcome) == 2
+
+
+@pytest.mark.row("exchange_refused")
+async def test_the_issuers_own_policy_refusals_reach_the_caller(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The issuer does not let the gateway exchange for this backend: invalid_target.
+    async with exchange_stack(
+        tmp_path, aiohttp_server, monkeypatch, allow=("https://elsewhere.test/mcp",)
+    ) as (stack, upstream):
+        _assert_refused(*(await stack.call(stack.token())), "invalid_target")
+        assert upstream.calls_seen() == []
+    # The caller's token was revoked at the issuer while the gateway still has it cached: the
+    # backend refuses the exchanged token (revoked with it, 401), the gateway exchanges once
+    # more, and the issuer refuses: invalid_grant.
+    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch) as (stack, upstream):
+        token = stack.token()
+        status, _, text = await stack.call(token)
+        assert status == 200, text
+        stack.issuer.revoke(token)
+        _assert_refused(*(await stack.call(token)), "invalid_grant")
+        assert stack.issuer.exchange_faults.calls == 2
+        assert [s.introspection["active"] for s in upstream.calls_seen()] == [True, False]
+
+
+@pytest.mark.row("exchange_unavailable")
+@pytest.mark.parametrize(
+    "fault", ["status_503", "status_500", "garbage", "slow", "no_token_type", "echo", "not_bearer"]
+)
+async def test_an_issuer_that_fails_is_a_503_with_retry_after(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, fault: str
+) -> None:
+    dev = DevIssuer()
+    async with exchange_stack(
+        tmp_path, aiohttp_server, monkeypatch, dev=dev, gateway={"issuer": {"timeout_s": 0.5}}
+    ) as (stack, upstream):
+        faults = dev.exchange_faults
+        if fault.startswith("status_"):
+            faults.status = int(fault[7:])
+        elif fault == "garbage":
+            faults.body = b"<html>not json</html>"
+        token = stack.token()
+        issued = {"issued_token_type": "urn:ietf:params:oauth:token-type:access_token"}
+        if fault == "no_token_type":
+            faults.body = json.dumps({"access_token": "abc", "token_type": "Bearer"}).encode()
+        elif fault == "echo":  # an issuer handing back the subject token: never forwarded
+            answer = {"access_token": token, "token_type": "Bearer", **issued}
+            faults.body = json.dumps(answer).encode()
+        elif fault == "not_bearer":
+            answer = {"access_token": "abc", "token_type": "N_A", **issued}
+            faults.body = json.dumps(answer).encode()
+        elif fault == "slow":
+            faults.delay_s = 2.0
+        _assert_unavailable(*(await stack.call(token)))
+        assert upstream.calls_seen() == []
+        assert (
+            await metric(stack, "token_exchanges_total", backend="default", result="unavailable")
+            == 1
+        )
+
+
+@pytest.mark.row("exchange_unavailable")
+async def test_a_token_endpoint_that_went_away_is_a_503(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The token endpoint sits behind a relay the test shuts down once the gateway is ready (the
+    # catalog's own token is cached by then): the exchange meets a refused connection.
+    dev = DevIssuer()
+    await dev.start()
+    relay = await aiohttp_server(_relay(dev.url + "/token"))
+    async with exchange_stack(
+        tmp_path, aiohttp_server, monkeypatch, dev=dev,
+        credential={"token_endpoint": str(relay.make_url("/token"))},
+    ) as (stack, upstream):  # fmt: skip
+        await relay.close()
+        _assert_unavailable(*(await stack.call(stack.token())))
+        assert upstream.calls_seen() == []
+
+
+def _relay(target: str) -> web.Application:
+    async def forward(request: web.Request) -> web.Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() in _FORWARDED}
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(target, data=await request.read(), headers=headers) as response,
+        ):
+            return web.Response(
+                status=response.status, body=await response.read(),
+                content_type="application/json",
+            )  # fmt: skip
+
+    app = web.Application()
+    app.router.add_post("/token", forward)
+    return app
+
+
+_FORWARDED = frozenset({"authorization", "content-type", "accept"})
+
+
+@pytest.mark.row("exchange_unavailable")
+async def test_the_gateways_own_client_refused_is_a_503_not_the_callers_fault(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dev = DevIssuer()
+    dev.exchange_policy.require_actor = True  # the credential sends none: invalid_request
+    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch, dev=dev) as (stack, upstream):
+        _assert_unavailable(*(await stack.call(stack.token())))
+        assert upstream.calls_seen() == []
+
+
+async def test_a_failed_exchange_is_not_cached_the_next_call_exchanges_again(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dev = DevIssuer()
+    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch, dev=dev) as (stack, upstream):
+        dev.exchange_faults.status = 503
+        token = stack.token()
+        assert (await stack.call(token))[0] == 503
+        dev.exchange_faults.status = None
+        status, _, text = await stack.call(token)
+        assert status == 200, text
+        assert dev.exchange_faults.calls == 2
+        assert len(upstream.calls_seen()) == 1
+
+
+@pytest.mark.row("exchange_refused")
+async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_others_their_results(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dev = DevIssuer()
+    await dev.start()
+    dev.register_client(
+        EXCHANGE_CLIENT, EXCHANGE_SECRET, grant_types=("client_credentials", TOKEN_EXCHANGE_GRANT)
+    )
+    dev.register_client(*INTROSPECTOR, can_introspect=True)
+    dev.exchange_policy.allow(EXCHANGE_CLIENT, BACKEND_RESOURCE)
+    monkeypatch.setenv("EXCHANGE_SECRET", EXCHANGE_SECRET)
+    plain, exchanging = ModernUpstream(), IntrospectingUpstream(issuer_urls=[dev.url])
+    plain_url = str((await aiohttp_server(plain.app())).make_url("/mcp"))
+    exchanging_url = str((await aiohttp_server(exchanging.app())).make_url("/mcp"))
+    backends = {
+        "plain": {
+            "url": plain_url, "allow_insecure_http": True, "prefix": "",
+            "credential": {"type": "bearer", "token": {"env": "LIVE_STACK_SERVICE"}},
+        },
+        "ex": {"url": exchanging_url, "allow_insecure_http": True,
+               "credential": exchange_credential()},
+    }  # fmt: skip
+    policy = (
+        "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*echo': {scopes: [mcp:access]}\n"
+    )
+    try:
+        async with live_stack(
+            tmp_path, aiohttp_server, monkeypatch, issuer=dev, backends=backends, policy=policy
+        ) as stack:
+            dev.exchange_faults.error = "access_denied"
+            batch = [
+                {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                 "params": {"name": "echo", "arguments": {"text": "a"}}},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                 "params": {"name": "ex__echo", "arguments": {"text": "b"}}},
+            ]  # fmt: skip
+            status, _, text = await stack.post(stack.token(), batch)
+            assert status == 200, text
+            first, second = json.loads(text)
+            assert first["id"] == 1 and first["result"]["isError"] is not True
+            assert second == {
+                "jsonrpc": "2.0", "id": 2,
+                "error": {"code": -31403, "message": REFUSED, "data": {"reason": "access_denied"}},
+            }  # fmt: skip
+            assert len(plain.calls("tools/call")) == 1
+            assert exchanging.calls_seen() == []
+    finally:
+        await dev.stop()
