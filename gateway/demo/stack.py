@@ -2,7 +2,8 @@
 
 DEVELOPMENT ONLY. :func:`start_demo` writes a ``gateway.yaml`` (in a temporary directory) that
 points at the development issuer (:mod:`gateway.dev.issuer`) and the demo backend
-(:mod:`gateway.dev.demo_backend`, a bearer service token), with ``gateway/dev/demo-policy.yaml``,
+(:mod:`gateway.dev.demo_backend`, a bearer service token, and a signed caller assertion it
+verifies against the gateway's JWK Set), with ``gateway/dev/demo-policy.yaml``,
 and starts the production :class:`~gateway.app.GatewayServer` on it. ``tokens`` picks how the
 gateway checks tokens: ``introspection`` (RFC 7662 with ``client_secret_basic``, the default),
 ``jwt`` (RFC 9068 JWT access tokens validated locally against the issuer's JWK Set; the issuer
@@ -29,9 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from cryptography.hazmat.primitives.asymmetric import ed25519
+from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
+
 from gateway.app import GatewayServer
 from gateway.config import TokenMode, load_config
 from gateway.dev.demo_backend import DemoBackend
+from gateway.dev.demo_identity import CallerCheck
 from gateway.dev.demo_setup import DEMO_ROLES, render_gateway_yaml
 from gateway.dev.issuer import DevIssuer
 from gateway.dev.loopback import check_bind_host
@@ -133,6 +138,11 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
+def _ed25519_pem() -> str:
+    key = ed25519.Ed25519PrivateKey.generate()
+    return key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode().strip()
+
+
 def _write_secret(path: Path, value: str) -> None:
     path.write_text(value + "\n", encoding="utf-8")
     path.chmod(0o600)
@@ -205,6 +215,8 @@ async def start_demo(
         _write_secret(workdir / "backend-service-token", backend.service_token)
         # A fresh key per demo run: the gateway seals input rounds' requestState with it.
         _write_secret(workdir / "input-seal-key", secrets.token_hex(32))
+        # And one it signs the backend's caller assertions with (Ed25519, the default alg).
+        _write_secret(workdir / "assertion-key.pem", _ed25519_pem())
         config_path = workdir / "gateway.yaml"
         config_path.write_text(
             render_gateway_yaml(
@@ -225,6 +237,10 @@ async def start_demo(
         config = load_config(config_path)
         gateway = GatewayServer(config, build_services(config))
         await gateway.start()
+        # The backend verifies every call's assertion against the gateway's JWK Set.
+        backend.caller_check = CallerCheck(
+            gateway.ops_url + "/.well-known/jwks.json", issuer=resource, audience=backend.url
+        )
     except BaseException:
         for server in reversed(started):
             await server.stop()

@@ -25,6 +25,13 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from gateway.dev.demo_identity import (
+    ASSERTION_HEADER,
+    WHOAMI_TOOL,
+    CallerCheck,
+    NotVerified,
+    whoami_result,
+)
 from gateway.dev.demo_inputs import INPUT_TOOLS, CapabilityMissing, DemoInputs, InvalidState
 from gateway.dev.demo_tools import TOOLS, DemoTools, UnknownToolError
 from gateway.dev.loopback import bind_site, check_bind_host
@@ -36,9 +43,10 @@ LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 SERVER_INFO: Final = {"name": "mcp-gateway-demo-backend", "version": "1.0.0"}
 INSTRUCTIONS: Final = (
     "Demo notebook: echo, time_now, notes_list, notes_add, admin_reset; notes_compose, "
-    "notes_summarize and workspace_roots ask the user (2026-07-28 clients)."
+    "notes_summarize and workspace_roots ask the user (2026-07-28 clients); whoami shows who "
+    "this backend verified you are."
 )
-LISTED: Final = (*TOOLS, *INPUT_TOOLS)
+LISTED: Final = (*TOOLS, *INPUT_TOOLS, WHOAMI_TOOL)
 MAX_BODY: Final = 262_144
 MAX_RECORDED: Final = 10_000
 _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
@@ -83,6 +91,10 @@ class DemoBackend:
     received: deque[RecordedRequest] = field(default_factory=lambda: deque(maxlen=MAX_RECORDED))
     """The last :data:`MAX_RECORDED` requests, oldest first."""
     auth_failures: int = 0
+    caller_check: CallerCheck | None = None
+    """Set (``mcp-gateway demo``): every ``tools/call`` must carry a valid caller assertion of
+    the gateway (else 401), and ``whoami`` shows the verified caller."""
+    _caller: dict[str, Any] | None = field(default=None, repr=False)
     _runner: web.AppRunner | None = field(default=None, repr=False)
     _url: str | None = field(default=None, repr=False)
 
@@ -171,6 +183,14 @@ class DemoBackend:
         if version is None and isinstance(meta, dict) and _META_VERSION in meta:
             # A modern body without the header it requires (streamable-http.mdx §Server Validation).
             return self._error(request_id, _RpcError(400, -32020, "Missing MCP-Protocol-Version"))
+        if method == "tools/call" and self.caller_check is not None:
+            try:  # docs/backends.md#verifying-the-assertion, the backend owner's side
+                self._caller = await self.caller_check.verify(request.headers.get(ASSERTION_HEADER))
+            except NotVerified as exc:
+                self.auth_failures += 1
+                return web.json_response(
+                    {"error": "invalid_assertion", "error_description": str(exc)}, status=401
+                )
         try:
             if "id" not in message:
                 return web.Response(status=202)  # notifications: accepted, no body
@@ -273,6 +293,12 @@ class DemoBackend:
         name = params.get("name")
         if not isinstance(name, str):
             raise _RpcError(status, -32602, "tools/call needs params.name")
+        if name == WHOAMI_TOOL["name"]:
+            caller, self._caller = self._caller, None  # set by _handle for this very call
+            if caller is None:
+                text = "This backend was started without caller assertions."
+                return {"content": [{"type": "text", "text": text}], "isError": True}
+            return whoami_result(caller)
         try:
             return self.tools.call(name, params.get("arguments"))
         except UnknownToolError:

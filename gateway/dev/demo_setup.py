@@ -79,7 +79,8 @@ server:
   title: MCP gateway demo
   instructions: >-
     A demo notebook: echo, time_now, notes_list, notes_add, admin_reset; notes_compose,
-    notes_summarize and workspace_roots ask the user (2026-07-28 clients).
+    notes_summarize and workspace_roots ask the user (2026-07-28 clients); whoami shows who
+    the backend verified you are.
   resource_name: MCP gateway demo
 issuer:
   url: {q(issuer_url)}
@@ -89,6 +90,8 @@ backend:
   url: {q(backend_url)}
   allow_insecure_http: true
   credential: {{type: bearer, token: {{file: backend-service-token}}}}
+  identity:   # a signed caller assertion on every tools/call (docs/backends.md)
+    assertion: {{key: {{file: assertion-key.pem}}}}
 policy: {q(policy_path)}
 logging: {{format: console, level: info}}
 input_requests:   # relay elicitation, sampling and roots rounds, state sealed with this key
@@ -146,6 +149,8 @@ MCP gateway demo is running (development only; Ctrl-C stops it).
   Token checks      {_CHECKS.get(auth_mode, auth_mode)}
   Ops               {endpoints.ops_url}/readyz  {endpoints.ops_url}/metrics
   Backend (private) {endpoints.backend_url}
+  Caller identity   signed caller assertion on every tool call, verified by the backend
+                    (call the whoami tool); keys at {endpoints.ops_url}/.well-known/jwks.json
   State file        {state_file}
 
 Ready-made tokens:

@@ -150,7 +150,9 @@ async def test_a_reader_lists_only_reader_tools_and_calls_one_through_the_real_b
     status, _, text = await stack.modern(reader, "tools/list")
     assert status == 200
     names = [tool["name"] for tool in json.loads(text)["result"]["tools"]]
-    assert names == ["echo", "notes_list", "notes_summarize", "time_now", "workspace_roots"]
+    assert names == [
+        "echo", "notes_list", "notes_summarize", "time_now", "whoami", "workspace_roots",
+    ]  # fmt: skip
     status, headers, text = await stack.modern(
         reader, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}
     )
@@ -434,6 +436,7 @@ async def test_codexs_recorded_legacy_session_is_served_without_a_session(stack:
         "notes_list",
         "notes_summarize",
         "time_now",
+        "whoami",
         "workspace_roots",
     }
     status, headers, text = await stack.post(

@@ -107,6 +107,7 @@ class TestModernEra:
             "notes_compose",
             "notes_summarize",
             "workspace_roots",
+            "whoami",
         ]
         assert all(t["inputSchema"]["additionalProperties"] is False for t in tools)
 

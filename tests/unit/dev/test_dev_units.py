@@ -11,6 +11,7 @@ from gateway.dev.demo_setup import DEMO_ROLES, DemoEndpoints, render_banner, ren
 from gateway.dev.demo_tools import MAX_NOTE_CHARS, TOOLS, DemoTools, UnknownToolError
 from gateway.dev.issuer_store import DevClient, IssuerStore, is_loopback_redirect
 from gateway.dev.loopback import check_bind_host, is_loopback_host
+from tests.support.assertion_verifier import write_key
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -121,6 +122,7 @@ class TestDemoSetup:
         (tmp_path / "issuer-client-secret").write_text("secret\n")
         (tmp_path / "backend-service-token").write_text("token\n")
         (tmp_path / "input-seal-key").write_text("ab" * 32 + "\n")
+        write_key(tmp_path / "assertion-key.pem")
         path = tmp_path / "gateway.yaml"
         path.write_text(
             render_gateway_yaml(
@@ -144,6 +146,8 @@ class TestDemoSetup:
         assert config.backend.credential.token is not None
         assert config.input_requests.enabled is True  # the demo relays input rounds
         assert config.input_requests.seal_keys[0].key == bytes.fromhex("ab" * 32)
+        assertion = config.backend.identity.assertion  # the demo signs caller assertions
+        assert assertion is not None and assertion.audience == "http://127.0.0.1:9001/mcp"
         assert config.warnings == ()  # no literal secrets
 
     def test_the_banner_gives_claude_code_codex_and_curl_setup(self) -> None:

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.dev.demo_inputs import INPUT_TOOLS
-from gateway.dev.demo_tools import TOOLS
+from gateway.dev.demo_backend import LISTED
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from tests.support.policy import who, write_text
@@ -380,10 +379,11 @@ class TestShippedFiles:
         assert policy.decide_tool(reader, "notes_add").missing_scopes == ("notes:write",)
         assert policy.decide_tool(who("mcp:access notes:write"), "notes_list").allowed
         assert policy.rate_limit("notes_add") == (30, 60.0)
-        demo_tools = [tool["name"] for tool in (*TOOLS, *INPUT_TOOLS)]
+        demo_tools = [tool["name"] for tool in LISTED]  # what the demo backend lists
         assert policy.unmatched_rules(demo_tools) == []
         assert policy.decide_tool(reader, "notes_summarize").allowed
         assert policy.decide_tool(reader, "notes_compose").missing_scopes == ("notes:write",)
+        assert policy.decide_tool(reader, "whoami").allowed
 
 
 class TestBounds:
