@@ -115,8 +115,11 @@ def check_assertion_key_ids(
             )
 
 
-def build_identity_jwks(b: Builder, raw: dict[str, Any]) -> IdentityJwksConfig:
-    """The top-level ``identity_jwks`` section."""
+def build_identity_jwks(
+    b: Builder, raw: dict[str, Any], *, signing: bool = True
+) -> IdentityJwksConfig:
+    """The top-level ``identity_jwks`` section; ``signing``: some backend has an assertion key
+    (without one and without ``publish_keys`` there is no JWK Set to serve: a warning)."""
     paths: list[Path] = []
     for index, entry in enumerate(raw.get("publish_keys", [])):
         where: tuple[PathPart, ...] = ("identity_jwks", "publish_keys", index, "file")
@@ -131,4 +134,9 @@ def build_identity_jwks(b: Builder, raw: dict[str, Any]) -> IdentityJwksConfig:
             parse_public_keys(text)
         except KeyProblem as exc:
             b.doc.problem(where, f"the file {exc}")
+    if raw and not signing and not paths:
+        b.warnings.append(
+            f"{b.doc.where(('identity_jwks',))}: identity_jwks: no backend has "
+            "identity.assertion and no publish_keys are set: there is no JWK Set to serve"
+        )
     return IdentityJwksConfig(public=bool(raw.get("public", False)), publish_keys=tuple(paths))

@@ -160,7 +160,11 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
             lambda: check_token_exchange(b, raw, out["backends"], issuers, out["resource"]),
         )
         out.pop("_exchange", None)
-    section("identity_jwks", lambda: build_identity_jwks(b, raw.get("identity_jwks", {})))
+    signing = any(backend.identity.assertion for backend in out.get("backends", ()))
+    section(
+        "identity_jwks",
+        lambda: build_identity_jwks(b, raw.get("identity_jwks", {}), signing=signing),
+    )
     section("backend_readiness", lambda: raw.get("backend_readiness", "all"))
     if not guarded or _valid_policy_key(raw.get("policy")):
         section("policy_paths", lambda: build_policy_paths(b, raw["policy"]))

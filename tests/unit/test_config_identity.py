@@ -323,3 +323,12 @@ class TestTokenExchange:
                 _exchange(tmp_path, self.BASE + ", audience: a, requested_token_type: jwt}"), ENV
             )
         assert any("must be an RFC 8693 token type URI" in p for p in info.value.problems)
+
+
+def test_a_jwk_set_with_nothing_to_publish_is_a_warning(tmp_path: Path) -> None:
+    c = load_config(_write(tmp_path, "identity_jwks: {public: true}\n"), ENV)
+    (warning,) = c.warnings
+    assert "identity_jwks: no backend has identity.assertion" in warning
+    write_key(tmp_path / "key.pem")
+    c = load_config(_write(tmp_path, _assertion() + "identity_jwks: {public: true}\n"), ENV)
+    assert c.warnings == ()
