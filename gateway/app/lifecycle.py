@@ -35,6 +35,7 @@ from gateway.app.ops import build_ops_app
 from gateway.app.public import build_public_app
 from gateway.app.services import Readiness, ReadinessCheck, Services
 from gateway.config import Config, Listen
+from gateway.observability.lines import stdout_writer
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 
@@ -360,3 +361,6 @@ async def serve(
     finally:
         for sig in handled:
             loop.remove_signal_handler(sig)
+        # The last lines of the drain (access lines, audit events, gateway.stopped) are out
+        # before the loop goes away; the atexit hook is the second net.
+        stdout_writer().flush_now()

@@ -37,7 +37,7 @@ from gateway.observability.audit import (
     exchange_record,
     input_record,
 )
-from gateway.observability.logging import get_logger
+from gateway.observability.logging import emit_info, get_logger
 from gateway.observability.metrics import Metrics, method_label
 from gateway.seams import CallRecord, RequestContext
 
@@ -212,7 +212,7 @@ class GatewayObserver:
             arguments = ctx.extra.get("arguments")
             if isinstance(arguments, Mapping):
                 fields["arguments"] = argument_shape(arguments)
-        self._log.info(ACCESS_EVENT, **fields)
+        emit_info(self._log, ACCESS_EVENT, fields)
 
     def _audit_event(
         self, ctx: RequestContext, decision: DecisionLabel, duration_s: float

@@ -6,7 +6,9 @@ they are never mixed into or re-rendered by the application log pipeline) with o
 by :class:`~gateway.config.AuditConfig`:
 
 - ``stdout``: one JSON object per line on standard output (next to the application log; filter
-  on ``"log": "audit"``);
+  on ``"log": "audit"``), written directly through the process's batching line writer
+  (:mod:`gateway.observability.lines`: flushed at the end of the loop iteration and at exit,
+  so SIGTERM loses no event), not through a logger;
 - ``file``: ``path`` with size rotation (``max_bytes``, ``backups``), via
   :class:`logging.handlers.RotatingFileHandler`;
 - ``off``: nothing is written.
@@ -21,13 +23,16 @@ from __future__ import annotations
 import json
 import logging
 import logging.handlers
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TextIO
 
+import orjson
+
 from gateway.config import AuditConfig
-from gateway.observability.logging import CurrentStdout
+from gateway.observability.lines import stdout_writer
 
 __all__ = [
     "AUDIT_LOGGER",
@@ -178,7 +183,7 @@ class AuditEvent:
             record["input"] = dict(self.input)
         if self.exchange is not None:
             record["exchange"] = dict(self.exchange)
-        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return _dumps(record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,6 +212,15 @@ class RevocationEvent:
             "reached": self.reached,
             "peer": self.peer,
         }
+        return _dumps(record)
+
+
+def _dumps(record: dict[str, Any]) -> str:
+    """Compact JSON, UTF-8 left as is; a lone surrogate (orjson refuses them) takes the slow
+    path of the standard encoder."""
+    try:
+        return orjson.dumps(record).decode()
+    except TypeError:
         return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
 
 
@@ -225,11 +239,19 @@ class AuditSink:
     """Writes :class:`AuditEvent` records to the configured sink.
 
     Build it once at startup with :meth:`from_config` and :meth:`close` it at shutdown (closes
-    the file). ``handler=None`` is the ``off`` sink.
+    the file). Neither ``handler`` nor ``stream`` is the ``off`` sink.
     """
 
-    def __init__(self, handler: logging.Handler | None, *, name: str = AUDIT_LOGGER) -> None:
+    def __init__(
+        self,
+        handler: logging.Handler | None,
+        *,
+        name: str = AUDIT_LOGGER,
+        stream: TextIO | None = None,
+    ) -> None:
         self._handler = handler
+        self._stream = stream
+        """``stdout``: lines go straight to this stream (no logger, no record)."""
         self._logger = logging.getLogger(name)
         # Own logger, own handler: never through the root logger's structlog formatter.
         self._logger.propagate = False
@@ -258,19 +280,31 @@ class AuditSink:
                     encoding="utf-8",
                 )
             )
-        return cls(logging.StreamHandler(CurrentStdout() if stream is None else stream))
+        out: TextIO = stdout_writer() if stream is None else stream  # type: ignore[assignment]
+        return cls(None, stream=out)
 
     @property
     def enabled(self) -> bool:
-        return self._handler is not None
+        return self._handler is not None or self._stream is not None
 
     def emit(self, event: AuditEvent | RevocationEvent, ts: float) -> None:
-        """Write one event (``ts`` is Unix time). Write errors are reported by the handler's
-        ``handleError`` (stderr), never raised into the request."""
-        if self._handler is not None:
+        """Write one event (``ts`` is Unix time). Write errors are reported on stderr (the
+        file handler's ``handleError``, the line writer's report), never raised into the
+        request."""
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.write(event.to_json(ts) + "\n")
+            except (OSError, ValueError) as exc:
+                sys.stderr.write(f"audit event not written: {exc!r}\n")
+        elif self._handler is not None:
             self._logger.info(event.to_json(ts))
 
     def close(self) -> None:
+        stream, self._stream = self._stream, None
+        if stream is not None:
+            flush_now = getattr(stream, "flush_now", None)
+            (flush_now or stream.flush)()
         if self._handler is not None:
             self._logger.removeHandler(self._handler)
             self._handler.close()

@@ -11,19 +11,23 @@ invariant 4). It masks the values of secret-named keys and any ``Bearer <credent
 
 from __future__ import annotations
 
+import json
 import logging
 import re
-import sys
+import time
 from collections.abc import Mapping
 from typing import Any, Final, Literal, TextIO
 
+import orjson
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
+from gateway.observability.lines import stdout_writer
+
 __all__ = [
     "REDACTED",
-    "CurrentStdout",
     "configure",
+    "emit_info",
     "get_logger",
     "is_secret_key",
     "redact_secrets",
@@ -63,26 +67,6 @@ _BEARER_MASK: Final = "Bearer " + REDACTED
 _MAX_DEPTH: Final = 4
 _verdicts: dict[str, bool] = {}
 """Memo of :func:`is_secret_key` (keys are code-defined; bounded at 4096 entries)."""
-
-
-class CurrentStdout:
-    """A text stream that writes to whatever ``sys.stdout`` is *at write time*.
-
-    Loggers are cached on first use; bound to the ``sys.stdout`` object of configure time, a
-    cached logger would keep writing to a stream that was later replaced and closed (a test
-    runner's capture, a daemonizing wrapper). The indirection costs one attribute lookup.
-    """
-
-    __slots__ = ("__weakref__",)  # structlog keeps a per-stream lock in a WeakKeyDictionary
-
-    def write(self, text: str) -> int:
-        return sys.stdout.write(text)
-
-    def flush(self) -> None:
-        sys.stdout.flush()
-
-    def isatty(self) -> bool:
-        return sys.stdout.isatty()
 
 
 def is_secret_key(key: str) -> bool:
@@ -161,10 +145,10 @@ def configure(
     """Set up structlog (and route stdlib logging, e.g. aiohttp's, through the same renderer).
 
     ``stream`` defaults to standard output (twelve-factor: the platform ships stdout), looked
-    up at each write (:class:`CurrentStdout`). ``static`` fields go on every line (a worker of
-    ``serve --workers N`` names itself: ``worker``).
+    up at each write, through the process's batching :class:`~.lines.LineWriter`. ``static``
+    fields go on every line (a worker of ``serve --workers N`` names itself: ``worker``).
     """
-    out: TextIO = CurrentStdout() if stream is None else stream  # type: ignore[assignment]
+    out: TextIO = stdout_writer() if stream is None else stream  # type: ignore[assignment]
     shared: list[structlog.types.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
@@ -177,8 +161,11 @@ def configure(
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
+    processors: list[structlog.types.Processor] = [
+        *shared, structlog.processors.format_exc_info, redact_secrets, renderer,
+    ]  # fmt: skip
     structlog.configure(
-        processors=[*shared, structlog.processors.format_exc_info, redact_secrets, renderer],
+        processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
         # One write per line (the text and its newline together): print() writes them apart,
         # and under PYTHONUNBUFFERED (the image sets it) each is its own system call, so the
@@ -203,6 +190,82 @@ def configure(
     root.setLevel(max(_LEVELS[level], logging.INFO))
     # aiohttp's own access log duplicates ours and would print request lines at INFO.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    _direct[:] = (
+        [_Direct(processors, renderer, out, dict(static or {}))]
+        if fmt == "json" and _LEVELS[level] <= logging.INFO
+        else []
+    )
+
+
+class _Direct:
+    """What :func:`configure` set up, for lines rendered without structlog's processor chain."""
+
+    __slots__ = ("out", "processors", "renderer", "static")
+
+    def __init__(
+        self, processors: list[Any], renderer: Any, out: TextIO, static: dict[str, Any]
+    ) -> None:
+        self.processors = processors
+        self.renderer = renderer
+        self.out = out
+        self.static = static
+
+
+_direct: list[_Direct] = []
+"""The direct-rendering state of the last :func:`configure` (empty: not JSON, or above INFO)."""
+
+
+class _Stamp:
+    """``TimeStamper(fmt="iso", utc=True)``'s format; the seconds part is formatted once a
+    second."""
+
+    __slots__ = ("prefix", "second")
+
+    def __init__(self) -> None:
+        self.second = -1
+        self.prefix = ""
+
+    def __call__(self, now: float) -> str:
+        second = int(now)
+        if second != self.second:
+            self.prefix = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self.second = second
+        return f"{self.prefix}.{int((now - second) * 1_000_000):06d}Z"
+
+
+_timestamp = _Stamp()
+
+
+def emit_info(
+    logger: structlog.typing.FilteringBoundLogger, event: str, fields: dict[str, Any]
+) -> None:
+    """Log ``event`` at INFO with ``fields`` (consumed): a hot-path line, such as the access line.
+
+    With the JSON configuration of :func:`configure` in force the line is rendered here, not
+    through structlog's generic chain: the same fields and redaction (:func:`redact_secrets`),
+    the static fields, ``event``, ``level`` and ``timestamp``, compact JSON, one write to the
+    configured stream. Otherwise (console format, a level above INFO, structlog reconfigured,
+    e.g. by ``structlog.testing.capture_logs``) it goes through ``logger`` like any line.
+    """
+    direct = _direct[0] if _direct else None
+    if (
+        direct is None
+        or structlog.get_config()["processors"] is not direct.processors
+        or direct.processors[-1] is not direct.renderer
+    ):
+        logger.info(event, **fields)
+        return
+    fields["event"] = event
+    fields["level"] = "info"
+    fields["timestamp"] = _timestamp(time.time())
+    for key, value in direct.static.items():
+        fields.setdefault(key, value)
+    redact_secrets(None, "info", fields)
+    try:
+        line = orjson.dumps(fields).decode()
+    except TypeError:  # a lone surrogate or an exotic value: the standard encoder copes
+        line = json.dumps(fields, default=repr)
+    direct.out.write(line + "\n")
 
 
 def _static_fields(fields: dict[str, Any]) -> structlog.types.Processor:

@@ -7,16 +7,22 @@ the Prometheus exposition, every response body and header, and what the backend 
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import structlog
 from prometheus_client import generate_latest
 from structlog.testing import capture_logs
 
-from gateway.config import LoggingConfig
+from gateway.config import AuditConfig, LoggingConfig
 from gateway.observability.access import GatewayObserver
+from gateway.observability.audit import AuditSink
+from gateway.observability.logging import configure
 from gateway.observability.metrics import Metrics
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.fakes import principal
@@ -26,14 +32,37 @@ from tests.support.raw_http import exchange
 TOKEN = "tok-SECRET-7f3a9c"
 
 
+@contextlib.contextmanager
+def rendered_lines() -> Iterator[io.StringIO]:
+    """The production JSON configuration into a buffer: the access line takes its direct
+    rendering path (not structlog's chain), as in ``serve``."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    buffer = io.StringIO()
+    configure("json", "info", stream=buffer)
+    structlog.configure(cache_logger_on_first_use=False)
+    try:
+        yield buffer
+    finally:
+        structlog.reset_defaults()
+        structlog.contextvars.clear_contextvars()
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
+@pytest.mark.parametrize("output", ["captured", "rendered"])
 @pytest.mark.parametrize("kind", ["valid", "unknown"])
 async def test_the_bearer_token_appears_in_no_log_metric_body_or_backend_call(
-    make_gw: MakeGateway, kind: str
+    make_gw: MakeGateway, kind: str, output: str
 ) -> None:
     token = TOKEN if kind == "valid" else TOKEN + "-unknown"
     metrics = Metrics()
+    audit_out = io.StringIO()
     observer = GatewayObserver(
-        metrics=metrics, logging_config=LoggingConfig(), audit=None, record_request_metrics=False
+        metrics=metrics,
+        logging_config=LoggingConfig(),
+        audit=AuditSink.from_config(AuditConfig(sink="stdout"), stream=audit_out),
+        record_request_metrics=False,
     )
     gw = await make_gw(tokens={TOKEN: principal("erin", "mcp:access docs:read")}, observer=observer)
     auth = f"Bearer {token}"
@@ -53,15 +82,23 @@ async def test_the_bearer_token_appears_in_no_log_metric_body_or_backend_call(
         ),
         (b"{not json", modern_headers("server/discover", Authorization=auth)),
         ({"jsonrpc": "2.0", "id": 5, "method": "tools/list"}, legacy_headers(Authorization=auth)),
+        (  # the client puts its credential where the access line logs client text (method)
+            {"jsonrpc": "2.0", "id": 6, "method": auth},
+            legacy_headers(Authorization=auth),
+        ),
     ]
     seen: list[str] = []
-    with capture_logs() as logs:
+    capture = capture_logs() if output == "captured" else rendered_lines()
+    with capture as logs:
         for body, headers in exchanges:
             response = await gw.post(body, headers)
             seen.append(await response.text())
             seen.append(json.dumps(dict(response.headers)))
-    assert logs, "the observer wrote access lines"
-    assert TOKEN not in json.dumps(logs, default=str)
+    written = json.dumps(logs, default=str) if isinstance(logs, list) else logs.getvalue()
+    assert "mcp.request" in written, "the observer wrote access lines"
+    assert TOKEN not in written
+    assert ('"tool_call"' in audit_out.getvalue()) == (kind == "valid")  # refused before
+    assert TOKEN not in audit_out.getvalue()
     assert TOKEN not in generate_latest(metrics.registry).decode()
     assert TOKEN not in generate_latest(gw.metrics.registry).decode()
     assert all(TOKEN not in text for text in seen)
