@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import gateway
-from gateway.app import serve
+from gateway.app import event_loop, serve
 from gateway.config import load_config
 from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
@@ -123,6 +123,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N|auto",
         help="worker processes sharing the listeners (SO_REUSEPORT) under a supervisor; auto: "
         "one per CPU this process may run on (default 1: a single process, no supervisor)",
+    )
+    serve.add_argument(
+        "--event-loop",
+        choices=("auto", "uvloop", "asyncio"),
+        default=None,
+        help="the event loop (overrides event_loop; default auto: uvloop when installed)",
     )
     # Set by the supervisor on the workers it starts (gateway/workers/supervisor.py).
     for option, kind in (("slot", int), ("dir", Path), ("port", int), ("parent", int)):
@@ -292,10 +298,11 @@ def _worker_spec(args: argparse.Namespace) -> WorkerSpec | None:
 
 
 def _log_args(args: argparse.Namespace) -> list[str]:
-    """The global logging options given on this command line (passed on to the workers)."""
+    """The logging and event-loop options given on this command line (passed on to the
+    workers)."""
     found: list[str] = []
-    for option in ("log_format", "log_level"):
-        if hasattr(args, option):
+    for option in ("log_format", "log_level", "event_loop"):
+        if getattr(args, option, None) is not None:
             found += ["--" + option.replace("_", "-"), getattr(args, option)]
     return found
 
@@ -361,7 +368,10 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     if spec is not None and hangup is not None:
         server = worker_server(config, services, spec, hangup)
     try:
-        asyncio.run(serve(config, services, server=server))
+        event_loop.run(serve(config, services, server=server), args.event_loop or config.event_loop)
+    except event_loop.UvloopMissing as exc:
+        log.error("gateway.startup_failed", error="UvloopMissing", detail=str(exc))
+        return 1
     except OSError as exc:
         log.error(
             "gateway.bind_failed",

@@ -25,6 +25,7 @@ from typing import Any, Final
 from aiohttp import web
 
 import gateway
+from gateway.app.event_loop import loop_name
 from gateway.app.listener import (
     MAX_HEADER_FIELD_BYTES,
     GuardedServer,
@@ -163,6 +164,7 @@ class GatewayServer:
             ops=self._ops_socket or f"{self.config.ops_listen.host}:{self.ops_port}",
             resource=self.config.resource,
             version=gateway.__version__,
+            event_loop=loop_name(),
             **self.log_fields,
         )
 

@@ -121,6 +121,7 @@ def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
         listen=Listen(**{"host": "0.0.0.0", "port": 8080, **raw.get("listen", {})}),  # noqa: S104
         ops_listen=Listen(**{"host": "127.0.0.1", "port": 9090, **raw.get("ops_listen", {})}),
         policy_poll_s=float(raw.get("policy_poll_s", 2.0)),
+        event_loop=raw.get("event_loop", "auto"),
         protocol=ProtocolConfig(**raw.get("protocol", {})),
         logging=LoggingConfig(**raw.get("logging", {})),
         warnings=tuple(b.warnings),

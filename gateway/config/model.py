@@ -50,6 +50,8 @@ __all__ = [
 
 ClientAuth = Literal["client_secret_basic", "client_secret_post", "private_key_jwt"]
 TokenMode = Literal["introspection", "jwt", "jwt+introspection"]
+EventLoop = Literal["auto", "uvloop", "asyncio"]
+"""``event_loop``: uvloop when installed (``auto``), required (``uvloop``), or the stdlib's."""
 """``issuer.tokens``: how this issuer's tokens are checked (RFC 7662 introspection, RFC 9068
 local validation against the issuer's JWKS, or both: locally first, then introspected)."""
 
@@ -417,6 +419,7 @@ class Config:
     listen: Listen = Listen("0.0.0.0", 8080)  # noqa: S104 - behind the TLS proxy by design
     ops_listen: Listen = Listen("127.0.0.1", 9090)
     policy_poll_s: float = 2.0
+    event_loop: EventLoop = "auto"
     limits: Limits = field(default_factory=Limits)
     protocol: ProtocolConfig = field(default_factory=ProtocolConfig)
     trusted_proxies: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...] = ()

@@ -94,11 +94,14 @@ async def test_sigterm_with_calls_in_flight_leaves_every_access_line_and_audit_e
     with log.open("wb") as out:  # the operator's `> file`
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "gateway.cli", "serve", "--config", "gateway.yaml",
-            "--workers", str(workers), stdout=out, stderr=asyncio.subprocess.PIPE,
+            "--workers", str(workers), *(["--event-loop", "asyncio"] if workers > 1 else []),
+            stdout=out, stderr=asyncio.subprocess.PIPE,
             env={**os.environ, "LINES_GW_SECRET": SECRET}, cwd=tmp_path,
         )  # fmt: skip
     try:
-        await wait_for_line(log, "gateway.started")
+        started = await wait_for_line(log, "gateway.started")
+        # The default (auto) with uvloop installed; --event-loop reaches the workers too.
+        assert started["event_loop"] == ("uvloop" if workers == 1 else "asyncio")
         url = f"http://127.0.0.1:{port}/mcp"
         headers = {
             "Authorization": f"Bearer {token}",

@@ -182,6 +182,7 @@ class TestEveryKeyRoundTrips:
 
         assert c.policy_paths == (FIXTURES / "policy.yaml",)
         assert c.policy_poll_s == 0.0
+        assert c.event_loop == "asyncio"
         lim = c.limits
         assert (lim.max_body_bytes, lim.max_response_bytes, lim.max_in_flight) == (
             131072,
