@@ -67,6 +67,8 @@ CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
 _TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _MAX_TRACESTATE: Final = 512
 _REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+_MAX_CHILDREN: Final = 4096
+"""Metric label children remembered per backend (tool labels are bounded by the catalog)."""
 
 _log = get_logger("gateway.backend")
 
@@ -98,6 +100,8 @@ class UpstreamBackend:
         """The backend's configured name (metrics label, logs, audit, ``/readyz``)."""
         self._outbound = outbound
         self._metrics = metrics
+        self._children: dict[Any, Any] = {}
+        """Metric label children by (tool label, outcome) and by tool label."""
         self._clock = clock
         self._max_bytes = config.limits.max_response_bytes
         self._inputs = config.input_requests
@@ -249,13 +253,30 @@ class UpstreamBackend:
             ctx.outcome = outcome
             ctx.backend_ms = elapsed * 1000 if called else 0.0
             if self._metrics is not None:
-                self._metrics.backend_requests_total.labels(
-                    backend=self.name, tool=label, outcome=outcome
-                ).inc()
-                if called:
-                    self._metrics.backend_duration_seconds.labels(
-                        backend=self.name, tool=label
-                    ).observe(elapsed)
+                self._count(label, outcome, elapsed if called else None)
+
+    def _count(self, label: str, outcome: str, elapsed: float | None) -> None:
+        # Label children are looked up once per (bounded) label set, not per call:
+        # labels() with keyword arguments was 2 % of the CPU per call.
+        metrics = self._metrics
+        assert metrics is not None
+        children = self._children
+        counter = children.get((label, outcome))
+        if counter is None:
+            if len(children) > _MAX_CHILDREN:
+                children.clear()  # tool names churned: start over (still bounded)
+            counter = metrics.backend_requests_total.labels(
+                backend=self.name, tool=label, outcome=outcome
+            )
+            children[(label, outcome)] = counter
+        counter.inc()
+        if elapsed is not None:
+            histogram = children.get(label)
+            if histogram is None:
+                histogram = children[label] = metrics.backend_duration_seconds.labels(
+                    backend=self.name, tool=label
+                )
+            histogram.observe(elapsed)
 
     def _validator(self, call: ToolCall) -> jsonschema_rs.Validator | None:
         current = self.catalog().validator(call.tool.name)
