@@ -17,7 +17,8 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 import gateway
-from gateway.app import REQUEST_ID, Services
+from gateway.app import Services
+from gateway.app.request_id import assign_request_id
 from gateway.auth.resource_server import ResourceServer
 from gateway.backend.assertion_keys import GatewayKeys
 from gateway.backend.federation import FederatedBackend
@@ -102,7 +103,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         leases=state.leases,
         observer=observer,
         metrics=metrics,
-        request_id=lambda request: request.get(REQUEST_ID),
+        request_id=lambda request: assign_request_id(request, config.trusted_proxies),
     )
     services = Services(
         metrics=metrics,

@@ -41,6 +41,7 @@ def build_public_app(config: Config, services: Services) -> web.Application:
                 # With an observer wired, its mcp.request line is the access log; this generic
                 # line would duplicate it on the hot path.
                 access_level="debug" if services.observer is not None else "info",
+                skip_path=config.mcp_path if services.observer is not None else None,
             )
         ]
     )

@@ -24,7 +24,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.app import REQUEST_ID, Services, build_ops_app, build_public_app
+from gateway.app import Services, build_ops_app, build_public_app
+from gateway.app.request_id import assign_request_id
 from gateway.config import AuditConfig, LoggingConfig
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
@@ -140,7 +141,7 @@ async def stack(
         limiter=MemoryRateLimiter(),
         observer=observer,
         metrics=metrics,
-        request_id=lambda request: request.get(REQUEST_ID),
+        request_id=lambda request: assign_request_id(request, config.trusted_proxies),
     )
     services = Services(
         metrics=metrics,
