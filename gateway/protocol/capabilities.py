@@ -71,7 +71,7 @@ def known_capabilities(raw: Any) -> dict[str, Any]:
                 if _valid_name(name) and isinstance(settings, Mapping)
             ]
             out[key] = dict(sorted(entries)[:MAX_ENTRIES])
-    if _size(out) > MAX_TOTAL_BYTES:
+    if out and _size(out) > MAX_TOTAL_BYTES:  # an empty result needs no measuring
         for key in _MAPS:
             out.pop(key, None)
     return out
