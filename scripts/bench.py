@@ -1,293 +1,470 @@
 #!/usr/bin/env python3
-"""Front-door benchmark: gateway CPU per MCP request (admission + decode + validate + dispatch).
+"""The gateway's benchmark (``make bench``): CPU per call at the defaults, beside a bare backend.
 
-Two measurements, both with the in-process fakes of ``tests/support/fakes.py`` (a dict lookup for
-the token, the way a cached introspection result behaves, and a backend that answers at once):
+The setup of issue 18, on a 2-core machine:
 
-1. ``handler``: the endpoint's handler called directly with prepared requests, so the figure
-   excludes HTTP parsing and socket I/O: this is the front door's own cost.
-2. ``http``: a real aiohttp server in a child process under load from ``wrk`` (POST via a Lua
-   script), or from an aiohttp load generator when ``wrk`` is missing. The server's CPU time
-   (user + system, from ``/proc/<pid>/stat``) divided by the requests served gives the whole
-   process's CPU per request, aiohttp's HTTP handling included.
+- the **bare backend**: an aiohttp MCP server (no auth, no logging) answering ``tools/call
+  echo``; the gateway proxies to it, and it is measured alone in the same run;
+- the **gateway** as ``mcp-gateway serve`` at the documented **defaults** (JSON access line per
+  request and an audit event per ``tools/call``, both on stdout, redirected to a file; only the
+  pre-auth and principal rate limits off so one token can drive the load), and the **tuned**
+  case beside it (audit off, stdout to /dev/null);
+- the measured process pinned alone to core 0 (``taskset``); ``wrk -t2`` on core 1 with the
+  backend and the issuers;
+- a 2026-07-28 ``tools/call echo`` with a cached token; CPU per call = the process's
+  utime+stime from /proc/<pid>/stat over the run / the requests served.
+
+Phases (``--only`` picks some): ``main`` (c64, medians of ``--rounds`` alternating rounds of
+``--duration`` s: bare, defaults, tuned), ``c1`` (added p50 at one connection), ``legacy``
+(2025-06-18), ``401`` (a refused token; introspections counted), ``features`` (JWT with a warm
+cache, two backends, signed caller assertions), ``sweep`` (1,000 catalog tools, 1,000 policy
+rules), ``workers`` (``--workers 2`` against 1, unpinned: every process shares both cores).
+At the defaults the whole run takes about 7 minutes (``--quick``: about 2).
 
 Usage::
 
-    .venv/bin/python scripts/bench.py                 # both, default sizes
-    .venv/bin/python scripts/bench.py handler -n 20000
-    .venv/bin/python scripts/bench.py http --duration 10 --connections 32
+    .venv/bin/python scripts/bench.py                 # = make bench
+    .venv/bin/python scripts/bench.py --only main --rounds 1 --profile /tmp/prof
 
-Figures and the exact commands are recorded in docs/performance.md ("Front door").
+The in-process microbenchmarks (protocol decoding, JWT verification, caller assertions) are
+``scripts/bench_micro.py``. Figures: docs/performance.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import aiohttp  # noqa: E402
-from aiohttp import web  # noqa: E402
-from aiohttp.streams import StreamReader  # noqa: E402
-from aiohttp.test_utils import make_mocked_request  # noqa: E402
-
-from gateway.config import Rate  # noqa: E402
-from gateway.http.endpoint import McpEndpoint  # noqa: E402
-from gateway.http.routes import add_mcp_routes  # noqa: E402
-from gateway.limits.memory import MemoryRateLimiter  # noqa: E402
-from gateway.observability.metrics import Metrics  # noqa: E402
-from tests.support.fakes import (  # noqa: E402
-    FakeAuthenticator,
-    FakeBackend,
-    FakePolicySource,
-    default_policy,
+from bench_procs import (
+    PYTHON,
+    ROOT,
+    Load,
+    Proc,
+    free_port,
+    get_json,
+    pin,
+    run_wrk,
+    start_backend,
+    start_gateway,
+    start_peer,
+    write_lua,
 )
-from tests.support.gateway_harness import default_tokens, harness_config, modern_request  # noqa: E402
 
-CALL = modern_request("tools/call", 42, {"name": "echo", "arguments": {"text": "hello"}})
-CALL_BODY = json.dumps(CALL, separators=(",", ":")).encode()
-CALL_HEADERS = {
-    "Host": "127.0.0.1",
-    "Authorization": "Bearer good",
-    "Content-Type": "application/json",
-    "Accept": "application/json, text/event-stream",
-    "MCP-Protocol-Version": "2026-07-28",
-    "Mcp-Method": "tools/call",
-    "Mcp-Name": "echo",
-    "Content-Length": str(len(CALL_BODY)),
+PHASES = ("main", "c1", "legacy", "401", "features", "sweep", "workers")
+TARGET_CORE, LOAD_CORE = 0, 1
+META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+    "io.modelcontextprotocol/clientInfo": {"name": "wrk", "version": "1"},
 }
 
 
-def build_endpoint() -> McpEndpoint:
-    # The production rate limits stay on (memory limiter, budgets too large to trip), and the
-    # Prometheus metrics are recorded, so the figure includes their cost.
-    config = harness_config(
-        pre_auth_rate=Rate(10**9, 60.0), principal_rate=Rate(10**9, 60.0), max_in_flight=10_000
-    )
-    return McpEndpoint(
-        config=config,
-        authenticator=FakeAuthenticator(default_tokens()),
-        policy=FakePolicySource(default_policy()),
-        backend=FakeBackend(),
-        limiter=MemoryRateLimiter(),
-        metrics=Metrics(),
-    )
+def call_body(name: str = "echo", *, modern: bool = True) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": {"text": "hello"}}
+    if modern:
+        params["_meta"] = META
+    return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
 
 
-# --- 1. handler-only --------------------------------------------------------------------------
+def modern_headers(token: str | None, name: str = "echo") -> dict[str, str]:
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
-class _Protocol:
-    """The least a StreamReader needs from its protocol (no flow control in a benchmark)."""
+class Bench:
+    def __init__(self, args: argparse.Namespace, work: Path) -> None:
+        self.args = args
+        self.work = work
+        self.port = free_port()
+        self.resource = f"http://127.0.0.1:{free_port()}/mcp"  # one resource for every gateway
+        self.peer, self.info = start_peer(self.resource, LOAD_CORE)
+        self.backend_port = free_port()
+        self.backend = start_backend(self.backend_port, LOAD_CORE)
+        self.backend_url = f"http://127.0.0.1:{self.backend_port}/mcp"
+        (work / "gw-secret").write_text("bench-gw-secret")
+        (work / "svc-token").write_text("bench-service-token")
+        (work / "policy.yaml").write_text(policy(1))
+        self.results: dict[str, list[Load]] = {}
+        self.lua = {
+            "modern": write_lua(work / "modern.lua", call_body(), modern_headers(self.info["token"])),
+            "bare": write_lua(work / "bare.lua", call_body(), modern_headers(None)),
+        }
 
-    _reading_paused = False
+    # --- configuration -----------------------------------------------------------------------
 
-    def pause_reading(self) -> None: ...
-
-    def resume_reading(self, resume_parser: bool = True) -> None: ...
-
-
-class _Transport:
-    """A transport that knows its peer, like a real socket transport (mocks cost ~20 µs)."""
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return ("127.0.0.1", 50000) if name == "peername" else default
-
-    def is_closing(self) -> bool:
-        return False
-
-
-async def bench_handler(requests: int, rounds: int) -> dict[str, Any]:
-    endpoint = build_endpoint()
-    loop = asyncio.get_running_loop()
-    protocol = _Protocol()
-    transport = _Transport()
-
-    def prepared() -> web.Request:
-        payload = StreamReader(protocol, 2**16, loop=loop)  # type: ignore[arg-type]
-        payload.feed_data(CALL_BODY)
-        payload.feed_eof()
-        return make_mocked_request(
-            "POST", "/mcp", headers=CALL_HEADERS, payload=payload, transport=transport
-        )
-
-    # Warm up (imports, caches, JIT-less but allocator warm).
-    for _ in range(500):
-        response = await endpoint.handle(prepared())
-        assert response.status == 200, response.status
-    per_request: list[float] = []
-    for _ in range(rounds):
-        batch = [prepared() for _ in range(requests)]
-        started = time.process_time()
-        for request in batch:
-            await endpoint.handle(request)
-        per_request.append((time.process_time() - started) / requests)
-    return {
-        "requests_per_round": requests,
-        "rounds": rounds,
-        "median_us": statistics.median(per_request) * 1e6,
-        "min_us": min(per_request) * 1e6,
-    }
-
-
-# --- 2. over HTTP -----------------------------------------------------------------------------
-
-
-def serve(port_file: str) -> None:
-    """Child process: serve the front door on 127.0.0.1:0 and write the port to ``port_file``."""
-
-    async def main() -> None:
-        app = web.Application()
-        add_mcp_routes(app, build_endpoint(), config=harness_config(), prm_document=None)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-        Path(port_file).write_text(str(port))  # noqa: ASYNC240 - once, before serving
-        await asyncio.Event().wait()
-
-    asyncio.run(main())
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
-
-
-WRK_LUA = """
-wrk.method = "POST"
-wrk.body = {body}
-wrk.headers["Authorization"] = "Bearer good"
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-wrk.headers["MCP-Protocol-Version"] = "2026-07-28"
-wrk.headers["Mcp-Method"] = "tools/call"
-wrk.headers["Mcp-Name"] = "echo"
-responses = {{}}
-response = function(status, headers, body)
-  if status ~= 200 then error("unexpected status " .. status) end
-end
-"""
-
-
-def _lua_string(data: bytes) -> str:
-    return "'" + data.decode().replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-async def _aiohttp_load(url: str, duration: float, connections: int) -> int:
-    done = 0
-    stop = time.monotonic() + duration
-    headers = {k: v for k, v in CALL_HEADERS.items() if k not in {"Host", "Content-Length"}}
-
-    async def worker(session: aiohttp.ClientSession) -> None:  # noqa: TID251 - load generator
-        nonlocal done
-        while time.monotonic() < stop:
-            async with session.post(url, data=CALL_BODY, headers=headers) as response:
-                await response.read()
-                if response.status != 200:
-                    raise RuntimeError(f"unexpected status {response.status}")
-            done += 1
-
-    connector = aiohttp.TCPConnector(limit=connections)
-    async with aiohttp.ClientSession(connector=connector) as session:  # noqa: TID251 - load generator
-        await asyncio.gather(*(worker(session) for _ in range(connections)))
-    return done
-
-
-def bench_http(duration: float, connections: int, threads: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        port_file = Path(tmp) / "port"
-        child = subprocess.Popen(  # noqa: S603 - our own interpreter and script
-            [sys.executable, __file__, "serve", "--port-file", str(port_file)]
-        )
-        try:
-            for _ in range(200):
-                if port_file.exists() and port_file.read_text():
-                    break
-                time.sleep(0.05)
-            port = int(port_file.read_text())
-            url = f"http://127.0.0.1:{port}/mcp"
-            wrk = shutil.which("wrk")
-            # Warm-up so the first-request costs are not counted.
-            asyncio.run(_aiohttp_load(url, 1.0, 4))
-            cpu_before = _cpu_seconds(child.pid)
-            if wrk is not None:
-                script = Path(tmp) / "post.lua"
-                script.write_text(WRK_LUA.format(body=_lua_string(CALL_BODY)))
-                command = [wrk, f"-t{threads}", f"-c{connections}", f"-d{int(duration)}s",
-                           "--latency", "-s", str(script), url]  # fmt: skip
-                output = subprocess.run(  # noqa: S603
-                    command, check=True, capture_output=True, text=True
-                ).stdout
-                requests = int(output.split(" requests in ")[0].split()[-1])
-                tool = "wrk " + " ".join(command[1:5])
-                latency = {
-                    line.split()[0]: line.split()[1]
-                    for line in output.splitlines()
-                    if line.strip().startswith(("50%", "90%", "99%"))
-                }
+    def config(self, **overrides: Any) -> dict[str, Any]:
+        """gateway.yaml at the defaults of docs/configuration.md, as an operator writes it."""
+        config: dict[str, Any] = {
+            "resource": self.resource,
+            "listen": {"host": "127.0.0.1", "port": free_port()},
+            "ops_listen": {"host": "127.0.0.1", "port": free_port()},
+            "issuer": {
+                "url": self.info["issuer"],
+                "client_id": "mcp-gateway",
+                "client_secret": {"file": str(self.work / "gw-secret")},
+                "allow_insecure_http": True,
+            },
+            "backend": {
+                "url": self.backend_url,
+                "allow_insecure_http": True,
+                "credential": {"type": "bearer", "token": {"file": str(self.work / "svc-token")}},
+            },
+            "policy": str(self.work / "policy.yaml"),
+            # The only change from the defaults: one token drives all the load.
+            "limits": {"principal_rate": None, "pre_auth_rate": None},
+        }
+        for key, value in overrides.items():
+            if value is None:
+                config.pop(key, None)
             else:
-                requests = asyncio.run(_aiohttp_load(url, duration, connections))
-                tool = f"aiohttp load generator, {connections} connections"
-                latency = {}
-            cpu = _cpu_seconds(child.pid) - cpu_before
+                config[key] = value
+        return config
+
+    def gateway(
+        self, name: str, *, tuned: bool = False, source: str | None = None, **overrides: Any
+    ) -> Proc:
+        """A gateway pinned to the target core; ``source``: another checkout's ``gateway``."""
+        config = self.config(**overrides)
+        if tuned:
+            config["audit"] = {"sink": "off"}
+        log = None if tuned else self.work / f"{name}.log"
+        env = {"PYTHONPATH": source} if source is not None else None
+        return start_gateway(name, config, self.work, core=TARGET_CORE, stdout=log, extra_env=env)
+
+    # --- measuring -----------------------------------------------------------------------------
+
+    def load(self, key: str, proc: Proc, url: str, lua: Path, *, connections: int = 64,
+             duration: float | None = None, warm: float = 2.0) -> Load:  # fmt: skip
+        """Pin ``proc`` alone to the target core, warm up, measure; the rest on the load core."""
+        pin(proc.pids, TARGET_CORE)
+        duration = self.args.duration if duration is None else duration
+        if warm:
+            run_wrk(url, lua, connections=connections, duration=warm, measured=[], core=LOAD_CORE)
+        result = run_wrk(url, lua, connections=connections, duration=duration,
+                         measured=proc.pids, core=LOAD_CORE)  # fmt: skip
+        self.results.setdefault(key, []).append(result)
+        print(f"  {key:<28} {describe(result)}", flush=True)
+        return result
+
+    def with_backend_on_target(self, run: Callable[[], Load]) -> Load:
+        """The bare backend measured alone on the target core, then moved back."""
+        pin(self.backend.pids, TARGET_CORE)
+        try:
+            return run()
         finally:
-            child.terminate()
-            child.wait(timeout=10)
-    return {
-        "tool": tool,
-        "requests": requests,
-        "duration_s": duration,
-        "requests_per_s": requests / duration,
-        "server_cpu_s": cpu,
-        "server_cpu_us_per_request": cpu / requests * 1e6 if requests else float("nan"),
-        "latency": latency,
-    }
+            pin(self.backend.pids, LOAD_CORE)
+
+    def median(self, key: str, attr: str = "cpu_per_call_us") -> float:
+        return statistics.median(getattr(r, attr) for r in self.results[key])
+
+    # --- phases --------------------------------------------------------------------------------
+
+    def phase_main(self) -> None:
+        print(f"main: c64, {self.args.rounds} alternating rounds of {self.args.duration:g} s")
+        defaults = self.gateway("defaults")
+        if self.args.ab:  # before/after: the other checkout at the defaults instead of tuned
+            tuned = self.gateway("other", source=self.args.ab)
+        else:
+            tuned = self.gateway("tuned", tuned=True)
+        pin(tuned.pids, LOAD_CORE)
+        try:
+            for index in range(self.args.rounds):
+                order = ["bare", "defaults", "tuned"]
+                if index % 2:
+                    order.reverse()
+                for which in order:
+                    if which == "bare":
+                        self.with_backend_on_target(
+                            lambda: self.load("bare", self.backend, self.backend_url,
+                                              self.lua["bare"])  # fmt: skip
+                        )
+                    else:
+                        proc = defaults if which == "defaults" else tuned
+                        other = tuned if which == "defaults" else defaults
+                        pin(other.pids, LOAD_CORE)
+                        key = "other" if which == "tuned" and self.args.ab else which
+                        self.load(key, proc, proc.url, self.lua["modern"])
+                        pin(proc.pids, LOAD_CORE)
+                    if self.args.profile and which == "defaults" and index == 0:
+                        self.profile(defaults)
+        finally:
+            defaults.stop()
+            tuned.stop()
+
+    def profile(self, proc: Proc) -> None:
+        """py-spy (native frames) over one more measured run of ``proc``."""
+        out = Path(self.args.profile)
+        out.mkdir(parents=True, exist_ok=True)
+        spy_bin = str(Path(PYTHON).parent / "py-spy")
+        spy = subprocess.Popen(  # noqa: S603
+            [spy_bin, "record", "--native", "--format", "raw", "-r", "250", "-o",
+             str(out / f"{proc.name}.txt"), "--pid", str(proc.popen.pid),
+             "-d", str(int(self.args.duration))],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        pin([spy.pid], LOAD_CORE)
+        time.sleep(0.5)
+        self.load("profiled", proc, proc.url, self.lua["modern"], warm=0)
+        spy.wait(timeout=60)
+        print(f"  profile written to {out / (proc.name + '.txt')}")
+
+    def phase_c1(self) -> None:
+        print("c1: one connection, added p50 over calling the backend directly")
+        defaults = self.gateway("defaults-c1")
+        duration = max(5.0, self.args.duration / 3)
+        try:
+            for _ in range(self.args.rounds):
+                self.with_backend_on_target(
+                    lambda: self.load("bare c1", self.backend, self.backend_url,
+                                      self.lua["bare"], connections=1, duration=duration, warm=1)
+                )  # fmt: skip
+                self.load("defaults c1", defaults, defaults.url, self.lua["modern"],
+                          connections=1, duration=duration, warm=1)  # fmt: skip
+        finally:
+            defaults.stop()
+
+    def phase_legacy(self) -> None:
+        print("legacy: 2025-06-18 tools/call against 2026-07-28, alternating")
+        lua = write_lua(
+            self.work / "legacy.lua", call_body(modern=False),
+            {"MCP-Protocol-Version": "2025-06-18", "Authorization": f"Bearer {self.info['token']}"},
+        )  # fmt: skip
+        gateway = self.gateway("defaults-legacy")
+        try:
+            for index in range(self.args.side_rounds):
+                pairs = [("modern", self.lua["modern"]), ("legacy", lua)]
+                for key, script in pairs if index % 2 == 0 else reversed(pairs):
+                    self.load(f"{key} (legacy phase)", gateway, gateway.url, script,
+                              duration=self.args.side_duration)  # fmt: skip
+        finally:
+            gateway.stop()
+
+    def phase_401(self) -> None:
+        print("401: a token the issuer refuses, repeated; introspections counted")
+        bad = "bench-refused-" + "x" * 40
+        lua = write_lua(self.work / "refused.lua", call_body(), modern_headers(bad))
+        none = write_lua(self.work / "none.lua", call_body(), modern_headers(None))
+        for key, script, issuer in [
+            ("401 no token", none, {}),
+            ("401 refused token", lua, {}),
+            ("401 refused, negative cache", lua, {"cache": {"negative_ttl_s": 10}}),
+        ]:
+            gateway = self.gateway(
+                "defaults-401", issuer={**self.config()["issuer"], **issuer}
+            )
+            try:
+                before = get_json(self.info["calls"])["introspections"]
+                self.load(key, gateway, gateway.url, script, duration=self.args.side_duration)
+                calls = get_json(self.info["calls"])["introspections"] - before
+                statuses = status_counts(gateway.ops)
+                print(f"    introspections: {calls}; answers by status: {statuses}")
+            finally:
+                gateway.stop()
+
+    def phase_features(self) -> None:
+        print("features: each against the defaults, alternating")
+        key = self.work / "assertion.pem"
+        write_ed25519(key)
+        (self.work / "policy-two.yaml").write_text(policy(1, extra=["b__echo"]))
+        jwt_issuer = {"url": self.info["jwt_issuer"], "tokens": "jwt", "allow_insecure_http": True}
+        two = {
+            "a": {**self.config()["backend"], "prefix": ""},
+            "b": {**self.config()["backend"], "prefix": "b__"},
+        }
+        jwt_lua = write_lua(self.work / "jwt.lua", call_body(), modern_headers(self.info["jwt"]))
+        variants: list[tuple[str, dict[str, Any], Path]] = [
+            ("jwt, warm cache", {"issuer": jwt_issuer}, jwt_lua),
+            ("two backends", {"backend": None, "backends": two,
+                              "policy": str(self.work / "policy-two.yaml")}, self.lua["modern"]),
+            ("signed assertion", {"backend": {**self.config()["backend"], "identity": {
+                "assertion": {"key": {"file": str(key)}}}}}, self.lua["modern"]),
+        ]  # fmt: skip
+        self.side_by_side(variants)
+
+    def phase_sweep(self) -> None:
+        print("sweep: 1,000 catalog tools, 1,000 policy rules")
+        (self.work / "policy-1000.yaml").write_text(policy(1000))
+        (self.work / "policy-all.yaml").write_text(policy(1, extra=["tool_*"]))
+        backend = {**self.config()["backend"], "url": self.backend_url + "1000"}
+        variants: list[tuple[str, dict[str, Any], Path]] = [
+            ("1000 tools", {"backend": backend, "policy": str(self.work / "policy-all.yaml")},
+             self.lua["modern"]),
+            ("1000 rules", {"policy": str(self.work / "policy-1000.yaml")}, self.lua["modern"]),
+        ]  # fmt: skip
+        self.side_by_side(variants)
+
+    def side_by_side(self, variants: list[tuple[str, dict[str, Any], Path]]) -> None:
+        """Each variant, then the defaults again, so each has a reference measured beside it."""
+        reference = self.gateway("defaults-ref")
+        pin(reference.pids, LOAD_CORE)
+        try:
+            for name, overrides, lua in variants:
+                gateway = self.gateway(name.replace(" ", "-").replace(",", ""), **overrides)
+                try:
+                    for index in range(self.args.side_rounds):
+                        pair = [(name, gateway, lua), (f"defaults (beside {name})", reference,
+                                                       self.lua["modern"])]  # fmt: skip
+                        for key, proc, script in pair if index % 2 == 0 else reversed(pair):
+                            self.load(key, proc, proc.url, script,
+                                      duration=self.args.side_duration)  # fmt: skip
+                            pin(proc.pids, LOAD_CORE)
+                finally:
+                    gateway.stop()
+        finally:
+            reference.stop()
+
+    def phase_workers(self) -> None:
+        print("workers: --workers 2 against --workers 1, c64, unpinned (every process shares "
+              "both cores)")  # fmt: skip
+        for index in range(self.args.side_rounds):
+            for workers in (1, 2) if index % 2 == 0 else (2, 1):
+                config = self.config()
+                proc = start_gateway(f"workers-{workers}", config, self.work, core=None,
+                                     stdout=self.work / f"workers-{workers}.log",
+                                     workers=workers)  # fmt: skip
+                try:
+                    pin([*self.backend.pids, *self.peer.pids], None)
+                    result = run_wrk_all_cores(proc.url, self.lua["modern"], proc,
+                                               self.args.side_duration)  # fmt: skip
+                    self.results.setdefault(f"--workers {workers}", []).append(result)
+                    print(f"  --workers {workers:<18} {describe(result)}", flush=True)
+                finally:
+                    proc.stop()
+                    pin(self.backend.pids, LOAD_CORE)
+                    pin(self.peer.pids, LOAD_CORE)
+
+    def stop(self) -> None:
+        self.backend.stop()
+        self.peer.stop()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="mode")
-    handler = sub.add_parser("handler")
-    handler.add_argument("-n", "--requests", type=int, default=10_000)
-    handler.add_argument("--rounds", type=int, default=5)
-    http = sub.add_parser("http")
-    http.add_argument("--duration", type=float, default=10.0)
-    http.add_argument("--connections", type=int, default=32)
-    http.add_argument("--threads", type=int, default=1)
-    serve_parser = sub.add_parser("serve")
-    serve_parser.add_argument("--port-file", required=True)
+def run_wrk_all_cores(url: str, lua: Path, proc: Proc, duration: float) -> Load:
+    """wrk on both cores (``taskset -c 0,1``): the workers phase shares every core."""
+    run_wrk(url, lua, connections=64, duration=2, measured=[], core=None)
+    return run_wrk(url, lua, connections=64, duration=duration, measured=proc.pids, core=None)
+
+
+def policy(rules: int, *, extra: list[str] | None = None) -> str:
+    """The echo rule plus ``rules - 1`` others (half exact names, half globs) that never match."""
+    lines = ["version: 1", "baseline_scopes: [mcp:access]", "tools:", "  echo: {scopes: []}"]
+    for i in range(1, rules):
+        name = f"other_{i:04d}" if i % 2 else f"other_{i:04d}_*"
+        lines.append(f'  "{name}": {{scopes: [other:{i}]}}')
+    lines += [f'  "{name}": {{scopes: []}}' for name in extra or []]
+    return "\n".join(lines) + "\n"
+
+
+def write_ed25519(path: Path) -> None:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    pem = Ed25519PrivateKey.generate().private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )  # fmt: skip
+    path.write_bytes(pem)
+
+
+def status_counts(ops: str) -> Mapping[str, float]:
+    import urllib.request
+
+    with urllib.request.urlopen(ops + "/metrics", timeout=5) as response:  # noqa: S310
+        text = response.read().decode()
+    counts: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("mcp_gateway_requests_total{"):
+            status = line.split('status="', 1)[1].split('"', 1)[0]
+            counts[status] = counts.get(status, 0.0) + float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def describe(load: Load) -> str:
+    errors = f", {load.errors} errors" if load.errors else ""
+    return (f"{load.rps:>8,.0f} req/s  {load.cpu_per_call_us:>6.0f} µs CPU/call  "
+            f"p50 {load.p50_ms:.2f} ms  p99 {load.p99_ms:.2f} ms  "
+            f"(wrk {load.wrk_cpu_s:.1f} s, others {load.other_s:.1f} s CPU){errors}")  # fmt: skip
+
+
+def summary(bench: Bench) -> None:
+    r, m = bench.results, bench.median
+    print("\nsummary (medians)")
+    if "bare" in r:
+        bare = m("bare")
+        print(f"  bare backend: {m('bare', 'rps'):,.0f} req/s, {bare:.0f} µs CPU per request")
+        for key in ("defaults", "tuned", "other"):
+            if key in r:
+                print(f"  gateway {key}: {m(key, 'rps'):,.0f} req/s, {m(key):.0f} µs CPU per call "
+                      f"= {m(key) / bare:.2f}x the bare backend; p50 {m(key, 'p50_ms'):.2f} ms, "
+                      f"p99 {m(key, 'p99_ms'):.2f} ms")  # fmt: skip
+    if "bare c1" in r:
+        added = m("defaults c1", "p50_ms") - m("bare c1", "p50_ms")
+        print(f"  c1 p50: bare {m('bare c1', 'p50_ms'):.3f} ms, gateway "
+              f"{m('defaults c1', 'p50_ms'):.3f} ms: added {added:.3f} ms")  # fmt: skip
+    if "legacy (legacy phase)" in r:
+        ratio = m("legacy (legacy phase)") / m("modern (legacy phase)")
+        print(f"  legacy / modern CPU per call: {ratio:.2f}")
+    for key in ("jwt, warm cache", "two backends", "signed assertion", "1000 tools",
+                "1000 rules"):  # fmt: skip
+        if key in r:
+            ref = m(f"defaults (beside {key})")
+            print(f"  {key}: {m(key):.0f} µs CPU per call ({m(key) - ref:+.0f} µs against the "
+                  f"defaults measured beside it, {ref:.0f} µs)")  # fmt: skip
+    if "--workers 1" in r and "--workers 2" in r:
+        one, two = m("--workers 1", "rps"), m("--workers 2", "rps")
+        print(f"  --workers 2: {two:,.0f} req/s against {one:,.0f}: {two / one:.2f}x")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--duration", type=float, default=15, help="seconds per main round")
+    parser.add_argument("--rounds", type=int, default=3, help="alternating main rounds")
+    parser.add_argument("--side-duration", type=float, default=8,
+                        help="seconds per run of the other phases")  # fmt: skip
+    parser.add_argument("--side-rounds", type=int, default=2)
+    parser.add_argument("--only", default=",".join(PHASES), help=f"comma list of {PHASES}")
+    parser.add_argument("--quick", action="store_true",
+                        help="one main round of 6 s, side runs of 4 s (a smoke run)")  # fmt: skip
+    parser.add_argument("--profile", metavar="DIR", help="py-spy the defaults gateway (main)")
+    parser.add_argument("--ab", metavar="DIR",
+                        help="main: measure the checkout in DIR at the defaults instead of the "
+                        "tuned case (before/after figures in one run)")  # fmt: skip
+    parser.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
     args = parser.parse_args()
-    if args.mode == "serve":
-        serve(args.port_file)
-        return
-    results: dict[str, Any] = {"python": sys.version.split()[0], "cpus": os.cpu_count()}
-    if args.mode in (None, "handler"):
-        n = getattr(args, "requests", 10_000)
-        rounds = getattr(args, "rounds", 5)
-        results["handler"] = asyncio.run(bench_handler(n, rounds))
-    if args.mode in (None, "http"):
-        results["http"] = bench_http(
-            getattr(args, "duration", 10.0),
-            getattr(args, "connections", 32),
-            getattr(args, "threads", 1),
-        )
-    print(json.dumps(results, indent=2))
+    if args.quick:
+        args.duration, args.rounds, args.side_duration, args.side_rounds = 6, 1, 4, 1
+    if shutil.which("wrk") is None or shutil.which("taskset") is None:
+        raise SystemExit("wrk and taskset are required: apt-get install -y wrk util-linux")
+    phases = [p for p in args.only.split(",") if p]
+    unknown = set(phases) - set(PHASES)
+    if unknown:
+        raise SystemExit(f"unknown phases: {sorted(unknown)}")
+    work = Path(tempfile.mkdtemp(prefix="mcp-gw-bench-"))
+    started = time.monotonic()
+    load = Path("/proc/loadavg").read_text().split()[:3]
+    print(f"load average before: {' '.join(load)}; work folder {work}")
+    bench = Bench(args, work)
+    try:
+        for phase in phases:
+            getattr(bench, "phase_" + phase)()
+    finally:
+        bench.stop()
+        summary(bench)
+        print(f"total {time.monotonic() - started:.0f} s")
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(ROOT))
+    sys.exit(main())

@@ -18,11 +18,12 @@ the caller's token is copied beyond these):
 ``request_id``  the gateway request id of the call that minted it
 
 **Cost and reuse.** Signing costs about 40 µs (Ed25519) and building the token about 20 µs more
-(``scripts/bench_assertion.py``), a fifth of the gateway's per-call budget. With ``reuse: true``
-(the default) an assertion is reused for calls with the same caller token (same principal),
-backend and tool during the first half of its lifetime, so a busy caller costs one signature per
-``ttl_s / 2`` per tool. A reused assertion keeps its ``jti`` and its ``request_id`` (the
-``X-Request-Id`` header always names the current request). ``reuse: false`` mints one per call.
+(``scripts/bench_micro.py assertion``), a fifth of the gateway's per-call budget. With
+``reuse: true`` (the default) an assertion is reused for calls with the same caller token
+(same principal), backend and tool during the first half of its lifetime, so a busy caller
+costs one signature per ``ttl_s / 2`` per tool. A reused assertion keeps its ``jti`` and its
+``request_id`` (the ``X-Request-Id`` header always names the current request). ``reuse: false``
+mints one per call.
 """
 
 from __future__ import annotations

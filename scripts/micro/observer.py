@@ -1,6 +1,6 @@
 """Measure the observability hot path (figures in docs/performance.md, "Observability").
 
-Run: ``.venv/bin/python tests/unit/observability/bench_observer.py``. Not a test: timings are
+Run: ``.venv/bin/python scripts/bench_micro.py observer``. Not a test: timings are
 printed, never asserted.
 """
 
@@ -62,7 +62,11 @@ def main() -> None:
         plain, fingerprint = LoggingConfig(), LoggingConfig(subject="fingerprint")
         audit_file = AuditConfig(sink="file", path=str(Path(tmp) / "audit.log"), max_bytes=10**9)
         sink = AuditSink.from_config(audit_file)
+        stdout_sink = AuditSink.from_config(AuditConfig(), stream=devnull)
         results = {
+            "observer, audit to stdout (the default)": observer_us(
+                GatewayObserver(metrics=metrics, logging_config=plain, audit=stdout_sink)
+            ),
             "observer, audit off": observer_us(
                 GatewayObserver(metrics=metrics, logging_config=plain, audit=None)
             ),

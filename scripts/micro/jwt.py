@@ -15,8 +15,8 @@ Per algorithm (RS256 with a 2048-bit key, PS256, ES256, EdDSA/Ed25519):
 
 Usage::
 
-    .venv/bin/python scripts/bench_jwt.py            # all algorithms, default sizes
-    .venv/bin/python scripts/bench_jwt.py -n 5000 --alg RS256
+    .venv/bin/python scripts/bench_micro.py jwt            # all algorithms, default sizes
+    .venv/bin/python scripts/bench_micro.py jwt -n 5000 --alg RS256
 
 Figures and the exact command are recorded in docs/performance.md ("Local JWT validation").
 """
@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from gateway.auth.jwks import parse_jwks  # noqa: E402

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Micro benchmark: the cost of a signed caller assertion per ``tools/call``.
 
-Usage: ``.venv/bin/python scripts/bench_assertion.py [--number N] [--repeat R]``
+Usage: ``.venv/bin/python scripts/bench_micro.py assertion [--number N] [--repeat R]``
 
 Prints µs per call (best of R runs of N calls) of :meth:`AssertionSigner.assertion` for each
 algorithm (EdDSA with Ed25519, ES256, RS256 with 2048 bits) in three situations: a fresh
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Micro benchmark: strict decoding + classification of a typical 2026-07-28 ``tools/call``.
 
-Usage: ``.venv/bin/python scripts/bench_protocol.py [--number N] [--repeat R]``
+Usage: ``.venv/bin/python scripts/bench_micro.py protocol [--number N] [--repeat R]``
 
 Prints the body size and µs per operation (best of R runs of N operations each) for: the strict
 decoder alone, ``json.loads`` for comparison, ``classify`` alone, decode + classify together,
@@ -19,7 +19,7 @@ import timeit
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from multidict import CIMultiDict, CIMultiDictProxy
 
