@@ -81,7 +81,14 @@ class ReplicaSharing:
         if entry is not None:
             return entry, False
         if await shared.claim(key, hold_s):
-            return None, True
+            # The claim is free either because nobody introspects this token or because the
+            # replica that did has just published (the entry and the end of its claim are one
+            # write): look again, or the token costs a second introspection under load.
+            entry = await shared.get(key)
+            if entry is None:
+                return None, True
+            await shared.release(key)
+            return entry, False
         return await shared.wait(key, hold_s), False  # another replica is introspecting it now
 
     async def publish(self, key: bytes, shareable: CachedPrincipal | None) -> None:

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from gateway.auth.sharing import ReplicaSharing
 from gateway.errors import RevocationUnavailable
 from gateway.seams import CachedPrincipal, Principal
 from gateway.state.revocation import RevocationList
@@ -212,3 +213,26 @@ class TestRevocationList:
                 await deny.revoked(DIGEST)
         finally:
             await dead.close()
+
+
+class TestReplicaSharing:
+    async def test_a_result_published_between_the_miss_and_the_claim_is_used(
+        self, store: RedisStore
+    ) -> None:
+        """Replica B misses the shared entry, then A publishes (entry written, claim ended in
+        one write) before B claims: B must read A's result, not introspect a second time."""
+        a = RedisTokenCache(store)
+        entry = CachedPrincipal(principal(), time.time() + 30)
+        assert await a.claim(DIGEST, 5.0) is True  # A is introspecting
+
+        class PublishAfterMiss(RedisTokenCache):
+            async def get(self, digest: bytes) -> CachedPrincipal | None:
+                found = await super().get(digest)
+                if found is None:
+                    await a.put(digest, entry)  # A finishes right after B's first look
+                return found
+
+        b = ReplicaSharing(None, PublishAfterMiss(store), clock=time.time)
+        assert await b.lookup(DIGEST, 5.0) == (entry, False)
+        # B's own claim was given back: a later miss can claim again.
+        assert await a.claim(DIGEST, 5.0) is True
