@@ -13,7 +13,8 @@ replica within about a second (``gateway/state/revocation.py``). Answers (JSON, 
 
 * 200 ``{"revoked": "all_replicas" | "this_replica", ...}``: done everywhere the store reaches
   (``this_replica`` with the memory backend);
-* 503 ``{"revoked": "this_replica_only", ...}``: Redis did not take it; retry (idempotent);
+* 503 ``{"revoked": "this_replica_only", ...}``: Redis did not take it; this replica writes it
+  there when its subscription is back, a retry (idempotent) reaches the others now;
 * 400 malformed body, 401 missing or wrong admin credential, 415 not JSON.
 
 Each revocation is one audit event (``token_revoked``) and one log line.

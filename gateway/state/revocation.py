@@ -13,8 +13,11 @@ out revocations (:meth:`~RevocationList.revoke`, called by ``POST /admin/revoke`
 Every replica subscribes to that channel (:meth:`~RevocationList.run`) and applies each message
 the same way (list + ``on_revoke``), within milliseconds. Pub/sub is at-most-once, so the
 markers cover what a replica missed: after every (re)subscription (start, restart, lost
-connection) it reads all live markers; and :meth:`~RevocationList.revoked` consults the marker
-set for every token it has not cached. A marker lives ``admin.revocation_ttl_s``, at least as
+connection) it reads all live markers and writes back (and broadcasts) the live revocations it
+knows that have no marker: a Redis restarted without persistence gets them back from the
+replicas still running, and a revocation Redis could not take reaches the others once it is
+back. :meth:`~RevocationList.revoked` consults the marker set for every token it has not
+cached. A marker lives ``admin.revocation_ttl_s``, at least as
 long as any replica may hold the token in its cache (checked at configuration load).
 
 When Redis cannot answer in time, :meth:`revoked` follows ``state.on_store_error.revocation``:
@@ -26,8 +29,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any, Final
-
-import redis.asyncio as aioredis
 
 from gateway.config import StoreErrorPolicy
 from gateway.errors import RevocationUnavailable
@@ -41,6 +42,28 @@ DIGEST_BYTES: Final = 32
 MAX_LOCAL: Final = 100_000
 """Revocations remembered per replica (the oldest expiring first past this)."""
 REVOCATION_RETRY_AFTER_S: Final = 1
+RESEED_CHUNK: Final = 500
+"""Markers written back per round trip after a (re)subscription (see ``_catch_up``)."""
+
+MARK_SCRIPT: Final = """
+for i = 3, #ARGV, 2 do
+  redis.call('ZADD', KEYS[1], 'GT', ARGV[i + 1], ARGV[i])
+  redis.call('PUBLISH', ARGV[2], ARGV[i] .. ':' .. ARGV[i + 1])
+end
+for i = 2, #KEYS do
+  redis.call('DEL', KEYS[i])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if last[2] then
+  redis.call('EXPIREAT', KEYS[1], math.ceil(tonumber(last[2])) + 1)
+end
+return 1
+"""
+"""KEYS[1]: the marker set; KEYS[2..]: shared-cache entries to delete. ARGV[1]: now (Unix s);
+ARGV[2]: the channel; ARGV[3..]: pairs of digest hex and the Unix time the revocation ends.
+Adds (or lengthens) each marker and broadcasts it, drops ended markers, and lets the set expire
+with its last marker. One atomic round trip, Redis 6.2+ (no EXPIRE GT/NX, which need 7.0)."""
 
 _log = get_logger("gateway.state")
 
@@ -69,6 +92,7 @@ class RevocationList:
         if store is not None:
             self._set = store.key("revoked")
             self.channel = store.key("revocations")
+            self._script = store.client.register_script(MARK_SCRIPT)
 
     def __len__(self) -> int:
         return len(self._local)
@@ -122,24 +146,10 @@ class RevocationList:
         self._apply(digest, until)
         if self._store is None:
             return until, True
-        member, now = digest.hex(), self._clock()
-        message = f"{member}:{until:.3f}"
-        cache_key = self._token_cache_key(digest) if self._token_cache_key is not None else None
-
-        async def broadcast(client: aioredis.Redis) -> None:
-            pipe = client.pipeline(transaction=True)
-            pipe.zadd(self._set, {member: until})
-            pipe.zremrangebyscore(self._set, "-inf", now)
-            pipe.expireat(self._set, int(until) + 1, gt=True)
-            if cache_key is not None:
-                pipe.delete(cache_key)
-            pipe.publish(self.channel, message)
-            await pipe.execute()
-
         try:
-            await self._store.call(broadcast)
+            await self._mark({digest: until})
         except StoreUnavailable:
-            _log.error("token_revocation_not_shared", token_fp=member[:12])
+            _log.error("token_revocation_not_shared", token_fp=digest.hex()[:12])
             return until, False
         return until, True
 
@@ -173,7 +183,10 @@ class RevocationList:
             _log.info("token_revocation_applied", token_fp=member[:12], source="broadcast")
 
     async def _catch_up(self) -> None:
-        """Read every live marker: what this replica may have missed while not subscribed."""
+        """Read every live marker (what this replica may have missed while not subscribed),
+        then write back the live revocations this replica knows and Redis does not: a Redis
+        restarted without persistence lost its markers (a replica started after it would accept
+        those tokens again), and a revocation taken while Redis was down reached one replica."""
         assert self._store is not None
         now = self._clock()
         markers: list[Any] = list(
@@ -181,15 +194,35 @@ class RevocationList:
                 lambda client: client.zrangebyscore(self._set, now, "+inf", withscores=True)
             )
         )
+        known: set[bytes] = set()
         for member, score in markers:
             try:
                 text = member.decode("ascii") if isinstance(member, bytes) else str(member)
                 digest = bytes.fromhex(text)
             except (UnicodeDecodeError, ValueError):
                 continue
+            known.add(digest)
             if len(digest) == DIGEST_BYTES and digest not in self._local:
                 self._apply(digest, float(score))
-        _log.info("token_revocations_synced", markers=len(markers))
+        missing = [(d, until) for d, until in self._local.items() if until > now and d not in known]
+        for start in range(0, len(missing), RESEED_CHUNK):
+            await self._mark(dict(missing[start : start + RESEED_CHUNK]))
+        _log.info("token_revocations_synced", markers=len(markers), reseeded=len(missing))
+
+    async def _mark(self, revocations: dict[bytes, float]) -> None:
+        """Markers and broadcasts for ``revocations`` (digest -> end), one round trip
+        (:data:`MARK_SCRIPT`); raise StoreUnavailable."""
+        assert self._store is not None
+        cache_keys = (
+            [self._token_cache_key(d) for d in revocations] if self._token_cache_key else []
+        )
+        args: list[str | float] = [self._clock(), self.channel]
+        for digest, until in revocations.items():
+            args += [digest.hex(), f"{until:.3f}"]
+        script = self._script
+        await self._store.call(
+            lambda client: script(keys=[self._set, *cache_keys], args=args, client=client)
+        )
 
     def _apply(self, digest: bytes, until: float) -> None:
         self._remember(digest, until)

@@ -166,6 +166,37 @@ async def test_a_revoked_token_costs_the_issuer_nothing_however_often_it_is_retr
         assert stack.issuer.introspection_calls == before
 
 
+async def test_a_revocation_outlives_a_redis_restart_and_one_redis_did_not_take(
+    tmp_path: Path,
+) -> None:
+    """Redis without persistence (the shipped example) restarts: the replicas that know the
+    revocations write the markers back, so a replica started afterwards still refuses the
+    token. A revocation taken while Redis was down (503 this_replica_only) reaches the other
+    replica once Redis is back, even if nobody retries it."""
+    redis = RedisServer.launch(tmp_path / "redis")
+    try:
+        async with replica_stack(tmp_path / "stack", redis) as stack:
+            a, b = stack.replicas
+            early, late = stack.mint("early"), stack.mint("late")
+            for token in (early, late):
+                assert (await stack.post(b, token, "tools/list"))[0] == 200
+            assert (await stack.revoke(a, {"token": early}))[0] == 200
+            assert await refused_within(stack, b, early, 1.0) <= 1.0
+            redis.stop()
+            status, reply = await stack.revoke(a, {"token": late})
+            assert (status, reply["revoked"]) == (503, "this_replica_only")
+            assert (await stack.post(b, late, "tools/list"))[0] == 200  # cached on B, not told
+            redis.start()  # empty: every marker is gone
+            # B is told about the late revocation without anyone retrying it.
+            assert await refused_within(stack, b, late, 15.0) <= 15.0
+            await stack.restart(b)  # a replica that knows nothing but what Redis has
+            for token in (early, late):
+                status, _, headers = await stack.post(b, token, "tools/list")
+                assert status == 401 and 'error="invalid_token"' in headers["WWW-Authenticate"]
+    finally:
+        redis.destroy()
+
+
 @pytest.mark.row("revocation_unavailable")
 async def test_revocation_fails_closed_while_redis_is_down_when_configured(
     tmp_path: Path,

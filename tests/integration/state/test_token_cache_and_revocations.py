@@ -9,6 +9,7 @@ import hashlib
 import json
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -37,6 +38,14 @@ def principal(**changes: object) -> Principal:
         skew_s=30.0,
     )
     return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
+
+
+async def until_marker(redis: RedisServer, store: RedisStore, digest: bytes) -> None:
+    """Wait (up to 15 s: the subscriber's reconnect back-off) for the marker of ``digest``."""
+    deadline = time.monotonic() + 15
+    while redis.client().zscore(store.key("revoked"), digest.hex()) is None:
+        assert time.monotonic() < deadline, "the marker was never written back"
+        await asyncio.sleep(0.05)
 
 
 @pytest.fixture
@@ -196,6 +205,68 @@ class TestRevocationList:
         finally:
             listener.cancel()
             await asyncio.gather(listener, return_exceptions=True)
+
+    async def test_the_marker_set_expires_with_its_last_marker(
+        self, store: RedisStore, redis_server: RedisServer
+    ) -> None:
+        revocations = RevocationList(ttl_s=60, on_revoke=lambda d: None, store=store)
+        await revocations.revoke(DIGEST)
+        client = redis_server.client()
+        key = store.key("revoked")
+        assert 0 < client.pttl(key) <= 62_000  # not a set that lives forever
+        await revocations.revoke(hashlib.sha256(b"later").digest())
+        assert client.zcard(key) == 2
+
+    async def test_markers_a_redis_restart_lost_are_written_back(self, tmp_path: Path) -> None:
+        """Redis without persistence restarts: the replica that still knows the revocations
+        writes the markers back, so a replica started afterwards refuses those tokens too."""
+        redis = RedisServer.launch(tmp_path / "redis")
+        store = store_for(redis.url, unique_prefix())
+        a = RevocationList(ttl_s=60, on_revoke=lambda d: None, store=store)
+        listener = asyncio.create_task(a.run())
+        try:
+            await asyncio.sleep(0.2)
+            await a.revoke(DIGEST)
+            redis.stop()
+            redis.start()  # empty
+            assert redis.client().zscore(store.key("revoked"), DIGEST.hex()) is None
+            await until_marker(redis, store, DIGEST)
+            restarted = RevocationList(ttl_s=60, on_revoke=lambda d: None, store=store)
+            assert await restarted.revoked(DIGEST) is True
+        finally:
+            listener.cancel()
+            await asyncio.gather(listener, return_exceptions=True)
+            await store.close()
+            redis.destroy()
+
+    async def test_a_revocation_taken_while_redis_was_down_is_shared_when_it_returns(
+        self, tmp_path: Path
+    ) -> None:
+        redis = RedisServer.launch(tmp_path / "redis")
+        prefix = unique_prefix()
+        stores = [store_for(redis.url, prefix) for _ in range(2)]
+        seen_b: list[bytes] = []
+        a = RevocationList(ttl_s=60, on_revoke=lambda d: None, store=stores[0])
+        b = RevocationList(ttl_s=60, on_revoke=seen_b.append, store=stores[1])
+        listeners = [asyncio.create_task(x.run()) for x in (a, b)]
+        try:
+            await asyncio.sleep(0.2)
+            redis.stop()
+            assert await a.revoke(DIGEST) == (pytest.approx(time.time() + 60, abs=5), False)
+            redis.start()
+            await until_marker(redis, stores[0], DIGEST)
+            for _ in range(250):  # b evicts it too: broadcast, or its own catch-up
+                if seen_b:
+                    break
+                await asyncio.sleep(0.02)
+            assert seen_b == [DIGEST]
+        finally:
+            for listener in listeners:
+                listener.cancel()
+            await asyncio.gather(*listeners, return_exceptions=True)
+            for s in stores:
+                await s.close()
+            redis.destroy()
 
     async def test_a_dead_store_follows_the_policy(self) -> None:
         server = RedisServer.launch()
