@@ -14,7 +14,8 @@ the 3xx and :mod:`gateway.outbound` refuses it). What it must do right, it does 
   conflicting ``Content-Length``, or a malformed chunk is a broken response, never guessed at
   (RFC 9112 §5.2, §6.3, §7.1);
 - ``Transfer-Encoding: chunked`` wins over ``Content-Length`` and the connection is then not
-  reused; a response without either is read until the peer closes;
+  reused; any other transfer coding is refused (none is decoded); a response without either
+  is read until the peer closes;
 - a connection goes back to the pool only after a response was read to its end on a
   keep-alive connection; one the peer closed, or one idle for longer than
   :data:`KEEPALIVE_S`, is never used again.
@@ -50,6 +51,8 @@ _PAUSE_AT: Final = 1_048_576
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _STATUS: Final = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\r\n]*)?")
 _NO_BODY: Final = frozenset({204, 304})
+_BAD_VALUE: Final = re.compile(rb"[\r\n\0]")
+_DIGITS: Final = re.compile(r"[0-9]{1,18}")
 
 
 class Http1Error(Exception):
@@ -74,8 +77,8 @@ class _Target:
             raise Http1Error("invalid", "invalid request URL")
         if parts.username is not None or parts.password is not None:
             raise Http1Error("invalid", "credentials in the URL are not sent")
-        if any(c in url for c in "\r\n\0 \t"):
-            raise Http1Error("invalid", "invalid request URL")
+        if not url.isascii() or any(c <= " " or c == "\x7f" for c in url):
+            raise Http1Error("invalid", "invalid request URL")  # RFC 9112 §3.2: no CTL, no SP
         self.tls = parts.scheme == "https"
         self.host = parts.hostname
         default = 443 if self.tls else 80
@@ -315,7 +318,8 @@ async def _read_head(conn: _Connection) -> tuple[int, int, list[tuple[str, str]]
             raise Http1Error("connection", "malformed response field")
         name, sep, value = raw.partition(b":")
         text = name.decode("latin-1")
-        if not sep or not _TOKEN.fullmatch(text) or b"\0" in value:
+        if not sep or not _TOKEN.fullmatch(text) or _BAD_VALUE.search(value):
+            # RFC 9112 §5: a bare CR, LF or NUL in a field value is a broken message.
             raise Http1Error("connection", "malformed response field")
         fields.append((text, value.strip(b" \t").decode("utf-8", "surrogateescape")))
     return int(matched.group(1)), int(matched.group(2)), fields
@@ -431,24 +435,21 @@ class Http1Pool:
         length: int | None = None
         if lengths:
             values = {value.strip() for value in lengths for value in value.split(",")}
-            if len(values) != 1 or not next(iter(values)).isdigit():
+            if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
                 raise Http1Error("connection", "malformed Content-Length")
             length = int(next(iter(values)))
         chunked = False
         if method == "HEAD" or status in _NO_BODY:
             length = 0
         elif codings:
-            # RFC 9112 §6.3: Transfer-Encoding overrides Content-Length; chunked must be the
-            # final coding, anything else is read until the peer closes.
-            if codings[-1] == "chunked" and "chunked" not in codings[:-1]:
-                chunked = True
-                if len(codings) > 1:
-                    raise Http1Error("connection", "unsupported transfer coding")
-            else:
-                length = None
+            # RFC 9112 §6.3: Transfer-Encoding overrides Content-Length (and such a message
+            # may be an attempt at smuggling: the connection is not reused). This client
+            # decodes no coding but chunked, so any other coding is a response it cannot
+            # read, refused rather than passed on still encoded.
+            if codings != ["chunked"]:
+                raise Http1Error("connection", "unsupported transfer coding")
+            chunked = True
             if lengths:
-                reusable = False
-            if not chunked:
                 reusable = False
         elif length is None:
             reusable = False  # until the peer closes
@@ -489,6 +490,10 @@ class Http1Pool:
             self._waiters.append(waiter)
             try:
                 await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled():
+                    self._wake_one()  # the slot this waiter was woken for goes to the next
+                raise
             finally:
                 if not waiter.done():
                     waiter.cancel()

@@ -219,9 +219,17 @@ class TestTheLeanClientsFraming:
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}XX0\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nX-Big: " + b"a" * (MAX_HEAD + 10) + b"\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}",  # then closes: truncated
+            b"HTTP/1.1 200 OK\r\nX-Split: a\nContent-Length: 2\r\n\r\n{}",
+            b"HTTP/1.1 200 OK\r\nX-Cr: a\rb\r\nContent-Length: 2\r\n\r\n{}",
+            "HTTP/1.1 200 OK\r\nContent-Length: \u0662\r\n\r\n{}".encode(),
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n{}",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
         ],
         ids=["obs-fold", "two lengths", "negative length", "bad field name", "not HTTP/1.x",
-             "bad chunk size", "bad chunk end", "head too large", "truncated body"],
+             "bad chunk size", "bad chunk end", "head too large", "truncated body",
+             "bare LF in a field", "bare CR in a value", "non-ASCII digit length",
+             "gzip coding", "identity coding", "chunked twice"],
     )  # fmt: skip
     async def test_a_malformed_response_is_a_connection_error(self, reply: bytes) -> None:
         async with raw_server(reply, close=True) as srv, client(True) as outbound:
@@ -285,8 +293,31 @@ class TestTheLeanClientsFraming:
         assert results == [(200, b"{}")] * 5
         assert srv["connections"] == 1
 
+    async def test_a_cancelled_waiter_passes_its_slot_on(self) -> None:
+        async with raw_server(OK) as srv, client(True, max_connections=1) as outbound:
+            deadline = time.monotonic() + 3
+            async with outbound.stream(
+                "d", "POST", srv["url"], deadline=deadline, body=b"{}"
+            ) as held:
+                second = asyncio.ensure_future(fetch(outbound, srv["url"]))
+                third = asyncio.ensure_future(fetch(outbound, srv["url"]))
+                await asyncio.sleep(0.05)  # both wait for the one connection
+                assert await held.read() == b"{}"
+            # Leaving the block woke the second; it is cancelled before it could run, so
+            # the third must get the connection instead of waiting forever.
+            second.cancel()
+            assert await asyncio.wait_for(third, 3) == (200, b"{}")
+            assert second.cancelled()
+        assert srv["connections"] == 1
+
     async def test_urls_with_credentials_or_other_schemes_are_refused(self) -> None:
         async with client(True) as outbound:
-            for url in ("http://user:pw@127.0.0.1:9/x", "ftp://127.0.0.1/x", "http:///x"):
+            for url in (
+                "http://user:pw@127.0.0.1:9/x",
+                "ftp://127.0.0.1/x",
+                "http:///x",
+                "http://127.0.0.1:9/caf\u00e9",
+                "http://127.0.0.1:9/a\x0bb",
+            ):
                 with pytest.raises(OutboundInvalidRequest):
                     await outbound.request("d", "GET", url, timeout_s=1)
