@@ -60,7 +60,13 @@ async def _run(args: argparse.Namespace) -> int:
             )
         state_file = Path(args.state_file) if args.state_file else default_state_file()
         write_state(state_file, stack.state())
-        endpoints = DemoEndpoints(stack.mcp_url, stack.issuer_url, stack.ops_url, stack.backend.url)
+        endpoints = DemoEndpoints(
+            stack.mcp_url,
+            stack.issuer_url,
+            stack.ops_url,
+            stack.backend.url,
+            stack.vault.url if stack.vault is not None else "",
+        )
         banner = render_banner(endpoints, stack.tokens, str(state_file), stack.auth_mode)
         print(banner, flush=True)
         await stop.wait()

@@ -3,9 +3,11 @@
 DEVELOPMENT ONLY. :func:`start_demo` writes a ``gateway.yaml`` (in a temporary directory) that
 points at the development issuer (:mod:`gateway.dev.issuer`) and the demo backend
 (:mod:`gateway.dev.demo_backend`, a bearer service token, and a signed caller assertion it
-verifies against the gateway's JWK Set), with ``gateway/dev/demo-policy.yaml``,
-and starts the production :class:`~gateway.app.GatewayServer` on it. ``tokens`` picks how the
-gateway checks tokens: ``introspection`` (RFC 7662 with ``client_secret_basic``, the default),
+verifies against the gateway's JWK Set) and, as a second backend under ``vault__``, the vault
+(:mod:`gateway.dev.demo_vault`, an RFC 8693 ``token_exchange`` credential: it gets a token the
+issuer minted for it for each caller), with ``gateway/dev/demo-policy.yaml``, and starts the
+production :class:`~gateway.app.GatewayServer` on it. ``tokens`` picks how the gateway checks
+tokens: ``introspection`` (RFC 7662 with ``client_secret_basic``, the default),
 ``jwt`` (RFC 9068 JWT access tokens validated locally against the issuer's JWK Set; the issuer
 has no introspection endpoint, as Microsoft Entra ID has none) or ``jwt+introspection``.
 
@@ -34,10 +36,11 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from gateway.app import GatewayServer
-from gateway.config import TokenMode, load_config
+from gateway.config import TOKEN_EXCHANGE_GRANT, TokenMode, load_config
 from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.demo_identity import CallerCheck
 from gateway.dev.demo_setup import DEMO_ROLES, render_gateway_yaml
+from gateway.dev.demo_vault import IssuerTokenCheck, VaultBackend
 from gateway.dev.issuer import DevIssuer
 from gateway.dev.loopback import check_bind_host
 from gateway.errors import ConfigError
@@ -54,6 +57,10 @@ __all__ = [
 ]
 
 GATEWAY_CLIENT_ID: Final = "mcp-gateway"
+EXCHANGE_CLIENT_ID: Final = "mcp-gateway-exchange"
+"""The gateway's client for the vault's token exchange (it may exchange for the vault only)."""
+VAULT_CLIENT_ID: Final = "demo-vault"
+"""The vault's own introspection client at the issuer."""
 DEMO_TOKEN_TTL_S: Final = 12 * 3600
 """The ready-made tokens last a working day; ``demo token`` mints shorter ones by default."""
 READY_TIMEOUT_S: Final = 30.0
@@ -85,6 +92,8 @@ class DemoStack:
     backend: DemoBackend
     gateway: GatewayServer
     workdir: Path
+    vault: VaultBackend | None = None
+    """The second backend (token exchange), exposed as ``vault__<tool>``."""
     tokens: dict[str, str] = field(default_factory=dict)
     auth_mode: TokenMode = "introspection"
     """How the gateway checks tokens (its ``issuer.tokens``)."""
@@ -115,11 +124,13 @@ class DemoStack:
         }
 
     async def stop(self) -> None:
-        """Gateway first (drains in-flight calls), then backend and issuer; remove the workdir."""
+        """Gateway first (drains in-flight calls), then backends and issuer; remove the workdir."""
         try:
             await self.gateway.stop()
         finally:
             await self.backend.stop()
+            if self.vault is not None:
+                await self.vault.stop()
             await self.issuer.stop()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -177,10 +188,13 @@ async def start_demo(
         raise ConfigError([f"{policy_path}: demo policy not found (pass --policy PATH)"])
     gateway_port = port or _free_port(host)
     resource = f"http://{_url_host(host)}:{gateway_port}/mcp"
+    # The vault's URL is its RFC 8707 resource at the issuer, so it is known before it binds.
+    vault = VaultBackend(host, _free_port(host), allow_non_loopback=force_non_loopback)
+    vault_url = f"http://{_url_host(host)}:{vault.port}{vault.path}"
     issuer = DevIssuer(
         host,
         issuer_port,
-        resources=[resource],
+        resources=[resource, vault_url],
         allow_non_loopback=force_non_loopback,
         # Clients that ask only for the advertised baseline scope become readers.
         grant_scopes=("mcp:access", "notes:read"),
@@ -202,6 +216,8 @@ async def start_demo(
         started.append(issuer)
         await backend.start()
         started.append(backend)
+        await vault.start()
+        started.append(vault)
         if tokens != "jwt":  # a JWT-only gateway has no client at the issuer
             client_secret = secrets.token_urlsafe(32)
             issuer.register_client(
@@ -213,6 +229,22 @@ async def start_demo(
             )
             _write_secret(workdir / "issuer-client-secret", client_secret)
         _write_secret(workdir / "backend-service-token", backend.service_token)
+        # RFC 8693: the gateway's exchange client may exchange callers' tokens for the vault.
+        exchange_secret = secrets.token_urlsafe(32)
+        issuer.register_client(
+            EXCHANGE_CLIENT_ID,
+            exchange_secret,
+            grant_types=["client_credentials", TOKEN_EXCHANGE_GRANT],
+        )
+        issuer.exchange_policy.allow(EXCHANGE_CLIENT_ID, vault_url)
+        _write_secret(workdir / "exchange-client-secret", exchange_secret)
+        vault_client: tuple[str, str] | None = None
+        if tokens != "jwt":  # without introspection the vault checks the JWT's signature
+            vault_client = (VAULT_CLIENT_ID, secrets.token_urlsafe(32))
+            issuer.register_client(*vault_client, grant_types=[], can_introspect=True)
+        vault.token_check = IssuerTokenCheck(
+            issuer.url, audience=vault_url, introspection=vault_client
+        )
         # A fresh key per demo run: the gateway seals input rounds' requestState with it.
         _write_secret(workdir / "input-seal-key", secrets.token_hex(32))
         # And one it signs the backend's caller assertions with (Ed25519, the default alg).
@@ -228,6 +260,8 @@ async def start_demo(
                 issuer_url=issuer.url,
                 client_id=GATEWAY_CLIENT_ID,
                 backend_url=backend.url,
+                vault_url=vault_url,
+                exchange_client_id=EXCHANGE_CLIENT_ID,
                 policy_path=str(policy_path),
                 cache_max_ttl_s=cache_max_ttl_s,
                 tokens=tokens,
@@ -246,7 +280,7 @@ async def start_demo(
             await server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    stack = DemoStack(issuer, backend, gateway, workdir, auth_mode=tokens)
+    stack = DemoStack(issuer, backend, gateway, workdir, vault=vault, auth_mode=tokens)
     for role, scopes in DEMO_ROLES.items():
         stack.tokens[role] = issuer.mint_token(
             sub=f"demo-{role}", client_id="demo-cli", scopes=scopes, ttl_s=DEMO_TOKEN_TTL_S

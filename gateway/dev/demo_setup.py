@@ -38,6 +38,7 @@ class DemoEndpoints:
     issuer_url: str
     ops_url: str
     backend_url: str
+    vault_url: str = ""
 
 
 def render_gateway_yaml(
@@ -50,6 +51,8 @@ def render_gateway_yaml(
     issuer_url: str,
     client_id: str,
     backend_url: str,
+    vault_url: str,
+    exchange_client_id: str,
     policy_path: str,
     cache_max_ttl_s: int,
     tokens: str = "introspection",
@@ -80,18 +83,28 @@ server:
   instructions: >-
     A demo notebook: echo, time_now, notes_list, notes_add, admin_reset; notes_compose,
     notes_summarize and workspace_roots ask the user (2026-07-28 clients); whoami shows who
-    the backend verified you are.
+    the backend verified you are, vault__whoami what a second backend got by token exchange.
   resource_name: MCP gateway demo
 issuer:
   url: {q(issuer_url)}
 {checks}  allow_insecure_http: true   # loopback only: the development issuer speaks plain http
   cache: {{max_ttl_s: {cache_max_ttl_s}, negative_ttl_s: 0}}
-backend:
-  url: {q(backend_url)}
-  allow_insecure_http: true
-  credential: {{type: bearer, token: {{file: backend-service-token}}}}
-  identity:   # a signed caller assertion on every tools/call (docs/backends.md)
-    assertion: {{key: {{file: assertion-key.pem}}}}
+backends:   # two MCP servers behind this one endpoint (docs/backends.md)
+  notes:
+    prefix: ""   # its tools keep their names
+    url: {q(backend_url)}
+    allow_insecure_http: true
+    credential: {{type: bearer, token: {{file: backend-service-token}}}}
+    identity:   # a signed caller assertion on every tools/call
+      assertion: {{key: {{file: assertion-key.pem}}}}
+  vault:         # tools exposed as vault__<name>
+    url: {q(vault_url)}
+    allow_insecure_http: true
+    credential:  # RFC 8693: the caller's token exchanged at the issuer for one for the vault
+      type: token_exchange
+      client_id: {q(exchange_client_id)}
+      client_secret: {{file: exchange-client-secret}}
+      resource: {q(vault_url)}
 policy: {q(policy_path)}
 logging: {{format: console, level: info}}
 input_requests:   # relay elicitation, sampling and roots rounds, state sealed with this key
@@ -151,7 +164,7 @@ MCP gateway demo is running (development only; Ctrl-C stops it).
   Backend (private) {endpoints.backend_url}
   Caller identity   signed caller assertion on every tool call, verified by the backend
                     (call the whoami tool); keys at {endpoints.ops_url}/.well-known/jwks.json
-  State file        {state_file}
+{_vault_lines(endpoints.vault_url)}  State file        {state_file}
 
 Ready-made tokens:
 {role_lines}
@@ -181,6 +194,17 @@ Tools that ask the user:        notes_compose (writer), notes_summarize, workspa
                                 (a 2026-07-28 client with elicitation/sampling/roots; see
                                 docs/quickstart.md, "The Python SDK")
 """
+
+
+def _vault_lines(url: str) -> str:
+    if not url:
+        return ""
+    return (
+        f"  Vault (private)   {url}\n"
+        "                    a second backend: tools exposed as vault__<name>; the gateway\n"
+        "                    exchanges your token for one minted for the vault (RFC 8693;\n"
+        "                    call vault__whoami)\n"
+    )
 
 
 def _indent(text: str, spaces: int) -> str:

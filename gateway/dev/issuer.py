@@ -82,7 +82,8 @@ class DevIssuer(AuthorizationHandlers):
         token_format: Literal["opaque", "jwt"] = "opaque",  # noqa: S107 - not a secret
         introspection: bool = True,
     ) -> None:
-        """``resources``: RFC 8707 allowlist (empty = any absolute URI). ``grant_scopes`` are added
+        """``resources``: RFC 8707 allowlist (empty = any absolute URI); the first is the audience
+        of tokens :meth:`mint_token` issues without one. ``grant_scopes`` are added
         to every authorization-code grant (the auto-approving resource owner grants them; RFC 6749
         §3.3 lets an AS issue another scope than requested), so a client that asks only for the
         advertised baseline scope still reaches tools. ``default_scopes`` apply when a request
@@ -237,8 +238,8 @@ class DevIssuer(AuthorizationHandlers):
         """Issue an access token directly, as if a grant had just completed."""
         scope_list = scopes.split() if isinstance(scopes, str) else list(scopes)
         audiences = (audience,) if isinstance(audience, str) else tuple(audience or ())
-        if audience is None and len(self._settings.resources) == 1:
-            audiences = self._settings.resources
+        if audience is None and self._settings.resources:
+            audiences = self._settings.resources[:1]  # the first is the issuer's main resource
         now = int(time.time())
         self.store.purge(now)
         expires_at = now + (ttl_s if ttl_s is not None else self._settings.access_token_ttl_s)

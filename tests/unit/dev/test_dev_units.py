@@ -121,6 +121,7 @@ class TestDemoSetup:
     def test_the_generated_gateway_yaml_loads_with_the_demo_policy(self, tmp_path: Path) -> None:
         (tmp_path / "issuer-client-secret").write_text("secret\n")
         (tmp_path / "backend-service-token").write_text("token\n")
+        (tmp_path / "exchange-client-secret").write_text("exchange\n")
         (tmp_path / "input-seal-key").write_text("ab" * 32 + "\n")
         write_key(tmp_path / "assertion-key.pem")
         path = tmp_path / "gateway.yaml"
@@ -134,6 +135,8 @@ class TestDemoSetup:
                 issuer_url="http://127.0.0.1:9000",
                 client_id="mcp-gateway",
                 backend_url="http://127.0.0.1:9001/mcp",
+                vault_url="http://127.0.0.1:9002/mcp",
+                exchange_client_id="mcp-gateway-exchange",
                 policy_path=str(REPO / "gateway" / "dev" / "demo-policy.yaml"),
                 cache_max_ttl_s=5,
             )
@@ -143,17 +146,31 @@ class TestDemoSetup:
         assert config.issuer.client_secret is not None
         assert config.issuer.client_secret.reveal() == "secret"
         assert config.issuer.cache.max_ttl_s == 5
-        assert config.backend.credential.token is not None
+        notes, vault = config.backends  # two backends behind the one endpoint
+        assert (notes.name, notes.name_prefix, vault.name, vault.name_prefix) == (
+            "notes", "", "vault", "vault__",
+        )  # fmt: skip
+        assert notes.credential.token is not None
+        # The vault gets an issuer-minted token per caller (RFC 8693), for its own URL.
+        assert vault.credential.type == "token_exchange"
+        assert vault.credential.resource == vault.url == "http://127.0.0.1:9002/mcp"
+        assert vault.credential.client_secret is not None
+        assert vault.credential.client_secret.reveal() == "exchange"
+        assert vault.identity.assertion is None
         assert config.input_requests.enabled is True  # the demo relays input rounds
         assert config.input_requests.seal_keys[0].key == bytes.fromhex("ab" * 32)
-        assertion = config.backend.identity.assertion  # the demo signs caller assertions
+        assertion = notes.identity.assertion  # the demo signs caller assertions
         assert assertion is not None and assertion.audience == "http://127.0.0.1:9001/mcp"
         assert config.warnings == ()  # no literal secrets
 
     def test_the_banner_gives_claude_code_codex_and_curl_setup(self) -> None:
         tokens = {role: f"tok-{role}" for role in DEMO_ROLES}
-        endpoints = DemoEndpoints("http://127.0.0.1:8080/mcp", "http://i", "http://o", "http://b")
+        endpoints = DemoEndpoints(
+            "http://127.0.0.1:8080/mcp", "http://i", "http://o", "http://b", "http://v/mcp"
+        )
         banner = render_banner(endpoints, tokens, "/tmp/state.json")
+        assert "Vault (private)   http://v/mcp" in banner
+        assert "call vault__whoami" in banner
         assert "Tools that ask the user:        notes_compose (writer)" in banner
         assert "claude mcp add --transport http demo http://127.0.0.1:8080/mcp --header" in banner
         assert '"Authorization": "Bearer ${DEMO_MCP_TOKEN}"' in banner

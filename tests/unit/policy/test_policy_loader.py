@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from gateway.dev.demo_backend import LISTED
+from gateway.dev.demo_vault import VAULT_WHOAMI
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from tests.support.policy import who, write_text
@@ -379,11 +380,13 @@ class TestShippedFiles:
         assert policy.decide_tool(reader, "notes_add").missing_scopes == ("notes:write",)
         assert policy.decide_tool(who("mcp:access notes:write"), "notes_list").allowed
         assert policy.rate_limit("notes_add") == (30, 60.0)
-        demo_tools = [tool["name"] for tool in LISTED]  # what the demo backend lists
+        # What the demo's two backends list, as exposed (the vault's under vault__).
+        demo_tools = [tool["name"] for tool in LISTED] + ["vault__" + VAULT_WHOAMI["name"]]
         assert policy.unmatched_rules(demo_tools) == []
         assert policy.decide_tool(reader, "notes_summarize").allowed
         assert policy.decide_tool(reader, "notes_compose").missing_scopes == ("notes:write",)
         assert policy.decide_tool(reader, "whoami").allowed
+        assert policy.decide_tool(reader, "vault__whoami").allowed
 
 
 class TestBounds:
