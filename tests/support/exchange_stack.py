@@ -126,9 +126,11 @@ async def exchange_stack(
     gateway: Mapping[str, Any] | None = None,
     allow: tuple[str, ...] = (BACKEND_RESOURCE,),
     upstream: IntrospectingUpstream | None = None,
+    client: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[tuple[LiveStack, IntrospectingUpstream]]:
     """``credential`` keys are merged into the backend's token_exchange credential; ``allow``:
-    the targets the issuer lets the exchange client exchange for."""
+    the targets the issuer lets the exchange client exchange for; ``client``: how the issuer
+    registers the exchange client (``auth_method``, ``jwks``; default client_secret_basic)."""
     dev = dev or DevIssuer()
     try:
         running = bool(dev.url)
@@ -137,7 +139,10 @@ async def exchange_stack(
     if not running:  # a test may start it first to learn its URL; stopped here either way
         await dev.start()
     dev.register_client(
-        EXCHANGE_CLIENT, EXCHANGE_SECRET, grant_types=("client_credentials", TOKEN_EXCHANGE_GRANT)
+        EXCHANGE_CLIENT,
+        EXCHANGE_SECRET,
+        grant_types=("client_credentials", TOKEN_EXCHANGE_GRANT),
+        **dict(client or {}),
     )
     dev.register_client(*INTROSPECTOR, can_introspect=True)
     dev.exchange_policy.allow(EXCHANGE_CLIENT, *allow)

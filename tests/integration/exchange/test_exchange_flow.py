@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from joserfc.jwk import RSAKey
 
+from gateway.config import TOKEN_EXCHANGE_GRANT
 from gateway.dev.issuer import DevIssuer
 from tests.support.exchange_stack import (
     BACKEND_RESOURCE,
@@ -26,6 +28,7 @@ from tests.support.exchange_stack import (
 )
 from tests.support.jwt_stack import metric
 from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.test_issuer import generate_rsa_key
 
 ADMIN = "exchange-admin-token-0123456789abcdef"
 
@@ -117,6 +120,48 @@ async def test_actor_service_sends_the_gateways_own_token_as_actor_token(
         assert seen.introspection["act"] == {"sub": EXCHANGE_CLIENT}
     (event,) = _audit(capfd.readouterr().out)
     assert event["exchange"]["act"] == EXCHANGE_CLIENT
+
+
+@pytest.mark.parametrize("client_auth", ["client_secret_post", "private_key_jwt"])
+async def test_the_exchange_authenticates_the_gateway_as_client_credentials_do(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, client_auth: str
+) -> None:
+    # The development issuer accepts a client only by the method it was registered with, so a
+    # served call proves the exchange (and the catalog's client-credentials token) used it.
+    credential: dict[str, Any] = {"client_auth": client_auth}
+    client: dict[str, Any] = {"auth_method": client_auth}
+    if client_auth == "private_key_jwt":
+        private, public = generate_rsa_key()
+        (tmp_path / "exchange-key.pem").write_text(private)
+        credential |= {
+            "client_secret": None,
+            "private_key": {"file": str(tmp_path / "exchange-key.pem")},
+            "private_key_id": "gw-x1",
+        }
+        client["jwks"] = {
+            "keys": [RSAKey.import_key(public).as_dict(private=False) | {"kid": "gw-x1"}]
+        }
+    dev = DevIssuer()
+    async with exchange_stack(
+        tmp_path, aiohttp_server, monkeypatch, dev=dev, credential=credential, client=client
+    ) as (stack, upstream):
+        _ok(*(await stack.call(stack.token(sub="erin")))[::2])
+        (seen,) = upstream.calls_seen()
+        assert seen.introspection["sub"] == "erin"
+        assert seen.introspection["client_id"] == EXCHANGE_CLIENT
+        assert dev.exchange_faults.calls == 1
+        # The same client registered with another method is refused: the gateway's own client
+        # is the problem, so the caller gets the 503 row, never a fallback.
+        other = "client_secret_basic" if client_auth == "private_key_jwt" else "private_key_jwt"
+        dev.register_client(
+            EXCHANGE_CLIENT, EXCHANGE_SECRET, auth_method=other,
+            jwks=client.get("jwks") or {"keys": []},
+            grant_types=("client_credentials", TOKEN_EXCHANGE_GRANT),
+        )  # fmt: skip
+        status, headers, text = await stack.call(stack.token(sub="frank"))
+        assert (status, headers["Retry-After"]) == (503, "5"), text
+        assert json.loads(text)["error"] == "exchange_unavailable"
+        assert len(upstream.calls_seen()) == 1
 
 
 async def test_fifty_concurrent_calls_by_one_caller_make_one_exchange(
