@@ -53,6 +53,7 @@ __all__ = [
     "build_client_auth",
     "discover_token_endpoint",
     "make_credential",
+    "oauth_error_code",
     "parse_token_response",
 ]
 
@@ -184,7 +185,10 @@ class ClientCredentials:
             raise CredentialError("token endpoint unreachable") from exc
         if response.status != 200:
             _log.warning(
-                "backend_token_request_refused", backend=self._backend, status=response.status
+                "backend_token_request_refused",
+                backend=self._backend,
+                status=response.status,
+                error=oauth_error_code(response.body),
             )
             raise CredentialError("token endpoint refused the request")
         try:
@@ -278,6 +282,23 @@ def _signing_key(pem: str) -> tuple[Any, str]:
         return RSAKey.import_key(pem), "RS256"
     except (ValueError, TypeError, JoseError) as exc:
         raise CredentialError("backend private_key cannot be loaded") from exc
+
+
+_OAUTH_ERROR_CODE: Final = re.compile(r"[a-z_]{1,64}")
+
+
+def oauth_error_code(body: bytes) -> str | None:
+    """The ``error`` member (RFC 6749 §5.2) of a token endpoint's refusal, bounded for logs:
+    ``None`` without one, ``"other"`` unless it is 1-64 characters of ``[a-z_]`` (never the
+    issuer's text verbatim), so an operator sees ``invalid_client`` or ``invalid_target``."""
+    try:
+        doc = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    code = doc.get("error") if isinstance(doc, dict) else None
+    if code is None:
+        return None
+    return code if isinstance(code, str) and _OAUTH_ERROR_CODE.fullmatch(code) else "other"
 
 
 def parse_token_response(payload: Any) -> tuple[str, float]:

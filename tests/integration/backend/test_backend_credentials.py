@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
+from gateway.backend.credentials import oauth_error_code
 from gateway.config import CredentialConfig, IssuerConfig, Secret
 from gateway.seams import ToolCall
 from tests.integration.backend.helpers import context, make_config, principal
@@ -220,3 +222,33 @@ async def test_concurrent_calls_share_one_token_refresh(token_setup, backend_fac
     results = await asyncio.gather(*(invoke(backend) for _ in range(8)))
     assert all(r["isError"] is False for r in results)
     assert tokens.issued == ["cc-token-1", "cc-token-2"]
+
+
+async def test_a_refusal_is_logged_with_the_issuers_error_code_and_nothing_else(
+    token_setup, backend_factory
+) -> None:
+    # What an operator needs to fix a wrong secret or resource: the RFC 6749 §5.2 code.
+    _, url, tokens, issuer = token_setup
+    tokens.client_secret = "rotated-at-the-issuer"
+    with structlog.testing.capture_logs() as logs:
+        backend = await backend_factory(cc_config(url, issuer, token_endpoint=issuer + "/token"))
+    assert not backend.ready
+    (refused,) = [line for line in logs if line["event"] == "backend_token_request_refused"]
+    assert (refused["status"], refused["error"]) == (401, "invalid_client")
+    assert "s3cret" not in repr(logs)
+
+
+@pytest.mark.parametrize(
+    ("body", "code"),
+    [
+        (b'{"error": "invalid_target", "error_description": "no"}', "invalid_target"),
+        (b'{"error": "Invalid Client <script>"}', "other"),
+        (b'{"error": "' + b"a" * 65 + b'"}', "other"),
+        (b'{"error": 7}', "other"),
+        (b'{"error_description": "only"}', None),
+        (b"<html>503</html>", None),
+        (b"[1]", None),
+    ],
+)
+def test_the_logged_error_code_is_bounded(body: bytes, code: str | None) -> None:
+    assert oauth_error_code(body) == code
