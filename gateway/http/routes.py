@@ -10,6 +10,12 @@
   ``/.well-known/jwks.json`` (GET and HEAD, unauthenticated: public keys only). The ops listener
   always serves it when any key is configured (:func:`add_jwks_route`).
 - Every other path is aiohttp's 404.
+
+``Expect`` (RFC 9110 §10.1.1) on the MCP path: ``100-continue`` gets aiohttp's interim 100 as
+usual; any other expectation is ignored (the RFC's MAY-417 is optional) and the request goes
+through the pipeline like any other. aiohttp's default handler answered those itself, before the
+pipeline: a plain-text 417 quoting the header, without ``Cache-Control: no-store``,
+``X-Request-Id`` or an access line (issue 12: no answer outside the status table).
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from aiohttp import web
+from aiohttp import HttpVersion11, hdrs, web
 
 from gateway.config import Config
 from gateway.http.endpoint import McpEndpoint
@@ -43,6 +49,15 @@ PRM_HEADERS: Final = {
 }
 
 
+async def _expect_continue_only(request: web.Request) -> None:
+    """The MCP route's ``Expect`` handler: 100 Continue for ``100-continue``, else nothing."""
+    # As aiohttp's default handler does for 100-continue (HTTP/1.1 only, RFC 9110 §10.1.1).
+    expect = request.headers.get(hdrs.EXPECT, "")
+    if request.version == HttpVersion11 and expect.strip().lower() == "100-continue":
+        await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+        request.writer.output_size = 0  # the response proper has not started
+
+
 def add_jwks_route(app: web.Application, jwks_document: Callable[[], dict[str, Any]]) -> None:
     """Serve the caller-assertion JWK Set (RFC 7517 §5) at :data:`JWKS_PATH`."""
 
@@ -63,7 +78,9 @@ def add_mcp_routes(
 ) -> None:
     """Register the MCP path, when ``prm_document`` is given both PRM paths, and when
     ``jwks_document`` is given the JWK Set."""
-    app.router.add_route("*", config.mcp_path, endpoint.handle)
+    app.router.add_route(
+        "*", config.mcp_path, endpoint.handle, expect_handler=_expect_continue_only
+    )
     if jwks_document is not None:
         add_jwks_route(app, jwks_document)
     if prm_document is None:

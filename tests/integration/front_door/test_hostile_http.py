@@ -467,6 +467,43 @@ class TestMalformedHttp:
             assert all(SECRET not in value for value in response.headers.values())
         assert SECRET not in json.dumps(server_log, default=str)
 
+    @pytest.mark.parametrize("authorization", [None, "Bearer good"])
+    async def test_an_unknown_expectation_goes_through_the_pipeline_not_aiohttps_417(
+        self, gw: Gateway, authorization: str | None
+    ) -> None:
+        # aiohttp's default Expect handler answered a plain-text 417 quoting the header, before
+        # the pipeline (no no-store, no X-Request-Id, no authentication). RFC 9110 §10.1.1 lets
+        # a server ignore an expectation it does not know.
+        headers = modern_headers("server/discover", Expect="bogus<" + SECRET + ">")
+        if authorization is None:
+            del headers["Authorization"]
+        else:
+            headers["Authorization"] = authorization
+        response = await exchange(gw.server.port, request_bytes(headers, DISCOVER))
+        assert response.status == (401 if authorization is None else 200)
+        assert response.headers["Cache-Control"] == "no-store"
+        assert SECRET.encode() not in response.body
+        assert gw.authenticator.calls == 1  # the pipeline ran; aiohttp's 417 came before it
+
+    async def test_100_continue_still_gets_the_interim_answer_then_the_pipelines(
+        self, gw: Gateway
+    ) -> None:
+        headers = modern_headers("server/discover", Expect="100-continue")
+        head = request_bytes(headers, DISCOVER).removesuffix(DISCOVER)
+        reader, writer = await asyncio.open_connection("127.0.0.1", gw.server.port)
+        try:
+            writer.write(head)
+            await writer.drain()
+            interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+            assert interim == b"HTTP/1.1 100 Continue\r\n\r\n"
+            writer.write(DISCOVER)
+            await writer.drain()
+            response = parse_response(await asyncio.wait_for(reader.read(), 5))
+        finally:
+            writer.close()
+        assert response.status == 200
+        assert response.json()["result"]["resultType"] == "complete"
+
 
 # --- item 7: in-flight shares ------------------------------------------------------------------
 
