@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import socket
 import ssl
 import time
 from collections import deque
@@ -325,6 +326,32 @@ async def _read_head(conn: _Connection) -> tuple[int, int, list[tuple[str, str]]
     return int(matched.group(1)), int(matched.group(2)), fields
 
 
+async def _open_socket(loop: asyncio.AbstractEventLoop, host: str, port: int) -> socket.socket:
+    """A connected non-blocking socket to the first address of ``host`` that accepts.
+
+    Resolution and connect are separate steps because uvloop's ``create_connection(host, …)``
+    leaves its resolver future unretrieved when it is cancelled while resolving (a deadline or
+    a drain), which logs "Future exception was never retrieved" (MagicStack/uvloop#437).
+    """
+    infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    failure: OSError = OSError(f"no address for {host!r}")
+    for family, kind, proto, _, address in infos:
+        sock = socket.socket(family, kind, proto)
+        try:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            await loop.sock_connect(sock, address)
+        except OSError as exc:
+            sock.close()
+            failure = exc
+            continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
+    raise failure
+
+
 class Http1Pool:
     """Keep-alive connections to one destination (at most ``limit`` open at a time)."""
 
@@ -508,13 +535,17 @@ class Http1Pool:
             self._ssl_context = context
         try:
             async with asyncio.timeout(self._connect_timeout_s):
-                _, conn = await loop.create_connection(
-                    _Connection,
-                    target.host,
-                    target.port,
-                    ssl=context,
-                    server_hostname=target.host if context is not None else None,
-                )
+                sock = await _open_socket(loop, target.host, target.port)
+                try:
+                    _, conn = await loop.create_connection(
+                        _Connection,
+                        sock=sock,
+                        ssl=context,
+                        server_hostname=target.host if context is not None else None,
+                    )
+                except BaseException:
+                    sock.close()
+                    raise
         except TimeoutError:
             raise Http1Error("connection", "connect timed out") from None
         except (OSError, ssl.SSLError) as exc:

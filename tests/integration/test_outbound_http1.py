@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -321,3 +322,38 @@ class TestTheLeanClientsFraming:
             ):
                 with pytest.raises(OutboundInvalidRequest):
                     await outbound.request("d", "GET", url, timeout_s=1)
+
+
+class TestConnecting:
+    async def test_a_host_name_is_resolved_and_connected(self, server: TestServer) -> None:
+        url = f"http://localhost:{server.port}/echo"
+        async with client(True) as outbound:
+            response = await outbound.request("d", "POST", url, timeout_s=5, body=b"{}")
+        assert response.status == 200
+
+    async def test_an_unresolvable_host_is_a_connection_error(self) -> None:
+        async with client(True) as outbound:
+            with pytest.raises(OutboundConnectionError):
+                await outbound.request("d", "GET", "http://mcp-backend.invalid/x", timeout_s=5)
+
+    def test_a_deadline_during_resolution_leaves_no_unretrieved_future_on_uvloop(self) -> None:
+        # uvloop's create_connection(host, ...) cancelled while resolving left its resolver
+        # future unretrieved: "Future exception was never retrieved" in the log at shutdown.
+        uvloop = pytest.importorskip("uvloop")
+
+        async def attempts() -> list[str]:
+            loop = asyncio.get_running_loop()
+            seen: list[str] = []
+            loop.set_exception_handler(lambda _loop, context: seen.append(context["message"]))
+            async with client(True) as outbound:
+                for _ in range(5):
+                    with contextlib.suppress(OutboundTimeout, OutboundConnectionError):
+                        await outbound.request(
+                            "d", "GET", "http://mcp-backend.invalid/x", timeout_s=0.0005
+                        )
+                    await asyncio.sleep(0.05)  # the resolver answers meanwhile
+            gc.collect()
+            await asyncio.sleep(0)
+            return seen
+
+        assert uvloop.run(attempts()) == []
