@@ -22,6 +22,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 
 from gateway.dev.issuer import DevIssuer
+from tests.support.ports import free_port
 from tests.support.upstreams import ModernUpstream
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGTERM")
@@ -63,7 +64,7 @@ async def test_sigterm_with_calls_in_flight_leaves_every_access_line_and_audit_e
     await issuer.start()
     issuer.register_client("mcp-gateway", SECRET, can_introspect=True)
     token = issuer.mint_token(sub="alice", scopes="mcp:access", audience=RESOURCE)
-    port, ops_port = _free_port(), _free_port()
+    port, ops_port = free_port(), free_port()
     (tmp_path / "svc").write_text("svc-token")
     (tmp_path / "policy.yaml").write_text(
         "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  echo: {scopes: []}\n"
@@ -151,14 +152,6 @@ async def test_sigterm_with_calls_in_flight_leaves_every_access_line_and_audit_e
     else:
         assert {x.get("worker") for x in access} <= {0, 1}
         assert lines[-1]["event"] == "supervisor.stopped"
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def _until_ready(session: aiohttp.ClientSession, ops: str) -> None:

@@ -13,7 +13,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -23,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import redis
+
+from tests.support.ports import free_port
 
 __all__ = ["RedisServer", "redis_server", "require_redis_server", "unique_prefix"]
 
@@ -34,12 +35,6 @@ def require_redis_server() -> str:
     if binary is None:
         pytest.skip("redis-server is not installed (Debian: apt-get install -y redis-server)")
     return binary
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def unique_prefix() -> str:
@@ -60,7 +55,7 @@ class RedisServer:
     @classmethod
     def launch(cls, workdir: Path | None = None) -> RedisServer:
         binary = require_redis_server()
-        server = cls(_free_port(), Path(workdir or tempfile.mkdtemp(prefix="redis-test-")), binary)
+        server = cls(free_port(), Path(workdir or tempfile.mkdtemp(prefix="redis-test-")), binary)
         server.start()
         return server
 

@@ -19,7 +19,6 @@ import json
 import os
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -33,6 +32,7 @@ from aiohttp import web
 
 from gateway.dev.issuer import DevIssuer
 from gateway.dev.loopback import bind_site
+from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer, unique_prefix
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -52,12 +52,6 @@ tools:
   echo: {scopes: []}
   hold: {scopes: [], max_concurrency: 1}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
