@@ -235,8 +235,9 @@ def _print_problems(problems: Sequence[str], path: Path) -> None:
     print(f"{path}: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
 
 
-def _load_policies(paths: Sequence[Path]) -> tuple[list[str], Any]:
-    """Validate the policy files with the policy layer's loader, when this build has it."""
+def _load_policies(paths: Sequence[Path]) -> tuple[list[str], Any, tuple[str, ...]]:
+    """Validate the policy files with the policy layer's loader, when this build has it:
+    (problems, the policy set or None, the files that declare themselves a demo)."""
     try:
         loader = importlib.import_module("gateway.policy.loader")
     except ModuleNotFoundError as exc:
@@ -246,19 +247,20 @@ def _load_policies(paths: Sequence[Path]) -> tuple[list[str], Any]:
             "warning: policy files not validated: gateway.policy.loader is not part of this build",
             file=sys.stderr,
         )
-        return [], None
+        return [], None, ()
     try:
         policy = loader.load_policy(paths)
     except ConfigError as exc:
-        return list(exc.problems), None
-    return [], policy
+        demos = getattr(loader, "demo_sources", lambda _: ())(paths)
+        return list(exc.problems), None, tuple(demos)
+    return [], policy, tuple(getattr(policy, "demo_sources", ()))
 
 
-def _demo_warnings(policy: Any) -> list[str]:
+def _demo_warnings(sources: Sequence[str]) -> list[str]:
     return [
         f"{source}: declares itself a demo policy (demo: true): it grants example tools to "
         "anyone with the demo scopes; do not load it in a deployment"
-        for source in getattr(policy, "demo_sources", ())
+        for source in sources
     ]
 
 
@@ -269,13 +271,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
     report = inspect_config(path, resolve_secrets=not args.skip_secrets)
     problems = list(report.problems)
     policy = None
+    demos: tuple[str, ...] = ()
     if report.policy_paths is not None:
-        policy_problems, policy = _load_policies(report.policy_paths)
+        policy_problems, policy, demos = _load_policies(report.policy_paths)
         problems.extend(policy_problems)
     else:
         print(f"note: {path}: the policy files were not checked (policy: is unreadable)",
               file=sys.stderr)  # fmt: skip
-    for warning in (*report.warnings, *_demo_warnings(policy)):
+    for warning in (*report.warnings, *_demo_warnings(demos)):
         print(f"warning: {warning}", file=sys.stderr)
     if problems:
         _print_problems(problems, path)
@@ -318,7 +321,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc.problems, path)
         return 1
-    problems, policy = _load_policies(config.policy_paths)
+    problems, _, demos = _load_policies(config.policy_paths)
     if problems:
         _print_problems(problems, path)
         return 1
@@ -340,7 +343,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
     log = get_logger("gateway.cli")
     if spec is None:  # the supervisor says it once for the group
-        for warning in (*config.warnings, *_demo_warnings(policy)):
+        for warning in (*config.warnings, *_demo_warnings(demos)):
             log.warning("config.warning", detail=warning)
     if workers > 1:
         supervisor = Supervisor(

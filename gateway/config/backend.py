@@ -19,6 +19,7 @@ from gateway.config.builder import Builder
 from gateway.config.identity import build_identity, check_assertion_key_ids
 from gateway.config.model import (
     ACCESS_TOKEN_TYPE,
+    CLIENT_AUTHS,
     DEFAULT_BACKEND,
     BackendConfig,
     CredentialConfig,
@@ -161,9 +162,12 @@ def build_credential(
         return CredentialConfig(type="bearer", token=b.secret(rcred["token"], (*cp, "token")))
     kind = rcred["type"]
     cc_auth = rcred.get("client_auth", "client_secret_basic")
-    if cc_auth == "private_key_jwt" and "private_key" not in rcred:
+    # check's guarded pass runs here on credentials the schema refused (and reported) already:
+    # an unknown type or client_auth gets no checks that depend on it.
+    known = kind in ("client_credentials", "token_exchange") and cc_auth in CLIENT_AUTHS
+    if known and cc_auth == "private_key_jwt" and "private_key" not in rcred:
         doc.problem(cp, "private_key is required with client_auth: private_key_jwt")
-    if cc_auth != "private_key_jwt" and "client_secret" not in rcred:
+    if known and cc_auth != "private_key_jwt" and "client_secret" not in rcred:
         doc.problem(cp, f"client_secret is required with client_auth: {cc_auth}")
     if "token_endpoint" in rcred:
         b.url(rcred["token_endpoint"], (*cp, "token_endpoint"), insecure_ok=dev_http)

@@ -12,6 +12,7 @@ from urllib.parse import urlsplit
 
 from gateway.config.builder import Builder
 from gateway.config.model import (
+    CLIENT_AUTHS,
     DEFAULT_JWT_ALGORITHMS,
     JWT_ALGORITHMS,
     CacheConfig,
@@ -90,7 +91,9 @@ def build_issuer(
     name = format_path(ip)
     dev_http = bool(ri.get("allow_insecure_http", False))
     tokens = ri.get("tokens", "introspection")
-    introspects = tokens != "jwt"
+    # Only a valid mode and client_auth get the checks that depend on them: check's guarded pass
+    # also runs here on values the schema refused (and reported) already.
+    introspects = tokens in ("introspection", "jwt+introspection")
     b.url(ri["url"], (*ip, "url"), insecure_ok=dev_http)
     for key in ("introspection_endpoint", "token_endpoint", "jwks_uri"):
         if key in ri:
@@ -105,7 +108,7 @@ def build_issuer(
     client_auth = ri.get("client_auth", "client_secret_basic")
     client_secret = b.secret(ri.get("client_secret"), (*ip, "client_secret"))
     private_key = b.secret(ri.get("private_key"), (*ip, "private_key"))
-    if introspects:
+    if introspects and client_auth in CLIENT_AUTHS:
         if client_auth == "private_key_jwt":
             if "private_key" not in ri:
                 doc.problem(ip, "private_key is required with client_auth: private_key_jwt")

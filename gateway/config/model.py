@@ -8,7 +8,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 from urllib.parse import urlsplit
 
 from gateway.config.identity_model import IdentityConfig, IdentityJwksConfig
@@ -49,6 +49,8 @@ __all__ = [
 ]
 
 ClientAuth = Literal["client_secret_basic", "client_secret_post", "private_key_jwt"]
+CLIENT_AUTHS: Final = get_args(ClientAuth)
+"""The values of ``client_auth`` (check's guarded pass skips the checks of any other value)."""
 TokenMode = Literal["introspection", "jwt", "jwt+introspection"]
 EventLoop = Literal["auto", "uvloop", "asyncio"]
 """``event_loop``: uvloop when installed (``auto``), required (``uvloop``), or the stdlib's."""

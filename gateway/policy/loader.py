@@ -32,7 +32,14 @@ from gateway.policy.model import MethodRule, PolicySet, Rule
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
 
-__all__ = ["MAX_KEY_LENGTH", "POLICY_SCHEMA", "SUFFIXES", "load_policy", "policy_files"]
+__all__ = [
+    "MAX_KEY_LENGTH",
+    "POLICY_SCHEMA",
+    "SUFFIXES",
+    "demo_sources",
+    "load_policy",
+    "policy_files",
+]
 
 POLICY_SCHEMA: Final = "policy.schema.json"
 """Packaged schema file name (``gateway/schema/``; a copy lives at ``policies/schema.json``)."""
@@ -103,6 +110,17 @@ def load_policy(paths: Sequence[Path]) -> PolicySet:
     if problems or policy is None:
         raise ConfigError(problems or ["policy: no valid policy file"])
     return policy
+
+
+def demo_sources(paths: Sequence[Path]) -> tuple[str, ...]:
+    """The files under ``paths`` that declare ``demo: true``, valid or not: ``check`` warns
+    about them also when the set has problems (then :func:`load_policy` returns no set)."""
+    found: list[str] = []
+    for file in policy_files(paths, []):
+        doc = load_yaml(file)
+        if not doc.problems and isinstance(doc.value, dict) and doc.value.get("demo") is True:
+            found.append(doc.file)
+    return tuple(found)
 
 
 def _check_file(doc: Located) -> None:

@@ -138,6 +138,51 @@ def test_a_policy_file_marked_demo_is_a_warning(tmp_path: Path) -> None:
     ) in result.stderr
 
 
+def test_a_demo_policy_is_a_warning_also_when_another_policy_file_has_errors(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path)  # main.yaml has two problems
+    (tmp_path / "policies" / "demo.yaml").write_text(
+        (ROOT / "gateway" / "dev" / "demo-policy.yaml").read_text()
+    )
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "policies/demo.yaml: declares itself a demo policy (demo: true)" in result.stderr
+    assert "tools.b: a rule needs scopes (use [] for the baseline only), any_of or deny" in (
+        findings(result.stdout)
+    )
+
+
+def test_a_value_the_schema_refused_gets_no_findings_derived_from_it(tmp_path: Path) -> None:
+    # check's guarded pass runs the section checks on a document the schema refused: an unknown
+    # credential type, client_auth or token mode is one finding, not a second one built on it.
+    gateway = """\
+resource: https://mcp.example.com/mcp
+issuers:
+  - {url: https://id.example.com, client_id: gw, tokens: jwtx}
+  - {url: https://id2.example.com, client_id: gw, client_auth: weird}
+backends:
+  one:
+    url: https://tools.example.com/mcp
+    credential: {type: bearerx, client_id: gw}
+  other:
+    url: https://other.example.com/mcp
+    credential: {type: client_credentials, client_id: gw, client_auth: nope}
+policy: policies
+"""
+    policy = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  a: {scopes: []}\n"
+    write(tmp_path, gateway, policy)
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    found = findings(result.stdout)
+    assert not [f for f in found if "is required with client_auth" in f], found
+    assert 'issuers[0].tokens: "jwtx" is not one of: introspection, jwt, jwt+introspection' in (
+        found
+    )
+    assert any(f.startswith("backends.one.credential: must be {type: bearer") for f in found)
+    assert len(found) == 4, found  # tokens, the two client_auth values, the credential type
+
+
 def test_the_compose_file_mounts_no_demo_policy(tmp_path: Path) -> None:
     compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
     mounts = [m.split(":") for m in compose["services"]["gateway"]["volumes"]]
