@@ -3,8 +3,8 @@
 The production gateway with development issuers speaking real HTTP: the JWK Set down at
 startup (not ready, 503), down or broken later (the cached keys keep working), garbage (503,
 never a 500); one JWT-only and one introspecting issuer side by side, each refusing the other's
-audience and never seeing the other's tokens; revocation at the issuer honoured in
-``jwt+introspection`` mode.
+audience and never seeing the other's tokens; two introspecting issuers asked in order, each
+answer cached; revocation at the issuer honoured in ``jwt+introspection`` mode.
 """
 
 from __future__ import annotations
@@ -206,6 +206,54 @@ async def _two_issuers(stack: LiveStack, jwt_issuer: DevIssuer) -> None:
         ("jwt", True),
         ("introspection", True),
     ]
+
+
+async def test_several_introspecting_issuers_are_asked_in_order_and_each_answer_is_cached(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An opaque token names no issuer: it is introspected at each introspecting issuer in order
+    # until one accepts; the accepted result is cached, and a refusal by an earlier issuer of a
+    # token a later one accepts is not charged to the failed-auth budget.
+    other = DevIssuer()
+    await other.start()
+    try:
+        other.register_client("mcp-gateway", "other-introspection-secret", can_introspect=True)
+        monkeypatch.setenv("OTHER_SECRET", "other-introspection-secret")
+        common = {"client_id": "mcp-gateway", "allow_insecure_http": True,
+                  "failed_auth_rate": "1/minute"}  # fmt: skip
+        first = {"url": "{issuer_url}", "client_secret": {"env": "LIVE_STACK_GW_SECRET"}}
+        second = {"url": other.url, "client_secret": {"env": "OTHER_SECRET"}}
+        async with live_stack(
+            tmp_path, aiohttp_server, monkeypatch,
+            gateway={"issuer": None, "issuers": [{**first, **common}, {**second, **common}]},
+        ) as stack:  # fmt: skip
+            home = stack.token(sub="erin")
+            away = other.mint_token(
+                sub="zoe", scopes="mcp:access tools:echo", audience=stack.config.resource
+            )
+
+            def calls() -> tuple[int, int]:
+                return stack.issuer.introspection_calls, other.introspection_calls
+
+            assert (await echo(stack, home))[0] == 200
+            assert calls() == (1, 0)  # the first issuer accepted it: the second never saw it
+            assert (await echo(stack, away))[0] == 200
+            assert calls() == (2, 1)  # refused by the first, accepted by the second
+            for _ in range(3):
+                assert (await echo(stack, home))[0] == 200
+                assert (await echo(stack, away))[0] == 200
+            assert calls() == (2, 1)  # both answers cached
+            # The first issuer's refusal of zoe's token was not charged (1/minute): two unknown
+            # tokens still reach both issuers and get their 401; only then is the budget spent.
+            for n in range(2):
+                assert_invalid_token(stack, *await echo(stack, f"unknown-token-{n}"))
+            assert calls() == (4, 3)
+            status, headers, _ = await echo(stack, "unknown-token-2")
+            assert status == 429
+            assert int(headers["Retry-After"]) > 0
+            assert calls() == (4, 3)
+    finally:
+        await other.stop()
 
 
 async def test_jwt_plus_introspection_honours_a_revocation_at_the_issuer(
