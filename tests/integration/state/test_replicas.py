@@ -221,19 +221,29 @@ async def test_shared_cache_50_concurrent_first_requests_over_two_replicas_intro
 async def test_a_max_concurrency_of_one_admits_one_call_at_a_time_across_both(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    async with replica_stack(tmp_path, redis_server, hold_s=1.0) as stack:
+    # The held call ends only when the test releases it (hold_s is a safety net), so a loaded
+    # machine cannot end it before the other replica has been asked.
+    async with replica_stack(tmp_path, redis_server, hold_s=30.0) as stack:
         a, b = stack.replicas
+        upstream = stack.upstream
         token = stack.mint()
         first = asyncio.create_task(stack.call(a, token, "hold", text="1"))
-        await asyncio.wait_for(stack.upstream.holding.wait(), 5)
+        await asyncio.wait_for(upstream.holding.wait(), 10)
         for replica in (a, b):
             status, _, headers = await stack.call(replica, token, "hold", text="2")
             assert status == 429 and headers["Retry-After"] == "1"
-        # Another subject has its own slot.
-        assert (await stack.call(b, stack.mint("bob"), "hold", text="3"))[0] == 200
+        # Another subject has its own slot: its call is held beside alice's.
+        bob = asyncio.create_task(stack.call(b, stack.mint("bob"), "hold", text="3"))
+        deadline = time.monotonic() + 10
+        while upstream.active < 2 and not bob.done():
+            assert time.monotonic() < deadline, "bob's call never reached the upstream"
+            await asyncio.sleep(0.02)
+        assert upstream.active == 2
+        upstream.released.set()
+        assert (await bob)[0] == 200
         assert (await first)[0] == 200
         assert (await stack.call(b, token, "hold", text="4"))[0] == 200  # released
-        assert stack.upstream.max_active <= 2  # alice's and bob's, never two of alice's
+        assert upstream.max_active == 2  # alice's and bob's, never two of alice's
 
 
 async def test_a_replica_killed_mid_call_frees_its_lease_within_its_expiry(
