@@ -219,8 +219,9 @@ async def test_several_introspecting_issuers_are_asked_in_order_and_each_answer_
     try:
         other.register_client("mcp-gateway", "other-introspection-secret", can_introspect=True)
         monkeypatch.setenv("OTHER_SECRET", "other-introspection-secret")
+        # No probes (interval 0): past the budget it is 429 until the minute ends.
         common = {"client_id": "mcp-gateway", "allow_insecure_http": True,
-                  "failed_auth_rate": "1/minute"}  # fmt: skip
+                  "failed_auth_rate": "1/minute", "failed_auth_probe_interval_s": 0}  # fmt: skip
         first = {"url": "{issuer_url}", "client_secret": {"env": "LIVE_STACK_GW_SECRET"}}
         second = {"url": other.url, "client_secret": {"env": "OTHER_SECRET"}}
         async with live_stack(
