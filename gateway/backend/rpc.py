@@ -30,6 +30,7 @@ from gateway.outbound import (
     ResponseTooLarge,
     StreamingResponse,
 )
+from gateway.protocol.jsonencode import compact
 
 __all__ = [
     "LIST_CHANGED",
@@ -93,9 +94,7 @@ class Reply:
 
 def encode_json(value: Any) -> bytes:
     """Canonical JSON bytes: compact, sorted keys, UTF-8, no NaN (canonical forwarding)."""
-    return json.dumps(
-        value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
+    return compact(value, sort_keys=True)
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

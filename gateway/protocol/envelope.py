@@ -13,10 +13,10 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gateway.errors import InternalError, JsonRpcId
+from gateway.protocol.jsonencode import compact
 
 __all__ = ["error_body", "success_body"]
 
-_COMPACT: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _COMPACT_ASCII: Final = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
@@ -51,7 +51,7 @@ def error_body(
 
 def _encode(envelope: dict[str, Any], request_id: JsonRpcId | None) -> bytes:
     try:
-        return _COMPACT.encode(envelope).encode("utf-8")
+        return compact(envelope)
     except UnicodeEncodeError:
         pass
     except (TypeError, ValueError, RecursionError):
