@@ -21,14 +21,18 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 
 ANYTHING: Final = frozenset({"*"})
 FOUNDATION: Final = frozenset(
-    {"errors", "seams", "flights", "yaml_source", "config", "limits", "observability", "state"}
-)
+    {
+        "errors", "seams", "flights", "deadlines", "yaml_source", "config", "limits",
+        "observability", "state",
+    }
+)  # fmt: skip
 
 RULES: Final[dict[str, frozenset[str]]] = {
     # Mirrors the table at the end of docs/architecture.md; keep both in step.
     "errors": frozenset({"errors"}),
     "seams": frozenset({"errors"}),
     "flights": frozenset(),
+    "deadlines": frozenset(),
     "yaml_source": FOUNDATION,
     "config": FOUNDATION,
     "outbound": FOUNDATION,

@@ -18,7 +18,6 @@ GatewayError rows carrying the message's id and era.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from gateway.config import Config
+from gateway.deadlines import deadline_at
 from gateway.errors import (
     BackendFailure,
     GatewayError,
@@ -357,9 +357,7 @@ class Dispatcher:
             began = time.monotonic()
             drain = self._drain
             try:
-                async with asyncio.timeout_at(
-                    drain.bound(turn.deadline + BACKEND_GRACE_S)
-                ) as timer:
+                with deadline_at(drain.bound(turn.deadline + BACKEND_GRACE_S)) as timer:
                     drain.watch(timer)
                     try:
                         raw = await self._backend.call_tool(call, principal, ctx, turn.deadline)

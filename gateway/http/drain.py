@@ -15,20 +15,21 @@ The hot path pays one set insertion and removal per wait.
 
 from __future__ import annotations
 
-import asyncio
+from gateway.deadlines import Deadline
 
 __all__ = ["DrainBound"]
 
 
 class DrainBound:
-    """Registered ``asyncio.timeout`` contexts, rescheduled to the drain deadline on begin."""
+    """Registered deadlines (:mod:`gateway.deadlines`), rescheduled to the drain deadline on
+    begin."""
 
     __slots__ = ("_timers", "at")
 
     def __init__(self) -> None:
         self.at: float | None = None
         """The drain deadline (``time.monotonic()`` / loop time), once a stop began."""
-        self._timers: set[asyncio.Timeout] = set()
+        self._timers: set[Deadline] = set()
 
     def bound(self, deadline: float) -> float:
         """``deadline``, or the drain deadline when that is earlier."""
@@ -39,10 +40,10 @@ class DrainBound:
         """Whether a wait bounded by :meth:`bound` ended early because of the drain."""
         return self.at is not None and self.at < deadline
 
-    def watch(self, timer: asyncio.Timeout) -> None:
+    def watch(self, timer: Deadline) -> None:
         self._timers.add(timer)
 
-    def unwatch(self, timer: asyncio.Timeout) -> None:
+    def unwatch(self, timer: Deadline) -> None:
         self._timers.discard(timer)
 
     def begin(self, at: float) -> None:

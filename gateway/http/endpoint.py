@@ -31,6 +31,7 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 
 from gateway.config import Config
+from gateway.deadlines import deadline_at
 from gateway.errors import (
     Draining,
     GatewayError,
@@ -276,7 +277,7 @@ class McpEndpoint:
         else:
             drain = self._drain
             try:
-                async with asyncio.timeout_at(drain.bound(deadline)) as timer:
+                with deadline_at(drain.bound(deadline)) as timer:
                     drain.watch(timer)
                     try:
                         body = await read_body(request, self._body_cap)

@@ -13,7 +13,6 @@ can catch either (``except TimeoutError`` works).
 
 from __future__ import annotations
 
-import asyncio
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -24,6 +23,7 @@ from typing import Any, Final
 import aiohttp
 from multidict import CIMultiDictProxy
 
+from gateway.deadlines import deadline_at
 from gateway.outbound.http1 import Http1Error, Http1Pool, Http1Response
 
 __all__ = [
@@ -164,7 +164,7 @@ class StreamingResponse:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """Yield body chunks; ResponseTooLarge past the cap, OutboundTimeout past the deadline."""
-        # The deadline itself is enforced by the one asyncio.timeout around the whole exchange
+        # The deadline itself is enforced by the one deadline_at around the whole exchange
         # in Outbound.stream (a timer per chunk would cost a heap operation per read).
         while True:
             try:
@@ -280,15 +280,14 @@ class Outbound:
         """
         lean = self._lean.get(destination)
         session = self._session(destination) if lean is None else None
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+        if deadline - time.monotonic() <= 0:
             raise OutboundTimeout("deadline exceeded")
         if lean is not None:
             payload = body if body is not None else data
             if payload is not None and not isinstance(payload, bytes):
                 raise OutboundInvalidRequest("the lean client sends bytes bodies only")
             async with self._lean_stream(
-                lean, method, url, remaining, deadline, headers=headers, body=payload,
+                lean, method, url, deadline, headers=headers, body=payload,
                 max_body=max_body,
             ) as lean_response:  # fmt: skip
                 yield lean_response
@@ -298,7 +297,7 @@ class Outbound:
             # One timer for the whole exchange: connecting, sending, and the caller reading the
             # body inside the block. On expiry the task is cancelled wherever it waits and the
             # cancellation surfaces here as TimeoutError.
-            async with asyncio.timeout(remaining):
+            with deadline_at(deadline):
                 try:
                     response = await session.request(
                         method,
@@ -348,7 +347,6 @@ class Outbound:
         pool: Http1Pool,
         method: str,
         url: str,
-        remaining: float,
         deadline: float,
         *,
         headers: Mapping[str, str] | None,
@@ -357,7 +355,7 @@ class Outbound:
     ) -> AsyncIterator[StreamingResponse]:
         """:meth:`stream` on the lean client: the same timer, errors, cap and release rules."""
         try:
-            async with asyncio.timeout(remaining):
+            with deadline_at(deadline):
                 try:
                     response = await pool.request(method, url, headers, body)
                 except Http1Error as exc:

@@ -21,7 +21,7 @@ the 3xx and :mod:`gateway.outbound` refuses it). What it must do right, it does 
   :data:`KEEPALIVE_S`, is never used again.
 
 Deadlines, size caps and the error vocabulary stay with :class:`gateway.outbound.Outbound`,
-which wraps every exchange in one ``asyncio.timeout``.
+which wraps every exchange in one deadline (:mod:`gateway.deadlines`).
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ class _Target:
 class _Connection(asyncio.Protocol):
     """One socket: bytes in a buffer, a waiter for the reader, EOF and loss remembered."""
 
-    def __init__(self) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
         self.transport: asyncio.Transport | None = None
         self.buffer = bytearray()
         self.eof = False
@@ -143,7 +144,7 @@ class _Connection(asyncio.Protocol):
             self.transport.resume_reading()
         size = len(self.buffer)
         while len(self.buffer) == size and not self.eof:
-            self._waiter = asyncio.get_running_loop().create_future()
+            self._waiter = self.loop.create_future()
             try:
                 await self._waiter
             finally:
@@ -538,7 +539,7 @@ class Http1Pool:
                 sock = await _open_socket(loop, target.host, target.port)
                 try:
                     _, conn = await loop.create_connection(
-                        _Connection,
+                        lambda: _Connection(loop),
                         sock=sock,
                         ssl=context,
                         server_hostname=target.host if context is not None else None,
