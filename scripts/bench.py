@@ -19,7 +19,7 @@ Phases (``--only`` picks some): ``main`` (c64, medians of ``--rounds`` alternati
 (2025-06-18), ``401`` (a refused token; introspections counted), ``features`` (JWT with a warm
 cache, two backends, signed caller assertions), ``sweep`` (1,000 catalog tools, 1,000 policy
 rules), ``workers`` (``--workers 2`` against 1, unpinned: every process shares both cores).
-At the defaults the whole run takes about 7 minutes (``--quick``: about 2).
+At the defaults the whole run takes about 9 minutes (``--quick``: about 2).
 
 Usage::
 
