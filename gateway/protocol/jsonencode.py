@@ -5,9 +5,10 @@ separators=(",", ":"))`` (with ``sort_keys`` for canonical forwarding). orjson e
 ``tools/call`` envelope several times faster, but it differs in a few places, each of which
 falls back to the reference encoder so the result (or the error) is the reference's:
 
-- it writes ``NaN`` and ``±Infinity`` as ``null`` where the reference refuses them: any output
-  containing ``null`` is encoded again by the reference (``null`` is rare in tool results, and
-  the check is one scan of the bytes);
+- it writes ``NaN`` and ``±Infinity`` as ``null`` where the reference refuses them: an output
+  without ``null`` (one scan of the bytes) cannot hold one; a short output with ``null`` (an
+  error envelope whose ``id`` is unknown) is checked by a walk of the value for non-finite
+  floats; a longer one is encoded again by the reference;
 - it refuses what the reference takes (integers beyond 64 bits, non-string keys, subclasses of
   the built-in types, a lone surrogate) and takes what the reference refuses (dataclasses,
   datetimes: passed through, so refused like any foreign object): on any refusal the reference
@@ -19,6 +20,7 @@ falls back to the reference encoder so the result (or the error) is the referenc
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Final
 
 import orjson
@@ -31,6 +33,9 @@ _OPTIONS: Final = (
     | orjson.OPT_PASSTHROUGH_SUBCLASS
 )
 _SORTED: Final = _OPTIONS | orjson.OPT_SORT_KEYS
+_WALK_BELOW: Final = 2048
+"""Outputs with ``null`` shorter than this are checked by walking the value (faster there
+than encoding again; the reference's C encoder wins on large values)."""
 _REFERENCE: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
 _REFERENCE_SORTED: Final = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True
@@ -49,7 +54,22 @@ def compact(value: Any, *, sort_keys: bool = False) -> bytes:
     except TypeError:  # orjson.JSONEncodeError is a TypeError
         pass
     else:
-        if b"null" not in out:
+        if b"null" not in out or (len(out) < _WALK_BELOW and _finite(value)):
             return out
     encoder = _REFERENCE_SORTED if sort_keys else _REFERENCE
     return encoder.encode(value).encode("utf-8")
+
+
+def _finite(value: Any) -> bool:
+    """No NaN or infinity anywhere in ``value`` (dicts, lists and tuples, iteratively)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is dict:  # orjson passed subclasses through: only the exact types get here
+            stack.extend(item.values())
+        elif kind is list or kind is tuple:
+            stack.extend(item)
+        elif isinstance(item, float) and not math.isfinite(item):
+            return False
+    return True

@@ -101,6 +101,9 @@ class Text(str):
         {"x": math.nan},
         {"x": [1, math.inf]},
         {"x": -math.inf, "y": None},
+        {"id": None, "pad": "x" * 3000, "deep": [[{"x": math.nan}]]},
+        {"id": None, "pad": "x" * 3000},
+        {"id": None, "deep": [[{"x": (1.5, math.inf)}]]},
         {"big": 2**64, "neg": -(2**63) - 1},
         {1: "int key"},
         {"e": Colour.RED, "s": Text("sub"), "d": {"k": [Text("t")]}},
@@ -111,7 +114,8 @@ class Text(str):
         {"tuple": (1, "a")},
         {"b": "ü", "a": "\x00", "c": "null"},
     ],
-    ids=["nan", "inf", "-inf", "beyond 64 bits", "int key", "subclasses", "dataclass",
+    ids=["nan", "inf", "-inf", "long with null and nan", "long with null", "nested inf",
+         "beyond 64 bits", "int key", "subclasses", "dataclass",
          "datetime", "lone surrogate", "set", "tuple", "sorting and escapes"],
 )  # fmt: skip
 @pytest.mark.parametrize("sort_keys", [False, True], ids=["plain", "sorted"])
