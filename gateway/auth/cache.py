@@ -7,9 +7,11 @@
 - With ``stale_if_error_s > 0`` a positive entry is kept ``stale_if_error_s`` past its fresh
   lifetime (still never past the effective expiry) so it can be served while the issuer is
   unreachable.
-- Negative entries (a token the issuer or the claim checks refused) are off by default
-  (``negative_ttl_s = 0``); when enabled they are short-lived and bounded separately
-  (``negative_max_entries``), because an attacker controls how many distinct bad tokens arrive.
+- Negative entries (a token the issuer or the claim checks refused) live ``negative_ttl_s``
+  (5 s by default, 0 disables), so a retried bad token costs the issuer one introspection per
+  interval; they are bounded separately (``negative_max_entries``), because an attacker
+  controls how many distinct bad tokens arrive. A negative entry never extends a token's life:
+  revocation only goes active to inactive, and a refusal drops a cached acceptance.
 - Both maps are LRU, bounded by entry count.
 
 :class:`~gateway.flights.SingleFlight` (re-exported here) makes concurrent lookups of one
@@ -134,7 +136,7 @@ class TokenCache:
         return fresh_until
 
     def store_negative(self, key: bytes, now: float) -> None:
-        """Remember a refused token for ``negative_ttl_s`` (0, the default, disables)."""
+        """Remember a refused token for ``negative_ttl_s`` (default 5; 0 disables)."""
         ttl = self._settings.negative_ttl_s
         if ttl <= 0:
             return

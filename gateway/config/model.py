@@ -99,7 +99,7 @@ class ServerInfo:
 @dataclass(frozen=True, slots=True)
 class CacheConfig:
     max_ttl_s: int = 60
-    negative_ttl_s: int = 0
+    negative_ttl_s: int = 5
     max_entries: int = 100_000
     negative_max_entries: int = 10_000
     stale_if_error_s: int = 0

@@ -88,7 +88,7 @@ server:
 issuer:
   url: {q(issuer_url)}
 {checks}  allow_insecure_http: true   # loopback only: the development issuer speaks plain http
-  cache: {{max_ttl_s: {cache_max_ttl_s}, negative_ttl_s: 0}}
+  cache: {{max_ttl_s: {cache_max_ttl_s}}}
 backends:   # two MCP servers behind this one endpoint (docs/backends.md)
   notes:
     prefix: ""   # its tools keep their names

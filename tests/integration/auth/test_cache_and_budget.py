@@ -100,7 +100,7 @@ class TestCache:
             await rs.authenticate(req())  # re-introspected at exp + skew, then refused
         assert stub.introspection_calls == 2
 
-    async def test_negative_results_are_cached_only_when_enabled_and_bounded(
+    async def test_negative_results_are_cached_and_bounded(
         self, stub: IssuerStub, make_rs: MakeRS
     ) -> None:
         rs = await make_rs(
@@ -120,7 +120,7 @@ class TestCache:
     async def test_without_negative_caching_a_bad_token_is_introspected_each_time(
         self, stub: IssuerStub, make_rs: MakeRS
     ) -> None:
-        rs = await make_rs()
+        rs = await make_rs(cache=CacheConfig(negative_ttl_s=0))
         for _ in range(2):
             with pytest.raises(InvalidToken):
                 await rs.authenticate(req("bad"))

@@ -96,7 +96,8 @@ async def test_no_outcome_leaks_the_token(  # noqa: PLR0917 - pytest fixtures
         await call(await make_rs(), bearer)  # wrong audience
         await call(await make_rs(), "Bearer " + SECRET_TOKEN + " trailing")  # malformed
         await call(await make_rs(), "Bearer " + SECRET_TOKEN + "!" * 9000)  # oversized
-        sprayed = await make_rs(failed_auth_rate=Rate(1, 60.0))
+        # Without the negative cache each retry is introspected again, so the budget answers.
+        sprayed = await make_rs(failed_auth_rate=Rate(1, 60.0), cache=CacheConfig(negative_ttl_s=0))
         for _ in range(3):
             await call(sprayed, bearer)  # 401, 401, 429
         stub.metadata_issuer = "https://mismatch.example"

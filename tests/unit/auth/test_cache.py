@@ -73,8 +73,14 @@ class TestStale:
 
 
 class TestNegative:
-    def test_negative_caching_is_off_by_default(self) -> None:
+    def test_negative_caching_is_on_by_default_for_five_seconds(self) -> None:
         cache = TokenCache(CacheConfig())
+        cache.store_negative(key(1), NOW)
+        assert cache.lookup(key(1), NOW + 4.9).negative
+        assert not cache.lookup(key(1), NOW + 5).negative
+
+    def test_zero_turns_negative_caching_off(self) -> None:
+        cache = TokenCache(CacheConfig(negative_ttl_s=0))
         cache.store_negative(key(1), NOW)
         assert not cache.lookup(key(1), NOW).negative
 
