@@ -201,8 +201,8 @@ class Bench:
             defaults.stop()
             tuned.stop()
 
-    def profile(self, proc: Proc) -> None:
-        """py-spy (native frames) over one more measured run of ``proc``."""
+    def profile(self, proc: Proc, lua: Path | None = None) -> None:
+        """py-spy (native frames) over one more measured run of ``proc`` (``lua``: the load)."""
         out = Path(self.args.profile)
         out.mkdir(parents=True, exist_ok=True)
         spy_bin = str(Path(PYTHON).parent / "py-spy")
@@ -214,7 +214,7 @@ class Bench:
         )  # fmt: skip
         pin([spy.pid], LOAD_CORE)
         time.sleep(0.5)
-        self.load("profiled", proc, proc.url, self.lua["modern"], warm=0)
+        self.load("profiled", proc, proc.url, lua or self.lua["modern"], warm=0)
         spy.wait(timeout=60)
         print(f"  profile written to {out / (proc.name + '.txt')}")
 
@@ -256,8 +256,8 @@ class Bench:
         none = write_lua(self.work / "none.lua", call_body(), modern_headers(None))
         for key, script, issuer in [
             ("401 no token", none, {}),
-            ("401 refused token", lua, {}),
-            ("401 refused, negative cache", lua, {"cache": {"negative_ttl_s": 10}}),
+            ("401 refused token", lua, {}),  # negative_ttl_s: 5, the default
+            ("401 refused, no negative cache", lua, {"cache": {"negative_ttl_s": 0}}),
         ]:
             gateway = self.gateway(
                 "defaults-401", issuer={**self.config()["issuer"], **issuer}
@@ -268,6 +268,8 @@ class Bench:
                 calls = get_json(self.info["calls"])["introspections"] - before
                 statuses = status_counts(gateway.ops)
                 print(f"    introspections: {calls}; answers by status: {statuses}")
+                if self.args.profile and key == "401 refused token":
+                    self.profile(gateway, script)
             finally:
                 gateway.stop()
 
@@ -434,7 +436,7 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(PHASES), help=f"comma list of {PHASES}")
     parser.add_argument("--quick", action="store_true",
                         help="one main round of 6 s, side runs of 4 s (a smoke run)")  # fmt: skip
-    parser.add_argument("--profile", metavar="DIR", help="py-spy the defaults gateway (main)")
+    parser.add_argument("--profile", metavar="DIR", help="py-spy the defaults gateway (main, 401)")
     parser.add_argument("--ab", metavar="DIR",
                         help="main: measure the checkout in DIR at the defaults instead of the "
                         "tuned case (before/after figures in one run)")  # fmt: skip

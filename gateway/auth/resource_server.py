@@ -42,10 +42,10 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from gateway.config import Config
-from gateway.errors import GatewayError, InvalidToken, IssuerUnavailable
+from gateway.errors import GatewayError, InvalidToken, IssuerUnavailable, NoCredentials
 from gateway.limits.keys import client_key
 from gateway.limits.memory import MemoryRateLimiter
-from gateway.observability.logging import get_logger
+from gateway.observability.logging import emit_info, get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
 from gateway.seams import (
@@ -78,6 +78,12 @@ fresh exception instance (a shared instance would pile up tracebacks)."""
 _COMBINED: Final = "jwt+introspection"
 
 
+_NEGATIVE: Final = "refused earlier (negative cache)"
+
+_MAX_CHALLENGES: Final = 16
+"""Rendered 401 challenges kept (two rows per policy baseline; cleared when full)."""
+
+
 def _fresh(error: GatewayError) -> GatewayError:
     return type(error)(detail=error.detail, retry_after=error.retry_after)
 
@@ -103,6 +109,8 @@ class ResourceServer:
         self._metrics = metrics
         self._clock = clock
         self._baseline = baseline_scopes
+        self._cache_children: dict[str, Any] = {}
+        self._challenges: dict[tuple[type[GatewayError], tuple[str, ...]], str | None] = {}
         self._drop_listeners: list[Callable[[bytes], None]] = []
         self.issuers = tuple(
             TrustedIssuer(
@@ -209,9 +217,9 @@ class ResourceServer:
         if self._sharing.revoked_locally(key):
             # Known revoked here (broadcast, marker or earlier refusal): no issuer call, no
             # budget charge, however often the client retries it.
-            refused = InvalidToken(detail="revoked at the gateway")
-            self._rejected(request.client_ip, refused, fingerprint)
-            raise refused
+            raise self._rejected(
+                request.client_ip, InvalidToken(detail="revoked at the gateway"), fingerprint
+            )
         try:
             route = self._router.route(token)
         except InvalidToken as exc:
@@ -220,9 +228,8 @@ class ResourceServer:
         negative = sum(issuer.cache.lookup(key, now).negative for issuer in route.issuers)
         if negative == len(route.issuers):
             self._count_cache("hit")
-            refused = InvalidToken(detail="refused earlier (negative cache)")
-            self._rejected(request.client_ip, refused, fingerprint)
-            raise refused
+            # No local name for the exception (see the end of this method).
+            raise self._rejected(request.client_ip, InvalidToken(detail=_NEGATIVE), fingerprint)
         flight = self._flights.joining(key)
         if flight is not None:
             self._count_cache("coalesced")
@@ -237,16 +244,32 @@ class ResourceServer:
         outcome = await asyncio.shield(flight)
         if isinstance(outcome, Principal):
             return self._accept(outcome)
-        error = _fresh(outcome)
-        if isinstance(error, InvalidToken):
-            self._rejected(request.client_ip, error, fingerprint)
-        raise error
+        # Raised without a local name: a local holding the exception would make a reference
+        # cycle (exception -> traceback -> this frame -> exception) per refused request, each
+        # holding the request's objects until the cyclic collector runs.
+        if isinstance(outcome, InvalidToken):
+            raise self._rejected(request.client_ip, _fresh(outcome), fingerprint)
+        raise _fresh(outcome)
 
     def challenge(self, error: GatewayError) -> str | None:
-        """The ``WWW-Authenticate`` value for ``error`` (see :func:`.challenge.challenge_for`)."""
-        return challenge_for(
-            error, resource_metadata=self._config.prm_url, baseline=self._baseline()
-        )
+        """The ``WWW-Authenticate`` value for ``error`` (see :func:`.challenge.challenge_for`).
+
+        The 401 challenges depend only on the row (its class-level message) and the policy's
+        baseline scopes, so each is rendered once per baseline, not per refused request."""
+        baseline = self._baseline()
+        kind = type(error)
+        if kind is not InvalidToken and kind is not NoCredentials:
+            return challenge_for(error, resource_metadata=self._config.prm_url, baseline=baseline)
+        key = (kind, baseline)
+        rendered = self._challenges.get(key)
+        if rendered is None:
+            if len(self._challenges) >= _MAX_CHALLENGES:  # baselines of old policies
+                self._challenges.clear()
+            rendered = challenge_for(
+                error, resource_metadata=self._config.prm_url, baseline=baseline
+            )
+            self._challenges[key] = rendered
+        return rendered
 
     def protected_resource_metadata(self) -> dict[str, Any]:
         """The RFC 9728 document served at both well-known paths."""
@@ -355,7 +378,7 @@ class ResourceServer:
         if down is not None:
             return self._issuer_down(route, key, fingerprint, down)
         if refused is None:  # every candidate refused it a moment ago (negative entries)
-            return InvalidToken(detail="refused earlier (negative cache)")
+            return InvalidToken(detail=_NEGATIVE)
         issuer, error = refused
         config = issuer.config
         await self._budget.charge(
@@ -382,14 +405,27 @@ class ResourceServer:
             counter.inc()
         return principal
 
-    def _rejected(self, client_ip: str, error: InvalidToken, fingerprint: str | None) -> None:
-        _log.info(
-            "token_rejected", reason=error.detail, fingerprint=fingerprint, client_ip=client_ip
+    def _rejected(
+        self, client_ip: str, error: GatewayError, fingerprint: str | None
+    ) -> GatewayError:
+        """Log ``token_rejected`` for ``error`` and return it (for ``raise``). Rendered directly
+        (:func:`emit_info`): a client retrying a refused token makes one such line per retry."""
+        emit_info(
+            _log,
+            "token_rejected",
+            {"reason": error.detail, "fingerprint": fingerprint, "client_ip": client_ip},
+            context=True,
         )
+        return error
 
     def _count_cache(self, outcome: str) -> None:
         if self._metrics is not None:
-            self._metrics.token_cache_total.labels(outcome=outcome).inc()
+            child = self._cache_children.get(outcome)
+            if child is None:  # a handful of outcomes: looked up once each
+                child = self._cache_children[outcome] = self._metrics.token_cache_total.labels(
+                    outcome=outcome
+                )
+            child.inc()
 
 
 def _combine(

@@ -32,7 +32,9 @@ from aiohttp import web
 from gateway.errors import (
     GatewayError,
     InternalError,
+    InvalidToken,
     MethodNotAllowed,
+    NoCredentials,
     UnsupportedContentEncoding,
 )
 from gateway.observability.logging import get_logger
@@ -64,13 +66,36 @@ def render_error(err: GatewayError, *, challenge: str | None) -> web.Response:
     status = err.status_for(err.era)
     code = err.wire_code
     if code is not None:
-        body = error_body(err.request_id, code, err.body_message(), err.body_data())
+        body = _auth_body(err, code) if err.request_id is None else None
+        if body is None:
+            body = error_body(err.request_id, code, err.body_message(), err.body_data())
     elif err.message:
         body = _fixed_body(err)
     else:
         return web.Response(status=status, headers=headers)
     headers["Content-Type"] = JSON_CONTENT_TYPE
     return web.Response(status=status, body=body, headers=headers)
+
+
+_AUTH_BODIES: dict[tuple[type[GatewayError], tuple[str, ...]], bytes] = {}
+"""401 bodies by row and scopes (the policy's baseline, never input): a client retrying a
+refused token gets the same bytes each time. Cleared when full (baselines of old policies)."""
+
+_MAX_AUTH_BODIES: Final = 16
+
+
+def _auth_body(err: GatewayError, code: int) -> bytes | None:
+    """The rendered body of a 401 without a JSON-RPC id (answered before the body is read)."""
+    kind = type(err)
+    if kind is not InvalidToken and kind is not NoCredentials:
+        return None
+    key = (kind, err.scopes)
+    body = _AUTH_BODIES.get(key)
+    if body is None:
+        if len(_AUTH_BODIES) >= _MAX_AUTH_BODIES:
+            _AUTH_BODIES.clear()
+        body = _AUTH_BODIES[key] = error_body(None, code, err.body_message(), err.body_data())
+    return body
 
 
 def _fixed_body(err: GatewayError) -> bytes:

@@ -97,6 +97,7 @@ class GatewayObserver:
         "_log_arguments",
         "_metrics",
         "_record_requests",
+        "_rejections",
         "_requests",
         "_subject_plain",
         "_wallclock",
@@ -123,6 +124,7 @@ class GatewayObserver:
         # Label children are looked up once per label set (bounded) instead of per request.
         self._requests: dict[tuple[str, str, str], Any] = {}
         self._durations: dict[str, Any] = {}
+        self._rejections: dict[str, Any] = {}
 
     # --- Observer ---------------------------------------------------------------------------
 
@@ -144,9 +146,13 @@ class GatewayObserver:
             if self._record_requests:
                 metrics.in_flight.dec()
                 self._count_request(label, ctx.status, decision, duration_s)
-            row = metrics.row_label(ctx.error_row)
+            row = ctx.error_row
             if row is not None:
-                metrics.rejections_total.labels(row).inc()
+                child = self._rejections.get(row)
+                if child is None:  # keyed by row name: a bounded set (the status table)
+                    bounded = metrics.row_label(row)
+                    child = self._rejections[row] = metrics.rejections_total.labels(bounded)
+                child.inc()
             self._access_line(ctx, decision, duration_s)
             if self._audit is not None and ctx.method in _AUDITED_METHODS:
                 now = self._wallclock()

@@ -237,14 +237,19 @@ _timestamp = _Stamp()
 
 
 def emit_info(
-    logger: structlog.typing.FilteringBoundLogger, event: str, fields: dict[str, Any]
+    logger: structlog.typing.FilteringBoundLogger,
+    event: str,
+    fields: dict[str, Any],
+    *,
+    context: bool = False,
 ) -> None:
     """Log ``event`` at INFO with ``fields`` (consumed): a hot-path line, such as the access line.
 
     With the JSON configuration of :func:`configure` in force the line is rendered here, not
     through structlog's generic chain: the same fields and redaction (:func:`redact_secrets`),
-    the static fields, ``event``, ``level`` and ``timestamp``, compact JSON, one write to the
-    configured stream. Otherwise (console format, a level above INFO, structlog reconfigured,
+    the static fields, ``event``, ``level`` and ``timestamp`` (``context``: and the bound
+    request_id/trace_id, like any structlog line), compact JSON, one write to the configured
+    stream. Otherwise (console format, a level above INFO, structlog reconfigured,
     e.g. by ``structlog.testing.capture_logs``) it goes through ``logger`` like any line.
     """
     direct = _direct[0] if _direct else None
@@ -255,6 +260,8 @@ def emit_info(
     ):
         logger.info(event, **fields)
         return
+    if context:
+        structlog.contextvars.merge_contextvars(None, "info", fields)
     fields["event"] = event
     fields["level"] = "info"
     fields["timestamp"] = _timestamp(time.time())

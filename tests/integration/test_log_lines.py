@@ -111,3 +111,33 @@ audit: {{sink: "off"}}
     assert failed["reason"] == "issuer metadata names a different issuer"
     assert failed["issuer"] == configured
     assert failed["declared_issuer"] == issuer.url
+
+
+async def test_token_rejected_lines_carry_the_request_id_also_from_the_negative_cache(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    json_log: io.StringIO,
+) -> None:
+    # The line is rendered directly (not through structlog's chain) on this hot path: it must
+    # still carry what every line of a request carries, and never the token.
+    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+        token = stack.token()
+        assert stack.issuer.revoke(token)
+        for _ in range(2):  # introspected, then a negative-cache hit
+            status, _, _ = await stack.modern(token, "tools/list")
+            assert status == 401
+    rejected = lines(json_log, "token_rejected")
+    access = [line for line in lines(json_log, "mcp.request") if line["status"] == 401]
+    assert [line["reason"] for line in rejected] == [
+        "token is not active",
+        "refused earlier (negative cache)",
+    ]
+    assert [line["request_id"] for line in rejected] == [line["request_id"] for line in access]
+    for line in rejected:
+        assert line["level"] == "info"
+        assert line["timestamp"].endswith("Z")
+        assert line["client_ip"] == "127.0.0.1"
+        assert len(line["fingerprint"]) == 12
+        assert line["trace_id"]
+    assert token not in json_log.getvalue()
