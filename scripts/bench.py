@@ -201,7 +201,7 @@ class Bench:
             defaults.stop()
             tuned.stop()
 
-    def profile(self, proc: Proc, lua: Path | None = None) -> None:
+    def profile(self, proc: Proc, lua: Path | None = None, connections: int = 64) -> None:
         """py-spy (native frames) over one more measured run of ``proc`` (``lua``: the load)."""
         out = Path(self.args.profile)
         out.mkdir(parents=True, exist_ok=True)
@@ -214,7 +214,8 @@ class Bench:
         )  # fmt: skip
         pin([spy.pid], LOAD_CORE)
         time.sleep(0.5)
-        self.load("profiled", proc, proc.url, lua or self.lua["modern"], warm=0)
+        self.load("profiled", proc, proc.url, lua or self.lua["modern"], warm=0,
+                  connections=connections)  # fmt: skip
         spy.wait(timeout=60)
         print(f"  profile written to {out / (proc.name + '.txt')}")
 
@@ -230,6 +231,8 @@ class Bench:
                 )  # fmt: skip
                 self.load("defaults c1", defaults, defaults.url, self.lua["modern"],
                           connections=1, duration=duration, warm=1)  # fmt: skip
+            if self.args.profile:
+                self.profile(defaults, connections=1)
         finally:
             defaults.stop()
 
@@ -436,7 +439,8 @@ def main() -> int:
     parser.add_argument("--only", default=",".join(PHASES), help=f"comma list of {PHASES}")
     parser.add_argument("--quick", action="store_true",
                         help="one main round of 6 s, side runs of 4 s (a smoke run)")  # fmt: skip
-    parser.add_argument("--profile", metavar="DIR", help="py-spy the defaults gateway (main, 401)")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="py-spy the defaults gateway (main, c1, 401)")  # fmt: skip
     parser.add_argument("--ab", metavar="DIR",
                         help="main: measure the checkout in DIR at the defaults instead of the "
                         "tuned case (before/after figures in one run)")  # fmt: skip

@@ -208,18 +208,26 @@ class ResourceServer:
         now = self._clock()
         # The hot path: a token accepted before is in the cache of the issuer that accepted it,
         # found by digest before the token is decoded for routing (one lookup per issuer).
+        refused_by_all = True
         for issuer in self.issuers:
-            principal = issuer.cache.lookup(key, now).principal
+            found = issuer.cache.lookup(key, now)
+            principal = found.principal
             if principal is not None:
                 if self._cache_hit is not None:
                     self._cache_hit.inc()
                 return self._accept(principal)
+            refused_by_all = refused_by_all and found.negative
         if self._sharing.revoked_locally(key):
             # Known revoked here (broadcast, marker or earlier refusal): no issuer call, no
             # budget charge, however often the client retries it.
             raise self._rejected(
                 request.client_ip, InvalidToken(detail="revoked at the gateway"), fingerprint
             )
+        if refused_by_all:
+            # Every trusted issuer refused it a moment ago, so every issuer the router could
+            # pick did: refused without decoding the token again (a retried bad token).
+            self._count_cache("hit")
+            raise self._rejected(request.client_ip, InvalidToken(detail=_NEGATIVE), fingerprint)
         try:
             route = self._router.route(token)
         except InvalidToken as exc:
