@@ -19,11 +19,11 @@ demo: $(STAMP)
 	$(BIN)/mcp-gateway demo
 
 lint: $(STAMP)
-	$(BIN)/ruff check gateway tests
-	$(BIN)/ruff format --check gateway tests
+	$(BIN)/ruff check gateway tests scripts
+	$(BIN)/ruff format --check gateway tests scripts
 
 typecheck: $(STAMP)
-	$(BIN)/mypy --strict gateway
+	$(BIN)/mypy --strict gateway scripts
 
 check: lint typecheck
 

@@ -39,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,8 @@ from bench_procs import (
     start_peer,
     write_lua,
 )
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 PHASES = ("main", "c1", "legacy", "401", "features", "sweep", "workers")
 TARGET_CORE, LOAD_CORE = 0, 1
@@ -96,7 +99,9 @@ class Bench:
         (work / "policy.yaml").write_text(policy(1))
         self.results: dict[str, list[Load]] = {}
         self.lua = {
-            "modern": write_lua(work / "modern.lua", call_body(), modern_headers(self.info["token"])),
+            "modern": write_lua(
+                work / "modern.lua", call_body(), modern_headers(self.info["token"])
+            ),
             "bare": write_lua(work / "bare.lua", call_body(), modern_headers(None)),
         }
 
@@ -165,7 +170,7 @@ class Bench:
             pin(self.backend.pids, LOAD_CORE)
 
     def median(self, key: str, attr: str = "cpu_per_call_us") -> float:
-        return statistics.median(getattr(r, attr) for r in self.results[key])
+        return float(statistics.median(getattr(r, attr) for r in self.results[key]))
 
     # --- phases --------------------------------------------------------------------------------
 
@@ -185,8 +190,9 @@ class Bench:
                 for which in order:
                     if which == "bare":
                         self.with_backend_on_target(
-                            lambda: self.load("bare", self.backend, self.backend_url,
-                                              self.lua["bare"])  # fmt: skip
+                            lambda: self.load(
+                                "bare", self.backend, self.backend_url, self.lua["bare"]
+                            )
                         )
                     else:
                         proc = defaults if which == "defaults" else tuned
@@ -262,9 +268,7 @@ class Bench:
             ("401 refused token", lua, {}),  # negative_ttl_s: 5, the default
             ("401 refused, no negative cache", lua, {"cache": {"negative_ttl_s": 0}}),
         ]:
-            gateway = self.gateway(
-                "defaults-401", issuer={**self.config()["issuer"], **issuer}
-            )
+            gateway = self.gateway("defaults-401", issuer={**self.config()["issuer"], **issuer})
             try:
                 before = get_json(self.info["calls"])["introspections"]
                 self.load(key, gateway, gateway.url, script, duration=self.args.side_duration)
@@ -370,9 +374,6 @@ def policy(rules: int, *, extra: list[str] | None = None) -> str:
 
 
 def write_ed25519(path: Path) -> None:
-    from cryptography.hazmat.primitives import serialization
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
     pem = Ed25519PrivateKey.generate().private_bytes(
         serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
@@ -381,8 +382,6 @@ def write_ed25519(path: Path) -> None:
 
 
 def status_counts(ops: str) -> Mapping[str, float]:
-    import urllib.request
-
     with urllib.request.urlopen(ops + "/metrics", timeout=5) as response:  # noqa: S310
         text = response.read().decode()
     counts: dict[str, float] = {}

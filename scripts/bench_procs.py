@@ -6,6 +6,7 @@ Everything binds 127.0.0.1 on free ports; every process started here is stopped 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -137,10 +138,8 @@ def pin(pids: Iterable[int], core: int | None) -> None:
     """Pin ``pids`` to ``core`` (None: every core)."""
     cores = set(range(os.cpu_count() or 1)) if core is None else {core}
     for pid in pids:
-        try:
+        with contextlib.suppress(OSError):  # a worker that is gone
             os.sched_setaffinity(pid, cores)
-        except OSError:
-            pass  # a worker that is gone
 
 
 def get_json(url: str, timeout_s: float = 2.0) -> Any:
@@ -219,7 +218,7 @@ def start_gateway(
     """``mcp-gateway serve`` with ``config``; stdout to ``stdout`` (a file) or /dev/null."""
     path = work / f"{name}.yaml"
     path.write_text(json.dumps(config))
-    out = stdout.open("ab") if stdout is not None else open(os.devnull, "wb")  # noqa: SIM115
+    out = stdout.open("ab") if stdout is not None else Path(os.devnull).open("wb")  # noqa: SIM115
     command = [PYTHON, "-m", "gateway.cli", "serve", "--config", str(path)]
     if workers != 1:
         command += ["--workers", str(workers)]
@@ -284,7 +283,7 @@ def run_wrk(
 ) -> Load:
     """wrk pinned to ``core`` (None: every core); the CPU of ``measured`` pids over the run."""
     threads = 2 if connections >= 2 else 1
-    cores = "0-%d" % ((os.cpu_count() or 1) - 1) if core is None else str(core)
+    cores = f"0-{(os.cpu_count() or 1) - 1}" if core is None else str(core)
     command = ["taskset", "-c", cores, "wrk", f"-t{threads}", f"-c{connections}",
                f"-d{duration:g}s", "--latency", "-s", str(lua), url]  # fmt: skip
     pids = list(measured)

@@ -2,8 +2,8 @@
 
 DEVELOPMENT ONLY (``scripts/image_test.sh`` runs it). Writes, into ``--dir``, a ``gateway.yaml``
 for ``mcp-gateway serve`` inside the container (host networking: everything on 127.0.0.1), the
-secret files it references, and a copy of ``gateway/dev/demo-policy.yaml``; prints one JSON line with the
-URLs and a reader token, then serves until SIGTERM/SIGINT.
+secret files it references, and a copy of ``gateway/dev/demo-policy.yaml``; prints one JSON
+line with the URLs and a reader token, then serves until SIGTERM/SIGINT.
 
 The backend's ``echo`` tool sleeps ``--slow-s`` seconds before answering when the text is
 ``slow``, so the image test can hold a call in flight while it sends SIGTERM (drain check).

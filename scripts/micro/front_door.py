@@ -62,7 +62,6 @@ def build_endpoint() -> McpEndpoint:
     )
 
 
-
 class _Protocol:
     """The least a StreamReader needs from its protocol (no flow control in a benchmark)."""
 

@@ -55,7 +55,7 @@ def observer_us(observer: GatewayObserver) -> float:
 
 
 def main() -> None:
-    with open(os.devnull, "w") as devnull, tempfile.TemporaryDirectory() as tmp:
+    with Path(os.devnull).open("w") as devnull, tempfile.TemporaryDirectory() as tmp:
         configure("json", "info", stream=devnull)
         metrics = Metrics()
         metrics.set_catalog_names({"search_docs"})
