@@ -24,7 +24,8 @@ import aiohttp
 from multidict import CIMultiDictProxy
 
 from gateway.deadlines import deadline_at
-from gateway.outbound.http1 import Http1Error, Http1Pool, Http1Response
+from gateway.outbound.http1 import Http1Pool
+from gateway.outbound.http1_codec import Http1Error, Http1Response
 
 __all__ = [
     "DEFAULT_MAX_BODY",

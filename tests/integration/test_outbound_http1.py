@@ -28,7 +28,7 @@ from gateway.outbound import (
     OutboundTimeout,
     ResponseTooLarge,
 )
-from gateway.outbound.http1 import MAX_HEAD
+from gateway.outbound.http1_codec import MAX_HEAD
 
 
 @contextlib.asynccontextmanager
