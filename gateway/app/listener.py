@@ -32,16 +32,14 @@ them through :meth:`GuardedRequestHandler.handle_error` exactly like the parse e
 itself: one response, then the connection closes, and no request handler ever runs for them.
 This subclasses aiohttp internals (``RequestHandler._messages``, ``_request_count``,
 ``_ErrInfo``) of the pinned 3.14 line; :func:`_check_aiohttp` refuses to start on an aiohttp that
-lacks them, and the raw-socket tests (tests/integration/test_hostile_clients.py) exercise each
-path.
+lacks them, and the raw-socket tests (tests/integration/front_door/test_hostile_http.py)
+exercise each path. The bounds as configured, the connection counts and the log throttle are
+:mod:`gateway.app.connection_limits`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import time
-from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web, web_protocol
@@ -49,40 +47,30 @@ from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.web_protocol import RequestHandler
 
+from gateway.app.connection_limits import ConnectionCounts, ListenerLimits, LogThrottle
 from gateway.app.request_id import REQUEST_ID, REQUEST_ID_HEADER, new_request_id
-from gateway.config import Config
 from gateway.errors import (
     GatewayError,
     HeadersTooLarge,
     MalformedRequest,
     OverCapacity,
-    RateLimited,
     RequestTimeout,
 )
 from gateway.http.errors import internal_error, render_error
-from gateway.limits.keys import client_key
-from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 
-__all__ = ["MAX_HEADER_FIELD_BYTES", "ListenerLimits", "ListenerRunner"]
-
-log = get_logger("gateway.listener")
+__all__ = ["MAX_HEADER_FIELD_BYTES", "ListenerRunner"]
 
 MAX_HEADER_FIELD_BYTES: Final = 16_384
 """Largest request line / header line the parser accepts (aiohttp's default is 8190): an 8 KiB
 bearer token (auth/bearer.py's cap) plus ``Authorization: Bearer `` must reach the gateway's own
 401, not a 431."""
-CONNECTION_RETRY_S: Final = 1
 LINGER_S: Final = 2.0
 LINGER_MAX_BYTES: Final = 65_536
 """After a listener answer, the connection is half-closed and what the client still sends is read
 and dropped, for at most this long and this many bytes, before the socket closes: closing with
 unread input would reset the connection and could destroy the answer in the client's buffer
 (a lingering close, like nginx's ``lingering_close``)."""
-LOG_INTERVAL_S: Final = 1.0
-"""At most one ``http.refused`` line per interval; the next one counts the suppressed lines."""
-
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 _TERMINATOR: Final = b"\r\n\r\n"
 """The end of a request head (aiohttp's llhttp parser refuses bare-LF line endings)."""
 
@@ -100,31 +88,6 @@ def _check_aiohttp() -> None:
 _check_aiohttp()
 
 
-@dataclass(frozen=True, slots=True)
-class ListenerLimits:
-    """The connection-level bounds of one listener (see the module docstring)."""
-
-    header_timeout_s: float = 10.0
-    keepalive_timeout_s: float = 75.0
-    max_header_bytes: int = 32_768
-    max_connections: int = 1024
-    max_connections_per_ip: int = 256
-    exempt: tuple[Network, ...] = ()
-    """Peers without a per-IP connection cap (``trusted_proxies``)."""
-
-    @classmethod
-    def from_config(cls, config: Config) -> ListenerLimits:
-        limits = config.limits
-        return cls(
-            header_timeout_s=limits.header_timeout_s,
-            keepalive_timeout_s=limits.keepalive_timeout_s,
-            max_header_bytes=limits.max_header_bytes,
-            max_connections=limits.max_connections,
-            max_connections_per_ip=limits.ip_connections,
-            exempt=config.trusted_proxies,
-        )
-
-
 class _Refusal(Exception):
     """A listener-level answer queued in place of a request; carries its status-table row."""
 
@@ -132,62 +95,6 @@ class _Refusal(Exception):
         super().__init__(reason)
         self.error = error
         self.reason = reason
-
-
-class _Throttle:
-    """One log line per ``LOG_INTERVAL_S`` at most; the next line reports how many were dropped
-    (a flood of bad requests must not become a flood of log lines)."""
-
-    def __init__(self) -> None:
-        self._next = 0.0
-        self._suppressed = 0
-
-    def warning(self, event: str, **fields: Any) -> None:
-        now = time.monotonic()
-        if now < self._next:
-            self._suppressed += 1
-            return
-        self._next = now + LOG_INTERVAL_S
-        suppressed, self._suppressed = self._suppressed, 0
-        log.warning(event, suppressed=suppressed, **fields)
-
-
-class _Connections:
-    """Open-connection counts per replica and per client key, shared by one server's handlers."""
-
-    def __init__(self, limits: ListenerLimits) -> None:
-        self._limits = limits
-        self.total = 0
-        self._per_key: dict[str, int] = {}
-        self.idle = asyncio.Event()
-        self.idle.set()
-
-    def admit(self, peer: str | None) -> tuple[str | None, GatewayError | None]:
-        """Count a new connection: (its per-IP key or None when exempt, a refusal or None)."""
-        limits = self._limits
-        if self.total >= limits.max_connections:
-            return None, OverCapacity(retry_after=CONNECTION_RETRY_S)
-        key = None if peer is None or _exempt(peer, limits.exempt) else client_key(peer)
-        if key is not None:
-            used = self._per_key.get(key, 0)
-            if used >= limits.max_connections_per_ip:
-                return None, RateLimited(retry_after=CONNECTION_RETRY_S)
-            self._per_key[key] = used + 1
-        self.total += 1
-        self.idle.clear()
-        return key, None
-
-    def release(self, key: str | None) -> None:
-        self.total -= 1
-        if self.total == 0:
-            self.idle.set()
-        if key is None:
-            return
-        used = self._per_key.get(key, 0) - 1
-        if used <= 0:
-            self._per_key.pop(key, None)
-        else:
-            self._per_key[key] = used
 
 
 def _head_size(method: str, path: str, raw_headers: Any) -> int:
@@ -200,18 +107,6 @@ def _head_size(method: str, path: str, raw_headers: Any) -> int:
         + 13
         + sum(len(name) + len(value) + 4 for name, value in raw_headers)
     )
-
-
-def _exempt(peer: str, networks: tuple[Network, ...]) -> bool:
-    if not networks:
-        return False
-    try:
-        address = ipaddress.ip_address(peer.partition("%")[0])
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    return any(address in network for network in networks)
 
 
 class GuardedRequestHandler(RequestHandler):
@@ -239,8 +134,8 @@ class GuardedRequestHandler(RequestHandler):
         manager: GuardedServer,
         *,
         limits: ListenerLimits,
-        connections: _Connections,
-        throttle: _Throttle,
+        connections: ConnectionCounts,
+        throttle: LogThrottle,
         metrics: Metrics | None,
         **kwargs: Any,
     ) -> None:
@@ -478,8 +373,8 @@ class GuardedServer(web.Server):
         super().__init__(*args, **kwargs)
         self.limits = limits
         self.metrics = metrics
-        self.connection_counts = _Connections(limits)
-        self._throttle = _Throttle()
+        self.connection_counts = ConnectionCounts(limits)
+        self._throttle = LogThrottle()
 
     def pre_shutdown(self) -> None:
         for connection in self.connections:

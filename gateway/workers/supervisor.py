@@ -35,8 +35,8 @@ from pathlib import Path
 from typing import Final
 
 import gateway
+from gateway.app.connection_limits import ListenerLimits
 from gateway.app.lifecycle import CANCEL_GRACE_S, bind_tcp
-from gateway.app.listener import ListenerLimits
 from gateway.config import Config
 from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import GroupMetrics

@@ -17,7 +17,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
 
-from gateway.app.listener import ListenerLimits, ListenerRunner
+from gateway.app.connection_limits import ListenerLimits
+from gateway.app.listener import ListenerRunner
 from gateway.config import (
     BackendConfig,
     Config,

@@ -33,7 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import LogCapture
 
-from gateway.app.listener import ListenerLimits, ListenerRunner
+from gateway.app.connection_limits import ListenerLimits
+from gateway.app.listener import ListenerRunner
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
