@@ -3,10 +3,12 @@
 One :class:`McpEndpoint` instance is the aiohttp handler for every method on the MCP path. It
 admits the request (method, origin, pre-auth rate, authentication, baseline scopes, principal
 rate, in-flight cap, media types, bounded body), decodes and classifies it with
-:mod:`gateway.protocol`, applies the per-method and per-tool policy from one policy snapshot,
-re-checks token expiry, dispatches, and answers with a bounded ``application/json`` body (or an SSE
-stream once a tool reports progress). Every rejection is a :class:`~gateway.errors.GatewayError`
-rendered by :func:`gateway.http.errors.render_error`; nothing else writes an error.
+:mod:`gateway.protocol`, then hands it to :mod:`gateway.http.answer` (steps 15-18), which applies
+the per-method and per-tool policy from the request's one policy snapshot, re-checks token
+expiry, dispatches, and answers with a bounded ``application/json`` body (or an SSE stream once a
+tool reports progress); the endpoint records every request (metrics, observer) and renders every
+rejection. Every rejection is a :class:`~gateway.errors.GatewayError` rendered by
+:func:`gateway.http.errors.render_error`; nothing else writes an error.
 
 Decisions documented in docs/errors.md:
 
@@ -52,24 +54,21 @@ from gateway.http.admission import (
     read_body,
     warn_untrusted_proxy,
 )
+from gateway.http.answer import EMPTY_HEADERS, answer_batch, answer_single
 from gateway.http.dispatch import CONCURRENCY_RETRY_S, Dispatcher, Turn
 from gateway.http.drain import DrainBound
 from gateway.http.errors import internal_error, render_error
-from gateway.http.progress import ProgressRelay
 from gateway.limits.keys import client_key
 from gateway.limits.memory import Slots
 from gateway.observability.metrics import Metrics, method_label
 from gateway.observability.tracing import trace_context
 from gateway.protocol.classify import classify
-from gateway.protocol.envelope import error_body
 from gateway.protocol.jsonstrict import decode
-from gateway.protocol.messages import McpMessage
 from gateway.seams import (
     Authenticator,
     AuthRequest,
     Backend,
     CallerToken,
-    CallRecord,
     ConcurrencyLimiter,
     Observer,
     Policy,
@@ -81,8 +80,6 @@ from gateway.seams import (
 
 __all__ = ["PROXY_WARNING_INTERVAL_S", "McpEndpoint"]
 
-_JSON_HEADERS: Final = {"Content-Type": "application/json", "Cache-Control": "no-store"}
-_EMPTY_HEADERS: Final = {"Cache-Control": "no-store"}
 PROXY_WARNING_INTERVAL_S: Final = 3600.0
 """How often ``trusted_proxies_unset`` may be logged (see admission.warn_untrusted_proxy)."""
 
@@ -180,7 +177,7 @@ class McpEndpoint:
             # body). There is no one to answer; return quietly instead of a logged traceback.
             ctx.status = 499
             self._finish(ctx, started)
-            return web.Response(status=400, headers=_EMPTY_HEADERS)
+            return web.Response(status=400, headers=EMPTY_HEADERS)
         except Exception as exc:
             fallback = internal_error(exc, request_id=ctx.request_id)
             fallback.request_id = ctx.jsonrpc_id  # answer the request's id when it was decoded
@@ -302,111 +299,10 @@ class McpEndpoint:
         # Steps 13-14; the lookup hides tools the caller may not see (no existence leak).
         classified = classify(headers, message, self._dispatcher.tool_lookup(turn))
         if isinstance(classified, tuple):
-            return await self._batch(classified, turn)
-        return await self._single(classified, turn)
-
-    # --- steps 15-18: policy, dispatch, respond --------------------------------------------
-
-    async def _single(self, message: McpMessage, turn: Turn) -> web.StreamResponse:
-        ctx = turn.ctx
-        ctx.era = message.era
-        ctx.protocol_version = message.version
-        ctx.method = message.method
-        ctx.jsonrpc_id = message.id
-        ctx.tool = message.tool_name
-        if message.is_notification:
-            # streamable-http.mdx: an accepted notification is 202 with no body; dropped.
-            return web.Response(status=202, headers=_EMPTY_HEADERS)
-        relay = None
-        if turn.accepts_sse and message.progress_token is not None:
-            relay = ProgressRelay(turn.request)  # commits to SSE only on the first progress
-        try:
-            body = await self._dispatcher.run(message, turn, relay=relay)
-        except Exception as exc:
-            if relay is None or not relay.streaming:
-                raise
-            # Status 200 is already on the wire: the error becomes the stream's last event.
-            err = exc if isinstance(exc, GatewayError) else internal_error(exc)
-            if err.jsonrpc_code is None:
-                err = internal_error(exc)
-            ctx.jsonrpc_code, ctx.error_row = err.jsonrpc_code, err.row
-            body = error_body(
-                message.id, err.jsonrpc_code or -32603, err.body_message(), err.body_data()
+            return await answer_batch(
+                self._dispatcher, classified, turn, self._config.limits.max_response_bytes
             )
-        ctx.bytes_out = len(body)
-        if relay is not None and relay.streaming:
-            response = await relay.finish(body)
-            ctx.bytes_out = relay.bytes_out
-            ctx.status = 200
-            return response
-        return web.Response(status=200, body=body, headers=_JSON_HEADERS)
-
-    async def _batch(self, messages: tuple[McpMessage, ...], turn: Turn) -> web.StreamResponse:
-        """2025-03-26 basic/index.mdx §Batching: one JSON array, one response budget.
-
-        Notifications produce no entry; an all-notification batch is 202. HTTP-level rows (403
-        step-up, 429, 401) answer the whole batch and are checked for every member before any
-        member runs (``Dispatcher.admit_batch``): a batch either runs or does nothing. JSON-RPC
-        rows become error entries. Each ``tools/call`` member leaves one record in
-        ``ctx.calls`` (one audit event each).
-        """
-        ctx = turn.ctx
-        first = messages[0]
-        ctx.era, ctx.protocol_version, ctx.method = first.era, first.version, "batch"
-        requests = [message for message in messages if not message.is_notification]
-        held = await self._dispatcher.admit_batch(messages, turn)
-        try:
-            parts = await self._run_batch(requests, turn)
-        finally:
-            await self._dispatcher.release_leases(held)
-        if not parts:
-            return web.Response(status=202, headers=_EMPTY_HEADERS)
-        out = b"[" + b",".join(parts) + b"]"
-        ctx.bytes_out = len(out)
-        return web.Response(status=200, body=out, headers=_JSON_HEADERS)
-
-    async def _run_batch(self, requests: list[McpMessage], turn: Turn) -> list[bytes]:
-        ctx = turn.ctx
-        # Each pending entry keeps room for its smallest possible answer (a -32603 error), so
-        # the array never exceeds the budget however large the earlier results were.
-        floors = [len(self._dispatcher.failure_body(message)) + 1 for message in requests]
-        reserved = sum(floors)
-        room = self._config.limits.max_response_bytes - 2  # the brackets
-        parts: list[bytes] = []
-        for message, floor in zip(requests, floors, strict=True):
-            reserved -= floor
-            is_call = message.method == "tools/call"
-            if is_call:
-                ctx.decision, ctx.outcome, ctx.backend_ms = None, None, None
-                ctx.backend = None
-                ctx.extra.pop("arguments", None)
-            error: GatewayError | None = None
-            try:
-                if message.rejection is not None:
-                    raise message.rejection
-                body = await self._dispatcher.run(message, turn, relay=None, admitted=True)
-            except GatewayError as err:
-                error = err
-                if err.jsonrpc_code is not None:
-                    body = error_body(message.id, err.jsonrpc_code, err.message, None)
-                elif err.batch_member_code is not None:
-                    # Raised while this member ran: the earlier members' results stand.
-                    body = error_body(
-                        message.id, err.batch_member_code, err.body_message(), err.body_data()
-                    )
-                else:
-                    err.request_id = None  # it answers the whole batch, not this member
-                    raise
-            fits = room - reserved
-            if len(body) + 1 > fits:
-                body = self._dispatcher.over_budget(message)
-                if len(body) + 1 > fits:
-                    body = self._dispatcher.failure_body(message)
-            room -= len(body) + 1
-            parts.append(body)
-            if is_call:
-                ctx.calls.append(_call_record(message, ctx, error))
-        return parts
+        return await answer_single(self._dispatcher, classified, turn)
 
     # --- context, errors, observation -------------------------------------------------------
 
@@ -470,24 +366,6 @@ class McpEndpoint:
             histogram.observe(time.monotonic() - started)
         if self._observer is not None:
             self._observer.request_finished(ctx)
-
-
-def _call_record(
-    message: McpMessage, ctx: RequestContext, error: GatewayError | None
-) -> CallRecord:
-    arguments = ctx.extra.get("arguments")
-    exchange = ctx.extra.pop("exchange", None)  # this member's own, never the previous one's
-    return CallRecord(
-        tool=message.tool_name or "",
-        decision=ctx.decision,
-        outcome=ctx.outcome or ("rejected" if error is not None else "ok"),
-        backend_ms=ctx.backend_ms,
-        backend=ctx.backend,
-        jsonrpc_code=None if error is None else (error.jsonrpc_code or error.batch_member_code),
-        error_row=None if error is None else error.row,
-        arguments=arguments if isinstance(arguments, dict) else None,
-        exchange=exchange if isinstance(exchange, dict) else None,
-    )
 
 
 def _joined(headers: CIMultiDictProxy[str], name: str) -> str | None:
