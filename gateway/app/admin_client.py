@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import json
 import os
 import re
 import sys
@@ -24,7 +23,7 @@ from typing import Any, Final
 from gateway.app.admin import REVOKE_PATH
 from gateway.config import load_config
 from gateway.errors import ConfigError
-from gateway.outbound import Destination, Outbound, OutboundError
+from gateway.outbound import OutboundError, post_json_once
 
 __all__ = ["ADMIN_TOKEN_ENV", "register"]
 
@@ -114,7 +113,12 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
         return _fail(target, 2)
     url, credential = target
     try:
-        status, reply = asyncio.run(_post(url + REVOKE_PATH, credential, digest))
+        status, reply = asyncio.run(
+            post_json_once(
+                url + REVOKE_PATH, {"token_sha256": digest}, bearer=credential,
+                user_agent="mcp-gateway-revoke", timeout_s=TIMEOUT_S,
+            )
+        )  # fmt: skip
     except OutboundError as exc:
         return _fail(f"{url}: {exc}")
     if status == 200:
@@ -125,25 +129,3 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
         return _fail("revoked on the replica that answered only: Redis did not take it; retry")
     detail = reply.get("error_description") or reply.get("error") or "no details"
     return _fail(f"{url} answered {status}: {detail}")
-
-
-async def _post(url: str, credential: str, digest: str) -> tuple[int, dict[str, Any]]:
-    outbound = Outbound(user_agent="mcp-gateway-revoke")
-    outbound.add(Destination("ops", connect_timeout_s=3.0))
-    try:
-        response = await outbound.request(
-            "ops",
-            "POST",
-            url,
-            timeout_s=TIMEOUT_S,
-            headers={"Authorization": f"Bearer {credential}", "Content-Type": "application/json"},
-            body=json.dumps({"token_sha256": digest}).encode(),
-            max_body=65_536,
-        )
-    finally:
-        await outbound.close()
-    try:
-        reply = json.loads(response.body)
-    except ValueError:
-        reply = {}
-    return response.status, reply if isinstance(reply, dict) else {}

@@ -20,7 +20,7 @@ from gateway.demo.stack import default_state_file, start_demo, wait_ready, write
 from gateway.dev.demo_setup import DemoEndpoints, render_banner
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure
-from gateway.outbound import Destination, Outbound, OutboundError
+from gateway.outbound import OutboundError, post_json_once
 
 __all__ = ["log_settings", "register"]
 
@@ -108,7 +108,12 @@ def _cmd_token(args: argparse.Namespace) -> int:
     if args.sub:
         body["sub"] = args.sub
     try:
-        status, reply = asyncio.run(_mint(mint_url, secret, body))
+        status, reply = asyncio.run(
+            post_json_once(
+                mint_url, body, bearer=secret, user_agent="mcp-gateway-demo-token",
+                timeout_s=5.0,
+            )
+        )  # fmt: skip
     except OutboundError:
         print(f"mcp-gateway demo token: the demo at {mint_url} is not reachable", file=sys.stderr)
         return 1
@@ -120,28 +125,6 @@ def _cmd_token(args: argparse.Namespace) -> int:
         return 1
     print(reply["access_token"])
     return 0
-
-
-async def _mint(url: str, secret: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    outbound = Outbound(user_agent="mcp-gateway-demo-token")
-    outbound.add(Destination("demo-issuer", connect_timeout_s=3.0))
-    try:
-        response = await outbound.request(
-            "demo-issuer",
-            "POST",
-            url,
-            timeout_s=5.0,
-            headers={"Authorization": f"Bearer {secret}", "Content-Type": "application/json"},
-            body=json.dumps(body).encode(),
-            max_body=65_536,
-        )
-    finally:
-        await outbound.close()
-    try:
-        reply = json.loads(response.body)
-    except ValueError:
-        reply = {}
-    return response.status, reply if isinstance(reply, dict) else {}
 
 
 def register(subparsers: Any) -> None:

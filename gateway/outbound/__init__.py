@@ -13,6 +13,7 @@ can catch either (``except TimeoutError`` works).
 
 from __future__ import annotations
 
+import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -39,6 +40,7 @@ __all__ = [
     "Response",
     "ResponseTooLarge",
     "StreamingResponse",
+    "post_json_once",
 ]
 
 DEFAULT_MAX_BODY: Final = 1_048_576
@@ -382,3 +384,29 @@ class Outbound:
             raise
         except TimeoutError as exc:
             raise OutboundTimeout("deadline exceeded") from exc
+
+
+async def post_json_once(
+    url: str, payload: Mapping[str, Any], *, bearer: str, user_agent: str, timeout_s: float
+) -> tuple[int, dict[str, Any]]:
+    """One JSON ``POST`` with a bearer credential on a client of its own (the CLI's one-shot
+    commands): the status and the reply's JSON object, ``{}`` when the reply is not one."""
+    outbound = Outbound(user_agent=user_agent)
+    outbound.add(Destination("once", connect_timeout_s=3.0))
+    try:
+        response = await outbound.request(
+            "once",
+            "POST",
+            url,
+            timeout_s=timeout_s,
+            headers={"Authorization": f"Bearer {bearer}", "Content-Type": "application/json"},
+            body=json.dumps(payload).encode(),
+            max_body=65_536,
+        )
+    finally:
+        await outbound.close()
+    try:
+        reply = json.loads(response.body)
+    except ValueError:
+        reply = {}
+    return response.status, reply if isinstance(reply, dict) else {}
