@@ -352,13 +352,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         try:
             return asyncio.run(supervisor.run())
         except OSError as exc:
-            log.error(
-                "gateway.bind_failed",
-                error=exc.__class__.__name__,
-                errno=exc.errno,
-                detail=exc.strerror,
-            )
-            return 1
+            return _bind_failed(exc)
     try:
         services = build_services(config)
     except ConfigError as exc:  # e.g. the policy changed between validation and assembly
@@ -376,14 +370,15 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         log.error("gateway.startup_failed", error="UvloopMissing", detail=str(exc))
         return 1
     except OSError as exc:
-        log.error(
-            "gateway.bind_failed",
-            error=exc.__class__.__name__,
-            errno=exc.errno,
-            detail=exc.strerror,
-        )
-        return 1
+        return _bind_failed(exc)
     return 0
+
+
+def _bind_failed(exc: OSError) -> int:
+    get_logger("gateway.cli").error(
+        "gateway.bind_failed", error=exc.__class__.__name__, errno=exc.errno, detail=exc.strerror
+    )
+    return 1
 
 
 def _cmd_version(args: argparse.Namespace) -> int:
