@@ -36,7 +36,14 @@ from gateway.dev.demo_inputs import INPUT_TOOLS, CapabilityMissing, DemoInputs, 
 from gateway.dev.demo_tools import TOOLS, DemoTools, UnknownToolError
 from gateway.dev.loopback import bind_site, check_bind_host
 
-__all__ = ["LEGACY_VERSIONS", "MODERN_VERSIONS", "DemoBackend", "RecordedRequest"]
+__all__ = [
+    "LEGACY_VERSIONS",
+    "MODERN_VERSIONS",
+    "DemoBackend",
+    "RecordedRequest",
+    "RecordsRequests",
+    "request_log",
+]
 
 MODERN_VERSIONS: Final = ("2026-07-28",)
 LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -68,6 +75,36 @@ class RecordedRequest:
         return next((v for k, v in self.headers if k.lower() == lowered), None)
 
 
+def request_log() -> deque[RecordedRequest]:
+    """An empty record of received requests that keeps the last :data:`MAX_RECORDED`."""
+    return deque(maxlen=MAX_RECORDED)
+
+
+class RecordsRequests:
+    """What the demo backends share so tests can assert a client's token never reaches them:
+    :meth:`_record` keeps every request in :attr:`received` (a :func:`request_log`), and
+    :meth:`saw` searches it."""
+
+    received: deque[RecordedRequest]
+
+    def saw(self, needle: str) -> bool:
+        """Whether ``needle`` appeared in any received header value or body."""
+        raw = needle.encode()
+        return any(
+            needle in value or raw in recorded.body
+            for recorded in self.received
+            for _, value in (*recorded.headers, ("", ""))
+        )
+
+    async def _record(self, request: web.Request) -> bytes:
+        """Read the body and record the request as received; the body."""
+        body = await request.read()
+        self.received.append(
+            RecordedRequest(request.method, request.path, tuple(request.headers.items()), body)
+        )
+        return body
+
+
 class _RpcError(Exception):
     def __init__(self, status: int, code: int, message: str, data: Any = None) -> None:
         super().__init__(message)
@@ -75,7 +112,7 @@ class _RpcError(Exception):
 
 
 @dataclass
-class DemoBackend:
+class DemoBackend(RecordsRequests):
     """A both-eras MCP server on loopback. ``await start()``, read :attr:`url`, ``await stop()``."""
 
     host: str = "127.0.0.1"
@@ -88,7 +125,7 @@ class DemoBackend:
     """Answer requests as ``text/event-stream`` instead of JSON (both are legal; 2.3)."""
     tools: DemoTools = field(default_factory=DemoTools)
     inputs: DemoInputs = field(init=False, repr=False)
-    received: deque[RecordedRequest] = field(default_factory=lambda: deque(maxlen=MAX_RECORDED))
+    received: deque[RecordedRequest] = field(default_factory=request_log)
     """The last :data:`MAX_RECORDED` requests, oldest first."""
     auth_failures: int = 0
     caller_check: CallerCheck | None = None
@@ -128,22 +165,10 @@ class DemoBackend:
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
 
-    def saw(self, needle: str) -> bool:
-        """Whether ``needle`` appeared in any received header value or body."""
-        raw = needle.encode()
-        return any(
-            needle in value or raw in recorded.body
-            for recorded in self.received
-            for _, value in (*recorded.headers, ("", ""))
-        )
-
     # --- HTTP ------------------------------------------------------------------------------
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        self.received.append(
-            RecordedRequest(request.method, request.path, tuple(request.headers.items()), body)
-        )
+        body = await self._record(request)
         if request.method != "POST":
             # 2026-07-28 streamable-http.mdx: no GET stream, no sessions; 405 for both eras.
             return web.Response(status=405, headers={"Allow": "POST"})

@@ -31,7 +31,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from joserfc.jwt import JWTClaimsRegistry
 
-from gateway.dev.demo_backend import RecordedRequest
+from gateway.dev.demo_backend import RecordedRequest, RecordsRequests, request_log
 from gateway.dev.demo_identity import NotVerified
 from gateway.dev.loopback import bind_site, check_bind_host
 
@@ -48,7 +48,6 @@ VAULT_WHOAMI: Final[dict[str, Any]] = {
     "annotations": {"readOnlyHint": True},
 }
 MAX_BODY: Final = 65_536
-MAX_RECORDED: Final = 10_000
 _MAX_ISSUER_REPLY: Final = 65_536
 _JWT_ALGORITHMS: Final = ("RS256", "ES256", "EdDSA")
 
@@ -119,7 +118,7 @@ class IssuerTokenCheck:
 
 
 @dataclass
-class VaultBackend:
+class VaultBackend(RecordsRequests):
     """A 2026-07-28 MCP server on loopback that accepts only issuer-vouched tokens for itself.
     Set :attr:`token_check` before traffic; ``await start()``, read :attr:`url`."""
 
@@ -129,8 +128,8 @@ class VaultBackend:
     path: str = "/mcp"
     allow_non_loopback: bool = False
     token_check: IssuerTokenCheck | None = None
-    received: deque[RecordedRequest] = field(default_factory=lambda: deque(maxlen=MAX_RECORDED))
-    """The last :data:`MAX_RECORDED` requests, oldest first."""
+    received: deque[RecordedRequest] = field(default_factory=request_log)
+    """The last :data:`~gateway.dev.demo_backend.MAX_RECORDED` requests, oldest first."""
     seen_subjects: list[str] = field(default_factory=list)
     """``sub`` of every ``tools/call`` token the issuer vouched for."""
     auth_failures: int = 0
@@ -156,20 +155,8 @@ class VaultBackend:
             await self._runner.cleanup()
             self._runner = None
 
-    def saw(self, needle: str) -> bool:
-        """Whether ``needle`` appeared in any received header value or body."""
-        raw = needle.encode()
-        return any(
-            needle in value or raw in recorded.body
-            for recorded in self.received
-            for _, value in (*recorded.headers, ("", ""))
-        )
-
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.read()
-        self.received.append(
-            RecordedRequest(request.method, request.path, tuple(request.headers.items()), body)
-        )
+        body = await self._record(request)
         if request.method != "POST":
             return web.Response(status=405, headers={"Allow": "POST"})
         supplied = request.headers.get("Authorization", "")
