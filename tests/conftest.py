@@ -8,11 +8,14 @@ skipped tests.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 
 
 def _found(tool: str) -> bool:
@@ -26,3 +29,16 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"MCP_GATEWAY_TEST_REQUIRE names tools that are not installed: {' '.join(missing)}"
         )
+
+
+@pytest.fixture
+def restore_logging() -> Iterator[None]:
+    """Undo what the test did to structlog's configuration and the root logger (``main()`` and
+    ``configure()`` set both once per process). Modules that need it name it in ``pytestmark``."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.configure(**saved)
+    root.handlers[:] = handlers
+    root.setLevel(level)

@@ -3,39 +3,26 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import socket
 import subprocess
 import sys
 import types
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gateway import cli
 from gateway.cli import Registrar, main
 from gateway.config import Config
 from gateway.errors import ConfigError
 
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
 ENV = {"TEST_INTROSPECTION_SECRET": "introspection-secret", "TEST_BACKEND_TOKEN": "backend-token"}
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    """main() configures structlog and the root logger once per process; undo it per test."""
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    structlog.configure(**saved)
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture

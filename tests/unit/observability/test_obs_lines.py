@@ -10,44 +10,18 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import structlog
 from structlog.testing import capture_logs
 
 from gateway.observability.lines import PIPE_BUF, LineWriter
 from gateway.observability.logging import REDACTED, configure, emit_info, get_logger
+from tests.support.streams import Recorder
 
-
-class Recorder:
-    def __init__(self) -> None:
-        self.writes: list[str] = []
-
-    def write(self, text: str) -> int:
-        self.writes.append(text)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    structlog.configure(**saved)
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 def test_outside_a_running_loop_each_line_is_written_at_once() -> None:

@@ -4,38 +4,13 @@ stdout: a line written in two calls could be split by another process's line).""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 
 import pytest
-import structlog
 
 from gateway.observability.logging import configure, get_logger
+from tests.support.streams import Recorder
 
-
-class Recorder:
-    def __init__(self) -> None:
-        self.writes: list[str] = []
-
-    def write(self, text: str) -> int:
-        self.writes.append(text)
-        return len(text)
-
-    def flush(self) -> None:
-        pass
-
-    def isatty(self) -> bool:
-        return False
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    structlog.configure(**saved)
-    root.handlers[:] = handlers
-    root.setLevel(level)
+pytestmark = pytest.mark.usefixtures("restore_logging")
 
 
 @pytest.mark.parametrize("fmt", ["json", "console"])

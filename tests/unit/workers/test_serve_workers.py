@@ -3,34 +3,22 @@
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import socket
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from gateway import cli
 from gateway.cli import build_parser, main
 from gateway.workers.supervisor import reserve_port
 
+pytestmark = pytest.mark.usefixtures("restore_logging")
+
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
 ENV = {"TEST_INTROSPECTION_SECRET": "introspection-secret", "TEST_BACKEND_TOKEN": "backend-token"}
-
-
-@pytest.fixture(autouse=True)
-def _restore_logging() -> Iterator[None]:
-    saved = structlog.get_config()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    yield
-    structlog.configure(**saved)
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 @pytest.fixture
