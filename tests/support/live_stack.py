@@ -27,12 +27,23 @@ from gateway.dev.issuer import DevIssuer
 from tests.support.upstreams import LegacyUpstream, ModernUpstream
 from tests.support.wired import wired_gateway
 
-__all__ = ["LEGACY", "MODERN", "POLICY", "LiveStack", "ServerFactory", "live_stack", "modern_meta"]
+__all__ = [
+    "LEGACY",
+    "MODERN",
+    "POLICY",
+    "LiveStack",
+    "ServerFactory",
+    "issuer_entries",
+    "live_stack",
+    "modern_meta",
+    "other_issuer",
+]
 
 MODERN = "2026-07-28"
 LEGACY = "2025-06-18"
 SERVICE = "service-secret"
 GATEWAY_SECRET = "live-stack-introspection-secret"
+OTHER_SECRET = "other-introspection-secret"
 POLICY = """
 version: 1
 baseline_scopes: [mcp:access]
@@ -242,3 +253,30 @@ def _running(issuer: DevIssuer) -> bool:
         return bool(issuer.url)
     except RuntimeError:  # not started
         return False
+
+
+@contextlib.asynccontextmanager
+async def other_issuer(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DevIssuer]:
+    """A second development issuer, started, at which the gateway's client ``mcp-gateway`` may
+    introspect with the secret in ``$OTHER_SECRET``; stopped on leaving."""
+    other = DevIssuer()
+    await other.start()
+    try:
+        other.register_client("mcp-gateway", OTHER_SECRET, can_introspect=True)
+        monkeypatch.setenv("OTHER_SECRET", OTHER_SECRET)
+        yield other
+    finally:
+        await other.stop()
+
+
+def issuer_entries(other: DevIssuer) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``issuers:`` entries for the live stack's own issuer and :func:`other_issuer`'s."""
+    first = {
+        "url": "{issuer_url}", "client_id": "mcp-gateway",
+        "client_secret": {"env": "LIVE_STACK_GW_SECRET"}, "allow_insecure_http": True,
+    }  # fmt: skip
+    second = {
+        "url": other.url, "client_id": "mcp-gateway",
+        "client_secret": {"env": "OTHER_SECRET"}, "allow_insecure_http": True,
+    }  # fmt: skip
+    return first, second

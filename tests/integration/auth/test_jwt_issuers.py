@@ -28,7 +28,14 @@ from tests.support.jwt_stack import (
     readyz,
     started_gateway,
 )
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack, modern_meta
+from tests.support.live_stack import (
+    LiveStack,
+    ServerFactory,
+    issuer_entries,
+    live_stack,
+    modern_meta,
+    other_issuer,
+)
 
 GARBAGE = [b"<html>502 Bad Gateway</html>", b'{"keys": "none"}', b'{"keys": [{"kty": "oct",'
            b' "k": "c2VjcmV0LXNoYXJlZC13aXRoLWV2ZXJ5b25l", "kid": "hmac"}]}']  # fmt: skip
@@ -214,16 +221,10 @@ async def test_several_introspecting_issuers_are_asked_in_order_and_each_answer_
     # An opaque token names no issuer: it is introspected at each introspecting issuer in order
     # until one accepts; the accepted result is cached, and a refusal by an earlier issuer of a
     # token a later one accepts is not charged to the failed-auth budget.
-    other = DevIssuer()
-    await other.start()
-    try:
-        other.register_client("mcp-gateway", "other-introspection-secret", can_introspect=True)
-        monkeypatch.setenv("OTHER_SECRET", "other-introspection-secret")
+    async with other_issuer(monkeypatch) as other:
         # No probes (interval 0): past the budget it is 429 until the minute ends.
-        common = {"client_id": "mcp-gateway", "allow_insecure_http": True,
-                  "failed_auth_rate": "1/minute", "failed_auth_probe_interval_s": 0}  # fmt: skip
-        first = {"url": "{issuer_url}", "client_secret": {"env": "LIVE_STACK_GW_SECRET"}}
-        second = {"url": other.url, "client_secret": {"env": "OTHER_SECRET"}}
+        common = {"failed_auth_rate": "1/minute", "failed_auth_probe_interval_s": 0}
+        first, second = issuer_entries(other)
         async with live_stack(
             tmp_path, aiohttp_server, monkeypatch,
             gateway={"issuer": None, "issuers": [{**first, **common}, {**second, **common}]},
@@ -253,8 +254,6 @@ async def test_several_introspecting_issuers_are_asked_in_order_and_each_answer_
             assert status == 429
             assert int(headers["Retry-After"]) > 0
             assert calls() == (4, 3)
-    finally:
-        await other.stop()
 
 
 async def test_jwt_plus_introspection_honours_a_revocation_at_the_issuer(

@@ -27,7 +27,7 @@ from tests.support.exchange_stack import (
     exchange_stack,
 )
 from tests.support.jwt_stack import metric
-from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.live_stack import LiveStack, ServerFactory, issuer_entries, other_issuer
 from tests.support.test_issuer import generate_rsa_key
 
 ADMIN = "exchange-admin-token-0123456789abcdef"
@@ -268,24 +268,13 @@ async def test_an_issuer_revocation_stops_the_exchanged_token_within_the_cache_l
 async def test_several_issuers_each_callers_token_goes_only_to_its_own_issuer(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = DevIssuer()
-    await other.start()
-    try:
-        other.register_client("mcp-gateway", "other-introspection-secret", can_introspect=True)
+    async with other_issuer(monkeypatch) as other:
         other.register_client(
             EXCHANGE_CLIENT, EXCHANGE_SECRET,
             grant_types=("client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"),
         )  # fmt: skip
         other.exchange_policy.allow(EXCHANGE_CLIENT, BACKEND_RESOURCE)
-        monkeypatch.setenv("OTHER_SECRET", "other-introspection-secret")
-        second = {
-            "url": other.url, "client_id": "mcp-gateway",
-            "client_secret": {"env": "OTHER_SECRET"}, "allow_insecure_http": True,
-        }  # fmt: skip
-        first = {
-            "url": "{issuer_url}", "client_id": "mcp-gateway",
-            "client_secret": {"env": "LIVE_STACK_GW_SECRET"}, "allow_insecure_http": True,
-        }  # fmt: skip
+        first, second = issuer_entries(other)
         other.register_client(*INTROSPECTOR, can_introspect=True)
         upstream = IntrospectingUpstream(issuer_urls=[other.url])
         async with exchange_stack(
@@ -304,26 +293,13 @@ async def test_several_issuers_each_callers_token_goes_only_to_its_own_issuer(
             assert subs == ["erin", "zoe"]
             # zoe's token was exchanged at her issuer: the first issuer never saw it.
             assert away not in stack.issuer.store.tokens
-    finally:
-        await other.stop()
 
 
 async def test_credential_issuer_refuses_callers_of_other_issuers(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    other = DevIssuer()
-    await other.start()
-    try:
-        other.register_client("mcp-gateway", "other-introspection-secret", can_introspect=True)
-        monkeypatch.setenv("OTHER_SECRET", "other-introspection-secret")
-        second = {
-            "url": other.url, "client_id": "mcp-gateway",
-            "client_secret": {"env": "OTHER_SECRET"}, "allow_insecure_http": True,
-        }  # fmt: skip
-        first = {
-            "url": "{issuer_url}", "client_id": "mcp-gateway",
-            "client_secret": {"env": "LIVE_STACK_GW_SECRET"}, "allow_insecure_http": True,
-        }  # fmt: skip
+    async with other_issuer(monkeypatch) as other:
+        first, second = issuer_entries(other)
         async with exchange_stack(
             tmp_path, aiohttp_server, monkeypatch,
             credential={"issuer": "{issuer_url}"},
@@ -337,5 +313,3 @@ async def test_credential_issuer_refuses_callers_of_other_issuers(
             assert json.loads(text)["error"]["data"] == {"reason": "issuer_not_accepted"}
             assert other.exchange_faults.calls == 0 and stack.issuer.exchange_faults.calls == 0
             assert upstream.calls_seen() == []
-    finally:
-        await other.stop()
