@@ -22,7 +22,7 @@ ROOT: Final = Path(__file__).resolve().parents[1]
 ANYTHING: Final = frozenset({"*"})
 FOUNDATION: Final = frozenset(
     {
-        "errors", "seams", "flights", "deadlines", "yaml_source", "config", "limits",
+        "errors", "seams", "flights", "deadlines", "retry", "yaml_source", "config", "limits",
         "observability", "state",
     }
 )  # fmt: skip
@@ -33,6 +33,7 @@ RULES: Final[dict[str, frozenset[str]]] = {
     "seams": frozenset({"errors"}),
     "flights": frozenset(),
     "deadlines": frozenset(),
+    "retry": frozenset(),
     "yaml_source": FOUNDATION,
     "config": FOUNDATION,
     "outbound": FOUNDATION,

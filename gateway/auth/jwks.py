@@ -29,7 +29,6 @@ skipped and counted in the ``jwks_loaded`` log line; a set with no usable key is
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import email.utils
 import re
 import time
@@ -43,6 +42,7 @@ from gateway.config import IssuerConfig
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound, OutboundError
+from gateway.retry import backoff_s, sleep_or_wake
 
 from .introspection import parse_json_object
 
@@ -346,12 +346,11 @@ class JwksCache:
         failures = 0 if self.ready or self.uri is None else 1
         while True:
             if failures:
-                delay = min(self._retry_s * 2 ** (failures - 1), MAX_RETRY_S)
+                delay = backoff_s(failures, self._retry_s, MAX_RETRY_S)
             else:
                 delay = self._next_in or self._issuer.jwks_max_refresh_s
             self._wake.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), delay)
+            await sleep_or_wake(self._wake, delay)
             try:
                 ok = await self.fetch()
             except Exception:  # a bug must not end the refresher: keep retrying, loudly

@@ -33,6 +33,7 @@ from gateway.errors import InvalidToken, IssuerUnavailable
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound
+from gateway.retry import backoff_s
 from gateway.seams import Principal
 
 from .cache import TokenCache
@@ -224,7 +225,7 @@ class TrustedIssuer:
         failures = 0 if self.metadata is not None else 1
         while True:
             if failures:
-                delay = min(self._discovery_retry_s * 2 ** (failures - 1), MAX_RETRY_BACKOFF_S)
+                delay = backoff_s(failures, self._discovery_retry_s, MAX_RETRY_BACKOFF_S)
             else:
                 delay = self.config.metadata_refresh_s
             await asyncio.sleep(delay)

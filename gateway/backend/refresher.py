@@ -29,6 +29,7 @@ from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
 from gateway.config import BackendConfig
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
+from gateway.retry import sleep_or_wake
 
 __all__ = [
     "EARLY_REFRESH_GAP_S",
@@ -197,11 +198,7 @@ class CatalogRefresher:
         ok = self.ready
         while True:
             wait = self.interval if ok else retry
-            # asyncio.timeout, not wait_for: 3.11's wait_for can lose a cancel that races
-            # with the event being set, which would hang close().
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._wake.wait()
+            await sleep_or_wake(self._wake, wait)
             gap = self._started_at + EARLY_REFRESH_GAP_S - time.monotonic()
             if gap > 0:
                 await asyncio.sleep(gap)  # coalesce a burst of requests into one fetch
