@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import structlog
+from aiohttp import web
 
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
@@ -262,14 +263,46 @@ async def _true(value: bool) -> bool:
     return value
 
 
+class _ListsFirst(ModernUpstream):
+    """Sets ``listed`` once it has answered a ``tools/list``."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.listed = asyncio.Event()
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        response = await super().handle(request)
+        if self.calls("tools/list"):
+            self.listed.set()
+        return response
+
+
+class _ListsSecond(LegacyUpstream):
+    """Answers nothing before ``after`` is set (and the gateway has had a moment to apply it)."""
+
+    def __init__(self, *, after: asyncio.Event, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._after = after
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        if not self._after.is_set():
+            await asyncio.wait_for(self._after.wait(), 10)
+            await asyncio.sleep(0.1)
+        return await super().handle(request)
+
+
 class TestCollisions:
     async def test_a_runtime_collision_hides_both_tools_with_a_warning_and_a_metric(
         self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         # tickets has the empty prefix (allowed once): its docs__search collides with docs'
         # search, its docs__ghost lies inside docs' namespace; plain is its own.
-        docs = ModernUpstream(accepted={DOCS_SECRET}, tools=[echo_tool("search"), echo_tool("x")])
-        tickets = LegacyUpstream(
+        docs = _ListsFirst(accepted={DOCS_SECRET}, tools=[echo_tool("search"), echo_tool("x")])
+        # tickets answers once docs has listed its tools: were tickets' catalog first, its
+        # docs__search would first be a prefix collision (docs' namespace, docs' tools not yet
+        # known) and only then a same_name one, and the warnings would depend on start order.
+        tickets = _ListsSecond(
+            after=docs.listed,
             accepted=set(),
             tools=[echo_tool("docs__search"), echo_tool("docs__ghost"), echo_tool("plain")],
         )
