@@ -27,9 +27,10 @@ from aiohttp import web
 import gateway
 from gateway.app.connection_limits import ListenerLimits
 from gateway.app.event_loop import loop_name
-from gateway.app.listener import MAX_HEADER_FIELD_BYTES, GuardedServer, ListenerRunner
+from gateway.app.listener import MAX_HEADER_FIELD_BYTES
 from gateway.app.ops import build_ops_app
 from gateway.app.public import build_public_app
+from gateway.app.server import GuardedServer, ListenerRunner
 from gateway.app.services import Readiness, ReadinessCheck, Services
 from gateway.config import Config, Listen
 from gateway.observability.lines import stdout_writer

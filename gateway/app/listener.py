@@ -5,7 +5,7 @@ hour, accepts up to 128 header lines of any allowed size (about 2 MiB per head) 
 connections, answers malformed requests with a plain-text 400 that echoes the offending bytes,
 logs each one with a traceback, and decompresses request bodies on its own. None of that may
 stand in front of authentication (issue 12: slowloris, header floods, 500s from
-``Content-Encoding``, tokens in ERROR lines). :class:`ListenerRunner` is an
+``Content-Encoding``, tokens in ERROR lines). :class:`~gateway.app.server.ListenerRunner` is an
 :class:`aiohttp.web.AppRunner` whose server builds :class:`GuardedRequestHandler` connections:
 
 - **header deadline** (``limits.header_timeout_s``): a connection must deliver a complete request
@@ -40,7 +40,7 @@ exercise each path. The bounds as configured, the connection counts and the log 
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from aiohttp import web, web_protocol
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
@@ -48,6 +48,7 @@ from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.web_protocol import RequestHandler
 
 from gateway.app.connection_limits import ConnectionCounts, ListenerLimits, LogThrottle
+from gateway.app.fast_path import write_plain
 from gateway.app.request_id import REQUEST_ID, REQUEST_ID_HEADER, new_request_id
 from gateway.errors import (
     GatewayError,
@@ -59,7 +60,10 @@ from gateway.errors import (
 from gateway.http.errors import internal_error, render_error
 from gateway.observability.metrics import Metrics
 
-__all__ = ["MAX_HEADER_FIELD_BYTES", "ListenerRunner"]
+if TYPE_CHECKING:
+    from gateway.app.server import GuardedServer
+
+__all__ = ["LINGER_S", "MAX_HEADER_FIELD_BYTES", "GuardedRequestHandler"]
 
 MAX_HEADER_FIELD_BYTES: Final = 16_384
 """Largest request line / header line the parser accepts (aiohttp's default is 8190): an 8 KiB
@@ -342,7 +346,12 @@ class GuardedRequestHandler(RequestHandler):
     async def finish_response(
         self, request: Any, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
-        result = await super().finish_response(request, resp, start_time)
+        reset = None if self._upgraded else await write_plain(request, resp)
+        if reset is None:
+            result = await super().finish_response(request, resp, start_time)
+        else:
+            self.log_access(request, resp, start_time)
+            result = (resp, reset)
         transport = self.transport
         if self._lingering and transport is not None and not transport.is_closing():
             # A lingering close instead of aiohttp's immediate one: half-close (the client reads
@@ -362,86 +371,3 @@ class GuardedRequestHandler(RequestHandler):
         exc = kw.get("exc_info")
         kind = type(exc).__name__ if isinstance(exc, BaseException) else "unknown"
         self._throttle.warning("http.connection_error", reason=kind)
-
-
-class GuardedServer(web.Server):
-    """aiohttp's low-level server building :class:`GuardedRequestHandler` connections."""
-
-    def __init__(
-        self, *args: Any, limits: ListenerLimits, metrics: Metrics | None, **kwargs: Any
-    ) -> None:
-        super().__init__(*args, **kwargs)
-        self.limits = limits
-        self.metrics = metrics
-        self.connection_counts = ConnectionCounts(limits)
-        self._throttle = LogThrottle()
-
-    def pre_shutdown(self) -> None:
-        for connection in self.connections:
-            if isinstance(connection, GuardedRequestHandler):
-                connection.stop_serving()
-            else:
-                connection.close()
-
-    async def wait_idle(self, timeout_s: float) -> bool:
-        """Wait until no admitted connection is open, at most ``timeout_s``; True if idle."""
-        try:
-            async with asyncio.timeout(max(0.0, timeout_s)):
-                await self.connection_counts.idle.wait()
-        except TimeoutError:
-            return False
-        return True
-
-    def __call__(self) -> RequestHandler:
-        return GuardedRequestHandler(
-            self,
-            loop=self._loop,
-            limits=self.limits,
-            connections=self.connection_counts,
-            throttle=self._throttle,
-            metrics=self.metrics,
-            **self._kwargs,
-        )
-
-
-class ListenerRunner(web.AppRunner):
-    """An :class:`~aiohttp.web.AppRunner` serving its application through :class:`GuardedServer`
-    with the gateway's connection bounds (see the module docstring)."""
-
-    def __init__(
-        self,
-        app: web.Application,
-        *,
-        limits: ListenerLimits,
-        metrics: Metrics | None = None,
-        **kwargs: Any,
-    ) -> None:
-        kwargs.setdefault("handler_cancellation", True)
-        kwargs.setdefault("access_log", None)  # the request-id middleware logs each request
-        super().__init__(
-            app,
-            keepalive_timeout=limits.keepalive_timeout_s,
-            auto_decompress=False,
-            # After an answer that left the body unread (a 401 before the body), aiohttp reads
-            # and drops the rest for this long (default 10 s): as long as our own linger.
-            lingering_time=LINGER_S,
-            max_field_size=MAX_HEADER_FIELD_BYTES,
-            max_line_size=MAX_HEADER_FIELD_BYTES,
-            **kwargs,
-        )
-        self._limits = limits
-        self._metrics = metrics
-
-    async def _make_server(self) -> web.Server:
-        # AppRunner's server, rebuilt as a GuardedServer with the same handler and settings
-        # (BaseRunner._make_server is the runner's documented extension point).
-        base = await super()._make_server()
-        kwargs = {k: v for k, v in self._kwargs.items() if k != "handler_cancellation"}
-        return GuardedServer(
-            base.request_handler,
-            request_factory=base.request_factory,
-            handler_cancellation=base.handler_cancellation,
-            limits=self._limits,
-            metrics=self._metrics,
-            **kwargs,
-        )

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from gateway.app.fast_path import MCP_LANE
 from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.app.services import CONFIG, SERVICES, Services
 from gateway.config import Config
@@ -49,4 +50,8 @@ def build_public_app(config: Config, services: Services) -> web.Application:
     app[SERVICES] = services
     app.on_response_prepare.append(echo_request_id)
     _install_mcp_routes(app, services)
+    if services.observer is not None:
+        # The request-id middleware passes the MCP path through (skip_path): it may skip
+        # aiohttp's routing altogether (gateway/app/fast_path.py).
+        app[MCP_LANE] = config.mcp_path
     return app

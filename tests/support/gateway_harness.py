@@ -18,7 +18,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.web_runner import BaseRunner
 
 from gateway.app.connection_limits import ListenerLimits
-from gateway.app.listener import ListenerRunner
+from gateway.app.fast_path import MCP_LANE
+from gateway.app.server import ListenerRunner
 from gateway.config import (
     BackendConfig,
     Config,
@@ -209,6 +210,7 @@ async def start_gateway(
     )
     app = web.Application()
     add_mcp_routes(app, endpoint, config=config, prm_document=_prm(config) if prm else None)
+    app[MCP_LANE] = config.mcp_path  # as gateway/app/public.py marks it with an observer wired
     # The production listener (connection bounds, no decompression, the gateway's own answers
     # to malformed HTTP), with handler_cancellation=True as gateway/app/lifecycle.py runs it.
     server = ListenerTestServer(app, limits=ListenerLimits.from_config(config), metrics=metrics)

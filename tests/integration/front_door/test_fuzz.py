@@ -1,7 +1,7 @@
 """Property test: random and mutated bodies and headers never make the front door fail.
 
 The gateway runs in its own thread and event loop (a real aiohttp server on 127.0.0.1, served by
-the production listener ``gateway.app.listener.ListenerRunner``), so hypothesis can drive it
+the production listener ``gateway.app.server.ListenerRunner``), so hypothesis can drive it
 synchronously: over plain HTTP (``http.client``) for mutated bodies and headers, including
 ``Content-Encoding``, and over raw sockets for what a client library refuses to send (malformed
 request lines, obsolete line folding, broken framing). Every answer must be a status-table row or
@@ -34,7 +34,7 @@ from hypothesis import strategies as st
 from structlog.testing import LogCapture
 
 from gateway.app.connection_limits import ListenerLimits
-from gateway.app.listener import ListenerRunner
+from gateway.app.server import ListenerRunner
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter

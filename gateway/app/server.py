@@ -1,0 +1,101 @@
+"""The listeners' servers: aiohttp's low-level server and runner, building the guarded
+connections of :mod:`gateway.app.listener`, with the MCP path's lane in front of the
+application's router (:mod:`gateway.app.fast_path`)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from aiohttp import web
+from aiohttp.web_protocol import RequestHandler
+
+from gateway.app.connection_limits import ConnectionCounts, ListenerLimits, LogThrottle
+from gateway.app.fast_path import mcp_lane
+from gateway.app.listener import LINGER_S, MAX_HEADER_FIELD_BYTES, GuardedRequestHandler
+from gateway.observability.metrics import Metrics
+
+__all__ = ["GuardedServer", "ListenerRunner"]
+
+
+class GuardedServer(web.Server):
+    """aiohttp's low-level server building :class:`GuardedRequestHandler` connections."""
+
+    def __init__(
+        self, *args: Any, limits: ListenerLimits, metrics: Metrics | None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.limits = limits
+        self.metrics = metrics
+        self.connection_counts = ConnectionCounts(limits)
+        self._throttle = LogThrottle()
+
+    def pre_shutdown(self) -> None:
+        for connection in self.connections:
+            if isinstance(connection, GuardedRequestHandler):
+                connection.stop_serving()
+            else:
+                connection.close()
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        """Wait until no admitted connection is open, at most ``timeout_s``; True if idle."""
+        try:
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await self.connection_counts.idle.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    def __call__(self) -> RequestHandler:
+        return GuardedRequestHandler(
+            self,
+            loop=self._loop,
+            limits=self.limits,
+            connections=self.connection_counts,
+            throttle=self._throttle,
+            metrics=self.metrics,
+            **self._kwargs,
+        )
+
+
+class ListenerRunner(web.AppRunner):
+    """An :class:`~aiohttp.web.AppRunner` serving its application through :class:`GuardedServer`
+    with the gateway's connection bounds (see the module docstring)."""
+
+    def __init__(
+        self,
+        app: web.Application,
+        *,
+        limits: ListenerLimits,
+        metrics: Metrics | None = None,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("handler_cancellation", True)
+        kwargs.setdefault("access_log", None)  # the request-id middleware logs each request
+        super().__init__(
+            app,
+            keepalive_timeout=limits.keepalive_timeout_s,
+            auto_decompress=False,
+            # After an answer that left the body unread (a 401 before the body), aiohttp reads
+            # and drops the rest for this long (default 10 s): as long as our own linger.
+            lingering_time=LINGER_S,
+            max_field_size=MAX_HEADER_FIELD_BYTES,
+            max_line_size=MAX_HEADER_FIELD_BYTES,
+            **kwargs,
+        )
+        self._limits = limits
+        self._metrics = metrics
+
+    async def _make_server(self) -> web.Server:
+        # AppRunner's server, rebuilt as a GuardedServer with the same handler and settings
+        # (BaseRunner._make_server is the runner's documented extension point).
+        base = await super()._make_server()
+        kwargs = {k: v for k, v in self._kwargs.items() if k != "handler_cancellation"}
+        return GuardedServer(
+            mcp_lane(self._app, base.request_handler),
+            request_factory=base.request_factory,
+            handler_cancellation=base.handler_cancellation,
+            limits=self._limits,
+            metrics=self._metrics,
+            **kwargs,
+        )
