@@ -165,6 +165,8 @@ class Proc:
     extra_pids: list[int] = field(default_factory=list)
     url: str = ""
     ops: str = ""
+    warmed: bool = False
+    """Served a first warm-up already (see FIRST_WARM_S in bench.py)."""
 
     @property
     def pids(self) -> list[int]:
