@@ -25,6 +25,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app import Services, build_ops_app, build_public_app
+from gateway.app.connection_limits import ListenerLimits
 from gateway.app.request_id import assign_request_id
 from gateway.config import AuditConfig, LoggingConfig
 from gateway.http.endpoint import McpEndpoint
@@ -36,7 +37,12 @@ from gateway.observability.logging import configure
 from gateway.observability.metrics import Metrics
 from gateway.seams import Principal
 from tests.support.fakes import FakeAuthenticator, FakeBackend, FakePolicySource, default_policy
-from tests.support.gateway_harness import harness_config, modern_headers, modern_request
+from tests.support.gateway_harness import (
+    ListenerTestServer,
+    harness_config,
+    modern_headers,
+    modern_request,
+)
 
 TOKEN = "mcp_at_5fJ2kQ9xV7wLr3Tz8Yb1Nc6Hd4Ge0Ua"
 """The one valid bearer token: it must not appear in any byte the gateway writes."""
@@ -154,8 +160,10 @@ async def stack(
     services.install_routes = lambda app: add_mcp_routes(
         app, endpoint, config=config, prm_document=None
     )
-    public_server: TestServer = await aiohttp_server(
-        build_public_app(config, services), host="127.0.0.1", port=0
+    # The production listener, so the MCP path takes its fast lane and plain write
+    # (gateway/app/fast_path.py) with the production app's X-Request-Id signal.
+    public_server = ListenerTestServer(
+        build_public_app(config, services), limits=ListenerLimits.from_config(config)
     )
     ops_server: TestServer = await aiohttp_server(
         build_ops_app(config, services), host="127.0.0.1", port=0
