@@ -33,7 +33,7 @@ test: check
 	$(BIN)/pytest -q $(PYTEST_OPTS)
 
 # The comparison of issue 18 at the defaults and the tuned case, beside a bare aiohttp backend:
-# gateway pinned to core 0, wrk on core 1 (needs wrk and taskset); about 9 minutes.
+# gateway pinned to core 0, wrk on core 1 (needs wrk and taskset); about 11 minutes.
 bench: $(STAMP)
 	$(BIN)/python scripts/bench.py
 

@@ -15,11 +15,13 @@ The setup of issue 18, on a 2-core machine:
   utime+stime from /proc/<pid>/stat over the run / the requests served.
 
 Phases (``--only`` picks some): ``main`` (c64, medians of ``--rounds`` alternating rounds of
-``--duration`` s: bare, defaults, tuned), ``c1`` (added p50 at one connection), ``legacy``
-(2025-06-18), ``401`` (a refused token; introspections counted), ``features`` (JWT with a warm
-cache, two backends, signed caller assertions), ``sweep`` (1,000 catalog tools, 1,000 policy
-rules), ``workers`` (``--workers 2`` against 1, unpinned: every process shares both cores).
-At the defaults the whole run takes about 9 minutes (``--quick``: about 2).
+``--duration`` s: bare, defaults, tuned), ``floor`` (aiohttp's server and the lean client
+forwarding to the backend with nothing else: what the design costs at least), ``c1`` (added
+p50 at one connection), ``legacy`` (2025-06-18), ``401`` (a refused token; introspections
+counted), ``features`` (JWT with a warm cache, two backends, signed caller assertions),
+``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
+unpinned: every process shares both cores). At the defaults the whole run takes about 11
+minutes (``--quick``: about 3).
 
 Usage::
 
@@ -54,6 +56,7 @@ from bench_procs import (
     pin,
     run_wrk,
     start_backend,
+    start_floor,
     start_gateway,
     start_peer,
     write_lua,
@@ -61,7 +64,7 @@ from bench_procs import (
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-PHASES = ("main", "c1", "legacy", "401", "features", "sweep", "workers")
+PHASES = ("main", "floor", "c1", "legacy", "401", "features", "sweep", "workers")
 TARGET_CORE, LOAD_CORE = 0, 1
 FIRST_WARM_S = 6.0
 """A process's first load is preceded by this much warm-up: a fresh gateway's CPU per call
@@ -231,6 +234,31 @@ class Bench:
                   connections=connections)  # fmt: skip
         spy.wait(timeout=60)
         print(f"  profile written to {out / (proc.name + '.txt')}")
+
+    def phase_floor(self) -> None:
+        """The design's floor beside the bare backend and the defaults, alternating."""
+        print("floor: aiohttp's server + the lean client, nothing else; beside bare and defaults")
+        floor = start_floor(free_port(), self.backend_url, LOAD_CORE)
+        defaults = self.gateway("defaults-floor")
+        pin(defaults.pids, LOAD_CORE)
+        try:
+            for index in range(self.args.side_rounds):
+                order = ["bare", "floor", "defaults"]
+                for which in order if index % 2 == 0 else reversed(order):
+                    if which == "bare":
+                        self.with_backend_on_target(
+                            lambda: self.load("bare (floor phase)", self.backend,
+                                              self.backend_url, self.lua["bare"],
+                                              duration=self.args.side_duration)
+                        )  # fmt: skip
+                        continue
+                    proc, lua = (floor, "bare") if which == "floor" else (defaults, "modern")
+                    key = "floor" if which == "floor" else "defaults (floor phase)"
+                    self.load(key, proc, proc.url, self.lua[lua], duration=self.args.side_duration)
+                    pin(proc.pids, LOAD_CORE)
+        finally:
+            floor.stop()
+            defaults.stop()
 
     def phase_c1(self) -> None:
         print("c1: one connection, added p50 over calling the backend directly")
@@ -417,6 +445,12 @@ def summary(bench: Bench) -> None:
                 print(f"  gateway {key}: {m(key, 'rps'):,.0f} req/s, {m(key):.0f} µs CPU per call "
                       f"= {m(key) / bare:.2f}x the bare backend; p50 {m(key, 'p50_ms'):.2f} ms, "
                       f"p99 {m(key, 'p99_ms'):.2f} ms")  # fmt: skip
+    if "floor" in r:
+        bare, floor, full = m("bare (floor phase)"), m("floor"), m("defaults (floor phase)")
+        print(
+            f"  floor: {floor:.0f} µs CPU per call = {floor / bare:.2f}x the bare backend "
+            f"({bare:.0f} µs); the defaults beside it {full:.0f} µs = {full / bare:.2f}x"
+        )
     if "bare c1" in r:
         added = m("defaults c1", "p50_ms") - m("bare c1", "p50_ms")
         print(f"  c1 p50: bare {m('bare c1', 'p50_ms'):.3f} ms, gateway "

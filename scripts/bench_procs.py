@@ -71,6 +71,37 @@ BACKEND = textwrap.dedent(
     """
 )
 
+FLOOR = textwrap.dedent(
+    r"""
+    # The floor of the gateway's design: aiohttp's server (uvloop) and the gateway's lean
+    # HTTP/1.1 client forwarding each POST /mcp body to the bare backend, and nothing else (no
+    # checks, no logs, no metrics). What any gateway built on these two pieces costs at least.
+    import sys
+    import uvloop
+    from aiohttp import web
+    from gateway.outbound.http1 import Http1Pool
+
+    async def make():
+        pool = Http1Pool(limit=100, connect_timeout_s=5.0, ssl_context=None, user_agent="floor")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+
+        async def handle(request):
+            answer = await pool.request("POST", sys.argv[2], headers, await request.read())
+            try:
+                body = await answer.read()
+            finally:
+                answer.release()
+            return web.Response(body=body, content_type="application/json")
+
+        app = web.Application()
+        app.router.add_post("/mcp", handle)
+        return app
+
+    uvloop.install()
+    web.run_app(make(), host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
+    """
+)
+
 PEER = textwrap.dedent(
     r"""
     # The issuers: one introspecting (opaque tokens), one minting RFC 9068 JWTs.
@@ -185,16 +216,27 @@ class Proc:
 def start_backend(port: int, core: int) -> Proc:
     popen = subprocess.Popen([PYTHON, "-c", BACKEND, str(port)], env=ENV)  # noqa: S603
     pin([popen.pid], core)
+    _wait_port(port, popen, "the bare backend")
+    return Proc("bare backend", popen)
+
+
+def _wait_port(port: int, popen: subprocess.Popen[Any], what: str) -> None:
     deadline = time.monotonic() + 20
     while True:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
-                break
+                return
         except OSError:
             if time.monotonic() > deadline or popen.poll() is not None:
-                raise SystemExit("the bare backend did not start") from None
+                raise SystemExit(f"{what} did not start") from None
             time.sleep(0.1)
-    return Proc("bare backend", popen)
+
+
+def start_floor(port: int, backend_url: str, core: int) -> Proc:
+    popen = subprocess.Popen([PYTHON, "-c", FLOOR, str(port), backend_url], env=ENV)  # noqa: S603
+    pin([popen.pid], core)
+    _wait_port(port, popen, "the floor proxy")
+    return Proc("floor", popen, url=f"http://127.0.0.1:{port}/mcp")
 
 
 def start_peer(resource: str, core: int) -> tuple[Proc, dict[str, str]]:
