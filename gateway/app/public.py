@@ -35,14 +35,17 @@ def _install_mcp_routes(app: web.Application, services: Services) -> None:
 
 
 def build_public_app(config: Config, services: Services) -> web.Application:
+    observed = services.observer is not None
+    # With an observer wired, its mcp.request line is the access log: the middleware's generic
+    # line would duplicate it on the hot path, so the MCP path skips the middleware, and with
+    # nothing left between it and its handler it may skip aiohttp's routing too (fast_path.py).
+    skip_path = config.mcp_path if observed else None
     app = web.Application(
         middlewares=[
             request_id_middleware(
                 trusted_proxies=config.trusted_proxies,
-                # With an observer wired, its mcp.request line is the access log; this generic
-                # line would duplicate it on the hot path.
-                access_level="debug" if services.observer is not None else "info",
-                skip_path=config.mcp_path if services.observer is not None else None,
+                access_level="debug" if observed else "info",
+                skip_path=skip_path,
             )
         ]
     )
@@ -50,8 +53,6 @@ def build_public_app(config: Config, services: Services) -> web.Application:
     app[SERVICES] = services
     app.on_response_prepare.append(echo_request_id)
     _install_mcp_routes(app, services)
-    if services.observer is not None:
-        # The request-id middleware passes the MCP path through (skip_path): it may skip
-        # aiohttp's routing altogether (gateway/app/fast_path.py).
-        app[MCP_LANE] = config.mcp_path
+    if skip_path is not None:
+        app[MCP_LANE] = skip_path
     return app
