@@ -34,14 +34,15 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 @dataclass(frozen=True, slots=True)
 class ListenerLimits:
-    """The connection-level bounds of one listener (see :mod:`gateway.app.listener`)."""
+    """The connection-level bounds of one listener (see :mod:`gateway.app.listener`), taken from
+    the configuration (:meth:`from_config`), whose defaults are the ones documented."""
 
-    header_timeout_s: float = 10.0
-    keepalive_timeout_s: float = 75.0
-    max_header_bytes: int = 32_768
-    max_connections: int = 1024
-    max_connections_per_ip: int = 256
-    exempt: tuple[Network, ...] = ()
+    header_timeout_s: float
+    keepalive_timeout_s: float
+    max_header_bytes: int
+    max_connections: int
+    max_connections_per_ip: int
+    exempt: tuple[Network, ...]
     """Peers without a per-IP connection cap (``trusted_proxies``)."""
 
     @classmethod
