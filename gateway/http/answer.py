@@ -15,9 +15,10 @@ from typing import Final
 from aiohttp import web
 
 from gateway.errors import GatewayError
-from gateway.http.dispatch import Dispatcher, Turn
+from gateway.http.dispatch import Dispatcher
 from gateway.http.errors import internal_error
 from gateway.http.progress import ProgressRelay
+from gateway.http.turn import Turn
 from gateway.protocol.envelope import error_body
 from gateway.protocol.messages import McpMessage
 from gateway.seams import CallRecord, RequestContext

@@ -55,9 +55,11 @@ from gateway.http.admission import (
     warn_untrusted_proxy,
 )
 from gateway.http.answer import EMPTY_HEADERS, answer_batch, answer_single
-from gateway.http.dispatch import CONCURRENCY_RETRY_S, Dispatcher, Turn
+from gateway.http.call_limits import CONCURRENCY_RETRY_S, CallLimits
+from gateway.http.dispatch import Dispatcher
 from gateway.http.drain import DrainBound
 from gateway.http.errors import internal_error, render_error
+from gateway.http.turn import Turn
 from gateway.limits.keys import client_key
 from gateway.limits.memory import Slots
 from gateway.observability.metrics import Metrics, method_label
@@ -134,13 +136,9 @@ class McpEndpoint:
         self._request_children: dict[tuple[str, str, str], Any] = {}
         self._duration_children: dict[str, Any] = {}
         self._drain = DrainBound()
+        self._limits = CallLimits(limiter=limiter, leases=leases, metrics=metrics)
         self._dispatcher = Dispatcher(
-            config=config,
-            backend=backend,
-            limiter=limiter,
-            leases=leases,
-            metrics=metrics,
-            drain=self._drain,
+            config=config, backend=backend, limits=self._limits, metrics=metrics, drain=self._drain
         )
 
     def drain(self, deadline: float) -> None:
@@ -200,12 +198,12 @@ class McpEndpoint:
         ip_key = client_key(ctx.client_ip)
         # Step 4: per client IP, before authentication: the in-flight share, then the rate.
         if not self._ip_slots.try_acquire(ip_key, self._ip_in_flight):
-            self._dispatcher.count_limited("ip_concurrency")
+            self._limits.count_limited("ip_concurrency")
             raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
         try:
             if self._pre_auth is not None:
                 rate = self._pre_auth
-                await self._dispatcher.enforce_rate(f"ip:{ip_key}", rate.count, rate.per_s, "ip")
+                await self._limits.enforce_rate(f"ip:{ip_key}", rate.count, rate.per_s, "ip")
             return await self._authenticated(request, ctx, started)
         finally:
             self._ip_slots.release(ip_key)
@@ -232,11 +230,11 @@ class McpEndpoint:
         subject_key = f"sub:{principal.subject}"
         if self._principal_rate is not None:  # step 9
             rate = self._principal_rate
-            await self._dispatcher.enforce_rate(subject_key, rate.count, rate.per_s, "principal")
+            await self._limits.enforce_rate(subject_key, rate.count, rate.per_s, "principal")
         # Step 10, before the body is read: the caller's share of the slots (a quota: 429),
         # then the replica's (capacity: 503).
         if not self._principal_slots.try_acquire(subject_key, self._principal_in_flight):
-            self._dispatcher.count_limited("principal_concurrency")
+            self._limits.count_limited("principal_concurrency")
             raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
         try:
             if self._in_flight >= self._max_in_flight:

@@ -22,9 +22,9 @@ import pytest
 from gateway.app import GatewayServer, Services
 from gateway.app.lifecycle import CANCEL_GRACE_S
 from gateway.config import Config, Listen, load_config
-from gateway.http.dispatch import TIMEOUT_TEXT
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
+from gateway.http.tool_call import TIMEOUT_TEXT
 from gateway.limits.memory import MemoryRateLimiter
 from tests.support.fakes import FakeAuthenticator, FakeBackend, FakePolicySource, default_policy
 from tests.support.gateway_harness import default_tokens, modern_headers, modern_request

@@ -1,0 +1,52 @@
+"""The legacy era's lifecycle methods, answered by the gateway itself: ``initialize``, ``ping``.
+
+MCP 2025-06-18 basic/lifecycle.mdx and basic/utilities/ping.mdx; the 2026-07-28 revision has
+neither (``server/discover`` replaces the handshake: :mod:`gateway.http.listing`).
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from gateway.config import Config
+from gateway.http.progress import ProgressRelay
+from gateway.http.turn import Route, Turn, bounded_success, check_expiry
+from gateway.protocol.messages import McpMessage
+from gateway.protocol.results import initialize_result, ping_result
+from gateway.seams import Era
+
+__all__ = ["Handshake"]
+
+LEGACY_ONLY: Final[frozenset[Era]] = frozenset({"legacy"})
+
+
+class Handshake:
+    """The routes of ``initialize`` and ``ping``."""
+
+    def __init__(self, *, config: Config) -> None:
+        self._server = config.server
+        self._cap = config.limits.max_response_bytes
+
+    def routes(self) -> dict[str, Route]:
+        return {
+            "initialize": Route(self._initialize, eras=LEGACY_ONLY),
+            "ping": Route(self._ping, eras=LEGACY_ONLY),
+        }
+
+    async def _initialize(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
+        check_expiry(turn, admitted)
+        requested = message.params.get("protocolVersion")
+        result = initialize_result(
+            requested if isinstance(requested, str) else message.version,
+            server=self._server,
+            instructions=self._server.instructions,
+        )
+        return bounded_success(message, result, self._cap)
+
+    async def _ping(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
+        check_expiry(turn, admitted)
+        return bounded_success(message, ping_result(), self._cap)

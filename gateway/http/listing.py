@@ -1,0 +1,84 @@
+"""The listing methods: ``tools/list`` and (2026-07-28) ``server/discover``, answered here.
+
+Both carry the policy's per-method scopes (403 step-up). ``tools/list`` shows only the tools
+the caller may call (MCP 2026-07-28 server/tools.mdx §Capabilities: the list MAY vary by
+authorization), or with the policy's ``listing: step_up`` also the ones it could call with more
+scopes; a hidden tool never appears. ``server/discover`` (server/discover.mdx) describes the
+gateway and whether it has tools.
+"""
+
+from __future__ import annotations
+
+from gateway.config import Config
+from gateway.http.progress import ProgressRelay
+from gateway.http.turn import (
+    Route,
+    Turn,
+    bounded_success,
+    check_expiry,
+    require_method_scopes,
+)
+from gateway.protocol.messages import McpMessage
+from gateway.protocol.results import discover_result, tools_list_result
+from gateway.seams import Backend, listed
+
+__all__ = ["Listing"]
+
+
+class Listing:
+    """The routes of the listing methods."""
+
+    def __init__(self, *, config: Config, backend: Backend) -> None:
+        self._config = config
+        self._backend = backend
+        self._server = config.server
+        self._cap = config.limits.max_response_bytes
+
+    def routes(self) -> dict[str, Route]:
+        return {
+            "tools/list": Route(self._tools_list, admit=_admit_method),
+            "server/discover": Route(
+                self._discover, eras=frozenset({"modern"}), admit=_admit_method
+            ),
+        }
+
+    async def _tools_list(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
+        require_method_scopes(turn, message.method)
+        catalog = self._backend.catalog()
+        listing = turn.policy.listing
+        tools = [tool for tool in catalog if listed(turn.decide(tool.name), listing)]
+        check_expiry(turn, admitted)
+        # caching.mdx: no longer than the configured bound, nor than the catalog is
+        # expected to stay as it is (federation: the shortest refresh interval).
+        ttl_ms = self._config.protocol.tools_list_ttl_ms
+        if catalog.ttl_ms is not None:
+            ttl_ms = min(ttl_ms, catalog.ttl_ms)
+        result = tools_list_result(
+            tools,
+            cursor=message.cursor,
+            page_size=self._config.protocol.page_size,
+            ttl_ms=ttl_ms,
+            era=message.era,
+            server=self._server,
+            request_id=message.id,
+        )
+        return bounded_success(message, result, self._cap)
+
+    async def _discover(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
+        require_method_scopes(turn, message.method)
+        check_expiry(turn, admitted)
+        result = discover_result(
+            server=self._server,
+            has_tools=len(self._backend.catalog()) > 0,
+            ttl_ms=self._config.protocol.discover_ttl_ms,
+            instructions=self._server.instructions,
+        )
+        return bounded_success(message, result, self._cap)
+
+
+def _admit_method(message: McpMessage, turn: Turn) -> None:
+    require_method_scopes(turn, message.method)

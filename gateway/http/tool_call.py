@@ -1,0 +1,184 @@
+"""``tools/call``: visibility and step-up, the per-call limits, the backend call, the result cap.
+
+A tool the caller may not see is ``unknown_tool`` (no existence leak); one it could call with
+more scopes is ``tool_insufficient_scope`` naming every scope it needs; then the per-subject
+rate limit and concurrency cap (429, :mod:`gateway.http.call_limits`), the expiry re-check, a
+2026-07-28 input round's sealed state (:mod:`gateway.http.input_rounds`), the backend call under
+the request deadline (plus a short grace, bounded by a drain), and the response-size cap (an
+oversized result becomes a tool error with a fixed text).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Final
+
+from gateway.config import Config
+from gateway.deadlines import deadline_at
+from gateway.errors import ToolInsufficientScope, UnknownTool
+from gateway.http.call_limits import CallLimits
+from gateway.http.drain import DrainBound
+from gateway.http.input_rounds import InputRounds
+from gateway.http.progress import ProgressRelay
+from gateway.http.turn import BACKEND_GRACE_S, Route, Turn, check_expiry
+from gateway.observability.metrics import Metrics
+from gateway.protocol.envelope import success_body
+from gateway.protocol.messages import McpMessage
+from gateway.protocol.results import shape_call_result, tool_error_result
+from gateway.seams import Backend, InputRequired, JsonObject, Resume, ToolCall, ToolDef
+
+__all__ = ["OVERSIZE_TEXT", "TIMEOUT_TEXT", "ToolCalls"]
+
+OVERSIZE_TEXT: Final = "The tool result exceeded the gateway's response size limit."
+"""Fixed text of the tool error that replaces a result larger than ``max_response_bytes``."""
+TIMEOUT_TEXT: Final = "The tool did not answer before the request deadline."
+"""Fixed text of the tool error when the backend overruns the end-to-end deadline."""
+
+
+class ToolCalls:
+    """The route of ``tools/call``."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        backend: Backend,
+        limits: CallLimits,
+        drain: DrainBound,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self._backend = backend
+        self._limits = limits
+        self._drain = drain
+        self._server = config.server
+        self._cap = config.limits.max_response_bytes
+        # Only the observer reads them, and only to log their shape (keys and types).
+        self._log_arguments = config.logging.log_arguments
+        self._inputs = InputRounds(config, metrics=metrics)
+        self.exchanging = frozenset(
+            b.name for b in config.backends if b.credential.type == "token_exchange"
+        )
+        """Backends whose credential exchanges the caller's token: only their calls carry it."""
+
+    def routes(self) -> dict[str, Route]:
+        return {"tools/call": Route(self._call, admit=self._admit, over_budget=self.over_budget)}
+
+    def _admit(self, message: McpMessage, turn: Turn) -> str | None:
+        # A batch member: step-up is checked for every member before any runs; an invisible
+        # tool is left to answer its own unknown_tool entry.
+        name = message.tool_name or ""
+        decision = turn.decide(name)
+        tool = self._backend.catalog().get(name)
+        if tool is None or not decision.visible:
+            return None
+        if not decision.allowed:
+            turn.ctx.tool, turn.ctx.decision = name, decision
+            turn.ctx.backend = tool.backend or None
+            raise ToolInsufficientScope(
+                scopes=decision.required_scopes, missing=decision.missing_scopes
+            )
+        return name
+
+    async def _call(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
+        ctx, principal, policy = turn.ctx, turn.principal, turn.policy
+        tool = self._permitted(message, turn)
+        lease = None if admitted else await self._limits.admit_call(turn, tool.name)
+        if self._log_arguments:
+            ctx.extra["arguments"] = message.arguments or {}
+        try:
+            if not admitted:
+                check_expiry(turn)
+            # A retry of an input round: checked now, before anything goes upstream.
+            resume = (
+                self._inputs.resume(message, principal, policy.version, ctx, backend=tool.backend)
+                if message.era == "modern"
+                else None
+            )
+            call = self._tool_call(message, turn, tool, relay, resume)
+            raw = await self._call_backend(call, turn)
+        finally:
+            if lease is not None:
+                await lease.release()
+        if isinstance(raw, InputRequired):  # the upstream asks the user: seal and relay
+            shaped = self._inputs.relay(
+                raw, message, principal=principal, policy_version=policy.version,
+                resume=resume, ctx=ctx,
+            )  # fmt: skip
+        else:
+            if ctx.outcome is None:
+                ctx.outcome = "tool_error" if raw.get("isError") is True else "ok"
+            shaped = shape_call_result(raw, era=message.era, server=self._server)
+        body = success_body(message.id, shaped)
+        if len(body) > self._cap:
+            ctx.outcome = "too_large"
+            body = self.over_budget(message)
+        return body
+
+    def _permitted(self, message: McpMessage, turn: Turn) -> ToolDef:
+        """The tool this caller may call, recorded on the context; else its rejection row."""
+        ctx = turn.ctx
+        name = message.tool_name or ""
+        ctx.tool = name
+        tool = self._backend.catalog().get(name)
+        decision = turn.decide(name)
+        ctx.decision = decision
+        if tool is None or not decision.visible:
+            raise UnknownTool()
+        ctx.backend = tool.backend or None
+        if not decision.allowed:
+            raise ToolInsufficientScope(
+                scopes=decision.required_scopes, missing=decision.missing_scopes
+            )
+        return tool
+
+    def _tool_call(
+        self,
+        message: McpMessage,
+        turn: Turn,
+        tool: ToolDef,
+        relay: ProgressRelay | None,
+        resume: Resume | None,
+    ) -> ToolCall:
+        ctx = turn.ctx
+        return ToolCall(
+            tool=tool,
+            arguments=message.arguments or {},
+            era=message.era,
+            protocol_version=message.version,
+            progress_token=message.progress_token,
+            accepts_sse=turn.accepts_sse,
+            header_params=message.header_params or {},
+            traceparent=ctx.traceparent,
+            tracestate=ctx.tracestate,
+            on_progress=relay,
+            client_capabilities=message.client_capabilities if message.era == "modern" else {},
+            resume=resume,
+            caller_token=turn.caller_token if tool.backend in self.exchanging else None,
+        )
+
+    async def _call_backend(self, call: ToolCall, turn: Turn) -> JsonObject | InputRequired:
+        """The backend call under the request deadline plus grace (earlier when draining)."""
+        ctx = turn.ctx
+        began = time.monotonic()
+        drain = self._drain
+        try:
+            with deadline_at(drain.bound(turn.deadline + BACKEND_GRACE_S)) as timer:
+                drain.watch(timer)
+                try:
+                    return await self._backend.call_tool(call, turn.principal, ctx, turn.deadline)
+                finally:
+                    drain.unwatch(timer)
+        except TimeoutError:
+            ctx.outcome = "timeout"
+            return tool_error_result(TIMEOUT_TEXT)
+        finally:
+            ctx.backend_ms = (time.monotonic() - began) * 1000.0
+
+    def over_budget(self, message: McpMessage) -> bytes:
+        """A ``tools/call`` result that does not fit the budget: a tool error, fixed text."""
+        shaped = shape_call_result(
+            tool_error_result(OVERSIZE_TEXT), era=message.era, server=self._server
+        )
+        return success_body(message.id, shaped)
