@@ -15,16 +15,14 @@ Protocol.
 5. when the route may introspect, the per-client-IP failed-authentication budget is checked
    (:mod:`.budget`: 429 without an issuer call once exhausted, one *probe* per interval still
    goes through). Local JWT validation calls no issuer and is never budgeted;
-6. the flight: local validation (:mod:`.jwt_verifier`, ``tokens: jwt`` and
-   ``jwt+introspection``; a refusal is 401, no key set yet is 503), then, where the issuer
-   introspects, the shared cache of the replicas (``state.share_token_cache``) and RFC 7662
-   introspection with claim checks at each candidate issuer until one accepts. An issuer 400
-   naming the token is a refusal (401); an issuer refusal is charged once to the budget of the
-   client that started the flight. An issuer fault is 503 + ``Retry-After`` (or, with
-   ``stale_if_error_s``, the last positive result within its allowance), never 401, never
-   anonymous. An accepted token is cached only after the revocation list said it was not
-   revoked at the gateway (:mod:`.sharing`; a revocation evicts it from every issuer's cache
-   through :meth:`ResourceServer.forget`).
+6. the flight (:mod:`.resolution`): local validation, then, where the issuer introspects, the
+   shared cache of the replicas and RFC 7662 introspection at each candidate issuer until one
+   accepts. An accepted token is cached only after the revocation list said it was not revoked
+   at the gateway (:mod:`.sharing`; a revocation evicts it from every issuer's cache through
+   :meth:`ResourceServer.forget`).
+
+The caches are asked together through :mod:`.issuer_caches`; the 401 challenges are rendered
+once per baseline (:mod:`.challenge_cache`).
 
 The shared cache holds introspection results only (``introspection`` and ``jwt+introspection``):
 a verified JWT is cheaper to verify again (about 50 µs for RS256, docs/performance.md) than to
@@ -36,13 +34,12 @@ Baseline scopes are not checked here: the pipeline checks them with the current 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any
 
 from gateway.config import Config
-from gateway.errors import GatewayError, InvalidToken, IssuerUnavailable, NoCredentials
+from gateway.errors import GatewayError, InvalidToken
 from gateway.limits.keys import client_key
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.logging import emit_info, get_logger
@@ -60,28 +57,18 @@ from gateway.seams import (
 from .bearer import MAX_TOKEN_BYTES, extract_bearer
 from .budget import MAX_BLOCKED_IPS, FailedAuthBudget
 from .cache import SingleFlight, token_digest
-from .challenge import challenge_for
+from .challenge_cache import ChallengeCache
+from .issuer_caches import IssuerCaches
 from .issuer_metadata import IssuerMetadata
+from .resolution import COMBINED, NEGATIVE, Outcome, Resolver
 from .resource_metadata import protected_resource_metadata
-from .router import Route, TokenRouter
-from .sharing import SHARED_CLAIM_MARGIN_S, ReplicaSharing
-from .trusted_issuer import ISSUER_RETRY_AFTER_S, Down, TrustedIssuer
+from .router import TokenRouter
+from .sharing import ReplicaSharing
+from .trusted_issuer import ISSUER_RETRY_AFTER_S, TrustedIssuer
 
 __all__ = ["ISSUER_RETRY_AFTER_S", "MAX_BLOCKED_IPS", "ResourceServer"]
 
 _log = get_logger("gateway.auth")
-
-_Outcome = Principal | GatewayError
-"""What one flight yields. Errors are returned, not raised, so every waiter raises its own
-fresh exception instance (a shared instance would pile up tracebacks)."""
-
-_COMBINED: Final = "jwt+introspection"
-
-
-_NEGATIVE: Final = "refused earlier (negative cache)"
-
-_MAX_CHALLENGES: Final = 16
-"""Rendered 401 challenges kept (two rows per policy baseline; cleared when full)."""
 
 
 def _fresh(error: GatewayError) -> GatewayError:
@@ -109,8 +96,7 @@ class ResourceServer:
         self._metrics = metrics
         self._clock = clock
         self._baseline = baseline_scopes
-        self._cache_children: dict[str, Any] = {}
-        self._challenges: dict[tuple[type[GatewayError], tuple[str, ...]], str | None] = {}
+        self._challenges = ChallengeCache(config, baseline_scopes)
         self._drop_listeners: list[Callable[[bytes], None]] = []
         self.issuers = tuple(
             TrustedIssuer(
@@ -131,16 +117,23 @@ class ResourceServer:
             limiter if limiter is not None else MemoryRateLimiter(), metrics=metrics, clock=clock
         )
         self._sharing = ReplicaSharing(revocations, shared_cache, clock=clock)
-        self._flights: SingleFlight[_Outcome] = SingleFlight()
+        self._caches = IssuerCaches(self.issuers, metrics)
+        self._resolver = Resolver(
+            self._by_url,
+            sharing=self._sharing,
+            budget=self._budget,
+            caches=self._caches,
+            clock=clock,
+        )
+        self._flights: SingleFlight[Outcome] = SingleFlight()
         self._accepted = (
             {
                 m: metrics.authentications_total.labels(auth_method=m)
-                for m in ("introspection", "jwt", _COMBINED)
+                for m in ("introspection", "jwt", COMBINED)
             }
             if metrics is not None
             else {}
         )
-        self._cache_hit = metrics.token_cache_total.labels(outcome="hit") if metrics else None
         self._started = False
 
     # --- lifecycle ----------------------------------------------------------------------------
@@ -208,15 +201,9 @@ class ResourceServer:
         now = self._clock()
         # The hot path: a token accepted before is in the cache of the issuer that accepted it,
         # found by digest before the token is decoded for routing (one lookup per issuer).
-        refused_by_all = True
-        for issuer in self.issuers:
-            found = issuer.cache.lookup(key, now)
-            principal = found.principal
-            if principal is not None:
-                if self._cache_hit is not None:
-                    self._cache_hit.inc()
-                return self._accept(principal)
-            refused_by_all = refused_by_all and found.negative
+        principal, refused_by_all = self._caches.lookup(key, now)
+        if principal is not None:
+            return self._accept(principal)
         if self._sharing.revoked_locally(key):
             # Known revoked here (broadcast, marker or earlier refusal): no issuer call, no
             # budget charge, however often the client retries it.
@@ -226,28 +213,27 @@ class ResourceServer:
         if refused_by_all:
             # Every trusted issuer refused it a moment ago, so every issuer the router could
             # pick did: refused without decoding the token again (a retried bad token).
-            self._count_cache("hit")
-            raise self._rejected(request.client_ip, InvalidToken(detail=_NEGATIVE), fingerprint)
+            self._caches.count("hit")
+            raise self._rejected(request.client_ip, InvalidToken(detail=NEGATIVE), fingerprint)
         try:
             route = self._router.route(token)
         except InvalidToken as exc:
             self._rejected(request.client_ip, exc, fingerprint)
             raise
-        negative = sum(issuer.cache.lookup(key, now).negative for issuer in route.issuers)
-        if negative == len(route.issuers):
-            self._count_cache("hit")
+        if self._caches.refused_by(route.issuers, key, now):
+            self._caches.count("hit")
             # No local name for the exception (see the end of this method).
-            raise self._rejected(request.client_ip, InvalidToken(detail=_NEGATIVE), fingerprint)
+            raise self._rejected(request.client_ip, InvalidToken(detail=NEGATIVE), fingerprint)
         flight = self._flights.joining(key)
         if flight is not None:
-            self._count_cache("coalesced")
+            self._caches.count("coalesced")
         else:
             budget_key = client_key(request.client_ip)
             if route.introspects:
                 self._budget.check(budget_key, request.client_ip, fingerprint)
-            self._count_cache("miss")
+            self._caches.count("miss")
             flight = self._flights.start(
-                key, lambda: self._resolve(route, token, key, fingerprint, budget_key)
+                key, lambda: self._resolver.resolve(route, token, key, fingerprint, budget_key)
             )
         outcome = await asyncio.shield(flight)
         if isinstance(outcome, Principal):
@@ -260,24 +246,8 @@ class ResourceServer:
         raise _fresh(outcome)
 
     def challenge(self, error: GatewayError) -> str | None:
-        """The ``WWW-Authenticate`` value for ``error`` (see :func:`.challenge.challenge_for`).
-
-        The 401 challenges depend only on the row (its class-level message) and the policy's
-        baseline scopes, so each is rendered once per baseline, not per refused request."""
-        baseline = self._baseline()
-        kind = type(error)
-        if kind is not InvalidToken and kind is not NoCredentials:
-            return challenge_for(error, resource_metadata=self._config.prm_url, baseline=baseline)
-        key = (kind, baseline)
-        rendered = self._challenges.get(key)
-        if rendered is None:
-            if len(self._challenges) >= _MAX_CHALLENGES:  # baselines of old policies
-                self._challenges.clear()
-            rendered = challenge_for(
-                error, resource_metadata=self._config.prm_url, baseline=baseline
-            )
-            self._challenges[key] = rendered
-        return rendered
+        """The ``WWW-Authenticate`` value for ``error`` (see :mod:`.challenge_cache`)."""
+        return self._challenges.challenge(error)
 
     def protected_resource_metadata(self) -> dict[str, Any]:
         """The RFC 9728 document served at both well-known paths."""
@@ -286,8 +256,7 @@ class ResourceServer:
     def forget(self, digest: bytes) -> None:
         """Evict the token with this SHA-256 digest from every issuer's cache on this replica
         (a revocation; the revocation list keeps it from being cached again)."""
-        for issuer in self.issuers:
-            issuer.cache.forget(digest)
+        self._caches.forget(digest)
 
     def caller_token(self, request: AuthRequest) -> CallerToken:
         """The bearer token of a request :meth:`authenticate` accepted, wrapped for the RFC 8693
@@ -305,107 +274,6 @@ class ResourceServer:
             listener(digest)
 
     # --- internals ----------------------------------------------------------------------------
-
-    async def _resolve(
-        self, route: Route, token: str, key: bytes, fingerprint: str, budget_key: str
-    ) -> _Outcome:
-        """One flight per token on this replica: local validation, then introspection."""
-        local: Principal | None = None
-        if route.jws is not None:
-            issuer = route.issuers[0]
-            if issuer.verifier is not None:
-                try:
-                    local = await issuer.verifier.verify(route.jws, len(token), fingerprint)
-                except InvalidToken as exc:
-                    # Refused without an issuer call: cached as negative, never charged.
-                    issuer.cache.forget(key)
-                    issuer.cache.store_negative(key, self._clock())
-                    return exc
-                except IssuerUnavailable:
-                    return self._issuer_down(route, key, fingerprint, Down("jwks_unavailable"))
-                if not issuer.config.introspects:
-                    outcome, _ = await self._sharing.admit(issuer.cache, key, local, fingerprint)
-                    return outcome
-        return await self._introspect(route, token, key, fingerprint, budget_key, local=local)
-
-    async def _introspect(
-        self,
-        route: Route,
-        token: str,
-        key: bytes,
-        fingerprint: str,
-        budget_key: str,
-        *,
-        local: Principal | None,
-    ) -> _Outcome:
-        """The shared cache (when on), else introspection at each candidate issuer in order.
-
-        With the shared cache this is one flight across replicas (the claim). A refusal is
-        charged once, to the client that started the flight, when no issuer accepted and none
-        was down; the refusing issuer's ``failed_auth_rate`` applies.
-        """
-        hold = sum(i.config.timeout_s for i in route.issuers) + SHARED_CLAIM_MARGIN_S
-        entry, claimed = await self._sharing.lookup(key, hold)
-        if entry is not None:
-            owner = self._by_url.get(entry.principal.issuer)
-            wanted = _COMBINED if local is not None else entry.principal.auth_method
-            if (
-                owner is not None
-                and owner in route.issuers
-                and entry.principal.auth_method == wanted
-            ):
-                self._count_cache("shared")
-                outcome, _ = await self._sharing.admit(
-                    owner.cache, key, entry.principal, fingerprint, entry.fresh_until
-                )
-                return outcome
-        refused: tuple[TrustedIssuer, InvalidToken] | None = None
-        down: Down | None = None
-        for issuer in route.issuers:
-            if len(route.issuers) > 1 and issuer.cache.lookup(key, self._clock()).negative:
-                continue  # this issuer refused it a moment ago: ask the next one
-            checked = await issuer.introspect(token, fingerprint)
-            if isinstance(checked, Principal) and local is not None:
-                checked = _combine(local, checked, issuer.config.subject_claim)
-            if isinstance(checked, Principal):
-                outcome, shareable = await self._sharing.admit(
-                    issuer.cache, key, checked, fingerprint
-                )
-                if claimed:
-                    await self._sharing.publish(key, shareable)
-                return outcome
-            if isinstance(checked, InvalidToken):
-                # A refusal ends any earlier acceptance (revocation), cached or stale.
-                issuer.cache.forget(key)
-                issuer.cache.store_negative(key, self._clock())
-                refused = refused or (issuer, checked)
-            else:
-                down = down or checked
-        if claimed:
-            await self._sharing.publish(key, None)
-        if down is not None:
-            return self._issuer_down(route, key, fingerprint, down)
-        if refused is None:  # every candidate refused it a moment ago (negative entries)
-            return InvalidToken(detail=_NEGATIVE)
-        issuer, error = refused
-        config = issuer.config
-        await self._budget.charge(
-            budget_key, config.failed_auth_rate, config.failed_auth_probe_interval_s
-        )
-        return error
-
-    def _issuer_down(self, route: Route, key: bytes, fingerprint: str, down: Down) -> _Outcome:
-        now = self._clock()
-        for issuer in route.issuers:
-            stale = issuer.cache.stale(key, now)
-            if stale is not None:
-                self._count_cache("stale")
-                _log.warning("serving_stale_token", fingerprint=fingerprint, reason=down.reason,
-                             status=down.status, error=down.error)  # fmt: skip
-                return stale
-        _log.warning("issuer_unavailable", fingerprint=fingerprint, reason=down.reason,
-                     status=down.status, error=down.error)  # fmt: skip
-        return down.refusal()
 
     def _accept(self, principal: Principal) -> Principal:
         counter = self._accepted.get(principal.auth_method)
@@ -425,27 +293,3 @@ class ResourceServer:
             context=True,
         )
         return error
-
-    def _count_cache(self, outcome: str) -> None:
-        if self._metrics is not None:
-            child = self._cache_children.get(outcome)
-            if child is None:  # a handful of outcomes: looked up once each
-                child = self._cache_children[outcome] = self._metrics.token_cache_total.labels(
-                    outcome=outcome
-                )
-            child.inc()
-
-
-def _combine(
-    local: Principal, introspected: Principal, subject_claim: str
-) -> Principal | InvalidToken:
-    """``jwt+introspection``: the signed token says who and what (its scopes, roles, subject
-    mapping); the introspection answer, checked like any other, says it is still active. The
-    earlier expiry wins; a different ``sub`` means the issuer contradicts its own token."""
-    if subject_claim == "sub" and introspected.subject != local.subject:
-        return InvalidToken(detail="introspection names another subject than the JWT")
-    return dataclasses.replace(
-        local,
-        expires_at=min(local.expires_at, introspected.expires_at),
-        auth_method=_COMBINED,
-    )
