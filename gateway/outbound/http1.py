@@ -7,18 +7,23 @@ connection at a time (no pipelining), ``Content-Length`` request bodies, no prox
 cookies, no decompression (``Accept-Encoding`` is never sent), no redirects (the caller gets
 the 3xx and :mod:`gateway.outbound` refuses it). What it must do right, it does strictly:
 
-- request heads are built from validated names and values: a CR, LF or NUL in a header value,
-  or a name that is not an RFC 9110 token, refuses the request (no header injection);
+- request heads are built from validated names and values: a control character (anything
+  below SP but HTAB, and DEL) in a header value, or a name that is not an RFC 9110 token,
+  refuses the request (no header injection);
 - response heads are bounded (8190 bytes per line, 64 KiB in all, 100 fields); the status
   line, field syntax and framing are checked: obsolete line folding, a non-numeric or
-  conflicting ``Content-Length``, or a malformed chunk is a broken response, never guessed at
-  (RFC 9112 §5.2, §6.3, §7.1);
+  conflicting ``Content-Length``, a malformed chunk, or a control character (a bare LF or CR
+  too) in a chunk-size line or its extensions is a broken response, never guessed at
+  (RFC 9112 §5.2, §6.3, §7.1; the chunk-extension case is aiohttp's CVE-2024-52304);
+- at most :data:`~gateway.outbound.http1_codec.MAX_INFORMATIONAL` (16) ``1xx`` answers are
+  read before the final one; one more is a broken response;
 - ``Transfer-Encoding: chunked`` wins over ``Content-Length`` and the connection is then not
   reused; any other transfer coding is refused (none is decoded); a response without either
   is read until the peer closes;
 - a connection goes back to the pool only after a response was read to its end on a
-  keep-alive connection; one the peer closed, or one idle for longer than
-  :data:`KEEPALIVE_S`, is never used again.
+  keep-alive connection whose reading is not paused (flow control pauses it above 1 MiB
+  buffered, and a paused transport would never see the peer's FIN); one the peer closed, or
+  one idle for longer than :data:`KEEPALIVE_S`, is never used again.
 
 This module holds the connections and the pool; the message syntax (building request heads,
 parsing response heads, framing and bodies) is :mod:`gateway.outbound.http1_codec`. Deadlines,
@@ -38,6 +43,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from gateway.outbound.http1_codec import (
+    MAX_INFORMATIONAL,
     Http1Error,
     Http1Response,
     RequestHeads,
@@ -116,6 +122,11 @@ class Connection(asyncio.Protocol):
                 self._waiter = None
         return len(self.buffer) > size
 
+    @property
+    def paused(self) -> bool:
+        """Reading is paused: whatever the peer sent since (its FIN too) is still unread."""
+        return self._paused
+
     def take(self, n: int) -> bytes:
         data = bytes(self.buffer[:n])
         del self.buffer[:n]
@@ -125,6 +136,7 @@ class Connection(asyncio.Protocol):
         return (
             not self.lost
             and not self.eof
+            and not self._paused
             and not self.buffer
             and self.transport is not None
             and not self.transport.is_closing()
@@ -201,13 +213,18 @@ class Http1Pool:
                 raise Http1Error("connection", "connection failed")
             conn.busy = True
             conn.transport.write(data)
+            informational = 0
             while True:
                 minor, status, fields = await read_head(conn)
                 if status >= 200:
                     break
                 if status == 101:
                     raise Http1Error("connection", "unexpected protocol switch")
-                # 1xx (100 Continue, 103 Early Hints): informational; the answer follows.
+                # 1xx (100 Continue, 103 Early Hints): informational; the answer follows,
+                # after a bounded number of them (else a backend spins the call to its deadline).
+                informational += 1
+                if informational > MAX_INFORMATIONAL:
+                    raise Http1Error("connection", "too many informational responses")
             return frame_response(
                 self, conn, method=method, minor=minor, status=status, fields=fields
             )
@@ -279,7 +296,15 @@ class Http1Pool:
 
     def put_back(self, conn: Connection, *, reuse: bool) -> None:
         conn.busy = False
-        if reuse and not self._closed and conn.transport is not None and not conn.lost:
+        # A body that ended while reading was paused leaves the peer's FIN, if it closed,
+        # unseen: such a connection is closed, never reused (a reconnect after a > 1 MiB body).
+        if (
+            reuse
+            and not self._closed
+            and conn.transport is not None
+            and not conn.lost
+            and not conn.paused
+        ):
             conn.idle_since = time.monotonic()
             self._idle.setdefault(conn.key, []).append(conn)
         else:

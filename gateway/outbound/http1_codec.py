@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_FIELDS",
     "MAX_HEAD",
+    "MAX_INFORMATIONAL",
     "MAX_LINE",
     "Http1Error",
     "Http1Response",
@@ -34,11 +35,20 @@ __all__ = [
 MAX_LINE: Final = 8190
 MAX_HEAD: Final = 65_536
 MAX_FIELDS: Final = 100
+MAX_INFORMATIONAL: Final = 16
+"""1xx answers accepted before the final one of a call (more: a backend spinning the call)."""
 
 _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _STATUS: Final = re.compile(rb"HTTP/1\.([01]) ([1-9][0-9][0-9])(?: [^\r\n]*)?")
 _NO_BODY: Final = frozenset({204, 304})
 _BAD_VALUE: Final = re.compile(rb"[\r\n\0]")
+# RFC 9110 §5.5: a field value is visible characters, SP, HTAB and obs-text; any other control
+# character in a value we send is refused (a backend's parser may split or cut on it).
+_BAD_REQUEST_VALUE: Final = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
+# RFC 9112 §7.1.1: a chunk-size line is the size and extensions (tokens, quoted strings,
+# BWS); a bare LF or CR in it is the line-splitting differential of aiohttp's CVE-2024-52304.
+_BAD_CHUNK_LINE: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+_HEX: Final = re.compile(rb"[0-9A-Fa-f]{1,16}")
 _DIGITS: Final = re.compile(r"[0-9]{1,18}")
 
 
@@ -108,7 +118,7 @@ class RequestHeads:
                 valid = _TOKEN.fullmatch(name) is not None
                 if len(names) < 1024:
                     names[name] = valid
-            if not valid or "\r" in value or "\n" in value or "\0" in value:
+            if not valid or _BAD_REQUEST_VALUE.search(value):
                 raise Http1Error("invalid", "request could not be built")
             lowered = name.lower()
             if lowered in ("host", "content-length", "transfer-encoding", "connection"):
@@ -269,11 +279,7 @@ class Http1Response:
         if self._left is None:
             line = await _read_line(conn, MAX_LINE)
             size_text = line.split(b";", 1)[0].strip(b" \t")
-            if (
-                not size_text
-                or len(size_text) > 16
-                or not re.fullmatch(rb"[0-9A-Fa-f]+", size_text)
-            ):
+            if not _HEX.fullmatch(size_text) or _BAD_CHUNK_LINE.search(line):
                 raise Http1Error("connection", "malformed chunk size")
             size = int(size_text, 16)
             if size == 0:
@@ -326,6 +332,8 @@ async def _expect_crlf(conn: Connection) -> None:
 async def _skip_trailers(conn: Connection) -> None:
     total = 0
     while line := await _read_line(conn, MAX_LINE):
+        if _BAD_VALUE.search(line):  # a trailer field is a field line: no bare CR, LF, NUL
+            raise Http1Error("connection", "malformed response trailer")
         total += len(line)
         if total > MAX_HEAD:
             raise Http1Error("connection", "response trailers too large")

@@ -226,16 +226,50 @@ class TestTheLeanClientsFraming:
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: identity\r\n\r\n{}",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
+            # aiohttp's CVE-2024-52304: a bare LF ends the line for a lenient parser.
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a\nb\r\n{}\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a=\"\rx\"\r\n{}\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a\x01\r\n{}\r\n0\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX: a\nb\r\n\r\n",
         ],
         ids=["obs-fold", "two lengths", "negative length", "bad field name", "not HTTP/1.x",
              "bad chunk size", "bad chunk end", "head too large", "truncated body",
              "bare LF in a field", "bare CR in a value", "non-ASCII digit length",
-             "gzip coding", "identity coding", "chunked twice"],
+             "gzip coding", "identity coding", "chunked twice", "bare LF in a chunk extension",
+             "bare CR in a chunk extension", "control character in a chunk extension",
+             "bare LF in a trailer"],
     )  # fmt: skip
     async def test_a_malformed_response_is_a_connection_error(self, reply: bytes) -> None:
         async with raw_server(reply, close=True) as srv, client(True) as outbound:
             with pytest.raises(OutboundConnectionError):
                 await asyncio.wait_for(fetch(outbound, srv["url"]), 5)
+
+    async def test_sixteen_informational_answers_and_not_one_more(self) -> None:
+        for count, ok in ((16, True), (17, False)):
+            reply = b"HTTP/1.1 100 Continue\r\n\r\n" * count + OK
+            async with raw_server(reply) as srv, client(True) as outbound:
+                if ok:
+                    assert await asyncio.wait_for(fetch(outbound, srv["url"]), 5) == (200, b"{}")
+                else:
+                    with pytest.raises(OutboundConnectionError):
+                        await asyncio.wait_for(fetch(outbound, srv["url"]), 5)
+
+    @pytest.mark.parametrize(
+        "value", ["a\x01b", "a\x1bb", "a\x7fb", "a\x0bb", "a\x0cb", "a\rb", "a\nb", "a\0b"]
+    )
+    async def test_a_control_character_in_a_request_header_value_is_refused(
+        self, value: str
+    ) -> None:
+        async with raw_server(OK) as srv, client(True) as outbound:
+            with pytest.raises(OutboundInvalidRequest):
+                await outbound.request(
+                    "d", "POST", srv["url"], timeout_s=3, headers={"X-Value": value}, body=b"{}"
+                )
+            # A tab is field content (RFC 9110 §5.5), sent as it is.
+            await outbound.request(
+                "d", "POST", srv["url"], timeout_s=3, headers={"X-Value": "a\tb"}, body=b"{}"
+            )
+        assert srv["requests"] == 1 and b"X-Value: a\tb\r\n" in srv["last"]
 
     async def test_chunked_wins_over_content_length_and_the_connection_is_not_reused(
         self,
@@ -357,3 +391,70 @@ class TestConnecting:
             return seen
 
         assert uvloop.run(attempts()) == []
+
+
+class TestAPausedConnection:
+    """Reading pauses above 1 MiB buffered (flow control); a paused transport never sees the
+    peer's FIN, so a connection whose body completed while paused must not be reused."""
+
+    @pytest.mark.parametrize("framing", ["json", "sse"])
+    async def test_a_body_that_ends_while_reading_is_paused_is_not_reused(
+        self, framing: str
+    ) -> None:
+        # The first part stays under the 1 MiB pause mark; the few bytes of the second part
+        # arrive in one read that crosses it, with the body's end, then the peer closes.
+        first, last = b"x" * (1_048_576 - 64), b"y" * 128
+        if framing == "json":
+            head = (
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+            )
+            parts = [head % (len(first) + len(last)) + first, last]
+        else:
+            head = (
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\n\r\n"
+            )
+            parts = [
+                head + b"%x\r\n" % len(first) + first,
+                b"\r\n%x\r\n" % len(last) + last + b"\r\n0\r\n\r\n",
+            ]
+        sent = asyncio.Event()
+        connections = 0
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            nonlocal connections
+            connections += 1
+            try:
+                await reader.readuntil(b"\r\n\r\n")
+                await reader.readexactly(2)
+                writer.write(parts[0])
+                await writer.drain()
+                await asyncio.sleep(0.2)  # the client buffers all of it, below the mark
+                writer.write(parts[1])
+                await writer.drain()
+            finally:
+                writer.close()  # the peer closes this keep-alive connection
+                sent.set()
+
+        srv = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{srv.sockets[0].getsockname()[1]}/mcp"
+        try:
+            async with client(True) as outbound:
+                deadline = time.monotonic() + 5
+                async with outbound.stream(
+                    "d", "POST", url, deadline=deadline, body=b"{}", max_body=8 << 20
+                ) as response:
+                    await asyncio.wait_for(sent.wait(), 3)  # a busy reader: nothing read yet
+                    await asyncio.sleep(0.1)
+                    body = b"".join([chunk async for chunk in response.chunks()])
+                assert body == first + last
+                await asyncio.sleep(0.1)
+                sent.clear()
+                second = await outbound.request(
+                    "d", "POST", url, timeout_s=3, body=b"{}", max_body=8 << 20
+                )
+                assert (second.status, len(second.body)) == (200, len(first) + len(last))
+        finally:
+            srv.close()
+            await srv.wait_closed()
+        assert connections == 2
