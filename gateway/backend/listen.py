@@ -29,9 +29,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
+from gateway.backend.era import LinkState, modern_meta
 from gateway.backend.rpc import LIST_CHANGED, UpstreamFault, decode_json, encode_json
 from gateway.backend.sse import SseError, SseParser
-from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
+from gateway.backend.upstream import UpstreamLink
 from gateway.observability.logging import get_logger
 from gateway.outbound import OutboundError, OutboundTimeout
 

@@ -7,17 +7,14 @@ kept by :class:`~gateway.backend.refresher.CatalogRefresher` (timed refresh boun
 receives on a ``subscriptions/listen`` stream or the legacy GET stream).
 
 ``tools/call`` validates the arguments against the tool's compiled inputSchema (no upstream call
-when they do not match), builds a fresh request in the upstream's era (gateway JSON-RPC id,
-gateway ``_meta`` with the client's known capabilities, canonical JSON, only gateway-chosen
-headers), and maps every upstream fault to an ``isError`` tool result with a fixed text
-(:mod:`.results`), except a modern ``-32021`` for a modern client, which is relayed.
+when they do not match), exchanges the caller's token where the backend's credential says so,
+counts the call in the backend metrics, and leaves the request and the reading of its reply to
+:class:`~gateway.backend.tool_call.UpstreamToolCall`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -30,43 +27,20 @@ from gateway.backend.catalog import ToolCatalog, compile_validator
 from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, make_credential
 from gateway.backend.listen import ChangeListener
 from gateway.backend.refresher import CatalogRefresher
-from gateway.backend.results import (
-    CAPABILITY_TEXT,
-    FAILED_TEXT,
-    INVALID_ARGUMENTS_TEXT,
-    MISSING_CAPABILITY_CODE,
-    REJECTED_TEXT,
-    Outcome,
-    error_result,
-    fault_outcome,
-    fault_text,
-    input_required,
-    missing_capability_data,
-    sanitize_result,
-)
-from gateway.backend.rpc import UpstreamFault
+from gateway.backend.results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
 from gateway.backend.tls import build_ssl_context
 from gateway.backend.token_exchange import TokenExchange
-from gateway.backend.tool_headers import encode_header_value, is_header_safe, param_values
-from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
+from gateway.backend.tool_call import UpstreamToolCall
+from gateway.backend.upstream import UpstreamLink
 from gateway.config import BackendConfig, Config
-from gateway.errors import InvalidRequestState, MissingClientCapability
+from gateway.errors import InvalidRequestState
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
-from gateway.protocol.capabilities import known_capabilities
-from gateway.protocol.input_requests import InvalidInputRequired
-from gateway.seams import Era, InputRequired, Principal, RequestContext, Resume, ToolCall
+from gateway.seams import InputRequired, Principal, RequestContext, ToolCall
 
-__all__ = ["CLIENT_ID_HEADER", "SUBJECT_HEADER", "UpstreamBackend"]
+__all__ = ["UpstreamBackend"]
 
-SUBJECT_HEADER: Final = "X-MCP-Gateway-Subject"
-CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
-
-# W3C Trace Context §3.2 / §3.3: forwarded only when well-formed.
-_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-_MAX_TRACESTATE: Final = 512
-_REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 _MAX_CHILDREN: Final = 4096
 """Metric label children remembered per backend (tool labels are bounded by the catalog)."""
 
@@ -104,7 +78,6 @@ class UpstreamBackend:
         """Metric label children by (tool label, outcome) and by tool label."""
         self._clock = clock
         self._max_bytes = config.limits.max_response_bytes
-        self._inputs = config.input_requests
         # Built once: a bad CA or key file fails startup, never a request.
         self._ssl = build_ssl_context(self._settings.tls)
         self._exchange: TokenExchange | None = None
@@ -130,8 +103,14 @@ class UpstreamBackend:
         # An upstream notifications/tools/list_changed, on any stream, asks for a fetch.
         self._link.on_list_changed = self._refresher.request_refresh
         self._listener = ChangeListener(self._link, on_change=self._refresher.request_refresh)
-        self._progress_ids = itertools.count(1)
         self._signer = _signer(config, self._settings, keys, metrics)
+        self._tool_call = UpstreamToolCall(
+            self._link,
+            self._settings,
+            signer=self._signer,
+            max_state_bytes=config.input_requests.max_state_bytes,
+            on_stale_catalog=self.request_refresh,
+        )
         if metrics is not None and self._exchange is not None:
             metrics.register_identity(self.name, exchange=self._exchange.__len__)
         if metrics is not None:
@@ -242,7 +221,7 @@ class UpstreamBackend:
                     call.caller_token, principal, ctx, deadline
                 )
             called = True
-            result, outcome = await self._call_upstream(
+            result, outcome = await self._tool_call.call(
                 call, arguments, principal, ctx, deadline, credential=credential
             )
             return result
@@ -290,116 +269,6 @@ class UpstreamBackend:
         except ValueError:
             return None
 
-    async def _call_upstream(
-        self,
-        call: ToolCall,
-        arguments: dict[str, Any],
-        principal: Principal,
-        ctx: RequestContext,
-        deadline: float,
-        *,
-        credential: ServiceCredential | None = None,
-    ) -> tuple[dict[str, Any] | InputRequired, Outcome]:
-        tool = call.tool
-        upstream_name = tool.upstream_name or tool.name
-        deadline = min(deadline, time.monotonic() + self._settings.tool_timeout(tool.name))
-        relay = None
-        token: str | None = None
-        if call.progress_token is not None and call.on_progress is not None:
-            # Our own token upstream; rewritten back to the client's before relaying.
-            token = f"gw-progress-{next(self._progress_ids)}"
-            client_token = call.progress_token
-            sink = call.on_progress
-
-            async def relay(params: Mapping[str, Any]) -> None:
-                await sink({**params, "progressToken": client_token})
-
-        common = self._common_headers(call, principal, ctx)
-        # The client's own declaration, so the upstream does not refuse a capability it has.
-        capabilities = known_capabilities(call.client_capabilities)
-        upstream_era: Era | None = None
-
-        def prepare(state: LinkState) -> tuple[dict[str, Any], dict[str, str]]:
-            nonlocal upstream_era
-            upstream_era = state.era
-            params: dict[str, Any] = {"name": upstream_name, "arguments": arguments}
-            headers = dict(common)
-            if state.era == "modern":
-                params["_meta"] = modern_meta(token, capabilities)
-                params.update(_resume_params(call.resume))
-                headers.update(param_values(tool.header_params, arguments))
-            elif call.resume is not None:
-                raise UpstreamFault("incompatible")  # a legacy upstream cannot take the retry
-            elif token is not None:
-                params["_meta"] = {"progressToken": token}
-            return params, headers
-
-        try:
-            reply = await self._link.request(
-                "tools/call", prepare, deadline=deadline, name=upstream_name,
-                progress_token=token, on_progress=relay, credential=credential,
-            )  # fmt: skip
-        except UpstreamFault as fault:
-            _log.warning("backend_call_failed", backend=self.name, tool=tool.name,
-                         kind=fault.kind, status=fault.status)  # fmt: skip
-            return error_result(fault_text(fault.kind)), fault_outcome(fault.kind)
-        message = reply.message or {}
-        error = message.get("error")
-        if isinstance(error, dict):
-            code = error.get("code")
-            _log.warning("backend_call_error", backend=self.name, tool=tool.name, code=code,
-                         status=reply.status)  # fmt: skip
-            if code == -32602:
-                # Unknown tool or arguments the upstream refuses: the catalog may be stale.
-                self.request_refresh()
-                return error_result(REJECTED_TEXT), "upstream_error"
-            if code == MISSING_CAPABILITY_CODE and upstream_era == "modern":
-                # basic/index.mdx: -32021 reaches the client as itself (HTTP 400), not as a
-                # tool result; a legacy client could not re-declare, so it gets a tool error.
-                if call.era == "modern":
-                    raise MissingClientCapability(data=missing_capability_data(error))
-                return error_result(CAPABILITY_TEXT), "upstream_error"
-            if code in (-32020, -32022, -32601):
-                self._link.forget()  # the upstream changed era; detect again
-            return error_result(FAILED_TEXT), "upstream_error"
-        raw = message.get("result") or {}
-        if isinstance(raw, dict) and raw.get("resultType") == "input_required":
-            try:
-                found = input_required(
-                    raw, backend=self.name, max_state_bytes=self._inputs.max_state_bytes
-                )
-            except InvalidInputRequired as bad:
-                _log.warning("backend_call_failed", backend=self.name, tool=tool.name,
-                             kind="bad_input_required", reason=bad.reason)  # fmt: skip
-                return error_result(FAILED_TEXT), "upstream_error"
-            return found, "input_required"
-        result = sanitize_result(raw)
-        if result is None:
-            _log.warning("backend_call_failed", backend=self.name, tool=tool.name,
-                         kind="bad_result")  # fmt: skip
-            return error_result(FAILED_TEXT), "upstream_error"
-        return result, ("tool_error" if result.get("isError") is True else "ok")
-
-    def _common_headers(
-        self, call: ToolCall, principal: Principal, ctx: RequestContext
-    ) -> dict[str, str]:
-        """The only non-protocol headers the upstream sees, all chosen by the gateway."""
-        headers: dict[str, str] = {}
-        if _REQUEST_ID.fullmatch(ctx.request_id):
-            headers["X-Request-Id"] = ctx.request_id
-        if call.traceparent is not None and _TRACEPARENT.fullmatch(call.traceparent):
-            headers["traceparent"] = call.traceparent
-            tracestate = call.tracestate
-            if tracestate and len(tracestate) <= _MAX_TRACESTATE and is_header_safe(tracestate):
-                headers["tracestate"] = tracestate
-        if self._settings.identity_headers:
-            headers[SUBJECT_HEADER] = encode_header_value(principal.subject)
-            if principal.client_id:
-                headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
-        if self._signer is not None:
-            headers[self._signer.header] = self._signer.assertion(call.tool, principal, ctx)
-        return headers
-
     def forget_caller(self, digest: bytes) -> None:
         """The caller token with this SHA-256 digest was revoked or left the authenticator's
         cache: drop what was made for it (reusable assertions, its exchanged token)."""
@@ -425,17 +294,6 @@ def _signer(
         backend=settings.name,
         metrics=metrics,
     )
-
-
-def _resume_params(resume: Resume | None) -> dict[str, Any]:
-    """The retry members upstream: its own ``requestState``, the checked ``inputResponses``."""
-    params: dict[str, Any] = {}
-    if resume is not None:
-        if resume.responses is not None:
-            params["inputResponses"] = dict(resume.responses)
-        if resume.state is not None:
-            params["requestState"] = resume.state
-    return params
 
 
 def _plain(value: Mapping[str, Any]) -> dict[str, Any]:

@@ -24,8 +24,9 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from gateway.backend.catalog import EMPTY_CATALOG, MAX_TOOLS, ToolCatalog, build_catalog
+from gateway.backend.era import LinkState, modern_meta
 from gateway.backend.rpc import UpstreamFault
-from gateway.backend.upstream import LinkState, UpstreamLink, modern_meta
+from gateway.backend.upstream import UpstreamLink
 from gateway.config import BackendConfig
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics

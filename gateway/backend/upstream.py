@@ -1,12 +1,10 @@
-"""MCP era detection and the upstream link (2026-07-28 basic/versioning.mdx §Era detection).
+"""The upstream link: requests to one upstream MCP server in the era it speaks.
 
 :class:`UpstreamLink` knows how to talk to the one configured upstream:
 
-* **Era detection** (:meth:`UpstreamLink.ensure`): a 2026-07-28 ``server/discover`` first; a
-  result listing ``2026-07-28``, or a recognised modern error (-32020/-32021/-32022 naming
-  2026-07-28), marks the upstream modern. Any other answer falls back to ``initialize`` with
-  2025-11-25, then 2025-06-18, then 2025-03-26, followed by ``notifications/initialized``. The
-  result is kept until :meth:`UpstreamLink.forget` (called after failures) asks to detect again.
+* **Era** (:meth:`UpstreamLink.ensure`): found once (single-flight) by
+  :class:`~gateway.backend.era.EraDetector` and kept until :meth:`UpstreamLink.forget` (called
+  after failures) asks to detect again.
 * **Legacy sessions** (2025-06-18 basic/transports.mdx §Session Management): an ``Mcp-Session-Id``
   minted by ``initialize`` is shared by the whole gateway process, re-created transparently when
   the upstream answers 404 (session expired) and sent a DELETE at shutdown.
@@ -23,11 +21,10 @@ import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway import __version__
 from gateway.backend.credentials import CredentialError, ServiceCredential
+from gateway.backend.era import MODERN_VERSION, EraDetector, LinkState
 from gateway.backend.rpc import (
     ProgressSink,
     Reply,
@@ -41,66 +38,15 @@ from gateway.config import DEFAULT_BACKEND
 from gateway.errors import JsonRpcId
 from gateway.observability.logging import get_logger
 from gateway.outbound import Outbound, OutboundError, StreamingResponse
-from gateway.protocol.versions import LEGACY, MODERN
-from gateway.seams import Era
 
-__all__ = [
-    "CLIENT_INFO",
-    "LEGACY_VERSIONS",
-    "MODERN_VERSION",
-    "LinkState",
-    "Prepare",
-    "UpstreamLink",
-    "modern_meta",
-]
+__all__ = ["Prepare", "UpstreamLink"]
 
-MODERN_VERSION: Final = MODERN
-LEGACY_VERSIONS: Final = LEGACY
-"""Tried in this order by ``initialize``; a counter-offer is accepted if it is in this list."""
-CLIENT_INFO: Final = {"name": "mcp-resource-gateway", "version": __version__}
-_MODERN_ERRORS: Final = frozenset({-32020, -32021, -32022})
-_MAX_SESSION_ID: Final = 1024
-# Faults that say nothing about the upstream's era: detection stops instead of falling back.
-_NOT_AN_ERA_ANSWER: Final = frozenset(
-    {"timeout", "connection", "credential", "unauthorized", "too_large", "redirect"}
-)
 _CLOSE_TIMEOUT_S: Final = 2.0
 
 _log = get_logger("gateway.backend.upstream")
 
-Prepare = Callable[["LinkState"], tuple[Mapping[str, Any], Mapping[str, str]]]
+Prepare = Callable[[LinkState], tuple[Mapping[str, Any], Mapping[str, str]]]
 """Builds ``(params, extra_headers)`` for the era the link found."""
-
-
-@dataclass(frozen=True, slots=True)
-class LinkState:
-    """What era detection found; replaced (never mutated) on re-detection."""
-
-    era: Era
-    version: str
-    session_id: str | None = None
-    generation: int = 0
-    tools_list_changed: bool = False
-    """The upstream advertised ``capabilities.tools.listChanged: true`` (discover/initialize)."""
-
-
-def modern_meta(
-    progress_token: str | None = None, capabilities: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
-    """2026-07-28 basic/index.mdx §_meta: the keys every modern request carries.
-
-    ``capabilities`` is what the gateway declares for this request: on a ``tools/call`` the
-    client's schema-known capabilities (:func:`gateway.protocol.capabilities.known_capabilities`),
-    else none (the gateway's own ``server/discover`` and ``tools/list`` need none).
-    """
-    meta: dict[str, Any] = {
-        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": dict(capabilities or {}),
-        "io.modelcontextprotocol/clientInfo": dict(CLIENT_INFO),
-    }
-    if progress_token is not None:
-        meta["progressToken"] = progress_token
-    return meta
 
 
 class UpstreamLink:
@@ -123,15 +69,21 @@ class UpstreamLink:
         self._outbound = outbound
         self._credential = credential
         self._max_bytes = max_bytes
-        self._detect_timeout_s = detect_timeout_s
         self._state: LinkState | None = None
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
-        self._generation = itertools.count(1)
         self._static = {
             "Accept": "application/json, text/event-stream",
             "Content-Type": "application/json",
         }
+        self._era = EraDetector(
+            self._send_with_auth_retry,
+            next_id=self.next_id,
+            headers=self.headers,
+            base_headers=self._static,
+            timeout_s=detect_timeout_s,
+            backend=backend,
+        )
         self.on_list_changed: Callable[[], None] | None = None
         """Called for every ``notifications/tools/list_changed`` seen on a reply stream."""
 
@@ -155,7 +107,7 @@ class UpstreamLink:
             return state
         async with self._lock:
             if self._state is None:
-                self._state = await self._detect(deadline)
+                self._state = await self._era.detect(deadline)
             return self._state
 
     # --- requests -----------------------------------------------------------------------
@@ -260,73 +212,7 @@ class UpstreamLink:
                 raise UpstreamFault("credential", 401) from fault
             raise
 
-    # --- era detection ------------------------------------------------------------------
-
-    async def _detect(self, deadline: float) -> LinkState:
-        deadline = min(deadline, time.monotonic() + self._detect_timeout_s)
-        probe = LinkState("modern", MODERN_VERSION)
-        request_id = self.next_id()
-        body = encode_json({"jsonrpc": "2.0", "id": request_id, "method": "server/discover",
-                            "params": {"_meta": modern_meta()}})  # fmt: skip
-        try:
-            reply = await self._send_with_auth_retry(
-                body, self.headers(probe, "server/discover"), request_id, deadline
-            )
-        except UpstreamFault as fault:
-            # An upstream that is down or refuses our credential is not "legacy".
-            if fault.kind in _NOT_AN_ERA_ANSWER:
-                raise
-            reply = None
-        if reply is not None and _is_modern(reply):
-            state = LinkState(
-                "modern",
-                MODERN_VERSION,
-                generation=next(self._generation),
-                tools_list_changed=_lists_changes(reply.message),
-            )
-            _log.info(
-                "backend_era_detected", backend=self.backend, era="modern", version=MODERN_VERSION
-            )
-            return state
-        return await self._initialize(deadline)
-
-    async def _initialize(self, deadline: float) -> LinkState:
-        for offered in LEGACY_VERSIONS:
-            request_id = self.next_id()
-            body = encode_json({"jsonrpc": "2.0", "id": request_id, "method": "initialize",
-                                "params": {"protocolVersion": offered, "capabilities": {},
-                                           "clientInfo": dict(CLIENT_INFO)}})  # fmt: skip
-            # The initialize request itself carries no MCP-Protocol-Version (sent only after).
-            headers = dict(self._static)
-            try:
-                reply = await self._send_with_auth_retry(body, headers, request_id, deadline)
-            except UpstreamFault as fault:
-                if fault.kind in _NOT_AN_ERA_ANSWER:
-                    raise
-                continue
-            result = reply.message.get("result") if reply.message is not None else None
-            if not isinstance(result, dict):
-                continue
-            version = result.get("protocolVersion")
-            if version not in LEGACY_VERSIONS:
-                continue  # a counter-offer we cannot speak; try the next version
-            session_id = reply.session_id
-            if session_id is not None and not _valid_session_id(session_id):
-                raise UpstreamFault("garbled")
-            state = LinkState(
-                "legacy", str(version), session_id, next(self._generation),
-                tools_list_changed=_lists_changes(reply.message),
-            )  # fmt: skip
-            await self._send_with_auth_retry(
-                encode_json({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-                self.headers(state, "notifications/initialized"),
-                None,
-                deadline,
-            )
-            _log.info("backend_era_detected", backend=self.backend, era="legacy", version=version,
-                      session=session_id is not None)  # fmt: skip
-            return state
-        raise UpstreamFault("incompatible")
+    # --- era detection (gateway/backend/era.py) ----------------------------------------
 
     async def _send_with_auth_retry(
         self, body: bytes, headers: dict[str, str], request_id: JsonRpcId | None, deadline: float
@@ -347,7 +233,7 @@ class UpstreamLink:
                 return current  # another call already re-initialized
             _log.info("backend_session_expired", backend=self.backend)
             self._state = None
-            self._state = await self._initialize(deadline)
+            self._state = await self._era.initialize(deadline)
             return self._state
 
     @contextlib.asynccontextmanager
@@ -390,34 +276,3 @@ class UpstreamLink:
             )  # fmt: skip
         except (OutboundError, CredentialError, UpstreamFault):
             _log.info("backend_session_delete_failed", backend=self.backend)
-
-
-def _is_modern(reply: Reply) -> bool:
-    message = reply.message
-    if message is None:
-        return False
-    result = message.get("result")
-    if isinstance(result, dict):
-        versions = result.get("supportedVersions")
-        return isinstance(versions, list) and MODERN_VERSION in versions
-    error = message.get("error")
-    if isinstance(error, dict) and error.get("code") in _MODERN_ERRORS:
-        data = error.get("data")
-        supported = data.get("supported") if isinstance(data, dict) else None
-        # A modern error that still lists 2026-07-28 means "modern, retry the request".
-        return error.get("code") != -32022 or (
-            isinstance(supported, list) and MODERN_VERSION in supported
-        )
-    return False
-
-
-def _lists_changes(message: Mapping[str, Any] | None) -> bool:
-    result = message.get("result") if message is not None else None
-    capabilities = result.get("capabilities") if isinstance(result, dict) else None
-    tools = capabilities.get("tools") if isinstance(capabilities, dict) else None
-    return isinstance(tools, dict) and tools.get("listChanged") is True
-
-
-def _valid_session_id(value: str) -> bool:
-    # 2025-06-18 transports.mdx §Session Management: visible ASCII 0x21-0x7E only.
-    return 0 < len(value) <= _MAX_SESSION_ID and all(0x21 <= ord(c) <= 0x7E for c in value)

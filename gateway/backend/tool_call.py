@@ -1,0 +1,230 @@
+"""One backend's upstream ``tools/call``: the request in the upstream's era, the reply read back.
+
+MCP 2026-07-28 server/tools.mdx §Calling Tools, client side. :meth:`UpstreamToolCall.call`
+builds a fresh request (gateway JSON-RPC id and progress token, gateway ``_meta`` with the
+client's known capabilities, canonical JSON, only gateway-chosen headers: :meth:`headers`) under
+the tool's own timeout, and reads the reply as a tool result: every upstream fault is an
+``isError`` result with a fixed text (:mod:`.results`), except a modern ``-32021`` for a modern
+client, which is relayed; an ``input_required`` result is checked and returned as such.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from gateway.backend.assertion import AssertionSigner
+from gateway.backend.credentials import ServiceCredential
+from gateway.backend.era import LinkState, modern_meta
+from gateway.backend.results import (
+    CAPABILITY_TEXT,
+    FAILED_TEXT,
+    MISSING_CAPABILITY_CODE,
+    REJECTED_TEXT,
+    Outcome,
+    error_result,
+    fault_outcome,
+    fault_text,
+    input_required,
+    missing_capability_data,
+    sanitize_result,
+)
+from gateway.backend.rpc import ProgressSink, Reply, UpstreamFault
+from gateway.backend.tool_headers import encode_header_value, is_header_safe, param_values
+from gateway.backend.upstream import UpstreamLink
+from gateway.config import BackendConfig
+from gateway.errors import MissingClientCapability
+from gateway.observability.logging import get_logger
+from gateway.protocol.capabilities import known_capabilities
+from gateway.protocol.input_requests import InvalidInputRequired
+from gateway.seams import Era, InputRequired, Principal, RequestContext, Resume, ToolCall
+
+__all__ = ["CLIENT_ID_HEADER", "SUBJECT_HEADER", "Answer", "UpstreamToolCall"]
+
+SUBJECT_HEADER: Final = "X-MCP-Gateway-Subject"
+CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
+
+# W3C Trace Context §3.2 / §3.3: forwarded only when well-formed.
+_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
+_MAX_TRACESTATE: Final = 512
+_REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+
+_log = get_logger("gateway.backend")
+
+Answer = tuple[dict[str, Any] | InputRequired, Outcome]
+"""A call's result for the client and its ``backend_requests_total`` outcome."""
+
+
+class UpstreamToolCall:
+    """The ``tools/call`` requests of one backend (see the module docstring)."""
+
+    def __init__(
+        self,
+        link: UpstreamLink,
+        settings: BackendConfig,
+        *,
+        signer: AssertionSigner | None,
+        max_state_bytes: int,
+        on_stale_catalog: Callable[[], None],
+    ) -> None:
+        """``on_stale_catalog``: the upstream refused a tool or its arguments (-32602)."""
+        self._link = link
+        self._settings = settings
+        self._backend = settings.name
+        self._signer = signer
+        self._max_state_bytes = max_state_bytes
+        self._on_stale_catalog = on_stale_catalog
+        self._progress_ids = itertools.count(1)
+
+    async def call(
+        self,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        principal: Principal,
+        ctx: RequestContext,
+        deadline: float,
+        *,
+        credential: ServiceCredential | None = None,
+    ) -> Answer:
+        """Send the call (``arguments``: already validated) and read its reply."""
+        tool = call.tool
+        deadline = min(deadline, time.monotonic() + self._settings.tool_timeout(tool.name))
+        token, relay = self._progress(call)
+        request = _Request(call, arguments, self.headers(call, principal, ctx), token)
+        try:
+            reply = await self._link.request(
+                "tools/call", request, deadline=deadline, name=request.upstream_name,
+                progress_token=token, on_progress=relay, credential=credential,
+            )  # fmt: skip
+        except UpstreamFault as fault:
+            _log.warning("backend_call_failed", backend=self._backend, tool=tool.name,
+                         kind=fault.kind, status=fault.status)  # fmt: skip
+            return error_result(fault_text(fault.kind)), fault_outcome(fault.kind)
+        message = reply.message or {}
+        error = message.get("error")
+        if isinstance(error, dict):
+            return self._error_answer(error, reply, call, request.era)
+        return self._result_answer(message.get("result") or {}, call)
+
+    def _progress(self, call: ToolCall) -> tuple[str | None, ProgressSink | None]:
+        """Our own progress token upstream, and the relay that rewrites it back to the client's."""
+        if call.progress_token is None or call.on_progress is None:
+            return None, None
+        client_token = call.progress_token
+        sink = call.on_progress
+
+        async def relay(params: Mapping[str, Any]) -> None:
+            await sink({**params, "progressToken": client_token})
+
+        return f"gw-progress-{next(self._progress_ids)}", relay
+
+    def headers(self, call: ToolCall, principal: Principal, ctx: RequestContext) -> dict[str, str]:
+        """The only non-protocol headers the upstream sees, all chosen by the gateway."""
+        headers: dict[str, str] = {}
+        if _REQUEST_ID.fullmatch(ctx.request_id):
+            headers["X-Request-Id"] = ctx.request_id
+        if call.traceparent is not None and _TRACEPARENT.fullmatch(call.traceparent):
+            headers["traceparent"] = call.traceparent
+            tracestate = call.tracestate
+            if tracestate and len(tracestate) <= _MAX_TRACESTATE and is_header_safe(tracestate):
+                headers["tracestate"] = tracestate
+        if self._settings.identity_headers:
+            headers[SUBJECT_HEADER] = encode_header_value(principal.subject)
+            if principal.client_id:
+                headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
+        if self._signer is not None:
+            headers[self._signer.header] = self._signer.assertion(call.tool, principal, ctx)
+        return headers
+
+    def _error_answer(
+        self, error: Mapping[str, Any], reply: Reply, call: ToolCall, era: Era | None
+    ) -> Answer:
+        """A JSON-RPC error from the upstream: a fixed tool error, or a relayed -32021."""
+        code = error.get("code")
+        _log.warning("backend_call_error", backend=self._backend, tool=call.tool.name, code=code,
+                     status=reply.status)  # fmt: skip
+        if code == -32602:
+            # Unknown tool or arguments the upstream refuses: the catalog may be stale.
+            self._on_stale_catalog()
+            return error_result(REJECTED_TEXT), "upstream_error"
+        if code == MISSING_CAPABILITY_CODE and era == "modern":
+            # basic/index.mdx: -32021 reaches the client as itself (HTTP 400), not as a
+            # tool result; a legacy client could not re-declare, so it gets a tool error.
+            if call.era == "modern":
+                raise MissingClientCapability(data=missing_capability_data(error))
+            return error_result(CAPABILITY_TEXT), "upstream_error"
+        if code in (-32020, -32022, -32601):
+            self._link.forget()  # the upstream changed era; detect again
+        return error_result(FAILED_TEXT), "upstream_error"
+
+    def _result_answer(self, raw: Any, call: ToolCall) -> Answer:
+        """A result: an ``input_required`` round checked, else the sanitized CallToolResult."""
+        if isinstance(raw, dict) and raw.get("resultType") == "input_required":
+            try:
+                found = input_required(
+                    raw, backend=self._backend, max_state_bytes=self._max_state_bytes
+                )
+            except InvalidInputRequired as bad:
+                _log.warning("backend_call_failed", backend=self._backend, tool=call.tool.name,
+                             kind="bad_input_required", reason=bad.reason)  # fmt: skip
+                return error_result(FAILED_TEXT), "upstream_error"
+            return found, "input_required"
+        result = sanitize_result(raw)
+        if result is None:
+            _log.warning("backend_call_failed", backend=self._backend, tool=call.tool.name,
+                         kind="bad_result")  # fmt: skip
+            return error_result(FAILED_TEXT), "upstream_error"
+        return result, ("tool_error" if result.get("isError") is True else "ok")
+
+
+class _Request:
+    """The link's ``prepare``: the call's params and headers in the era the link found."""
+
+    __slots__ = ("_arguments", "_call", "_capabilities", "_headers", "_token", "era",
+                 "upstream_name")  # fmt: skip
+
+    def __init__(
+        self,
+        call: ToolCall,
+        arguments: dict[str, Any],
+        headers: dict[str, str],
+        progress_token: str | None,
+    ) -> None:
+        self._call = call
+        self._arguments = arguments
+        self._headers = headers
+        self._token = progress_token
+        # The client's own declaration, so the upstream does not refuse a capability it has.
+        self._capabilities = known_capabilities(call.client_capabilities)
+        self.upstream_name = call.tool.upstream_name or call.tool.name
+        self.era: Era | None = None
+        """The era of the last attempt (the link may re-detect between attempts)."""
+
+    def __call__(self, state: LinkState) -> tuple[dict[str, Any], dict[str, str]]:
+        self.era = state.era
+        call = self._call
+        params: dict[str, Any] = {"name": self.upstream_name, "arguments": self._arguments}
+        headers = dict(self._headers)
+        if state.era == "modern":
+            params["_meta"] = modern_meta(self._token, self._capabilities)
+            params.update(_resume_params(call.resume))
+            headers.update(param_values(call.tool.header_params, self._arguments))
+        elif call.resume is not None:
+            raise UpstreamFault("incompatible")  # a legacy upstream cannot take the retry
+        elif self._token is not None:
+            params["_meta"] = {"progressToken": self._token}
+        return params, headers
+
+
+def _resume_params(resume: Resume | None) -> dict[str, Any]:
+    """The retry members upstream: its own ``requestState``, the checked ``inputResponses``."""
+    params: dict[str, Any] = {}
+    if resume is not None:
+        if resume.responses is not None:
+            params["inputResponses"] = dict(resume.responses)
+        if resume.state is not None:
+            params["requestState"] = resume.state
+    return params
