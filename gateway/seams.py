@@ -348,6 +348,24 @@ class Policy(Protocol):
 
     def max_concurrency(self, tool: str) -> int | None: ...
 
+    def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
+        """``prompts:`` rules; a hidden prompt is answered as an unknown one (-32602)."""
+        ...
+
+    def decide_resource(self, principal: Principal, uri: str) -> Decision:
+        """``resources:`` rules on the URI's normal form; hidden = not found (-32002)."""
+        ...
+
+    def decide_template(self, principal: Principal, uri_template: str) -> Decision:
+        """Whether a resource template is listed and completed (reads decide per URI)."""
+        ...
+
+    def limits(
+        self, section: str, rule_key: str | None
+    ) -> tuple[tuple[int, float] | None, int | None]:
+        """(rate_limit, max_concurrency) of the ``prompts``/``resources`` rule ``rule_key``."""
+        ...
+
 
 class PolicySource(Protocol):
     """**Protocol:** hands out the current policy; a reload swaps it atomically."""

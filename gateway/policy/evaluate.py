@@ -17,6 +17,12 @@ The ladder for a tool, first match wins:
 7. otherwise                                    -> forbidden ``scope`` (step-up)
 
 Any exception while evaluating denies and hides (``error``): fail closed.
+
+Prompts (``prompts/get``) and resources (``resources/read``) walk the same ladder over their own
+section; a hidden prompt is answered like an unknown prompt (``-32602``), a hidden resource like
+one that does not exist (``-32002``). A resource URI is normalised first
+(:func:`gateway.policy.uri.normalize_uri`); one that does not parse has no rule. A resource
+template is decided by :func:`evaluate_template` for listing and completion only.
 """
 
 from __future__ import annotations
@@ -24,17 +30,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
+from gateway.policy.uri import UriPattern, normalize_uri, overlap, template_pattern
 from gateway.seams import Decision, Principal
 
 if TYPE_CHECKING:
-    from gateway.policy.model import PolicySet, Rule
+    from gateway.policy.model import PolicySet, Rule, RuleTable
 
 __all__ = [
     "DISCOVER_ALIASES",
     "HIDDEN_NO_RULE",
     "REASONS",
     "evaluate_method",
+    "evaluate_prompt",
+    "evaluate_resource",
     "evaluate_rule",
+    "evaluate_template",
     "evaluate_tool",
 ]
 
@@ -64,6 +74,68 @@ def evaluate_tool(policy: PolicySet, principal: Principal, tool: str) -> Decisio
         return evaluate_rule(policy.baseline_scopes, rule, principal)
     except Exception:  # SECURITY: an evaluation error denies (fail closed)
         return _HIDDEN_ERROR
+
+
+def evaluate_prompt(policy: PolicySet, principal: Principal, prompt: str) -> Decision:
+    """Decide whether ``principal`` may get ``prompt`` (the tool ladder over ``prompts:``)."""
+    try:
+        return _in_table(policy.prompts, policy.baseline_scopes, principal, prompt)
+    except Exception:  # SECURITY: an evaluation error denies (fail closed)
+        return _HIDDEN_ERROR
+
+
+def evaluate_resource(policy: PolicySet, principal: Principal, uri: str) -> Decision:
+    """Decide whether ``principal`` may read ``uri`` (normalised, then the ladder)."""
+    try:
+        normalized = normalize_uri(uri)
+        if normalized is None:
+            return HIDDEN_NO_RULE
+        return _in_table(policy.resources, policy.baseline_scopes, principal, normalized)
+    except Exception:  # SECURITY: an evaluation error denies (fail closed)
+        return _HIDDEN_ERROR
+
+
+def evaluate_template(policy: PolicySet, principal: Principal, uri_template: str) -> Decision:
+    """Whether a resource template is shown (``resources/templates/list``) and completed.
+
+    The template's expansions are approximated by a pattern (:func:`.uri.template_pattern`, a
+    superset); the decision is the best one among the rules that can match one of them: allowed
+    if one allows, else step-up if one would with more scopes, else hidden. A read of an
+    expansion is decided on its own URI (:func:`evaluate_resource`), so a template shown here
+    can still expand to URIs that are refused.
+    """
+    try:
+        pattern = template_pattern(uri_template)
+        if pattern is None:
+            return HIDDEN_NO_RULE
+        table = policy.resources
+        reachable = [rule for uri, rule in table.exact.items() if pattern.matches(uri)]
+        reachable += [
+            rule
+            for rule in table.patterns
+            if isinstance(rule.glob, UriPattern) and overlap(pattern, rule.glob) is not None
+        ]
+        best: Decision | None = None
+        for rule in reachable:
+            decision = evaluate_rule(policy.baseline_scopes, rule, principal)
+            if decision.allowed:
+                return decision
+            if decision.visible and best is None:
+                best = decision
+        return best if best is not None else HIDDEN_NO_RULE
+    except Exception:  # SECURITY: an evaluation error denies (fail closed)
+        return _HIDDEN_ERROR
+
+
+def _in_table(
+    table: RuleTable, baseline: tuple[str, ...], principal: Principal, name: str
+) -> Decision:
+    rule, tied = table.lookup(name)
+    if tied:
+        return Decision(allowed=False, visible=False, rule=rule.key if rule else None, reason="tie")
+    if rule is None:
+        return HIDDEN_NO_RULE
+    return evaluate_rule(baseline, rule, principal)
 
 
 def evaluate_rule(baseline: tuple[str, ...], rule: Rule, principal: Principal) -> Decision:

@@ -1,11 +1,12 @@
 """``mcp-gateway policy explain``: what the policy decides for a given token, tool by tool.
 
 Evaluates the same pure functions the gateway uses (:mod:`gateway.policy.evaluate`) for a
-principal described on the command line, and prints one line per tool or rule: ``allow``,
-``step-up`` (403 ``insufficient_scope``: more scopes would let the caller in) or ``hidden``
-(answered like an unknown tool, ``-32602``), with the matched rule, the reason and the missing
-scopes. ``--json`` prints the same as one JSON document. Exit 0 when the policy loaded; 1 when
-the configuration or the policy is invalid (every problem is printed to stderr); 2 usage errors.
+principal described on the command line, and prints one line per tool, prompt, resource or rule:
+``allow``, ``step-up`` (403 ``insufficient_scope``: more scopes would let the caller in) or
+``hidden`` (answered like an unknown tool or prompt, ``-32602``, or a resource not found,
+``-32002``), with the matched rule, the reason and the missing scopes. ``--json`` prints the
+same as one JSON document. Exit 0 when the policy loaded; 1 when the configuration or the
+policy is invalid (every problem is printed to stderr); 2 usage errors.
 """
 
 from __future__ import annotations
@@ -34,10 +35,16 @@ CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
 
 METHODS: Final = ("server/discover", "tools/list")
 """Methods shown with ``--all`` (their extra scopes come from ``methods:``)."""
+SURFACE_METHODS: Final = ("prompts/list", "resources/list", "resources/templates/list")
+"""Shown with ``--all`` too when the policy has a ``prompts:`` or ``resources:`` section."""
 
 _LEGEND: Final = (
     "step-up = 403 insufficient_scope naming every scope the tool needs; "
     "hidden = answered like an unknown tool (-32602)"
+)
+_SURFACE_LEGEND: Final = (
+    "a hidden prompt is answered like an unknown prompt (-32602), "
+    "a hidden resource like one not found (-32002)"
 )
 
 
@@ -106,6 +113,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--sub", metavar="SUB", default="", help="the token's subject (sub)")
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--tool", metavar="NAME", help="explain one tool name")
+    which.add_argument("--prompt", metavar="NAME", help="explain one prompt name")
+    which.add_argument("--resource", metavar="URI", help="explain one resource URI")
     which.add_argument(
         "--all", action="store_true", help="every catalog tool (with --catalog-file) or rule"
     )
@@ -136,7 +145,14 @@ def run_explain(args: argparse.Namespace) -> int:
         issuer="policy-explain",
         fingerprint="-",
     )
-    report = explain(policy, principal, tool=args.tool, catalog=catalog)
+    report = explain(
+        policy,
+        principal,
+        tool=args.tool,
+        prompt=args.prompt,
+        resource=args.resource,
+        catalog=catalog,
+    )
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -150,13 +166,25 @@ def explain(
     principal: Principal,
     *,
     tool: str | None = None,
+    prompt: str | None = None,
+    resource: str | None = None,
     catalog: Sequence[str] | None = None,
 ) -> dict[str, Any]:
-    """The explanation as a JSON-ready dict (``tool``: one name; else catalog or every rule)."""
+    """The explanation as a JSON-ready dict (``tool``, ``prompt``, ``resource``: one name;
+    else the catalog's tools or every rule)."""
     warnings: list[str] = []
+    one = tool is not None or prompt is not None or resource is not None
+    prompts: list[Explained] = []
+    resources: list[Explained] = []
     if tool is not None:
         items = [Explained(tool, policy.decide_tool(principal, tool))]
         subject = "tool"
+    elif prompt is not None:
+        items = [Explained(prompt, policy.decide_prompt(principal, prompt))]
+        subject = "prompt"
+    elif resource is not None:
+        items = [Explained(resource, policy.decide_resource(principal, resource))]
+        subject = "resource"
     elif catalog is not None:
         names = sorted(set(catalog))
         items = [Explained(name, policy.decide_tool(principal, name)) for name in names]
@@ -169,8 +197,20 @@ def explain(
     else:
         items = [Explained(r.key, policy.decide_rule(principal, r.key)) for r in policy.rules]
         subject = "rules"
+    if not one:
+        prompts = [
+            Explained(r.key, policy.decide_rule(principal, r.key, "prompts"))
+            for r in policy.prompts.rules
+        ]
+        resources = [
+            Explained(r.key, policy.decide_rule(principal, r.key, "resources"))
+            for r in policy.resources.rules
+        ]
+    shown_methods: tuple[str, ...] = METHODS
+    if policy.prompts or policy.resources or any(m in policy.methods for m in SURFACE_METHODS):
+        shown_methods = (*METHODS, *SURFACE_METHODS)
     methods = (
-        [Explained(m, policy.decide_method(principal, m)) for m in METHODS] if tool is None else []
+        [] if one else [Explained(m, policy.decide_method(principal, m)) for m in shown_methods]
     )
     return {
         "policy_version": policy.version,
@@ -184,6 +224,8 @@ def explain(
         "listing": policy.listing,
         "evaluated": subject,
         "results": [item.as_json(policy.listing) for item in items],
+        "prompts": [item.as_json(policy.listing) for item in prompts],
+        "resources": [item.as_json(policy.listing) for item in resources],
         "methods": [item.as_json() for item in methods],
         "warnings": warnings,
     }
@@ -199,12 +241,25 @@ def _print_text(report: dict[str, Any], out: TextIO) -> None:
     if report["listing"] == "step_up":
         out.write("listing: step_up (tools/list also shows the step-up tools)\n")
     out.write("\n")
-    heading = {"tool": "TOOL", "catalog": "TOOL", "rules": "RULE KEY"}[report["evaluated"]]
+    evaluated = report["evaluated"]
+    heading = {
+        "tool": "TOOL",
+        "catalog": "TOOL",
+        "rules": "RULE KEY",
+        "prompt": "PROMPT",
+        "resource": "RESOURCE",
+    }[evaluated]
     _table(out, heading, report["results"])
+    for key, title in (("prompts", "PROMPT RULE"), ("resources", "RESOURCE RULE")):
+        if report[key]:
+            out.write("\n")
+            _table(out, title, report[key])
     if report["methods"]:
         out.write("\n")
         _table(out, "METHOD", report["methods"])
     out.write(f"\n{_LEGEND}\n")
+    if evaluated in ("prompt", "resource") or report["prompts"] or report["resources"]:
+        out.write(f"{_SURFACE_LEGEND}\n")
     for warning in report["warnings"]:
         out.write(f"warning: {warning}\n")
 

@@ -7,9 +7,10 @@ Order of work, all findings collected before anything is returned:
 2. per file: YAML syntax and duplicate keys, the JSON Schema ``policy.schema.json`` (unknown keys
    are errors), then checks a schema cannot express (pattern syntax, empty rules, scope syntax);
 3. merge: ``version``, ``baseline_scopes`` and ``listing`` must agree between the files that
-   state them, and a tool key or method rule may be defined in one file only;
-4. ties: two patterns of equal specificity that can match the same name are rejected, with an
-   example name.
+   state them, and a tool, prompt or resource key or a method rule may be defined in one file
+   only (resource keys compared in normal form: ``FILE:///a`` and ``file:///a`` are one key);
+4. ties: two patterns of one section with equal specificity that can match the same name (or
+   URI) are rejected, with an example.
 
 Every finding reads ``file:line:col: key.path: message``; :func:`load_policy` raises
 :class:`~gateway.errors.ConfigError` with all of them, so an operator fixes a file in one pass.
@@ -27,14 +28,16 @@ from typing import Any, Final
 
 from gateway.config import parse_rate
 from gateway.errors import ConfigError
+from gateway.policy import uri
 from gateway.policy.glob import Glob, has_wildcard, overlap
-from gateway.policy.model import MethodRule, PolicySet, Rule
+from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
 
 __all__ = [
     "MAX_KEY_LENGTH",
     "POLICY_SCHEMA",
+    "SECTIONS",
     "SUFFIXES",
     "demo_sources",
     "load_policy",
@@ -49,6 +52,9 @@ SUFFIXES: Final = (".yaml", ".yml")
 
 MAX_KEY_LENGTH: Final = 256
 """Longest tool key (MCP tool names SHOULD be at most 128 characters); bounds the tie check."""
+
+SECTIONS: Final = ("tools", "prompts", "resources")
+"""The rule sections: one rule type, one ladder (:mod:`gateway.policy.evaluate`)."""
 
 _NO_CLASSES: Final = "character classes ([...]) are not supported; use * and ?"
 _POSITION: Final = re.compile(r":(\d+):(\d+): ")
@@ -129,25 +135,35 @@ def _check_file(doc: Located) -> None:
     Runs even when the schema found problems (so one pass reports everything), hence the
     defensive type checks: a malformed value was already reported by the schema.
     """
-    tools = doc.value.get("tools")
-    if not isinstance(tools, dict):
-        return
-    for key, raw in tools.items():
-        path = ("tools", key)
-        if not key:
-            doc.problem(path, "a tool name or pattern must not be empty")
+    for section in SECTIONS:
+        rules = doc.value.get(section)
+        if isinstance(rules, dict):
+            for key, raw in rules.items():
+                _check_rule(doc, section, key, raw)
+
+
+def _check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
+    path = (section, key)
+    noun = {"tools": "tool name", "prompts": "prompt name", "resources": "resource URI"}[section]
+    if not key:
+        doc.problem(path, f"a {noun} or pattern must not be empty")
+    elif section == "resources":
+        _pattern, reason = uri.compile_pattern(key)
+        if reason is not None:
+            doc.problem(path, reason)
+    else:
         if len(key) > MAX_KEY_LENGTH:
             doc.problem(path, f"longer than {MAX_KEY_LENGTH} characters")
         if "[" in key or "]" in key:
             doc.problem(path, _NO_CLASSES)
-        if not isinstance(raw, dict):
-            continue
-        if "scopes" not in raw and "any_of" not in raw and raw.get("deny", False) is False:
-            doc.problem(path, "a rule needs scopes (use [] for the baseline only), any_of or deny")
-        subjects = raw.get("subjects")
-        for index, subject in enumerate(subjects if isinstance(subjects, list) else []):
-            if isinstance(subject, str) and ("[" in subject or "]" in subject):
-                doc.problem((*path, "subjects", index), _NO_CLASSES)
+    if not isinstance(raw, dict):
+        return
+    if "scopes" not in raw and "any_of" not in raw and raw.get("deny", False) is False:
+        doc.problem(path, "a rule needs scopes (use [] for the baseline only), any_of or deny")
+    subjects = raw.get("subjects")
+    for index, subject in enumerate(subjects if isinstance(subjects, list) else []):
+        if isinstance(subject, str) and ("[" in subject or "]" in subject):
+            doc.problem((*path, "subjects", index), _NO_CLASSES)
 
 
 def _position(problem: str) -> tuple[int, int]:
@@ -165,7 +181,7 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
     listing: Listing | None = None
     listing_where = ""
     methods: dict[str, MethodRule] = {}
-    rules: dict[str, Rule] = {}
+    sections: dict[str, dict[str, Rule]] = {section: {} for section in SECTIONS}
     for doc in docs:
         raw: dict[str, Any] = doc.value
         if "baseline_scopes" in raw:
@@ -193,11 +209,14 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
                 continue
             where = doc.where(("methods", method))
             methods[method] = MethodRule(method, where, tuple(body["scopes"]))
-        for key, body in raw.get("tools", {}).items():
-            if key in rules:
-                doc.problem(("tools", key), f"also defined at {rules[key].where}")
-                continue
-            rules[key] = _rule(doc, key, body)
+        for section, rules in sections.items():
+            for key, body in raw.get(section, {}).items():
+                rule = _rule(doc, section, key, body)
+                index = _index_key(rule)
+                if index in rules:
+                    doc.problem((section, key), f"also defined at {rules[index].where}")
+                    continue
+                rules[index] = rule
         problems.extend(doc.problems)
         doc.problems.clear()
     if baseline is None:
@@ -205,38 +224,62 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
             f"{docs[0].file}:1:1: baseline_scopes: required (in at least one policy file)"
         )
         return None
-    globs = sorted(
-        (rule for rule in rules.values() if rule.glob is not None),
-        key=lambda rule: rule.glob.specificity if rule.glob else (0, 0),
-        reverse=True,
-    )
-    problems.extend(_ties(globs))
-    exact = {key: rule for key, rule in rules.items() if rule.glob is None}
+    tables = {section: _table(section, rules, problems) for section, rules in sections.items()}
     known = set(baseline)
     for method_rule in methods.values():
         known.update(method_rule.scopes)
-    for rule in rules.values():
-        known.update(rule.scopes)
-        for alternative in rule.any_of:
-            known.update(alternative)
+    for rules in sections.values():
+        for rule in rules.values():
+            known.update(rule.scopes)
+            for alternative in rule.any_of:
+                known.update(alternative)
+    tools = tables["tools"]
     return PolicySet(
-        version=_version(baseline, methods, rules, listing or "allowed"),
+        version=_version(baseline, methods, sections, listing or "allowed"),
         baseline_scopes=baseline,
         listing=listing or "allowed",
-        exact=MappingProxyType(exact),
-        globs=tuple(globs),
+        exact=tools.exact,
+        globs=tools.patterns,
         methods=MappingProxyType(methods),
         sources=tuple(doc.file for doc in docs),
         demo_sources=tuple(doc.file for doc in docs if doc.value.get("demo") is True),
         known_scopes=frozenset(known),
+        prompts=tables["prompts"],
+        resources=tables["resources"],
     )
 
 
-def _rule(doc: Located, key: str, body: dict[str, Any]) -> Rule:
+def _index_key(rule: Rule) -> str:
+    """The key a rule is indexed (and compared for duplicates) under: resources in normal form."""
+    if rule.section != "resources":
+        return rule.key
+    if rule.glob is not None:
+        return rule.glob.pattern
+    return uri.normalize_uri(rule.key) or rule.key
+
+
+def _table(section: str, rules: dict[str, Rule], problems: list[str]) -> RuleTable:
+    patterns = sorted(
+        (rule for rule in rules.values() if rule.glob is not None),
+        key=lambda rule: rule.glob.specificity if rule.glob else (0, 0),
+        reverse=True,
+    )
+    problems.extend(_ties(section, patterns))
+    exact = {index: rule for index, rule in rules.items() if rule.glob is None}
+    return RuleTable(MappingProxyType(exact), tuple(patterns))
+
+
+def _rule(doc: Located, section: str, key: str, body: dict[str, Any]) -> Rule:
     rate = parse_rate(body.get("rate_limit"))
+    pattern: Glob | uri.UriPattern | None = None
+    if section == "resources":
+        if uri.has_uri_wildcard(key):
+            pattern = uri.compile_pattern(key)[0]
+    elif has_wildcard(key):
+        pattern = Glob(key)
     return Rule(
         key=key,
-        where=doc.where(("tools", key)),
+        where=doc.where((section, key)),
         scopes=tuple(body.get("scopes", ())),
         any_of=tuple(tuple(alternative) for alternative in body.get("any_of", ())),
         clients=frozenset(body["clients"]) if "clients" in body else None,
@@ -245,27 +288,35 @@ def _rule(doc: Located, key: str, body: dict[str, Any]) -> Rule:
         rate_limit=(rate.count, rate.per_s) if rate else None,
         max_concurrency=body.get("max_concurrency"),
         description=body.get("description"),
-        glob=Glob(key) if has_wildcard(key) else None,
+        glob=pattern,
+        section=section,
     )
 
 
-def _ties(globs: list[Rule]) -> list[str]:
+def _ties(section: str, globs: list[Rule]) -> list[str]:
     """Every pair of equally specific patterns that can match one name (exact, with a witness)."""
     found = []
     for index, first in enumerate(globs):
         for second in globs[index + 1 :]:
-            if first.glob is None or second.glob is None:
+            a, b = first.glob, second.glob
+            if a is None or b is None:
                 continue
-            if first.glob.specificity != second.glob.specificity:
+            if a.specificity != b.specificity:
                 break  # sorted by specificity: no later pattern has the same one
-            witness = overlap(first.key, second.key)
+            if isinstance(a, uri.UriPattern) and isinstance(b, uri.UriPattern):
+                witness = uri.overlap(a, b)
+                described = a.describe()
+            elif isinstance(a, Glob) and isinstance(b, Glob):
+                witness = overlap(first.key, second.key)
+                literals, singles = a.specificity
+                described = f"literal characters: {literals}, '?': {singles}"
+            else:
+                continue
             if witness is not None:
-                literals, singles = first.glob.specificity
                 found.append(
-                    f"{second.where}: tools.{second.key}: ties with tools.{first.key} at "
+                    f"{second.where}: {section}.{second.key}: ties with {section}.{first.key} at "
                     f"{first.where}: both match {witness!r} with the same specificity "
-                    f"(literal characters: {literals}, '?': {singles}); add an exact rule or make "
-                    "one pattern more specific"
+                    f"({described}); add an exact rule or make one pattern more specific"
                 )
     return found
 
@@ -273,28 +324,35 @@ def _ties(globs: list[Rule]) -> list[str]:
 def _version(
     baseline: tuple[str, ...],
     methods: dict[str, MethodRule],
-    rules: dict[str, Rule],
+    sections: dict[str, dict[str, Rule]],
     listing: Listing,
 ) -> str:
-    """First 12 hex digits of SHA-256 over the canonical JSON of the merged policy."""
-    canonical = {
+    """First 12 hex digits of SHA-256 over the canonical JSON of the merged policy.
+
+    ``prompts`` and ``resources`` enter only when the policy has them, so a tools-only policy
+    keeps the version it had before those sections existed.
+    """
+    canonical: dict[str, Any] = {
         "version": 1,
         "baseline_scopes": list(baseline),
         **({"listing": listing} if listing != "allowed" else {}),
         "methods": {name: list(rule.scopes) for name, rule in methods.items()},
-        "tools": {
-            key: {
-                "scopes": list(rule.scopes),
-                "any_of": [list(alternative) for alternative in rule.any_of],
-                "clients": sorted(rule.clients) if rule.clients is not None else None,
-                "subjects": [g.pattern for g in rule.subjects] if rule.subjects else None,
-                "deny": rule.deny,
-                "rate_limit": list(rule.rate_limit) if rule.rate_limit else None,
-                "max_concurrency": rule.max_concurrency,
-                "description": rule.description,
-            }
-            for key, rule in rules.items()
-        },
     }
+    for section, rules in sections.items():
+        if section == "tools" or rules:
+            canonical[section] = {rule.key: _canonical_rule(rule) for rule in rules.values()}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:12]
+
+
+def _canonical_rule(rule: Rule) -> dict[str, Any]:
+    return {
+        "scopes": list(rule.scopes),
+        "any_of": [list(alternative) for alternative in rule.any_of],
+        "clients": sorted(rule.clients) if rule.clients is not None else None,
+        "subjects": [g.pattern for g in rule.subjects] if rule.subjects else None,
+        "deny": rule.deny,
+        "rate_limit": list(rule.rate_limit) if rule.rate_limit else None,
+        "max_concurrency": rule.max_concurrency,
+        "description": rule.description,
+    }

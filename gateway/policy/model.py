@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Final
 
 from gateway.policy import evaluate
 from gateway.policy.glob import Glob
+from gateway.policy.uri import UriPattern
 from gateway.seams import Decision, Listing, Principal
 
-__all__ = ["LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule"]
+__all__ = ["EMPTY_TABLE", "LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule", "RuleTable"]
 
 LOOKUP_CACHE_SIZE: Final = 4096
 """Memoised name -> rule lookups per policy set; the memo starts over when full."""
@@ -24,10 +26,11 @@ LOOKUP_CACHE_SIZE: Final = 4096
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One entry of ``tools``: the conditions under which the matching tools may be called."""
+    """One entry of ``tools``, ``prompts`` or ``resources``: the conditions under which the
+    matching tools may be called, prompts got, resources read."""
 
     key: str
-    """The tool name or pattern exactly as written in the file."""
+    """The tool or prompt name or pattern, or the resource URI or pattern, as written."""
     where: str
     """``file:line:col`` of the key, for warnings and ``policy explain``."""
     scopes: tuple[str, ...] = ()
@@ -44,8 +47,75 @@ class Rule:
     max_concurrency: int | None = None
     """Calls in flight per subject."""
     description: str | None = None
-    glob: Glob | None = field(default=None, compare=False)
-    """Set when ``key`` contains a wildcard."""
+    glob: Glob | UriPattern | None = field(default=None, compare=False)
+    """Set when ``key`` contains a wildcard (a resource pattern: normalised, :mod:`.uri`)."""
+    section: str = "tools"
+    """``tools``, ``prompts`` or ``resources``: the section the rule stands in."""
+
+
+@dataclass(slots=True, eq=False)
+class RuleTable:
+    """The rules of one section: exact keys, patterns most specific first, a bounded memo.
+
+    Tools, prompts and resources share it, so one precedence rule (an exact key beats every
+    pattern, then specificity; ties are load errors) governs all three.
+    """
+
+    exact: Mapping[str, Rule]
+    patterns: tuple[Rule, ...]
+    _lookups: dict[str, tuple[Rule | None, bool]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+
+    @property
+    def rules(self) -> tuple[Rule, ...]:
+        """Every rule: exact keys (sorted), then patterns (most specific first)."""
+        return (*(self.exact[key] for key in sorted(self.exact)), *self.patterns)
+
+    def __bool__(self) -> bool:
+        return bool(self.exact) or bool(self.patterns)
+
+    def lookup(self, name: str) -> tuple[Rule | None, bool]:
+        """(governing rule, tie?) for ``name`` (a resource: its normalised URI); memoised."""
+        found = self._lookups.get(name)
+        if found is None:
+            if len(self._lookups) >= LOOKUP_CACHE_SIZE:
+                self._lookups.clear()
+            found = self._lookups[name] = match_rules(self.exact, self.patterns, name)
+        return found
+
+    def find(self, key: str) -> Rule | None:
+        """The rule written under ``key`` (exact resource rules are indexed by normal form)."""
+        found = self.exact.get(key)
+        if found is not None and found.key == key:
+            return found
+        return next((r for r in self.rules if r.key == key), None)
+
+
+EMPTY_TABLE: Final = RuleTable(MappingProxyType({}), ())
+"""A section the policy does not have (every name is unruled: hidden)."""
+
+
+def match_rules(
+    exact: Mapping[str, Rule], patterns: tuple[Rule, ...], name: str
+) -> tuple[Rule | None, bool]:
+    """(governing rule, tie?): an exact key beats every pattern, then specificity."""
+    rule = exact.get(name)
+    if rule is not None:
+        return rule, False
+    found: Rule | None = None
+    found_specificity = (0, 0)
+    for candidate in patterns:
+        glob = candidate.glob
+        if glob is None:
+            continue
+        if found is not None and glob.specificity != found_specificity:
+            break  # sorted most specific first: nothing later can tie with the winner
+        if glob.matches(name):
+            if found is not None:
+                return found, True
+            found, found_specificity = candidate, glob.specificity
+    return found, False
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +154,10 @@ class PolicySet:
     """Every scope the policy mentions. RFC 6750 §3.1 / MCP 2025-11-25 step-up: a challenge may
     carry the caller's already granted scopes that the policy recognises, so clients that replace
     their scope set do not lose grants."""
+    prompts: RuleTable = EMPTY_TABLE
+    """``prompts:`` rules, keyed by prompt name or pattern (the tool pattern language)."""
+    resources: RuleTable = EMPTY_TABLE
+    """``resources:`` rules, keyed by URI or URI pattern (:mod:`gateway.policy.uri`)."""
     _lookups: dict[str, tuple[Rule | None, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -95,6 +169,25 @@ class PolicySet:
 
     def decide_method(self, principal: Principal, method: str) -> Decision:
         return evaluate.evaluate_method(self, principal, method)
+
+    def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
+        return evaluate.evaluate_prompt(self, principal, prompt)
+
+    def decide_resource(self, principal: Principal, uri: str) -> Decision:
+        return evaluate.evaluate_resource(self, principal, uri)
+
+    def decide_template(self, principal: Principal, uri_template: str) -> Decision:
+        return evaluate.evaluate_template(self, principal, uri_template)
+
+    def limits(
+        self, section: str, rule_key: str | None
+    ) -> tuple[tuple[int, float] | None, int | None]:
+        """(rate_limit, max_concurrency) of the ``prompts``/``resources`` rule ``rule_key``."""
+        table = self.prompts if section == "prompts" else self.resources
+        rule = table.find(rule_key) if rule_key is not None else None
+        if rule is None or rule.deny:
+            return None, None
+        return rule.rate_limit, rule.max_concurrency
 
     def rate_limit(self, tool: str) -> tuple[int, float] | None:
         rule = self.rule_for(tool)
@@ -133,26 +226,14 @@ class PolicySet:
         return found
 
     def _match(self, tool: str) -> tuple[Rule | None, bool]:
-        rule = self.exact.get(tool)
-        if rule is not None:
-            return rule, False
-        found: Rule | None = None
-        found_specificity = (0, 0)
-        for candidate in self.globs:
-            glob = candidate.glob
-            if glob is None:
-                continue
-            if found is not None and glob.specificity != found_specificity:
-                break  # sorted most specific first: nothing later can tie with the winner
-            if glob.matches(tool):
-                if found is not None:
-                    return found, True
-                found, found_specificity = candidate, glob.specificity
-        return found, False
+        return match_rules(self.exact, self.globs, tool)
 
-    def decide_rule(self, principal: Principal, key: str) -> Decision:
-        """Evaluate one rule by its key, as if a tool it governs were called (``explain``)."""
-        rule = self.exact.get(key) or next((r for r in self.globs if r.key == key), None)
+    def decide_rule(self, principal: Principal, key: str, section: str = "tools") -> Decision:
+        """Evaluate one rule by its key, as if a name it governs were used (``explain``)."""
+        if section == "tools":
+            rule = self.exact.get(key) or next((r for r in self.globs if r.key == key), None)
+        else:
+            rule = (self.prompts if section == "prompts" else self.resources).find(key)
         if rule is None:
             return evaluate.HIDDEN_NO_RULE
         return evaluate.evaluate_rule(self.baseline_scopes, rule, principal)

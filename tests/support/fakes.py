@@ -190,6 +190,21 @@ class FakePolicy:
         found = self._rule(tool)
         return found[1].max_concurrency if found else None
 
+    # Prompts and resources: the fake governs tools only, so they are all hidden (no rule).
+    def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
+        return Decision(allowed=False, visible=False, rule=None, reason="no_rule")
+
+    def decide_resource(self, principal: Principal, uri: str) -> Decision:
+        return Decision(allowed=False, visible=False, rule=None, reason="no_rule")
+
+    def decide_template(self, principal: Principal, uri_template: str) -> Decision:
+        return Decision(allowed=False, visible=False, rule=None, reason="no_rule")
+
+    def limits(
+        self, section: str, rule_key: str | None
+    ) -> tuple[tuple[int, float] | None, int | None]:
+        return None, None
+
 
 class FakePolicySource:
     def __init__(self, policy: FakePolicy) -> None:

@@ -1,0 +1,277 @@
+"""Resource URI patterns: normalisation, ``*`` / ``**`` matching, specificity and overlap.
+
+MCP resources are named by URIs (2026-07-28 server/resources.mdx); the ``resources:`` section of
+a policy keys its rules by URI or URI pattern. Two spellings of one URI must meet the same rule,
+so URIs and patterns are both brought to one form first (RFC 3986 §6.2.2, syntax-based
+normalisation), and matching runs on that form:
+
+1. the URI must parse as ``scheme ":" ["//" authority] path ["?" query]`` (RFC 3986 §3) and hold
+   only printable ASCII (a client sends non-ASCII percent-encoded); a fragment (``#``) is refused:
+   it names a part of a representation, never a resource of its own;
+2. the scheme and the authority's host are lower-cased (§6.2.2.1); userinfo and port stay;
+3. percent-encodings use upper-case hex, and those of unreserved characters (``A-Z a-z 0-9 - . _
+   ~``) are decoded (§6.2.2.2): ``%2e%2e`` is ``..``, ``%7E`` is ``~``; a ``%`` not followed by two
+   hex digits makes the URI invalid;
+4. dot segments are removed from the path (§5.2.4): ``/docs/../secret`` is ``/secret``.
+
+An invalid URI matches no rule (denied and hidden). ``%2F`` (an encoded ``/``) stays encoded, as
+RFC 3986 requires: it is a character of its segment, and ``*`` does not match it either (a server
+that decodes it before resolving a path must not turn one segment into two behind a rule).
+
+Patterns: ``*`` matches any run of characters within one path segment (no ``/``, no ``?``, no
+``%2F``); ``**`` matches any run of characters, across segments and into the query. Every other
+character is literal and case-sensitive (after normalisation). In a policy key the scheme and the
+authority are literal: wildcards may appear only after them. Specificity orders patterns that
+match the same URI: more literal characters first, then fewer ``**``. :func:`overlap` decides
+exactly whether two patterns can match one URI and builds that URI as a witness.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Final
+
+__all__ = [
+    "MAX_PATTERN_LENGTH",
+    "MAX_URI_LENGTH",
+    "UriPattern",
+    "compile_pattern",
+    "has_uri_wildcard",
+    "normalize_uri",
+    "overlap",
+    "template_pattern",
+]
+
+MAX_URI_LENGTH: Final = 2048
+"""Longest URI matched; longer ones match nothing."""
+MAX_PATTERN_LENGTH: Final = 400
+"""Longest pattern (a policy key, or a template's pattern): bounds the exact overlap walk."""
+
+_URI: Final = re.compile(
+    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?://(?P<authority>[^/?#]*))?(?P<path>[^?#]*)"
+    r"(?:\?(?P<query>[^#]*))?"
+)
+_UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_PERCENT: Final = re.compile(r"%(?P<hex>[0-9A-Fa-f]{2})")
+_STRAY_PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_STAR: Final = "\x00"
+_DOUBLE: Final = "\x01"
+"""Internal tokens for ``*`` and ``**`` (never part of a valid URI, which is printable ASCII)."""
+_SEGMENT_STOPS: Final = frozenset("/?")
+
+
+def has_uri_wildcard(text: str) -> bool:
+    return "*" in text
+
+
+def normalize_uri(uri: str) -> str | None:
+    """The normal form of ``uri`` (module docstring), or None when it is not a valid URI."""
+    return _normalize(uri)
+
+
+def _normalize(text: str) -> str | None:
+    if not text or len(text) > MAX_URI_LENGTH or not all(" " < c < "\x7f" for c in text):
+        return None
+    if "#" in text or _STRAY_PERCENT.search(text):
+        return None
+    match = _URI.fullmatch(text)
+    if match is None:
+        return None
+    authority = match.group("authority")
+    path = _percent(match.group("path"))
+    query = match.group("query")
+    out = match.group("scheme").lower() + ":"
+    if authority is not None:
+        out += "//" + _authority(_percent(authority))
+    out += _remove_dot_segments(path)
+    if query is not None:
+        out += "?" + _percent(query)
+    return out
+
+
+def _percent(text: str) -> str:
+    def fix(found: re.Match[str]) -> str:
+        char = chr(int(found.group("hex"), 16))
+        return char if char in _UNRESERVED else "%" + found.group("hex").upper()
+
+    return _PERCENT.sub(fix, text)
+
+
+def _authority(authority: str) -> str:
+    userinfo, at, hostport = authority.rpartition("@")
+    if hostport.startswith("["):  # IP literal: "[v6]" or "[v6]:port"
+        host, _, rest = hostport.partition("]")
+        host, port = host + "]", rest
+    else:
+        host, colon, port = hostport.partition(":")
+        port = colon + port
+    if port == ":":
+        port = ""  # RFC 3986 §6.2.3: an empty port is the same as none
+    return userinfo + at + host.lower() + port
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 §5.2.4, on segments (the same output as the algorithm's buffer loop)."""
+    if "." not in path:
+        return path
+    absolute = path.startswith("/")
+    segments = path.split("/")[1:] if absolute else path.split("/")
+    out: list[str] = []
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if out:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    joined = "/".join(out)
+    return "/" + joined if absolute else joined
+
+
+@dataclass(frozen=True, slots=True)
+class UriPattern:
+    """One compiled resource pattern (already normalised). ``specificity`` sorts descending."""
+
+    pattern: str
+    """The normalised pattern text, ``*`` and ``**`` as written."""
+    specificity: tuple[int, int] = field(init=False)
+    """(literal characters, minus the number of ``**``); larger is more specific."""
+    _tokens: str = field(init=False, repr=False, compare=False)
+    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        tokens = _tokenize(self.pattern)
+        literals = sum(1 for c in tokens if c not in (_STAR, _DOUBLE))
+        object.__setattr__(self, "specificity", (literals, -tokens.count(_DOUBLE)))
+        object.__setattr__(self, "_tokens", tokens)
+        object.__setattr__(self, "_regex", _compile(tokens))
+
+    def matches(self, normalized_uri: str) -> bool:
+        """Whether the pattern matches a URI already brought to normal form."""
+        return self._regex.fullmatch(normalized_uri) is not None
+
+    def describe(self) -> str:
+        literals, doubles = self.specificity
+        return f"literal characters: {literals}, '**': {-doubles}"
+
+
+def compile_pattern(key: str) -> tuple[UriPattern | None, str | None]:
+    """(pattern, None) for a valid policy key, else (None, a fixed reason)."""
+    if len(key) > MAX_PATTERN_LENGTH:
+        return None, f"longer than {MAX_PATTERN_LENGTH} characters"
+    if "***" in key:
+        return None, "use * (one segment) or ** (any depth), not ***"
+    match = _URI.fullmatch(key) if "#" not in key else None
+    if match is None:
+        return None, 'not a URI: write scheme:[//authority]path, e.g. "file:///docs/**"'
+    if "*" in match.group("scheme") or "*" in (match.group("authority") or ""):
+        return None, "the scheme and the authority are matched literally: no * in them"
+    normalized = _normalize(key)
+    if normalized is None:
+        return None, "not a valid URI (printable ASCII, percent-encodings as %XX, no fragment)"
+    return UriPattern(normalized), None
+
+
+def _tokenize(pattern: str) -> str:
+    return pattern.replace("**", _DOUBLE).replace("*", _STAR)
+
+
+def _compile(tokens: str) -> re.Pattern[str]:
+    parts = []
+    for char in tokens:
+        if char == _STAR:
+            parts.append(r"(?:(?!%2F)[^/?])*")
+        elif char == _DOUBLE:
+            parts.append(".*")
+        else:
+            parts.append(re.escape(char))
+    return re.compile("".join(parts), re.DOTALL)
+
+
+def _accepts(wildcard: str, text: str, position: int) -> bool:
+    """Whether ``wildcard`` may absorb the literal at ``text[position]``."""
+    if wildcard == _DOUBLE:
+        return True
+    if text[position] in _SEGMENT_STOPS:
+        return False
+    # An encoded "/" is not part of a single segment's wildcard either.
+    return not (text[position] == "%" and text[position + 1 : position + 3] == "2F")
+
+
+def overlap(first: UriPattern, second: UriPattern) -> str | None:
+    """A normalised URI both patterns match, or None when there is none.
+
+    Exact: a walk over pairs of positions where a wildcard on either side may stop or absorb one
+    literal of the other side that its class allows (when both sides are wildcards, letting one
+    match nothing loses no solution). Each state is visited at most once.
+    """
+    a_tokens, b_tokens = first._tokens, second._tokens
+
+    @cache
+    def walk(i: int, j: int) -> str | None:
+        end_i, end_j = i == len(a_tokens), j == len(b_tokens)
+        if end_i and end_j:
+            return ""
+        a = None if end_i else a_tokens[i]
+        b = None if end_j else b_tokens[j]
+        for wild, other, side in ((a, b, 0), (b, a, 1)):
+            if wild not in (_STAR, _DOUBLE):
+                continue
+            found = walk(i + 1, j) if side == 0 else walk(i, j + 1)
+            if found is not None:
+                return found
+            if other is None:
+                return None
+            if other in (_STAR, _DOUBLE):
+                return walk(i, j + 1) if side == 0 else walk(i + 1, j)
+            text, pos = (b_tokens, j) if side == 0 else (a_tokens, i)
+            if not _accepts(wild, text, pos):
+                return None
+            rest = walk(i, j + 1) if side == 0 else walk(i + 1, j)
+            return None if rest is None else other + rest
+        if a is None or b is None or a != b:
+            return None
+        rest = walk(i + 1, j + 1)
+        return None if rest is None else a + rest
+
+    return walk(0, 0)
+
+
+_EXPRESSION: Final = re.compile(r"\{([+#./;?&]?)([^{}]*)\}")
+
+
+def template_pattern(template: str) -> UriPattern | None:
+    """A pattern matching every URI an RFC 6570 template can expand to (a superset), or None.
+
+    Simple (``{x}``), label (``{.x}``) and path-parameter (``{;x}``) expressions stay inside a
+    segment (their expansion percent-encodes ``/`` and ``?``) and become ``*``; reserved
+    (``{+x}``), fragment, path-segment (``{/x}``) and query (``{?x}``, ``{&x}``) expressions
+    become ``**``. Used to list templates (docs/policy.md#resource-templates); every read is
+    still decided on its concrete URI.
+    """
+    if len(template) > MAX_PATTERN_LENGTH:
+        return None
+    pieces: list[str] = []
+    position = 0
+    for found in _EXPRESSION.finditer(template):
+        literal = template[position : found.start()]
+        if "*" in literal:
+            return None  # a literal "*" would read as a wildcard
+        pieces.append(literal)
+        pieces.append("*" if found.group(1) in ("", ".", ";") else "**")
+        position = found.end()
+    if "*" in template[position:]:
+        return None
+    pieces.append(template[position:])
+    text = "".join(pieces)
+    if "{" in text or "}" in text:
+        return None
+    normalized = _normalize(text)
+    return UriPattern(normalized) if normalized is not None else None
