@@ -54,6 +54,7 @@ __all__ = [
     "UnsupportedContentEncoding",
     "UnsupportedMediaType",
     "UnsupportedProtocolVersion",
+    "UnsupportedTransferCoding",
     "all_rows",
 ]
 
@@ -196,6 +197,19 @@ class MalformedRequest(GatewayError):
     handler runs; the connection is closed."""
 
     row, status, message = "malformed_request", 400, "Malformed HTTP request"
+
+
+class UnsupportedTransferCoding(GatewayError):
+    """A request framed with a transfer coding other than a single ``chunked`` (``gzip,
+    chunked``): RFC 9112 §6.1, a coding the server does not understand gets 501 (SHOULD). No
+    coding but chunked is decoded, so the body could only be misread. Answered by the listener;
+    the connection is closed."""
+
+    row, status, message = (
+        "unsupported_transfer_coding",
+        501,
+        "Transfer codings other than chunked are not supported",
+    )
 
 
 class HeadersTooLarge(GatewayError):

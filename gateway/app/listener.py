@@ -24,6 +24,9 @@ stand in front of authentication (issue 12: slowloris, header floods, 500s from
   no-store``, ``X-Request-Id``), one warning line at most per second with a count of the
   suppressed ones, never a traceback and never the request's bytes (which may hold a token,
   e.g. one split by obsolete line folding);
+- **transfer codings**: a request with a transfer coding besides a single ``chunked`` (``gzip,
+  chunked``, which aiohttp's parser accepts and de-chunks only) gets ``501
+  unsupported_transfer_coding`` (RFC 9112 §6.1) and close;
 - **no decompression**: ``auto_decompress`` is off, so a ``Content-Encoding`` body reaches the
   pipeline as sent and is refused there (``415 unsupported_content_encoding``).
 
@@ -56,6 +59,7 @@ from gateway.errors import (
     MalformedRequest,
     OverCapacity,
     RequestTimeout,
+    UnsupportedTransferCoding,
 )
 from gateway.http.errors import internal_error, render_error
 from gateway.observability.metrics import Metrics
@@ -111,6 +115,17 @@ def _head_size(method: str, path: str, raw_headers: Any) -> int:
         + 13
         + sum(len(name) + len(value) + 4 for name, value in raw_headers)
     )
+
+
+def _only_chunked(headers: Any) -> bool:
+    """``Transfer-Encoding`` is exactly one ``chunked`` (case-insensitive, RFC 9112 §7).
+
+    aiohttp's parser refuses a request whose final coding is not chunked (400, RFC 9112 §6.3)
+    and a repeated ``chunked``, but accepts others before it (``gzip, chunked``) and decodes
+    only the chunking: RFC 9112 §6.1 answers a coding the server does not understand 501.
+    """
+    values = headers.getall("Transfer-Encoding", ())
+    return len(values) == 1 and values[0].strip().lower() == "chunked"
 
 
 class GuardedRequestHandler(RequestHandler):
@@ -221,8 +236,9 @@ class GuardedRequestHandler(RequestHandler):
         # One or more heads completed in this chunk: measure them, then start over. (The common
         # case, a whole head in one read, never arms a timer.)
         self._cancel_head_timer()
-        if counted + len(data) > self._limits.max_header_bytes:
-            self._check_completed_heads(self._request_count - before)
+        self._check_completed_heads(
+            self._request_count - before, sizes=counted + len(data) > self._limits.max_header_bytes
+        )
         if self._messages:
             self._last_payload = self._messages[-1][1]
         self._carry = b""
@@ -253,19 +269,25 @@ class GuardedRequestHandler(RequestHandler):
         self._carry = (carry + data)[-3:]
         return self._head_bytes <= cap
 
-    def _check_completed_heads(self, count: int) -> None:
+    def _check_completed_heads(self, count: int, *, sizes: bool) -> None:
+        """Refuse the first of the ``count`` heads just parsed that is over the size cap
+        (measured only when ``sizes``: the bytes received could exceed it) or names a transfer
+        coding besides ``chunked``; it and anything pipelined behind it are never handled."""
         cap = self._limits.max_header_bytes
         queued = self._messages
         for index in range(max(0, len(queued) - count), len(queued)):
             message = queued[index][0]
             if isinstance(message, web_protocol._ErrInfo):
                 continue  # a parse error: answered 400 anyway
-            size = _head_size(message.method, message.path, message.raw_headers)
-            if size > cap:
-                # Replace it (and drop anything pipelined behind it): it is never handled.
+            refusal: _Refusal | None = None
+            if sizes and _head_size(message.method, message.path, message.raw_headers) > cap:
+                refusal = _Refusal(HeadersTooLarge(), "head_over_cap")
+            elif message.chunked and not _only_chunked(message.headers):
+                refusal = _Refusal(UnsupportedTransferCoding(), "transfer_coding")
+            if refusal is not None:
                 while len(queued) > index:
                     queued.pop()
-                self._refuse(_Refusal(HeadersTooLarge(), "head_over_cap"))
+                self._refuse(refusal)
                 return
 
     def _arm_head_timer(self) -> None:

@@ -412,6 +412,10 @@ MALFORMED = {
     "bad chunk size": (
         b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nab\r\n"
     ),
+    # RFC 9112 §6.3: a request whose final transfer coding is not chunked cannot be framed.
+    "final coding not chunked": (
+        b"POST /mcp HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n2\r\n{}\r\n0\r\n\r\n"
+    ),
     "folded token": (
         b"POST /mcp HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer\r\n "
         + SECRET.encode()
@@ -466,6 +470,54 @@ class TestMalformedHttp:
             assert SECRET.encode() not in response.body
             assert all(SECRET not in value for value in response.headers.values())
         assert SECRET not in json.dumps(server_log, default=str)
+
+
+def chunked_request(coding: str, body: bytes, *, close: bool = True) -> bytes:
+    """A modern ``server/discover`` with a valid token, its body chunked in two pieces."""
+    headers = modern_headers("server/discover", **{"Transfer-Encoding": coding})
+    head = request_bytes(headers, close=close)
+    half = len(body) // 2
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:half], body[half:]))
+    return head + chunks + b"0\r\n\r\n"
+
+
+class TestTransferCodings:
+    @pytest.mark.row("unsupported_transfer_coding")
+    @pytest.mark.parametrize(
+        "coding", ["gzip, chunked", "identity, chunked", "x-custom, chunked", "deflate,chunked"]
+    )
+    async def test_a_coding_besides_chunked_is_501_before_authentication(
+        self, gw: Gateway, server_log: list[dict[str, Any]], coding: str
+    ) -> None:
+        # aiohttp's parser accepted these and removed only the chunking: the gzip was ignored.
+        body = gzip.compress(DISCOVER) if "gzip" in coding else DISCOVER
+        response = await exchange(gw.server.port, chunked_request(coding, body))
+        assert_row(response, 501, "unsupported_transfer_coding")
+        assert response.json() == {
+            "error": "unsupported_transfer_coding",
+            "error_description": "Transfer codings other than chunked are not supported",
+        }
+        assert "WWW-Authenticate" not in response.headers
+        assert gw.authenticator.calls == 0
+        assert not errors_and_tracebacks(server_log)
+        refused = [e for e in server_log if e["event"] == "http.refused"]
+        assert [(e["reason"], e["status"]) for e in refused] == [("transfer_coding", 501)]
+
+    @pytest.mark.parametrize("coding", ["chunked", "Chunked"])
+    async def test_a_single_chunked_goes_through_the_pipeline(
+        self, gw: Gateway, coding: str
+    ) -> None:
+        response = await exchange(gw.server.port, chunked_request(coding, DISCOVER))
+        assert response.status == 200
+        assert response.json()["result"]["resultType"] == "complete"
+
+    async def test_a_pipelined_request_behind_the_refused_one_is_never_handled(
+        self, gw: Gateway
+    ) -> None:
+        refused = chunked_request("gzip, chunked", gzip.compress(DISCOVER), close=False)
+        response = await exchange(gw.server.port, refused + discover_request())
+        assert response.status == 501
+        assert gw.authenticator.calls == 0
 
     @pytest.mark.parametrize("authorization", [None, "Bearer good"])
     async def test_an_unknown_expectation_goes_through_the_pipeline_not_aiohttps_417(
