@@ -1,7 +1,7 @@
 """Suite-wide settings.
 
 ``MCP_GATEWAY_TEST_REQUIRE`` (set by ``.ci/run``) names external tools the run must have, e.g.
-``"redis-server nginx promtool"``. Without it, tests that need a missing tool skip with the
+``"redis-server nginx promtool chromium"``. Without it, tests that need a missing tool skip with the
 reason (a developer's laptop); with it, the session refuses to start, so CI can never pass on
 skipped tests.
 """

@@ -27,6 +27,7 @@ from gateway.config.issuer import build_issuers, issuer_allows_insecure_http
 from gateway.config.model import (
     CacheConfig,
     Config,
+    CorsConfig,
     IssuerConfig,
     Listen,
     LoggingConfig,
@@ -123,6 +124,7 @@ def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
         policy_poll_s=float(raw.get("policy_poll_s", 2.0)),
         event_loop=raw.get("event_loop", "auto"),
         protocol=ProtocolConfig(**raw.get("protocol", {})),
+        cors=CorsConfig(**raw.get("cors", {})),
         logging=LoggingConfig(**raw.get("logging", {})),
         warnings=tuple(b.warnings),
         **sections,

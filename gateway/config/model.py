@@ -404,6 +404,15 @@ class InputRequestsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class CorsConfig:
+    """``cors:``: CORS answers for browser clients from the trusted origins (docs/protocol.md)."""
+
+    enabled: bool = False
+    max_age_s: int = 600
+    """``Access-Control-Max-Age`` of a preflight answer (browsers cap it: Chromium at 7200)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole validated configuration. Immutable; a reload builds a new one."""
 
@@ -438,6 +447,7 @@ class Config:
     more_issuers: tuple[IssuerConfig, ...] = ()
     """The entries of ``issuers:`` after the first (see :attr:`issuers`)."""
     identity_jwks: IdentityJwksConfig = field(default_factory=IdentityJwksConfig)
+    cors: CorsConfig = field(default_factory=CorsConfig)
 
     @property
     def issuers(self) -> tuple[IssuerConfig, ...]:
@@ -457,6 +467,13 @@ class Config:
     def public_origin(self) -> str:
         parts = urlsplit(self.resource)
         return f"{parts.scheme}://{parts.netloc}"
+
+    @property
+    def trusted_origins(self) -> frozenset[str]:
+        """The one list of trusted browser origins: ``allowed_origins`` plus the resource's own
+        origin (a page it serves is same-origin with us, never a DNS-rebinding attacker). The
+        Origin check (pipeline step 3) and the CORS answers both read it."""
+        return self.allowed_origins | {self.public_origin.lower()}
 
     @property
     def prm_path(self) -> str:

@@ -56,6 +56,7 @@ from gateway.http.admission import (
 )
 from gateway.http.answer import EMPTY_HEADERS, answer_batch, answer_single
 from gateway.http.call_limits import CONCURRENCY_RETRY_S, CallLimits
+from gateway.http.cors import Cors
 from gateway.http.dispatch import Dispatcher
 from gateway.http.drain import DrainBound
 from gateway.http.errors import internal_error, render_error
@@ -123,9 +124,9 @@ class McpEndpoint:
         self._body_cap = limits.max_body_bytes
         self._json_limits = limits.json
         self._deadline_s = limits.request_deadline_s
-        # The resource's own origin cannot be a DNS-rebinding attacker (the page would already be
-        # same-origin with us): always admitted; allowed_origins adds more (issue 11 item 1).
-        self._origins = config.allowed_origins | {config.public_origin.lower()}
+        # allowed_origins plus the resource's own origin (issue 11 item 1); CORS reads the same.
+        self._origins = config.trusted_origins
+        self._cors = Cors(config) if config.cors.enabled else None
         self._trusted = config.trusted_proxies
         self._in_flight = 0
         self._principal_in_flight = limits.principal_in_flight
@@ -192,6 +193,9 @@ class McpEndpoint:
     ) -> web.StreamResponse:
         # Step 2: before auth, so a GET probe never triggers an OAuth dance (digest §3.5).
         if request.method != "POST":
+            cors = self._cors
+            if cors is not None and cors.is_preflight(request):
+                return cors.preflight(request)  # a browser's CORS preflight (http/cors.py)
             raise MethodNotAllowed()
         headers = request.headers
         check_origin(headers.get("Origin"), self._origins)  # step 3

@@ -1,11 +1,13 @@
 """Pipeline step 1, routing: the exact MCP path and the RFC 9728 §3 metadata paths; nothing else.
 
 - The MCP path (the path of the configured ``resource``) takes every method; the endpoint
-  answers anything but POST with 405 ``Allow: POST`` before authentication.
+  answers anything but POST with 405 ``Allow: POST`` before authentication (with
+  ``cors.enabled``, a trusted origin's CORS preflight with 204: :mod:`gateway.http.cors`).
 - Protected Resource Metadata (RFC 9728 §3.1) is served unauthenticated, by GET and HEAD, at
   ``/.well-known/oauth-protected-resource<mcp path>`` and at the root well-known path (MCP
   2025-11-25 authorization.mdx §Protected Resource Metadata Discovery: clients fall back to the
   root). Any ``MCP-Protocol-Version`` header is ignored there (Codex sends ``2024-11-05``).
+  With ``cors.enabled`` they answer a trusted origin's ``OPTIONS`` preflight too.
 - With ``identity_jwks.public: true``, the gateway's JWK Set of caller-assertion keys at
   ``/.well-known/jwks.json`` (GET and HEAD, unauthenticated: public keys only). The ops listener
   always serves it when any key is configured (:func:`add_jwks_route`).
@@ -21,13 +23,16 @@ pipeline: a plain-text 417 quoting the header, without ``Cache-Control: no-store
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from aiohttp import HttpVersion11, hdrs, web
 
 from gateway.config import Config
+from gateway.errors import OriginForbidden
+from gateway.http.cors import Cors
 from gateway.http.endpoint import McpEndpoint
+from gateway.http.errors import render_error
 
 __all__ = ["JWKS_PATH", "PRM_ROOT_PATH", "add_jwks_route", "add_mcp_routes"]
 
@@ -44,7 +49,8 @@ PRM_HEADERS: Final = {
     "Content-Type": "application/json",
     # Public, non-secret, and stable between deploys: short shared caching is safe.
     "Cache-Control": "public, max-age=300",
-    # Browser-based clients fetch it cross-origin (RFC 9728 §3 places no restriction).
+    # Browser-based clients fetch it cross-origin (RFC 9728 §3 places no restriction); with
+    # cors.enabled only the trusted origins are named instead (gateway/http/cors.py).
     "Access-Control-Allow-Origin": "*",
 }
 
@@ -77,10 +83,14 @@ def add_mcp_routes(
     jwks_document: Callable[[], dict[str, Any]] | None = None,
 ) -> None:
     """Register the MCP path, when ``prm_document`` is given both PRM paths, and when
-    ``jwks_document`` is given the JWK Set."""
+    ``jwks_document`` is given the JWK Set; with ``cors.enabled`` the CORS headers of every
+    answer and the metadata paths' preflight (:mod:`gateway.http.cors`)."""
     app.router.add_route(
         "*", config.mcp_path, endpoint.handle, expect_handler=_expect_continue_only
     )
+    cors = Cors(config) if config.cors.enabled else None
+    if cors is not None:
+        app.on_response_prepare.append(cors.on_response_prepare)
     if jwks_document is not None:
         add_jwks_route(app, jwks_document)
     if prm_document is None:
@@ -92,3 +102,15 @@ def add_mcp_routes(
 
     for path in dict.fromkeys((config.prm_path, PRM_ROOT_PATH)):
         app.router.add_get(path, protected_resource_metadata)  # allow_head: HEAD too
+        if cors is not None:
+            app.router.add_route("OPTIONS", path, _metadata_preflight(cors))
+
+
+def _metadata_preflight(cors: Cors) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def preflight(request: web.Request) -> web.Response:
+        try:
+            return cors.metadata_preflight(request)
+        except OriginForbidden as err:
+            return render_error(err, challenge=None)
+
+    return preflight

@@ -209,6 +209,8 @@ class TestEveryKeyRoundTrips:
             ipaddress.ip_network("::1/128"),
         )
         assert c.allowed_origins == frozenset({"https://app.example.com"})
+        assert (c.cors.enabled, c.cors.max_age_s) == (True, 1200)
+        assert c.trusted_origins == {"https://app.example.com", "https://mcp.example.com"}
         assert (c.logging.format, c.logging.level) == ("console", "debug")
         assert (c.logging.subject, c.logging.log_arguments) == ("fingerprint", True)
         assert (c.audit.sink, c.audit.max_bytes, c.audit.backups) == ("file", 8192, 2)

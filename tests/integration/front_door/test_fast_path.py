@@ -11,6 +11,7 @@ leaves to the router.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from typing import Any
 
@@ -18,8 +19,14 @@ import pytest
 from aiohttp import web
 
 from gateway.app import fast_path, listener
+from gateway.config import CorsConfig
 from tests.integration.front_door.conftest import MakeGateway
-from tests.support.gateway_harness import Gateway, modern_headers, modern_request
+from tests.support.gateway_harness import (
+    Gateway,
+    harness_config,
+    modern_headers,
+    modern_request,
+)
 
 CALL = json.dumps(
     modern_request("tools/call", 7, {"name": "echo", "arguments": {"text": "hi"}})
@@ -103,6 +110,36 @@ async def test_the_plain_write_answers_as_aiohttp_does(
     theirs = await answer(port, data)
     assert ours == theirs
     assert ours[0].startswith(b"HTTP/1.")
+
+
+CORS_CASES: dict[str, dict[str, Any]] = {
+    "200 trusted origin": {"headers": {"Origin": "https://app.example.com"}},
+    "401 trusted origin": {"headers": {"Origin": "https://app.example.com", "Authorization": ""}},
+    "200 no origin": {},
+    "403 untrusted origin": {"headers": {"Origin": "https://evil.example"}},
+}
+
+
+@pytest.mark.parametrize("case", CORS_CASES, ids=list(CORS_CASES))
+async def test_the_plain_write_carries_the_cors_headers_as_aiohttp_does(
+    make_gw: MakeGateway, monkeypatch: pytest.MonkeyPatch, case: str
+) -> None:
+    config = dataclasses.replace(
+        harness_config(),
+        allowed_origins=frozenset({"https://app.example.com"}),
+        cors=CorsConfig(enabled=True),
+    )
+    gw: Gateway = await make_gw(config=config)
+    port = gw.server.port
+    assert port is not None
+    data = raw_request(**CORS_CASES[case])
+    ours = await answer(port, data)
+    monkeypatch.setattr(listener, "write_plain", _not_plain)
+    theirs = await answer(port, data)
+    assert ours == theirs
+    assert b"\r\nVary: Origin\r\n" in ours[0]
+    trusted = b"Access-Control-Allow-Origin: https://app.example.com\r\n" in ours[0]
+    assert trusted == (case.split()[1] == "trusted")
 
 
 async def _not_plain(request: web.BaseRequest, response: web.StreamResponse) -> bool | None:
