@@ -7,7 +7,9 @@ Pure: no I/O, no clock of its own. :func:`check_claims` either returns an immuta
 1. ``active`` is the JSON boolean ``true`` (a string or 1 is not);
 2. ``token_type``, when present, names a plain bearer access token (:data:`ACCESS_TOKEN_TYPES`);
    refresh tokens, ID tokens and DPoP tokens fail, and so does any ``cnf`` (sender-constrained
-   tokens need a proof this gateway does not check, RFC 9449 / RFC 8705);
+   tokens need a proof this gateway does not check, RFC 9449 / RFC 8705), and so does an answer
+   that carries an ID token's claims (:func:`refuse_id_token`, the JWT path's rule: Keycloak
+   introspects ID tokens as ``active`` when their ``aud`` names the resource);
 3. ``iss`` equals the issuer exactly when present; required when ``require_iss`` is set;
 4. ``aud`` (string or array of strings) contains an accepted audience, compared as RFC 8707
    canonical URIs; a missing ``aud`` fails (refresh tokens introspect without one);
@@ -16,7 +18,8 @@ Pure: no I/O, no clock of its own. :func:`check_claims` either returns an immuta
 6. ``nbf`` and ``iat``, when present, are numbers not later than ``now + skew``;
 7. ``sub`` is a non-empty string, or, with ``subject_fallback: client_id``, ``client_id`` is;
    ``sub`` and ``client_id`` are at most :data:`MAX_IDENTITY_CHARS` characters;
-8. ``scope``, when present, is a string; it is split on spaces.
+8. ``scope``, when present, is a string; it is split on spaces, then ``scope_map`` applies
+   (:mod:`.scopes`).
 """
 
 from __future__ import annotations
@@ -32,14 +35,18 @@ from gateway.config import Config, IssuerConfig, canonical_uri
 from gateway.errors import InvalidToken
 from gateway.seams import Principal
 
+from .scopes import IDENTITY, ScopeVocabulary, derive_scopes
+
 __all__ = [
     "ACCESS_TOKEN_TYPES",
+    "ID_TOKEN_CLAIMS",
     "MAX_IDENTITY_CHARS",
     "ClaimRules",
     "canonical_audience",
     "check_audience",
     "check_claims",
     "check_times",
+    "refuse_id_token",
 ]
 
 ACCESS_TOKEN_TYPES: Final = frozenset(
@@ -49,6 +56,10 @@ ACCESS_TOKEN_TYPES: Final = frozenset(
 a RFC 6749 §7.1 token type (``Bearer``); several issuers put ``access_token`` or the RFC 8693
 URN there instead. Everything else (``refresh_token``, ``id_token``, ``DPoP``, ``N_A``) fails."""
 
+
+ID_TOKEN_CLAIMS: Final = frozenset({"nonce", "at_hash", "c_hash", "s_hash"})
+"""Claims only an ID token carries (OIDC Core §2, §3.3.2.11): an ID token is for the client,
+never a bearer for a resource."""
 
 MAX_IDENTITY_CHARS: Final = 256
 """Longest ``sub`` and ``client_id`` accepted (characters). Issuers use UUIDs, emails or
@@ -66,6 +77,8 @@ class ClaimRules:
     require_iss: bool = False
     skew_s: float = 30.0
     subject_fallback: Literal["none", "client_id"] = "none"
+    vocabulary: ScopeVocabulary = IDENTITY
+    """``scope_map``: the issuer's spellings -> the policy's names."""
 
     def __post_init__(self) -> None:
         if not self.audiences:
@@ -89,6 +102,7 @@ class ClaimRules:
             require_iss=issuer.require_iss,
             skew_s=float(issuer.clock_skew_s),
             subject_fallback=issuer.subject_fallback,
+            vocabulary=ScopeVocabulary.for_issuer(issuer),
         )
 
 
@@ -176,6 +190,7 @@ def check_claims(
         # SECURITY: a sender-constrained token (DPoP cnf.jkt, mTLS cnf.x5t#S256) presented as a
         # plain bearer would let a thief skip the proof of possession.
         raise InvalidToken(detail="sender-constrained token presented as bearer")
+    refuse_id_token(doc, token_uses=_INTROSPECTED_TOKEN_USES)
 
     iss = doc.get("iss")
     if iss is None:
@@ -203,21 +218,39 @@ def check_claims(
         # backend: an unbounded one is a memory and header-size lever for whoever mints tokens.
         raise InvalidToken(detail="sub too long")
 
-    scope = doc.get("scope", "")
-    if not isinstance(scope, str):
-        raise InvalidToken(detail="scope is not a string")
-
+    scopes = derive_scopes(
+        doc, scope_claims=("scope",), vocabulary=rules.vocabulary, strings_only=True, bounded=False
+    )
     return Principal(
         subject=subject,
         client_id=client_id,
-        # RFC 6749 §3.3: space-delimited; tolerate repeated spaces rather than empty scopes.
-        scopes=frozenset(s for s in scope.split(" ") if s),
+        scopes=frozenset(d.scope for d in scopes),
         expires_at=exp,
         issuer=rules.issuer,
         fingerprint=fingerprint,
         skew_s=rules.skew_s,
         actor=actor_of(doc),
     )
+
+
+_INTROSPECTED_TOKEN_USES: Final = frozenset({"access", "access_token"})
+"""``token_use`` values of access tokens in introspection answers: AWS Cognito's claim says
+``access``, ORY Hydra's answer ``access_token`` (its refresh tokens say ``refresh_token``)."""
+
+
+def refuse_id_token(doc: Mapping[str, Any], *, token_uses: frozenset[str]) -> None:
+    """Raise InvalidToken when ``doc`` (a JWT's claims or an introspection answer carrying the
+    token's claims, as Keycloak's does) describes an ID or refresh token, not an access token:
+    an ID token's claims (:data:`ID_TOKEN_CLAIMS`), a Keycloak-style ``typ`` claim other than
+    ``Bearer`` (``ID``, ``Refresh``, ``Logout``), or a ``token_use`` not in ``token_uses``."""
+    if ID_TOKEN_CLAIMS & doc.keys():
+        raise InvalidToken(detail="an ID token presented as bearer")
+    typ = doc.get("typ")
+    if typ is not None and (not isinstance(typ, str) or typ.lower() != "bearer"):
+        raise InvalidToken(detail="typ claim is not Bearer (refresh or ID token)")
+    token_use = doc.get("token_use")
+    if token_use is not None and token_use not in token_uses:
+        raise InvalidToken(detail="token_use is not access")
 
 
 def actor_of(doc: Mapping[str, Any]) -> str | None:

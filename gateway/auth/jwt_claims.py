@@ -20,7 +20,7 @@ first failure wins:
 5. scopes: the union of every ``scope_claims`` member present, each a space-separated string
    (RFC 9068 §2.2.3 ``scope``) or an array of strings (``scp`` of Okta; Entra ID's is a
    string), each with ``scope_prefix``; with ``roles`` configured, the roles array at that
-   path, each with the roles' prefix.
+   path, each with the roles' prefix; then ``scope_map`` (:mod:`.scopes`).
 """
 
 from __future__ import annotations
@@ -33,14 +33,21 @@ from gateway.config import IssuerConfig, RolesConfig
 from gateway.errors import InvalidToken
 from gateway.seams import Principal
 
-from .claims import MAX_IDENTITY_CHARS, ClaimRules, actor_of, check_audience, check_times
+from .claims import (
+    ID_TOKEN_CLAIMS,
+    MAX_IDENTITY_CHARS,
+    ClaimRules,
+    actor_of,
+    check_audience,
+    check_times,
+    refuse_id_token,
+)
+from .scopes import IDENTITY, MAX_SCOPES, DerivedScope, ScopeVocabulary, derive_scopes
 
-__all__ = ["ID_TOKEN_CLAIMS", "MAX_SCOPES", "JwtRules", "check_jwt_claims"]
+__all__ = ["ID_TOKEN_CLAIMS", "MAX_SCOPES", "JwtRules", "check_jwt_claims", "derive"]
 
-ID_TOKEN_CLAIMS: Final = frozenset({"nonce", "at_hash", "c_hash", "s_hash"})
-MAX_SCOPES: Final = 256
-"""Most scopes (scope claims and roles together) one token may carry."""
-MAX_SCOPE_CHARS: Final = 256
+_TOKEN_USES: Final = frozenset({"access"})
+"""AWS Cognito-style ``token_use`` of an access token (its ID tokens say ``id``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,8 @@ class JwtRules:
     roles: RolesConfig | None = None
     subject_claim: str = "sub"
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
+    vocabulary: ScopeVocabulary = IDENTITY
+    """``scope_map``: the issuer's spellings -> the policy's names."""
 
     @classmethod
     def for_issuer(cls, resource: str, issuer: IssuerConfig) -> JwtRules:
@@ -63,6 +72,7 @@ class JwtRules:
             roles=issuer.roles,
             subject_claim=issuer.subject_claim,
             client_id_claims=issuer.client_id_claims,
+            vocabulary=ScopeVocabulary.for_issuer(issuer),
         )
 
 
@@ -74,40 +84,15 @@ def _identity(value: object, name: str) -> str | None:
     return value
 
 
-def _scope_values(value: object, name: str) -> list[str]:
-    if isinstance(value, str):
-        # RFC 6749 §3.3: space-delimited; tolerate repeated spaces rather than empty scopes.
-        return [s for s in value.split(" ") if s]
-    if isinstance(value, list) and all(
-        isinstance(item, str) and item and " " not in item for item in value
-    ):
-        return list(value)
-    raise InvalidToken(detail=f"{name} is not a string or an array of scope strings")
-
-
-def _at_path(claims: Mapping[str, Any], path: tuple[str, ...]) -> object:
-    node: object = claims
-    for part in path:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    return node
-
-
-def _scopes(claims: Mapping[str, Any], rules: JwtRules) -> frozenset[str]:
-    found: list[str] = []
-    for name in rules.scope_claims:
-        if name in claims:
-            found.extend(rules.scope_prefix + s for s in _scope_values(claims[name], name))
-    if rules.roles is not None:
-        roles = _at_path(claims, rules.roles.claim)
-        if roles is not None:
-            if not isinstance(roles, list) or not all(isinstance(r, str) and r for r in roles):
-                raise InvalidToken(detail="roles claim is not an array of strings")
-            found.extend(rules.roles.prefix + role for role in roles)
-    if len(found) > MAX_SCOPES or any(len(s) > MAX_SCOPE_CHARS for s in found):
-        raise InvalidToken(detail="too many or too long scopes")
-    return frozenset(found)
+def derive(claims: Mapping[str, Any], rules: JwtRules) -> tuple[DerivedScope, ...]:
+    """The token's scopes with their provenance (:func:`~gateway.auth.scopes.derive_scopes`)."""
+    return derive_scopes(
+        claims,
+        scope_claims=rules.scope_claims,
+        scope_prefix=rules.scope_prefix,
+        roles=rules.roles,
+        vocabulary=rules.vocabulary,
+    )
 
 
 def check_jwt_claims(
@@ -118,14 +103,7 @@ def check_jwt_claims(
         # SECURITY: a sender-constrained token (DPoP cnf.jkt, mTLS cnf.x5t#S256) presented as a
         # plain bearer would let a thief skip the proof of possession.
         raise InvalidToken(detail="sender-constrained token presented as bearer")
-    if ID_TOKEN_CLAIMS & claims.keys():
-        raise InvalidToken(detail="an ID token presented as bearer")
-    typ = claims.get("typ")
-    if typ is not None and (not isinstance(typ, str) or typ.lower() != "bearer"):
-        raise InvalidToken(detail="typ claim is not Bearer (refresh or ID token)")
-    token_use = claims.get("token_use")
-    if token_use is not None and token_use != "access":  # noqa: S105 - a claim value
-        raise InvalidToken(detail="token_use is not access")
+    refuse_id_token(claims, token_uses=_TOKEN_USES)
 
     base = rules.claims
     if claims.get("iss") != base.issuer:
@@ -148,7 +126,7 @@ def check_jwt_claims(
     return Principal(
         subject=subject,
         client_id=client_id,
-        scopes=_scopes(claims, rules),
+        scopes=frozenset(d.scope for d in derive(claims, rules)),
         expires_at=exp,
         issuer=base.issuer,
         fingerprint=fingerprint,

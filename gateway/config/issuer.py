@@ -18,6 +18,7 @@ from gateway.config.model import (
     CacheConfig,
     IssuerConfig,
     RolesConfig,
+    ScopeMapEntry,
     parse_rate,
 )
 from gateway.config.urls import canonical_uri
@@ -177,6 +178,10 @@ def build_issuer(
         scope_claims=tuple(ri.get("scope_claims", ["scope", "scp"])),
         scope_prefix=ri.get("scope_prefix", ""),
         roles=_roles(ri.get("roles")),
+        scope_map=tuple(
+            ScopeMapEntry(spelled, scope, doc.where((*ip, "scope_map", spelled)))
+            for spelled, scope in ri.get("scope_map", {}).items()
+        ),
         subject_claim=ri.get("subject_claim", "sub"),
         client_id_claims=tuple(ri.get("client_id_claims", ["client_id", "azp", "appid"])),
         max_token_bytes=int(ri.get("max_token_bytes", 8192)),

@@ -38,6 +38,7 @@ __all__ = [
     "Rate",
     "RedisConfig",
     "RolesConfig",
+    "ScopeMapEntry",
     "SealKey",
     "ServerInfo",
     "StateConfig",
@@ -116,6 +117,20 @@ class RolesConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ScopeMapEntry:
+    """One ``issuer.scope_map`` entry: a scope as this issuer's clients request it -> the
+    policy's name for it."""
+
+    spelled: str
+    """As the issuer's clients request it: after ``scope_prefix`` (scopes) or the roles' prefix
+    (role values), so exactly what the 403 challenge of this issuer's callers names."""
+    scope: str
+    """The policy's name for it (the policy vocabulary)."""
+    where: str = field(default="", compare=False)
+    """``file:line:col`` of the key in ``gateway.yaml`` (for ``check``'s warnings)."""
+
+
+@dataclass(frozen=True, slots=True)
 class IssuerConfig:
     url: str
     client_id: str | None = None
@@ -156,6 +171,10 @@ class IssuerConfig:
     """Prepended to every scope read from ``scope_claims`` (Entra ID's ``scp`` carries
     ``mcp.access`` for the scope clients request as ``api://<app id>/mcp.access``)."""
     roles: RolesConfig | None = None
+    scope_map: tuple[ScopeMapEntry, ...] = ()
+    """``scope_map``, in file order: this issuer's spellings -> the policy's names (every mode;
+    scopes not in it pass unchanged). Two entries may share a target; the first one is how the
+    gateway spells that scope back to this issuer's callers."""
     subject_claim: str = "sub"
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
     max_token_bytes: int = 8192

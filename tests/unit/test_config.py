@@ -17,6 +17,7 @@ from gateway.config import (
     InputRequestsConfig,
     Rate,
     RolesConfig,
+    ScopeMapEntry,
     Secret,
     StateConfig,
     StoreErrorPolicies,
@@ -65,7 +66,9 @@ def yaml_keys(path: Path) -> set[str]:
     doc = load_yaml(path)
     found: set[str] = set()
 
-    free_form = {"backend.tool_timeouts_s", "backends", "backends.*.tool_timeouts_s"}
+    free_form = {
+        "backend.tool_timeouts_s", "backends", "backends.*.tool_timeouts_s", "issuer.scope_map",
+    }  # fmt: skip
 
     def walk(value: Any, prefix: str, free: bool) -> None:
         if isinstance(value, dict):
@@ -149,6 +152,11 @@ class TestEveryKeyRoundTrips:
         assert (i.scope_claims, i.subject_claim, i.client_id_claims) == (("scp",), "oid", ("azp",))
         assert i.scope_prefix == "api://acme/"
         assert i.roles == RolesConfig(claim=("realm_access", "roles"), prefix="role:")
+        assert i.scope_map == (
+            ScopeMapEntry("api://acme/mcp.access", "mcp:access"),
+            ScopeMapEntry("role:mcp-user", "mcp:access"),
+        )
+        assert i.scope_map[1].where.endswith("full.yaml:42:5")
         assert i.max_token_bytes == 4096
         assert (i.jwks_min_refresh_s, i.jwks_max_refresh_s) == (30.0, 900.0)
         assert i.jwks_unknown_kid_interval_s == 10.0
