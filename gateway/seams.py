@@ -145,6 +145,12 @@ class Authenticator(Protocol):
         """The bearer token of a request :meth:`authenticate` accepted (for token exchange)."""
         ...
 
+    def outward_scopes(self, scopes: Sequence[str], principal: Principal | None) -> tuple[str, ...]:
+        """``scopes`` (the policy's names) as the issuer of ``principal``'s token spells them
+        (the reverse of its ``scope_map``); without a principal, as the first issuer does (the
+        one clients discover). For every scope the gateway names to a client."""
+        ...
+
 
 class Revocations(Protocol):
     """**Protocol:** tokens revoked at the gateway, by SHA-256 digest (``gateway/state``)."""

@@ -28,11 +28,16 @@ class ChallengeCache:
         self._challenges: dict[tuple[type[GatewayError], tuple[str, ...]], str | None] = {}
 
     def challenge(self, error: GatewayError) -> str | None:
-        """The ``WWW-Authenticate`` value for ``error`` (see :func:`.challenge.challenge_for`)."""
-        baseline = self._baseline()
+        """The ``WWW-Authenticate`` value for ``error`` (see :func:`.challenge.challenge_for`).
+
+        A 401 row names ``error.scopes`` when the pipeline set them (the baseline spelled for a
+        caller whose issuer it knows), else the baseline of ``baseline()``."""
         kind = type(error)
         if kind is not InvalidToken and kind is not NoCredentials:
-            return challenge_for(error, resource_metadata=self._config.prm_url, baseline=baseline)
+            return challenge_for(
+                error, resource_metadata=self._config.prm_url, baseline=self._baseline()
+            )
+        baseline = error.scopes or self._baseline()
         key = (kind, baseline)
         rendered = self._challenges.get(key)
         if rendered is None:

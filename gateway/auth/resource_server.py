@@ -22,7 +22,9 @@ Protocol.
    :meth:`ResourceServer.forget`).
 
 The caches are asked together through :mod:`.issuer_caches`; the 401 challenges are rendered
-once per baseline (:mod:`.challenge_cache`).
+once per baseline (:mod:`.challenge_cache`). Every scope named outward is spelled for the
+caller's issuer (:meth:`ResourceServer.outward_scopes`, the reverse of its ``scope_map``); the
+401 challenge and the protected-resource metadata, read before any token, for the first.
 
 The shared cache holds introspection results only (``introspection`` and ``jwt+introspection``):
 a verified JWT is cheaper to verify again (about 50 µs for RS256, docs/performance.md) than to
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway.config import Config
@@ -63,6 +65,7 @@ from .issuer_metadata import IssuerMetadata
 from .resolution import COMBINED, NEGATIVE, Outcome, Resolver
 from .resource_metadata import protected_resource_metadata
 from .router import TokenRouter
+from .scopes import ScopeVocabulary
 from .sharing import ReplicaSharing
 from .trusted_issuer import ISSUER_RETRY_AFTER_S, TrustedIssuer
 
@@ -96,7 +99,14 @@ class ResourceServer:
         self._metrics = metrics
         self._clock = clock
         self._baseline = baseline_scopes
-        self._challenges = ChallengeCache(config, baseline_scopes)
+        # Per issuer url (Principal.issuer): the policy's scope names -> that issuer's spelling.
+        self._vocabularies = {i.url: ScopeVocabulary.for_issuer(i) for i in config.issuers}
+        self._first_vocabulary = self._vocabularies[config.issuer.url]
+        # A 401 names the baseline as the first issuer spells it, unless the pipeline already
+        # spelled it for a known caller (error.scopes).
+        self._challenges = ChallengeCache(
+            config, lambda: self._first_vocabulary.outward(baseline_scopes())
+        )
         self._drop_listeners: list[Callable[[bytes], None]] = []
         self.issuers = tuple(
             TrustedIssuer(
@@ -249,9 +259,20 @@ class ResourceServer:
         """The ``WWW-Authenticate`` value for ``error`` (see :mod:`.challenge_cache`)."""
         return self._challenges.challenge(error)
 
+    def outward_scopes(self, scopes: Sequence[str], principal: Principal | None) -> tuple[str, ...]:
+        """``scopes`` (the policy's names) as the issuer of ``principal``'s token spells them
+        (the reverse of its ``scope_map``); without a principal, as the first issuer does."""
+        vocabulary = self._first_vocabulary
+        if principal is not None:
+            vocabulary = self._vocabularies.get(principal.issuer, vocabulary)
+        return vocabulary.outward(scopes)
+
     def protected_resource_metadata(self) -> dict[str, Any]:
         """The RFC 9728 document served at both well-known paths."""
-        return protected_resource_metadata(self._config, self._baseline())
+        # Read before any token: the first issuer's spelling (the one clients discover).
+        return protected_resource_metadata(
+            self._config, self._first_vocabulary.outward(self._baseline())
+        )
 
     def forget(self, digest: bytes) -> None:
         """Evict the token with this SHA-256 digest from every issuer's cache on this replica

@@ -266,6 +266,28 @@ class DevIssuer(AuthorizationHandlers):
         )
         return value
 
+    def mint_signed(self, claims: dict[str, Any], *, header: dict[str, Any] | None = None) -> str:
+        """Sign ``claims`` (as :meth:`sign_jwt`) and remember the token, so ``/introspect``
+        answers with the token's own claims plus ``active``, ``client_id`` and ``username``, as
+        Keycloak does (for its access tokens and, when their ``aud`` names the resource, its ID
+        tokens). ``exp``, ``iat`` and ``sub`` are required; the client is ``azp``."""
+        value = self.sign_jwt(claims, header=header)
+        audience = claims.get("aud", ())
+        scope = claims.get("scope", "")
+        self.store.tokens[value] = TokenRecord(
+            value=value,
+            kind="access_token",
+            client_id=str(claims.get("azp", claims.get("client_id", ""))),
+            sub=str(claims["sub"]),
+            scope=scope if isinstance(scope, str) else "",
+            audience=(audience,) if isinstance(audience, str) else tuple(audience),
+            issued_at=int(claims["iat"]),
+            expires_at=int(claims["exp"]),
+            family=self.store.new_family(),
+            claims=dict(claims),
+        )
+        return value
+
     def sign_jwt(
         self,
         claims: dict[str, Any],

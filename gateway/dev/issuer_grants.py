@@ -291,6 +291,15 @@ class Introspection(IntrospectionEndpoint):  # type: ignore[misc]
     def introspect_token(self, token: TokenRecord) -> dict[str, Any]:
         # RFC 7662 §2.2 members; refresh tokens carry no audience (they are not for resources).
         offset = self.server.store.clock_offset_s
+        if token.claims is not None:
+            # Keycloak's shape: the token's own claims (typ, azp, realm_access, an ID token's
+            # nonce...) plus active, client_id and username.
+            return {
+                **token.claims,
+                "active": True,
+                "client_id": token.client_id,
+                "username": token.claims.get("preferred_username", token.sub),
+            }
         payload: dict[str, Any] = {
             "active": True,
             "scope": token.scope,

@@ -158,6 +158,9 @@ class TokenRecord:
     """RFC 8693 §4.1 ``act`` of an exchanged token (who acts for ``sub``)."""
     parent: str | None = None
     """The subject token an exchanged token was issued for (revoked together with it)."""
+    claims: dict[str, Any] | None = None
+    """A JWT's own claims, when introspection answers with them (as Keycloak does:
+    :meth:`~gateway.dev.issuer.DevIssuer.mint_signed`)."""
 
     # --- authlib TokenMixin ----------------------------------------------------------------
 

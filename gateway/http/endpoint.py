@@ -338,10 +338,16 @@ class McpEndpoint:
     def _reject(self, err: GatewayError, ctx: RequestContext) -> web.Response:
         if err.era is None and ctx.era is not None:
             err.era = ctx.era
-        challenge = self._auth.challenge(err) if err.challenge else None
-        if isinstance(err, NoCredentials | InvalidToken) and not err.scopes:
+        # Scopes go out as the caller's issuer spells them (its scope_map reversed); without a
+        # principal (refused before or at authentication) as the first issuer does.
+        if isinstance(err, InsufficientScope):
+            err.scopes = self._auth.outward_scopes(err.scopes, ctx.principal)
+            err.missing = self._auth.outward_scopes(err.missing, ctx.principal)
+        elif isinstance(err, NoCredentials | InvalidToken) and not err.scopes:
             # The body names what the challenge's scope= names: the policy's baseline.
-            err.scopes = tuple(self._policy.current().baseline_scopes)
+            baseline = self._policy.current().baseline_scopes
+            err.scopes = self._auth.outward_scopes(baseline, ctx.principal)
+        challenge = self._auth.challenge(err) if err.challenge else None
         response = render_error(err, challenge=challenge)
         ctx.status = response.status
         ctx.jsonrpc_code = err.wire_code

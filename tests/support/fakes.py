@@ -13,7 +13,7 @@ import contextlib
 import fnmatch
 import hashlib
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,6 +122,9 @@ class FakeAuthenticator:
     def caller_token(self, request: AuthRequest) -> CallerToken:
         token = request.authorization[0].partition(" ")[2].strip()
         return CallerToken(token, hashlib.sha256(token.encode()).digest())
+
+    def outward_scopes(self, scopes: Sequence[str], principal: Principal | None) -> tuple[str, ...]:
+        return tuple(scopes)  # one issuer, no scope_map
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,7 +48,8 @@ policy: policy.yaml
 
 
 def recipe_blocks() -> list[tuple[str, str]]:
-    """(the heading above it, the YAML) for every ``yaml`` block with an issuer section."""
+    """(the heading above it, the YAML) for every ``yaml`` block with an ``issuer:`` or
+    ``issuers:`` section."""
     text = RECIPES.read_text(encoding="utf-8")
     found = []
     for match in re.finditer(r"```yaml\n(.*?)```", text, re.DOTALL):
@@ -57,7 +58,7 @@ def recipe_blocks() -> list[tuple[str, str]]:
         for placeholder, value in PLACEHOLDERS.items():
             block = block.replace(placeholder, value)
         assert "<" not in block, f"unknown placeholder in the {heading} recipe: {block}"
-        if "issuer:" in block:
+        if re.search(r"^issuers?:", block, re.MULTILINE):
             found.append((heading, block))
     return found
 
@@ -78,7 +79,7 @@ def test_every_recipe_loads_without_problems_or_warnings(
         path, {"RECIPE_BACKEND_TOKEN": "t", "GATEWAY_INTROSPECTION_SECRET": "s3cret"}
     )
     assert config.warnings == ()
-    assert config.issuer.url.startswith("https://")
+    assert all(issuer.url.startswith("https://") for issuer in config.issuers)
 
 
 def test_the_recipes_cover_every_provider_the_docs_promise() -> None:
