@@ -2,11 +2,18 @@
 
 Used by the configuration loader and the policy loader so that every finding an operator sees
 names ``file:line:column`` and the key path. Loading uses PyYAML's safe composer only (no Python
-object tags); mapping keys must be unique strings.
+object tags); mapping keys must be unique strings, and values the plain JSON types.
+
+Anchors (``&name``), aliases (``*name``) and merge keys (``<<:``) are refused, each at its own
+position: an alias shares a node, so a few hundred bytes of nested aliases expand to billions of
+values (the "billion laughs"), and a recursive alias never ends. Nesting is bounded too
+(:data:`MAX_DEPTH`), because PyYAML composes recursively. A finding never escapes as a
+traceback: :func:`load_yaml` returns it in ``problems`` like any other.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -18,9 +25,15 @@ from typing import Any, Final
 import jsonschema_rs
 import yaml
 
-__all__ = ["Located", "SchemaValidator", "format_path", "load_yaml"]
+__all__ = ["MAX_DEPTH", "Located", "SchemaValidator", "format_path", "load_yaml"]
 
 PathPart = str | int
+
+MAX_DEPTH: Final = 64
+"""Deepest nesting of mappings and lists in a file (shipped configs and policies: 6 at most)."""
+
+_MERGE_TAG: Final = "tag:yaml.org,2002:merge"
+_JSON_SCALARS: Final = (str, int, float, bool, type(None))
 
 
 @dataclass(slots=True)
@@ -65,7 +78,10 @@ def load_yaml(path: Path) -> Located:
         )
     doc = Located(name, None)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=_StrictLoader)
+    except _Refused as exc:
+        doc.problems.append(f"{name}:{exc.line}:{exc.column}: {exc.message}")
+        return doc
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark
         line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
@@ -81,6 +97,53 @@ def load_yaml(path: Path) -> Located:
     return doc
 
 
+class _Refused(Exception):
+    """A construct the gateway does not read, at its position (not a syntax error)."""
+
+    def __init__(self, message: str, mark: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.line: int = mark.line + 1 if mark else 1
+        self.column: int = mark.column + 1 if mark else 1
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader whose composer refuses anchors, aliases and deep nesting.
+
+    The check runs on each node's first event, before PyYAML records an anchor or resolves an
+    alias, so nothing is ever shared or expanded.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, yaml.AliasEvent):
+            raise _Refused(
+                f"YAML aliases (*{event.anchor}) are not supported: write the value out",
+                event.start_mark,
+            )
+        if getattr(event, "anchor", None) is not None:
+            raise _Refused(
+                f"YAML anchors (&{event.anchor}) are not supported: write the value out",
+                event.start_mark,
+            )
+        if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+            if self._depth >= MAX_DEPTH:
+                raise _Refused(
+                    f"nested deeper than {MAX_DEPTH} levels of mappings and lists",
+                    event.start_mark,
+                )
+            self._depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self._depth -= 1
+        return super().compose_node(parent, index)
+
+
 _CONSTRUCTOR = yaml.SafeLoader("")
 
 
@@ -89,9 +152,21 @@ def _convert(node: yaml.Node, path: tuple[PathPart, ...], doc: Located) -> Any:
     if isinstance(node, yaml.MappingNode):
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key = _CONSTRUCTOR.construct_object(key_node)
+            if key_node.tag == _MERGE_TAG:
+                doc.marks[(*path, "<<")] = (
+                    key_node.start_mark.line + 1,
+                    key_node.start_mark.column + 1,
+                )
+                doc.problem(
+                    (*path, "<<"), "YAML merge keys (<<) are not supported: write the keys out"
+                )
+                continue
+            try:
+                key = _CONSTRUCTOR.construct_object(key_node)
+            except yaml.YAMLError:  # a tag the safe loader does not construct
+                key = None
             if not isinstance(key, str):
-                key = str(key)
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else "?"
                 doc.marks[(*path, key)] = (
                     key_node.start_mark.line + 1,
                     key_node.start_mark.column + 1,
@@ -108,10 +183,17 @@ def _convert(node: yaml.Node, path: tuple[PathPart, ...], doc: Located) -> Any:
     if isinstance(node, yaml.SequenceNode):
         return [_convert(item, (*path, i), doc) for i, item in enumerate(node.value)]
     try:
-        return _CONSTRUCTOR.construct_object(node)
+        value = _CONSTRUCTOR.construct_object(node)
     except yaml.YAMLError:
         doc.problem(path, "unsupported YAML value")
         return None
+    if isinstance(value, _JSON_SCALARS):
+        return value
+    if isinstance(value, datetime.date):  # datetime.datetime is a date too
+        doc.problem(path, "is read as a YAML timestamp: quote it to make it a string")
+    else:
+        doc.problem(path, "unsupported YAML value")
+    return None
 
 
 class SchemaValidator:
