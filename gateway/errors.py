@@ -22,6 +22,9 @@ __all__ = [
     "BackendFailure",
     "BodyTooLarge",
     "ConfigError",
+    "DpopReplayUnavailable",
+    "DpopRequired",
+    "DpopTokenAsBearer",
     "Draining",
     "ExchangeRefused",
     "ExchangeUnavailable",
@@ -30,6 +33,7 @@ __all__ = [
     "HeadersTooLarge",
     "InsufficientScope",
     "InternalError",
+    "InvalidDpopProof",
     "InvalidParams",
     "InvalidRequest",
     "InvalidRequestState",
@@ -55,6 +59,7 @@ __all__ = [
     "UnsupportedMediaType",
     "UnsupportedProtocolVersion",
     "UnsupportedTransferCoding",
+    "UseDpopNonce",
     "all_rows",
 ]
 
@@ -274,6 +279,46 @@ class InvalidToken(_AuthBody):
     body_code = UNAUTHORIZED_CODE
 
 
+class InvalidDpopProof(InvalidToken):
+    """The request's DPoP proof (RFC 9449 §4.3) is missing, repeated or fails a check; which
+    one is ``reason`` (a bounded metrics label) and ``detail`` (logs), never the proof. The
+    challenge is ``DPoP error="invalid_dpop_proof"`` (§7.1)."""
+
+    row, message = "invalid_dpop_proof", "Invalid DPoP proof"
+    oauth_error = "invalid_dpop_proof"
+
+    def __init__(self, *, reason: str = "malformed", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.reason = reason
+
+
+class UseDpopNonce(InvalidDpopProof):
+    """The issuer's ``dpop.nonce`` is on and the proof has no nonce, or an old or foreign one
+    (RFC 9449 §8, §9): answered with a fresh ``DPoP-Nonce`` to sign into the retry."""
+
+    row, message = "use_dpop_nonce", "DPoP nonce required"
+    oauth_error = "use_dpop_nonce"
+
+    def __init__(self, *, nonce: str = "", **kwargs: Any) -> None:
+        kwargs.setdefault("reason", "nonce")
+        super().__init__(**kwargs)
+        self.nonce = nonce
+        """The nonce the client must use (the ``DPoP-Nonce`` response header)."""
+
+
+class DpopTokenAsBearer(InvalidToken):
+    """A DPoP-bound token (``cnf.jkt``) presented with the ``Bearer`` scheme: refused, or a
+    thief holding only the token would skip the proof (RFC 9449 §7.2 downgrade)."""
+
+    row, message = "dpop_token_as_bearer", "This access token must be used with a DPoP proof"
+
+
+class DpopRequired(InvalidToken):
+    """A bearer (unbound) token of an issuer with ``dpop: required``."""
+
+    row, message = "dpop_required", "A DPoP-bound access token is required"
+
+
 class InsufficientScope(_AuthBody):
     """The token lacks the baseline scopes every MCP request needs."""
 
@@ -319,6 +364,13 @@ class RevocationUnavailable(IssuerUnavailable):
     ``issuer_unavailable`` for the client; its own row for operators."""
 
     row = "revocation_unavailable"
+
+
+class DpopReplayUnavailable(IssuerUnavailable):
+    """The shared store could not say whether a DPoP proof was used before, and
+    ``state.on_store_error.dpop_replay`` is ``deny`` (the default: fail closed)."""
+
+    row = "dpop_replay_unavailable"
 
 
 # --- backend identity (RFC 8693 token exchange) ----------------------------------------------

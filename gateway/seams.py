@@ -27,6 +27,7 @@ __all__ = [
     "Catalog",
     "ConcurrencyLimiter",
     "Decision",
+    "DpopReplays",
     "Era",
     "HeaderParam",
     "InputRequired",
@@ -47,13 +48,28 @@ __all__ = [
 ]
 
 Era = Literal["modern", "legacy"]
-AuthMethod = Literal["introspection", "jwt", "jwt+introspection"]
-"""How a principal's token was checked (``issuer.tokens``): a bounded metrics label and an
-audit field, nothing else downstream may depend on it."""
+AuthMethod = Literal[
+    "introspection",
+    "jwt",
+    "jwt+introspection",
+    "introspection+dpop",
+    "jwt+dpop",
+    "jwt+introspection+dpop",
+]
+"""How a principal's token was checked (``issuer.tokens``, and ``+dpop`` when the request
+carried a valid DPoP proof for a bound token, RFC 9449): a bounded metrics label and an audit
+field, nothing else downstream may depend on it."""
 Listing = Literal["allowed", "step_up"]
 """Policy ``listing``: which tools ``tools/list`` shows (docs/policy.md)."""
 JsonObject = dict[str, Any]
-AUTH_METHODS: tuple[AuthMethod, ...] = ("introspection", "jwt", "jwt+introspection")
+AUTH_METHODS: tuple[AuthMethod, ...] = (
+    "introspection",
+    "jwt",
+    "jwt+introspection",
+    "introspection+dpop",
+    "jwt+dpop",
+    "jwt+introspection+dpop",
+)
 
 
 # --- identity -------------------------------------------------------------------------------
@@ -77,6 +93,10 @@ class Principal:
     auth_method: AuthMethod = "introspection"
     actor: str | None = None
     """``act.sub`` of a delegated token (RFC 8693 §4.1): who acts for the subject, if anyone."""
+    binding: str | None = None
+    """The key the token is bound to (RFC 9449 ``cnf.jkt``: the RFC 7638 thumbprint), None for
+    a bearer token. A bound principal is served only to a request whose DPoP proof is signed
+    by that key (``gateway/auth``); it is part of every cached or shared copy."""
 
     @property
     def valid_until(self) -> float:
@@ -96,6 +116,10 @@ class AuthRequest:
     """Every ``Authorization`` header line, in order (more than one is a malformed request)."""
     query_keys: frozenset[str]
     client_ip: str
+    dpop: tuple[str, ...] = ()
+    """Every ``DPoP`` header line, in order (RFC 9449 §4.3: exactly one is a proof)."""
+    method: str = "POST"
+    """The request's method (a proof's ``htm``)."""
 
 
 class CallerToken:
@@ -165,6 +189,16 @@ class Revocations(Protocol):
     def revoked_locally(self, digest: bytes) -> bool:
         """Whether this replica already knows the token is revoked (memory only, no I/O): asked
         before any issuer call, so a revoked token costs the issuer nothing."""
+        ...
+
+
+class DpopReplays(Protocol):
+    """**Protocol:** DPoP proofs already used (RFC 9449 §11.1), shared by replicas with Redis
+    (``gateway/state``). Keyed by what the proof's key signed (its thumbprint and ``jti``)."""
+
+    async def first_use(self, key: bytes, until: float) -> bool:
+        """Record ``key`` until the Unix time ``until``; False when it was recorded before (a
+        replay). Raises DpopReplayUnavailable when it cannot tell and must fail closed."""
         ...
 
 

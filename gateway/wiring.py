@@ -70,6 +70,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         baseline_scopes=lambda: policy.current().baseline_scopes,
         revocations=state.revocations,
         shared_cache=state.token_cache,
+        dpop_replays=state.dpop_replays,
     )
     # One UpstreamBackend per configured backend (its own pool, session, catalog, credential),
     # behind one federation: a single `backend:` is a federation of one.

@@ -6,7 +6,8 @@ Refusals, first failure wins:
    ``invalid_request`` (:class:`~gateway.errors.TokenInQuery`), even when a header is present too;
 2. more than one ``Authorization`` header (RFC 6750 §3.1 "uses more than one method" / "repeats
    the same parameter") -> 400 ``invalid_request`` (:class:`~gateway.errors.TokenInQuery`);
-3. no header, an empty one, or a scheme other than ``Bearer`` -> 401 without an error code
+3. no header, an empty one, or a scheme other than ``Bearer`` (or ``DPoP``, RFC 9449 §7.1, when
+   an issuer accepts DPoP-bound tokens) -> 401 without an error code
    (:class:`~gateway.errors.NoCredentials`, RFC 6750 §3.1);
 4. ``Bearer`` followed by something that is not one RFC 7235 token68, or a token longer than
    :data:`MAX_TOKEN_BYTES` (or the largest ``issuer.max_token_bytes``) -> 401 ``invalid_token``
@@ -24,7 +25,7 @@ from typing import Final
 from gateway.errors import InvalidToken, NoCredentials, TokenInQuery
 from gateway.seams import AuthRequest
 
-__all__ = ["MAX_TOKEN_BYTES", "extract_bearer"]
+__all__ = ["MAX_TOKEN_BYTES", "extract_bearer", "extract_credentials"]
 
 MAX_TOKEN_BYTES: Final = 8192
 """Longest accepted token by default (8 KiB); longer is answered 401 invalid_token without any
@@ -40,6 +41,14 @@ def extract_bearer(request: AuthRequest, *, max_bytes: int = MAX_TOKEN_BYTES) ->
 
     ``max_bytes``: the longest token accepted (the largest ``max_token_bytes`` of the trusted
     issuers, at least :data:`MAX_TOKEN_BYTES`)."""
+    return extract_credentials(request, max_bytes=max_bytes)[1]
+
+
+def extract_credentials(
+    request: AuthRequest, *, max_bytes: int = MAX_TOKEN_BYTES, dpop: bool = False
+) -> tuple[bool, str]:
+    """(DPoP scheme?, token): as :func:`extract_bearer`, and with ``dpop`` the ``DPoP`` scheme
+    (RFC 9449 §7.1) is a credential too, with the same token68 syntax and size rules."""
     if "access_token" in request.query_keys:
         raise TokenInQuery(detail="access_token in the query string")
     headers = request.authorization
@@ -51,7 +60,9 @@ def extract_bearer(request: AuthRequest, *, max_bytes: int = MAX_TOKEN_BYTES) ->
     value = headers[0].strip(" \t")
     scheme, _, rest = value.partition(" ")
     # RFC 9110 §11.1: the auth-scheme is case-insensitive.
-    if scheme.lower() != "bearer":
+    scheme = scheme.lower()
+    is_dpop = dpop and scheme == "dpop"
+    if scheme != "bearer" and not is_dpop:
         raise NoCredentials(detail="no bearer credentials")
     token = rest.lstrip(" ")
     if not token:
@@ -60,4 +71,4 @@ def extract_bearer(request: AuthRequest, *, max_bytes: int = MAX_TOKEN_BYTES) ->
         raise InvalidToken(detail="bearer token too long")
     if _TOKEN68.fullmatch(token) is None:
         raise InvalidToken(detail="bearer token is not token68")
-    return token
+    return is_dpop, token

@@ -16,13 +16,21 @@ from typing import Final
 from gateway.errors import (
     GatewayError,
     InsufficientScope,
+    InvalidDpopProof,
     InvalidToken,
     IssuerUnavailable,
     NoCredentials,
     TokenInQuery,
 )
 
-__all__ = ["bearer_challenge", "challenge_for", "is_scope_token", "valid_scopes"]
+__all__ = [
+    "bearer_challenge",
+    "challenge_for",
+    "challenge_params",
+    "dpop_challenges",
+    "is_scope_token",
+    "valid_scopes",
+]
 
 _SCOPE_TOKEN: Final = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
 """RFC 6749 §3.3 / A.4: scope-token = 1*( %x21 / %x23-5B / %x5D-7E )."""
@@ -39,6 +47,7 @@ _PARAMS: Final = {
     "error_description": _ERROR_CODE,
     "scope": re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+( [\x21\x23-\x5b\x5d-\x7e]+)*"),
     "resource_metadata": _URI_VALUE,
+    "algs": re.compile(r"[A-Za-z0-9_-]+( [A-Za-z0-9_-]+)*"),
 }
 """The auth-params we send, each with the character set RFC 6749 / RFC 9728 allow."""
 
@@ -57,8 +66,9 @@ def valid_scopes(scopes: Iterable[str]) -> tuple[str, ...]:
     return tuple(seen)
 
 
-def bearer_challenge(params: Sequence[tuple[str, str]]) -> str:
-    """Render ``Bearer name="value", ...``; raise ValueError for an unknown or unsafe param.
+def bearer_challenge(params: Sequence[tuple[str, str]], scheme: str = "Bearer") -> str:
+    """Render ``Bearer name="value", ...`` (or another ``scheme``: ``DPoP``, RFC 9449 §7.1);
+    raise ValueError for an unknown or unsafe param.
 
     RFC 6750 §3: each attribute at most once, values as quoted-strings. Because every allowed
     character set excludes ``"`` and ``\\``, quoting never needs escapes.
@@ -75,17 +85,51 @@ def bearer_challenge(params: Sequence[tuple[str, str]]) -> str:
             raise ValueError("value has characters RFC 6749 does not allow in this parameter")
         names.add(name)
         rendered.append(name + '="' + value + '"')
-    return "Bearer " + ", ".join(rendered) if rendered else "Bearer"
+    return scheme + " " + ", ".join(rendered) if rendered else scheme
 
 
 def challenge_for(
     error: GatewayError, *, resource_metadata: str, baseline: Sequence[str]
 ) -> str | None:
-    """The ``WWW-Authenticate`` value for a status-table row, or None when it has none.
+    """The ``WWW-Authenticate`` value for a status-table row, or None when it has none
+    (the parameters of :func:`challenge_params` under ``Bearer``)."""
+    params = challenge_params(error, resource_metadata=resource_metadata, baseline=baseline)
+    return None if params is None else bearer_challenge(params)
+
+
+def dpop_challenges(
+    error: GatewayError,
+    *,
+    resource_metadata: str,
+    baseline: Sequence[str],
+    algs: Sequence[str],
+    bearer: bool,
+) -> str | None:
+    """RFC 9449 §7.1: ``DPoP algs="...", <the row's parameters>``, after the row's ``Bearer``
+    challenge when bearer tokens are accepted too (one field value, RFC 9110 §11.6.1).
+
+    A DPoP proof row (``invalid_dpop_proof``, ``use_dpop_nonce``) names its error on the
+    ``DPoP`` challenge only; the ``Bearer`` one then only points at the metadata."""
+    params = challenge_params(error, resource_metadata=resource_metadata, baseline=baseline)
+    if params is None:
+        return None
+    dpop = bearer_challenge([("algs", " ".join(algs)), *params], scheme="DPoP")
+    if not bearer:
+        return dpop
+    if isinstance(error, InvalidDpopProof):
+        params = [(k, v) for k, v in params if k not in ("error", "error_description")]
+    return bearer_challenge(params) + ", " + dpop
+
+
+def challenge_params(
+    error: GatewayError, *, resource_metadata: str, baseline: Sequence[str]
+) -> list[tuple[str, str]] | None:
+    """The challenge parameters for a status-table row, or None when it has none.
 
     - NoCredentials (401): ``resource_metadata`` and the baseline ``scope``; no ``error``
       (RFC 6750 §3.1: a request without credentials gets no error code).
-    - InvalidToken (401): ``error="invalid_token"`` plus the above.
+    - InvalidToken (401): ``error="invalid_token"`` (a DPoP proof row: ``invalid_dpop_proof``
+      or ``use_dpop_nonce``, RFC 9449 §7.1, §9) plus the above.
     - TokenInQuery (400): ``error="invalid_request"`` plus ``resource_metadata``.
     - InsufficientScope / ToolInsufficientScope (403): ``error="insufficient_scope"`` and every
       scope the operation needs (``error.scopes``), plus ``resource_metadata``.
@@ -102,21 +146,22 @@ def challenge_for(
         if scopes:
             params.append(("scope", " ".join(scopes)))
         params.append(("resource_metadata", resource_metadata))
-        return bearer_challenge(params)
+        return params
     if isinstance(error, InvalidToken | NoCredentials):
         if isinstance(error, InvalidToken):
-            params.append(("error", "invalid_token"))
+            # invalid_token, or a DPoP proof row's invalid_dpop_proof / use_dpop_nonce.
+            params.append(("error", error.oauth_error or "invalid_token"))
             params.append(("error_description", error.message))
         params.append(("resource_metadata", resource_metadata))
         scopes = valid_scopes(baseline)
         if scopes:
             params.append(("scope", " ".join(scopes)))
-        return bearer_challenge(params)
+        return params
     if isinstance(error, TokenInQuery):
         params.append(("error", "invalid_request"))
         params.append(("error_description", error.message))
         params.append(("resource_metadata", resource_metadata))
-        return bearer_challenge(params)
+        return params
     if isinstance(error, IssuerUnavailable):
-        return bearer_challenge([("resource_metadata", resource_metadata)])
+        return [("resource_metadata", resource_metadata)]
     return None

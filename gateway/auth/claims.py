@@ -5,11 +5,13 @@ Pure: no I/O, no clock of its own. :func:`check_claims` either returns an immuta
 ``detail`` (for logs only, never rendered) names the failed check. Checks, first failure wins:
 
 1. ``active`` is the JSON boolean ``true`` (a string or 1 is not);
-2. ``token_type``, when present, names a plain bearer access token (:data:`ACCESS_TOKEN_TYPES`);
-   refresh tokens, ID tokens and DPoP tokens fail, and so does any ``cnf`` (sender-constrained
-   tokens need a proof this gateway does not check, RFC 9449 / RFC 8705), and so does an answer
-   that carries an ID token's claims (:func:`refuse_id_token`, the JWT path's rule: Keycloak
-   introspects ID tokens as ``active`` when their ``aud`` names the resource);
+2. ``cnf``: refused with ``dpop: off`` (sender-constrained tokens need a proof); otherwise only
+   ``{"jkt": ...}`` (RFC 9449 §6.2; an mTLS ``x5t#S256``, RFC 8705, is never accepted), which
+   becomes :attr:`~gateway.seams.Principal.binding` (:func:`token_binding`);
+   ``token_type``, when present, names an access token (:data:`ACCESS_TOKEN_TYPES`, or ``DPoP``
+   for a bound token); refresh tokens and ID tokens fail, and so does an answer that carries
+   an ID token's claims (:func:`refuse_id_token`, the JWT path's rule: Keycloak introspects ID
+   tokens as ``active`` when their ``aud`` names the resource);
 3. ``iss`` equals the issuer exactly when present; required when ``require_iss`` is set;
 4. ``aud`` (string or array of strings) contains an accepted audience, compared as RFC 8707
    canonical URIs; a missing ``aud`` fails (refresh tokens introspect without one);
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from gateway.config import Config, IssuerConfig, canonical_uri
+from gateway.config import Config, DpopMode, IssuerConfig, canonical_uri
 from gateway.errors import InvalidToken
 from gateway.seams import Principal
 
@@ -47,6 +49,7 @@ __all__ = [
     "check_claims",
     "check_times",
     "refuse_id_token",
+    "token_binding",
 ]
 
 ACCESS_TOKEN_TYPES: Final = frozenset(
@@ -56,11 +59,14 @@ ACCESS_TOKEN_TYPES: Final = frozenset(
 a RFC 6749 §7.1 token type (``Bearer``); several issuers put ``access_token`` or the RFC 8693
 URN there instead. Everything else (``refresh_token``, ``id_token``, ``DPoP``, ``N_A``) fails."""
 
+_BOUND_TOKEN_TYPES: Final = ACCESS_TOKEN_TYPES | {"dpop"}
 
 ID_TOKEN_CLAIMS: Final = frozenset({"nonce", "at_hash", "c_hash", "s_hash"})
 """Claims only an ID token carries (OIDC Core §2, §3.3.2.11): an ID token is for the client,
 never a bearer for a resource."""
 
+MAX_JKT_CHARS: Final = 128
+"""Longest ``cnf.jkt`` (a SHA-256 thumbprint is 43 base64url characters)."""
 MAX_IDENTITY_CHARS: Final = 256
 """Longest ``sub`` and ``client_id`` accepted (characters). Issuers use UUIDs, emails or
 ``service-account-…`` names well below it; a longer value is refused (401) rather than cut, so
@@ -79,6 +85,8 @@ class ClaimRules:
     subject_fallback: Literal["none", "client_id"] = "none"
     vocabulary: ScopeVocabulary = IDENTITY
     """``scope_map``: the issuer's spellings -> the policy's names."""
+    dpop: DpopMode = "off"
+    """``issuer.dpop.mode``: whether a ``cnf.jkt``-bound token may be accepted (RFC 9449)."""
 
     def __post_init__(self) -> None:
         if not self.audiences:
@@ -103,6 +111,7 @@ class ClaimRules:
             skew_s=float(issuer.clock_skew_s),
             subject_fallback=issuer.subject_fallback,
             vocabulary=ScopeVocabulary.for_issuer(issuer),
+            dpop=issuer.dpop.mode,
         )
 
 
@@ -181,15 +190,14 @@ def check_claims(
     if doc.get("active") is not True:
         raise InvalidToken(detail="token is not active")
 
+    binding = token_binding(doc, rules.dpop)
     token_type = doc.get("token_type")
+    # RFC 9449 §6.2: "DPoP" names a bound token, never an unbound one.
+    accepted = ACCESS_TOKEN_TYPES if binding is None else _BOUND_TOKEN_TYPES
     if token_type is not None and (
-        not isinstance(token_type, str) or token_type.lower() not in ACCESS_TOKEN_TYPES
+        not isinstance(token_type, str) or token_type.lower() not in accepted
     ):
-        raise InvalidToken(detail="token_type is not a bearer access token")
-    if "cnf" in doc:
-        # SECURITY: a sender-constrained token (DPoP cnf.jkt, mTLS cnf.x5t#S256) presented as a
-        # plain bearer would let a thief skip the proof of possession.
-        raise InvalidToken(detail="sender-constrained token presented as bearer")
+        raise InvalidToken(detail="token_type is not an access token this issuer accepts")
     refuse_id_token(doc, token_uses=_INTROSPECTED_TOKEN_USES)
 
     iss = doc.get("iss")
@@ -230,6 +238,7 @@ def check_claims(
         fingerprint=fingerprint,
         skew_s=rules.skew_s,
         actor=actor_of(doc),
+        binding=binding,
     )
 
 
@@ -251,6 +260,25 @@ def refuse_id_token(doc: Mapping[str, Any], *, token_uses: frozenset[str]) -> No
     token_use = doc.get("token_use")
     if token_use is not None and token_use not in token_uses:
         raise InvalidToken(detail="token_use is not access")
+
+
+def token_binding(doc: Mapping[str, Any], dpop: DpopMode) -> str | None:
+    """The ``cnf.jkt`` (RFC 9449 §6) a token (JWT claims or an introspection answer) is bound
+    to, None for a token without ``cnf``; raise InvalidToken for a ``cnf`` this issuer's tokens
+    may not carry. Whether the request proves possession of that key is the caller's check."""
+    cnf = doc.get("cnf")
+    if cnf is None:
+        return None
+    if dpop == "off":
+        # SECURITY: a sender-constrained token (DPoP cnf.jkt, mTLS cnf.x5t#S256) accepted
+        # without checking its proof would let a thief skip the proof of possession.
+        raise InvalidToken(detail="sender-constrained token and dpop is off")
+    jkt = cnf.get("jkt") if isinstance(cnf, dict) else None
+    if not isinstance(jkt, str) or not 0 < len(jkt) <= MAX_JKT_CHARS or len(cnf) != 1:
+        # SECURITY: another confirmation method (mTLS x5t#S256) needs a proof this gateway
+        # does not check; accepting the token on a DPoP proof alone would skip it.
+        raise InvalidToken(detail="cnf binds the token to something other than a DPoP key")
+    return jkt
 
 
 def actor_of(doc: Mapping[str, Any]) -> str | None:

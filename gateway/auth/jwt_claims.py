@@ -5,11 +5,11 @@ Pure: no I/O, no clock of its own. :func:`check_jwt_claims` returns an immutable
 :class:`~gateway.errors.InvalidToken` whose ``detail`` (for logs only) names the check. Checks,
 first failure wins:
 
-1. the token is an access token: no ``cnf`` (sender-constrained tokens need a proof this gateway
-   does not check, RFC 9449 / RFC 8705), none of the ID-token claims ``nonce``, ``at_hash``,
-   ``c_hash``, ``s_hash`` (OIDC Core §2, §3.3.2.11: an ID token is for the client, never a
-   bearer for a resource), a Keycloak-style ``typ`` claim, when present, ``Bearer``, and an AWS
-   Cognito-style ``token_use``, when present, ``access``;
+1. the token is an access token: a ``cnf`` only as :func:`~gateway.auth.claims.token_binding`
+   allows (``cnf.jkt`` with ``dpop`` on, RFC 9449; never mTLS, RFC 8705), none of the ID-token
+   claims ``nonce``, ``at_hash``, ``c_hash``, ``s_hash`` (OIDC Core §2, §3.3.2.11: an ID token
+   is for the client, never a bearer for a resource), a Keycloak-style ``typ`` claim, when
+   present, ``Bearer``, and an AWS Cognito-style ``token_use``, when present, ``access``;
 2. ``iss`` equals the issuer's ``url`` exactly (RFC 9068 §4 item 3; required);
 3. ``aud``, ``exp``, ``nbf``, ``iat``: the same rules as introspected tokens
    (:func:`~gateway.auth.claims.check_audience`, :func:`~gateway.auth.claims.check_times`);
@@ -41,6 +41,7 @@ from .claims import (
     check_audience,
     check_times,
     refuse_id_token,
+    token_binding,
 )
 from .scopes import IDENTITY, MAX_SCOPES, DerivedScope, ScopeVocabulary, derive_scopes
 
@@ -99,10 +100,7 @@ def check_jwt_claims(
     claims: Mapping[str, Any], rules: JwtRules, *, now: float, fingerprint: str
 ) -> Principal:
     """Apply the checks in the module docstring; return the principal or raise InvalidToken."""
-    if "cnf" in claims:
-        # SECURITY: a sender-constrained token (DPoP cnf.jkt, mTLS cnf.x5t#S256) presented as a
-        # plain bearer would let a thief skip the proof of possession.
-        raise InvalidToken(detail="sender-constrained token presented as bearer")
+    binding = token_binding(claims, rules.claims.dpop)
     refuse_id_token(claims, token_uses=_TOKEN_USES)
 
     base = rules.claims
@@ -133,4 +131,5 @@ def check_jwt_claims(
         skew_s=base.skew_s,
         auth_method="jwt",
         actor=actor_of(claims),
+        binding=binding,
     )

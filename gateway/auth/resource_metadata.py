@@ -25,7 +25,10 @@ def protected_resource_metadata(config: Config, baseline: Sequence[str]) -> dict
     - ``scopes_supported``: the policy's baseline scopes (MCP: the minimal set for basic use);
       omitted when there are none;
     - ``bearer_methods_supported``: ``["header"]`` (RFC 6750 §2.1 only; no query, no body);
-    - ``resource_name`` and, when configured, ``resource_documentation``.
+    - ``resource_name`` and, when configured, ``resource_documentation``;
+    - when an issuer accepts DPoP-bound tokens (RFC 9449 §5.1 / RFC 9728 §2):
+      ``dpop_signing_alg_values_supported`` (every issuer's ``dpop.algorithms``) and
+      ``dpop_bound_access_tokens_required`` (true when every issuer has ``dpop: required``).
     """
     doc: dict[str, Any] = {
         "resource": config.resource,
@@ -38,4 +41,9 @@ def protected_resource_metadata(config: Config, baseline: Sequence[str]) -> dict
     doc["resource_name"] = config.server.resource_name
     if config.server.resource_documentation:
         doc["resource_documentation"] = config.server.resource_documentation
+    dpop = [issuer.dpop for issuer in config.issuers]
+    if any(d.enabled for d in dpop):
+        algs = dict.fromkeys(a for d in dpop if d.enabled for a in d.algorithms)
+        doc["dpop_signing_alg_values_supported"] = list(algs)
+        doc["dpop_bound_access_tokens_required"] = all(d.mode == "required" for d in dpop)
     return doc

@@ -48,21 +48,25 @@ from gateway.observability.logging import emit_info, get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
 from gateway.seams import (
+    AUTH_METHODS,
     AuthRequest,
     CallerToken,
+    DpopReplays,
     Principal,
     RateLimiter,
     Revocations,
     SharedTokenCache,
 )
 
-from .bearer import MAX_TOKEN_BYTES, extract_bearer
+from .bearer import MAX_TOKEN_BYTES, extract_bearer, extract_credentials
 from .budget import MAX_BLOCKED_IPS, FailedAuthBudget
 from .cache import SingleFlight, token_digest
 from .challenge_cache import ChallengeCache
+from .dpop import Proof
+from .dpop_guard import DpopGuard
 from .issuer_caches import IssuerCaches
 from .issuer_metadata import IssuerMetadata
-from .resolution import COMBINED, NEGATIVE, Outcome, Resolver
+from .resolution import NEGATIVE, Outcome, Resolver
 from .resource_metadata import protected_resource_metadata
 from .router import TokenRouter
 from .scopes import ScopeVocabulary
@@ -93,6 +97,7 @@ class ResourceServer:
         discovery_retry_s: float = 1.0,
         revocations: Revocations | None = None,
         shared_cache: SharedTokenCache | None = None,
+        dpop_replays: DpopReplays | None = None,
     ) -> None:
         self._config = config
         self._outbound = outbound
@@ -102,10 +107,16 @@ class ResourceServer:
         # Per issuer url (Principal.issuer): the policy's scope names -> that issuer's spelling.
         self._vocabularies = {i.url: ScopeVocabulary.for_issuer(i) for i in config.issuers}
         self._first_vocabulary = self._vocabularies[config.issuer.url]
+        guard = DpopGuard(config, dpop_replays, metrics=metrics, clock=clock)
+        self._dpop = guard if guard.enabled else None
+        """RFC 9449 at this resource (None: no issuer accepts DPoP-bound tokens)."""
         # A 401 names the baseline as the first issuer spells it, unless the pipeline already
         # spelled it for a known caller (error.scopes).
         self._challenges = ChallengeCache(
-            config, lambda: self._first_vocabulary.outward(baseline_scopes())
+            config,
+            lambda: self._first_vocabulary.outward(baseline_scopes()),
+            dpop_algs=guard.algorithms,
+            bearer=guard.accepts_bearer,
         )
         self._drop_listeners: list[Callable[[bytes], None]] = []
         self.issuers = tuple(
@@ -137,10 +148,7 @@ class ResourceServer:
         )
         self._flights: SingleFlight[Outcome] = SingleFlight()
         self._accepted = (
-            {
-                m: metrics.authentications_total.labels(auth_method=m)
-                for m in ("introspection", "jwt", COMBINED)
-            }
+            {m: metrics.authentications_total.labels(auth_method=m) for m in AUTH_METHODS}
             if metrics is not None
             else {}
         )
@@ -202,8 +210,13 @@ class ResourceServer:
     async def authenticate(self, request: AuthRequest) -> Principal:
         """Return the caller's principal or raise TokenInQuery / NoCredentials / InvalidToken /
         IssuerUnavailable / RateLimited (see the module docstring for the order)."""
+        proof: Proof | None = None
         try:
-            token = extract_bearer(request, max_bytes=self._max_token_bytes)
+            if self._dpop is None:
+                token = extract_bearer(request, max_bytes=self._max_token_bytes)
+            else:
+                # The proof first: a bad one costs no issuer call and no cache entry.
+                token, proof = self._dpop.credentials(request, max_bytes=self._max_token_bytes)
         except InvalidToken as exc:
             self._rejected(request.client_ip, exc, None)
             raise
@@ -213,6 +226,8 @@ class ResourceServer:
         # found by digest before the token is decoded for routing (one lookup per issuer).
         principal, refused_by_all = self._caches.lookup(key, now)
         if principal is not None:
+            if self._dpop is not None:
+                return await self._bound(principal, proof, request.client_ip)
             return self._accept(principal)
         if self._sharing.revoked_locally(key):
             # Known revoked here (broadcast, marker or earlier refusal): no issuer call, no
@@ -247,6 +262,8 @@ class ResourceServer:
             )
         outcome = await asyncio.shield(flight)
         if isinstance(outcome, Principal):
+            if self._dpop is not None:
+                return await self._bound(outcome, proof, request.client_ip)
             return self._accept(outcome)
         # Raised without a local name: a local holding the exception would make a reference
         # cycle (exception -> traceback -> this frame -> exception) per refused request, each
@@ -282,7 +299,9 @@ class ResourceServer:
     def caller_token(self, request: AuthRequest) -> CallerToken:
         """The bearer token of a request :meth:`authenticate` accepted, wrapped for the RFC 8693
         token-exchange credential (the only consumer allowed to send it on, to the issuer)."""
-        token = extract_bearer(request, max_bytes=self._max_token_bytes)
+        _, token = extract_credentials(
+            request, max_bytes=self._max_token_bytes, dpop=self._dpop is not None
+        )
         return CallerToken(token, token_digest(token)[0])
 
     def on_token_dropped(self, listener: Callable[[bytes], None]) -> None:
@@ -295,6 +314,15 @@ class ResourceServer:
             listener(digest)
 
     # --- internals ----------------------------------------------------------------------------
+
+    async def _bound(self, principal: Principal, proof: Proof | None, client_ip: str) -> Principal:
+        """The DPoP checks that need the principal (:meth:`.dpop_guard.DpopGuard.admit`)."""
+        assert self._dpop is not None
+        try:
+            admitted = await self._dpop.admit(principal, proof)
+        except InvalidToken as exc:
+            raise self._rejected(client_ip, exc, principal.fingerprint) from None
+        return self._accept(admitted)
 
     def _accept(self, principal: Principal) -> Principal:
         counter = self._accepted.get(principal.auth_method)

@@ -26,6 +26,7 @@ from gateway.config.loader import load_config
 from gateway.config.model import (
     ACCESS_TOKEN_TYPE,
     DEFAULT_BACKEND,
+    DEFAULT_DPOP_ALGORITHMS,
     DEFAULT_JWT_ALGORITHMS,
     JWT_ALGORITHMS,
     TOKEN_EXCHANGE_GRANT,
@@ -37,6 +38,8 @@ from gateway.config.model import (
     Config,
     CorsConfig,
     CredentialConfig,
+    DpopConfig,
+    DpopMode,
     EventLoop,
     InputRequestsConfig,
     IssuerConfig,
@@ -64,6 +67,7 @@ from gateway.config.urls import canonical_uri, is_loopback_url
 __all__ = [
     "ACCESS_TOKEN_TYPE",
     "DEFAULT_BACKEND",
+    "DEFAULT_DPOP_ALGORITHMS",
     "DEFAULT_JWT_ALGORITHMS",
     "JWT_ALGORITHMS",
     "TOKEN_EXCHANGE_GRANT",
@@ -76,6 +80,8 @@ __all__ = [
     "Config",
     "CorsConfig",
     "CredentialConfig",
+    "DpopConfig",
+    "DpopMode",
     "EventLoop",
     "IdentityConfig",
     "IdentityJwksConfig",

@@ -13,9 +13,11 @@ from urllib.parse import urlsplit
 from gateway.config.builder import Builder
 from gateway.config.model import (
     CLIENT_AUTHS,
+    DEFAULT_DPOP_ALGORITHMS,
     DEFAULT_JWT_ALGORITHMS,
     JWT_ALGORITHMS,
     CacheConfig,
+    DpopConfig,
     IssuerConfig,
     RolesConfig,
     ScopeMapEntry,
@@ -188,6 +190,21 @@ def build_issuer(
         jwks_min_refresh_s=min_refresh,
         jwks_max_refresh_s=max_refresh,
         jwks_unknown_kid_interval_s=float(ri.get("jwks_unknown_kid_interval_s", 30.0)),
+        dpop=_dpop(b, ri.get("dpop", "off"), (*ip, "dpop")),
+    )
+
+
+def _dpop(b: Builder, raw: str | dict[str, Any], dp: tuple[PathPart, ...]) -> DpopConfig:
+    """``dpop: off | allowed | required``, or the mapping with ``mode`` and the proof rules."""
+    if isinstance(raw, str):
+        return DpopConfig(mode=raw)  # type: ignore[arg-type]  # the schema checked the enum
+    names = raw.get("algorithms")
+    return DpopConfig(
+        mode=raw.get("mode", "allowed"),
+        algorithms=DEFAULT_DPOP_ALGORITHMS if names is None else _checked_algs(b, names, dp),
+        iat_window_s=int(raw.get("iat_window_s", 300)),
+        nonce=bool(raw.get("nonce", False)),
+        nonce_rotation_s=int(raw.get("nonce_rotation_s", 120)),
     )
 
 
@@ -195,6 +212,10 @@ def _algorithms(b: Builder, ri: dict[str, Any], ip: tuple[PathPart, ...]) -> tup
     names = ri.get("algorithms")
     if names is None:
         return DEFAULT_JWT_ALGORITHMS
+    return _checked_algs(b, names, ip)
+
+
+def _checked_algs(b: Builder, names: list[str], ip: tuple[PathPart, ...]) -> tuple[str, ...]:
     for index, alg in enumerate(names):
         where = (*ip, "algorithms", index)
         if alg.lower() == "none" or alg.upper().startswith("HS"):

@@ -23,11 +23,12 @@ from gateway.config.backend import build_backends, check_token_exchange
 from gateway.config.builder import Builder
 from gateway.config.identity import build_identity_jwks
 from gateway.config.input_requests import build_input_requests
-from gateway.config.issuer import build_issuers, issuer_allows_insecure_http
+from gateway.config.issuer import build_issuers, issuer_allows_insecure_http, issuer_entries
 from gateway.config.model import (
     CacheConfig,
     Config,
     CorsConfig,
+    InputRequestsConfig,
     IssuerConfig,
     Listen,
     LoggingConfig,
@@ -182,7 +183,23 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
         "input_requests",
         lambda: build_input_requests(b, raw.get("input_requests", {}), out["limits"].json),
     )
+    if "input_requests" in out:
+        section("_dpop", lambda: _check_dpop_nonce(b, raw, out["input_requests"]))
+        out.pop("_dpop", None)
     return out
+
+
+def _check_dpop_nonce(b: Builder, raw: dict[str, Any], inputs: InputRequestsConfig) -> None:
+    """``dpop.nonce`` derives its key from the keys the replicas already share (not stored)."""
+    if inputs.seal_keys:
+        return
+    for path, entry in issuer_entries(raw):
+        dpop = entry.get("dpop")
+        if isinstance(dpop, dict) and dpop.get("nonce") is True:
+            b.doc.problem(
+                (*path, "dpop", "nonce"),
+                "needs input_requests.seal_keys (the DPoP nonce key is derived from them)",
+            )
 
 
 def _longest_cache(issuers: tuple[IssuerConfig, ...]) -> CacheConfig:

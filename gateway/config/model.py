@@ -17,6 +17,7 @@ from gateway.config.secrets import Secret
 __all__ = [
     "ACCESS_TOKEN_TYPE",
     "DEFAULT_BACKEND",
+    "DEFAULT_DPOP_ALGORITHMS",
     "DEFAULT_JWT_ALGORITHMS",
     "JWT_ALGORITHMS",
     "TOKEN_EXCHANGE_GRANT",
@@ -28,6 +29,8 @@ __all__ = [
     "ClientAuth",
     "Config",
     "CredentialConfig",
+    "DpopConfig",
+    "DpopMode",
     "InputRequestsConfig",
     "IssuerConfig",
     "JsonLimits",
@@ -65,6 +68,29 @@ JWT_ALGORITHMS = (
 """Every JWS algorithm ``issuer.algorithms`` may name: asymmetric only (RFC 8725 §3.1/§3.2:
 ``none`` and the HMAC family are refused at load, so a public key can never be an HMAC secret)."""
 DEFAULT_JWT_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")
+DEFAULT_DPOP_ALGORITHMS = ("ES256", "ES384", "EdDSA", "Ed25519", "PS256", "RS256")
+"""``dpop.algorithms`` by default: what the DPoP clients and issuers we know sign proofs with."""
+DpopMode = Literal["off", "allowed", "required"]
+
+
+@dataclass(frozen=True, slots=True)
+class DpopConfig:
+    """``issuer.dpop``: DPoP-bound tokens (RFC 9449) of this issuer at the resource server."""
+
+    mode: DpopMode = "off"
+    """``off``: a token with ``cnf`` is refused (as before DPoP support); ``allowed``: bearer
+    and DPoP-bound tokens; ``required``: DPoP-bound tokens only."""
+    algorithms: tuple[str, ...] = DEFAULT_DPOP_ALGORITHMS
+    iat_window_s: int = 300
+    """How far a proof's ``iat`` may be from now, either way (clock skew included)."""
+    nonce: bool = False
+    """Require a server nonce (RFC 9449 §8/§9) in every proof for this issuer's tokens."""
+    nonce_rotation_s: int = 120
+    """A nonce is accepted in the period it was issued in and the next one."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode != "off"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +207,7 @@ class IssuerConfig:
     jwks_min_refresh_s: float = 60.0
     jwks_max_refresh_s: float = 3600.0
     jwks_unknown_kid_interval_s: float = 30.0
+    dpop: DpopConfig = field(default_factory=DpopConfig)
 
     @property
     def introspects(self) -> bool:
@@ -361,6 +388,9 @@ class StoreErrorPolicies:
     tool_concurrency: StoreErrorPolicy = "local"
     failed_auth: StoreErrorPolicy = "local"
     revocation: StoreErrorPolicy = "local"
+    dpop_replay: StoreErrorPolicy = "deny"
+    """A DPoP proof's ``jti`` Redis could not check: ``deny`` (503) by default, since ``local``
+    lets a proof replayed at another replica through while Redis is down."""
 
 
 @dataclass(frozen=True, slots=True)

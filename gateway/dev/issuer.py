@@ -234,8 +234,10 @@ class DevIssuer(AuthorizationHandlers):
         scopes: Sequence[str] | str,
         audience: Sequence[str] | str | None = None,
         ttl_s: int | None = None,
+        jkt: str | None = None,
     ) -> str:
-        """Issue an access token directly, as if a grant had just completed."""
+        """Issue an access token directly, as if a grant had just completed; ``jkt`` binds it
+        to that DPoP key (RFC 9449 §6: ``cnf.jkt`` in the JWT and the introspection answer)."""
         scope_list = scopes.split() if isinstance(scopes, str) else list(scopes)
         audiences = (audience,) if isinstance(audience, str) else tuple(audience or ())
         if audience is None and self._settings.resources:
@@ -248,7 +250,7 @@ class DevIssuer(AuthorizationHandlers):
             value = self.sign_jwt(
                 access_token_claims(
                     issuer=self.url, sub=sub, client_id=client_id, scope=scope,
-                    audience=audiences, issued_at=now, expires_at=expires_at,
+                    audience=audiences, issued_at=now, expires_at=expires_at, jkt=jkt,
                 )
             )  # fmt: skip
         else:
@@ -263,6 +265,7 @@ class DevIssuer(AuthorizationHandlers):
             issued_at=now,
             expires_at=expires_at,
             family=self.store.new_family(),
+            jkt=jkt,
         )
         return value
 

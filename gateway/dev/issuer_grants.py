@@ -312,6 +312,9 @@ class Introspection(IntrospectionEndpoint):  # type: ignore[misc]
             "nbf": token.issued_at + offset,
             "token_type": "Bearer" if token.kind == "access_token" else "refresh_token",
         }
+        if token.jkt is not None and token.kind == "access_token":
+            payload["token_type"] = "DPoP"  # RFC 9449 §6.2
+            payload["cnf"] = {"jkt": token.jkt}
         if token.kind == "access_token" and token.audience:
             payload["aud"] = token.audience[0] if len(token.audience) == 1 else list(token.audience)
         if token.act is not None:

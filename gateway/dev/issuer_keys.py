@@ -171,9 +171,11 @@ def access_token_claims(
     issued_at: int,
     expires_at: int,
     jti: str | None = None,
+    jkt: str | None = None,
 ) -> dict[str, Any]:
     """RFC 9068 §2.2: ``iss``, ``exp``, ``aud``, ``sub``, ``client_id``, ``iat``, ``jti`` and
-    ``scope`` (``aud`` a string when there is one audience)."""
+    ``scope`` (``aud`` a string when there is one audience); ``cnf.jkt`` for a DPoP-bound
+    token (RFC 9449 §6.1)."""
     claims: dict[str, Any] = {"iss": issuer, "exp": expires_at}
     if audience:  # without one the token has no aud, and resource servers refuse it
         claims["aud"] = audience[0] if len(audience) == 1 else list(audience)
@@ -184,4 +186,6 @@ def access_token_claims(
         "jti": jti or secrets.token_urlsafe(16),
         "scope": scope,
     }
+    if jkt is not None:
+        claims["cnf"] = {"jkt": jkt}
     return claims

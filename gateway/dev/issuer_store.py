@@ -161,6 +161,8 @@ class TokenRecord:
     claims: dict[str, Any] | None = None
     """A JWT's own claims, when introspection answers with them (as Keycloak does:
     :meth:`~gateway.dev.issuer.DevIssuer.mint_signed`)."""
+    jkt: str | None = None
+    """RFC 9449 §6: the thumbprint of the client's DPoP key the token is bound to."""
 
     # --- authlib TokenMixin ----------------------------------------------------------------
 

@@ -222,6 +222,8 @@ class McpEndpoint:
             authorization=tuple(headers.getall("Authorization", ())),
             query_keys=frozenset(request.query.keys()),
             client_ip=ctx.client_ip,
+            dpop=tuple(headers.getall("DPoP", ())),
+            method=request.method,
         )
         principal = await self._auth.authenticate(auth_request)  # steps 5-7
         ctx.principal = principal

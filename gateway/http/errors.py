@@ -15,7 +15,7 @@ gateway builds an error response. The rules, per row class attribute:
 - Headers: ``Cache-Control: no-store`` always; ``WWW-Authenticate`` when the caller passes the
   challenge built by the authenticator; ``Retry-After`` (RFC 9110 §10.2.3) when set; ``Allow: POST``
   on 405 (RFC 9110 §15.5.6); ``Accept-Encoding: identity`` on 415 for a content-coded body
-  (RFC 7694 §3).
+  (RFC 7694 §3); ``DPoP-Nonce`` on ``use_dpop_nonce`` (RFC 9449 §9).
 
 Texts are the row's fixed ``message``, extended only with scope names from the policy or
 capability names from a fixed list; nothing from the request is ever echoed except the JSON-RPC
@@ -36,6 +36,7 @@ from gateway.errors import (
     MethodNotAllowed,
     NoCredentials,
     UnsupportedContentEncoding,
+    UseDpopNonce,
 )
 from gateway.observability.logging import get_logger
 from gateway.protocol.envelope import error_body
@@ -63,6 +64,8 @@ def render_error(err: GatewayError, *, challenge: str | None) -> web.Response:
         headers["Allow"] = "POST"
     elif isinstance(err, UnsupportedContentEncoding):
         headers["Accept-Encoding"] = "identity"  # RFC 7694 §3
+    elif isinstance(err, UseDpopNonce) and err.nonce:
+        headers["DPoP-Nonce"] = err.nonce  # RFC 9449 §9
     status = err.status_for(err.era)
     code = err.wire_code
     if code is not None:

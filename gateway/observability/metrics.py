@@ -39,6 +39,7 @@ __all__ = [
     "BACKEND_OUTCOMES",
     "CATALOG_REFRESH_RESULTS",
     "DECISIONS",
+    "DPOP_REFUSALS",
     "INPUT_KINDS",
     "INPUT_ROUND_EVENTS",
     "INTROSPECTION_RESULTS",
@@ -82,8 +83,20 @@ JWT_RESULTS: Final = ("valid", "refused", "no_keys")
 """``jwt_validations_total{result}``: local JWT validations (signature and claims); ``no_keys``:
 the issuer had no usable JWK Set (503)."""
 JWKS_FETCH_RESULTS: Final = ("success", "failure")
-AUTH_METHODS: Final = ("introspection", "jwt", "jwt+introspection")
-"""``authentications_total{auth_method}``: how accepted tokens were checked (``issuer.tokens``)."""
+AUTH_METHODS: Final = (
+    "introspection", "jwt", "jwt+introspection",
+    "introspection+dpop", "jwt+dpop", "jwt+introspection+dpop",
+)  # fmt: skip
+"""``authentications_total{auth_method}``: how accepted tokens were checked (``issuer.tokens``;
+``+dpop``: a DPoP-bound token with a valid proof, RFC 9449)."""
+DPOP_REFUSALS: Final = (
+    "missing", "multiple", "malformed", "typ", "alg", "jwk", "signature", "htm", "htu", "iat",
+    "jti", "ath", "jkt", "replay", "nonce", "unbound", "as_bearer", "required",
+)  # fmt: skip
+"""``dpop_refusals_total{reason}``: why a request was refused for DPoP (RFC 9449): a proof
+check (``missing`` ... ``replay``), ``nonce`` (answered ``use_dpop_nonce``), an unbound token
+under the ``DPoP`` scheme, a bound token presented as ``Bearer`` (``as_bearer``), a bearer token
+where the issuer has ``dpop: required``."""
 
 TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
 """``token_cache_total{outcome}``: ``coalesced`` joined an in-flight introspection
@@ -136,7 +149,7 @@ counted in ``rejections_total{row="rate_limited"}``."""
 
 STORE_ERROR_KINDS: Final = (
     "ip", "failed_auth", "principal", "tool", "tool_concurrency", "revocation", "token_cache",
-    "other",
+    "dpop_replay", "other",
 )  # fmt: skip
 """``state_store_errors_total{kind}``: decisions that needed Redis and did not get an answer in
 time, so they followed ``state.on_store_error.<kind>`` (the limit kinds and ``revocation``) or
@@ -197,6 +210,10 @@ class Metrics:
         self.authentications_total = Counter(
             p + "authentications_total", "Accepted tokens by how they were checked",
             ["auth_method"], registry=r,
+        )  # fmt: skip
+        self.dpop_refusals_total = Counter(
+            p + "dpop_refusals_total", "Requests refused for DPoP (RFC 9449) by reason",
+            ["reason"], registry=r,
         )  # fmt: skip
         self.token_cache_total = Counter(
             p + "token_cache_total", "Token cache lookups: hit, miss, coalesced, stale",
@@ -306,6 +323,8 @@ class Metrics:
             self.jwks_fetch_total.labels(result=result)
         for method in AUTH_METHODS:
             self.authentications_total.labels(auth_method=method)
+        for reason in DPOP_REFUSALS:
+            self.dpop_refusals_total.labels(reason=reason)
         for scope in RATE_LIMIT_SCOPES:
             self.rate_limited_total.labels(scope=scope)
         for result in POLICY_RELOAD_RESULTS:

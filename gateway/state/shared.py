@@ -1,11 +1,13 @@
-"""What ``state:`` gives the rest of the gateway: limiters, leases, revocations, shared cache.
+"""What ``state:`` gives the rest of the gateway: limiters, leases, revocations, shared cache,
+the DPoP replay cache.
 
 :func:`build_shared_state` turns the configuration into a :class:`SharedState`. With
 ``backend: memory`` everything is this replica's own: in-process limiters and leases, a local
 revocation list (``POST /admin/revoke`` still works, on this replica). With ``backend: redis``
 the Redis limiters and leases wrapped in the ``on_store_error`` fallbacks
 (:mod:`gateway.limits.fallback`), the revocation list shared through Redis (markers + pub/sub),
-and, with ``share_token_cache``, the shared introspection cache. The composition root
+the DPoP proofs seen by any replica (:mod:`.dpop_replay`) and, with ``share_token_cache``, the
+shared introspection cache. The composition root
 (``gateway/wiring.py``) hands these to the front door and the authenticator, runs
 :meth:`SharedState.run` in the background and reports :meth:`SharedState.report` in ``/readyz``.
 """
@@ -22,7 +24,8 @@ from gateway.limits.memory import MemoryLeases, MemoryRateLimiter
 from gateway.limits.redis import RedisLeases, RedisRateLimiter
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.seams import ConcurrencyLimiter, RateLimiter
+from gateway.seams import ConcurrencyLimiter, DpopReplays, RateLimiter
+from gateway.state.dpop_replay import FallbackReplays, MemoryReplays, RedisReplays
 from gateway.state.revocation import RevocationList
 from gateway.state.store import RedisStore
 from gateway.state.token_cache import RedisTokenCache
@@ -38,6 +41,7 @@ class SharedState:
     limiter: RateLimiter
     leases: ConcurrencyLimiter
     revocations: RevocationList
+    dpop_replays: DpopReplays
     store: RedisStore | None = None
     token_cache: RedisTokenCache | None = None
 
@@ -72,7 +76,7 @@ def build_shared_state(
     local = MemoryRateLimiter()
     if state.backend != "redis" or state.redis is None:
         revocations = RevocationList(ttl_s=ttl, on_revoke=on_revoke, metrics=metrics)
-        return SharedState("memory", local, MemoryLeases(), revocations)
+        return SharedState("memory", local, MemoryLeases(), revocations, MemoryReplays())
     store = RedisStore(state.redis, metrics=metrics)
     shared = RedisRateLimiter(store)
     policies = state.on_store_error
@@ -105,4 +109,7 @@ def build_shared_state(
         token_cache_key=token_cache.entry_key if token_cache is not None else None,
         metrics=metrics,
     )
-    return SharedState("redis", limiter, leases, revocations, store, token_cache)
+    replays = FallbackReplays(
+        RedisReplays(store), MemoryReplays(), policy=policies.dpop_replay, metrics=metrics
+    )
+    return SharedState("redis", limiter, leases, revocations, replays, store, token_cache)

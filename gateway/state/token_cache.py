@@ -65,6 +65,9 @@ def encode_entry(entry: CachedPrincipal) -> bytes:
         "until": entry.fresh_until,
         "am": p.auth_method,
         **({"act": p.actor} if p.actor is not None else {}),
+        # SECURITY: the binding travels with the principal, or another replica would serve a
+        # DPoP-bound token to a plain bearer request.
+        **({"jkt": p.binding} if p.binding is not None else {}),
     }
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -85,6 +88,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
     # "am" came with several issuers; an entry without it was introspected (older replica).
     method = doc.get("am", "introspection")
     actor = doc.get("act")
+    binding = doc.get("jkt")
     if not (
         isinstance(sub, str)
         and sub
@@ -105,6 +109,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         and digest.hex().startswith(fp)
         and method in AUTH_METHODS
         and (actor is None or (isinstance(actor, str) and 0 < len(actor) <= MAX_ACTOR_CHARS))
+        and (binding is None or (isinstance(binding, str) and 0 < len(binding) <= 128))
     ):
         return None
     if not now < until <= exp + skew:
@@ -119,6 +124,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         skew_s=float(skew),
         auth_method=method,
         actor=actor,
+        binding=binding,
     )
     return CachedPrincipal(principal, float(until))
 

@@ -14,6 +14,7 @@ import pytest
 
 from gateway.config import (
     AdminConfig,
+    DpopConfig,
     InputRequestsConfig,
     Rate,
     RolesConfig,
@@ -160,6 +161,13 @@ class TestEveryKeyRoundTrips:
         assert i.max_token_bytes == 4096
         assert (i.jwks_min_refresh_s, i.jwks_max_refresh_s) == (30.0, 900.0)
         assert i.jwks_unknown_kid_interval_s == 10.0
+        assert i.dpop == DpopConfig(
+            mode="required",
+            algorithms=("ES256", "EdDSA"),
+            iat_window_s=120,
+            nonce=True,
+            nonce_rotation_s=60,
+        )
         assert c.issuers == (i,)
 
         b = c.backend
@@ -238,6 +246,7 @@ class TestEveryKeyRoundTrips:
             tool_concurrency="deny",
             failed_auth="deny",
             revocation="deny",
+            dpop_replay="local",
         )
         assert c.admin.token is not None
         assert c.admin.token.reveal() == "admin-token-0123456789abcdef0123456789"
@@ -490,6 +499,56 @@ def test_the_docs_copy_of_the_schema_is_identical_to_the_packaged_one() -> None:
     assert docs_copy.read_bytes() == SCHEMA.read_bytes(), (
         "run: cp gateway/schema/gateway.schema.json docs/schema/gateway.schema.json"
     )
+
+
+class TestDpop:
+    def test_the_string_form_is_the_mode_and_the_default_is_off(self, tmp_path: Path) -> None:
+        c = load_config(FIXTURES / "issuers.yaml", ENV)
+        assert [i.dpop.mode for i in c.issuers] == ["allowed", "off"]
+        assert c.issuers[0].dpop.algorithms == (
+            "ES256",
+            "ES384",
+            "EdDSA",
+            "Ed25519",
+            "PS256",
+            "RS256",
+        )
+        assert c.state.on_store_error.dpop_replay == "deny"
+
+    def test_a_mapping_without_mode_turns_dpop_on(self, tmp_path: Path) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        text = target.read_text().replace(
+            "  client_id: mcp-gateway\n", "  client_id: mcp-gateway\n  dpop: {iat_window_s: 60}\n"
+        )
+        target.write_text(text)
+        assert load_config(target, ENV).issuer.dpop == DpopConfig(mode="allowed", iat_window_s=60)
+
+    @pytest.mark.parametrize("alg", ["none", "HS256", "XS1"])
+    def test_symmetric_unsigned_and_unknown_proof_algorithms_are_refused(
+        self, tmp_path: Path, alg: str
+    ) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        text = target.read_text().replace(
+            "  client_id: mcp-gateway\n",
+            f"  client_id: mcp-gateway\n  dpop: {{mode: required, algorithms: [ES256, {alg}]}}\n",
+        )
+        target.write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_config(target, ENV)
+        assert any("issuer.dpop.algorithms[1]" in p for p in info.value.problems), info.value
+
+    def test_nonces_need_the_shared_seal_keys(self, tmp_path: Path) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        text = target.read_text().replace(
+            "  client_id: mcp-gateway\n", "  client_id: mcp-gateway\n  dpop: {nonce: true}\n"
+        )
+        target.write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_config(target, ENV)
+        assert any(
+            "issuer.dpop.nonce" in p and "input_requests.seal_keys" in p
+            for p in info.value.problems
+        ), info.value.problems
 
 
 def test_docs_configuration_md_documents_every_key_of_the_schema() -> None:

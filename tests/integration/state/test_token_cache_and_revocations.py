@@ -60,11 +60,12 @@ async def store(redis_server: RedisServer) -> AsyncIterator[RedisStore]:
 class TestEntryFormat:
     def test_every_principal_field_round_trips(self) -> None:
         """Fails when Principal gains a field the shared cache does not carry yet."""
-        entry = CachedPrincipal(principal(actor="agent-7"), time.time() + 30)
+        bound = principal(actor="agent-7", binding="0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I")
+        entry = CachedPrincipal(bound, time.time() + 30)
         decoded = decode_entry(encode_entry(entry), DIGEST, time.time())
         assert decoded == entry
         document = json.loads(encode_entry(entry))
-        carried = {"sub", "client_id", "scopes", "exp", "iss", "fp", "skew", "am", "act"}
+        carried = {"sub", "client_id", "scopes", "exp", "iss", "fp", "skew", "am", "act", "jkt"}
         assert len(carried) == len(dataclasses.fields(Principal)), "update encode/decode_entry"
         assert carried <= set(document)
 
