@@ -13,9 +13,13 @@ Both carry the request-id middleware (:mod:`~gateway.app.request_id`). What they
 :mod:`gateway.wiring`; :mod:`~gateway.app.lifecycle` starts and gracefully stops both
 (:class:`GatewayServer`, :func:`serve`).
 
-Import the public names from here (``from gateway.app import GatewayServer``).
+Import the public names from here (``from gateway.app import GatewayServer``). Importing the
+package first checks the aiohttp internals its listeners use
+(:mod:`~gateway.app.aiohttp_internals`).
 """
 
+# First: refuse an aiohttp without the internals, before a module below imports one of them.
+from gateway.app.aiohttp_internals import AIOHTTP_LINE
 from gateway.app.lifecycle import GatewayServer, serve
 from gateway.app.ops import build_ops_app
 from gateway.app.public import build_public_app
@@ -23,6 +27,7 @@ from gateway.app.request_id import REQUEST_ID, REQUEST_ID_HEADER, request_id_mid
 from gateway.app.services import CONFIG, SERVICES, Readiness, ReadinessCheck, Services
 
 __all__ = [
+    "AIOHTTP_LINE",
     "CONFIG",
     "REQUEST_ID",
     "REQUEST_ID_HEADER",

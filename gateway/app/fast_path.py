@@ -21,7 +21,8 @@ py-spy on the 401 path put them at about a seventh of the CPU per answer):
   prepared by aiohttp as usual.
 
 Both use aiohttp internals of the pinned 3.14 line (``Request._match_info``, ``_prepare_hook``,
-``_payload_writer``, ``http_writer._serialize_headers``); the front-door tests exercise both ways.
+``_payload_writer``, ``http_writer._serialize_headers``, ...), each listed and checked at import by
+:mod:`gateway.app.aiohttp_internals`; the front-door tests exercise both ways.
 """
 
 from __future__ import annotations

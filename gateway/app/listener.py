@@ -34,10 +34,10 @@ How: refusals are queued as aiohttp's own parse-error entries, so aiohttp's requ
 them through :meth:`GuardedRequestHandler.handle_error` exactly like the parse errors it finds
 itself: one response, then the connection closes, and no request handler ever runs for them.
 This subclasses aiohttp internals (``RequestHandler._messages``, ``_request_count``,
-``_ErrInfo``) of the pinned 3.14 line; :func:`_check_aiohttp` refuses to start on an aiohttp that
-lacks them, and the raw-socket tests (tests/integration/front_door/test_hostile_http.py)
-exercise each path. The bounds as configured, the connection counts and the log throttle are
-:mod:`gateway.app.connection_limits`.
+``_ErrInfo``, ...) of the pinned 3.14 line; :mod:`gateway.app.aiohttp_internals` lists every one
+and refuses to start on an aiohttp that lacks one, and the raw-socket tests
+(tests/integration/front_door/test_hostile_http.py) exercise each path. The bounds as
+configured, the connection counts and the log throttle are :mod:`gateway.app.connection_limits`.
 """
 
 from __future__ import annotations
@@ -81,19 +81,6 @@ unread input would reset the connection and could destroy the answer in the clie
 (a lingering close, like nginx's ``lingering_close``)."""
 _TERMINATOR: Final = b"\r\n\r\n"
 """The end of a request head (aiohttp's llhttp parser refuses bare-LF line endings)."""
-
-
-def _check_aiohttp() -> None:
-    slots = set(getattr(RequestHandler, "__slots__", ()))
-    needed = {"_messages", "_request_count", "_waiter", "_request_in_progress"}
-    if not needed <= slots or not hasattr(web_protocol, "_ErrInfo"):
-        raise RuntimeError(
-            "gateway.app.listener needs aiohttp 3.14's RequestHandler internals "
-            f"(missing {sorted(needed - slots)}); install the pinned aiohttp version"
-        )
-
-
-_check_aiohttp()
 
 
 class _Refusal(Exception):

@@ -1,6 +1,8 @@
 """The listeners' servers: aiohttp's low-level server and runner, building the guarded
 connections of :mod:`gateway.app.listener`, with the MCP path's lane in front of the
-application's router (:mod:`gateway.app.fast_path`)."""
+application's router (:mod:`gateway.app.fast_path`). The aiohttp internals used here (the
+server's ``_kwargs``, the runner's ``_make_server``, ...) are listed and checked at import by
+:mod:`gateway.app.aiohttp_internals`."""
 
 from __future__ import annotations
 
