@@ -116,6 +116,9 @@ async def test_redis_stopped_mid_run_falls_back_locally_without_5xx_and_recovers
     try:
         async with replica_stack(tmp_path / "stack", redis, overrides=overrides) as stack:
             a, b = stack.replicas
+            # A replica reports the store as unknown (None) until its first operation on it;
+            # on a loaded machine /readyz can be asked before that.
+            await wait_for_store(stack, a, True)
             status, report = await readyz(stack, a)
             assert status == 200
             assert report["state"] == {
