@@ -26,7 +26,13 @@ from gateway.config.model import (
 from gateway.config.urls import canonical_uri
 from gateway.yaml_source import PathPart, format_path
 
-__all__ = ["build_issuers", "issuer_allows_insecure_http", "issuer_entries", "normalise_typ"]
+__all__ = [
+    "build_issuers",
+    "issuer_allows_insecure_http",
+    "issuer_entries",
+    "normalise_typ",
+    "scope_map_warnings",
+]
 
 _JWT_ONLY_KEYS: Final = (
     "jwks_uri", "algorithms", "accept_typ", "scope_claims", "scope_prefix", "roles",
@@ -206,6 +212,35 @@ def _dpop(b: Builder, raw: str | dict[str, Any], dp: tuple[PathPart, ...]) -> Dp
         nonce=bool(raw.get("nonce", False)),
         nonce_rotation_s=int(raw.get("nonce_rotation_s", 120)),
     )
+
+
+def scope_map_warnings(
+    issuers: tuple[IssuerConfig, ...], policy_scopes: frozenset[str]
+) -> list[str]:
+    """``check``'s findings about each ``scope_map`` against the policy's scopes (every scope a
+    rule, the baseline, a method or, once the policy has one, a scope hierarchy names):
+
+    - a target the policy never names does nothing (a typo, or a rule that was renamed);
+    - a key that is also a policy scope is ambiguous: that issuer's token holding it gets the
+      target instead, so a rule naming the key never matches that issuer's callers.
+
+    Two keys with one target are fine (a delegated scope and an app role of one meaning)."""
+    warnings: list[str] = []
+    for index, issuer in enumerate(issuers):
+        for entry in issuer.scope_map:
+            name = f"scope_map[{entry.spelled!r}]"
+            if entry.scope not in policy_scopes:
+                warnings.append(
+                    f"{entry.where}: {name}: {entry.scope} is named by no policy rule, baseline "
+                    f"or method, so the mapping does nothing (issuer {index + 1}, {issuer.url})"
+                )
+            if entry.spelled in policy_scopes and entry.spelled != entry.scope:
+                warnings.append(
+                    f"{entry.where}: {name}: {entry.spelled} is also a policy scope: this "
+                    f"issuer's tokens holding it get {entry.scope} instead, so a rule naming "
+                    f"{entry.spelled} never matches them (issuer {index + 1}, {issuer.url})"
+                )
+    return warnings
 
 
 def _algorithms(b: Builder, ri: dict[str, Any], ip: tuple[PathPart, ...]) -> tuple[str, ...]:

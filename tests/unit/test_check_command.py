@@ -210,3 +210,54 @@ def test_version_flag_prints_the_version() -> None:
         result = run(*args, cwd=ROOT)
         assert result.returncode == 0
         assert result.stdout.strip() == f"mcp-gateway {__version__}"
+
+
+SCOPE_MAP_GATEWAY = """\
+resource: https://mcp.example.com/mcp
+issuers:
+  - url: https://login.example.com/tenant/v2.0
+    tokens: jwt
+    scope_prefix: "api://notes/"
+    scope_map:
+      "api://notes/mcp.access": "mcp:access"
+      "api://notes/Notes.Reader": "notes:read"
+      "api://notes/notes.read": "notes:read"
+      "api://notes/notes.wirte": "notes:wirte"
+  - url: https://keycloak.example.com/realms/acme
+    tokens: jwt
+    scope_map:
+      "notes:write": "notes:admin"
+backend:
+  url: https://tools.example.com/mcp
+  credential: {type: bearer, token: {env: CHECK_TEST_TOKEN}}
+policy: policies
+"""
+SCOPE_MAP_POLICY = """\
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  search_notes: {scopes: [notes:read]}
+  create_note: {scopes: [notes:write]}
+"""
+
+
+def test_check_warns_about_scope_map_targets_nobody_names_and_keys_that_are_policy_scopes(
+    tmp_path: Path,
+) -> None:
+    write(tmp_path, SCOPE_MAP_GATEWAY, SCOPE_MAP_POLICY)
+    result = run("check", "--config", "gateway.yaml", "--skip-secrets", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    # Two keys with one target (a scope and an app role) are fine; the typo and the ambiguous
+    # key are not, each at the key's line.
+    assert warnings == [
+        "warning: gateway.yaml:10:7: scope_map['api://notes/notes.wirte']: notes:wirte is named "
+        "by no policy rule, baseline or method, so the mapping does nothing (issuer 1, "
+        "https://login.example.com/tenant/v2.0)",
+        "warning: gateway.yaml:14:7: scope_map['notes:write']: notes:admin is named by no "
+        "policy rule, baseline or method, so the mapping does nothing (issuer 2, "
+        "https://keycloak.example.com/realms/acme)",
+        "warning: gateway.yaml:14:7: scope_map['notes:write']: notes:write is also a policy "
+        "scope: this issuer's tokens holding it get notes:admin instead, so a rule naming "
+        "notes:write never matches them (issuer 2, https://keycloak.example.com/realms/acme)",
+    ]
