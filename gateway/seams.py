@@ -365,6 +365,10 @@ class Decision:
     """Every scope the operation needs, baseline included (for the 403 challenge)."""
     missing_scopes: tuple[str, ...] = ()
     reason: str = ""
+    granted_scopes: tuple[str, ...] = ()
+    """The caller's scopes the decision rested on, in the policy's vocabulary (after each
+    issuer's ``scope_map``): every required scope it holds. The audit trail records them; a
+    scope hierarchy would name here the granted scope that implied a required one."""
 
 
 class Policy(Protocol):

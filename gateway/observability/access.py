@@ -238,6 +238,7 @@ class GatewayObserver:
             decision=decision,
             rule=None if dec is None else dec.rule,
             missing_scopes=() if dec is None else dec.missing_scopes,
+            granted_scopes=() if dec is None else dec.granted_scopes,
             outcome=outcome,
             duration_ms=round(duration_s * 1000.0, 3),
             backend_ms=None if ctx.backend_ms is None else round(ctx.backend_ms, 3),
@@ -247,6 +248,7 @@ class GatewayObserver:
             error_row=ctx.error_row,
             token_fp=None if principal is None else principal.fingerprint,
             auth_method=None if principal is None else principal.auth_method,
+            issuer=None if principal is None else principal.issuer,
             arguments=argument_shape(arguments) if isinstance(arguments, Mapping) else None,
             input=input_record(ctx.extra.get("input")),
             exchange=exchange_record(ctx.extra.get("exchange")),
@@ -266,6 +268,7 @@ class GatewayObserver:
             decision=decision,
             rule=None if dec is None else dec.rule,
             missing_scopes=() if dec is None else dec.missing_scopes,
+            granted_scopes=() if dec is None else dec.granted_scopes,
             outcome=call.outcome,
             # The batch's duration: members run one after another inside one HTTP request.
             duration_ms=round(duration_s * 1000.0, 3),
@@ -276,6 +279,7 @@ class GatewayObserver:
             error_row=call.error_row,
             token_fp=None if principal is None else principal.fingerprint,
             auth_method=None if principal is None else principal.auth_method,
+            issuer=None if principal is None else principal.issuer,
             arguments=argument_shape(arguments) if arguments is not None else None,
             exchange=exchange_record(call.exchange),
         )

@@ -152,6 +152,10 @@ class AuditEvent:
     requests' or answers' contents."""
     exchange: Mapping[str, Any] | None = None
     """The RFC 8693 token exchange of the call (:func:`exchange_record`)."""
+    granted_scopes: tuple[str, ...] = ()
+    """The caller's scopes the decision used, in the policy's vocabulary (``Decision``)."""
+    issuer: str | None = None
+    """The ``url`` of the issuer that accepted the token (several issuers, one policy)."""
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
@@ -167,6 +171,7 @@ class AuditEvent:
             **({"backend": self.backend} if self.backend is not None else {}),
             "decision": self.decision,
             "rule": self.rule,
+            "granted_scopes": list(self.granted_scopes),
             "missing_scopes": list(self.missing_scopes),
             "outcome": self.outcome,
             "duration_ms": self.duration_ms,
@@ -176,6 +181,7 @@ class AuditEvent:
             "error_row": self.error_row,
             "token_fp": self.token_fp,
             "auth_method": self.auth_method,
+            "issuer": self.issuer,
         }
         if self.arguments is not None:
             record["arguments"] = dict(self.arguments)

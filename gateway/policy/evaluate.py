@@ -154,7 +154,12 @@ def evaluate_rule(baseline: tuple[str, ...], rule: Rule, principal: Principal) -
     for option in options:
         if all(scope in granted for scope in option):
             return Decision(
-                allowed=True, visible=True, rule=rule.key, required_scopes=option, reason="allow"
+                allowed=True,
+                visible=True,
+                rule=rule.key,
+                required_scopes=option,
+                reason="allow",
+                granted_scopes=option,
             )
     # Step-up: challenge with the option that needs the fewest additional scopes; min() keeps
     # the first listed on a tie, so the challenge is deterministic for a given token.
@@ -166,6 +171,7 @@ def evaluate_rule(baseline: tuple[str, ...], rule: Rule, principal: Principal) -
         required_scopes=best,
         missing_scopes=tuple(scope for scope in best if scope not in granted),
         reason="scope",
+        granted_scopes=tuple(scope for scope in best if scope in granted),
     )
 
 
@@ -179,7 +185,12 @@ def evaluate_method(policy: PolicySet, principal: Principal, method: str) -> Dec
         missing = tuple(scope for scope in needed if scope not in principal.scopes)
         if not missing:
             return Decision(
-                allowed=True, visible=True, rule=rule, required_scopes=needed, reason="allow"
+                allowed=True,
+                visible=True,
+                rule=rule,
+                required_scopes=needed,
+                reason="allow",
+                granted_scopes=needed,
             )
         return Decision(
             allowed=False,
@@ -188,6 +199,7 @@ def evaluate_method(policy: PolicySet, principal: Principal, method: str) -> Dec
             required_scopes=needed,
             missing_scopes=missing,
             reason="scope",
+            granted_scopes=tuple(scope for scope in needed if scope in principal.scopes),
         )
     except Exception:  # SECURITY: an evaluation error denies (fail closed)
         return _HIDDEN_ERROR

@@ -164,6 +164,29 @@ async def test_one_policy_admits_both_populations_and_speaks_each_ones_spelling(
         assert document["scopes_supported"] == [f"{API}mcp.access"]
         assert document["authorization_servers"] == [entra.url, keycloak.url]
 
+    # The audit trail speaks the policy's vocabulary, whoever spelled the scopes how.
+    events = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    decided = [
+        (e["tool"], e["issuer"], e["decision"], e["granted_scopes"], e["missing_scopes"])
+        for e in events
+        if e["tool"] in ("search_notes", "create_note")
+    ]
+    read, step_up = ["mcp:access", "notes:read"], ["mcp:access"]
+    assert decided == [
+        ("search_notes", entra.url, "allow", read, []),
+        ("search_notes", entra.url, "allow", read, []),
+        ("search_notes", keycloak.url, "allow", read, []),
+        ("create_note", entra.url, "deny", step_up, ["notes:write"]),
+        ("create_note", entra.url, "deny", step_up, ["notes:write"]),
+        ("create_note", keycloak.url, "deny", step_up, ["notes:write"]),
+    ]
+    subjects = [(e["subject"], e["client_id"], e["auth_method"]) for e in events[:3]]
+    assert subjects == [
+        ("9f3c0b1e-user-object-id", "claude-code-app", "jwt"),
+        ("5e1c2d3f-service-principal-oid", "nightly-report-app", "jwt"),
+        ("0c5f8a4e-service-account-ci-bot", "ci-bot", "introspection"),
+    ]
+
 
 @pytest.mark.row("invalid_token")
 async def test_a_keycloak_id_token_is_refused_in_introspection_mode(

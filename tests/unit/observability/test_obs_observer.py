@@ -105,7 +105,12 @@ def tool_call(clock: Clock, **fields: Any) -> RequestContext:
         "era": "modern",
         "protocol_version": "2026-07-28",
         "principal": principal(),
-        "decision": Decision(allowed=True, visible=True, rule="search_docs"),
+        "decision": Decision(
+            allowed=True,
+            visible=True,
+            rule="search_docs",
+            granted_scopes=("mcp:access", "docs:read"),
+        ),
         "status": 200,
         "outcome": "ok",
         "backend_ms": 12.5,
@@ -371,9 +376,12 @@ class TestAudit:
             "ts": "2026-11-30T00:53:20.000Z", "log": "audit", "event": "tool_call",
             "request_id": "req-1", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
             "subject": "alice@example.com", "client_id": "claude-code", "tool": "search_docs",
-            "decision": "allow", "rule": "search_docs", "missing_scopes": [], "outcome": "ok",
+            "decision": "allow", "rule": "search_docs",
+            "granted_scopes": ["mcp:access", "docs:read"],
+            "missing_scopes": [], "outcome": "ok",
             "duration_ms": 20.0, "backend_ms": 12.5, "status": 200, "jsonrpc_code": None,
             "error_row": None, "token_fp": FINGERPRINT, "auth_method": "introspection",
+            "issuer": "https://id.example.com",
         }  # fmt: skip
 
     def test_a_denied_call_records_the_rule_and_the_missing_scopes(
