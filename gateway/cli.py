@@ -27,7 +27,8 @@ from typing import Any, Final
 
 import gateway
 from gateway.app import event_loop, serve
-from gateway.config import load_config
+from gateway.config import Config, load_config
+from gateway.config.issuer import scope_map_warnings
 from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure, get_logger
@@ -57,7 +58,7 @@ class Registrar:
 
 REGISTRARS: list[Registrar] = [
     Registrar("demo", "gateway.demo", summary="run the gateway with a local issuer and backend"),
-    Registrar("policy", "gateway.policy.explain", summary="inspect policies (policy explain)"),
+    Registrar("policy", "gateway.app.policy_explain", summary="inspect policies (policy explain)"),
     Registrar("revoke", "gateway.app.admin_client", summary="revoke a token on every replica"),
 ]
 """Pluggable subcommands, one line each; a missing module yields a clear placeholder."""
@@ -256,6 +257,15 @@ def _load_policies(paths: Sequence[Path]) -> tuple[list[str], Any, tuple[str, ..
     return [], policy, tuple(getattr(policy, "demo_sources", ()))
 
 
+def _policy_warnings(config: Config | None, policy: Any) -> list[str]:
+    """What the configuration says about the policy that neither can say alone: each issuer's
+    ``scope_map`` against the scopes the policy names."""
+    known = getattr(policy, "known_scopes", None)
+    if config is None or not isinstance(known, frozenset):
+        return []
+    return scope_map_warnings(config.issuers, known)
+
+
 def _demo_warnings(sources: Sequence[str]) -> list[str]:
     return [
         f"{source}: declares itself a demo policy (demo: true): it grants example tools to "
@@ -278,7 +288,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     else:
         print(f"note: {path}: the policy files were not checked (policy: is unreadable)",
               file=sys.stderr)  # fmt: skip
-    for warning in (*report.warnings, *_demo_warnings(demos)):
+    cross = _policy_warnings(report.config, policy)
+    for warning in (*report.warnings, *cross, *_demo_warnings(demos)):
         print(f"warning: {warning}", file=sys.stderr)
     if problems:
         _print_problems(problems, path)
@@ -321,7 +332,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc.problems, path)
         return 1
-    problems, _, demos = _load_policies(config.policy_paths)
+    problems, policy, demos = _load_policies(config.policy_paths)
     if problems:
         _print_problems(problems, path)
         return 1
@@ -343,7 +354,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     )
     log = get_logger("gateway.cli")
     if spec is None:  # the supervisor says it once for the group
-        for warning in (*config.warnings, *_demo_warnings(demos)):
+        cross = _policy_warnings(config, policy)
+        for warning in (*config.warnings, *cross, *_demo_warnings(demos)):
             log.warning("config.warning", detail=warning)
     if workers > 1:
         supervisor = Supervisor(

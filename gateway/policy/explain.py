@@ -16,7 +16,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -78,15 +78,17 @@ class Explained:
         }
 
 
-def register(subparsers: Any) -> None:
-    """Add ``policy explain`` to the ``mcp-gateway`` command (``gateway.cli.REGISTRARS``)."""
+def register(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``policy explain`` to the ``mcp-gateway`` command and return its parser (extended
+    with ``--token-file`` by :mod:`gateway.app.policy_explain`, which reads tokens with the
+    auth layer's rules: this layer may not import it)."""
     policy = subparsers.add_parser(
         "policy",
         help="inspect policies (policy explain)",
         description="Inspect the per-tool scope policy.",
     )
     actions = policy.add_subparsers(dest="policy_command", metavar="<action>", required=True)
-    parser = actions.add_parser(
+    parser: argparse.ArgumentParser = actions.add_parser(
         "explain",
         help="show allow / step-up / hidden per tool for a token's scopes",
         description="Evaluate the policy for a principal described by --scopes, --client-id "
@@ -126,18 +128,28 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(handler=run_explain)
+    return parser
 
 
-def run_explain(args: argparse.Namespace) -> int:
+def run_explain(
+    args: argparse.Namespace,
+    *,
+    principal: Principal | None = None,
+    token: Mapping[str, Any] | None = None,
+    paths: Sequence[Path] | None = None,
+) -> int:
+    """``principal`` (with ``token``, what was derived from a token file): instead of the one
+    ``--scopes``, ``--client-id`` and ``--sub`` describe; ``paths``: the policy files of a
+    configuration the caller loaded already."""
     try:
-        paths = _policy_paths(args)
+        paths = list(paths) if paths is not None and not args.policy else _policy_paths(args)
         policy = load_policy(paths)
         catalog = _read_catalog(args.catalog_file) if args.catalog_file else None
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return 1
-    principal = Principal(
+    principal = principal or Principal(
         subject=args.sub,
         client_id=args.client_id,
         scopes=frozenset(args.scopes.split()),
@@ -152,6 +164,7 @@ def run_explain(args: argparse.Namespace) -> int:
         prompt=args.prompt,
         resource=args.resource,
         catalog=catalog,
+        token=token,
     )
     if args.json:
         json.dump(report, sys.stdout, indent=2)
@@ -169,9 +182,10 @@ def explain(
     prompt: str | None = None,
     resource: str | None = None,
     catalog: Sequence[str] | None = None,
+    token: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The explanation as a JSON-ready dict (``tool``, ``prompt``, ``resource``: one name;
-    else the catalog's tools or every rule)."""
+    else the catalog's tools or every rule; ``token``: how the principal was derived)."""
     warnings: list[str] = []
     one = tool is not None or prompt is not None or resource is not None
     prompts: list[Explained] = []
@@ -228,6 +242,7 @@ def explain(
         "resources": [item.as_json(policy.listing) for item in resources],
         "methods": [item.as_json() for item in methods],
         "warnings": warnings,
+        **({"token": dict(token)} if token is not None else {}),
     }
 
 
@@ -238,6 +253,8 @@ def _print_text(report: dict[str, Any], out: TextIO) -> None:
         f"principal: sub={who['sub'] or '-'} client_id={who['client_id'] or '-'} "
         f"scopes={' '.join(who['scopes']) or '-'}\n"
     )
+    if "token" in report:
+        _print_token(report["token"], out)
     if report["listing"] == "step_up":
         out.write("listing: step_up (tools/list also shows the step-up tools)\n")
     out.write("\n")
@@ -262,6 +279,22 @@ def _print_text(report: dict[str, Any], out: TextIO) -> None:
         out.write(f"{_SURFACE_LEGEND}\n")
     for warning in report["warnings"]:
         out.write(f"warning: {warning}\n")
+
+
+def _print_token(token: Mapping[str, Any], out: TextIO) -> None:
+    """claim -> prefix -> role -> map -> policy scope, one line per scope of the token."""
+    out.write(f"token: issuer {token['issuer']} (tokens: {token['tokens']})\n")
+    for step in token["derivation"]:
+        prefix = "role prefix" if step["source"] == "role" else "prefix"
+        mapped = f"map -> {step['scope']}" if step["mapped"] else "not mapped"
+        out.write(
+            f"  {step['claim']} {step['value']!r} -> {prefix} {step['spelled']} -> {mapped}\n"
+        )
+    if not token["derivation"]:
+        out.write("  (no scopes)\n")
+    out.write(f"policy scopes: {' '.join(token['policy_scopes']) or '-'}\n")
+    if token["refusal"] is not None:
+        out.write(f"warning: the gateway would refuse this token now: {token['refusal']}\n")
 
 
 def _table(out: TextIO, heading: str, rows: list[dict[str, Any]]) -> None:

@@ -1,0 +1,182 @@
+"""``mcp-gateway policy explain --token-file``: the scopes of a real token, from each claim
+through the prefix, the role and the issuer's ``scope_map`` to the policy's names, and the
+policy's decisions for them (issue 31)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.cli import main
+from tests.support.policy import write_text
+
+API = "api://66666666-7777-8888-9999-000000000000/"
+ENTRA = "https://login.microsoftonline.com/11111111-2222-3333-4444-555555555555/v2.0"
+KEYCLOAK = "https://keycloak.example.com/realms/services"
+POLICY = """
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  search_notes: {scopes: [notes:read]}
+  create_note: {scopes: [notes:write]}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _keep_logging_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> Path:
+    write_text(tmp_path / "policies" / "main.yaml", POLICY)
+    # The secrets are not set: explain reads tokens without them.
+    return write_text(
+        tmp_path / "gateway.yaml",
+        f"""
+        resource: https://mcp.example.com/mcp
+        issuers:
+          - url: {ENTRA}
+            tokens: jwt
+            audiences: [66666666-7777-8888-9999-000000000000]
+            accept_typ: [JWT]
+            scope_prefix: "{API}"
+            roles: {{claim: roles, prefix: "{API}"}}
+            subject_claim: oid
+            scope_map:
+              "{API}mcp.access": "mcp:access"
+              "{API}notes.read": "notes:read"
+          - url: {KEYCLOAK}
+            client_id: mcp-gateway
+            client_secret: {{env: EXPLAIN_TOKEN_UNSET_SECRET}}
+        backend:
+          url: https://tools.example.com/mcp
+          credential: {{type: bearer, token: {{env: EXPLAIN_TOKEN_UNSET_SECRET}}}}
+        policy: policies
+        """,
+    )
+
+
+def entra_claims(**extra: Any) -> dict[str, Any]:
+    now = int(time.time())
+    return {
+        "aud": "66666666-7777-8888-9999-000000000000", "iss": ENTRA, "iat": now, "nbf": now,
+        "exp": now + 3600, "azp": "claude-code-app", "oid": "user-oid", "sub": "pairwise",
+        "scp": "mcp.access notes.read offline", "ver": "2.0", **extra,
+    }  # fmt: skip
+
+
+def compact(claims: dict[str, Any]) -> str:
+    def part(value: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(value).encode()).rstrip(b"=").decode()
+
+    return f"{part({'alg': 'RS256', 'typ': 'JWT'})}.{part(claims)}.c2ln"
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(["policy", "explain", *argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_jwt_file_prints_claim_prefix_role_map_and_the_decisions(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = tmp_path / "token.jwt"
+    token.write_text(compact(entra_claims(roles=["notes.read"])) + "\n")
+    code, out, err = run(capsys, "--config", str(config), "--token-file", str(token), "--all")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert f"token: issuer {ENTRA} (tokens: jwt)" in lines
+    assert f"  scp 'mcp.access' -> prefix {API}mcp.access -> map -> mcp:access" in lines
+    assert f"  scp 'offline' -> prefix {API}offline -> not mapped" in lines
+    assert f"  roles 'notes.read' -> role prefix {API}notes.read -> map -> notes:read" in lines
+    assert f"policy scopes: {API}offline mcp:access notes:read" in lines
+    assert "principal: sub=user-oid client_id=claude-code-app" in out
+    decisions = {
+        line.split()[0]: line.split()[1] for line in lines if line.startswith(("search", "create"))
+    }
+    assert decisions == {"search_notes": "allow", "create_note": "step-up"}
+    assert "would refuse" not in out
+
+
+def test_json_names_each_step_and_an_expired_token_is_flagged_not_refused(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = tmp_path / "payload.json"
+    token.write_text(json.dumps(entra_claims(exp=int(time.time()) - 3600)))
+    code, out, err = run(
+        capsys, "--config", str(config), "--token-file", str(token), "--tool", "search_notes",
+        "--json",
+    )  # fmt: skip
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["token"]["accepted"] is False
+    assert report["token"]["refusal"] == "token expired"
+    assert report["token"]["derivation"][0] == {
+        "source": "scope", "claim": "scp", "value": "mcp.access", "spelled": f"{API}mcp.access",
+        "mapped": True, "scope": "mcp:access",
+    }  # fmt: skip
+    assert report["principal"]["scopes"] == [f"{API}offline", "mcp:access", "notes:read"]
+    assert report["results"][0]["decision"] == "allow"
+
+
+def test_an_introspection_answer_uses_the_issuer_it_names_and_flags_an_id_token(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = int(time.time())
+    answer = {
+        "active": True, "iss": KEYCLOAK, "aud": ["claude-code", "https://mcp.example.com/mcp"],
+        "exp": now + 300, "iat": now, "sub": "f2b1c0de", "typ": "ID", "nonce": "n",
+        "azp": "claude-code", "client_id": "claude-code", "scope": "openid mcp:access",
+    }  # fmt: skip
+    token = tmp_path / "answer.json"
+    token.write_text(json.dumps(answer))
+    code, out, err = run(capsys, "--config", str(config), "--token-file", str(token), "--all")
+    assert code == 0, err
+    assert f"token: issuer {KEYCLOAK} (tokens: introspection)" in out
+    assert "  scope 'mcp:access' -> prefix mcp:access -> not mapped" in out
+    assert (
+        "warning: the gateway would refuse this token now: an ID token presented as bearer" in out
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "message"),
+    [
+        ("not a token", (), "neither a JSON object of claims nor a compact JWT"),
+        (
+            '{"iss": "https://other.example.com"}',
+            (),
+            "no configured issuer has url https://other.example.com",
+        ),
+        ('{"sub": "x"}', ("--issuer", "https://nope.example.com"), "no configured issuer"),
+    ],
+)
+def test_unreadable_token_files_are_clear_errors(
+    config: Path, capsys: pytest.CaptureFixture[str], content: str,
+    extra: tuple[str, ...], message: str,
+) -> None:  # fmt: skip
+    token = config.parent / "token"
+    token.write_text(content)
+    code, out, err = run(
+        capsys, "--config", str(config), "--token-file", str(token), "--all", *extra
+    )
+    assert code == 1 and out == ""
+    assert err.startswith(f"{token}: cannot read the token: ") and message in err
+
+
+def test_token_file_usage_errors(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    token = tmp_path / "token.json"
+    token.write_text("{}")
+    both = ("--config", str(config), "--token-file", str(token), "--scopes", "a", "--all")
+    assert run(capsys, *both)[0] == 2
+    assert run(capsys, "--token-file", str(token), "--all", "--policy", str(config))[0] == 2
+    assert run(capsys, "--config", str(config), "--issuer", ENTRA, "--all")[0] == 2
