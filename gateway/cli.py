@@ -274,6 +274,13 @@ def _demo_warnings(sources: Sequence[str]) -> list[str]:
     ]
 
 
+def _unreachable_rules(policy: Any, prefixes: Sequence[str] | None) -> list[str]:
+    """Rules no configured backend can ever match (a warning: docs/policy.md)."""
+    if policy is None or prefixes is None:
+        return []
+    return list(policy.unreachable_rules(prefixes))
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     """Every stage's problems in one run: the configuration's (schema, sections, secrets) and,
     whenever the policy paths could be read, the policy files' too."""
@@ -289,7 +296,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"note: {path}: the policy files were not checked (policy: is unreadable)",
               file=sys.stderr)  # fmt: skip
     cross = _policy_warnings(report.config, policy)
-    for warning in (*report.warnings, *cross, *_demo_warnings(demos)):
+    unreachable = _unreachable_rules(policy, report.backend_prefixes)
+    for warning in (*report.warnings, *cross, *_demo_warnings(demos), *unreachable):
         print(f"warning: {warning}", file=sys.stderr)
     if problems:
         _print_problems(problems, path)

@@ -8,6 +8,7 @@ every other module depends on the Protocol. This module imports nothing from the
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +18,7 @@ from gateway.errors import GatewayError, JsonRpcId
 
 __all__ = [
     "AUTH_METHODS",
+    "TOOL_NAME",
     "AuthMethod",
     "AuthRequest",
     "Authenticator",
@@ -246,6 +248,11 @@ class HeaderParam:
     path: tuple[str, ...]
     """Property path inside ``arguments`` (only ``properties`` chains are legal)."""
     type: Literal["string", "integer", "boolean"]
+
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+"""An upstream's and an advertised (prefixed) tool name: 1-64 characters of ``[A-Za-z0-9_.-]``
+(digest §6.17). The catalog drops other names, so a policy rule that needs one never applies."""
 
 
 @dataclass(frozen=True, slots=True)

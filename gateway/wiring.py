@@ -24,6 +24,7 @@ from gateway.backend.assertion_keys import GatewayKeys
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
 from gateway.config import Config
+from gateway.config.loader import backend_prefixes
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
 from gateway.observability.access import GatewayObserver
@@ -32,6 +33,7 @@ from gateway.observability.events import policy_reload_reporter
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound
+from gateway.policy.model import PolicySet
 from gateway.policy.reload import PolicyReloader
 from gateway.state.shared import build_shared_state
 
@@ -60,7 +62,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         backend.forget_caller(digest)
 
     limiter = state.limiter
-    policy = PolicyReloader(config.policy_paths, on_reload=policy_reload_reporter(metrics))
+    policy = _policy_source(config, metrics)
     metrics.set_policy_version(policy.current().version)
     authenticator = ResourceServer(
         config,
@@ -178,6 +180,26 @@ async def _watch_catalog_fit(policy: PolicyReloader, backend: FederatedBackend) 
                         hidden_logged.add(tool)
                         log.warning("policy.tool_without_rule_hidden", tool=tool)
         await asyncio.sleep(CATALOG_FIT_POLL_S)
+
+
+def _policy_source(config: Config, metrics: Metrics) -> PolicyReloader:
+    """The policy files, hot-reloaded. A rule no configured backend can ever match is logged
+    (``policy.rule_unreachable``) at startup and after every reload that changes the set."""
+    report = policy_reload_reporter(metrics)
+    prefixes = backend_prefixes(config.backends)
+
+    def warn(current: PolicySet) -> None:
+        for warning in current.unreachable_rules(prefixes):
+            log.warning("policy.rule_unreachable", detail=warning)
+
+    def on_reload(outcome: str, current: PolicySet | None, problems: list[str]) -> None:
+        report(outcome, current, problems)
+        if outcome == "success" and current is not None:
+            warn(current)
+
+    reloader = PolicyReloader(config.policy_paths, on_reload=on_reload)
+    warn(reloader.current())
+    return reloader
 
 
 async def _reload_on_sighup(policy: PolicyReloader) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -33,7 +32,7 @@ from typing import Any, Final
 import jsonschema_rs
 
 from gateway.backend.tool_headers import header_params
-from gateway.seams import ToolDef
+from gateway.seams import TOOL_NAME, ToolDef
 
 __all__ = [
     "EMPTY_CATALOG",
@@ -51,11 +50,9 @@ MAX_TOOLS: Final = 1024
 MAX_TOOL_BYTES: Final = 65_536
 """Largest serialized tool definition (UTF-8 JSON bytes) the gateway republishes."""
 
-_NAME: Final = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
-
 
 def valid_tool_name(name: object) -> bool:
-    return isinstance(name, str) and bool(_NAME.fullmatch(name))
+    return isinstance(name, str) and bool(TOOL_NAME.fullmatch(name))
 
 
 def _refuse_retrieval(uri: str) -> Any:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from gateway.config.identity import build_identity_jwks
 from gateway.config.input_requests import build_input_requests
 from gateway.config.issuer import build_issuers, issuer_allows_insecure_http, issuer_entries
 from gateway.config.model import (
+    BackendConfig,
     CacheConfig,
     Config,
     CorsConfig,
@@ -47,18 +48,20 @@ from gateway.config.state import build_admin, build_state
 from gateway.errors import ConfigError
 from gateway.yaml_source import SchemaValidator, load_yaml
 
-__all__ = ["ConfigReport", "build_config", "inspect_config", "load_config"]
+__all__ = ["ConfigReport", "backend_prefixes", "build_config", "inspect_config", "load_config"]
 
 
 @dataclass(frozen=True, slots=True)
 class ConfigReport:
     """Everything :func:`inspect_config` found: the config (None when it is invalid), every
-    problem of every stage, the warnings, and the policy paths when they could be read."""
+    problem of every stage, the warnings, and the policy paths and the backends' name prefixes
+    when they could be read."""
 
     config: Config | None
     problems: tuple[str, ...]
     warnings: tuple[str, ...]
     policy_paths: tuple[Path, ...] | None
+    backend_prefixes: tuple[str, ...] | None = None
 
 
 def load_config(
@@ -105,9 +108,22 @@ def inspect_config(
             tuple(doc.problems),
             config.warnings,
             config.policy_paths,
+            backend_prefixes(config.backends),
         )
     sections = _sections(b, doc.value, guarded=True)
-    return ConfigReport(None, tuple(doc.problems), tuple(b.warnings), sections.get("policy_paths"))
+    return ConfigReport(
+        None,
+        tuple(doc.problems),
+        tuple(b.warnings),
+        sections.get("policy_paths"),
+        backend_prefixes(sections["backends"]) if "backends" in sections else None,
+    )
+
+
+def backend_prefixes(backends: Sequence[BackendConfig]) -> tuple[str, ...]:
+    """The name prefixes of ``backends``: every advertised tool and prompt name starts with one
+    (``PolicySet.unreachable_rules`` checks the policy against them)."""
+    return tuple(backend.name_prefix for backend in backends)
 
 
 def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:

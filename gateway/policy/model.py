@@ -8,20 +8,22 @@ Decisions are made by the pure functions in :mod:`gateway.policy.evaluate`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
 from gateway.policy import evaluate
-from gateway.policy.glob import Glob
+from gateway.policy.glob import WILDCARDS, Glob, overlap
 from gateway.policy.uri import UriPattern
-from gateway.seams import Decision, Listing, Principal
+from gateway.seams import TOOL_NAME, Decision, Listing, Principal
 
 __all__ = ["EMPTY_TABLE", "LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule", "RuleTable"]
 
 LOOKUP_CACHE_SIZE: Final = 4096
 """Memoised name -> rule lookups per policy set; the memo starts over when full."""
+_LONGEST: Final = 64
+"""The longest tool name (:data:`gateway.seams.TOOL_NAME`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,6 +261,45 @@ class PolicySet:
             warnings.append(f"{rule.where}: tools.{rule.key}: {message}")
         return warnings
 
+    def unreachable_rules(self, prefixes: Collection[str]) -> list[str]:
+        """Warnings for tool and prompt rules that can never match, whatever the catalogs hold.
+
+        ``prefixes`` are the configured backends' name prefixes: every advertised tool and
+        prompt name starts with one of them. A rule is unreachable when the names it matches
+        lie outside every prefix (``wiki__search`` with no ``wiki__`` backend; the empty prefix
+        of an unprefixed backend takes any name), exactly (:func:`~gateway.policy.glob.overlap`);
+        a tool rule also when it needs a character or a length no tool name has
+        (:data:`~gateway.seams.TOOL_NAME`). Only ever a warning: such a rule grants nothing,
+        and the backend it names may be on its way into the configuration.
+        """
+        spaces = sorted(prefixes)
+        found = []
+        for rule in (*self.rules, *self.prompts.rules):
+            message = _unreachable(rule, spaces)
+            if message is not None:
+                found.append(
+                    (_position(rule.where), f"{rule.where}: {rule.section}.{rule.key}: {message}")
+                )
+        return [warning for _, warning in sorted(found)]
+
     def unruled_tools(self, tool_names: Iterable[str]) -> list[str]:
         """Catalog tools no rule governs: denied and hidden from ``tools/list``."""
         return sorted({name for name in tool_names if self.rule_for(name) is None})
+
+
+def _unreachable(rule: Rule, prefixes: list[str]) -> str | None:
+    if rule.section == "tools":
+        literals = [char for char in rule.key if char not in WILDCARDS]
+        shortest = len(rule.key) - rule.key.count("*")
+        if shortest > _LONGEST or any(not TOOL_NAME.fullmatch(char) for char in literals):
+            return f"can never match: tool names are 1-{_LONGEST} characters of [A-Za-z0-9_.-]"
+    if any(overlap(rule.key, prefix + "*") is not None for prefix in prefixes):
+        return None
+    shown = ", ".join(repr(prefix) for prefix in prefixes) or "none"
+    return f"can never match: no configured backend advertises such a name (prefixes: {shown})"
+
+
+def _position(where: str) -> tuple[str, int, int]:
+    """``file:line:col`` as a sort key (file order, then top to bottom)."""
+    file, line, column = where.rsplit(":", 2)
+    return file, int(line), int(column)

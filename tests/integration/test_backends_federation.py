@@ -21,6 +21,7 @@ from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
 from gateway.cli import main
 from tests.support.federation import DOCS_SECRET, TICKETS_CLIENT_SECRET, federated_stack, scopes
+from tests.support.federation import POLICY as FEDERATED_POLICY
 from tests.support.live_stack import LEGACY, MODERN, ServerFactory
 from tests.support.schemas import validate_response
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, Recorded, echo_tool
@@ -544,6 +545,29 @@ tools:
             ("tickets__admin_purge", None, "tickets__admin_*", "deny"),
         ]
         assert [r.json["params"]["name"] for r in tickets.calls("tools/call")] == ["create"]
+
+    async def test_a_rule_no_backend_can_match_is_logged_at_startup_and_after_a_reload(
+        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Issue 32 item 6: a rule for a backend prefix nobody has was found only at runtime.
+        policy = FEDERATED_POLICY + "  wiki__search: {scopes: []}\n"
+        with structlog.testing.capture_logs() as logs:
+            async with federated_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as fed:
+                startup = [e["detail"] for e in logs if e["event"] == "policy.rule_unreachable"]
+                status, _, envelope = await fed.modern_call(fed.token(), "wiki__search")
+                assert (status, envelope["error"]["code"]) == (400, -32602)
+                # A reload that changes the set is checked again.
+                (tmp_path / "policy.yaml").write_text(
+                    FEDERATED_POLICY + '  "wiki*": {scopes: []}\n'
+                )
+                assert fed.stack.server.services.reload_policy is not None
+                fed.stack.server.services.reload_policy()
+                reloaded = [e["detail"] for e in logs if e["event"] == "policy.rule_unreachable"]
+        file = tmp_path / "policy.yaml"
+        never = "can never match: no configured backend advertises such a name"
+        shown = "(prefixes: 'docs__', 'tickets__')"
+        assert startup == [f"{file}:7:3: tools.wiki__search: {never} {shown}"]
+        assert reloaded[1:] == [f"{file}:7:3: tools.wiki*: {never} {shown}"]
 
 
 class TestPerToolLimitsAndRelays:

@@ -153,6 +153,53 @@ def test_a_demo_policy_is_a_warning_also_when_another_policy_file_has_errors(
     )
 
 
+FEDERATED = """\
+resource: https://mcp.example.com/mcp
+issuer: {url: https://id.example.com, client_id: mcp-gateway, client_secret: {env: CHECK_TEST_S}}
+backends:
+  docs:
+    url: https://docs.example.com/mcp
+    credential: {type: bearer, token: {env: CHECK_TEST_S}}
+  tickets:
+    url: https://tickets.example.com/mcp
+    credential: {type: bearer, token: {env: CHECK_TEST_S}}
+policy: policies
+"""
+UNREACHABLE = """\
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  docs__search: {scopes: []}
+  wiki__search: {scopes: []}
+  "tickets__*": {scopes: []}
+"""
+
+
+def test_a_rule_no_configured_backend_can_match_is_a_warning_with_its_position(
+    tmp_path: Path,
+) -> None:
+    # Issue 32 item 6: wiki__search with no wiki backend was found only at runtime.
+    write(tmp_path, FEDERATED, UNREACHABLE)
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    warnings = [line for line in result.stderr.splitlines() if "can never match" in line]
+    assert warnings == [
+        f"warning: {tmp_path / 'policies' / 'main.yaml'}:5:3: tools.wiki__search: can never "
+        "match: no configured backend advertises such a name (prefixes: 'docs__', 'tickets__')"
+    ]
+    # Also when gateway.yaml has problems of its own, as long as its backends can be read.
+    write(tmp_path, FEDERATED + "limits: {pre_auth_rate: fast}\n", UNREACHABLE)
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert "tools.wiki__search: can never match" in result.stderr
+    # A backend with the empty prefix may advertise any name: nothing to warn about.
+    write(tmp_path, FEDERATED.replace("  tickets:\n", '  tickets:\n    prefix: ""\n'))
+    (tmp_path / "policies" / "main.yaml").write_text(UNREACHABLE.replace('"tickets__*"', "echo"))
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert "can never match" not in result.stderr
+
+
 def test_a_value_the_schema_refused_gets_no_findings_derived_from_it(tmp_path: Path) -> None:
     # check's guarded pass runs the section checks on a document the schema refused: an unknown
     # credential type, client_auth or token mode is one finding, not a second one built on it.

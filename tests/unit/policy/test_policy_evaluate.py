@@ -239,6 +239,53 @@ class TestCatalogCrossChecks:
             "specific rule",
         ]
 
+    def test_rules_no_configured_backend_can_match_are_warnings_with_their_position(
+        self, tmp_path: Path
+    ) -> None:
+        # Issue 32 item 6: wiki__search with no wiki backend was found only at runtime.
+        policy = policy_from(
+            f"""
+            version: 1
+            baseline_scopes: [mcp:access]
+            tools:
+              wiki__search: {{scopes: []}}
+              docs__search: {{scopes: []}}
+              "wiki__*": {{scopes: []}}
+              "*__admin": {{scopes: []}}
+              "d?cs*": {{scopes: []}}
+              "tick*": {{scopes: []}}
+              "dw.*": {{scopes: []}}
+              "has space": {{scopes: []}}
+              "docs__{"a" * 58}": {{scopes: []}}
+              "docs__{"a" * 59}": {{scopes: []}}
+              "docs__{"?" * 59}*": {{scopes: []}}
+            prompts:
+              wiki__summary: {{scopes: []}}
+              "docs__*": {{scopes: []}}
+            """,
+            tmp_path,
+        )
+        file = tmp_path / "policy.yaml"
+        never = "can never match: no configured backend advertises such a name"
+        chars = "can never match: tool names are 1-64 characters of [A-Za-z0-9_.-]"
+        shown = "(prefixes: 'docs__', 'tickets__')"
+        assert policy.unreachable_rules(["tickets__", "docs__"]) == [
+            f"{file}:4:3: tools.wiki__search: {never} {shown}",
+            f"{file}:6:3: tools.wiki__*: {never} {shown}",
+            f"{file}:10:3: tools.dw.*: {never} {shown}",
+            f"{file}:11:3: tools.has space: {chars}",
+            f"{file}:13:3: tools.docs__{'a' * 59}: {chars}",
+            f"{file}:14:3: tools.docs__{'?' * 59}*: {chars}",
+            f"{file}:16:3: prompts.wiki__summary: {never} {shown}",
+        ]
+        # 64 characters is a name (line 12); an unprefixed backend (prefix "") may advertise any
+        # name, so only the name syntax is left.
+        assert policy.unreachable_rules(["docs__", ""]) == [
+            f"{file}:11:3: tools.has space: {chars}",
+            f"{file}:13:3: tools.docs__{'a' * 59}: {chars}",
+            f"{file}:14:3: tools.docs__{'?' * 59}*: {chars}",
+        ]
+
     def test_catalog_tools_without_a_rule_are_listed_as_hidden(self, policy: PolicySet) -> None:
         assert policy.unruled_tools(["search_docs", "zeta", "alpha", "docs_x", "zeta"]) == [
             "alpha",
