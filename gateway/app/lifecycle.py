@@ -1,10 +1,13 @@
 """Both listeners' lifecycle: :class:`GatewayServer` (start, graceful stop) and :func:`serve`.
 
-Shutdown is graceful (:meth:`GatewayServer.stop`): readiness goes false first; the public
-listener keeps serving for ``limits.shutdown_delay_s`` (load balancers and Kubernetes endpoint
+Shutdown is graceful (:meth:`GatewayServer.stop`): readiness goes false first and every answer
+from then on closes its connection (``Connection: close``: a reverse proxy moves off its pooled
+connections instead of having them closed under a request it is writing); the public listener
+keeps serving for ``limits.shutdown_delay_s`` (load balancers and Kubernetes endpoint
 controllers stop routing new requests only after they see /readyz fail or the pod terminate;
 requests they still send in that window are served; a second SIGTERM/SIGINT ends the delay at
-once); then it stops accepting, in-flight requests get ``limits.drain_timeout_s`` to be answered
+once); then it stops accepting (the connections already queued are accepted and served, not
+reset; idle kept-alive ones close), in-flight requests get ``limits.drain_timeout_s`` to be answered
 (a body still arriving is answered ``503 draining`` just before the deadline, a running tool call
 the timeout tool error; what is left is then cancelled), background tasks stop, outbound client
 sessions are closed, and the ops listener goes last so probes see "draining" until the end. The
@@ -201,6 +204,11 @@ class GatewayServer:
         log.info("gateway.draining", drain_timeout_s=drain_s,
                  shutdown_delay_s=limits.shutdown_delay_s, **self.log_fields)  # fmt: skip
         runner = self._public_runner
+        if runner is not None and isinstance(runner.server, GuardedServer):
+            # From now on every answer says Connection: close, so a reverse proxy moves off
+            # its kept-alive connections during the delay instead of having them closed under
+            # a request it is writing (a 502: proxies do not retry a POST).
+            runner.server.close_keepalive()
         if limits.shutdown_delay_s > 0 and runner is not None:
             # Still serving, new connections included, while /readyz already says 503.
             with contextlib.suppress(TimeoutError):
@@ -213,9 +221,11 @@ class GatewayServer:
             )
         deadline = time.monotonic() + drain_s  # the drain starts when accepting stops
         if runner is not None:
-            for site in list(runner.sites):
-                await site.stop()  # no new connections
             server = runner.server
+            for site in list(runner.sites):
+                if isinstance(server, GuardedServer):
+                    server.take_pending(site)  # queued connections are served, not reset
+                await site.stop()  # no new connections (no await in between)
             if server is not None:
                 server.pre_shutdown()  # idle keep-alive connections close now, busy ones after
             answer_by = deadline - min(ANSWER_MARGIN_S, drain_s / 4)
@@ -225,6 +235,7 @@ class GatewayServer:
                 except Exception:
                     log.exception("gateway.drain_hook_failed")
             if isinstance(server, GuardedServer):
+                await server.settle()
                 await server.wait_idle(deadline - time.monotonic())
             # What is still running now is cancelled (within CANCEL_GRACE_S).
             await runner.cleanup()

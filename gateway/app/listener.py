@@ -79,6 +79,9 @@ LINGER_MAX_BYTES: Final = 65_536
 and dropped, for at most this long and this many bytes, before the socket closes: closing with
 unread input would reset the connection and could destroy the answer in the client's buffer
 (a lingering close, like nginx's ``lingering_close``)."""
+FRESH_GRACE_S: Final = 1.0
+"""When the listener stops, how long a connection accepted just before that has to deliver its
+first request (a proxy writes it right after connecting) before it is closed unused."""
 _TERMINATOR: Final = b"\r\n\r\n"
 """The end of a request head (aiohttp's llhttp parser refuses bare-LF line endings)."""
 
@@ -124,6 +127,7 @@ class GuardedRequestHandler(RequestHandler):
         "_carry",
         "_conn_key",
         "_connections",
+        "_fresh_timer",
         "_head_bytes",
         "_head_timer",
         "_last_payload",
@@ -132,6 +136,7 @@ class GuardedRequestHandler(RequestHandler):
         "_linger_timer",
         "_lingering",
         "_metrics",
+        "_server",
         "_throttle",
     )
 
@@ -146,6 +151,7 @@ class GuardedRequestHandler(RequestHandler):
         **kwargs: Any,
     ) -> None:
         super().__init__(manager, **kwargs)
+        self._server = manager
         self._limits = limits
         self._metrics = metrics
         self._connections = connections
@@ -160,6 +166,7 @@ class GuardedRequestHandler(RequestHandler):
         """The next response is a listener answer: close the connection lingering after it."""
         self._linger_bytes = 0
         self._linger_timer: asyncio.TimerHandle | None = None
+        self._fresh_timer: asyncio.TimerHandle | None = None
 
     # --- connection accounting -------------------------------------------------------------
 
@@ -177,6 +184,9 @@ class GuardedRequestHandler(RequestHandler):
 
     def connection_lost(self, exc: BaseException | None) -> None:
         self._cancel_head_timer()
+        if self._fresh_timer is not None:
+            self._fresh_timer.cancel()
+            self._fresh_timer = None
         if self._linger_timer is not None:
             self._linger_timer.cancel()
             self._linger_timer = None
@@ -186,12 +196,32 @@ class GuardedRequestHandler(RequestHandler):
         super().connection_lost(exc)
 
     def stop_serving(self) -> None:
-        """A graceful stop: read no further request; an idle connection closes now, a busy one
-        after its answer. (aiohttp's own ``close()`` leaves an idle connection open until the
-        runner's final shutdown.)"""
-        idle = self._waiter is not None and not self._request_in_progress and not self._messages
+        """A graceful stop (the server is closing: every answer closes its connection). An idle
+        kept-alive connection closes now; a busy one after its answer; one that has not
+        delivered its first request yet (accepted just before the listener closed: a proxy
+        writes its request right after connecting) gets :data:`FRESH_GRACE_S` to do so.
+        (aiohttp's own ``close()`` would stop reading, dropping a request still arriving, and
+        leave an idle connection open until the runner's final shutdown.)"""
+        if self.transport is None or self._force_close:
+            return
+        if self._request_count == 0:
+            if self._fresh_timer is None:
+                self._fresh_timer = self._loop.call_later(FRESH_GRACE_S, self._close_if_unused)
+            return
+        if self._request_in_progress or self._messages:
+            return
+        if self._waiter is None:
+            # Between two steps of aiohttp's request loop (a request just taken from the
+            # queue, or an answer just written): look again once it has made that step.
+            self._loop.call_soon(self.stop_serving)
+            return
         self.close()
-        if idle:
+        self.force_close()
+
+    def _close_if_unused(self) -> None:
+        self._fresh_timer = None
+        if self._request_count == 0 and self.transport is not None:
+            self.close()
             self.force_close()
 
     # --- request heads -----------------------------------------------------------------------
@@ -355,12 +385,17 @@ class GuardedRequestHandler(RequestHandler):
     async def finish_response(
         self, request: Any, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
+        closing = self._server.closing
+        if closing and not resp.prepared:
+            resp.force_close()  # a request that began before the shutdown delay did
         reset = None if self._upgraded else await write_plain(request, resp)
         if reset is None:
             result = await super().finish_response(request, resp, start_time)
         else:
             self.log_access(request, resp, start_time)
             result = (resp, reset)
+        if closing:
+            self._close = True  # also after a stream prepared before: no next request
         transport = self.transport
         if self._lingering and transport is not None and not transport.is_closing():
             # A lingering close instead of aiohttp's immediate one: half-close (the client reads

@@ -7,9 +7,14 @@ server's ``_kwargs``, the runner's ``_make_server``, ...) are listed and checked
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 from typing import Any
 
 from aiohttp import web
+from aiohttp.abc import AbstractStreamWriter
+from aiohttp.http_parser import RawRequestMessage
+from aiohttp.streams import StreamReader
 from aiohttp.web_protocol import RequestHandler
 
 from gateway.app.connection_limits import ConnectionCounts, ListenerLimits, LogThrottle
@@ -31,8 +36,83 @@ class GuardedServer(web.Server):
         self.metrics = metrics
         self.connection_counts = ConnectionCounts(limits)
         self._throttle = LogThrottle()
+        self.closing = False
+        """Set by :meth:`close_keepalive`: every answer from now on closes its connection."""
+        self._make = self.request_factory
+        self.request_factory = self._request
+        self._taken: set[asyncio.Task[None]] = set()
+
+    def close_keepalive(self) -> None:
+        """Stop keeping connections alive (the shutdown delay starts): every answer from now on
+        carries ``Connection: close`` and its connection closes after it, so a proxy stops
+        reusing its connections to this replica while the listener still accepts new ones.
+        Idle connections stay open (a proxy may be writing a request on one this very moment)
+        until :meth:`pre_shutdown`."""
+        self.closing = True
+
+    def _request(
+        self,
+        message: RawRequestMessage,
+        payload: StreamReader,
+        protocol: RequestHandler,
+        writer: AbstractStreamWriter,
+        task: asyncio.Task[None],
+    ) -> web.BaseRequest:
+        if self.closing:
+            # The request's keep-alive decides its response's, streamed (SSE) ones included,
+            # which are prepared inside the handler.
+            message = message._replace(should_close=True)
+        return self._make(message, payload, protocol, writer, task)
+
+    def take_pending(self, site: web.BaseSite) -> int:
+        """Accept the connections queued on ``site``'s listening sockets and serve them, just
+        before the site closes; how many were taken.
+
+        Closing a listening socket resets the connections the kernel has completed but the
+        loop has not accepted yet, and a proxy has usually written its request on them
+        already (a 502: nginx does not retry a POST it sent). Taken here, they are served
+        like any other (their answers close them); only a connection completed between this
+        and the close, microseconds later, can still be reset. Needs aiohttp's
+        ``BaseSite._server`` (the site's asyncio server); without it nothing is taken.
+        """
+        listener = getattr(site, "_server", None)
+        loop = asyncio.get_running_loop()
+        taken = 0
+        for listening in getattr(listener, "sockets", None) or ():
+            try:
+                sock = socket.socket(fileno=os.dup(listening.fileno()))
+            except OSError:
+                continue
+            with sock:
+                sock.setblocking(False)
+                while True:
+                    try:
+                        conn, _ = sock.accept()
+                    except OSError:  # BlockingIOError: the queue is empty
+                        break
+                    conn.setblocking(False)
+                    task = loop.create_task(self._serve_taken(conn))
+                    self._taken.add(task)
+                    task.add_done_callback(self._taken.discard)
+                    taken += 1
+        return taken
+
+    async def _serve_taken(self, conn: socket.socket) -> None:
+        try:
+            _, handler = await asyncio.get_running_loop().connect_accepted_socket(self, conn)
+        except OSError:
+            conn.close()
+            return
+        if self.closing and isinstance(handler, GuardedRequestHandler):
+            handler.stop_serving()  # what pre_shutdown did to the others
+
+    async def settle(self) -> None:
+        """Wait until the connections :meth:`take_pending` took are set up (and counted)."""
+        if self._taken:
+            await asyncio.gather(*self._taken, return_exceptions=True)
 
     def pre_shutdown(self) -> None:
+        self.closing = True
         for connection in self.connections:
             if isinstance(connection, GuardedRequestHandler):
                 connection.stop_serving()

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import socket
+import threading
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 
 from gateway.app import GatewayServer, Services
 from gateway.app.lifecycle import CANCEL_GRACE_S
+from gateway.app.listener import FRESH_GRACE_S
 from gateway.config import Config, Listen, load_config
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
@@ -28,6 +31,7 @@ from gateway.http.tool_call import TIMEOUT_TEXT
 from gateway.limits.memory import MemoryRateLimiter
 from tests.support.fakes import FakeAuthenticator, FakeBackend, FakePolicySource, default_policy
 from tests.support.gateway_harness import default_tokens, modern_headers, modern_request
+from tests.support.raw_http import parse_response, request_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
@@ -161,3 +165,72 @@ async def test_an_idle_kept_alive_connection_does_not_hold_the_stop(
     began = time.monotonic()
     await asyncio.wait_for(server.stop(), 5)
     assert time.monotonic() - began < 1.0
+
+
+def _blocking_exchange(port: int, data: bytes, results: list[bytes | BaseException]) -> None:
+    """Send ``data`` on a new connection and read until the server closes it (in a thread)."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+            sock.sendall(data)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+            results.append(answer)
+    except OSError as exc:
+        results.append(exc)
+
+
+async def test_connections_queued_when_the_listener_closes_are_served_not_reset() -> None:
+    # Issue 32: closing the listening socket reset the connections the kernel had queued but
+    # the loop had not accepted yet, with a proxy's request already on them (a 502 for a POST).
+    server, _, _ = await start(drain_s=2.0)
+    data = request_bytes(modern_headers("server/discover"), DISCOVER, close=False)
+    results: list[bytes | BaseException] = []
+    clients = [
+        threading.Thread(target=_blocking_exchange, args=(server.public_port, data, results))
+        for _ in range(4)
+    ]
+    for client in clients:
+        client.start()
+    # The loop is blocked: the kernel completes the four connections and queues them, with
+    # their requests, in the listening socket's backlog; stop() closes it at once (no delay).
+    time.sleep(0.5)  # noqa: ASYNC251 - blocking the loop is the point
+    await asyncio.wait_for(server.stop(), 10)
+    for client in clients:
+        await asyncio.to_thread(client.join, 5)
+    assert len(results) == 4
+    for answer in results:
+        assert isinstance(answer, bytes), answer
+        response = parse_response(answer)
+        assert response.status == 200
+        assert response.headers["Connection"] == "close"
+
+
+async def test_a_connection_accepted_just_before_the_stop_may_still_send_its_request() -> None:
+    server, _, _ = await start(drain_s=3.0)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.public_port)
+    try:
+        await asyncio.sleep(0.05)  # accepted
+        stopping = asyncio.ensure_future(server.stop())
+        await asyncio.sleep(0.3)  # the request comes after the listener stopped
+        writer.write(request_bytes(modern_headers("server/discover"), DISCOVER, close=False))
+        await writer.drain()
+        response = parse_response(await asyncio.wait_for(reader.read(), 5))
+        assert response.status == 200
+        assert response.headers["Connection"] == "close"
+        await asyncio.wait_for(stopping, 5)
+    finally:
+        writer.close()
+
+
+async def test_a_connection_that_sends_nothing_does_not_hold_the_stop_for_the_drain() -> None:
+    server, _, _ = await start(drain_s=5.0)
+    reader, writer = await asyncio.open_connection("127.0.0.1", server.public_port)
+    try:
+        await asyncio.sleep(0.05)
+        began = time.monotonic()
+        await asyncio.wait_for(server.stop(), 10)
+        assert time.monotonic() - began < FRESH_GRACE_S + CANCEL_GRACE_S + 1.0  # not 5 s
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+    finally:
+        writer.close()

@@ -25,6 +25,7 @@ import yaml
 
 from gateway.dev.issuer import DevIssuer
 from tests.support.live_stack import MODERN, ServerFactory, modern_meta
+from tests.support.raw_http import RawResponse, parse_response, request_bytes
 from tests.support.upstreams import ModernUpstream
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -190,3 +191,84 @@ async def test_without_a_delay_the_listener_stops_at_once(
     assert gw.event("gateway.draining") is not None
     assert gw.event("gateway.draining")["shutdown_delay_s"] == 0  # type: ignore[index]
     assert gw.event("gateway.stop_accepting") is None
+
+
+def tools_list_bytes(token: str) -> bytes:
+    """A kept-alive ``tools/list`` (no ``Connection: close``), as a proxy's pooled request."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}}
+    ).encode()
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Content-Type": "application/json",
+        "Accept": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": "tools/list",
+    }
+    return request_bytes(headers, body, close=False)
+
+
+async def answer_on(
+    connection: tuple[asyncio.StreamReader, asyncio.StreamWriter], data: bytes
+) -> RawResponse:
+    reader, writer = connection
+    writer.write(data)
+    await writer.drain()
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), 5)
+    response = parse_response(head)
+    body = await reader.readexactly(int(response.headers["Content-Length"]))
+    return RawResponse(response.status, response.headers, body)
+
+
+async def test_during_the_delay_every_answer_closes_its_connection_and_idle_ones_wait(
+    tmp_path: Path, aiohttp_server: ServerFactory
+) -> None:
+    # Issue 32: a proxy reusing a kept-alive connection the gateway closed under it answers
+    # 502 (nginx does not retry a POST). During the delay the gateway says Connection: close
+    # on every answer, so the proxy moves off each connection after its answer; connections
+    # nobody uses stay open until the delay is over.
+    delay_s = 2.0
+    async with serve(
+        tmp_path, aiohttp_server, {"shutdown_delay_s": delay_s, "drain_timeout_s": 3}
+    ) as (gw, issuer):
+        started = await gw.wait_for("gateway.started")
+        port = int(started["mcp_url"].split(":")[2].split("/")[0])
+        async with aiohttp.ClientSession() as session:
+            async with asyncio.timeout(15):
+                while await ready(session, "http://" + started["ops"]) != 200:  # noqa: ASYNC110
+                    await asyncio.sleep(0.05)
+        token = issuer.mint_token(
+            sub="erin", scopes="mcp:access", audience="https://mcp.example.test/mcp"
+        )
+        request = tools_list_bytes(token)
+        used = await asyncio.open_connection("127.0.0.1", port)
+        idle = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            for connection in (used, idle):
+                before = await answer_on(connection, request)
+                assert before.status == 200
+                assert "Connection" not in before.headers  # HTTP/1.1: kept alive
+
+            gw.process.send_signal(signal.SIGTERM)
+            await gw.wait_for("gateway.draining", 5)
+            signalled = time.monotonic()
+            during = await answer_on(used, request)  # the kept-alive connection, reused
+            assert during.status == 200
+            assert during.headers["Connection"] == "close"
+            assert await asyncio.wait_for(used[0].read(), 5) == b""  # closed after the answer
+            fresh = await asyncio.open_connection("127.0.0.1", port)
+            try:
+                answered = await answer_on(fresh, request)
+                assert (answered.status, answered.headers["Connection"]) == (200, "close")
+                assert await asyncio.wait_for(fresh[0].read(), 5) == b""
+            finally:
+                fresh[1].close()
+
+            # The idle connection is closed only when the delay is over (the listener stops).
+            assert await asyncio.wait_for(idle[0].read(), delay_s + 5) == b""
+            assert gw.event("gateway.stop_accepting") is not None
+            assert time.monotonic() - signalled >= delay_s - 0.3
+        finally:
+            for _, writer in (used, idle):
+                writer.close()
+        assert await asyncio.wait_for(gw.process.wait(), 10) == 0
