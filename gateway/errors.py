@@ -35,11 +35,13 @@ __all__ = [
     "InternalError",
     "InvalidDpopProof",
     "InvalidParams",
+    "InvalidPromptArguments",
     "InvalidRequest",
     "InvalidRequestState",
     "InvalidToken",
     "IssuerUnavailable",
     "JsonRpcId",
+    "LegacyResourceNotFound",
     "MalformedRequest",
     "MethodNotAllowed",
     "MethodNotFound",
@@ -51,9 +53,11 @@ __all__ = [
     "ParseError",
     "RateLimited",
     "RequestTimeout",
+    "ResourceNotFound",
     "RevocationUnavailable",
     "TokenInQuery",
     "ToolInsufficientScope",
+    "UnknownPrompt",
     "UnknownTool",
     "UnsupportedContentEncoding",
     "UnsupportedMediaType",
@@ -516,6 +520,35 @@ class UnknownTool(GatewayError):
     """A tool that does not exist, or that the caller may not see (no existence leak)."""
 
     row, status, jsonrpc_code, message = "unknown_tool", 400, -32602, "Unknown tool"
+    legacy_status = 200
+
+
+class UnknownPrompt(GatewayError):
+    """A prompt that does not exist, or that the caller may not see (no existence leak)."""
+
+    row, status, jsonrpc_code, message = "unknown_prompt", 400, -32602, "Unknown prompt"
+    legacy_status = 200
+
+
+class ResourceNotFound(GatewayError):
+    """2026-07-28: a resource that does not exist or that the caller may not see. The modern
+    revision answers -32602 (server/resources.mdx §Error Handling; -32002 is retired)."""
+
+    row, status, jsonrpc_code, message = "resource_not_found", 400, -32602, "Resource not found"
+
+
+class LegacyResourceNotFound(GatewayError):
+    """2025 revisions: the same answer with the code they define, -32002 (resources.mdx)."""
+
+    row, status, jsonrpc_code = "legacy_resource_not_found", 200, -32002
+    message = "Resource not found"
+
+
+class InvalidPromptArguments(GatewayError):
+    """``prompts/get`` arguments that do not match what the prompt declares."""
+
+    row, status, jsonrpc_code = "invalid_prompt_arguments", 400, -32602
+    message = "Invalid prompt arguments"
     legacy_status = 200
 
 

@@ -18,6 +18,7 @@ from gateway.errors import GatewayError, JsonRpcId
 
 __all__ = [
     "AUTH_METHODS",
+    "EMPTY_SURFACE",
     "TOOL_NAME",
     "AuthMethod",
     "AuthRequest",
@@ -39,11 +40,16 @@ __all__ = [
     "Policy",
     "PolicySource",
     "Principal",
+    "PromptDef",
     "RateLimiter",
     "RequestContext",
+    "ResourceDef",
     "Resume",
     "Revocations",
     "SharedTokenCache",
+    "Surface",
+    "SurfaceReply",
+    "SurfaceRequest",
     "ToolCall",
     "ToolDef",
     "listed",
@@ -341,10 +347,111 @@ class ToolCall:
     """Set on the retry of an input round (2026-07-28 clients only)."""
 
 
+# --- prompts, resources, completions ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromptDef:
+    """One prompt as the gateway advertises it (name already carries any backend prefix)."""
+
+    name: str
+    definition: Mapping[str, Any]
+    """The Prompt object for ``prompts/list`` (validated, rebuilt; ``name`` the exposed one)."""
+    upstream_name: str
+    backend: str
+    arguments: tuple[tuple[str, bool], ...] = ()
+    """The declared arguments: (name, required)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDef:
+    """One resource (``resources/list``) or resource template (``resources/templates/list``)."""
+
+    uri: str
+    """The exposed URI, or URI template (for a template)."""
+    definition: Mapping[str, Any]
+    """The Resource / ResourceTemplate object (validated, rebuilt; URI the exposed one)."""
+    upstream_uri: str
+    backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class Surface:
+    """The prompts, resources and templates every backend offers, sorted (immutable)."""
+
+    prompts: tuple[PromptDef, ...] = ()
+    resources: tuple[ResourceDef, ...] = ()
+    templates: tuple[ResourceDef, ...] = ()
+    offers: frozenset[str] = frozenset()
+    """Which of ``prompts``, ``resources``, ``completions`` some backend advertises."""
+    subscribe: bool = False
+    """Some backend advertises ``resources.subscribe``."""
+    version: str = ""
+    ttl_ms: int | None = None
+    _prompts: Mapping[str, PromptDef] = field(default_factory=dict, repr=False, compare=False)
+    _templates: Mapping[str, ResourceDef] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prompts", {p.name: p for p in self.prompts})
+        object.__setattr__(self, "_templates", {t.uri: t for t in self.templates})
+
+    def prompt(self, name: str) -> PromptDef | None:
+        return self._prompts.get(name)
+
+    def template(self, uri_template: str) -> ResourceDef | None:
+        return self._templates.get(uri_template)
+
+
+EMPTY_SURFACE = Surface()
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceRequest:
+    """A validated prompts/resources/completion request as the front door hands it on."""
+
+    method: str
+    backend: str
+    """The backend to ask (its configured name): the owner of the prompt, resource or template."""
+    params: Mapping[str, Any]
+    """The request's params in the backend's own names (without ``_meta``), plain JSON."""
+    name: str | None = None
+    """The ``Mcp-Name`` value for a modern upstream (``prompts/get``, ``resources/read``)."""
+    traceparent: str | None = None
+    tracestate: str | None = None
+    caller_token: CallerToken | None = None
+    """Set only for a backend whose credential exchanges the caller's token (RFC 8693)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceReply:
+    """The backend's answer: a result object, or the JSON-RPC error code it answered with."""
+
+    result: Mapping[str, Any] | None = None
+    error_code: int | None = None
+    fault: str | None = None
+    """Set when there is no usable answer (timeout, connection, garbled, too large ...)."""
+
+
 class Backend(Protocol):
     """**Protocol:** the upstream MCP server behind the service credential (``gateway/backend``)."""
 
     def catalog(self) -> Catalog: ...
+
+    def surface(self) -> Surface:
+        """The merged prompts, resources and templates of every backend."""
+        ...
+
+    async def surface_request(
+        self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> SurfaceReply:
+        """Send one prompts/resources/completion request to ``request.backend``; never raises
+        for an upstream fault (``SurfaceReply.fault``)."""
+        ...
+
+    def route_uri(self, uri: str) -> tuple[str, str] | None:
+        """(backend, the backend's own URI) for a resource URI a client sends, or None when no
+        backend can own it."""
+        ...
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float

@@ -84,6 +84,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         ],
         readiness=config.backend_readiness,
         metrics=metrics,
+        max_blob_bytes=config.limits.max_response_bytes,
     )
     # An exchanged token (and a reusable assertion) never outlives its caller token's entry.
     authenticator.on_token_dropped(backend.forget_caller)

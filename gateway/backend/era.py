@@ -57,6 +57,10 @@ class LinkState:
     generation: int = 0
     tools_list_changed: bool = False
     """The upstream advertised ``capabilities.tools.listChanged: true`` (discover/initialize)."""
+    offers: frozenset[str] = frozenset()
+    """Which of ``prompts``, ``resources``, ``completions`` the upstream advertised."""
+    subscribe: bool = False
+    """The upstream advertised ``capabilities.resources.subscribe: true``."""
 
 
 def modern_meta(
@@ -126,6 +130,8 @@ class EraDetector:
                 MODERN_VERSION,
                 generation=next(self._generation),
                 tools_list_changed=_lists_changes(reply.message),
+                offers=_offers(reply.message),
+                subscribe=_subscribes(reply.message),
             )
             _log.info(
                 "backend_era_detected", backend=self._backend, era="modern", version=MODERN_VERSION
@@ -160,6 +166,7 @@ class EraDetector:
             state = LinkState(
                 "legacy", str(version), session_id, next(self._generation),
                 tools_list_changed=_lists_changes(reply.message),
+                offers=_offers(reply.message), subscribe=_subscribes(reply.message),
             )  # fmt: skip
             await self._send(
                 encode_json({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -197,6 +204,26 @@ def _lists_changes(message: Mapping[str, Any] | None) -> bool:
     capabilities = result.get("capabilities") if isinstance(result, dict) else None
     tools = capabilities.get("tools") if isinstance(capabilities, dict) else None
     return isinstance(tools, dict) and tools.get("listChanged") is True
+
+
+SURFACE_CAPABILITIES: Final = ("prompts", "resources", "completions")
+
+
+def _capabilities(message: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    result = message.get("result") if message is not None else None
+    capabilities = result.get("capabilities") if isinstance(result, dict) else None
+    return capabilities if isinstance(capabilities, dict) else {}
+
+
+def _offers(message: Mapping[str, Any] | None) -> frozenset[str]:
+    """The surface capabilities the upstream declared (an object value each, per the schema)."""
+    capabilities = _capabilities(message)
+    return frozenset(k for k in SURFACE_CAPABILITIES if isinstance(capabilities.get(k), dict))
+
+
+def _subscribes(message: Mapping[str, Any] | None) -> bool:
+    resources = _capabilities(message).get("resources")
+    return isinstance(resources, dict) and resources.get("subscribe") is True
 
 
 def _valid_session_id(value: str) -> bool:

@@ -22,6 +22,14 @@ service credential. :class:`FederatedBackend` puts them behind the one seam the 
 * **Readiness**: per backend (:meth:`FederatedBackend.readiness`); the gateway's own follows
   ``backend_readiness`` (``all``: every backend fetched its catalog once; ``any``: one did).
 
+* **Prompts, resources, templates** (:func:`merge_surface`): prompts merge like tools (exposed,
+  prefixed names; an ambiguous name is hidden from every backend involved). With one backend,
+  resource URIs and templates are the upstream's own. With several, every URI and template is
+  rewritten into a gateway-owned form naming its backend, ``mcp-gw://<backend>/<the upstream's
+  URI>`` (:data:`GATEWAY_SCHEME`), so a ``resources/read`` is routed by the URI alone, on any
+  replica, without state, and the backend sees its own URI again; an upstream that lists or
+  returns a URI already in that form is refused (it would be another backend's).
+
 A single ``backend:`` section is a federation of one backend (named ``default``, its
 ``name_prefix`` as prefix), so both configurations run the same code.
 """
@@ -36,12 +44,40 @@ from typing import Any, Final, Literal
 
 from gateway.backend.proxy import UpstreamBackend
 from gateway.backend.results import FAILED_TEXT, error_result
+from gateway.backend.surface_catalog import SurfacePart
+from gateway.backend.surface_results import complete_result, prompt_result, read_result
 from gateway.config import BackendReadiness
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.seams import Catalog, InputRequired, Principal, RequestContext, ToolCall, ToolDef
+from gateway.seams import (
+    EMPTY_SURFACE,
+    Catalog,
+    InputRequired,
+    Principal,
+    PromptDef,
+    RequestContext,
+    ResourceDef,
+    Surface,
+    SurfaceReply,
+    SurfaceRequest,
+    ToolCall,
+    ToolDef,
+)
 
-__all__ = ["Collision", "FederatedBackend", "MergedCatalog", "Part", "merge_catalogs"]
+__all__ = [
+    "GATEWAY_SCHEME",
+    "Collision",
+    "FederatedBackend",
+    "MergedCatalog",
+    "Part",
+    "gateway_uri",
+    "merge_catalogs",
+    "merge_surface",
+    "upstream_uri",
+]
+
+GATEWAY_SCHEME: Final = "mcp-gw"
+"""The scheme of the resource URIs the gateway owns when several backends offer resources."""
 
 _log = get_logger("gateway.backend.federation")
 
@@ -153,6 +189,81 @@ def merge_catalogs(parts: Sequence[Part]) -> MergedCatalog:
     )
 
 
+def gateway_uri(backend: str, uri: str) -> str | None:
+    """The exposed form of a backend's URI (or template); None when the upstream sent one
+    that is already in the gateway's form (refused: it would be another backend's)."""
+    if uri[: len(GATEWAY_SCHEME) + 1].lower() == GATEWAY_SCHEME + ":":
+        return None
+    return f"{GATEWAY_SCHEME}://{backend}/{uri}"
+
+
+def upstream_uri(uri: str) -> tuple[str, str] | None:
+    """(backend, the backend's own URI) for an exposed URI, or None when it is not ours.
+
+    The scheme and the host compare case-insensitively (RFC 3986 §6.2.2.1), the rest exactly.
+    """
+    head = GATEWAY_SCHEME + "://"
+    if uri[: len(head)].lower() != head:
+        return None
+    backend, slash, original = uri[len(head) :].partition("/")
+    if not slash or not original:
+        return None
+    return backend.lower(), original
+
+
+def merge_surface(
+    parts: Sequence[tuple[str, SurfacePart, frozenset[str], bool]], *, rewrite: bool
+) -> Surface:
+    """Merge (backend, part, offers, subscribe) of every backend (module docstring)."""
+    owners: dict[str, list[PromptDef]] = {}
+    resources: list[ResourceDef] = []
+    templates: list[ResourceDef] = []
+    offers: set[str] = set()
+    subscribe = False
+    digest = hashlib.sha256()
+    for backend, part, offered, subscribes in parts:
+        offers |= offered
+        subscribe = subscribe or subscribes
+        for prompt in part.prompts:
+            owners.setdefault(prompt.name, []).append(prompt)
+        for kind, items in (("r", part.resources), ("t", part.templates)):
+            for item in items:
+                exposed = gateway_uri(backend, item.uri) if rewrite else item.uri
+                if exposed is None:
+                    reason = "uri in the gateway's own form"
+                    _log.warning("backend_item_dropped", backend=backend, kind="resource",
+                                 item=item.uri[:128], reason=reason)  # fmt: skip
+                    continue
+                key = "uriTemplate" if kind == "t" else "uri"
+                definition = {**item.definition, key: exposed}
+                target = templates if kind == "t" else resources
+                target.append(ResourceDef(exposed, definition, item.upstream_uri, backend))
+                digest.update(f"{kind}\0{exposed}\n".encode())
+    prompts = []
+    for name in sorted(owners):
+        found = owners[name]
+        if len(found) > 1:  # offered by several backends: hidden from all (never misrouted)
+            continue
+        prompts.append(found[0])
+        digest.update(f"p\0{name}\0{found[0].backend}\n".encode())
+    return Surface(
+        prompts=tuple(prompts),
+        resources=tuple(sorted(_unique(resources), key=lambda r: r.uri)),
+        templates=tuple(sorted(_unique(templates), key=lambda r: r.uri)),
+        offers=frozenset(offers),
+        subscribe=subscribe,
+        version=digest.hexdigest()[:16],
+    )
+
+
+def _unique(items: list[ResourceDef]) -> list[ResourceDef]:
+    """Drop every URI listed by more than one backend (one backend, unrewritten: none)."""
+    counts: dict[str, int] = {}
+    for item in items:
+        counts[item.uri] = counts.get(item.uri, 0) + 1
+    return [item for item in items if counts[item.uri] == 1]
+
+
 EMPTY_KEY: Final[tuple[Any, ...]] = ()
 
 
@@ -165,7 +276,10 @@ class FederatedBackend:
         *,
         readiness: BackendReadiness = "all",
         metrics: Metrics | None = None,
+        max_blob_bytes: int = 1_048_576,
     ) -> None:
+        """``max_blob_bytes``: decoded ``blob`` bytes one ``resources/read`` may carry
+        (``limits.max_response_bytes``)."""
         if not members:
             raise ValueError("a federation needs at least one backend")
         self._list = tuple(members)
@@ -173,9 +287,14 @@ class FederatedBackend:
         if len(self._members) != len(self._list):
             raise ValueError("backend names must be unique")
         self._readiness = readiness
+        self._max_blob = max_blob_bytes
         self._metrics = metrics
         self._key: tuple[Any, ...] = EMPTY_KEY
         self._merged = MergedCatalog((), version="", ttl_ms=None)
+        self._surface_key: tuple[Any, ...] = EMPTY_KEY
+        self._surface: Surface = EMPTY_SURFACE
+        self.rewrites_uris = len(self._list) > 1
+        """Several backends: resource URIs are exposed in the gateway's form (gateway_uri)."""
         self._reported: frozenset[str] = frozenset()
         for member in self._list:
             member.on_update = self._remerge
@@ -188,6 +307,61 @@ class FederatedBackend:
         if key != self._key:
             self._merge(key)
         return self._merged
+
+    def surface(self) -> Surface:
+        """The merged prompts, resources and templates; re-merged when a part changed."""
+        key = tuple((m.surface(), m.offers, m.subscribe, m.refresh_interval) for m in self._list)
+        if key != self._surface_key:
+            merged = merge_surface(
+                [
+                    (m.name, part, offers, sub)
+                    for m, (part, offers, sub, _) in zip(self._list, key, strict=True)
+                ],
+                rewrite=self.rewrites_uris,
+            )
+            ttl = int(min(m.refresh_interval for m in self._list) * 1000)
+            self._surface = Surface(
+                merged.prompts, merged.resources, merged.templates, merged.offers,
+                merged.subscribe, merged.version, ttl,
+            )  # fmt: skip
+            self._surface_key = key
+        return self._surface
+
+    async def surface_request(
+        self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> SurfaceReply:
+        """Send the request to ``request.backend`` only (the owner the front door resolved)."""
+        member = self._members.get(request.backend)
+        if member is None:
+            return SurfaceReply(fault="garbled")
+        reply = await member.surface_request(request, principal, ctx, deadline)
+        if reply.result is None:
+            return reply
+        backend = member.name
+
+        def rewrite(uri: str) -> str | None:
+            return gateway_uri(backend, uri) if self.rewrites_uris else uri
+
+        if request.method == "prompts/get":
+            checked = prompt_result(reply.result, rewrite)
+        elif request.method == "resources/read":
+            checked = read_result(reply.result, max_blob_bytes=self._max_blob, rewrite=rewrite)
+        else:
+            checked = complete_result(reply.result)
+        if checked is None:
+            _log.warning("backend_request_failed", backend=backend, method=request.method,
+                         kind="bad_result")  # fmt: skip
+            return SurfaceReply(fault="garbled")
+        return SurfaceReply(result=checked)
+
+    def route_uri(self, uri: str) -> tuple[str, str] | None:
+        """(backend, its own URI) for a URI a client sends, or None when no backend owns it."""
+        if not self.rewrites_uris:
+            return self._list[0].name, uri
+        found = upstream_uri(uri)
+        if found is None or found[0] not in self._members:
+            return None
+        return found
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float

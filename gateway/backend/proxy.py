@@ -28,6 +28,8 @@ from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, ma
 from gateway.backend.listen import ChangeListener
 from gateway.backend.refresher import CatalogRefresher
 from gateway.backend.results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
+from gateway.backend.surface_call import UpstreamSurfaceCall
+from gateway.backend.surface_catalog import SurfacePart
 from gateway.backend.tls import build_ssl_context
 from gateway.backend.token_exchange import TokenExchange
 from gateway.backend.tool_call import UpstreamToolCall
@@ -37,7 +39,14 @@ from gateway.errors import InvalidRequestState
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
-from gateway.seams import InputRequired, Principal, RequestContext, ToolCall
+from gateway.seams import (
+    InputRequired,
+    Principal,
+    RequestContext,
+    SurfaceReply,
+    SurfaceRequest,
+    ToolCall,
+)
 
 __all__ = ["UpstreamBackend"]
 
@@ -110,6 +119,9 @@ class UpstreamBackend:
             signer=self._signer,
             max_state_bytes=config.input_requests.max_state_bytes,
             on_stale_catalog=self.request_refresh,
+        )
+        self._surface_call = UpstreamSurfaceCall(
+            self._link, self._settings, signer=self._signer, max_bytes=self._max_bytes
         )
         if metrics is not None and self._exchange is not None:
             metrics.register_identity(self.name, exchange=self._exchange.__len__)
@@ -185,6 +197,34 @@ class UpstreamBackend:
 
     def catalog(self) -> ToolCatalog:
         return self._refresher.catalog()
+
+    def surface(self) -> SurfacePart:
+        """The upstream's prompts, resources and templates (last good fetch)."""
+        return self._refresher.surface()
+
+    @property
+    def offers(self) -> frozenset[str]:
+        """What the upstream advertised of ``prompts``, ``resources``, ``completions``."""
+        state = self._link.state
+        return state.offers if state is not None else frozenset()
+
+    @property
+    def subscribe(self) -> bool:
+        state = self._link.state
+        return state is not None and state.subscribe
+
+    async def surface_request(
+        self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> SurfaceReply:
+        """One prompts/resources/completion request upstream (:mod:`.surface_call`)."""
+        credential = None
+        if self._exchange is not None:  # raises exchange_refused / exchange_unavailable
+            credential = await self._exchange.for_call(
+                request.caller_token, principal, ctx, deadline
+            )
+        return await self._surface_call.request(
+            request, principal, ctx, deadline, credential=credential
+        )
 
     def request_refresh(self) -> None:
         """Ask for an early catalog refresh (coalesced)."""

@@ -13,6 +13,12 @@ The catalog is fetched at start and then:
 
 A catalog is replaced only by a successful fetch; a failed one keeps the last good catalog
 (``catalog_age_seconds`` shows how stale it is) and is retried with backoff.
+
+The same fetch then lists what else the upstream advertised in its ``server/discover`` or
+``initialize`` result: ``prompts/list`` (capability ``prompts``), ``resources/list`` and
+``resources/templates/list`` (capability ``resources``), every page, validated by
+:func:`~gateway.backend.surface_catalog.build_surface`. A failure there keeps the last good
+prompts and resources (and is logged) without failing the tool catalog.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from typing import Any, Final
 from gateway.backend.catalog import EMPTY_CATALOG, MAX_TOOLS, ToolCatalog, build_catalog
 from gateway.backend.era import LinkState, modern_meta
 from gateway.backend.rpc import UpstreamFault
+from gateway.backend.surface_catalog import EMPTY_PART, MAX_ITEMS, SurfacePart, build_surface
 from gateway.backend.upstream import UpstreamLink
 from gateway.config import BackendConfig
 from gateway.observability.logging import get_logger
@@ -83,6 +90,7 @@ class CatalogRefresher:
         self._metrics = metrics
         self._clock = clock
         self._catalog: ToolCatalog = EMPTY_CATALOG
+        self._surface: SurfacePart = EMPTY_PART
         self._catalog_at: float | None = None
         self._born = clock()
         self._started_at = -EARLY_REFRESH_GAP_S
@@ -98,6 +106,10 @@ class CatalogRefresher:
 
     def catalog(self) -> ToolCatalog:
         return self._catalog
+
+    def surface(self) -> SurfacePart:
+        """The upstream's validated prompts, resources and templates (last good fetch)."""
+        return self._surface
 
     def age(self) -> float:
         """Seconds since the last successful fetch; before the first one, since this refresher
@@ -146,6 +158,7 @@ class CatalogRefresher:
                           dropped=len(build.dropped))  # fmt: skip
             if self._metrics is not None:
                 self._metrics.catalog_tools.labels(backend=self._backend).set(len(self._catalog))
+            await self._refresh_surface()
             self._catalog_at = self._clock()
             self.interval = refresh_interval(self._settings.catalog_refresh_s, ttl_ms)
             self._count("success")
@@ -158,7 +171,38 @@ class CatalogRefresher:
         if self._metrics is not None:
             self._metrics.catalog_refresh_total.labels(backend=self._backend, result=result).inc()
 
+    async def _refresh_surface(self) -> None:
+        state = self._link.state
+        offers = state.offers if state is not None else frozenset()
+        if not offers & {"prompts", "resources"}:
+            self._surface = EMPTY_PART
+            return
+        try:
+            prompts: list[Any] = []
+            resources: list[Any] = []
+            templates: list[Any] = []
+            if "prompts" in offers:
+                prompts, _ = await self._fetch_list("prompts/list", "prompts", MAX_ITEMS)
+            if "resources" in offers:
+                resources, _ = await self._fetch_list("resources/list", "resources", MAX_ITEMS)
+                templates, _ = await self._fetch_list(
+                    "resources/templates/list", "resourceTemplates", MAX_ITEMS
+                )
+        except UpstreamFault as fault:
+            _log.warning("backend_surface_refresh_failed", backend=self._backend,
+                         kind=fault.kind, status=fault.status)  # fmt: skip
+            return
+        part = build_surface(prompts, resources, templates, prefix=self._settings.name_prefix,
+                             backend=self._backend)  # fmt: skip
+        for kind, name, reason in part.dropped:
+            _log.warning("backend_item_dropped", backend=self._backend, kind=kind, item=name,
+                         reason=reason)  # fmt: skip
+        self._surface = part
+
     async def _fetch_tools(self) -> tuple[list[Any], int | None]:
+        return await self._fetch_list("tools/list", "tools", MAX_TOOLS)
+
+    async def _fetch_list(self, method: str, key: str, most: int) -> tuple[list[Any], int | None]:
         tools: list[Any] = []
         ttl_ms: int | None = None
         cursor: str | None = None
@@ -175,23 +219,24 @@ class CatalogRefresher:
                 return params, {}
 
             reply = await self._link.request(
-                "tools/list", prepare, deadline=deadline, max_bytes=LIST_PAGE_MAX_BYTES
+                method, prepare, deadline=deadline, max_bytes=LIST_PAGE_MAX_BYTES
             )
             result = reply.message.get("result") if reply.message is not None else None
-            if not isinstance(result, dict) or not isinstance(result.get("tools"), list):
+            if not isinstance(result, dict) or not isinstance(result.get(key), list):
                 raise UpstreamFault("garbled")
             if ttl_ms is None and _is_ttl(result.get("ttlMs")):
                 ttl_ms = int(result["ttlMs"])
-            # Keep a little more than MAX_TOOLS so build_catalog can report the overflow.
-            tools.extend(result["tools"][: MAX_TOOLS + 1 - len(tools)])
+            # Keep one more than the most kept, so the builder can report the overflow.
+            tools.extend(result[key][: most + 1 - len(tools)])
             next_cursor = result.get("nextCursor")
-            if next_cursor is None or len(tools) > MAX_TOOLS:
+            if next_cursor is None or len(tools) > most:
                 return tools, ttl_ms
             if not isinstance(next_cursor, str) or next_cursor in seen:
                 raise UpstreamFault("garbled")  # a cursor loop would never end
             seen.add(next_cursor)
             cursor = next_cursor
-        _log.warning("backend_catalog_too_many_pages", backend=self._backend, pages=MAX_LIST_PAGES)
+        _log.warning("backend_catalog_too_many_pages", backend=self._backend, pages=MAX_LIST_PAGES,
+                     method=method)  # fmt: skip
         raise UpstreamFault("garbled")
 
     async def _loop(self) -> None:

@@ -42,7 +42,7 @@ from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_requests import InvalidInputRequired
 from gateway.seams import Era, InputRequired, Principal, RequestContext, Resume, ToolCall
 
-__all__ = ["CLIENT_ID_HEADER", "SUBJECT_HEADER", "Answer", "UpstreamToolCall"]
+__all__ = ["CLIENT_ID_HEADER", "SUBJECT_HEADER", "Answer", "UpstreamToolCall", "gateway_headers"]
 
 SUBJECT_HEADER: Final = "X-MCP-Gateway-Subject"
 CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
@@ -56,6 +56,30 @@ _log = get_logger("gateway.backend")
 
 Answer = tuple[dict[str, Any] | InputRequired, Outcome]
 """A call's result for the client and its ``backend_requests_total`` outcome."""
+
+
+def gateway_headers(
+    settings: BackendConfig,
+    principal: Principal,
+    ctx: RequestContext,
+    *,
+    traceparent: str | None,
+    tracestate: str | None,
+) -> dict[str, str]:
+    """Request id, trace context and identity headers (every upstream request but the caller
+    assertion, which names what is called)."""
+    headers: dict[str, str] = {}
+    if _REQUEST_ID.fullmatch(ctx.request_id):
+        headers["X-Request-Id"] = ctx.request_id
+    if traceparent is not None and _TRACEPARENT.fullmatch(traceparent):
+        headers["traceparent"] = traceparent
+        if tracestate and len(tracestate) <= _MAX_TRACESTATE and is_header_safe(tracestate):
+            headers["tracestate"] = tracestate
+    if settings.identity_headers:
+        headers[SUBJECT_HEADER] = encode_header_value(principal.subject)
+        if principal.client_id:
+            headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
+    return headers
 
 
 class UpstreamToolCall:
@@ -123,18 +147,10 @@ class UpstreamToolCall:
 
     def headers(self, call: ToolCall, principal: Principal, ctx: RequestContext) -> dict[str, str]:
         """The only non-protocol headers the upstream sees, all chosen by the gateway."""
-        headers: dict[str, str] = {}
-        if _REQUEST_ID.fullmatch(ctx.request_id):
-            headers["X-Request-Id"] = ctx.request_id
-        if call.traceparent is not None and _TRACEPARENT.fullmatch(call.traceparent):
-            headers["traceparent"] = call.traceparent
-            tracestate = call.tracestate
-            if tracestate and len(tracestate) <= _MAX_TRACESTATE and is_header_safe(tracestate):
-                headers["tracestate"] = tracestate
-        if self._settings.identity_headers:
-            headers[SUBJECT_HEADER] = encode_header_value(principal.subject)
-            if principal.client_id:
-                headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
+        headers = gateway_headers(
+            self._settings, principal, ctx, traceparent=call.traceparent,
+            tracestate=call.tracestate,
+        )  # fmt: skip
         if self._signer is not None:
             headers[self._signer.header] = self._signer.assertion(call.tool, principal, ctx)
         return headers

@@ -65,6 +65,26 @@ class CallLimits:
             raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
         return lease
 
+    async def admit_rule(
+        self,
+        turn: Turn,
+        key: str,
+        rate: tuple[int, float] | None,
+        concurrency: int | None,
+        scope: str,
+    ) -> Lease | None:
+        """A prompt's or resource rule's limits (``scope``: ``prompt`` / ``resource``), as for a
+        tool: the rate under ``scope``, the cap under ``<scope>_concurrency``."""
+        if rate is not None:
+            await self.enforce_rate(key, rate[0], rate[1], scope)
+        if concurrency is None:
+            return None
+        lease = await self._leases.acquire(key, concurrency, _hold_s(turn))
+        if lease is None:
+            self.count_limited(f"{scope}_concurrency")
+            raise RateLimited(retry_after=CONCURRENCY_RETRY_S)
+        return lease
+
     async def admit_calls(self, turn: Turn, names: Iterable[str]) -> list[Lease]:
         """A batch's calls: every call's rate first, then one lease per distinct capped tool.
 

@@ -4,7 +4,8 @@ Each method family is one module contributing its :class:`~gateway.http.turn.Rou
 
 - :mod:`gateway.http.listing`: ``tools/list`` and (2026-07-28) ``server/discover``;
 - :mod:`gateway.http.handshake`: ``initialize`` and ``ping`` (legacy era only);
-- :mod:`gateway.http.tool_call`: ``tools/call`` and the backend call.
+- :mod:`gateway.http.tool_call`: ``tools/call`` and the backend call;
+- :mod:`gateway.http.surface`: the prompts, resources and completion methods.
 
 A method no route has (or not in the message's era) is ``method_not_found``. Per-call limits
 are :mod:`gateway.http.call_limits`, a batch's admission :mod:`gateway.http.batch_admission`.
@@ -25,6 +26,7 @@ from gateway.http.drain import DrainBound
 from gateway.http.handshake import Handshake
 from gateway.http.listing import Listing
 from gateway.http.progress import ProgressRelay
+from gateway.http.surface import SurfaceRoutes
 from gateway.http.tool_call import ToolCalls
 from gateway.http.turn import Route, Turn
 from gateway.observability.metrics import Metrics
@@ -60,8 +62,15 @@ class Dispatcher:
         )
         self._routes: dict[str, Route] = {
             **Listing(config=config, backend=backend).routes(),
-            **Handshake(config=config).routes(),
+            **Handshake(config=config, backend=backend).routes(),
             **tools.routes(),
+            **SurfaceRoutes(
+                config=config,
+                backend=backend,
+                limits=limits,
+                metrics=metrics,
+                exchanging=tools.exchanging,
+            ).routes(),
         }
         self.exchanging = tools.exchanging
         """Backends whose credential exchanges the caller's token: only their calls carry it."""

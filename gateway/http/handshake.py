@@ -10,10 +10,11 @@ from typing import Final
 
 from gateway.config import Config
 from gateway.http.progress import ProgressRelay
+from gateway.http.surface import surface_capabilities
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import initialize_result, ping_result
-from gateway.seams import Era
+from gateway.seams import Backend, Era
 
 __all__ = ["Handshake"]
 
@@ -23,7 +24,8 @@ LEGACY_ONLY: Final[frozenset[Era]] = frozenset({"legacy"})
 class Handshake:
     """The routes of ``initialize`` and ``ping``."""
 
-    def __init__(self, *, config: Config) -> None:
+    def __init__(self, *, config: Config, backend: Backend | None = None) -> None:
+        self._backend = backend
         self._server = config.server
         self._cap = config.limits.max_response_bytes
 
@@ -42,6 +44,11 @@ class Handshake:
             requested if isinstance(requested, str) else message.version,
             server=self._server,
             instructions=self._server.instructions,
+            surface=(
+                surface_capabilities(turn, self._backend.surface())
+                if self._backend is not None
+                else None
+            ),
         )
         return bounded_success(message, result, self._cap)
 

@@ -4,13 +4,15 @@ Both carry the policy's per-method scopes (403 step-up). ``tools/list`` shows on
 the caller may call (MCP 2026-07-28 server/tools.mdx §Capabilities: the list MAY vary by
 authorization), or with the policy's ``listing: step_up`` also the ones it could call with more
 scopes; a hidden tool never appears. ``server/discover`` (server/discover.mdx) describes the
-gateway and whether it has tools.
+gateway and whether it has tools (and prompts, resources, completions for this caller:
+:func:`gateway.http.surface.surface_capabilities`).
 """
 
 from __future__ import annotations
 
 from gateway.config import Config
 from gateway.http.progress import ProgressRelay
+from gateway.http.surface import surface_capabilities
 from gateway.http.turn import (
     Route,
     Turn,
@@ -76,6 +78,7 @@ class Listing:
             has_tools=len(self._backend.catalog()) > 0,
             ttl_ms=self._config.protocol.discover_ttl_ms,
             instructions=self._server.instructions,
+            surface=surface_capabilities(turn, self._backend.surface()),
         )
         return bounded_success(message, result, self._cap)
 

@@ -50,7 +50,7 @@ _MAX_METHOD: Final = 64
 _MAX_TOOL: Final = 128
 _MAX_VERSION: Final = 32
 
-_AUDITED_METHODS: Final = frozenset({"tools/call", "batch"})
+_AUDITED_METHODS: Final = frozenset({"tools/call", "batch", "prompts/get", "resources/read"})
 """``batch`` (2025-03-26 JSON-RPC batches) lists its tools/call members in ``ctx.calls``; a
 batch refused as a whole (403 step-up) carries the refused call in ``ctx.tool``."""
 
@@ -159,7 +159,7 @@ class GatewayObserver:
                 if ctx.calls:  # a batch: one event per tools/call member
                     for call in ctx.calls:
                         self._audit.emit(self._batch_event(ctx, call, duration_s), now)
-                elif ctx.tool is not None:
+                elif ctx.tool is not None or "audit_target" in ctx.extra:
                     self._audit.emit(self._audit_event(ctx, decision, duration_s), now)
         finally:
             self._unbind()
@@ -252,6 +252,7 @@ class GatewayObserver:
             arguments=argument_shape(arguments) if isinstance(arguments, Mapping) else None,
             input=input_record(ctx.extra.get("input")),
             exchange=exchange_record(ctx.extra.get("exchange")),
+            target=ctx.extra.get("audit_target"),
         )
 
     def _batch_event(self, ctx: RequestContext, call: CallRecord, duration_s: float) -> AuditEvent:

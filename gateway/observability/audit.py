@@ -156,18 +156,21 @@ class AuditEvent:
     """The caller's scopes the decision used, in the policy's vocabulary (``Decision``)."""
     issuer: str | None = None
     """The ``url`` of the issuer that accepted the token (several issuers, one policy)."""
+    target: tuple[str, str, str] | None = None
+    """A ``prompts/get`` or ``resources/read``: (event, field, value), e.g. ``("resource_read",
+    "uri", "file:///docs/a.md")``; the event then has that field instead of ``tool``."""
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
             # RFC 3339 UTC with milliseconds and "Z", like the application log's timestamps.
             "ts": datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
             "log": "audit",
-            "event": "tool_call",
+            "event": "tool_call" if self.target is None else self.target[0],
             "request_id": self.request_id,
             "trace_id": self.trace_id,
             "subject": self.subject,
             "client_id": self.client_id,
-            "tool": self.tool,
+            **({"tool": self.tool} if self.target is None else {self.target[1]: self.target[2]}),
             **({"backend": self.backend} if self.backend is not None else {}),
             "decision": self.decision,
             "rule": self.rule,

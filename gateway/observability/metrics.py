@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Container
-from typing import Final
+from typing import Any, Final
 
 from prometheus_client import (
     CollectorRegistry,
@@ -58,7 +58,9 @@ __all__ = [
 ]
 
 METHOD_LABELS: Final = (
-    "server/discover", "initialize", "ping", "tools/list", "tools/call", "notifications", "other",
+    "server/discover", "initialize", "ping", "tools/list", "tools/call", "prompts/list",
+    "prompts/get", "resources/list", "resources/templates/list", "resources/read",
+    "completion/complete", "notifications", "other",
 )  # fmt: skip
 """``method`` label values. Every ``notifications/*`` is ``notifications``; anything else, and a
 request refused before its body was decoded (401, 405, 413, ...), is ``other``."""
@@ -138,14 +140,19 @@ RATE_LIMIT_SCOPES: Final = (
     "ip_concurrency",
     "principal_concurrency",
     "ip_connections",
+    "prompt",
+    "prompt_concurrency",
+    "resource",
+    "resource_concurrency",
 )
 """``rate_limited_total{scope}``: pre-auth per client IP (``limits.pre_auth_rate``), failed
 authentications per client IP (``issuer.failed_auth_rate``), per subject
 (``limits.principal_rate``), per subject and tool (the policy's ``rate_limit``: ``tool``;
 ``max_concurrency``: ``tool_concurrency``), the in-flight shares per client IP and per subject
 (``limits.max_in_flight_per_ip`` / ``_per_principal``) and open connections per TCP peer
-(``limits.max_connections_per_ip``). Every 429 of the MCP pipeline, whatever its source, is also
-counted in ``rejections_total{row="rate_limited"}``."""
+(``limits.max_connections_per_ip``); ``prompt`` / ``resource`` (and ``_concurrency``): a
+``prompts:`` or ``resources:`` rule's limits. Every 429 of the MCP pipeline, whatever its
+source, is also counted in ``rejections_total{row="rate_limited"}``."""
 
 STORE_ERROR_KINDS: Final = (
     "ip", "failed_auth", "principal", "tool", "tool_concurrency", "revocation", "token_cache",
@@ -249,6 +256,12 @@ class Metrics:
             ["backend"], registry=r,
         )  # fmt: skip
         self.in_flight = Gauge(p + "in_flight", "MCP requests in flight", registry=r)
+        self.surface_requests_total = Counter(
+            p + "surface_requests_total",
+            "prompts/get, resources/read and completion/complete by method, matched policy rule "
+            "and outcome", ["method", "rule", "outcome"], registry=r,
+        )  # fmt: skip
+        self._surface_children: dict[tuple[str, str | None, str], Any] = {}
         self.rate_limited_total = Counter(
             p + "rate_limited_total", "Requests refused by a rate limit, by limit scope",
             ["scope"], registry=r,
@@ -398,6 +411,20 @@ class Metrics:
         self.policy_last_reload_success.set(1 if ok else 0)
         if ok and version is not None:
             self.set_policy_version(version)
+
+    def count_surface(self, method: str, rule: str | None, outcome: str) -> None:
+        """One prompts/resources/completion request. ``rule`` is the matched policy rule's key
+        (bounded by the policy; ``none`` when no rule matched), never the raw URI or name."""
+        key = (method, rule, outcome)
+        child = self._surface_children.get(key)
+        if child is None:
+            if len(self._surface_children) > 4096:
+                self._surface_children.clear()
+            label = "none" if rule is None else rule[:256]
+            child = self._surface_children[key] = self.surface_requests_total.labels(
+                method, label, outcome
+            )
+        child.inc()
 
     def row_label(self, row: str | None) -> str | None:
         """The ``rejections_total`` label for an error row (None when the request succeeded)."""

@@ -36,11 +36,13 @@ M6. ``tools/call``, ``prompts/get``, ``resources/read``: ``Mcp-Name`` absent, un
     ``params.name`` / ``params.uri`` -> -32020.
 M7. ``tools/call`` of a tool with ``x-mcp-header`` parameters: ``Mcp-Param-*`` rules -> -32020.
 M8. ``_meta`` version not in ``SUPPORTED`` -> -32022.
-M9. Method other than ``server/discover``, ``tools/list``, ``tools/call`` (this includes the
-    removed ``initialize``, ``ping``, ``logging/setLevel``, …) -> -32601 (404).
+M9. Method other than ``server/discover``, ``tools/list``, ``tools/call`` and the prompts,
+    resources and completion requests (:data:`SURFACE_METHODS`) (this includes the removed
+    ``initialize``, ``ping``, ``logging/setLevel``, ``resources/subscribe``, …) -> -32601 (404).
 M10. Method params: ``arguments`` not an object, ``cursor`` not a string, ``progressToken``
      not a string or safe integer, unknown ``logLevel``, ``tools/call`` ``requestState`` not a
-     string or ``inputResponses`` not an object (null is absent) -> -32602.
+     string or ``inputResponses`` not an object (null is absent), the prompts, resources and
+     completion params (:mod:`gateway.protocol.params`) -> -32602.
 
 Legacy profile (2025-03-26 / 2025-06-18 / 2025-11-25; stateless, ``Mcp-Session-Id`` ignored):
 
@@ -52,8 +54,9 @@ L1. A JSON array is a batch only without a header or with ``2025-03-26``; otherw
 L2. Envelope as M1; notifications as M2 (always accepted: the version is already served).
 L3. ``initialize``: ``protocolVersion`` string, ``capabilities`` object, ``clientInfo`` object
     with string ``name`` and ``version`` -> else -32602 (HTTP 200).
-L4. ``ping``, ``tools/list``, ``tools/call`` params as M10; any other method (``server/discover``
-    included, so dual-era clients fall back) -> -32601 (HTTP 200).
+L4. ``ping``, ``tools/list``, ``tools/call`` and the prompts, resources and completion requests,
+    params as M10; any other method (``server/discover`` included, so dual-era clients fall
+    back) -> -32601 (HTTP 200).
 
 The mirrored headers ``Mcp-Method``/``Mcp-Name``/``Mcp-Param-*`` are not compared on the legacy
 profile (mcp-remote sends ``Mcp-Method`` there; client-behaviour.md §11). Tool existence and
@@ -96,6 +99,7 @@ __all__ = [
     "META_CLIENT_CAPABILITIES",
     "META_PROTOCOL_VERSION",
     "MODERN_METHODS",
+    "SURFACE_METHODS",
     "ToolLookup",
     "classify",
     "valid_id",
@@ -110,9 +114,23 @@ _LOG_LEVELS: Final = frozenset(
     {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 )
 
-MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"})
+SURFACE_METHODS: Final = frozenset(
+    {
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    }
+)
+"""The prompts, resources and completion requests (both eras; served when a backend offers
+them, else -32601 at dispatch)."""
+MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"}) | SURFACE_METHODS
 """Requests served on 2026-07-28; everything else is -32601 with HTTP 404."""
-LEGACY_METHODS: Final = frozenset({"initialize", "ping", "tools/list", "tools/call"})
+LEGACY_METHODS: Final = (
+    frozenset({"initialize", "ping", "tools/list", "tools/call"}) | SURFACE_METHODS
+)
 """Requests served on the legacy profile; everything else is -32601 with HTTP 200."""
 
 MAX_BATCH: Final = 16

@@ -16,7 +16,7 @@ from typing import Any, Final
 from gateway.errors import GatewayError, JsonRpcId
 from gateway.seams import Era
 
-__all__ = ["EMPTY", "McpMessage"]
+__all__ = ["EMPTY", "Completion", "McpMessage"]
 
 EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 """Shared read-only empty mapping used as the default of every mapping field."""
@@ -24,6 +24,20 @@ EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
 
 def _empty() -> Mapping[str, Any]:
     return EMPTY
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """A validated ``completion/complete`` (2026-07-28 server/utilities/completion.mdx)."""
+
+    ref_type: str
+    """``ref/prompt`` or ``ref/resource``."""
+    ref: str
+    """The prompt's name or the resource template's URI template."""
+    argument: str
+    value: str
+    context: Mapping[str, str]
+    """``context.arguments``: previously resolved arguments (empty when absent)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,7 +60,14 @@ class McpMessage:
     arguments: Mapping[str, Any] = field(default_factory=_empty)
     """``params.arguments`` of a ``tools/call`` (empty when absent)."""
     cursor: str | None = None
-    """``params.cursor`` of a ``tools/list`` (opaque; checked when the page is built)."""
+    """``params.cursor`` of a ``tools/list``, ``prompts/list``, ``resources/list`` or
+    ``resources/templates/list`` (opaque; checked when the page is built)."""
+    prompt_name: str | None = None
+    """``params.name`` of a ``prompts/get`` (its ``arguments``: :attr:`arguments`, strings)."""
+    uri: str | None = None
+    """``params.uri`` of a ``resources/read``."""
+    completion: Completion | None = None
+    """What a ``completion/complete`` asks for."""
     progress_token: str | int | None = None
     """``params._meta.progressToken`` when the client opted in to progress notifications."""
     header_params: Mapping[str, str] = field(default_factory=_empty)

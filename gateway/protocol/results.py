@@ -26,6 +26,7 @@ from gateway.seams import Era, ToolDef
 
 __all__ = [
     "CACHE_SCOPE",
+    "LIST_MEMBERS",
     "META_SERVER_INFO",
     "discover_result",
     "initialize_result",
@@ -33,6 +34,8 @@ __all__ = [
     "ping_result",
     "server_implementation",
     "shape_call_result",
+    "shape_surface_result",
+    "surface_list_result",
     "tool_error_result",
     "tools_list_result",
 ]
@@ -51,18 +54,26 @@ def server_implementation(server: ServerInfo) -> dict[str, Any]:
 
 
 def discover_result(
-    *, server: ServerInfo, has_tools: bool, ttl_ms: int, instructions: str | None
+    *,
+    server: ServerInfo,
+    has_tools: bool,
+    ttl_ms: int,
+    instructions: str | None,
+    surface: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``DiscoverResult`` (2026-07-28): versions, capabilities, caching hints, serverInfo.
 
     ``capabilities.tools`` is present only when the caller can see at least one tool (the
     conformance suite requires ``tools/list`` to work exactly when it is declared);
-    ``listChanged`` is false because the gateway offers no subscription stream.
+    ``listChanged`` is false because the gateway offers no subscription stream. ``surface``:
+    the ``prompts``, ``resources`` and ``completions`` capabilities this caller gets.
     """
+    capabilities: dict[str, Any] = {"tools": {"listChanged": False}} if has_tools else {}
+    capabilities.update(surface or {})
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(SUPPORTED),
-        "capabilities": {"tools": {"listChanged": False}} if has_tools else {},
+        "capabilities": capabilities,
     }
     if instructions is not None:
         result["instructions"] = instructions
@@ -153,7 +164,11 @@ def _object_schema(schema: Any) -> Any:
 
 
 def initialize_result(
-    requested: str, *, server: ServerInfo, instructions: str | None
+    requested: str,
+    *,
+    server: ServerInfo,
+    instructions: str | None,
+    surface: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``InitializeResult`` (legacy): echo a supported version, else offer ``LEGACY[0]``.
 
@@ -163,7 +178,7 @@ def initialize_result(
     """
     result: dict[str, Any] = {
         "protocolVersion": requested if requested in LEGACY else LEGACY[0],
-        "capabilities": {"tools": {"listChanged": False}},
+        "capabilities": {"tools": {"listChanged": False}, **(surface or {})},
         "serverInfo": server_implementation(server),
     }
     if instructions is not None:
@@ -219,3 +234,69 @@ def input_required_result(
 def tool_error_result(text: str) -> dict[str, Any]:
     """A tool execution error the model can read (tools.mdx §Error Handling: ``isError``)."""
     return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+LIST_MEMBERS: Final = {
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+}
+"""The member of each list result that holds its items (2026-07-28 schema)."""
+
+
+def surface_list_result(
+    method: str,
+    items: Sequence[tuple[str, Mapping[str, Any]]],
+    *,
+    cursor: str | None,
+    page_size: int,
+    ttl_ms: int,
+    era: Era,
+    server: ServerInfo,
+    request_id: JsonRpcId | None = None,
+) -> dict[str, Any]:
+    """One page of ``prompts/list``, ``resources/list`` or ``resources/templates/list``.
+
+    ``items``: (sort key, definition) pairs (the exposed prompt name, URI or template); paged
+    by the same opaque cursors as ``tools/list`` (the cursor names the last key of a page).
+    """
+    ordered = sorted(items, key=lambda item: item[0])
+    start = 0
+    if cursor:
+        after = decode_cursor(cursor)
+        if after is None:
+            raise InvalidParams(request_id=request_id, era=era, detail="invalid cursor")
+        start = bisect_right([key for key, _ in ordered], after)
+    size = max(1, page_size)
+    page = ordered[start : start + size]
+    result: dict[str, Any] = {"resultType": "complete"} if era == "modern" else {}
+    result[LIST_MEMBERS[method]] = [dict(definition) for _, definition in page]
+    if start + size < len(ordered):
+        result["nextCursor"] = encode_cursor(page[-1][0])
+    if era == "modern":
+        _cacheable(result, ttl_ms, server)
+    return result
+
+
+def shape_surface_result(
+    result: Mapping[str, Any], *, era: Era, server: ServerInfo, ttl_ms: int | None = None
+) -> dict[str, Any]:
+    """A validated ``prompts/get``, ``resources/read`` or ``completion/complete`` result for the
+    caller's era: modern adds ``resultType`` and serverInfo (and, with ``ttl_ms``, the caching
+    members a ``ReadResourceResult`` requires); legacy drops every 2026-only member."""
+    shaped = {key: value for key, value in result.items() if key not in _MODERN_ONLY}
+    if era == "modern":
+        meta = shaped.get("_meta")
+        merged = dict(meta) if isinstance(meta, Mapping) else {}
+        merged[META_SERVER_INFO] = server_implementation(server)
+        shaped = {"resultType": "complete", **shaped, "_meta": merged}
+        if ttl_ms is not None:
+            shaped["ttlMs"] = max(0, ttl_ms)
+            shaped["cacheScope"] = CACHE_SCOPE
+    return shaped
+
+
+def _cacheable(result: dict[str, Any], ttl_ms: int, server: ServerInfo) -> None:
+    result["ttlMs"] = max(0, ttl_ms)
+    result["cacheScope"] = CACHE_SCOPE  # filtered per caller: never shared (caching.mdx)
+    result["_meta"] = {META_SERVER_INFO: server_implementation(server)}

@@ -26,6 +26,7 @@ from gateway.errors import (
     TokenInQuery,
 )
 from gateway.seams import (
+    EMPTY_SURFACE,
     AuthRequest,
     CallerToken,
     Decision,
@@ -33,6 +34,9 @@ from gateway.seams import (
     Listing,
     Principal,
     RequestContext,
+    Surface,
+    SurfaceReply,
+    SurfaceRequest,
     ToolCall,
     ToolDef,
 )
@@ -308,6 +312,18 @@ class FakeBackend:
 
     def catalog(self) -> FakeCatalog:
         return self._catalog
+
+    # No prompts or resources: those methods answer method_not_found, as before they existed.
+    def surface(self) -> Surface:
+        return EMPTY_SURFACE
+
+    async def surface_request(
+        self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> SurfaceReply:
+        return SurfaceReply(fault="garbled")
+
+    def route_uri(self, uri: str) -> tuple[str, str] | None:
+        return None
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float

@@ -1,6 +1,10 @@
 """The official ``mcp`` SDK's server (``MCPServer``) as a real upstream, on loopback.
 
-``async with sdk_upstream() as sdk`` serves an ``MCPServer`` with one tool (``echo``) over
+``async with sdk_upstream() as sdk`` serves an ``MCPServer`` with one tool (``echo``), and with
+``surface=True`` also two prompts (``greet`` with a required and an optional argument,
+``secret_plan`` without), three resources (text ``docs://guide/intro``, blob
+``docs://guide/logo.png``, text ``docs://private/keys``), a template ``docs://guide/{page}``
+and a completion handler (prompt argument ``name`` and template variable ``page``), over
 Streamable HTTP (uvicorn, 127.0.0.1, an ephemeral port) and records the JSON-RPC method (or the
 HTTP method, for a GET) of every request it receives. ``sdk.bus`` is the server's subscription
 bus: ``await sdk.announce()`` publishes ``notifications/tools/list_changed`` to every open
@@ -16,13 +20,13 @@ import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.subscriptions import InMemorySubscriptionBus, ToolsListChanged
 
-__all__ = ["SdkUpstream", "sdk_upstream"]
+__all__ = ["LOGO", "PAGES", "SdkUpstream", "sdk_upstream"]
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -70,8 +74,13 @@ class _Recorder:
         await self._app(scope, tee, send)
 
 
+LOGO: Final = bytes(range(256)) * 4
+"""The blob resource's bytes (1024, every byte value)."""
+PAGES: Final = ("intro", "install", "internals", "usage")
+
+
 @contextlib.asynccontextmanager
-async def sdk_upstream() -> AsyncIterator[SdkUpstream]:
+async def sdk_upstream(*, surface: bool = False) -> AsyncIterator[SdkUpstream]:
     bus = InMemorySubscriptionBus()
     server = MCPServer("sdk-upstream", subscriptions=bus)
 
@@ -79,6 +88,9 @@ async def sdk_upstream() -> AsyncIterator[SdkUpstream]:
     def echo(text: str) -> str:
         """Echo the text back."""
         return text
+
+    if surface:
+        _add_surface(server)
 
     methods: list[str] = []
     app = _Recorder(server.streamable_http_app(), methods)
@@ -96,3 +108,39 @@ async def sdk_upstream() -> AsyncIterator[SdkUpstream]:
         uv.should_exit = True
         await task
         sock.close()
+
+
+def _add_surface(server: MCPServer) -> None:
+    from mcp.types import Completion, PromptReference, ResourceTemplateReference
+
+    @server.prompt(description="Greet someone by name.")
+    def greet(name: str, style: str = "plain") -> str:
+        return f"Hello, {name}! ({style})"
+
+    @server.prompt(description="Only for the planners.")
+    def secret_plan() -> str:
+        return "The plan is secret."
+
+    @server.resource("docs://guide/intro", mime_type="text/markdown")
+    def intro() -> str:
+        return "# Introduction"
+
+    @server.resource("docs://guide/logo.png", mime_type="image/png")
+    def logo() -> bytes:
+        return LOGO
+
+    @server.resource("docs://private/keys", mime_type="text/plain")
+    def keys() -> str:
+        return "top secret keys"
+
+    @server.resource("docs://guide/{page}", mime_type="text/markdown")
+    def page(page: str) -> str:
+        return f"# Page {page}"
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion | None:
+        if isinstance(ref, ResourceTemplateReference) and argument.name == "page":
+            return Completion(values=[p for p in PAGES if p.startswith(argument.value)])
+        if isinstance(ref, PromptReference) and argument.name == "name":
+            return Completion(values=[n for n in ("alice", "bob") if n.startswith(argument.value)])
+        return None

@@ -159,7 +159,7 @@ class TestOperation:
 
     @pytest.mark.row("method_not_found")
     @pytest.mark.parametrize(
-        "method", ["server/discover", "resources/list", "prompts/list", "logging/setLevel", "x"]
+        "method", ["server/discover", "resources/subscribe", "logging/setLevel", "x"]
     )
     def test_an_unserved_method_is_minus_32601_answered_200(self, method: str) -> None:
         error = refuse(MethodNotFound, version_header("2025-06-18"), request(method, {}))
@@ -264,7 +264,7 @@ class TestBatches:
     def test_a_member_failing_a_later_check_carries_its_own_rejection(self) -> None:
         batch = [
             request("ping", id=1),
-            request("resources/list", id=2),
+            request("logging/setLevel", id=2),
             request("tools/call", {"name": 3}, id=3),
         ]
         result = classify(NO_HEADERS, batch, lookup())

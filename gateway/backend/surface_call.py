@@ -1,0 +1,100 @@
+"""One backend's ``prompts/get``, ``resources/read`` and ``completion/complete`` requests.
+
+Built fresh in the upstream's era like a tool call (:mod:`.tool_call`): a gateway JSON-RPC id,
+the gateway's ``_meta`` on a modern upstream (no client capabilities: these requests carry no
+input rounds through the gateway), canonical JSON from the params the front door validated,
+``Mcp-Name`` for a modern upstream, and only gateway-chosen headers. A configured caller
+assertion names the method (``prompts/get``, ...) as what is called.
+
+The reply is read as a :class:`~gateway.seams.SurfaceReply`: a result object, the upstream's
+JSON-RPC error code, or a fault kind (no usable answer). An ``input_required`` result is a fault
+(``incompatible``): the gateway relays input rounds for ``tools/call`` only.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from gateway.backend.assertion import AssertionSigner
+from gateway.backend.credentials import ServiceCredential
+from gateway.backend.era import LinkState, modern_meta
+from gateway.backend.rpc import UpstreamFault
+from gateway.backend.tool_call import gateway_headers
+from gateway.backend.upstream import UpstreamLink
+from gateway.config import BackendConfig
+from gateway.observability.logging import get_logger
+from gateway.seams import Principal, RequestContext, SurfaceReply, SurfaceRequest, ToolDef
+
+__all__ = ["UpstreamSurfaceCall"]
+
+_log = get_logger("gateway.backend")
+
+
+class UpstreamSurfaceCall:
+    """The prompts/resources/completion requests of one backend."""
+
+    def __init__(
+        self,
+        link: UpstreamLink,
+        settings: BackendConfig,
+        *,
+        signer: AssertionSigner | None,
+        max_bytes: int,
+    ) -> None:
+        self._link = link
+        self._settings = settings
+        self._signer = signer
+        self._max_bytes = max_bytes
+
+    async def request(
+        self,
+        request: SurfaceRequest,
+        principal: Principal,
+        ctx: RequestContext,
+        deadline: float,
+        *,
+        credential: ServiceCredential | None = None,
+    ) -> SurfaceReply:
+        deadline = min(deadline, time.monotonic() + self._settings.timeout_s)
+        headers = gateway_headers(
+            self._settings, principal, ctx, traceparent=request.traceparent,
+            tracestate=request.tracestate,
+        )  # fmt: skip
+        if self._signer is not None:
+            what = ToolDef(name=request.method, definition={}, upstream_name=request.method)
+            headers[self._signer.header] = self._signer.assertion(what, principal, ctx)
+        params = dict(request.params)
+
+        def prepare(state: LinkState) -> tuple[dict[str, Any], dict[str, str]]:
+            body = dict(params)
+            if state.era == "modern":
+                body["_meta"] = modern_meta()
+            return body, headers
+
+        try:
+            reply = await self._link.request(
+                request.method, prepare, deadline=deadline, name=request.name,
+                max_bytes=self._max_bytes, credential=credential,
+            )  # fmt: skip
+        except UpstreamFault as fault:
+            _log.warning("backend_request_failed", backend=self._settings.name,
+                         method=request.method, kind=fault.kind, status=fault.status)  # fmt: skip
+            return SurfaceReply(fault=fault.kind)
+        message = reply.message or {}
+        error = message.get("error")
+        if isinstance(error, dict):
+            code = error.get("code")
+            _log.info("backend_request_error", backend=self._settings.name,
+                      method=request.method, code=code if isinstance(code, int) else None,
+                      status=reply.status)  # fmt: skip
+            if code in (-32020, -32022, -32601):
+                self._link.forget()  # the upstream may have changed era; detect again
+            return SurfaceReply(error_code=code if isinstance(code, int) else None,
+                                fault=None if isinstance(code, int) else "garbled")  # fmt: skip
+        result = message.get("result")
+        if not isinstance(result, dict):
+            return SurfaceReply(fault="garbled")
+        if result.get("resultType", "complete") != "complete":
+            return SurfaceReply(fault="incompatible")
+        return SurfaceReply(result=result)
