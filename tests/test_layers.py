@@ -12,64 +12,92 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import pytest
 
 ROOT: Final = Path(__file__).resolve().parents[1]
+TABLE_HEADING: Final = "## Layer rules as enforced by `tests/test_layers.py`"
 
 ANYTHING: Final = frozenset({"*"})
-FOUNDATION: Final = frozenset(
-    {
-        "errors", "seams", "flights", "deadlines", "retry", "yaml_source", "config", "limits",
-        "observability", "state",
-    }
-)  # fmt: skip
 
-RULES: Final[dict[str, frozenset[str]]] = {
-    # Mirrors the table at the end of docs/architecture.md; keep both in step.
-    "errors": frozenset({"errors"}),
-    "seams": frozenset({"errors"}),
-    "flights": frozenset(),
-    "deadlines": frozenset(),
-    "retry": frozenset(),
-    "yaml_source": FOUNDATION,
-    "config": FOUNDATION,
-    "outbound": FOUNDATION,
-    "limits": FOUNDATION,
-    "state": FOUNDATION,
-    "observability": FOUNDATION,
-    "protocol": FOUNDATION,
-    "auth": FOUNDATION | {"outbound"},
-    "policy": frozenset({"errors", "seams", "config", "yaml_source"}),
-    "backend": FOUNDATION | {"outbound", "protocol"},
-    "http": FOUNDATION | {"protocol"},
-    "dev": FOUNDATION | {"outbound"},
-    "app": ANYTHING,
-    # gateway/wiring.py builds app.Services from Config: the composition root, beside app.
-    "wiring": ANYTHING,
-    "cli": ANYTHING,
-    # gateway/workers/: the supervisor of `serve --workers N` and its workers, beside cli.
-    "workers": ANYTHING,
-    # gateway/demo/ wires dev/ into `mcp-gateway demo`; it sits with cli at the top.
-    "demo": ANYTHING,
-    "__main__": ANYTHING,
-    # The package root only carries the version; the schema package only carries data files.
-    "": FOUNDATION,
-    "schema": frozenset(),
-}
-"""Layer (first name below the package) -> layers it may import. A layer may import itself."""
 
-NEUTRAL_TARGETS: Final = frozenset({"", "schema"})
-"""Importable from every layer: the package root (``__version__``) and packaged data files."""
+@dataclass(frozen=True, slots=True)
+class LayerTable:
+    """docs/architecture.md's layer table, parsed."""
 
-ONLY_IMPORTED_BY: Final[dict[str, frozenset[str]]] = {
-    # Development tooling must never end up in the serving path.
-    "dev": frozenset({"cli", "demo"}),
-    # Only `serve --workers N` starts a supervisor; the serving path never depends on it.
-    "workers": frozenset({"cli"}),
-}
+    rules: dict[str, frozenset[str]]
+    """Layer (first name below the package; "" the package root) -> layers it may import."""
+    only_imported_by: dict[str, frozenset[str]]
+    """Layer -> the only layers that may import it."""
+    neutral: frozenset[str]
+    """Layers every layer may import."""
+    foundation: frozenset[str]
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def _names(text: str) -> list[str]:
+    # Commentary in parentheses is not part of the rule; "config/" names the layer "config".
+    return [name.rstrip("/") for name in re.findall(r"`([A-Za-z_/]+)`", _PARENS.sub("", text))]
+
+
+_PARENS: Final = re.compile(r"\([^()]*\)")
+
+
+def _layer(name: str) -> str:
+    return "" if name == "__init__" else name
+
+
+def parse_layer_table(markdown: str) -> LayerTable:
+    """The rules of the table under :data:`TABLE_HEADING` (see that section for its grammar)."""
+    section = markdown[markdown.index(TABLE_HEADING) + len(TABLE_HEADING) :]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert rows, "the layer table was not found in docs/architecture.md"
+    parsed = [
+        (cells[0], cells[1], cells[2] if len(cells) > 2 else "") for cells in map(_cells, rows)
+    ]
+    foundations = [
+        frozenset(_names(allowed)) for _, allowed, _ in parsed if "(foundation)" in allowed
+    ]
+    assert len(foundations) == 1, "one row must define the foundation"
+    foundation = foundations[0]
+    rules: dict[str, frozenset[str]] = {}
+    only: dict[str, frozenset[str]] = {}
+    neutral: set[str] = set()
+    for layers, allowed, importers in parsed:
+        rule_text = _PARENS.sub("", allowed)
+        kept, _, removed = rule_text.partition(" except ")
+        words = set(re.findall(r"[a-z]+", re.sub(r"`[^`]*`", "", kept)))
+        rule = {_layer(name) for name in _names(kept)}
+        if "anything" in words:
+            rule = set(ANYTHING)
+        if "foundation" in words:
+            rule |= foundation
+        rule -= {_layer(name) for name in _names(removed)}
+        assert words <= {"anything", "foundation", "nothing", "only"}, (layers, words)
+        importer_names = frozenset(_layer(name) for name in _names(importers))
+        for name in _names(layers):
+            layer = _layer(name)
+            assert layer not in rules, f"layer {name!r} is in the table twice"
+            rules[layer] = frozenset(rule)
+            if importers.startswith("only"):
+                only[layer] = importer_names
+            elif importers == "every layer":
+                neutral.add(layer)
+            else:
+                assert not importers, (name, importers)
+    return LayerTable(rules, only, frozenset(neutral), foundation)
+
+
+TABLE: Final = parse_layer_table((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+RULES: Final = TABLE.rules
+ONLY_IMPORTED_BY: Final = TABLE.only_imported_by
+NEUTRAL_TARGETS: Final = TABLE.neutral
 
 
 def _layer_of(module: str, package: str) -> str:
@@ -149,16 +177,67 @@ def test_the_gateway_package_follows_the_layer_rules() -> None:
     assert find_violations(ROOT / "gateway") == []
 
 
-def test_every_layer_named_in_the_architecture_table_has_a_rule() -> None:
-    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
-    table = text[text.index("## Layer rules") :]
-    named = set()
-    for row in table.splitlines():
-        if row.startswith("| `"):
-            first_cell = row.split("|")[1]
-            named |= {name.rstrip("/") for name in re.findall(r"`([a-z_/]+)`", first_cell)}
-    assert named, "the layer table was not found in docs/architecture.md"
-    assert named - RULES.keys() == set()
+def test_every_layer_of_the_package_is_in_the_table_and_every_row_is_a_layer() -> None:
+    on_disk = {
+        _layer_of(_module_name(path, ROOT / "gateway", "gateway"), "gateway")
+        for path in (ROOT / "gateway").rglob("*.py")
+    }
+    assert set(RULES) == on_disk
+
+
+def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
+    """The parse itself, on rows whose meaning is not in doubt."""
+    assert RULES["errors"] == {"errors"} and RULES["flights"] == frozenset()
+    assert RULES["protocol"] == TABLE.foundation and "auth" not in RULES["protocol"]
+    assert RULES["auth"] == TABLE.foundation | {"outbound"}
+    assert RULES["policy"] == {"errors", "seams", "config", "yaml_source"}
+    assert RULES["state"] == TABLE.foundation - {"limits"} and "state" in RULES["limits"]
+    assert RULES["cli"] == ANYTHING and RULES["wiring"] == ANYTHING
+    assert RULES[""] == TABLE.foundation and {"", "schema"} == NEUTRAL_TARGETS
+    assert {"dev": {"cli", "demo"}, "workers": {"cli"}} == ONLY_IMPORTED_BY
+
+
+def test_the_parser_reads_every_form_of_a_rule() -> None:
+    table = parse_layer_table(
+        TABLE_HEADING
+        + """
+
+| Module | May import from `gateway.` | Imported by |
+|---|---|---|
+| `a`, `b/` (two) | `a`, `b` (foundation) | |
+| `c` | foundation, `x` (and commentary naming `y`) | |
+| `d` | foundation except `b` | only `c` |
+| `__init__` | nothing | every layer |
+| `e` | anything | |
+"""
+    )
+    assert table.rules == {
+        "a": {"a", "b"}, "b": {"a", "b"}, "c": {"a", "b", "x"}, "d": {"a"}, "": set(),
+        "e": ANYTHING,
+    }  # fmt: skip
+    assert table.only_imported_by == {"d": {"c"}}
+    assert table.neutral == {""}
+
+
+def test_the_layers_import_each_other_without_cycles() -> None:
+    """Below the composition (layers that may import anything), imports run one way."""
+    graph: dict[str, set[str]] = {}
+    root = ROOT / "gateway"
+    for path in root.rglob("*.py"):
+        module = _module_name(path, root, "gateway")
+        layer = _layer_of(module, "gateway")
+        if "*" in RULES[layer]:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for _, target in _imports(tree, module, path.name == "__init__.py", root, "gateway"):
+            target_layer = _layer_of(target, "gateway")
+            if target_layer != layer:
+                graph.setdefault(layer, set()).add(target_layer)
+    cycles = sorted(
+        f"{a} <-> {b}" for a, targets in graph.items() for b in targets
+        if a < b and a in graph.get(b, set())
+    )  # fmt: skip
+    assert cycles == []
 
 
 # --- the checker itself ---------------------------------------------------------------------

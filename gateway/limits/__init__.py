@@ -1,6 +1,7 @@
 """Rate limiting and concurrency caps.
 
-Foundation-level layer: imports only :mod:`gateway.seams` and :mod:`gateway.errors`, so auth/,
-policy/ users and the HTTP pipeline can all use it. ``memory.py`` serves one replica; a Redis
-implementation of :class:`gateway.seams.RateLimiter` shares counters across replicas.
+Foundation-level layer (``tests/test_layers.py``), so auth/ and the HTTP pipeline can both use
+it. ``memory.py`` serves one replica; ``redis.py`` shares counters and leases across replicas
+through :mod:`gateway.state.store` (this layer imports state/, never the other way round);
+``fallback.py`` applies ``state.on_store_error``. :mod:`gateway.wiring` picks and wraps them.
 """

@@ -1,7 +1,8 @@
 """State shared by every replica: the Redis connection, revocations, the shared token cache.
 
-Foundation-level layer (``tests/test_layers.py``): imports only the foundation. The modules, by
-job:
+Foundation-level layer (``tests/test_layers.py``): imports the foundation except
+:mod:`gateway.limits`, whose Redis limiters build on this layer's store (so the two never import
+each other; :mod:`gateway.wiring` puts them together). The modules, by job:
 
 * :mod:`~gateway.state.store`: :class:`~gateway.state.store.RedisStore`, the one Redis client
   (deadline on every call, back-off after a failure, reconnects by itself, pub/sub listener);
