@@ -57,6 +57,9 @@ INTERNALS: Final[tuple[tuple[str, frozenset[str]], ...]] = (
     # server.py: the low-level server's factory and the runner's server hook.
     ("aiohttp.web_server.Server", frozenset({"_loop", "_kwargs", "pre_shutdown", "connections"})),
     ("aiohttp.web_runner.AppRunner", frozenset({"_app", "_kwargs", "_make_server"})),
+    # server.py at a stop: the site's listening sockets, a request's keep-alive cleared.
+    ("aiohttp.web_runner.BaseSite", frozenset({"_server"})),
+    ("aiohttp.http_parser.RawRequestMessage", frozenset({"_replace"})),
     # fast_path.py: routing past the router, and the one-write answer.
     ("aiohttp.web_request.Request", frozenset({"_match_info", "_prepare_hook"})),
     ("aiohttp.web_request.BaseRequest", frozenset({"_finish", "_payload_writer"})),

@@ -72,10 +72,10 @@ class GuardedServer(web.Server):
         loop has not accepted yet, and a proxy has usually written its request on them
         already (a 502: nginx does not retry a POST it sent). Taken here, they are served
         like any other (their answers close them); only a connection completed between this
-        and the close, microseconds later, can still be reset. Needs aiohttp's
-        ``BaseSite._server`` (the site's asyncio server); without it nothing is taken.
+        and the close, microseconds later, can still be reset. ``BaseSite._server`` is the
+        site's asyncio server (guarded in :mod:`gateway.app.aiohttp_internals`).
         """
-        listener = getattr(site, "_server", None)
+        listener = site._server
         loop = asyncio.get_running_loop()
         taken = 0
         for listening in getattr(listener, "sockets", None) or ():
