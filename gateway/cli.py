@@ -1,42 +1,42 @@
-"""The ``mcp-gateway`` command: ``serve``, ``check``, ``version`` and pluggable subcommands
-(``demo``, ``policy explain``, ``revoke``).
+"""The ``mcp-gateway`` command: ``serve``, ``check``, ``version``, ``demo``, ``policy explain``
+and ``revoke``.
 
-Exit codes: 0 success; 1 invalid configuration or policy, a listener that cannot bind, or a
-subcommand that is not available in this build (with ``serve --workers N``, also a worker that
-had to be killed at the end of the stop); 2 usage errors (argparse); 3 ``serve --workers N``: a
-worker kept crashing (:mod:`gateway.workers.slot`).
+Exit codes: 0 success; 1 invalid configuration or policy, or a listener that cannot bind (with
+``serve --workers N``, also a worker that had to be killed at the end of the stop); 2 usage
+errors (argparse); 3 ``serve --workers N``: a worker kept crashing (:mod:`gateway.workers.slot`).
 
-Subcommands owned by other packages plug in through :data:`REGISTRARS`: each entry names a
-module and a ``register(subparsers)`` function, imported lazily. A registrar adds one parser and
-sets ``handler=<callable(argparse.Namespace) -> int>`` on it with ``set_defaults``. When the module
-is not part of this build, a placeholder subcommand says what is missing and exits 1.
+The subcommands that live with their layer (``demo`` in :mod:`gateway.demo`, ``policy explain``
+in :mod:`gateway.app.policy_explain`, ``revoke`` in :mod:`gateway.app.admin_client`) each add
+their parser with a ``register(subparsers)`` function, imported here like any other module (so
+the layer test sees the dependency) and called by :func:`build_parser`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
 import gateway
-from gateway.app import event_loop, serve
+from gateway import demo
+from gateway.app import admin_client, event_loop, policy_explain, serve
 from gateway.config import Config, load_config
 from gateway.config.issuer import scope_map_warnings
 from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure, get_logger
+from gateway.policy import loader as policy_loader
+from gateway.policy.model import PolicySet
 from gateway.wiring import build_services
 from gateway.workers.supervisor import Supervisor
 from gateway.workers.worker import EarlyHangup, WorkerSpec, worker_server
 
-__all__ = ["CONFIG_ENV", "REGISTRARS", "Registrar", "build_parser", "main"]
+__all__ = ["CONFIG_ENV", "SUBCOMMANDS", "build_parser", "main"]
 
 CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
 """Environment variable naming the configuration file when ``--config`` is not given."""
@@ -44,24 +44,12 @@ CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
 Subparsers = Any
 """``argparse._SubParsersAction[argparse.ArgumentParser]`` (a private argparse type)."""
 
-
-@dataclass(frozen=True, slots=True)
-class Registrar:
-    """A lazily imported subcommand: ``module.function(subparsers)`` adds it."""
-
-    command: str
-    """The top-level command name (used by the placeholder when the module is missing)."""
-    module: str
-    function: str = "register"
-    summary: str = ""
-
-
-REGISTRARS: list[Registrar] = [
-    Registrar("demo", "gateway.demo", summary="run the gateway with a local issuer and backend"),
-    Registrar("policy", "gateway.app.policy_explain", summary="inspect policies (policy explain)"),
-    Registrar("revoke", "gateway.app.admin_client", summary="revoke a token on every replica"),
-]
-"""Pluggable subcommands, one line each; a missing module yields a clear placeholder."""
+SUBCOMMANDS: Final[tuple[Callable[[Subparsers], None], ...]] = (
+    demo.register,
+    policy_explain.register,
+    admin_client.register,
+)
+"""The subcommands defined beside their layer: each adds its parser and its ``handler``."""
 
 _LOG_FORMATS: Final = ("json", "console")
 _LOG_LEVELS: Final = ("debug", "info", "warning", "error")
@@ -155,8 +143,8 @@ def build_parser() -> argparse.ArgumentParser:
     version = sub.add_parser("version", parents=[common], help="print the version")
     version.set_defaults(handler=_cmd_version)
 
-    for registrar in REGISTRARS:
-        _register(sub, registrar, common)
+    for register in SUBCOMMANDS:
+        register(sub)
     return parser
 
 
@@ -173,47 +161,6 @@ def _worker_count(text: str) -> int:
     if not 1 <= count <= MAX_WORKERS:
         raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_WORKERS}")
     return count
-
-
-def _register(sub: Subparsers, registrar: Registrar, common: argparse.ArgumentParser) -> None:
-    try:
-        module = importlib.import_module(registrar.module)
-    except ModuleNotFoundError as exc:
-        # Only the plug-in itself may be missing; a broken import inside it is a bug to surface.
-        if not _is_module_or_parent(exc.name, registrar.module):
-            raise
-        _placeholder(sub, registrar, common)
-        return
-    register: Callable[[Subparsers], None] = getattr(module, registrar.function)
-    register(sub)
-
-
-def _is_module_or_parent(missing: str | None, module: str) -> bool:
-    return missing is not None and (module == missing or module.startswith(missing + "."))
-
-
-def _placeholder(sub: Subparsers, registrar: Registrar, common: argparse.ArgumentParser) -> None:
-    summary = f"{registrar.summary} (not available in this build)".lstrip()
-    parser = sub.add_parser(
-        registrar.command,
-        parents=[common],
-        help=summary,
-        description=f"Not available: module {registrar.module} is not part of this build.",
-    )
-    # Whatever follows (options included) is accepted, so the answer is always "missing".
-    parser.set_defaults(accepts_extra=True)
-
-    def missing(args: argparse.Namespace) -> int:
-        print(
-            f"mcp-gateway {registrar.command}: not available in this build: "
-            f"module {registrar.module} is missing.\n"
-            "Meanwhile: mcp-gateway check --config PATH, then mcp-gateway serve --config PATH "
-            "(see README.md).",
-            file=sys.stderr,
-        )
-        return 1
-
-    parser.set_defaults(handler=missing)
 
 
 # --- commands -------------------------------------------------------------------------------
@@ -236,34 +183,22 @@ def _print_problems(problems: Sequence[str], path: Path) -> None:
     print(f"{path}: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
 
 
-def _load_policies(paths: Sequence[Path]) -> tuple[list[str], Any, tuple[str, ...]]:
-    """Validate the policy files with the policy layer's loader, when this build has it:
-    (problems, the policy set or None, the files that declare themselves a demo)."""
+def _load_policies(paths: Sequence[Path]) -> tuple[list[str], PolicySet | None, tuple[str, ...]]:
+    """Validate the policy files: (problems, the policy set or None, the files that declare
+    themselves a demo)."""
     try:
-        loader = importlib.import_module("gateway.policy.loader")
-    except ModuleNotFoundError as exc:
-        if not _is_module_or_parent(exc.name, "gateway.policy.loader"):
-            raise
-        print(
-            "warning: policy files not validated: gateway.policy.loader is not part of this build",
-            file=sys.stderr,
-        )
-        return [], None, ()
-    try:
-        policy = loader.load_policy(paths)
+        policy = policy_loader.load_policy(paths)
     except ConfigError as exc:
-        demos = getattr(loader, "demo_sources", lambda _: ())(paths)
-        return list(exc.problems), None, tuple(demos)
-    return [], policy, tuple(getattr(policy, "demo_sources", ()))
+        return list(exc.problems), None, policy_loader.demo_sources(paths)
+    return [], policy, policy.demo_sources
 
 
-def _policy_warnings(config: Config | None, policy: Any) -> list[str]:
+def _policy_warnings(config: Config | None, policy: PolicySet | None) -> list[str]:
     """What the configuration says about the policy that neither can say alone: each issuer's
     ``scope_map`` against the scopes the policy names."""
-    known = getattr(policy, "known_scopes", None)
-    if config is None or not isinstance(known, frozenset):
+    if config is None or policy is None:
         return []
-    return scope_map_warnings(config.issuers, known)
+    return scope_map_warnings(config.issuers, policy.known_scopes)
 
 
 def _demo_warnings(sources: Sequence[str]) -> list[str]:
@@ -274,10 +209,9 @@ def _demo_warnings(sources: Sequence[str]) -> list[str]:
     ]
 
 
-def _unreachable_rules(policy: Any, prefixes: Sequence[str] | None) -> list[str]:
+def _unreachable_rules(policy: PolicySet | None, prefixes: Sequence[str] | None) -> list[str]:
     """Rules no configured backend can ever match (a warning: docs/policy.md)."""
-    check = getattr(policy, "unreachable_rules", None)  # a policy layer of this build has it
-    return [] if check is None or prefixes is None else list(check(prefixes))
+    return [] if policy is None or prefixes is None else policy.unreachable_rules(prefixes)
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -301,8 +235,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if problems:
         _print_problems(problems, path)
         return 1
-    version = getattr(policy, "version", None)
-    suffix = f" (policy version {version})" if isinstance(version, str) else ""
+    suffix = f" (policy version {policy.version})" if policy is not None else ""
     skipped = " (secrets not read)" if args.skip_secrets else ""
     print(f"{path}: OK{suffix}{skipped}")
     return 0
@@ -413,10 +346,7 @@ def _version() -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args, extra = parser.parse_known_args(argv)
-    if extra and not getattr(args, "accepts_extra", False):
-        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args = build_parser().parse_args(argv)
     if args.command != "serve":
         # serve configures logging itself, once, after reading logging.* from the config.
         configure(getattr(args, "log_format", "json"), getattr(args, "log_level", "info"))

@@ -26,7 +26,7 @@ __all__ = ["register", "run"]
 
 
 def register(subparsers: Any) -> None:
-    """``policy explain`` with ``--token-file`` (``gateway.cli.REGISTRARS``)."""
+    """``policy explain`` with ``--token-file`` (``gateway.cli.SUBCOMMANDS``)."""
     parser = explain.register(subparsers)
     parser.add_argument(
         "--token-file",
