@@ -29,13 +29,18 @@ def test_events_are_found_whatever_the_chunking_and_line_endings(step: int, eol:
     ]
 
 
+def test_an_empty_data_line_is_an_event_with_empty_data() -> None:
+    # WHATWG HTML §9.2.6 "dispatch the event": "data:" appends "" and a LF, so the data buffer
+    # is not empty and the event goes out, its data "" once the trailing LF is removed.
+    parser = SseParser(max_line=50, max_event=50)
+    assert parser.feed(b"id: 1\ndata:\n\n") == [SseEvent("message", "", "1")]
+    assert parser.feed(b"data:\ndata:\n\n") == [SseEvent("message", "\n", "1")]
+
+
 def test_an_event_without_data_is_not_dispatched() -> None:
-    assert (
-        SseParser(max_line=50, max_event=50).feed(b"id: 1\ndata:\n\n")
-        == [SseEvent("message", "", "1")]
-        or True
-    )
+    # §9.2.6: an empty data buffer (no data line at all) dispatches nothing.
     assert SseParser(max_line=50, max_event=50).feed(b"id: 1\n\n") == []
+    assert SseParser(max_line=50, max_event=50).feed(b"event: x\nid: 2\n\n") == []
 
 
 def test_a_line_at_the_cap_passes_and_one_past_fails() -> None:
