@@ -9,6 +9,11 @@ stopped (SIGTERM, graceful) and started again on the same ports. Logs go to file
 configuration, so tests can assert on them (no token in any line).
 
 The upstream's ``hold`` tool sleeps ``hold_s`` and records how many calls ran at once.
+
+A replica must answer ``/readyz`` 200 within ``MCP_GATEWAY_TEST_READY_TIMEOUT_S`` seconds of its
+start (default 60: a replica is a fresh interpreter importing the whole gateway, which took over
+20 s on a loaded 2-core machine); set it higher on a slower machine. A value that is not a
+positive number fails at import.
 """
 
 from __future__ import annotations
@@ -39,7 +44,25 @@ from tests.support.upstreams import ModernUpstream, echo_tool
 __all__ = ["HoldUpstream", "Replica", "ReplicaStack", "replica_stack"]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
-READY_TIMEOUT_S: Final = 20.0
+READY_TIMEOUT_ENV: Final = "MCP_GATEWAY_TEST_READY_TIMEOUT_S"
+DEFAULT_READY_TIMEOUT_S: Final = 60.0
+
+
+def ready_timeout_s(environ: Mapping[str, str] = os.environ) -> float:
+    """How long a replica may take to become ready (:data:`READY_TIMEOUT_ENV`, seconds)."""
+    text = environ.get(READY_TIMEOUT_ENV, "").strip()
+    if not text:
+        return DEFAULT_READY_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise ValueError(f"{READY_TIMEOUT_ENV}={text!r}: expected a positive number of seconds")
+    return value
+
+
+READY_TIMEOUT_S: Final = ready_timeout_s()
 MODERN: Final = "2026-07-28"
 META: Final = {
     "io.modelcontextprotocol/protocolVersion": MODERN,
@@ -137,7 +160,10 @@ class Replica:
                     if response.status == 200:
                         return
             await asyncio.sleep(0.05)
-        raise RuntimeError(f"replica {self.name} never became ready:\n{self.log()[-3000:]}")
+        raise RuntimeError(
+            f"replica {self.name} not ready within {READY_TIMEOUT_S:g} s "
+            f"(raise {READY_TIMEOUT_ENV} on a slow machine):\n{self.log()[-3000:]}"
+        )
 
     def kill(self) -> None:
         """SIGKILL: the process dies mid-whatever, as a crashed pod (nothing is cleaned up)."""
