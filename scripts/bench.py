@@ -18,7 +18,8 @@ Phases (``--only`` picks some): ``main`` (c64, medians of ``--rounds`` alternati
 ``--duration`` s: bare, defaults, tuned), ``floor`` (aiohttp's server and the lean client
 forwarding to the backend with nothing else: what the design costs at least), ``c1`` (added
 p50 at one connection), ``legacy`` (2025-06-18), ``401`` (a refused token; introspections
-counted), ``features`` (JWT with a warm cache, two backends, signed caller assertions),
+counted), ``features`` (JWT with a warm cache, two backends, signed caller assertions, a
+DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature verification),
 ``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
 unpinned: every process shares both cores). At the defaults the whole run takes about 11
 minutes (``--quick``: about 3).
@@ -35,6 +36,10 @@ The in-process microbenchmarks (protocol decoding, JWT verification, caller asse
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -42,6 +47,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -51,6 +57,7 @@ from bench_procs import (
     ROOT,
     Load,
     Proc,
+    advance_proofs,
     free_port,
     get_json,
     pin,
@@ -63,8 +70,15 @@ from bench_procs import (
 )
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from joserfc import jws
+from joserfc.jwk import ECKey, OKPKey
 
 PHASES = ("main", "floor", "c1", "legacy", "401", "features", "sweep", "workers")
+DPOP_ALGS = ("ES256", "EdDSA")
+DPOP_MAX_RPS = 4000
+"""Requests per second a DPoP variant's proofs are made for (more than one pinned core serves
+with a proof to check); twice as many are made (wrk's threads take alternate ones), so no proof
+is sent twice: a replay would be answered 401, a cheaper path, and show as errors."""
 TARGET_CORE, LOAD_CORE = 0, 1
 FIRST_WARM_S = 6.0
 """A process's first load is preceded by this much warm-up: a fresh gateway's CPU per call
@@ -75,6 +89,10 @@ META = {
     "io.modelcontextprotocol/clientCapabilities": {},
     "io.modelcontextprotocol/clientInfo": {"name": "wrk", "version": "1"},
 }
+
+
+def base64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
 def call_body(name: str = "echo", *, modern: bool = True) -> dict[str, Any]:
@@ -97,7 +115,13 @@ class Bench:
         self.work = work
         self.port = free_port()
         self.resource = f"http://127.0.0.1:{free_port()}/mcp"  # one resource for every gateway
-        self.peer, self.info = start_peer(self.resource, LOAD_CORE)
+        self.dpop_keys: dict[str, ECKey | OKPKey] = {
+            "ES256": ECKey.generate_key("P-256", private=True),
+            "EdDSA": OKPKey.generate_key("Ed25519", private=True),
+        }
+        self.peer, self.info = start_peer(
+            self.resource, LOAD_CORE, [k.thumbprint() for k in self.dpop_keys.values()]
+        )
         self.backend_port = free_port()
         self.backend = start_backend(self.backend_port, LOAD_CORE)
         self.backend_url = f"http://127.0.0.1:{self.backend_port}/mcp"
@@ -164,9 +188,12 @@ class Bench:
             if not proc.warmed:
                 warm = max(warm, FIRST_WARM_S)
                 proc.warmed = True
-            run_wrk(url, lua, connections=connections, duration=warm, measured=[], core=LOAD_CORE)
+            run = run_wrk(url, lua, connections=connections, duration=warm, measured=[],
+                          core=LOAD_CORE)  # fmt: skip
+            advance_proofs(lua, run.requests, connections)
         result = run_wrk(url, lua, connections=connections, duration=duration,
                          measured=proc.pids, core=LOAD_CORE)  # fmt: skip
+        advance_proofs(lua, result.requests, connections)
         self.results.setdefault(key, []).append(result)
         print(f"  {key:<28} {describe(result)}", flush=True)
         return result
@@ -334,6 +361,35 @@ class Bench:
                 "assertion": {"key": {"file": str(key)}}}}}, self.lua["modern"]),
         ]  # fmt: skip
         self.side_by_side(variants)
+        # DPoP: the same JWT, bound to a key, each request with its own proof. The proofs are
+        # made just before their variant runs (their iat must stay within the window).
+        dpop_issuer = {**jwt_issuer, "dpop": {"mode": "required", "iat_window_s": 600}}
+        for alg in DPOP_ALGS:
+            lua = self.dpop_lua(alg)
+            self.side_by_side([(f"dpop {alg}", {"issuer": dpop_issuer}, lua)])
+
+    def dpop_lua(self, alg: str) -> Path:
+        """A wrk script sending the JWT bound to the ``alg`` key with a fresh proof each time
+        (enough for every request of the variant's runs at :data:`DPOP_MAX_RPS`)."""
+        key = self.dpop_keys[alg]
+        token = self.info["dpop"][key.thumbprint()]
+        seconds = FIRST_WARM_S + self.args.side_duration
+        seconds += (self.args.side_rounds - 1) * (2.0 + self.args.side_duration)
+        count = 2 * int(DPOP_MAX_RPS * (seconds + 2))
+        ath = base64url(hashlib.sha256(token.encode()).digest())
+        header = {"typ": "dpop+jwt", "alg": alg, "jwk": key.as_dict(private=False)}
+        started = time.monotonic()
+        path = self.work / f"proofs-{alg}.txt"
+        with path.open("w") as out, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # joserfc: RFC 9864 deprecates the name "EdDSA"
+            now = int(time.time())
+            for index in range(count):
+                claims = {"jti": f"{index:x}-{os.urandom(6).hex()}", "htm": "POST",
+                          "htu": self.resource, "iat": now, "ath": ath}  # fmt: skip
+                out.write(jws.serialize_compact(header, json.dumps(claims), key, [alg]) + "\n")
+        print(f"  {count:,} {alg} proofs made in {time.monotonic() - started:.1f} s", flush=True)
+        headers = {**modern_headers(None), "Authorization": f"DPoP {token}"}
+        return write_lua(self.work / f"dpop-{alg}.lua", call_body(), headers, proofs=path)
 
     def phase_sweep(self) -> None:
         print("sweep: 1,000 catalog tools, 1,000 policy rules")
@@ -458,8 +514,8 @@ def summary(bench: Bench) -> None:
     if "legacy (legacy phase)" in r:
         ratio = m("legacy (legacy phase)") / m("modern (legacy phase)")
         print(f"  legacy / modern CPU per call: {ratio:.2f}")
-    for key in ("jwt, warm cache", "two backends", "signed assertion", "1000 tools",
-                "1000 rules"):  # fmt: skip
+    for key in ("jwt, warm cache", "two backends", "signed assertion", "dpop ES256",
+                "dpop EdDSA", "1000 tools", "1000 rules"):  # fmt: skip
         if key in r:
             ref = m(f"defaults (beside {key})")
             print(f"  {key}: {m(key):.0f} µs CPU per call ({m(key) - ref:+.0f} µs against the "

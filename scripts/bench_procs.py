@@ -121,6 +121,12 @@ PEER = textwrap.dedent(
             "issuer": opaque.url, "jwt_issuer": jwt.url,
             "token": opaque.mint_token(sub="bench", scopes=scopes, audience=resource, ttl_s=7200),
             "jwt": jwt.mint_token(sub="bench", scopes=scopes, audience=resource, ttl_s=7200),
+            # JWTs bound to the DPoP keys named on the command line (RFC 9449 cnf.jkt).
+            "dpop": {
+                jkt: jwt.mint_token(sub="bench", scopes=scopes, audience=resource, ttl_s=7200,
+                                    jkt=jkt)
+                for jkt in sys.argv[2:]
+            },
         }
 
         async def calls(request):  # how many introspections the opaque issuer answered
@@ -239,9 +245,10 @@ def start_floor(port: int, backend_url: str, core: int) -> Proc:
     return Proc("floor", popen, url=f"http://127.0.0.1:{port}/mcp")
 
 
-def start_peer(resource: str, core: int) -> tuple[Proc, dict[str, str]]:
+def start_peer(resource: str, core: int, jkts: Iterable[str] = ()) -> tuple[Proc, dict[str, Any]]:
+    """The issuers; ``jkts``: DPoP key thumbprints to mint a bound JWT for (``info["dpop"]``)."""
     popen = subprocess.Popen(  # noqa: S603
-        [PYTHON, "-c", PEER, resource], stdout=subprocess.PIPE, text=True, env=ENV
+        [PYTHON, "-c", PEER, resource, *jkts], stdout=subprocess.PIPE, text=True, env=ENV
     )
     pin([popen.pid], core)
     assert popen.stdout is not None
@@ -366,7 +373,52 @@ wrk.headers["Accept"] = "application/json, text/event-stream"
 """
 
 
-def write_lua(path: Path, body: Mapping[str, Any], headers: Mapping[str, str]) -> Path:
+def write_lua(
+    path: Path,
+    body: Mapping[str, Any],
+    headers: Mapping[str, str],
+    *,
+    proofs: Path | None = None,
+) -> Path:
+    """A wrk script; ``proofs``: a file of DPoP proofs, one a line, each sent once (RFC 9449
+    §11.1: the gateway refuses a replay): wrk's two threads take alternate lines from the one
+    in ``<proofs>.start``, which :func:`advance_proofs` moves past what a run used."""
     lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items())
-    path.write_text(LUA.format(body=json.dumps(body, separators=(",", ":")), headers=lines))
+    script = LUA.format(body=json.dumps(body, separators=(",", ":")), headers=lines)
+    if proofs is not None:
+        Path(f"{proofs}.start").write_text("0\n")
+        path.with_name(path.name + ".proofs").write_text(str(proofs))
+        script += DPOP_LUA.replace("PROOFS", str(proofs))
+    path.write_text(script)
     return path
+
+
+def advance_proofs(lua: Path, requests: int, connections: int) -> None:
+    """After a run of ``lua``: start the next one past every proof this one may have sent (the
+    threads alternate, so the busier one reached at most twice the total)."""
+    start = lua.with_name(lua.name + ".proofs")
+    if start.exists():
+        proofs = Path(start.read_text().strip() + ".start")
+        used = 2 * (requests + connections) + 4
+        proofs.write_text(f"{int(proofs.read_text()) + used}\n")
+
+
+DPOP_LUA = """
+local threads = 0
+function setup(thread)
+  thread:set("offset", threads)
+  threads = threads + 1
+end
+function init(args)
+  proofs = {}
+  for line in io.lines("PROOFS") do proofs[#proofs + 1] = line end
+  local f = io.open("PROOFS.start")
+  next_proof = tonumber(f:read("*l")) + offset
+  f:close()
+end
+function request()
+  next_proof = next_proof + 2
+  wrk.headers["DPoP"] = proofs[(next_proof % #proofs) + 1]
+  return wrk.format()
+end
+"""

@@ -1,9 +1,10 @@
 """Suite-wide settings.
 
 ``MCP_GATEWAY_TEST_REQUIRE`` (set by ``.ci/run``) names external tools the run must have, e.g.
-``"redis-server nginx promtool chromium"``. Without it, tests that need a missing tool skip with the
-reason (a developer's laptop); with it, the session refuses to start, so CI can never pass on
-skipped tests.
+``"redis-server nginx promtool chromium oidc-provider"`` (the last an npm package under
+``tests/interop/``, found once installed there). Without it, tests that need a missing tool skip
+with the reason (a developer's laptop); with it, the session refuses to start, so CI can never
+pass on skipped tests.
 """
 
 from __future__ import annotations
@@ -17,8 +18,14 @@ from pathlib import Path
 import pytest
 import structlog
 
+_NPM_TOOLS = {"oidc-provider": Path(__file__).parent / "interop" / "oidc-provider"}
+"""npm packages the tests run with node: found when ``npm ci --prefix <dir>`` installed them."""
+
 
 def _found(tool: str) -> bool:
+    if tool in _NPM_TOOLS:
+        installed = _NPM_TOOLS[tool] / "node_modules" / tool / "package.json"
+        return shutil.which("node") is not None and installed.exists()
     return shutil.which(tool) is not None or Path("/usr/sbin", tool).exists()
 
 

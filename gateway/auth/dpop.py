@@ -30,6 +30,7 @@ thumbprint of the key against the token's ``cnf.jkt`` (:func:`check_binding`).
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import posixpath
@@ -69,6 +70,9 @@ PROOF_REFUSALS: Final = (
 ``nonce`` counts the ``use_dpop_nonce`` answers."""
 
 _TYP: Final = "application/dpop+jwt"
+_MAX_KEYS: Final = 1024
+_KEYS: dict[str, tuple[RSAKey | ECKey | OKPKey, str]] = {}
+"""Protected-header segment -> (its ``jwk`` imported, its RFC 7638 thumbprint)."""
 _PRIVATE_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 _PERCENT: Final = re.compile(r"%([0-9A-Fa-f]{2})")
 _UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -98,6 +102,7 @@ def _percent(match: re.Match[str]) -> str:
     return char if char in _UNRESERVED else "%" + match.group(1).upper()
 
 
+@functools.lru_cache(maxsize=256)
 def normalise_htu(url: str) -> str | None:
     """RFC 3986 §6.2.2 (case, percent-encoding, dot segments) and §6.2.3 (default port, empty
     path) normalisation of an ``htu``, as RFC 9449 §4.3 item 9 asks; None when it is not an
@@ -203,7 +208,17 @@ def check_proof(
     alg = jws.alg
     if alg not in algorithms:
         raise _refuse("alg", "alg not allowed for DPoP proofs")
-    key = _public_key(header.get("jwk"), alg)
+    # A client signs every proof with one key: the same header bytes are the same key, so its
+    # import and thumbprint are done once (the cache holds public keys only, bounded).
+    segment = value.partition(".")[0]
+    known = _KEYS.get(segment)
+    if known is None:
+        public = _public_key(header.get("jwk"), alg)
+        known = (public, public.thumbprint())
+        if len(_KEYS) >= _MAX_KEYS:
+            _KEYS.clear()
+        _KEYS[segment] = known
+    key, jkt = known
     algorithm = JWSRegistry.algorithms[alg]
     try:
         algorithm.check_key(key)
@@ -232,7 +247,7 @@ def check_proof(
     nonce = claims.get("nonce")
     if nonce is not None and not isinstance(nonce, str):
         raise _refuse("nonce", "nonce is not a string")
-    return Proof(jkt=key.thumbprint(), alg=alg, jti=jti, iat=iat, nonce=nonce)
+    return Proof(jkt=jkt, alg=alg, jti=jti, iat=iat, nonce=nonce)
 
 
 def check_binding(proof: Proof, jkt: str) -> None:

@@ -16,8 +16,11 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
+from joserfc.jwk import ECKey
+
 from gateway.demo.stack import default_state_file, start_demo, wait_ready, write_state
-from gateway.dev.demo_setup import DemoEndpoints, render_banner
+from gateway.dev.demo_setup import DemoEndpoints, render_banner, render_dpop_banner
+from gateway.dev.dpop_proofs import sign_proof
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure
 from gateway.outbound import OutboundError, post_json_once
@@ -41,6 +44,7 @@ async def _run(args: argparse.Namespace) -> int:
             policy=Path(args.policy) if args.policy else None,
             consent=args.consent,
             tokens=args.tokens,
+            dpop=args.dpop,
         )
     except ConfigError as exc:
         print(
@@ -68,6 +72,8 @@ async def _run(args: argparse.Namespace) -> int:
             stack.vault.url if stack.vault is not None else "",
         )
         banner = render_banner(endpoints, stack.tokens, str(state_file), stack.auth_mode)
+        if stack.dpop_token is not None:
+            banner += render_dpop_banner(stack.mcp_url, stack.dpop_token)
         print(banner, flush=True)
         await stop.wait()
         print("mcp-gateway demo: stopping", file=sys.stderr, flush=True)
@@ -79,6 +85,8 @@ async def _run(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     if getattr(args, "demo_command", None) == "token":
         return _cmd_token(args)
+    if getattr(args, "demo_command", None) == "proof":
+        return _cmd_proof(args)
     log_format, log_level = log_settings(args)
     configure(log_format, log_level)
     return asyncio.run(_run(args))
@@ -96,22 +104,60 @@ def log_settings(args: argparse.Namespace) -> tuple[LogFormat, LogLevel]:
     return log_format, log_level
 
 
-def _cmd_token(args: argparse.Namespace) -> int:
+def _state(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
     path = Path(args.state_file) if args.state_file else default_state_file()
     try:
         state = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(state, dict):
+            raise ValueError("not an object")
+        return state
+    except (OSError, ValueError):
+        print(f"mcp-gateway demo {command}: no running demo state at {path}", file=sys.stderr)
+        return None
+
+
+def _dpop_key(state: dict[str, Any], command: str) -> ECKey | None:
+    try:
+        return ECKey.import_key(state["dpop"]["key"])
+    except (KeyError, TypeError, ValueError):
+        print(f"mcp-gateway demo {command}: the demo runs without --dpop", file=sys.stderr)
+        return None
+
+
+def _cmd_proof(args: argparse.Namespace) -> int:
+    """Print a fresh DPoP proof (RFC 9449 §4) signed with the demo client's key."""
+    state = _state(args, "proof")
+    key = None if state is None else _dpop_key(state, "proof")
+    if state is None or key is None:
+        return 1
+    url = args.url or state["mcp_url"]
+    print(sign_proof(key, htm=args.method, htu=url, token=args.token, nonce=args.nonce))
+    return 0
+
+
+def _cmd_token(args: argparse.Namespace) -> int:
+    state = _state(args, "token")
+    if state is None:
+        return 1
+    try:
         mint_url, secret = state["mint_url"], state["admin_secret"]
-    except (OSError, ValueError, KeyError):
-        print(f"mcp-gateway demo token: no running demo state at {path}", file=sys.stderr)
+    except KeyError:
+        print("mcp-gateway demo token: the state file has no mint_url", file=sys.stderr)
         return 1
     body = {"scopes": args.scopes, "ttl_s": args.ttl}
     if args.sub:
         body["sub"] = args.sub
+    headers: dict[str, str] = {}
+    if args.dpop:  # RFC 9449 §5: the issuer binds the token to the key that signed this proof
+        key = _dpop_key(state, "token")
+        if key is None:
+            return 1
+        headers["DPoP"] = sign_proof(key, htm="POST", htu=mint_url)
     try:
         status, reply = asyncio.run(
             post_json_once(
                 mint_url, body, bearer=secret, user_agent="mcp-gateway-demo-token",
-                timeout_s=5.0,
+                timeout_s=5.0, headers=headers,
             )
         )  # fmt: skip
     except OutboundError:
@@ -157,6 +203,12 @@ def register(subparsers: Any) -> None:
         "validated locally, the issuer has no introspection endpoint (like Entra ID); both",
     )
     demo.add_argument(
+        "--dpop",
+        action="store_true",
+        help="the issuer also accepts DPoP-bound tokens (RFC 9449): a demo client key and a "
+        "bound token are in the state file; mcp-gateway demo proof signs proofs",
+    )
+    demo.add_argument(
         "--force-non-loopback", action="store_true", help="allow a non-loopback --host (unsafe)"
     )
     # SUPPRESS: a value given before the subcommand (``mcp-gateway --log-format json demo``)
@@ -182,4 +234,14 @@ def register(subparsers: Any) -> None:
     token.add_argument("--sub", help="subject of the token (default demo-user)")
     token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds (default 3600)")
     token.add_argument("--state-file", metavar="PATH", help="the running demo's state file")
+    token.add_argument(
+        "--dpop", action="store_true", help="bind it to the demo client's key (demo --dpop)"
+    )
     token.set_defaults(handler=_cmd_demo, demo_command="token")
+    proof = sub.add_parser("proof", help="print a DPoP proof for a running demo --dpop")
+    proof.add_argument("--token", help="the access token the proof goes with (its ath)")
+    proof.add_argument("--method", default="POST", help="the request's method (default POST)")
+    proof.add_argument("--url", help="the request's URL (default: the demo's MCP endpoint)")
+    proof.add_argument("--nonce", help="a DPoP-Nonce the gateway asked for")
+    proof.add_argument("--state-file", metavar="PATH", help="the running demo's state file")
+    proof.set_defaults(handler=_cmd_demo, demo_command="proof")

@@ -41,6 +41,7 @@ from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.demo_identity import CallerCheck
 from gateway.dev.demo_setup import DEMO_ROLES, render_gateway_yaml
 from gateway.dev.demo_vault import IssuerTokenCheck, VaultBackend
+from gateway.dev.dpop_proofs import new_client_key
 from gateway.dev.issuer import DevIssuer
 from gateway.dev.loopback import check_bind_host
 from gateway.errors import ConfigError
@@ -97,6 +98,10 @@ class DemoStack:
     tokens: dict[str, str] = field(default_factory=dict)
     auth_mode: TokenMode = "introspection"
     """How the gateway checks tokens (its ``issuer.tokens``)."""
+    dpop_key: dict[str, Any] | None = None
+    """``dpop=True``: the demo client's DPoP key (private JWK: development only, mode 0600)."""
+    dpop_token: str | None = None
+    """``dpop=True``: a reader token bound to :attr:`dpop_key` (``cnf.jkt``)."""
 
     @property
     def mcp_url(self) -> str:
@@ -121,6 +126,11 @@ class DemoStack:
             "admin_secret": self.issuer.admin_secret,
             "auth_mode": self.auth_mode,
             "pid": os.getpid(),
+            **(
+                {"dpop": {"key": self.dpop_key, "token": self.dpop_token}}
+                if self.dpop_key is not None
+                else {}
+            ),
         }
 
     async def stop(self) -> None:
@@ -171,8 +181,12 @@ async def start_demo(
     cache_max_ttl_s: int = 5,
     consent: str = "auto",
     tokens: TokenMode = "introspection",
+    dpop: bool = False,
 ) -> DemoStack:
     """Start issuer, backend and gateway; mint the reader/writer/admin tokens.
+
+    ``dpop``: the gateway's issuer has ``dpop: allowed`` (RFC 9449), and the stack holds a
+    demo client key and a reader token bound to it (:attr:`DemoStack.dpop_token`).
 
     ``tokens`` is the gateway's ``issuer.tokens``: with ``jwt`` the issuer signs JWT access
     tokens and has no introspection endpoint (and the gateway no client credentials); with
@@ -265,6 +279,7 @@ async def start_demo(
                 policy_path=str(policy_path),
                 cache_max_ttl_s=cache_max_ttl_s,
                 tokens=tokens,
+                dpop=dpop,
             ),
             encoding="utf-8",
         )
@@ -285,6 +300,13 @@ async def start_demo(
         stack.tokens[role] = issuer.mint_token(
             sub=f"demo-{role}", client_id="demo-cli", scopes=scopes, ttl_s=DEMO_TOKEN_TTL_S
         )
+    if dpop:
+        key = new_client_key()
+        stack.dpop_key = dict(key.as_dict(private=True))
+        stack.dpop_token = issuer.mint_token(
+            sub="demo-reader", client_id="demo-cli", scopes=DEMO_ROLES["reader"],
+            ttl_s=DEMO_TOKEN_TTL_S, jkt=key.thumbprint(),
+        )  # fmt: skip
     return stack
 
 

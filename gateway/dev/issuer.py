@@ -26,6 +26,7 @@ bind a non-loopback address unless ``allow_non_loopback=True``.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import ipaddress
 import os
@@ -40,6 +41,7 @@ from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 from authlib.oauth2.rfc9207 import AuthorizationServerMetadata as IssMetadata
 
 from gateway.config import TOKEN_EXCHANGE_GRANT
+from gateway.dev.dpop_proofs import DpopRefused, TokenEndpointProofs
 from gateway.dev.issuer_adapter import (
     TOKEN_AUTH_METHODS,
     IssuerSettings,
@@ -115,6 +117,8 @@ class DevIssuer(AuthorizationHandlers):
         """``/jwks`` and its test knobs (``status``, ``body``, ``max_age_s``, ``calls``)."""
         self._default_scopes = tuple(default_scopes)
         self.server = DevAuthorizationServer(self._settings, self.store, self._default_scopes)
+        self.dpop_proofs = TokenEndpointProofs()
+        """RFC 9449 §5: a token request with a DPoP proof gets a token bound to its key."""
         if token_format == "jwt":
             self.server.jwt_signer = self.sign_jwt
         self.server.sign_exchanged = self.sign_jwt
@@ -321,6 +325,13 @@ class DevIssuer(AuthorizationHandlers):
 
     async def _token(self, request: web.Request) -> web.StreamResponse:
         parsed = await ParsedRequest.read(request)
+        proofs = request.headers.getall("DPoP", ())
+        if proofs:
+            try:
+                jkt = self.dpop_proofs.check(proofs, htm="POST", htu=f"{self.url}/token")
+            except DpopRefused as exc:
+                return _oauth_error(400, "invalid_dpop_proof", str(exc))
+            parsed = dataclasses.replace(parsed, dpop_jkt=jkt)
         if (parsed.form.get("grant_type") or [""])[0] == TOKEN_EXCHANGE_GRANT:
             faulted = await self.exchange_faults.answer()
             if faulted is not None:
@@ -377,17 +388,24 @@ class DevIssuer(AuthorizationHandlers):
                 raise TypeError("audience")
         except (ValueError, KeyError, TypeError, AttributeError):
             return _oauth_error(400, "invalid_request", 'Expected {"scopes": "..."}.')
+        jkt = None
+        proofs = request.headers.getall("DPoP", ())
+        if proofs:  # a bound token, as from the token endpoint (RFC 9449 §5)
+            try:
+                jkt = self.dpop_proofs.check(proofs, htm="POST", htu=f"{self.url}/dev/tokens")
+            except DpopRefused as exc:
+                return _oauth_error(400, "invalid_dpop_proof", str(exc))
         unknown = [s for s in scopes if s not in self._settings.scopes_supported]
         if unknown or not 0 < ttl <= 30 * 86400:
             return _oauth_error(400, "invalid_scope", "Unknown scope or bad ttl_s.")
         resources = self._settings.resources
         if audience is not None and resources and audience not in resources:
             return _oauth_error(400, "invalid_target", "The resource is not served by this issuer.")
-        token = self.mint_token(sub=sub, scopes=scopes, audience=audience, ttl_s=ttl)
+        token = self.mint_token(sub=sub, scopes=scopes, audience=audience, ttl_s=ttl, jkt=jkt)
         return web.json_response(
             {
                 "access_token": token,
-                "token_type": "Bearer",
+                "token_type": "Bearer" if jkt is None else "DPoP",
                 "expires_in": ttl,
                 "scope": " ".join(scopes),
             },

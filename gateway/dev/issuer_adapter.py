@@ -24,6 +24,8 @@ from authlib.oauth2.rfc6749 import (
 )
 from multidict import CIMultiDictProxy, MultiMapping
 
+from gateway.dev.dpop_proofs import PROOF_ALGS
+
 __all__ = [
     "CONFIDENTIAL_METHODS",
     "SIGNING_ALGS",
@@ -85,6 +87,7 @@ class IssuerSettings:
             "grant_types_supported": list(grant_types),
             "token_endpoint_auth_methods_supported": list(TOKEN_AUTH_METHODS),
             "token_endpoint_auth_signing_alg_values_supported": list(SIGNING_ALGS),
+            "dpop_signing_alg_values_supported": list(PROOF_ALGS),  # RFC 9449 §5.1
             **(
                 {
                     "introspection_endpoint_auth_methods_supported": list(CONFIDENTIAL_METHODS),
@@ -113,6 +116,8 @@ class ParsedRequest:
     query: MultiMapping[str]
     form: Mapping[str, list[str]]
     json: Any = None
+    dpop_jkt: str | None = None
+    """The thumbprint of the token request's checked DPoP proof (RFC 9449 §5), if any."""
 
     @classmethod
     async def read(cls, request: web.Request, *, json_body: bool = False) -> ParsedRequest:
@@ -155,6 +160,7 @@ class AioOAuth2Request(OAuth2Request):  # type: ignore[misc]
         self._args = dict(parsed.query.items())
         self._form = {k: v[0] for k, v in parsed.form.items() if v}
         self.resources: tuple[str, ...] = ()
+        self.dpop_jkt = parsed.dpop_jkt
 
     @property
     def args(self) -> dict[str, str]:

@@ -130,6 +130,10 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         client: DevClient = request.client
         sub = request.user.sub if request.user is not None else client.client_id
         family = getattr(request, "family", None) or self.store.new_family()
+        # RFC 9449 §5: a request with a valid DPoP proof gets a token bound to its key.
+        jkt: str | None = getattr(request, "dpop_jkt", None)
+        if jkt is not None:
+            token["token_type"] = "DPoP"
         common = {
             "client_id": client.client_id,
             "sub": sub,
@@ -148,6 +152,7 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
                     audience=request.resources,
                     issued_at=now,
                     expires_at=now + int(token["expires_in"]),
+                    jkt=jkt,
                 )
             )
         self.store.tokens[token["access_token"]] = TokenRecord(
@@ -155,6 +160,7 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
             kind="access_token",
             audience=request.resources,
             expires_at=now + int(token["expires_in"]),
+            jkt=jkt,
             **common,
         )
         if "refresh_token" in token:

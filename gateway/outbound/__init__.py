@@ -387,10 +387,17 @@ class Outbound:
 
 
 async def post_json_once(
-    url: str, payload: Mapping[str, Any], *, bearer: str, user_agent: str, timeout_s: float
+    url: str,
+    payload: Mapping[str, Any],
+    *,
+    bearer: str,
+    user_agent: str,
+    timeout_s: float,
+    headers: Mapping[str, str] | None = None,
 ) -> tuple[int, dict[str, Any]]:
     """One JSON ``POST`` with a bearer credential on a client of its own (the CLI's one-shot
-    commands): the status and the reply's JSON object, ``{}`` when the reply is not one."""
+    commands): the status and the reply's JSON object, ``{}`` when the reply is not one.
+    ``headers``: more request headers (a DPoP proof)."""
     outbound = Outbound(user_agent=user_agent)
     outbound.add(Destination("once", connect_timeout_s=3.0))
     try:
@@ -399,7 +406,11 @@ async def post_json_once(
             "POST",
             url,
             timeout_s=timeout_s,
-            headers={"Authorization": f"Bearer {bearer}", "Content-Type": "application/json"},
+            headers={
+                **(headers or {}),
+                "Authorization": f"Bearer {bearer}",
+                "Content-Type": "application/json",
+            },
             body=json.dumps(payload).encode(),
             max_body=65_536,
         )

@@ -1,0 +1,83 @@
+"""``mcp-gateway demo --dpop`` as a user runs it: the demo starts with DPoP-bound tokens on,
+``demo token --dpop`` gets a token bound to the demo client's key from the development issuer
+(which checks that command's proof), ``demo proof`` signs the proof of each request, and the
+gateway serves the request; the same token as Bearer, or a proof used twice, is refused."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+from tests.e2e.test_demo_command import STOP_S, _demo_command, _wait_for_state
+from tests.support.demo_stack import modern_body, modern_headers
+from tests.support.dev_http import http_client
+
+
+def _cli(*args: str) -> str:
+    result = subprocess.run(_demo_command(*args), capture_output=True, timeout=30, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.decode().strip()
+
+
+async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) -> None:
+    state_file = tmp_path / "demo-state.json"
+    process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves
+        _demo_command(
+            "--dpop", "--port", "0", "--state-file", str(state_file), "--log-level", "warning"
+        ),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        state = _wait_for_state(state_file, process)
+        mcp_url = str(state["mcp_url"])
+        dpop = state["dpop"]
+        assert isinstance(dpop, dict) and "d" in dpop["key"]  # the client's key (dev only)
+        ready = str(dpop["token"])
+        minted = _cli(
+            "token", "--dpop", "--scopes", "mcp:access notes:read", "--state-file", str(state_file)
+        )
+        async with http_client() as http:
+            for token in (ready, minted):
+                proof = _cli("proof", "--token", token, "--state-file", str(state_file))
+                headers = modern_headers(None, "tools/list")
+                headers |= {"Authorization": f"DPoP {token}", "DPoP": proof}
+                reply = await http.post(mcp_url, json=modern_body("tools/list"), headers=headers)
+                assert reply.status == 200, await reply.text()
+                tools = {t["name"] for t in (await reply.json())["result"]["tools"]}
+                assert "notes_list" in tools
+                again = await http.post(mcp_url, json=modern_body("tools/list"), headers=headers)
+                assert again.status == 401, await again.text()  # the same proof twice: a replay
+                assert 'error="invalid_dpop_proof"' in again.headers["WWW-Authenticate"]
+                bearer = await http.post(
+                    mcp_url,
+                    json=modern_body("tools/list"),
+                    headers=modern_headers(token, "tools/list"),
+                )
+                assert bearer.status == 401, await bearer.text()  # a bound token alone is useless
+                body = json.loads(await bearer.text())
+                assert (
+                    body["error"]["message"] == "This access token must be used with a DPoP proof"
+                )
+            # The ready-made bearer tokens still work: dpop: allowed.
+            reader = str(state["tokens"]["reader"])  # type: ignore[index]
+            plain = await http.post(
+                mcp_url,
+                json=modern_body("tools/list"),
+                headers=modern_headers(reader, "tools/list"),
+            )
+            assert plain.status == 200, await plain.text()
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=STOP_S)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
+    banner = stdout.decode()
+    assert "export DEMO_DPOP_TOKEN=" in banner
+    assert "mcp-gateway demo proof --token $DEMO_DPOP_TOKEN" in banner
