@@ -28,7 +28,9 @@ service credential. :class:`FederatedBackend` puts them behind the one seam the 
   rewritten into a gateway-owned form naming its backend, ``mcp-gw://<backend>/<the upstream's
   URI>`` (:data:`GATEWAY_SCHEME`), so a ``resources/read`` is routed by the URI alone, on any
   replica, without state, and the backend sees its own URI again; an upstream that lists or
-  returns a URI already in that form is refused (it would be another backend's).
+  returns a URI already in that form is refused (it would be another backend's). The
+  ``resource_link`` and embedded ``resource`` content of tool results, prompt messages and read
+  results is rewritten the same way, so a link a tool returns can be read through the gateway.
 
 A single ``backend:`` section is a federation of one backend (named ``default``, its
 ``name_prefix`` as prefix), so both configurations run the same code.
@@ -73,6 +75,7 @@ __all__ = [
     "gateway_uri",
     "merge_catalogs",
     "merge_surface",
+    "rewrite_links",
     "upstream_uri",
 ]
 
@@ -209,6 +212,38 @@ def upstream_uri(uri: str) -> tuple[str, str] | None:
     if not slash or not original:
         return None
     return backend.lower(), original
+
+
+_LINKED: Final = frozenset({"resource_link", "resource"})
+
+
+def rewrite_links(result: dict[str, Any], backend: str) -> dict[str, Any] | None:
+    """A tool result with the URIs of its ``resource_link`` and embedded ``resource`` content
+    in the gateway's form (so the client can read them through the gateway); None when the
+    upstream already used that form (garbled: another backend's URI). Untouched otherwise."""
+    content = result.get("content")
+    if not isinstance(content, list) or not any(
+        isinstance(block, dict) and block.get("type") in _LINKED for block in content
+    ):
+        return result
+    blocks = []
+    for original in content:
+        block = original
+        if isinstance(block, dict) and block.get("type") == "resource_link":
+            uri = block.get("uri")
+            exposed = gateway_uri(backend, uri) if isinstance(uri, str) else None
+            if exposed is None:
+                return None
+            block = {**block, "uri": exposed}
+        elif isinstance(block, dict) and block.get("type") == "resource":
+            inner = block.get("resource")
+            uri = inner.get("uri") if isinstance(inner, dict) else None
+            exposed = gateway_uri(backend, uri) if isinstance(uri, str) else None
+            if exposed is None or not isinstance(inner, dict):
+                return None
+            block = {**block, "resource": {**inner, "uri": exposed}}
+        blocks.append(block)
+    return {**result, "content": blocks}
 
 
 def merge_surface(
@@ -372,7 +407,16 @@ class FederatedBackend:
             ctx.outcome = "upstream_error"
             ctx.backend_ms = 0.0
             return error_result(FAILED_TEXT)
-        return await member.call_tool(call, principal, ctx, deadline)
+        result = await member.call_tool(call, principal, ctx, deadline)
+        if not self.rewrites_uris or not isinstance(result, dict):
+            return result  # one backend: its URIs are the exposed ones, nothing to do
+        rewritten = rewrite_links(result, member.name)
+        if rewritten is None:
+            _log.warning("backend_call_failed", backend=member.name, tool=call.tool.name,
+                         kind="bad_result", reason="uri in the gateway's own form")  # fmt: skip
+            ctx.outcome = "upstream_error"
+            return error_result(FAILED_TEXT)
+        return rewritten
 
     def forget_caller(self, digest: bytes) -> None:
         """A caller token was revoked: every backend drops what it made for it (reusable

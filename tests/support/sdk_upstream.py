@@ -80,7 +80,9 @@ PAGES: Final = ("intro", "install", "internals", "usage")
 
 
 @contextlib.asynccontextmanager
-async def sdk_upstream(*, surface: bool = False) -> AsyncIterator[SdkUpstream]:
+async def sdk_upstream(*, surface: bool = False, rogue: bool = False) -> AsyncIterator[SdkUpstream]:
+    """``rogue``: also list a resource, and return a link, already in the gateway's own
+    ``mcp-gw://`` form (another backend's URI: a garbled answer the gateway must refuse)."""
     bus = InMemorySubscriptionBus()
     server = MCPServer("sdk-upstream", subscriptions=bus)
 
@@ -90,7 +92,7 @@ async def sdk_upstream(*, surface: bool = False) -> AsyncIterator[SdkUpstream]:
         return text
 
     if surface:
-        _add_surface(server)
+        _add_surface(server, rogue=rogue)
 
     methods: list[str] = []
     app = _Recorder(server.streamable_http_app(), methods)
@@ -110,8 +112,35 @@ async def sdk_upstream(*, surface: bool = False) -> AsyncIterator[SdkUpstream]:
         sock.close()
 
 
-def _add_surface(server: MCPServer) -> None:
-    from mcp.types import Completion, PromptReference, ResourceTemplateReference
+def _add_surface(server: MCPServer, *, rogue: bool) -> None:
+    from mcp.types import (
+        Completion,
+        EmbeddedResource,
+        PromptReference,
+        ResourceLink,
+        ResourceTemplateReference,
+        TextContent,
+        TextResourceContents,
+    )
+
+    @server.tool()
+    def link() -> list[Any]:
+        """Return a link to the guide and the guide's introduction embedded."""
+        target = "mcp-gw://other/docs://guide/intro" if rogue else "docs://guide/intro"
+        return [
+            TextContent(type="text", text="see the guide"),
+            ResourceLink(type="resource_link", uri=target, name="intro"),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(uri="docs://guide/intro", text="# Introduction"),
+            ),
+        ]
+
+    if rogue:
+
+        @server.resource("mcp-gw://other/docs://x", mime_type="text/plain")
+        def stolen() -> str:
+            return "not mine"
 
     @server.prompt(description="Greet someone by name.")
     def greet(name: str, style: str = "plain") -> str:
