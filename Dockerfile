@@ -30,8 +30,9 @@ COPY pyproject.toml README.md LICENSE ./
 COPY gateway ./gateway
 # The venv's own pip builds the wheel: the base needs only python3 + venv (no system pip), so a
 # plain Debian base (scripts/image_test.sh builds one with debootstrap) works as well as -slim.
+# With the `otel` extra: `tracing:` (OpenTelemetry export) works in the image as configured.
 RUN /opt/venv/bin/python -m pip wheel --no-deps --wheel-dir /wheels . \
- && /opt/venv/bin/pip install --only-binary=:all: /wheels/*.whl \
+ && /opt/venv/bin/pip install --only-binary=:all: "$(echo /wheels/*.whl)[otel]" \
  && /opt/venv/bin/pip uninstall --yes pip \
  && /opt/venv/bin/mcp-gateway version
 

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 import gateway
 from gateway.app import Services
@@ -25,6 +25,7 @@ from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
 from gateway.config import Config, StoreErrorPolicy
 from gateway.config.loader import backend_prefixes
+from gateway.errors import ConfigError
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes
 from gateway.limits.fallback import FallbackLeases, FallbackRateLimiter, SharedRateLimiter
@@ -44,6 +45,9 @@ from gateway.state.revocation import RevocationList
 from gateway.state.shared import SharedState
 from gateway.state.store import RedisStore
 from gateway.state.token_cache import RedisTokenCache
+
+if TYPE_CHECKING:
+    from gateway.observability.otel import Tracing
 
 __all__ = ["build_services", "build_shared_state"]
 
@@ -106,6 +110,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         # before a context exists); the observer writes the access line and the audit event.
         record_request_metrics=False,
     )
+    tracing = _tracing(config, metrics)
     endpoint = McpEndpoint(
         config=config,
         authenticator=authenticator,
@@ -116,6 +121,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         observer=observer,
         metrics=metrics,
         request_id=lambda request: assign_request_id(request, config.trusted_proxies),
+        tracing=tracing,
     )
     services = Services(
         metrics=metrics,
@@ -155,6 +161,10 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
     )
     services.drain.append(endpoint.drain)
     services.cleanups.extend([backend.close, authenticator.close, state.close, _async(audit.close)])
+    if tracing is not None:
+        tracing.start()
+        # Last: the spans of the drained requests are exported (bounded by otlp.timeout_s).
+        services.cleanups.append(lambda: asyncio.to_thread(tracing.close))
     return services
 
 
@@ -209,6 +219,19 @@ def build_shared_state(
         RedisReplays(store), MemoryReplays(), policy=policies.dpop_replay, metrics=metrics
     )
     return SharedState("redis", limiter, leases, revocations, replays, store, token_cache)
+
+
+def _tracing(config: Config, metrics: Metrics) -> Tracing | None:
+    """The OpenTelemetry export (``tracing:``); without the section the SDK is never imported."""
+    if config.tracing is None:
+        return None
+    try:
+        from gateway.observability.otel import Tracing  # noqa: PLC0415 - the otel extra
+    except ImportError as exc:
+        raise ConfigError(
+            ["tracing: needs the OpenTelemetry packages: pip install 'mcp-resource-gateway[otel]'"]
+        ) from exc
+    return Tracing(config.tracing, metrics=metrics)
 
 
 def _async(function: Callable[[], None]) -> Callable[[], Awaitable[None]]:

@@ -19,7 +19,8 @@ Phases (``--only`` picks some): ``main`` (c64, medians of ``--rounds`` alternati
 forwarding to the backend with nothing else: what the design costs at least), ``c1`` (added
 p50 at one connection), ``legacy`` (2025-06-18), ``401`` (a refused token; introspections
 counted), ``features`` (JWT with a warm cache, two backends, signed caller assertions, a
-DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature verification),
+DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature verification;
+tracing off and on at ratio 1.0),
 ``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
 unpinned: every process shares both cores). At the defaults the whole run takes about 11
 minutes (``--quick``: about 3).
@@ -359,6 +360,11 @@ class Bench:
                               "policy": str(self.work / "policy-two.yaml")}, self.lua["modern"]),
             ("signed assertion", {"backend": {**self.config()["backend"], "identity": {
                 "assertion": {"key": {"file": str(key)}}}}}, self.lua["modern"]),
+            # tracing: off is the defaults again (an A/A pair: its cost must be noise); on
+            # records every request (ratio 1.0) and exports to the peer's OTLP/HTTP sink.
+            ("tracing off", {}, self.lua["modern"]),
+            ("tracing on, ratio 1.0", {"tracing": {"otlp": {"endpoint": self.info["otlp"]},
+                                                   "sample_ratio": 1.0}}, self.lua["modern"]),
         ]  # fmt: skip
         self.side_by_side(variants)
         # DPoP: the same JWT, bound to a key, each request with its own proof. The proofs are

@@ -132,13 +132,20 @@ PEER = textwrap.dedent(
         async def calls(request):  # how many introspections the opaque issuer answered
             return web.json_response({"introspections": opaque.introspection_calls})
 
+        async def traces(request):  # an OTLP/HTTP sink for the tracing variant (features)
+            await request.read()
+            return web.Response(body=b"", content_type="application/x-protobuf")
+
         app = web.Application()
         app.router.add_get("/calls", calls)
+        app.router.add_post("/v1/traces", traces)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
         await site.start()
-        info["calls"] = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/calls"
+        base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
+        info["calls"] = base + "/calls"
+        info["otlp"] = base
         print(json.dumps(info), flush=True)
         await asyncio.Event().wait()
 

@@ -231,6 +231,7 @@ class Introspector:
                 headers=headers,
                 data=form,
                 max_body=MAX_RESPONSE_BYTES,
+                span="mcp_gateway.introspection",
             )
         except OutboundTimeout as exc:
             raise IntrospectionFailed("timeout", "introspection timed out") from exc

@@ -12,11 +12,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from gateway.observability.metrics import Metrics
+from gateway.observability.spans import annotate
 from gateway.seams import Principal
 
 from .trusted_issuer import TrustedIssuer
 
 __all__ = ["IssuerCaches"]
+
+
+CACHE_ATTRIBUTE = "mcp_gateway.token_cache"
+"""The token check span's attribute: hit, miss, coalesced, shared (docs/operations.md)."""
 
 
 class IssuerCaches:
@@ -36,6 +41,7 @@ class IssuerCaches:
             if principal is not None:
                 if self._hit is not None:
                     self._hit.inc()
+                annotate(CACHE_ATTRIBUTE, "hit")
                 return principal, False
             refused_by_all = refused_by_all and found.negative
         return None, refused_by_all
@@ -52,7 +58,9 @@ class IssuerCaches:
             issuer.cache.forget(digest)
 
     def count(self, outcome: str) -> None:
-        """One ``mcp_gateway_token_cache_total{outcome}``."""
+        """One ``mcp_gateway_token_cache_total{outcome}`` (and the token check span's
+        attribute, when the request is traced)."""
+        annotate(CACHE_ATTRIBUTE, outcome)
         if self._metrics is not None:
             child = self._children.get(outcome)
             if child is None:  # a handful of outcomes: looked up once each

@@ -326,6 +326,7 @@ class JwksCache:
                 timeout_s=self._issuer.timeout_s,
                 headers={"Accept": "application/jwk-set+json, application/json"},
                 max_body=MAX_JWKS_BYTES,
+                span="mcp_gateway.jwks_fetch",
             )
         except OutboundError:
             raise JwksFailed("jwks unreachable") from None

@@ -233,6 +233,7 @@ class TokenExchange:
                 TOKEN_DESTINATION, "POST", endpoint,
                 timeout_s=max(0.001, min(issuer.timeout_s, deadline - time.monotonic())),
                 headers=headers, body=body.encode("ascii"), max_body=_MAX_RESPONSE,
+                span="mcp_gateway.token_exchange",
             )  # fmt: skip
         except OutboundError as exc:
             _log.warning("token_exchange_failed", backend=self._backend, reason=type(exc).__name__)

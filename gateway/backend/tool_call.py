@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from gateway.backend.assertion import AssertionSigner
 from gateway.backend.credentials import ServiceCredential
@@ -37,6 +38,7 @@ from gateway.backend.tool_headers import encode_header_value, is_header_safe, pa
 from gateway.backend.upstream import UpstreamLink
 from gateway.config import BackendConfig
 from gateway.errors import MissingClientCapability
+from gateway.observability import spans
 from gateway.observability.logging import get_logger
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_requests import InvalidInputRequired
@@ -50,6 +52,7 @@ CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
 # W3C Trace Context §3.2 / §3.3: forwarded only when well-formed.
 _TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 _MAX_TRACESTATE: Final = 512
+_TRACE_KEYS: Final = ("traceparent", "tracestate")
 _REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 _log = get_logger("gateway.backend")
@@ -102,6 +105,8 @@ class UpstreamToolCall:
         self._max_state_bytes = max_state_bytes
         self._on_stale_catalog = on_stale_catalog
         self._progress_ids = itertools.count(1)
+        url = urlsplit(settings.url)
+        self._address = (url.hostname or "", url.port or (443 if url.scheme == "https" else 80))
 
     async def call(
         self,
@@ -117,21 +122,45 @@ class UpstreamToolCall:
         tool = call.tool
         deadline = min(deadline, time.monotonic() + self._settings.tool_timeout(tool.name))
         token, relay = self._progress(call)
-        request = _Request(call, arguments, self.headers(call, principal, ctx), token)
-        try:
-            reply = await self._link.request(
-                "tools/call", request, deadline=deadline, name=request.upstream_name,
-                progress_token=token, on_progress=relay, credential=credential,
-            )  # fmt: skip
-        except UpstreamFault as fault:
-            _log.warning("backend_call_failed", backend=self._backend, tool=tool.name,
-                         kind=fault.kind, status=fault.status)  # fmt: skip
-            return error_result(fault_text(fault.kind)), fault_outcome(fault.kind)
-        message = reply.message or {}
-        error = message.get("error")
-        if isinstance(error, dict):
-            return self._error_answer(error, reply, call, request.era)
-        return self._result_answer(message.get("result") or {}, call)
+        upstream_name = tool.upstream_name or tool.name
+        # The backend call's CLIENT span in a traced request (MCP semantic conventions: the
+        # client side of tools/call); the backend's traceparent names this span as its parent.
+        with spans.child(f"tools/call {upstream_name}", kind="client") as span:
+            if span is not spans.NO_SPAN:
+                self._describe(span, upstream_name)
+            headers = self.headers(call, principal, ctx, traceparent=span.traceparent)
+            request = _Request(call, arguments, headers, token)
+            try:
+                reply = await self._link.request(
+                    "tools/call", request, deadline=deadline, name=request.upstream_name,
+                    progress_token=token, on_progress=relay, credential=credential,
+                )  # fmt: skip
+            except UpstreamFault as fault:
+                _log.warning("backend_call_failed", backend=self._backend, tool=tool.name,
+                             kind=fault.kind, status=fault.status)  # fmt: skip
+                span.fail(fault.kind)
+                if fault.status is not None:
+                    span.set("http.response.status_code", fault.status)
+                return error_result(fault_text(fault.kind)), fault_outcome(fault.kind)
+            span.set("http.response.status_code", reply.status)
+            message = reply.message or {}
+            error = message.get("error")
+            if isinstance(error, dict):
+                span.fail(str(error.get("code")))
+                return self._error_answer(error, reply, call, request.era)
+            answer = self._result_answer(message.get("result") or {}, call)
+            if answer[1] != "ok" and answer[1] != "input_required":
+                span.fail(answer[1])  # tool_error (isError: true), or the result's fault
+            return answer
+
+    def _describe(self, span: spans.OpenSpan, upstream_name: str) -> None:
+        span.set("mcp.method.name", "tools/call")
+        span.set("gen_ai.tool.name", upstream_name)
+        span.set("gen_ai.operation.name", "execute_tool")
+        span.set("mcp_gateway.backend", self._backend)
+        span.set("server.address", self._address[0])
+        span.set("server.port", self._address[1])
+        span.set("network.transport", "tcp")
 
     def _progress(self, call: ToolCall) -> tuple[str | None, ProgressSink | None]:
         """Our own progress token upstream, and the relay that rewrites it back to the client's."""
@@ -145,10 +174,20 @@ class UpstreamToolCall:
 
         return f"gw-progress-{next(self._progress_ids)}", relay
 
-    def headers(self, call: ToolCall, principal: Principal, ctx: RequestContext) -> dict[str, str]:
-        """The only non-protocol headers the upstream sees, all chosen by the gateway."""
+    def headers(
+        self,
+        call: ToolCall,
+        principal: Principal,
+        ctx: RequestContext,
+        *,
+        traceparent: str | None = None,
+    ) -> dict[str, str]:
+        """The only non-protocol headers the upstream sees, all chosen by the gateway.
+
+        ``traceparent``: the backend call's own span as the parent (a traced request), else
+        the request's (the gateway's server span id, as without tracing)."""
         headers = gateway_headers(
-            self._settings, principal, ctx, traceparent=call.traceparent,
+            self._settings, principal, ctx, traceparent=traceparent or call.traceparent,
             tracestate=call.tracestate,
         )  # fmt: skip
         if self._signer is not None:
@@ -225,7 +264,13 @@ class _Request:
         params: dict[str, Any] = {"name": self.upstream_name, "arguments": self._arguments}
         headers = dict(self._headers)
         if state.era == "modern":
-            params["_meta"] = modern_meta(self._token, self._capabilities)
+            meta = modern_meta(self._token, self._capabilities)
+            # SEP-414 (2026-07-28 basic/index.mdx §OpenTelemetry trace context): the trace
+            # context in _meta too, the gateway's own (the client's _meta is never forwarded).
+            for key in _TRACE_KEYS:
+                if key in headers:
+                    meta[key] = headers[key]
+            params["_meta"] = meta
             params.update(_resume_params(call.resume))
             headers.update(param_values(call.tool.header_params, self._arguments))
         elif call.resume is not None:

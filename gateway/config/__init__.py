@@ -47,6 +47,7 @@ from gateway.config.model import (
     Limits,
     Listen,
     LoggingConfig,
+    OtlpConfig,
     ProtocolConfig,
     Rate,
     RedisConfig,
@@ -59,6 +60,7 @@ from gateway.config.model import (
     StoreErrorPolicy,
     TlsConfig,
     TokenMode,
+    TracingConfig,
     parse_rate,
 )
 from gateway.config.secrets import Secret
@@ -91,6 +93,7 @@ __all__ = [
     "Limits",
     "Listen",
     "LoggingConfig",
+    "OtlpConfig",
     "ProtocolConfig",
     "Rate",
     "RedisConfig",
@@ -104,6 +107,7 @@ __all__ = [
     "StoreErrorPolicy",
     "TlsConfig",
     "TokenMode",
+    "TracingConfig",
     "canonical_uri",
     "is_loopback_url",
     "load_config",

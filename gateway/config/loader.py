@@ -42,6 +42,7 @@ from gateway.config.sections import (
     build_limits,
     build_policy_paths,
     build_resource,
+    build_tracing,
     build_trusted_proxies,
 )
 from gateway.config.state import build_admin, build_state
@@ -192,6 +193,7 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     section("trusted_proxies", lambda: build_trusted_proxies(b, raw.get("trusted_proxies", [])))
     section("allowed_origins", lambda: build_allowed_origins(b, raw.get("allowed_origins", [])))
     section("audit", lambda: build_audit(b, raw.get("audit", {})))
+    section("tracing", lambda: build_tracing(b, raw.get("tracing")))
     section("state", lambda: build_state(b, raw.get("state", {})))
     # A revocation marker must outlive the longest any issuer's cache may hold a token.
     section("admin", lambda: build_admin(b, raw.get("admin", {}), _longest_cache(issuers)))

@@ -462,6 +462,31 @@ class CorsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class OtlpConfig:
+    """``tracing.otlp``: where spans go (an OpenTelemetry Collector or a vendor's OTLP intake)."""
+
+    endpoint: str
+    """``http/protobuf``: the traces URL (``/v1/traces`` appended to a URL without a path);
+    ``grpc``: the collector's address (``http://host:4317``; ``https`` for TLS)."""
+    protocol: Literal["http/protobuf", "grpc"] = "http/protobuf"
+    headers: tuple[tuple[str, Secret], ...] = ()
+    """Sent with every export (e.g. a vendor's API key); values are secret references."""
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class TracingConfig:
+    """``tracing:``: OpenTelemetry spans of every MCP request (docs/operations.md#tracing)."""
+
+    otlp: OtlpConfig
+    sample_ratio: float = 1.0
+    """For a trace the gateway starts; a caller's sampled flag decides for its own traces."""
+    service_name: str = "mcp-gateway"
+    max_queue_spans: int = 2048
+    """Spans waiting for export; past it new spans are dropped (counted), never waited for."""
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """The whole validated configuration. Immutable; a reload builds a new one."""
 
@@ -497,6 +522,8 @@ class Config:
     """The entries of ``issuers:`` after the first (see :attr:`issuers`)."""
     identity_jwks: IdentityJwksConfig = field(default_factory=IdentityJwksConfig)
     cors: CorsConfig = field(default_factory=CorsConfig)
+    tracing: TracingConfig | None = None
+    """None without a ``tracing:`` section: no tracing code runs at all."""
 
     @property
     def issuers(self) -> tuple[IssuerConfig, ...]:

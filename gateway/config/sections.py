@@ -13,7 +13,14 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.config.builder import Builder
-from gateway.config.model import AuditConfig, JsonLimits, Limits, parse_rate
+from gateway.config.model import (
+    AuditConfig,
+    JsonLimits,
+    Limits,
+    OtlpConfig,
+    TracingConfig,
+    parse_rate,
+)
 from gateway.config.urls import canonical_uri
 from gateway.yaml_source import PathPart
 
@@ -23,6 +30,7 @@ __all__ = [
     "build_limits",
     "build_policy_paths",
     "build_resource",
+    "build_tracing",
     "build_trusted_proxies",
 ]
 
@@ -99,3 +107,30 @@ def build_audit(b: Builder, raw_audit: dict[str, Any]) -> AuditConfig:
     if ra.get("sink") == "file" and "path" not in ra:
         b.doc.problem(("audit",), "path is required with sink: file")
     return AuditConfig(**{**ra, **({"path": str(b.path(ra["path"]))} if "path" in ra else {})})
+
+
+def build_tracing(b: Builder, raw: dict[str, Any] | None) -> TracingConfig | None:
+    """``tracing:`` (None when absent: no tracing at all). The OTLP endpoint is an outbound
+    URL like the issuers' (``http`` only to loopback or private addresses: a collector is
+    usually a sidecar or in the cluster); header values are secret references."""
+    if raw is None:
+        return None
+    tp: tuple[PathPart, ...] = ("tracing", "otlp")
+    otlp = raw["otlp"]
+    endpoint = b.url(otlp["endpoint"], (*tp, "endpoint"), insecure_ok=True, private_ok=True)
+    headers = []
+    for name, ref in sorted(otlp.get("headers", {}).items()):
+        secret = b.secret(ref, (*tp, "headers", name))
+        if secret is not None:
+            headers.append((name.lower(), secret))
+    return TracingConfig(
+        otlp=OtlpConfig(
+            endpoint=endpoint,
+            protocol=otlp.get("protocol", "http/protobuf"),
+            headers=tuple(headers),
+            timeout_s=float(otlp.get("timeout_s", 10.0)),
+        ),
+        sample_ratio=float(raw.get("sample_ratio", 1.0)),
+        service_name=raw.get("service_name", "mcp-gateway"),
+        max_queue_spans=int(raw.get("max_queue_spans", 2048)),
+    )

@@ -60,10 +60,14 @@ from gateway.http.cors import Cors
 from gateway.http.dispatch import Dispatcher
 from gateway.http.drain import DrainBound
 from gateway.http.errors import internal_error, render_error
+from gateway.http.traced import adopt_meta
+from gateway.http.traced import begin as begin_trace
 from gateway.http.turn import Turn
 from gateway.limits.keys import client_key
 from gateway.limits.memory import Slots
+from gateway.observability import spans
 from gateway.observability.metrics import Metrics, method_label
+from gateway.observability.spans import RequestTracer
 from gateway.observability.tracing import trace_context
 from gateway.protocol.classify import classify
 from gateway.protocol.jsonstrict import decode
@@ -83,6 +87,7 @@ from gateway.seams import (
 
 __all__ = ["PROXY_WARNING_INTERVAL_S", "McpEndpoint"]
 
+TOKEN_CHECK_SPAN: Final = "mcp_gateway.token_check"  # noqa: S105 - a span name
 PROXY_WARNING_INTERVAL_S: Final = 3600.0
 """How often ``trusted_proxies_unset`` may be logged (see admission.warn_untrusted_proxy)."""
 
@@ -110,6 +115,7 @@ class McpEndpoint:
         observer: Observer | None = None,
         metrics: Metrics | None = None,
         request_id: Callable[[web.Request], str | None] | None = None,
+        tracing: RequestTracer | None = None,
     ) -> None:
         self._config = config
         self._auth = authenticator
@@ -117,6 +123,8 @@ class McpEndpoint:
         self._observer = observer
         self._metrics = metrics
         self._request_id = request_id
+        self._tracing = tracing
+        """``tracing:`` configured: the request's spans (gateway/observability/otel.py)."""
         limits = config.limits
         self._pre_auth = limits.pre_auth_rate
         self._principal_rate = limits.principal_rate
@@ -225,7 +233,8 @@ class McpEndpoint:
             dpop=tuple(headers.getall("DPoP", ())),
             method=request.method,
         )
-        principal = await self._auth.authenticate(auth_request)  # steps 5-7
+        with spans.child(TOKEN_CHECK_SPAN):
+            principal = await self._auth.authenticate(auth_request)  # steps 5-7
         ctx.principal = principal
         # Only a backend that exchanges the caller's token (RFC 8693) ever gets it, wrapped.
         caller = self._auth.caller_token(auth_request) if self._dispatcher.exchanging else None
@@ -302,6 +311,8 @@ class McpEndpoint:
         )
         # Steps 13-14; the lookup hides tools the caller may not see (no existence leak).
         classified = classify(headers, message, self._dispatcher.tool_lookup(turn))
+        if not isinstance(classified, tuple) and classified.era == "modern":
+            adopt_meta(self._tracing, classified.params.get("_meta"), ctx)  # SEP-414
         if isinstance(classified, tuple):
             return await answer_batch(
                 self._dispatcher, classified, turn, self._config.limits.max_response_bytes
@@ -326,7 +337,7 @@ class McpEndpoint:
         ):
             self._proxy_warn_at = started + PROXY_WARNING_INTERVAL_S
         ip = client_ip(peer_ip, forwarded, self._trusted)
-        return RequestContext(
+        ctx = RequestContext(
             request_id=rid or os.urandom(16).hex(),
             trace_id=trace.trace_id,
             span_id=trace.span_id,
@@ -336,6 +347,9 @@ class McpEndpoint:
             tracestate=trace.tracestate,
             http_method=request.method,
         )
+        if self._tracing is not None:
+            begin_trace(self._tracing, trace, ctx)
+        return ctx
 
     def _reject(self, err: GatewayError, ctx: RequestContext) -> web.Response:
         if err.era is None and ctx.era is not None:
@@ -358,6 +372,7 @@ class McpEndpoint:
         return response
 
     def _finish(self, ctx: RequestContext, started: float) -> None:
+        trace = spans.current_trace() if self._tracing is not None else None
         metrics = self._metrics
         if metrics is not None:
             method = method_label(ctx.method)
@@ -373,9 +388,14 @@ class McpEndpoint:
             if histogram is None:
                 histogram = metrics.request_duration_seconds.labels(method)
                 self._duration_children[method] = histogram
-            histogram.observe(time.monotonic() - started)
+            if trace is None:
+                histogram.observe(time.monotonic() - started)
+            else:  # an exemplar: the dashboard links the latency to the trace
+                histogram.observe(time.monotonic() - started, {"trace_id": trace.trace_id})
         if self._observer is not None:
             self._observer.request_finished(ctx)
+        if trace is not None and self._tracing is not None:
+            self._tracing.finish(trace, ctx)
 
 
 def _joined(headers: CIMultiDictProxy[str], name: str) -> str | None:

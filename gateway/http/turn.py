@@ -17,6 +17,7 @@ from aiohttp import web
 
 from gateway.errors import BackendFailure, InsufficientScope, InvalidToken
 from gateway.http.progress import ProgressRelay
+from gateway.observability import spans
 from gateway.protocol.envelope import success_body
 from gateway.protocol.messages import McpMessage
 from gateway.seams import CallerToken, Decision, Era, Policy, Principal, RequestContext
@@ -53,7 +54,9 @@ class Turn:
         """The policy decision for ``tool``, evaluated once per request."""
         decision = self.decisions.get(tool)
         if decision is None:
-            decision = self.policy.decide_tool(self.principal, tool)
+            with spans.child(POLICY_SPAN) as span:
+                decision = self.policy.decide_tool(self.principal, tool)
+                span.set(DECISION_ATTRIBUTE, _decided(decision))
             self.decisions[tool] = decision
         return decision
 
@@ -81,7 +84,9 @@ class Route:
 
 def require_method_scopes(turn: Turn, method: str) -> None:
     """Step 15 for a method with per-method scopes: 403 step-up naming the missing ones."""
-    decision = turn.policy.decide_method(turn.principal, method)
+    with spans.child(POLICY_SPAN) as span:
+        decision = turn.policy.decide_method(turn.principal, method)
+        span.set(DECISION_ATTRIBUTE, _decided(decision))
     turn.ctx.decision = decision
     if not decision.allowed:
         raise InsufficientScope(scopes=decision.required_scopes, missing=decision.missing_scopes)
@@ -101,3 +106,14 @@ def bounded_success(message: McpMessage, result: Any, cap: int) -> bytes:
     if len(body) > cap:
         raise BackendFailure(detail="response over max_response_bytes")
     return body
+
+
+POLICY_SPAN: Final = "mcp_gateway.policy"
+DECISION_ATTRIBUTE: Final = "mcp_gateway.decision"
+
+
+def _decided(decision: Decision) -> str:
+    """The span's decision: ``allow``, ``deny`` (a step-up 403) or ``hidden`` (unknown)."""
+    if decision.allowed:
+        return "allow"
+    return "deny" if decision.visible else "hidden"

@@ -52,10 +52,13 @@ __all__ = [
     "RATE_LIMIT_SCOPES",
     "STORE_ERROR_KINDS",
     "TOKEN_CACHE_OUTCOMES",
+    "TRACE_DROP_REASONS",
     "Metrics",
     "method_label",
     "metrics_response_body",
 ]
+
+TRACE_DROP_REASONS: Final = ("queue_full", "export_failed")
 
 METHOD_LABELS: Final = (
     "server/discover", "initialize", "ping", "tools/list", "tools/call", "prompts/list",
@@ -300,6 +303,15 @@ class Metrics:
             p + "rejections_total", "MCP requests answered with a status-table error row",
             ["row"], registry=r,
         )  # fmt: skip
+        # tracing: (gateway/observability/otel.py): spans never wait for the collector.
+        self.trace_spans_dropped_total = Counter(
+            p + "trace_spans_dropped_total",
+            "Spans dropped instead of exported: the export queue was full, or the export failed",
+            ["reason"], registry=r,
+        )  # fmt: skip
+        self.trace_spans_exported_total = Counter(
+            p + "trace_spans_exported_total", "Spans the OTLP collector accepted", registry=r
+        )
         self.policy_last_reload_success = Gauge(
             p + "policy_last_reload_success",
             "1 when the last policy reload succeeded (or none failed yet), 0 while the files on "
@@ -350,6 +362,8 @@ class Metrics:
             self.input_requests_total.labels(kind=kind)
         for row in sorted(_ROWS):
             self.rejections_total.labels(row=row)
+        for reason in TRACE_DROP_REASONS:
+            self.trace_spans_dropped_total.labels(reason=reason)
 
     def register_backend(
         self,

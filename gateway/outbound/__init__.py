@@ -20,11 +20,13 @@ from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import aiohttp
 from multidict import CIMultiDictProxy
 
 from gateway.deadlines import deadline_at
+from gateway.observability import spans
 from gateway.outbound.http1 import Http1Pool
 from gateway.outbound.http1_codec import Http1Error, Http1Response
 
@@ -248,20 +250,32 @@ class Outbound:
         data: Any = None,
         body: bytes | None = None,
         max_body: int = DEFAULT_MAX_BODY,
+        span: str | None = None,
     ) -> Response:
-        """Send one request and read the whole (capped) body within ``timeout_s``."""
+        """Send one request and read the whole (capped) body within ``timeout_s``.
+
+        ``span``: the name of the CLIENT span this request is in a traced request
+        (:mod:`gateway.observability.spans`), with ``server.address``/``server.port`` and the
+        response status; never the URL's query, a header or a body."""
         deadline = time.monotonic() + timeout_s
-        async with self.stream(
-            destination,
-            method,
-            url,
-            deadline=deadline,
-            headers=headers,
-            data=data,
-            body=body,
-            max_body=max_body,
-        ) as response:
-            return Response(response.status, response.headers, await response.read())
+        with spans.child(span, kind="client") if span is not None else spans.NO_SPAN as traced:
+            if traced is not spans.NO_SPAN:
+                parts = urlsplit(url)
+                traced.set("server.address", parts.hostname or "")
+                traced.set("server.port", parts.port or (443 if parts.scheme == "https" else 80))
+                traced.set("http.request.method", method)
+            async with self.stream(
+                destination,
+                method,
+                url,
+                deadline=deadline,
+                headers=headers,
+                data=data,
+                body=body,
+                max_body=max_body,
+            ) as response:
+                traced.set("http.response.status_code", response.status)
+                return Response(response.status, response.headers, await response.read())
 
     @asynccontextmanager
     async def stream(

@@ -35,6 +35,7 @@ ENV = {
     "TEST_BACKEND_TOKEN": "backend-token",
     "TEST_REDIS_URL": "rediss://:redis-password@redis.internal:6380/0",
     "TEST_ADMIN_TOKEN": "admin-token-0123456789abcdef0123456789",
+    "TEST_OTLP_KEY": "otlp-key",
 }
 
 
@@ -69,6 +70,7 @@ def yaml_keys(path: Path) -> set[str]:
 
     free_form = {
         "backend.tool_timeouts_s", "backends", "backends.*.tool_timeouts_s", "issuer.scope_map",
+        "tracing.otlp.headers",
     }  # fmt: skip
 
     def walk(value: Any, prefix: str, free: bool) -> None:
@@ -227,6 +229,15 @@ class TestEveryKeyRoundTrips:
         assert c.allowed_origins == frozenset({"https://app.example.com"})
         assert (c.cors.enabled, c.cors.max_age_s) == (True, 1200)
         assert c.trusted_origins == {"https://app.example.com", "https://mcp.example.com"}
+        t = c.tracing
+        assert t is not None
+        assert (t.otlp.endpoint, t.otlp.protocol, t.otlp.timeout_s) == (
+            "http://127.0.0.1:4318", "grpc", 4.0,
+        )  # fmt: skip
+        assert [(name, s.reveal()) for name, s in t.otlp.headers] == [
+            ("x-honeycomb-team", "otlp-key")
+        ]
+        assert (t.sample_ratio, t.service_name, t.max_queue_spans) == (0.25, "acme-gateway", 512)
         assert (c.logging.format, c.logging.level) == ("console", "debug")
         assert (c.logging.subject, c.logging.log_arguments) == ("fingerprint", True)
         assert (c.audit.sink, c.audit.max_bytes, c.audit.backups) == ("file", 8192, 2)

@@ -95,7 +95,8 @@ class TestLoading:
         assert c.backend_readiness == "any"
 
     def test_a_single_backend_section_is_the_one_backend_named_default(self) -> None:
-        env = {**ENV, "TEST_REDIS_URL": "rediss://r:6380/0", "TEST_ADMIN_TOKEN": "a" * 32}
+        env = {**ENV, "TEST_REDIS_URL": "rediss://r:6380/0", "TEST_ADMIN_TOKEN": "a" * 32,
+               "TEST_OTLP_KEY": "k"}  # fmt: skip
         c = load_config(FIXTURES / "full.yaml", env)
         assert c.backend is not None
         assert c.backends == (c.backend,)

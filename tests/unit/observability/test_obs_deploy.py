@@ -141,6 +141,23 @@ def test_the_dashboard_filters_every_backend_query_by_a_backend_variable() -> No
             assert 'backend=~"$backend"' in expr, expr
 
 
+def test_the_latency_panels_show_exemplars_that_link_to_the_trace() -> None:
+    # The gateway labels its duration exemplars trace_id (gateway/http/endpoint.py); the
+    # provisioned Prometheus data source turns that label into a link to the trace store.
+    targets = [
+        target
+        for panel in dashboard()["panels"]
+        for target in panel.get("targets", [])
+        if "request_duration_seconds_bucket" in target["expr"]
+    ]
+    assert targets and all(target.get("exemplar") is True for target in targets)
+    sources = yaml.safe_load((ROOT / "deploy" / "grafana" / "datasources.yaml").read_text())
+    by_uid = {source["uid"]: source for source in sources["datasources"]}
+    (link,) = by_uid["prometheus"]["jsonData"]["exemplarTraceIdDestinations"]
+    assert link["name"] == "trace_id"
+    assert by_uid[link["datasourceUid"]]["type"] == "tempo"
+
+
 def test_the_scrape_config_scrapes_the_ops_listener_and_loads_the_rules() -> None:
     config = yaml.safe_load((PROMETHEUS / "prometheus.yml").read_text())
     assert config["rule_files"] == ["alerts.yml"]
