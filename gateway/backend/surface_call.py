@@ -20,9 +20,10 @@ from gateway.backend.assertion import AssertionSigner
 from gateway.backend.credentials import ServiceCredential
 from gateway.backend.era import LinkState, modern_meta
 from gateway.backend.rpc import UpstreamFault
-from gateway.backend.tool_call import gateway_headers
+from gateway.backend.tool_call import gateway_headers, with_trace
 from gateway.backend.upstream import UpstreamLink
 from gateway.config import BackendConfig
+from gateway.observability import spans
 from gateway.observability.logging import get_logger
 from gateway.seams import Principal, RequestContext, SurfaceReply, SurfaceRequest, ToolDef
 
@@ -57,8 +58,32 @@ class UpstreamSurfaceCall:
         credential: ServiceCredential | None = None,
     ) -> SurfaceReply:
         deadline = min(deadline, time.monotonic() + self._settings.timeout_s)
+        # MCP semantic conventions: {method} {prompt name}; a resource URI stays out of the name.
+        target = f" {request.name}" if request.method == "prompts/get" and request.name else ""
+        with spans.child(request.method + target, kind="client") as span:
+            span.set("mcp.method.name", request.method)
+            span.set("mcp_gateway.backend", self._settings.name)
+            reply = await self._request(
+                request, principal, ctx, deadline, credential=credential, span=span
+            )
+            if reply.fault is not None:
+                span.fail(reply.fault)
+            elif reply.error_code is not None:
+                span.fail(str(reply.error_code))
+            return reply
+
+    async def _request(
+        self,
+        request: SurfaceRequest,
+        principal: Principal,
+        ctx: RequestContext,
+        deadline: float,
+        *,
+        credential: ServiceCredential | None,
+        span: spans.OpenSpan,
+    ) -> SurfaceReply:
         headers = gateway_headers(
-            self._settings, principal, ctx, traceparent=request.traceparent,
+            self._settings, principal, ctx, traceparent=span.traceparent or request.traceparent,
             tracestate=request.tracestate,
         )  # fmt: skip
         if self._signer is not None:
@@ -69,7 +94,7 @@ class UpstreamSurfaceCall:
         def prepare(state: LinkState) -> tuple[dict[str, Any], dict[str, str]]:
             body = dict(params)
             if state.era == "modern":
-                body["_meta"] = modern_meta()
+                body["_meta"] = with_trace(modern_meta(), headers)
             return body, headers
 
         try:

@@ -44,7 +44,14 @@ from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_requests import InvalidInputRequired
 from gateway.seams import Era, InputRequired, Principal, RequestContext, Resume, ToolCall
 
-__all__ = ["CLIENT_ID_HEADER", "SUBJECT_HEADER", "Answer", "UpstreamToolCall", "gateway_headers"]
+__all__ = [
+    "CLIENT_ID_HEADER",
+    "SUBJECT_HEADER",
+    "Answer",
+    "UpstreamToolCall",
+    "gateway_headers",
+    "with_trace",
+]
 
 SUBJECT_HEADER: Final = "X-MCP-Gateway-Subject"
 CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
@@ -83,6 +90,17 @@ def gateway_headers(
         if principal.client_id:
             headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
     return headers
+
+
+def with_trace(meta: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
+    """A modern request's ``_meta`` with the trace context of its headers: SEP-414 (2026-07-28
+    basic/index.mdx §OpenTelemetry trace context) reserves ``traceparent``/``tracestate`` there.
+    The gateway's own values; the client's ``_meta`` is never forwarded."""
+    for key in _TRACE_KEYS:
+        value = headers.get(key)
+        if value is not None:
+            meta[key] = value
+    return meta
 
 
 class UpstreamToolCall:
@@ -264,13 +282,7 @@ class _Request:
         params: dict[str, Any] = {"name": self.upstream_name, "arguments": self._arguments}
         headers = dict(self._headers)
         if state.era == "modern":
-            meta = modern_meta(self._token, self._capabilities)
-            # SEP-414 (2026-07-28 basic/index.mdx §OpenTelemetry trace context): the trace
-            # context in _meta too, the gateway's own (the client's _meta is never forwarded).
-            for key in _TRACE_KEYS:
-                if key in headers:
-                    meta[key] = headers[key]
-            params["_meta"] = meta
+            params["_meta"] = with_trace(modern_meta(self._token, self._capabilities), headers)
             params.update(_resume_params(call.resume))
             headers.update(param_values(call.tool.header_params, self._arguments))
         elif call.resume is not None:
