@@ -3,7 +3,7 @@
 The token is read from a file or standard input, never from the command line (process lists
 show arguments), and hashed here: only its SHA-256 crosses the network. Where to send it and
 the admin credential come from the options, ``$MCP_GATEWAY_ADMIN_TOKEN``, or the configuration
-file (``ops_listen`` and ``admin.token``), so inside a pod
+file (``ops_listen`` and ``admin.token``, the only secret of the file it reads), so inside a pod
 ``mcp-gateway revoke --config /etc/mcp-gateway/config/gateway.yaml --token-file - < token``
 needs nothing else. Exit 0 when every replica the store reaches refuses the token now, 1
 otherwise (the answer says why), 2 for usage errors.
@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from gateway.app.admin import REVOKE_PATH
-from gateway.config import load_config
+from gateway.config.loader import load_ops_access
 from gateway.errors import ConfigError
 from gateway.outbound import OutboundError, post_json_once
 
@@ -84,17 +84,18 @@ def _target(args: argparse.Namespace) -> tuple[str, str] | str:
         if not args.config:
             return "pass --url and an admin credential, or --config PATH"
         try:
-            config = load_config(args.config)
+            # Only ops_listen and admin.token: not the file's other secrets.
+            ops, token = load_ops_access(args.config)
         except ConfigError as exc:
             return "invalid configuration:\n" + "\n".join(exc.problems)
         if url is None:
-            host = config.ops_listen.host
+            host = ops.host
             host = "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host  # noqa: S104
-            url = f"http://{f'[{host}]' if ':' in host else host}:{config.ops_listen.port}"
+            url = f"http://{f'[{host}]' if ':' in host else host}:{ops.port}"
         if credential is None:
-            if config.admin.token is None:
+            if token is None:
                 return "admin.token is not set: the gateway has no admin endpoint"
-            credential = config.admin.token.reveal()
+            credential = token.reveal()
     return str(url).rstrip("/"), credential
 
 

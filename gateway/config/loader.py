@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from gateway.config.backend import build_backends, check_token_exchange
 from gateway.config.builder import Builder
@@ -36,6 +37,7 @@ from gateway.config.model import (
     ProtocolConfig,
     ServerInfo,
 )
+from gateway.config.secrets import Secret
 from gateway.config.sections import (
     build_allowed_origins,
     build_audit,
@@ -49,7 +51,14 @@ from gateway.config.state import build_admin, build_state
 from gateway.errors import ConfigError
 from gateway.yaml_source import SchemaValidator, load_yaml
 
-__all__ = ["ConfigReport", "backend_prefixes", "build_config", "inspect_config", "load_config"]
+__all__ = [
+    "ConfigReport",
+    "backend_prefixes",
+    "build_config",
+    "inspect_config",
+    "load_config",
+    "load_ops_access",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +130,42 @@ def inspect_config(
     )
 
 
+def load_ops_access(
+    path: str | Path, environ: dict[str, str] | None = None
+) -> tuple[Listen, Secret | None]:
+    """``ops_listen`` and ``admin.token`` of ``path``, for a client of the ops listener
+    (``mcp-gateway revoke``).
+
+    Only these two sections are checked and only ``admin.token`` is resolved: the file's other
+    secrets (and files) may exist only where the gateway runs. Raises :class:`ConfigError`
+    (``file:line:col``) for a YAML problem or a problem in one of the two sections.
+    """
+    file_path = Path(path)
+    doc = load_yaml(file_path)
+    if not doc.problems and not isinstance(doc.value, dict):
+        doc.problem((), "must be a mapping")
+    if doc.problems:
+        raise ConfigError(list(doc.problems))
+    SchemaValidator.packaged("gateway.schema.json").check(doc)
+    found = [problem for problem in doc.problems if _OPS_ACCESS.search(problem)]
+    if found:
+        raise ConfigError(found)
+    doc.problems.clear()
+    b = Builder(doc, file_path.resolve().parent, dict(os.environ if environ is None else environ))
+    token = b.secret(doc.value.get("admin", {}).get("token"), ("admin", "token"))
+    if doc.problems:
+        raise ConfigError(list(doc.problems))
+    return _ops_listen(doc.value), token
+
+
+_OPS_ACCESS: Final = re.compile(r":\d+:\d+: (ops_listen|admin)\b")
+"""A finding (``file:line:col: key.path: message``) about ``ops_listen`` or ``admin``."""
+
+
+def _ops_listen(raw: dict[str, Any]) -> Listen:
+    return Listen(**{"host": "127.0.0.1", "port": 9090, **raw.get("ops_listen", {})})
+
+
 def backend_prefixes(backends: Sequence[BackendConfig]) -> tuple[str, ...]:
     """The name prefixes of ``backends``: every advertised tool and prompt name starts with one
     (``PolicySet.unreachable_rules`` checks the policy against them)."""
@@ -138,7 +183,7 @@ def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
         source=source,
         server=ServerInfo(**raw.get("server", {})),
         listen=Listen(**{"host": "0.0.0.0", "port": 8080, **raw.get("listen", {})}),  # noqa: S104
-        ops_listen=Listen(**{"host": "127.0.0.1", "port": 9090, **raw.get("ops_listen", {})}),
+        ops_listen=_ops_listen(raw),
         policy_poll_s=float(raw.get("policy_poll_s", 2.0)),
         event_loop=raw.get("event_loop", "auto"),
         protocol=ProtocolConfig(**raw.get("protocol", {})),
