@@ -15,8 +15,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# Options of `mcp-gateway demo`, e.g. make demo DEMO_ARGS="--port 8090 --tokens jwt".
+DEMO_ARGS ?=
+
 demo: $(STAMP)
-	$(BIN)/mcp-gateway demo
+	$(BIN)/mcp-gateway demo $(DEMO_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/ruff check gateway tests scripts

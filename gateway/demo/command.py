@@ -40,6 +40,7 @@ async def _run(args: argparse.Namespace) -> int:
             issuer_port=args.issuer_port,
             backend_port=args.backend_port,
             ops_port=args.ops_port,
+            vault_port=args.vault_port,
             force_non_loopback=args.force_non_loopback,
             policy=Path(args.policy) if args.policy else None,
             consent=args.consent,
@@ -188,6 +189,9 @@ def register(subparsers: Any) -> None:
     demo.add_argument("--issuer-port", type=int, default=0, help="issuer port (default: free)")
     demo.add_argument("--backend-port", type=int, default=0, help="backend port (default: free)")
     demo.add_argument("--ops-port", type=int, default=0, help="ops port (default: free)")
+    demo.add_argument(
+        "--vault-port", type=int, default=0, help="second backend's port (vault; default: free)"
+    )
     demo.add_argument(
         "--state-file", metavar="PATH", help=f"state JSON (default {default_state_file()})"
     )

@@ -176,6 +176,7 @@ async def start_demo(
     issuer_port: int = 0,
     backend_port: int = 0,
     ops_port: int = 0,
+    vault_port: int = 0,
     force_non_loopback: bool = False,
     policy: Path | None = None,
     cache_max_ttl_s: int = 5,
@@ -203,7 +204,9 @@ async def start_demo(
     gateway_port = port or _free_port(host)
     resource = f"http://{_url_host(host)}:{gateway_port}/mcp"
     # The vault's URL is its RFC 8707 resource at the issuer, so it is known before it binds.
-    vault = VaultBackend(host, _free_port(host), allow_non_loopback=force_non_loopback)
+    vault = VaultBackend(
+        host, vault_port or _free_port(host), allow_non_loopback=force_non_loopback
+    )
     vault_url = f"http://{_url_host(host)}:{vault.port}{vault.path}"
     issuer = DevIssuer(
         host,

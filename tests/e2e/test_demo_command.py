@@ -13,6 +13,7 @@ from pathlib import Path
 
 from tests.support.demo_stack import modern_body, modern_headers, parse_challenge
 from tests.support.dev_http import http_client
+from tests.support.ports import free_port
 
 STARTUP_S = 30.0
 STOP_S = 20.0
@@ -38,8 +39,14 @@ async def test_the_demo_command_starts_writes_its_state_and_stops_cleanly_on_sig
 ) -> None:
     state_file = tmp_path / "demo-state.json"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # Both backends on fixed ports (issue 32 item 9: the second one, the vault, had no flag).
+    backend_port, vault_port = free_port(), free_port()
+    command = _demo_command(
+        "--port", "0", "--state-file", str(state_file), "--log-level", "warning",
+        "--backend-port", str(backend_port), "--vault-port", str(vault_port),
+    )  # fmt: skip
     process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves
-        _demo_command("--port", "0", "--state-file", str(state_file), "--log-level", "warning"),
+        command,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=env,
@@ -90,9 +97,21 @@ async def test_the_demo_command_starts_writes_its_state_and_stops_cleanly_on_sig
     assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
     banner = stdout.decode()
     assert mcp_url in banner
+    assert f"Backend (private) http://127.0.0.1:{backend_port}/mcp" in banner
+    assert f"http://127.0.0.1:{vault_port}/" in banner
     assert "claude mcp add --transport http demo" in banner
     assert "[mcp_servers.demo]" in banner
     assert "bearer_token_env_var" in banner
+
+
+def test_make_demo_passes_demo_args_to_the_command() -> None:
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run(
+        ["make", "-n", "demo", "DEMO_ARGS=--port 8090 --vault-port 9100"],
+        cwd=root, capture_output=True, text=True, timeout=30, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert ".venv/bin/mcp-gateway demo --port 8090 --vault-port 9100" in result.stdout.splitlines()
 
 
 def test_demo_token_without_a_running_demo_fails_with_a_clear_message(tmp_path: Path) -> None:
