@@ -4,8 +4,9 @@ Same paths as a single gateway's ops listener, answered for the whole process gr
 every worker on its private socket (:class:`WorkerLink`):
 
 * ``/healthz``: 200 while every running worker answers its own ``/healthz`` within
-  :data:`PROBE_TIMEOUT_S` (a worker waiting for its restart does not count against it); 503
-  names the worker that did not answer;
+  :data:`PROBE_TIMEOUT_S`; a restarting worker does not count against it, neither while it
+  waits for its restart nor while its new process boots (it has not answered yet, for up to
+  :data:`BOOT_GRACE_S`); 503 names the worker that did not answer;
 * ``/readyz``: 200 only when every worker slot has a running worker whose ``/readyz`` is
   ready; 503 ``draining`` from the first SIGTERM; the body lists each worker;
 * ``/metrics``: the workers' registries merged (:mod:`gateway.observability.group_metrics`);
@@ -40,6 +41,7 @@ from gateway.workers.slot import Slot
 from gateway.workers.worker import ADOPT_PATH, REVOKE_PATH
 
 __all__ = [
+    "BOOT_GRACE_S",
     "PROBE_TIMEOUT_S",
     "SCRAPE_TIMEOUT_S",
     "Group",
@@ -50,6 +52,9 @@ __all__ = [
 
 PROBE_TIMEOUT_S: Final = 0.5
 """A worker's answer to /healthz or /readyz (below the probes' own timeouts)."""
+BOOT_GRACE_S: Final = 60.0
+"""How long a new worker process that has not answered a probe yet counts as restarting (it is
+importing, loading the configuration and binding); after that, as unresponsive."""
 SCRAPE_TIMEOUT_S: Final = 2.0
 """A worker's /metrics; one that does not answer in time contributes its previous scrape."""
 REVOKE_TIMEOUT_S: Final = 3.0
@@ -64,6 +69,8 @@ class WorkerLink:
 
     def __init__(self, outbound: Outbound, slot: Slot) -> None:
         self.slot = slot
+        self.answered_pid: int | None = None
+        """The last process of the slot that answered a probe (so it has booted)."""
         self._outbound = outbound
         self._destination = f"worker-{slot.index}"
         outbound.add(
@@ -102,12 +109,24 @@ class WorkerLink:
 
     async def probe(self, path: str) -> tuple[int, dict[str, Any]] | None:
         """(status, JSON body) of a probe path, None when the worker did not answer."""
+        pid = self.slot.pid
         try:
             status, body = await self.request("GET", path, timeout_s=PROBE_TIMEOUT_S)
             doc = json.loads(body)
         except (OutboundError, ValueError):
             return None
+        self.answered_pid = pid
         return status, doc if isinstance(doc, dict) else {}
+
+    def booting(self, now: float | None = None) -> bool:
+        """The slot's process was started, has not answered a probe yet, within the grace."""
+        pid = self.slot.pid
+        now = time.monotonic() if now is None else now
+        return (
+            pid is not None
+            and pid != self.answered_pid
+            and now - self.slot.started_at < BOOT_GRACE_S
+        )
 
 
 class Group:
@@ -238,6 +257,9 @@ def build_group_ops_app(
         alive = True
         for (link, pid), answer in zip(running, answers, strict=True):
             ok = answer is not None and answer[0] == 200
+            if not ok and answer is None and link.booting():
+                workers.append(_worker_entry(link, pid, "restarting"))
+                continue  # docs/operations.md: a restarting worker does not count against it
             alive = alive and ok
             workers.append(_worker_entry(link, pid, "alive" if ok else "unresponsive"))
         workers.sort(key=lambda entry: int(entry["worker"]))
@@ -264,7 +286,7 @@ def build_group_ops_app(
         ready = True
         for link, pid, answer in zip(group.links, pids, answers, strict=True):
             body: dict[str, Any]
-            if pid is None:
+            if pid is None or (answer is None and link.booting()):
                 status, body = "restarting", {}
             elif answer is None:
                 status, body = "unresponsive", {}

@@ -407,6 +407,38 @@ async def test_ready_only_while_every_worker_is(tmp_path: Path) -> None:
         assert (await ops(stack, "/healthz"))[0] == 200
 
 
+async def test_a_restarting_worker_does_not_fail_the_groups_healthz_while_it_boots(
+    tmp_path: Path,
+) -> None:
+    # Issue 32 item 9: the new process of a restarted slot was "unresponsive" (503) until it
+    # had bound its ops socket, though a restarting worker does not count against /healthz.
+    async with group(tmp_path) as stack:
+        old = (await worker_pids(stack))[1]
+        assert old is not None
+        os.kill(old, signal.SIGKILL)
+
+        async def noticed() -> bool:  # the supervisor reaped it (the probe before may be refused)
+            return (await worker_pids(stack))[1] != old
+
+        await until(noticed, "the supervisor to notice the exit")
+        seen: list[tuple[int, str, int | None]] = []
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline:
+            status, health = await ops(stack, "/healthz")
+            slot = health["workers"][1]
+            seen.append((status, slot["status"], slot["pid"]))
+            if slot["status"] == "alive" and slot["pid"] not in (None, old):
+                break
+            await asyncio.sleep(0.02)
+        else:
+            raise AssertionError(f"slot 1 never came back: {seen[-3:]}")
+        assert {status for status, _, _ in seen} == {200}, seen
+        assert {state for _, state, _ in seen} <= {"alive", "restarting"}, seen
+        # The window this is about was seen: the new process running, not answering yet.
+        assert any(state == "restarting" and pid not in (None, old) for _, state, pid in seen)
+        assert health["workers"][0]["status"] == "alive"
+
+
 # --- policy reload and revocation --------------------------------------------------------------
 
 
