@@ -43,9 +43,9 @@ def b64url(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
 
-def _generate(kind: KeyKind) -> SigningKey:
+def _generate(kind: KeyKind, rsa_bits: int = 2048) -> SigningKey:
     if kind == "RSA":
-        return RSAKey.generate_key(2048)
+        return RSAKey.generate_key(rsa_bits)
     if kind == "EC":
         return ECKey.generate_key("P-256")
     return OKPKey.generate_key("Ed25519")
@@ -73,10 +73,11 @@ class DevKeySet:
         self._ensure()
         return tuple(self._keys)
 
-    def add(self, kind: KeyKind = "RSA", *, kid: str | None = None) -> str:
-        """Publish a new key (it does not sign until :meth:`use`); return its ``kid``."""
+    def add(self, kind: KeyKind = "RSA", *, kid: str | None = None, rsa_bits: int = 2048) -> str:
+        """Publish a new key (it does not sign until :meth:`use`); return its ``kid``.
+        ``rsa_bits`` below 2048 makes a weak key, for tests of how the gateway treats one."""
         kid = kid or f"dev-{kind.lower()}-{secrets.token_hex(4)}"
-        self._keys[kid] = (_generate(kind), _ALG[kind])
+        self._keys[kid] = (_generate(kind, rsa_bits), _ALG[kind])
         if self._signing is None:
             self._signing = kid
         return kid

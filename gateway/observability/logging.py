@@ -15,6 +15,7 @@ import json
 import logging
 import re
 import time
+import warnings
 from collections.abc import Mapping
 from typing import Any, Final, Literal, TextIO
 
@@ -190,6 +191,9 @@ def configure(
     root.setLevel(max(_LEVELS[level], logging.INFO))
     # aiohttp's own access log duplicates ours and would print request lines at INFO.
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    # Python warnings (joserfc's SecurityWarning for a weak key, a DeprecationWarning) would go
+    # raw to stderr, outside the log; the filters (once per location by default) still apply.
+    warnings.showwarning = _log_warning
     _direct[:] = (
         [_Direct(processors, renderer, out, dict(static or {}))]
         if fmt == "json" and _LEVELS[level] <= logging.INFO
@@ -273,6 +277,21 @@ def emit_info(
     except TypeError:  # a lone surrogate or an exotic value: the standard encoder copes
         line = json.dumps(fields, default=repr)
     direct.out.write(line + "\n")
+
+
+def _log_warning(  # noqa: PLR0917 - the signature of warnings.showwarning
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: TextIO | None = None,
+    line: str | None = None,
+) -> None:
+    """``warnings.showwarning`` while logging is configured: one ``python.warning`` line."""
+    get_logger("py.warnings").warning(
+        "python.warning", category=category.__name__, detail=str(message),
+        source=f"{filename}:{lineno}",
+    )  # fmt: skip
 
 
 def _static_fields(fields: dict[str, Any]) -> structlog.types.Processor:
