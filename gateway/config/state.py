@@ -9,6 +9,7 @@ from urllib.parse import urlsplit
 from gateway.config.backend import build_tls
 from gateway.config.builder import Builder
 from gateway.config.model import (
+    DEFAULT_REDIS_TIMEOUT_MS,
     AdminConfig,
     CacheConfig,
     RedisConfig,
@@ -61,7 +62,7 @@ def _build_redis(b: Builder, raw: dict[str, Any], rp: tuple[PathPart, ...]) -> R
     return RedisConfig(
         url=url,
         key_prefix=raw.get("key_prefix", "mcp-gateway:"),
-        timeout_ms=int(raw.get("timeout_ms", 100)),
+        timeout_ms=int(raw.get("timeout_ms", DEFAULT_REDIS_TIMEOUT_MS)),
         tls=tls,
     )
 

@@ -353,7 +353,7 @@ class TestStateSection:
             {"R": "redis://127.0.0.1:6379/2"},
         )
         assert c.state.redis.url.reveal() == "redis://127.0.0.1:6379/2"
-        assert (c.state.redis.key_prefix, c.state.redis.timeout_ms) == ("mcp-gateway:", 100)
+        assert (c.state.redis.key_prefix, c.state.redis.timeout_ms) == ("mcp-gateway:", 250)
         assert c.state.on_store_error.principal == "local"
 
     def test_redis_backend_without_a_url_is_a_problem(self, tmp_path: Path) -> None:
