@@ -204,14 +204,13 @@ class UpstreamBackend:
 
     @property
     def offers(self) -> frozenset[str]:
-        """What the upstream advertised of ``prompts``, ``resources``, ``completions``."""
-        state = self._link.state
-        return state.offers if state is not None else frozenset()
+        """What the upstream advertised of ``prompts``, ``resources``, ``completions`` (as of
+        the last catalog fetch: a re-detection in between changes nothing until the next)."""
+        return self._refresher.surface().offers
 
     @property
     def subscribe(self) -> bool:
-        state = self._link.state
-        return state is not None and state.subscribe
+        return self._refresher.surface().subscribe
 
     async def surface_request(
         self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float

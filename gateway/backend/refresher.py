@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any, Final
@@ -174,8 +175,9 @@ class CatalogRefresher:
     async def _refresh_surface(self) -> None:
         state = self._link.state
         offers = state.offers if state is not None else frozenset()
+        subscribe = state is not None and state.subscribe
         if not offers & {"prompts", "resources"}:
-            self._surface = EMPTY_PART
+            self._surface = SurfacePart(offers=offers, subscribe=subscribe)
             return
         try:
             prompts: list[Any] = []
@@ -185,9 +187,16 @@ class CatalogRefresher:
                 prompts, _ = await self._fetch_list("prompts/list", "prompts", MAX_ITEMS)
             if "resources" in offers:
                 resources, _ = await self._fetch_list("resources/list", "resources", MAX_ITEMS)
-                templates, _ = await self._fetch_list(
-                    "resources/templates/list", "resourceTemplates", MAX_ITEMS
-                )
+                try:
+                    templates, _ = await self._fetch_list(
+                        "resources/templates/list", "resourceTemplates", MAX_ITEMS
+                    )
+                except UpstreamFault as fault:
+                    # Servers without templates often lack the method: no templates, not a
+                    # failed fetch (the resources are kept).
+                    _log.info("backend_templates_unavailable", backend=self._backend,
+                              kind=fault.kind, status=fault.status)  # fmt: skip
+                    templates = []
         except UpstreamFault as fault:
             _log.warning("backend_surface_refresh_failed", backend=self._backend,
                          kind=fault.kind, status=fault.status)  # fmt: skip
@@ -197,7 +206,7 @@ class CatalogRefresher:
         for kind, name, reason in part.dropped:
             _log.warning("backend_item_dropped", backend=self._backend, kind=kind, item=name,
                          reason=reason)  # fmt: skip
-        self._surface = part
+        self._surface = dataclasses.replace(part, offers=offers, subscribe=subscribe)
 
     async def _fetch_tools(self) -> tuple[list[Any], int | None]:
         return await self._fetch_list("tools/list", "tools", MAX_TOOLS)

@@ -65,6 +65,9 @@ class SurfacePart:
     templates: tuple[ResourceDef, ...] = ()
     dropped: tuple[tuple[str, str, str], ...] = ()
     """(kind, item label, fixed reason) for every dropped item."""
+    offers: frozenset[str] = frozenset()
+    """What the upstream advertised (``prompts``, ``resources``, ``completions``) when fetched."""
+    subscribe: bool = False
 
 
 EMPTY_PART: Final = SurfacePart()

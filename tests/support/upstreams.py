@@ -78,6 +78,19 @@ class _Base:
     legacy GET) and put ``notifications/tools/list_changed`` into ``tools/call`` SSE replies."""
     streams_opened: int = 0
     _streams: list[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=list)
+    answers: dict[str, Any] = field(default_factory=dict)
+    """Canned results for other methods (``prompts/list``, ``resources/read``, ...): the
+    ``prompts``/``resources``/``completions`` capabilities are advertised for what is here."""
+
+    def surface_capabilities(self) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        if any(m.startswith("prompts/") for m in self.answers):
+            found["prompts"] = {}
+        if any(m.startswith("resources/") for m in self.answers):
+            found["resources"] = {}
+        if "completion/complete" in self.answers:
+            found["completions"] = {}
+        return found
 
     def announce(self) -> None:
         """Send ``notifications/tools/list_changed`` on every open change stream."""
@@ -245,7 +258,10 @@ class ModernUpstream(_Base):
                 rid,
                 {
                     "supportedVersions": ["2026-07-28"],
-                    "capabilities": {"tools": {"listChanged": True} if self.list_changed else {}},
+                    "capabilities": {
+                        "tools": {"listChanged": True} if self.list_changed else {},
+                        **self.surface_capabilities(),
+                    },
                     "ttlMs": 60000,
                     "cacheScope": "public",
                 },
@@ -263,6 +279,8 @@ class ModernUpstream(_Base):
             if self.fault == "cursor_loop":
                 result["nextCursor"] = "0"
             return self._ok(rid, result)
+        if method in self.answers:
+            return self._ok(rid, self.answers[method])
         if method == "tools/call":
             if self.fault == "401_once" and not self.refused_once:
                 self.refused_once.add(token)
@@ -385,7 +403,8 @@ class LegacyUpstream(_Base):
                     "result": {
                         "protocolVersion": version,
                         "capabilities": {
-                            "tools": {"listChanged": True} if self.list_changed else {}
+                            "tools": {"listChanged": True} if self.list_changed else {},
+                            **self.surface_capabilities(),
                         },
                         "serverInfo": {"name": "legacy-upstream", "version": "1"},
                     },
@@ -406,6 +425,10 @@ class LegacyUpstream(_Base):
             return web.Response(status=404, text="session not found")
         if method == "notifications/initialized":
             return web.Response(status=202)
+        if method in self.answers:
+            return await self._sse(
+                request, [{"jsonrpc": "2.0", "id": rid, "result": self.answers[method]}]
+            )
         if method == "tools/list":
             if self.fault == "list_fails":
                 return web.Response(status=500)
