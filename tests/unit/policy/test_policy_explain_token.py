@@ -88,9 +88,11 @@ def test_a_jwt_file_prints_claim_prefix_role_map_and_the_decisions(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     token = tmp_path / "token.jwt"
-    token.write_text(compact(entra_claims(roles=["notes.read"])) + "\n")
+    value = compact(entra_claims(roles=["notes.read"]))
+    token.write_text(value + "\n")
     code, out, err = run(capsys, "--config", str(config), "--token-file", str(token), "--all")
     assert code == 0, err
+    assert value not in out + err and value.split(".")[2] not in out + err  # never the token
     lines = out.splitlines()
     assert f"token: issuer {ENTRA} (tokens: jwt)" in lines
     assert f"  scp 'mcp.access' -> prefix {API}mcp.access -> map -> mcp:access" in lines
