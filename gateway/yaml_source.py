@@ -234,6 +234,11 @@ class SchemaValidator:
         if kind in ("additionalProperties", "unevaluatedProperties"):
             # Point at the unknown key itself, not at its parent mapping.
             return [((*path, str(key)), "unknown key") for key in info.get("unexpected", [])]
+        if kind == "propertyNames" and info.get("error") is not None:
+            # Point at the offending key, with the message of the key's own schema.
+            inner = info["error"]
+            node = self._node(err.schema_path)
+            return [((*path, str(inner.instance)), explain(inner, node, False, self.docs))]
         if kind in ("oneOf", "anyOf"):
             branch = _discriminated(info.get("context", []))
             if branch is not None:

@@ -222,3 +222,41 @@ def test_typ_values_are_normalised_and_null_accepts_a_missing_typ(tmp_path: Path
         "application/jwt",
         None,
     )
+
+
+def test_scope_map_keys_and_values_must_be_scope_tokens_each_named_at_its_line(
+    tmp_path: Path,
+) -> None:
+    path = write(
+        tmp_path,
+        "issuer:\n"
+        "  url: https://a.example.com\n"
+        "  tokens: jwt\n"
+        "  scope_map:\n"
+        '    "has space": mcp:access\n'
+        '    ok: "bad\\"quote"\n'
+        '    "": x\n',
+    )
+    message = (
+        "is not a valid scope token (printable ASCII without spaces, quotes or backslashes; "
+        "RFC 6749 §3.3, at most 256)"
+    )
+    assert sorted(problems(path)) == sorted([
+        f'{path}:6:5: issuer.scope_map.has space: "has space" {message}',
+        f'{path}:7:5: issuer.scope_map.ok: "bad\\"quote" {message}',
+        f'{path}:8:5: issuer.scope_map.: "" {message}',
+    ])  # fmt: skip
+
+
+def test_scope_map_applies_in_every_mode_without_a_warning(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "issuers:\n"
+        "  - url: https://a.example.com\n"
+        "    client_id: gw\n"
+        "    client_secret: {env: TEST_INTROSPECTION_SECRET}\n"
+        '    scope_map: {"mcp": "mcp:access"}\n',
+    )
+    c = load_config(path, ENV)
+    assert c.warnings == ()
+    assert [(e.spelled, e.scope) for e in c.issuer.scope_map] == [("mcp", "mcp:access")]
