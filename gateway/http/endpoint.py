@@ -194,7 +194,7 @@ class McpEndpoint:
         self._finish(ctx, started)
         return response
 
-    # --- steps 2-11: admission -------------------------------------------------------------
+    # --- steps 2-14: admission, decoding, classification -----------------------------------
 
     async def _pipeline(
         self, request: web.Request, ctx: RequestContext, started: float
