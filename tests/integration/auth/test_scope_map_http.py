@@ -20,7 +20,10 @@ from typing import Any
 import pytest
 import yaml
 
+from gateway.config import load_config
+from gateway.config.issuer import scope_map_warnings
 from gateway.dev.issuer import DevIssuer
+from gateway.policy.loader import load_policy
 from tests.support.jwt_stack import assert_invalid_token, parse_challenge
 from tests.support.live_stack import GATEWAY_SECRET, LiveStack, ServerFactory, live_stack
 from tests.support.providers import (
@@ -120,6 +123,10 @@ async def test_one_policy_admits_both_populations_and_speaks_each_ones_spelling(
             # Discovery and listing too: the baseline holds in either spelling.
             assert await tool_names(stack, token) == ["search_notes"]
         assert keycloak.introspection_calls >= 1
+        # A 2025 client's initialize handshake too, for either population.
+        for token in (person, service):
+            status, _, text = await stack.legacy_call(token, "search_notes", {"text": "q"})
+            assert status == 200 and '"isError":false' in text.replace(" ", ""), text
 
         # A 403 step-up names every needed scope as the caller's issuer spells it.
         status, headers, text = await stack.call(person, "create_note", {"text": "n"})
@@ -176,6 +183,8 @@ async def test_one_policy_admits_both_populations_and_speaks_each_ones_spelling(
         ("search_notes", entra.url, "allow", read, []),
         ("search_notes", entra.url, "allow", read, []),
         ("search_notes", keycloak.url, "allow", read, []),
+        ("search_notes", entra.url, "allow", read, []),
+        ("search_notes", keycloak.url, "allow", read, []),
         ("create_note", entra.url, "deny", step_up, ["notes:write"]),
         ("create_note", entra.url, "deny", step_up, ["notes:write"]),
         ("create_note", keycloak.url, "deny", step_up, ["notes:write"]),
@@ -186,6 +195,25 @@ async def test_one_policy_admits_both_populations_and_speaks_each_ones_spelling(
         ("5e1c2d3f-service-principal-oid", "nightly-report-app", "jwt"),
         ("0c5f8a4e-service-account-ci-bot", "ci-bot", "introspection"),
     ]
+
+
+def test_the_recipe_passes_check_without_scope_map_warnings(tmp_path: Path) -> None:
+    doc, policy = recipe()
+    (tmp_path / "notes.yaml").write_text(policy)
+    doc["backend"] = {
+        "url": "https://tools.example.com/mcp",
+        "credential": {"type": "bearer", "token": {"env": "RECIPE_BACKEND_TOKEN"}},
+    }
+    doc["policy"] = "notes.yaml"
+    path = tmp_path / "gateway.yaml"
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    config = load_config(
+        path, {"RECIPE_BACKEND_TOKEN": "t", "GATEWAY_INTROSPECTION_SECRET": "s3cret"}
+    )
+    known = load_policy(config.policy_paths).known_scopes
+    assert scope_map_warnings(config.issuers, known) == []
+    # ...and that check would have spoken up had the policy lost a mapped scope.
+    assert len(scope_map_warnings(config.issuers, known - {"notes:write"})) == 1
 
 
 @pytest.mark.row("invalid_token")
