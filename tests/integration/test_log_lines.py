@@ -62,7 +62,7 @@ async def test_the_gateways_own_token_type_message_is_not_mangled_by_redaction(
         status, _, _ = await stack.modern(token, "tools/list")
     assert status == 401
     (rejected,) = lines(json_log, "token_rejected")
-    assert rejected["reason"] == "token_type is not a bearer access token"
+    assert rejected["reason"] == "token_type is not an access token this issuer accepts"
     assert token not in json_log.getvalue()
 
 
