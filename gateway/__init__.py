@@ -7,3 +7,7 @@ and cli.py on top. dev/ is development tooling and imports only the foundation.
 """
 
 __version__ = "0.1.0"
+
+SERVER_PRODUCT = "mcp-gateway"
+"""The ``Server`` field of every answer, both listeners (RFC 9110 §10.2.4): the product alone.
+aiohttp's default names the Python and aiohttp versions, which tell a scanner what to try."""

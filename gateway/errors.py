@@ -16,9 +16,12 @@ from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
 __all__ = [
+    "BAD_REQUEST_CODE",
     "EXCHANGE_REFUSALS",
     "FORBIDDEN_CODE",
+    "RATE_LIMITED_CODE",
     "UNAUTHORIZED_CODE",
+    "UNSUPPORTED_MEDIA_TYPE_CODE",
     "BackendFailure",
     "BodyTooLarge",
     "ConfigError",
@@ -76,6 +79,17 @@ Both are application-defined: MCP 2026-07-28 basic/index.mdx §Error codes says 
 sit outside the JSON-RPC reserved range (-32768..-32000), implementations SHOULD NOT use the
 legacy -32000..-32019 (the -32001 seen in the field is also the Python SDK's local
 REQUEST_TIMEOUT), and MUST NOT emit undefined codes from -32020..-32099."""
+BAD_REQUEST_CODE = -31400
+"""JSON-RPC code of the fixed 400 bodies (``malformed_request``, ``token_in_query``)."""
+UNSUPPORTED_MEDIA_TYPE_CODE = -31415
+"""JSON-RPC code of the 415 bodies (``unsupported_media_type``,
+``unsupported_content_encoding``)."""
+RATE_LIMITED_CODE = -31429
+"""JSON-RPC code of the 429 body (``rate_limited``).
+
+The same scheme as the 401/403 codes: -31000 minus the HTTP status, outside the reserved range.
+These rows answer with a JSON-RPC error body because SDK clients show a non-2xx body's message
+only when it is one (else "Server returned an error response")."""
 _MAX_LISTED_SCOPES = 8
 """Scopes named in a 401/403 message; the full lists are in ``data``."""
 
@@ -177,6 +191,7 @@ class NotAcceptable(GatewayError):
 
 class UnsupportedMediaType(GatewayError):
     row, status, message = "unsupported_media_type", 415, "Content-Type must be application/json"
+    body_code = UNSUPPORTED_MEDIA_TYPE_CODE
 
 
 class UnsupportedContentEncoding(UnsupportedMediaType):
@@ -206,6 +221,7 @@ class MalformedRequest(GatewayError):
     handler runs; the connection is closed."""
 
     row, status, message = "malformed_request", 400, "Malformed HTTP request"
+    body_code = BAD_REQUEST_CODE
 
 
 class UnsupportedTransferCoding(GatewayError):
@@ -230,6 +246,12 @@ class HeadersTooLarge(GatewayError):
 
 class RateLimited(GatewayError):
     row, status, message = "rate_limited", 429, "Too many requests"
+    body_code = RATE_LIMITED_CODE
+
+    def body_message(self) -> str:
+        if self.retry_after is None:
+            return self.message
+        return f"{self.message}, retry in {max(1, int(self.retry_after))} s"  # = Retry-After
 
 
 class OverCapacity(GatewayError):
@@ -250,6 +272,7 @@ class TokenInQuery(GatewayError):
     row, status, message = "token_in_query", 400, "Access tokens are accepted only in the header"
     oauth_error = "invalid_request"
     challenge = True
+    body_code = BAD_REQUEST_CODE
 
 
 def _scope_list(scopes: tuple[str, ...]) -> str:

@@ -45,11 +45,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Final
 
-from aiohttp import web, web_protocol
+from aiohttp import hdrs, web, web_protocol
 from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
 from aiohttp.streams import EMPTY_PAYLOAD, StreamReader
 from aiohttp.web_protocol import RequestHandler
 
+from gateway import SERVER_PRODUCT
 from gateway.app.connection_limits import ConnectionCounts, ListenerLimits, LogThrottle
 from gateway.app.fast_path import write_plain
 from gateway.app.request_id import REQUEST_ID, REQUEST_ID_HEADER, new_request_id
@@ -386,8 +387,10 @@ class GuardedRequestHandler(RequestHandler):
         self, request: Any, resp: web.StreamResponse, start_time: float | None
     ) -> tuple[web.StreamResponse, bool]:
         closing = self._server.closing
-        if closing and not resp.prepared:
-            resp.force_close()  # a request that began before the shutdown delay did
+        if not resp.prepared:  # (a stream prepared by its handler set both itself)
+            resp.headers[hdrs.SERVER] = SERVER_PRODUCT  # before aiohttp's default would go in
+            if closing:
+                resp.force_close()  # a request that began before the shutdown delay did
         reset = None if self._upgraded else await write_plain(request, resp)
         if reset is None:
             result = await super().finish_response(request, resp, start_time)

@@ -5,10 +5,11 @@ gateway builds an error response. The rules, per row class attribute:
 
 - HTTP status: ``err.status_for(err.era)`` (legacy JSON-RPC rows answer 200, digest §6 item 10).
 - Body: a JSON-RPC error object (``id`` = the request's id or ``null``, JSON-RPC 2.0 §5) when the
-  row has a ``jsonrpc_code``, or a ``body_code`` (the 401/403 rows: the Python SDK and FastMCP
-  surface a non-2xx body only when it is a JSON-RPC error). ``message`` is the row's
-  ``body_message()`` and ``data`` its ``body_data()``: ``-32022`` (``supported``/``requested``,
-  schema ``UnsupportedProtocolVersionError``), ``-32021`` (``requiredCapabilities``), 401/403
+  row has a ``jsonrpc_code``, or a ``body_code`` (the 401/403, 429, 415 and fixed 400 rows: the
+  Python SDK and FastMCP surface a non-2xx body only when it is a JSON-RPC error). ``message``
+  is the row's ``body_message()`` and ``data`` its ``body_data()``: ``-32022``
+  (``supported``/``requested``, schema ``UnsupportedProtocolVersionError``), ``-32021``
+  (``requiredCapabilities``), 401/403
   (``required_scopes``, and ``missing_scopes`` on 403). Other rows get a short fixed JSON object
   ``{"error": ..., "error_description": ...}`` (RFC 6750 §3 member names), or no body at all
   when the row's message is empty (405, 403 origin).

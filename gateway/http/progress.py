@@ -16,9 +16,12 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from gateway import SERVER_PRODUCT
+
 __all__ = ["SSE_HEADERS", "ProgressRelay"]
 
 SSE_HEADERS: Final = {
+    "Server": SERVER_PRODUCT,  # prepared here, past the listener's own stamping
     "Content-Type": "text/event-stream",
     "Cache-Control": "no-store",
     # streamable-http.mdx: SHOULD be set so nginx does not buffer the stream.

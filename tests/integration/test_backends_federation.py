@@ -592,7 +592,12 @@ tools:
                 assert status == 200
             status, headers, body = await fed.modern_call(token, "tickets__create")
             assert status == 429 and int(headers["Retry-After"]) >= 1
-            assert body["error"] == "rate_limited"  # the row's fixed JSON
+            # The row's JSON-RPC error, with the call's id (raised after the body was decoded).
+            assert body["error"]["code"] == -31429 and body["id"] is not None
+            assert (
+                body["error"]["message"]
+                == f"Too many requests, retry in {headers['Retry-After']} s"
+            )
             # Another tool of the same glob has its own budget; the other backend is untouched.
             status, _, _ = await fed.modern_call(token, "tickets__echo", {"text": "b"})
             assert status == 200

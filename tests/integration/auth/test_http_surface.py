@@ -14,7 +14,13 @@ from aiohttp import web
 
 from gateway.auth.resource_server import ISSUER_RETRY_AFTER_S, ResourceServer
 from gateway.config import Rate
-from gateway.errors import UNAUTHORIZED_CODE, GatewayError, InsufficientScope
+from gateway.errors import (
+    BAD_REQUEST_CODE,
+    RATE_LIMITED_CODE,
+    UNAUTHORIZED_CODE,
+    GatewayError,
+    InsufficientScope,
+)
 from gateway.http.errors import render_error
 from gateway.seams import AuthRequest
 from tests.support.auth import RESOURCE, MakeRS
@@ -141,6 +147,10 @@ async def test_a_token_in_the_query_is_400_invalid_request(stub: IssuerStub, cli
     _, params = parse_challenge(response.headers["WWW-Authenticate"])
     assert params["error"] == "invalid_request"
     assert params["resource_metadata"] == PRM
+    assert (await response.json())["error"] == {
+        "code": BAD_REQUEST_CODE,
+        "message": "Access tokens are accepted only in the header",
+    }
     assert stub.introspection_calls == 0
 
 
@@ -182,6 +192,12 @@ async def test_token_spraying_past_the_budget_is_429_with_retry_after(
         statuses.append(response.status)
     assert statuses == [401, 401, 401, 429]
     assert int(response.headers["Retry-After"]) >= 1
+    body = await response.json()
+    assert (body["id"], body["error"]["code"]) == (None, RATE_LIMITED_CODE)
+    assert (
+        body["error"]["message"]
+        == f"Too many requests, retry in {response.headers['Retry-After']} s"
+    )
     assert "WWW-Authenticate" not in response.headers
     assert stub.introspection_calls == 3
 

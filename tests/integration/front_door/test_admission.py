@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from gateway.config import Rate
+from gateway.errors import RATE_LIMITED_CODE, UNSUPPORTED_MEDIA_TYPE_CODE
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.assertions import assert_error, assert_json_ok
 from tests.support.gateway_harness import Gateway, modern_headers, modern_request
@@ -150,7 +151,7 @@ class TestContentType:
     ) -> None:
         headers = modern_headers("server/discover", **{"Content-Type": content_type})
         response = await gw.post(PING, headers)
-        await assert_error(response, 415)
+        await assert_error(response, 415, UNSUPPORTED_MEDIA_TYPE_CODE)
 
     @pytest.mark.row("unsupported_media_type")
     async def test_a_missing_content_type_is_answered_415(self, gw: Gateway) -> None:
@@ -159,7 +160,7 @@ class TestContentType:
         response = await gw.client.post(
             "/mcp", data=b'{"jsonrpc":"2.0"}', headers={**headers, "Content-Type": ""}
         )
-        await assert_error(response, 415)
+        await assert_error(response, 415, UNSUPPORTED_MEDIA_TYPE_CODE)
 
     @pytest.mark.parametrize(
         "content_type", ["application/json; charset=utf-8", 'Application/JSON; Charset="UTF-8"']
@@ -248,7 +249,7 @@ class TestRates:
         for _ in range(2):
             await assert_json_ok(await gw.post(PING, modern_headers("server/discover")))
         response = await gw.post(PING, modern_headers("server/discover"))
-        await assert_error(response, 429)
+        await assert_error(response, 429, RATE_LIMITED_CODE)
         assert 1 <= int(response.headers["Retry-After"]) <= 60
         assert gw.authenticator.calls == 2, "a rate-limited request must not reach the issuer"
 
@@ -259,7 +260,7 @@ class TestRates:
         gw = await make_gw(principal_rate=Rate(1, 60.0))
         await assert_json_ok(await gw.post(PING, modern_headers("server/discover")))
         response = await gw.post(PING, modern_headers("server/discover"))
-        await assert_error(response, 429)
+        await assert_error(response, 429, RATE_LIMITED_CODE)
         assert int(response.headers["Retry-After"]) >= 1
         other = modern_headers("server/discover", Authorization="Bearer ops")
         await assert_json_ok(await gw.post(PING, other))

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.errors import FORBIDDEN_CODE, UNAUTHORIZED_CODE
+from gateway.errors import BAD_REQUEST_CODE, FORBIDDEN_CODE, RATE_LIMITED_CODE, UNAUTHORIZED_CODE
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.assertions import assert_error, assert_json_ok
 from tests.support.fakes import PRM_URL, principal
@@ -67,7 +67,7 @@ class TestAuthenticationRows:
         response = await gw.post(
             DISCOVER, modern_headers("server/discover"), path="/mcp?access_token=abc"
         )
-        await assert_error(response, 400)
+        await assert_error(response, 400, BAD_REQUEST_CODE)
         assert response.headers["WWW-Authenticate"] == 'Bearer error="invalid_request"'
 
     @pytest.mark.row("issuer_unavailable")
@@ -167,7 +167,7 @@ class TestScopeRows:
                 await gw.call_tool("create_ticket", {"title": "x"}, Authorization="Bearer ops")
             )
         response = await gw.call_tool("create_ticket", {"title": "x"}, Authorization="Bearer ops")
-        await assert_error(response, 429)
+        await assert_error(response, 429, RATE_LIMITED_CODE, request_id=7)
         assert int(response.headers["Retry-After"]) >= 1
         assert len(gw.backend.calls) == 2
 
@@ -178,7 +178,7 @@ class TestScopeRows:
             while not gw.backend.calls:  # noqa: ASYNC110
                 await asyncio.sleep(0.01)
         response = await gw.call_tool("slow", {"seconds": 10})
-        await assert_error(response, 429)
+        await assert_error(response, 429, RATE_LIMITED_CODE, request_id=7)
         assert response.headers["Retry-After"] == "1"
         # Another subject has its own slot.
         other = asyncio.create_task(

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from gateway.errors import all_rows
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.gateway_harness import (
     Gateway,
@@ -72,15 +73,26 @@ async def read_one(reader: asyncio.StreamReader) -> RawResponse:
     return RawResponse(response.status, response.headers, body)
 
 
+ROWS = {cls.row: cls for cls in all_rows()}
+
+
 def assert_row(response: RawResponse, status: int, error: str, *, listener: bool = True) -> None:
     """A rendered row; ``listener``: answered by the listener itself, which always sets an
-    ``X-Request-Id`` (the harness app has no request-id middleware for the pipeline's rows)."""
+    ``X-Request-Id`` (the harness app has no request-id middleware for the pipeline's rows).
+    A row with a JSON-RPC body (``body_code``) is checked for its code and a null id, the
+    others for their fixed JSON's ``error``."""
     assert response.status == status, (response.status, response.body[:200])
     assert response.headers["Cache-Control"] == "no-store"
     if listener:
         assert re.fullmatch(r"[0-9a-f]{32}", response.headers["X-Request-Id"])
     assert response.headers["Content-Type"] == "application/json"
-    assert response.json()["error"] == error
+    body = response.json()
+    code = ROWS[error].body_code
+    if code is None:
+        assert body["error"] == error
+    else:
+        assert (body["jsonrpc"], body["id"], body["error"]["code"]) == ("2.0", None, code)
+        assert body["error"]["message"].startswith(ROWS[error].message)
 
 
 @pytest.fixture
@@ -357,7 +369,7 @@ class TestContentEncoding:
         response = await exchange(gw.server.port, data)
         assert_row(response, 415, "unsupported_content_encoding", listener=False)
         assert response.headers["Accept-Encoding"] == "identity"
-        assert response.json()["error_description"] == "Request bodies must not be content-encoded"
+        assert response.json()["error"]["message"] == "Request bodies must not be content-encoded"
         assert gw.backend.calls == []
         assert not errors_and_tracebacks(server_log)
 
@@ -438,8 +450,9 @@ class TestMalformedHttp:
         response = await exchange(gw.server.port, raw)
         assert_row(response, 400, "malformed_request")
         assert response.json() == {
-            "error": "malformed_request",
-            "error_description": "Malformed HTTP request",
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {"code": -31400, "message": "Malformed HTTP request"},
         }
         assert gw.authenticator.calls == 0
         assert not errors_and_tracebacks(server_log)
@@ -607,7 +620,10 @@ class TestInFlightShares:
         response = await gw.post(DISCOVER, headers)
         assert response.status == 429
         assert response.headers["Retry-After"] == "1"
-        assert (await response.json())["error"] == "rate_limited"
+        assert (await response.json())["error"] == {
+            "code": -31429,
+            "message": "Too many requests, retry in 1 s",
+        }
         # Another user still gets in: the replica has 6 free slots.
         other = modern_headers(
             "server/discover", Authorization="Bearer ops", **{"X-Forwarded-For": "203.0.113.5"}

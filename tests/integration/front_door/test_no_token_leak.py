@@ -127,7 +127,7 @@ async def test_a_token_split_by_obsolete_line_folding_reaches_no_log_and_no_answ
     with capture_logs() as logs:
         response = await exchange(gw.server.port, head)
     assert response.status == 400
-    assert response.json()["error"] == "malformed_request"
+    assert response.json()["error"] == {"code": -31400, "message": "Malformed HTTP request"}
     assert TOKEN.encode() not in response.body
     assert all(TOKEN not in value for value in response.headers.values())
     assert TOKEN not in json.dumps(logs, default=str)

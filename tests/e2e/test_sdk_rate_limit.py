@@ -1,0 +1,50 @@
+"""The official ``mcp`` SDK shows its user the gateway's 429, not a generic failure.
+
+Issue 32 item 7: the 429 body was OAuth-style JSON (``{"error":"rate_limited",...}``), so the
+Python SDK, which surfaces a non-2xx body only when it is a JSON-RPC error, raised ``MCPError:
+Server returned an error response``. The body is now a JSON-RPC error (``-31429``) whose
+message says when to retry; ``Retry-After`` is unchanged. Both eras, against the production
+wiring with a tool limited to one call a minute.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from gateway.errors import RATE_LIMITED_CODE
+from tests.support.live_stack import ServerFactory, live_stack
+
+POLICY = """
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  echo: {scopes: [tools:echo], rate_limit: 1/minute}
+"""
+
+
+@pytest.mark.row("rate_limited")
+@pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["modern", "legacy"])
+async def test_a_rate_limited_tool_call_reaches_the_sdk_user_as_a_readable_error(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    async with live_stack(tmp_path, aiohttp_server, monkeypatch, policy=POLICY) as stack:
+        token = stack.token()
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+            Client(streamable_http_client(stack.server.mcp_url, http_client=http), mode=mode) as c,
+        ):
+            first = await c.call_tool("echo", {"text": "once"})
+            assert first.is_error is False
+            with pytest.raises(MCPError) as caught:
+                await c.call_tool("echo", {"text": "twice"})
+    message = str(caught.value)
+    assert message.startswith("Too many requests, retry in "), message
+    assert message.endswith(" s")
+    assert 1 <= int(message.removeprefix("Too many requests, retry in ").removesuffix(" s")) <= 60
+    assert caught.value.error.code == RATE_LIMITED_CODE
