@@ -10,6 +10,7 @@ NetworkPolicy admits what the configuration needs and nothing on 9090 but monito
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -322,3 +323,140 @@ def test_the_service_monitor_component_selects_the_ops_service(
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == [
         p["name"] for p in ops["spec"]["ports"]
     ]
+
+
+# --- the knobs: one kustomize component per choice the base makes for you (issue 32 item 10) ---
+
+COMPONENTS: Final = BASE / "components"
+KNOBS: Final = (
+    "nodelocal-dns", "issuer-in-cluster", "issuer-private-network", "redis-persistent",
+    "redis-pdb",
+)  # fmt: skip
+DOCS: Final = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+
+
+def egress(documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    policy = one(documents, "NetworkPolicy", "mcp-gateway")
+    rules: list[dict[str, Any]] = policy["spec"]["egress"]
+    return rules
+
+
+def added_rules(knob: str, documents: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The egress rules ``knob`` adds to the base's."""
+    base = egress(documents)
+    return [rule for rule in egress(render(BASE, [COMPONENTS / knob])) if rule not in base]
+
+
+@pytest.mark.parametrize("knob", KNOBS)
+def test_each_component_builds_and_every_object_validates(knob: str) -> None:
+    built = render(BASE, [COMPONENTS / knob])
+    for document in built:
+        try:
+            kubernetes_validate.validate(document, K8S_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as exc:
+            path = ".".join(str(p) for p in exc.path)
+            pytest.fail(f"{knob}: {document['kind']}/{document['metadata']['name']}: {path}: {exc}")
+    assert f"components/{knob}" in DOCS, "docs/operations.md says when to use it"
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+@pytest.mark.parametrize("knob", KNOBS)
+def test_each_component_renders_as_kubectl_kustomize_does(knob: str, tmp_path: Path) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    (overlay / "kustomization.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "kustomize.config.k8s.io/v1beta1",
+                "kind": "Kustomization",
+                "resources": [os.path.relpath(BASE, overlay)],
+                "components": [os.path.relpath(COMPONENTS / knob, overlay)],
+            }
+        )
+    )
+    output = subprocess.run(
+        ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, check=True,
+        timeout=60,
+    ).stdout  # fmt: skip
+    theirs = [d for d in yaml.safe_load_all(output) if d]
+    bases = {"mcp-gateway-config"}
+    ours = render(BASE, [COMPONENTS / knob])
+    assert normalise_generated_names(theirs, bases) == normalise_generated_names(ours, bases)
+
+
+def test_the_base_makes_the_restrictive_choice_of_every_knob(
+    documents: list[dict[str, Any]],
+) -> None:
+    rules = egress(documents)
+    dns = [rule for rule in rules if {p["port"] for p in rule["ports"]} == {53}]
+    assert [rule["to"] for rule in dns] == [
+        [
+            {
+                "namespaceSelector": {
+                    "matchLabels": {"kubernetes.io/metadata.name": "kube-system"}
+                },
+                "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}},
+            }
+        ]
+    ]  # only the cluster DNS pods (no NodeLocal DNSCache address)
+    (https,) = [rule for rule in rules if {p["port"] for p in rule["ports"]} == {443}]
+    assert https["to"] == [
+        {"ipBlock": {"cidr": "0.0.0.0/0",
+                     "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"]}}
+    ]  # fmt: skip
+    kinds = {(d["kind"], d["metadata"]["name"]) for d in documents}
+    assert ("PersistentVolumeClaim", "mcp-gateway-redis") not in kinds
+    assert ("PodDisruptionBudget", "mcp-gateway-redis") not in kinds
+    redis = one(documents, "Deployment", "mcp-gateway-redis")["spec"]["template"]["spec"]
+    assert redis["volumes"] == [{"name": "data", "emptyDir": {"sizeLimit": "64Mi"}}]
+    assert raw_config(documents)["trusted_proxies"] == ["10.0.0.0/8"]
+
+
+def test_nodelocal_dns_adds_the_node_cache_address_on_port_53(
+    documents: list[dict[str, Any]],
+) -> None:
+    assert added_rules("nodelocal-dns", documents) == [
+        {
+            "to": [{"ipBlock": {"cidr": "169.254.20.10/32"}}],
+            "ports": [{"port": 53, "protocol": "UDP"}, {"port": 53, "protocol": "TCP"}],
+        }
+    ]
+
+
+def test_the_issuer_components_open_https_to_one_namespace_or_one_private_range(
+    documents: list[dict[str, Any]],
+) -> None:
+    (in_cluster,) = added_rules("issuer-in-cluster", documents)
+    assert in_cluster["to"][0]["namespaceSelector"]["matchLabels"] == {
+        "kubernetes.io/metadata.name": "identity"
+    }
+    assert "podSelector" in in_cluster["to"][0]  # the issuer's pods, not the whole namespace
+    assert in_cluster["ports"] == [{"port": 8443, "protocol": "TCP"}]
+    (private,) = added_rules("issuer-private-network", documents)
+    assert private == {
+        "to": [{"ipBlock": {"cidr": "10.20.0.0/16"}}],
+        "ports": [{"port": 443, "protocol": "TCP"}],
+    }
+
+
+def test_redis_persistent_puts_an_append_only_file_on_a_claim_redis_may_write() -> None:
+    built = render(BASE, [COMPONENTS / "redis-persistent"])
+    claim = one(built, "PersistentVolumeClaim", "mcp-gateway-redis")
+    pod = one(built, "Deployment", "mcp-gateway-redis")["spec"]["template"]["spec"]
+    assert pod["volumes"] == [
+        {"name": "data", "persistentVolumeClaim": {"claimName": claim["metadata"]["name"]}}
+    ]
+    (redis,) = pod["containers"]
+    args = redis["args"]
+    assert args[args.index("--appendonly") + 1] == "yes"
+    assert args[args.index("--maxmemory-policy") + 1] == "noeviction"
+    assert {"name": "data", "mountPath": "/data"} in redis["volumeMounts"]
+    assert pod["securityContext"]["fsGroup"] == pod["securityContext"]["runAsGroup"] == 999
+
+
+def test_redis_pdb_selects_the_redis_pod_and_blocks_its_eviction() -> None:
+    built = render(BASE, [COMPONENTS / "redis-pdb"])
+    budget = one(built, "PodDisruptionBudget", "mcp-gateway-redis")
+    labels = one(built, "Deployment", "mcp-gateway-redis")["spec"]["template"]["metadata"]["labels"]
+    assert budget["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert budget["spec"]["maxUnavailable"] == 0
