@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from gateway.dev import demo_surface
 from gateway.dev.demo_identity import (
     ASSERTION_HEADER,
     WHOAMI_TOOL,
@@ -261,7 +262,7 @@ class DemoBackend(RecordsRequests):
             return {
                 "resultType": "complete",
                 "supportedVersions": list(MODERN_VERSIONS),
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": {"tools": {"listChanged": False}, **demo_surface.CAPABILITIES},
                 "instructions": INSTRUCTIONS,
                 "ttlMs": 3_600_000,
                 "cacheScope": "public",
@@ -289,6 +290,9 @@ class DemoBackend(RecordsRequests):
             return {"resultType": "complete", **result, "_meta": server_meta}
         if method == "tools/call":
             return {"resultType": "complete", **self._call(params, 400), "_meta": server_meta}
+        if method in demo_surface.SURFACE_METHODS:
+            return {"resultType": "complete", **self._surface(method, params, 400, -32602),
+                    "_meta": server_meta}  # fmt: skip
         raise _RpcError(404, -32601, "Method not found")
 
     def _legacy(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -298,7 +302,7 @@ class DemoBackend(RecordsRequests):
             version = requested if requested in LEGACY_VERSIONS else LEGACY_VERSIONS[0]
             return {
                 "protocolVersion": version,
-                "capabilities": {"tools": {"listChanged": False}},
+                "capabilities": {"tools": {"listChanged": False}, **demo_surface.CAPABILITIES},
                 "serverInfo": SERVER_INFO,
                 "instructions": INSTRUCTIONS,
             }
@@ -312,7 +316,18 @@ class DemoBackend(RecordsRequests):
             return {"content": [{"type": "text", "text": text}], "isError": True}
         if method == "tools/call":
             return self._call(params, 200)
+        if method in demo_surface.SURFACE_METHODS:
+            return self._surface(method, params, 200, -32002)
         raise _RpcError(200, -32601, "Method not found")
+
+    @staticmethod
+    def _surface(
+        method: str, params: dict[str, Any], status: int, not_found: int
+    ) -> dict[str, Any]:
+        try:
+            return demo_surface.answer(method, params, not_found=not_found)
+        except demo_surface.SurfaceError as error:
+            raise _RpcError(status, error.code, error.message) from None
 
     def _call(self, params: dict[str, Any], status: int) -> dict[str, Any]:
         name = params.get("name")

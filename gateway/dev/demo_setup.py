@@ -196,6 +196,14 @@ Mint other tokens:              mcp-gateway demo token --scopes "mcp:access note
 Tools that ask the user:        notes_compose (writer), notes_summarize, workspace_roots
                                 (a 2026-07-28 client with elicitation/sampling/roots; see
                                 docs/quickstart.md, "The Python SDK")
+Prompts and resources (reader token): the prompt summarize_notes (Claude Code:
+                                /mcp__demo__summarize_notes <topic>); the resources
+                                mcp-gw://notes/demo://notes/readme (text) and
+                                mcp-gw://notes/demo://images/logo.png (a blob), in Claude
+                                Code @demo:mcp-gw://notes/demo://notes/readme; the template
+                                mcp-gw://notes/demo://notes/{{page}} (page completes: welcome,
+                                roadmap, faq); admin_report needs the admin scope (step-up).
+                                Codex reads them with its list/read MCP resource tools.
 """
 
 

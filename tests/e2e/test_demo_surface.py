@@ -1,0 +1,60 @@
+"""End to end: the demo's prompts, resources, template and completion with the official SDK.
+
+``mcp-gateway demo``'s backend offers a prompt with arguments, a text and a blob resource, a
+template whose variable completes, and a prompt kept for the admin scope; the demo policy
+governs them. The demo has two backends, so its resource URIs are in the gateway's
+``mcp-gw://notes/...`` form. Both eras, the reader token, through the production gateway.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types import ResourceTemplateReference
+
+from gateway.demo import DemoStack
+from gateway.dev.demo_surface import LOGO_PNG
+from gateway.errors import FORBIDDEN_CODE
+from tests.support.demo_stack import demo_stack
+
+__all__ = ["demo_stack"]  # the fixture, imported for pytest
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_a_reader_uses_the_demo_prompts_and_resources(
+    demo_stack: DemoStack, mode: str
+) -> None:
+    token = demo_stack.tokens["reader"]
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode) as client,
+    ):
+        prompts = await client.list_prompts()
+        assert [p.name for p in prompts.prompts] == ["summarize_notes"]  # admin_report: step-up
+        got = await client.get_prompt("summarize_notes", {"topic": "the roadmap"})
+        assert "the roadmap" in got.messages[0].content.text  # type: ignore[union-attr]
+        resources = await client.list_resources()
+        assert sorted(str(r.uri) for r in resources.resources) == [
+            "mcp-gw://notes/demo://images/logo.png", "mcp-gw://notes/demo://notes/readme",
+        ]  # fmt: skip
+        logo = await client.read_resource("mcp-gw://notes/demo://images/logo.png")
+        assert base64.b64decode(logo.contents[0].blob) == LOGO_PNG  # type: ignore[union-attr]
+        page = await client.read_resource("mcp-gw://notes/demo://notes/faq")
+        assert page.contents[0].text.startswith("# Faq")  # type: ignore[union-attr]
+        done = await client.complete(
+            ResourceTemplateReference(
+                type="ref/resource", uri="mcp-gw://notes/demo://notes/{page}"
+            ),
+            {"name": "page", "value": "r"},
+        )
+        assert done.completion.values == ["roadmap"]
+        with pytest.raises(MCPError) as caught:
+            await client.get_prompt("admin_report")
+    assert caught.value.error.code == FORBIDDEN_CODE
+    assert str(caught.value) == "Insufficient scope: requires admin"
+    assert not demo_stack.backend.saw(token)
