@@ -4,9 +4,10 @@ Evaluates the same pure functions the gateway uses (:mod:`gateway.policy.evaluat
 principal described on the command line, and prints one line per tool, prompt, resource or rule:
 ``allow``, ``step-up`` (403 ``insufficient_scope``: more scopes would let the caller in) or
 ``hidden`` (answered like an unknown tool or prompt, ``-32602``, or a resource not found:
-``-32602``, on the 2025 revisions ``-32002``), with the matched rule, the reason and the missing scopes. ``--json`` prints the
-same as one JSON document. Exit 0 when the policy loaded; 1 when the configuration or the
-policy is invalid (every problem is printed to stderr); 2 usage errors.
+``-32602``, on the 2025 revisions ``-32002``), with the matched rule, the reason and the
+missing scopes. ``--json`` prints the same as one JSON document. Exit 0 when the policy
+loaded; 1 when the configuration or the policy is invalid (every problem is printed to
+stderr); 2 usage errors.
 """
 
 from __future__ import annotations
