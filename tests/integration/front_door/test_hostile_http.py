@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from gateway.app.connection_limits import LOG_INTERVAL_S
 from gateway.errors import all_rows
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.gateway_harness import (
@@ -462,14 +463,18 @@ class TestMalformedHttp:
     async def test_a_flood_of_malformed_requests_logs_one_line_a_second_with_a_count(
         self, gw: Gateway, server_log: list[dict[str, Any]]
     ) -> None:
+        began = time.monotonic()
         responses = await asyncio.gather(
             *(exchange(gw.server.port, MALFORMED["garbage request line"]) for _ in range(200))
         )
         assert {r.status for r in responses} == {400}
         await asyncio.sleep(1.05)
         await exchange(gw.server.port, MALFORMED["bad method"])
+        elapsed = time.monotonic() - began
         lines = [e for e in server_log if e["event"] == "http.refused"]
-        assert 2 <= len(lines) <= 4, len(lines)  # not 201
+        # One line a second at most (the first at once): on a loaded machine the flood itself
+        # may take seconds, so the bound follows the time it took, never the 201 refusals.
+        assert 2 <= len(lines) <= 1 + int(elapsed / LOG_INTERVAL_S), (len(lines), elapsed)
         assert all(line["log_level"] == "warning" for line in lines)
         assert sum(line["suppressed"] for line in lines) + len(lines) == 201
         assert not errors_and_tracebacks(server_log)
