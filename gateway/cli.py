@@ -287,6 +287,22 @@ def _cmd_serve(args: argparse.Namespace) -> int:
             path,
         )
         return 1
+    if (
+        workers > 1
+        and config.state.backend != "redis"
+        and any(i.dpop.enabled for i in config.issuers)
+    ):
+        # SECURITY: each worker would remember only the DPoP proofs it saw, so a proof replayed
+        # to another worker of the group would pass (RFC 9449 §11.1).
+        _print_problems(
+            [
+                f"{path}: issuer.dpop needs state.backend: redis with {workers} worker processes "
+                "(each would keep its own record of used DPoP proofs, so a proof replayed at "
+                "another worker would be accepted); or run one worker per process"
+            ],
+            path,
+        )
+        return 1
     configure(
         getattr(args, "log_format", config.logging.format),
         getattr(args, "log_level", config.logging.level),

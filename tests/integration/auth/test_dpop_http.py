@@ -401,3 +401,20 @@ async def test_no_dpop_outcome_leaks_the_token_or_the_proof(
         for secret in secrets:
             for form in (secret, secret.rsplit(".", 1)[1][:24]):
                 assert form not in text, f"a token or proof leaked into {where}"
+
+
+async def test_a_403_names_the_missing_scope_in_both_challenges(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    key = DpopKey()
+    async with jwt_stack(
+        tmp_path, aiohttp_server, monkeypatch, issuer={"dpop": "allowed"}
+    ) as stack:
+        token = stack.token(scopes="tools:echo", jkt=key.jkt)  # no baseline mcp:access
+        status, headers, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
+        assert status == 403, text
+        challenges = parse_challenges(headers["WWW-Authenticate"])
+        for scheme in ("Bearer", "DPoP"):
+            assert challenges[scheme]["error"] == "insufficient_scope"
+            assert challenges[scheme]["scope"] == "mcp:access"
+        assert challenges["DPoP"]["algs"].split() == ALGS.split()

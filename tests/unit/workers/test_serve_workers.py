@@ -64,6 +64,19 @@ def test_an_audit_file_is_refused_with_several_workers(
     assert not (config.parent / "audit.jsonl").exists()
 
 
+def test_dpop_with_memory_state_is_refused_with_several_workers(
+    config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each worker's own replay record would let a proof replayed at another worker pass."""
+    text = config.read_text(encoding="utf-8")
+    assert "issuer:\n" in text
+    config.write_text(text.replace("issuer:\n", "issuer:\n  dpop: allowed\n", 1), encoding="utf-8")
+    assert main(["serve", "--config", str(config), "--workers", "2"]) == 1
+    assert (
+        "issuer.dpop needs state.backend: redis with 2 worker processes" in capsys.readouterr().out
+    )
+
+
 def _taken_port(config: Path, taken: socket.socket) -> None:
     taken.bind(("127.0.0.1", 0))
     taken.listen()
