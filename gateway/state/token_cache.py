@@ -36,9 +36,19 @@ from gateway.observability.metrics import Metrics
 from gateway.seams import AUTH_METHODS, CachedPrincipal, Principal
 from gateway.state.store import RedisStore, StoreUnavailable
 
-__all__ = ["FORMAT_VERSION", "POLL_S", "RedisTokenCache", "decode_entry", "encode_entry"]
+__all__ = [
+    "BOUND_FORMAT_VERSION",
+    "FORMAT_VERSION",
+    "POLL_S",
+    "RedisTokenCache",
+    "decode_entry",
+    "encode_entry",
+]
 
 FORMAT_VERSION: Final = 1
+BOUND_FORMAT_VERSION: Final = 2
+"""The format of an entry whose principal is DPoP-bound (``jkt``): a replica that predates the
+binding refuses an entry of another version, so it can never read a bound token as bearer."""
 POLL_S: Final = 0.02
 """How often a replica waiting for another one's introspection looks for the result."""
 MAX_ENTRY_BYTES: Final = 16_384
@@ -54,7 +64,7 @@ _log = get_logger("gateway.state")
 def encode_entry(entry: CachedPrincipal) -> bytes:
     p = entry.principal
     document = {
-        "v": FORMAT_VERSION,
+        "v": FORMAT_VERSION if p.binding is None else BOUND_FORMAT_VERSION,
         "sub": p.subject,
         "client_id": p.client_id,
         "scopes": sorted(p.scopes),
@@ -80,7 +90,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         doc = json.loads(raw)
     except (ValueError, UnicodeDecodeError):
         return None
-    if not isinstance(doc, dict) or doc.get("v") != FORMAT_VERSION:
+    if not isinstance(doc, dict) or doc.get("v") not in (FORMAT_VERSION, BOUND_FORMAT_VERSION):
         return None
     sub, client_id, scopes = doc.get("sub"), doc.get("client_id"), doc.get("scopes")
     exp, iss, fp, until = doc.get("exp"), doc.get("iss"), doc.get("fp"), doc.get("until")
@@ -109,6 +119,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         and digest.hex().startswith(fp)
         and method in AUTH_METHODS
         and (actor is None or (isinstance(actor, str) and 0 < len(actor) <= MAX_ACTOR_CHARS))
+        and (binding is None) is (doc["v"] == FORMAT_VERSION)
         and (binding is None or (isinstance(binding, str) and 0 < len(binding) <= 128))
     ):
         return None

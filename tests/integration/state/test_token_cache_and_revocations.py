@@ -69,6 +69,18 @@ class TestEntryFormat:
         assert len(carried) == len(dataclasses.fields(Principal)), "update encode/decode_entry"
         assert carried <= set(document)
 
+    def test_a_bound_entry_has_its_own_version_so_older_replicas_never_read_it(self) -> None:
+        """A replica without DPoP support reads only version 1: it would drop the binding."""
+        bound = principal(binding="0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I")
+        document = json.loads(encode_entry(CachedPrincipal(bound, time.time() + 30)))
+        assert document["v"] == 2
+        plain = json.loads(encode_entry(CachedPrincipal(principal(), time.time() + 30)))
+        assert plain["v"] == 1 and "jkt" not in plain
+        # A version that does not match its binding is refused, either way round.
+        for version, doc in ((1, document), (2, plain)):
+            forged = json.dumps({**doc, "v": version}).encode()
+            assert decode_entry(forged, DIGEST, time.time()) is None
+
     def test_the_auth_method_round_trips_and_defaults_to_introspection(self) -> None:
         combined = CachedPrincipal(principal(auth_method="jwt+introspection"), time.time() + 30)
         assert decode_entry(encode_entry(combined), DIGEST, time.time()) == combined
