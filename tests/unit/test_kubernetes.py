@@ -203,6 +203,7 @@ def load_stubbed(documents: list[dict[str, Any]], root: Path) -> tuple[Any, Path
     return load_config(config_path, {}), config_path
 
 
+@pytest.mark.usefixtures("restore_logging")  # main() configures structlog for the process
 def test_the_configmap_gateway_yaml_passes_check_with_the_secrets_stubbed(
     documents: list[dict[str, Any]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -94,6 +94,7 @@ class TestBearerText:
         assert redact(event=f"Bearer {credential} x")["event"] == "Bearer [REDACTED] x"
 
 
+@pytest.mark.usefixtures("restore_logging")  # configure() is process-wide: undo it after each
 class TestConfigure:
     def test_json_lines_are_redacted_and_carry_level_and_timestamp(self) -> None:
         stream = io.StringIO()
