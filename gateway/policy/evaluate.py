@@ -46,6 +46,7 @@ __all__ = [
     "evaluate_rule",
     "evaluate_template",
     "evaluate_tool",
+    "reachable_rules",
 ]
 
 REASONS: Final = ("allow", "scope", "no_rule", "tie", "deny", "client", "subject", "error")
@@ -105,16 +106,9 @@ def evaluate_template(policy: PolicySet, principal: Principal, uri_template: str
     can still expand to URIs that are refused.
     """
     try:
-        pattern = template_pattern(uri_template)
-        if pattern is None:
+        reachable = policy.template_rules(uri_template)
+        if reachable is None:
             return HIDDEN_NO_RULE
-        table = policy.resources
-        reachable = [rule for uri, rule in table.exact.items() if pattern.matches(uri)]
-        reachable += [
-            rule
-            for rule in table.patterns
-            if isinstance(rule.glob, UriPattern) and overlap(pattern, rule.glob) is not None
-        ]
         best: Decision | None = None
         for rule in reachable:
             decision = evaluate_rule(policy.baseline_scopes, rule, principal)
@@ -125,6 +119,21 @@ def evaluate_template(policy: PolicySet, principal: Principal, uri_template: str
         return best if best is not None else HIDDEN_NO_RULE
     except Exception:  # SECURITY: an evaluation error denies (fail closed)
         return _HIDDEN_ERROR
+
+
+def reachable_rules(table: RuleTable, uri_template: str) -> tuple[Rule, ...] | None:
+    """The rules of ``table`` that can match some URI ``uri_template`` expands to (exact URIs the
+    template's pattern matches, patterns that overlap it); None when it is no usable template."""
+    pattern = template_pattern(uri_template)
+    if pattern is None:
+        return None
+    found = [rule for uri, rule in table.exact.items() if pattern.matches(uri)]
+    found += [
+        rule
+        for rule in table.patterns
+        if isinstance(rule.glob, UriPattern) and overlap(pattern, rule.glob) is not None
+    ]
+    return tuple(found)
 
 
 def _in_table(

@@ -22,6 +22,7 @@ __all__ = ["EMPTY_TABLE", "LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule"
 
 LOOKUP_CACHE_SIZE: Final = 4096
 """Memoised name -> rule lookups per policy set; the memo starts over when full."""
+_MISSING: Final = object()
 _LONGEST: Final = 64
 """The longest tool name (:data:`gateway.seams.TOOL_NAME`)."""
 
@@ -163,6 +164,9 @@ class PolicySet:
     _lookups: dict[str, tuple[Rule | None, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )
+    _templates: dict[str, tuple[Rule, ...] | None] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     # --- seams.Policy ---------------------------------------------------------------------------
 
@@ -180,6 +184,18 @@ class PolicySet:
 
     def decide_template(self, principal: Principal, uri_template: str) -> Decision:
         return evaluate.evaluate_template(self, principal, uri_template)
+
+    def template_rules(self, uri_template: str) -> tuple[Rule, ...] | None:
+        """The ``resources:`` rules that can match some expansion of ``uri_template`` (None: not
+        a template the gateway can read); memoised, bounded like the name lookups."""
+        found = self._templates.get(uri_template, _MISSING)
+        if found is _MISSING:
+            if len(self._templates) >= LOOKUP_CACHE_SIZE:
+                self._templates.clear()
+            found = self._templates[uri_template] = evaluate.reachable_rules(
+                self.resources, uri_template
+            )
+        return found  # type: ignore[return-value]
 
     def limits(
         self, section: str, rule_key: str | None
