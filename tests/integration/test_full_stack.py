@@ -73,8 +73,10 @@ class Stack:
             "io.modelcontextprotocol/clientCapabilities": capabilities or {},
         }
         headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
-        if method == "tools/call":
+        if method in ("tools/call", "prompts/get"):
             headers["Mcp-Name"] = (params or {})["name"]
+        elif method == "resources/read":
+            headers["Mcp-Name"] = (params or {})["uri"]
         body = {
             "jsonrpc": "2.0",
             "id": 7,
@@ -213,7 +215,18 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
             (reader, "tools/call", {"name": "no_such_tool", "arguments": {}}),
             (writer, "tools/call", {"name": "notes_add", "arguments": {"text": "yes"}}),
             (unknown, "tools/list", None),
-        ]:
+            # Prompts, resources, completion: allowed, step-up, hidden, absent (issue 24).
+            (reader, "prompts/list", None),
+            (reader, "prompts/get", {"name": "summarize_notes", "arguments": {"topic": "t"}}),
+            (reader, "prompts/get", {"name": "admin_report"}),
+            (reader, "prompts/get", {"name": "no_such_prompt"}),
+            (reader, "resources/list", None),
+            (reader, "resources/read", {"uri": "demo://notes/readme"}),
+            (unknown, "resources/read", {"uri": "demo://notes/readme"}),
+            (reader, "completion/complete", {
+                "ref": {"type": "ref/prompt", "name": "summarize_notes"},
+                "argument": {"name": "style", "value": "b"}}),
+        ]:  # fmt: skip
             status, headers, text = await stack.modern(token, method, params)
             assert status in {200, 400, 401, 403}
             bodies.append(text)
