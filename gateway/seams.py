@@ -185,18 +185,21 @@ class Authenticator(Protocol):
 
 
 class Revocations(Protocol):
-    """**Protocol:** tokens revoked at the gateway, by SHA-256 digest (``gateway/state``)."""
+    """**Protocol:** tokens revoked at the gateway, by revocation key (``gateway/state``): 32
+    bytes naming what the issuer signed (``gateway/auth/revocation_key.py``), the same for
+    every spelling of one token, never the SHA-256 of the token's bytes alone."""
 
     async def revoked(self, digest: bytes) -> bool:
-        """Whether the token with this digest is revoked. Raises RevocationUnavailable when it
-        cannot tell and must fail closed. Asked before a token that was not cached is accepted;
-        a revocation also evicts the token from every cache (``forget``), so cached tokens need
-        no question."""
+        """Whether the token with this revocation key is revoked. Raises RevocationUnavailable
+        when it cannot tell and must fail closed. Asked before a token that was not cached is
+        accepted; a revocation also evicts every spelling of the token from every cache
+        (``forget``), and a cache hit asks :meth:`revoked_locally`."""
         ...
 
     def revoked_locally(self, digest: bytes) -> bool:
-        """Whether this replica already knows the token is revoked (memory only, no I/O): asked
-        before any issuer call, so a revoked token costs the issuer nothing."""
+        """Whether this replica already knows the key is revoked (memory only, no I/O): asked
+        on every cache hit and before any issuer call, so a revoked token costs the issuer
+        nothing."""
         ...
 
 

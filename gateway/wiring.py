@@ -67,11 +67,13 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
     # (late-bound on purpose: the authenticator does not exist yet)
     state = build_shared_state(config, lambda d: forget(d), metrics)  # noqa: PLW0108
 
-    def forget(digest: bytes) -> None:
-        # The revoked token's cache entries and what each backend made for it (reusable
-        # assertions, exchanged tokens) go together.
-        authenticator.forget(digest)
-        backend.forget_caller(digest)
+    def forget(key: bytes) -> None:
+        # ``key`` is a revocation key. The authenticator drops every cached spelling of the
+        # token, and each drop takes what the backends made for that spelling (reusable
+        # assertions, exchanged tokens: on_token_dropped below); an opaque token's key is its
+        # digest, which the backends are told directly as well.
+        authenticator.forget(key)
+        backend.forget_caller(key)
 
     limiter = state.limiter
     policy = _policy_source(config, metrics)

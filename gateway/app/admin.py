@@ -1,18 +1,25 @@
 """The ops listener's admin API: ``POST /admin/revoke`` (only when ``admin.token`` is set).
 
 Authenticated with ``Authorization: Bearer <admin.token>`` (compared in constant time). The body
-is a JSON object with exactly one of:
+is a JSON object with one of:
 
-* ``"token"``: the access token itself (it is hashed at once and never logged or stored);
-* ``"token_sha256"``: its fingerprint, the full SHA-256 of the token as 64 hex digits
-  (``printf %s "$TOKEN" | sha256sum``). The 12-character ``token_fp`` of the logs is refused:
-  48 bits name a log line, not one token, and a revocation must hit exactly the token meant.
+* ``"token"``: the access token itself (read at once and never logged or stored);
+* ``"revocation_key"``: the token's revocation key as 64 hex digits, what ``mcp-gateway
+  revoke`` works out from the token on the operator's machine
+  (``gateway/auth/revocation_key.py``: for a JWT its issuer and ``jti``, else its signing
+  input; for an opaque token its SHA-256), optionally with the JWT's ``"exp"`` (a number) and
+  ``"iss"``. The 12-character ``token_fp`` of the logs is refused: 48 bits name a log line,
+  not one token. ``"token_sha256"`` (the SHA-256 of a JWT's bytes names one spelling of it,
+  not the token) is refused with a pointer to ``revocation_key``.
 
-The token is refused by this replica at once and, with ``state.backend: redis``, by every
-replica within about a second (``gateway/state/revocation.py``). Answers (JSON, ``no-store``):
+Every spelling of the token is refused by this replica at once and, with ``state.backend:
+redis``, by every replica within about a second (``gateway/state/revocation.py``), until the
+later of ``admin.revocation_ttl_s`` from now and, for a JWT, its ``exp`` (bounded by the
+issuer's ``max_token_lifetime_s``, :func:`~gateway.auth.revocation_key.kept_until`). Answers
+(JSON, ``no-store``):
 
-* 200 ``{"revoked": "all_replicas" | "this_replica", ...}``: done everywhere the store reaches
-  (``this_replica`` with the memory backend);
+* 200 ``{"revoked": "all_replicas" | "this_replica", "token_fp", "revocation_key", "until"}``:
+  done everywhere the store reaches (``this_replica`` with the memory backend);
 * 503 ``{"revoked": "this_replica_only", ...}``: Redis did not take it; this replica writes it
   there when its subscription is back, a retry (idempotent) reaches the others now;
 * 400 malformed body, 401 missing or wrong admin credential, 415 not JSON.
@@ -22,9 +29,9 @@ Each revocation is one audit event (``token_revoked``) and one log line.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable
@@ -34,6 +41,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from gateway.app.request_id import REQUEST_ID
+from gateway.auth.revocation_key import kept_until, revocation_target
 from gateway.config import Config
 from gateway.observability.audit import AuditSink, RevocationEvent
 from gateway.observability.logging import get_logger
@@ -46,8 +54,8 @@ MAX_TOKEN_CHARS: Final = 8192
 _SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
 _NO_STORE: Final = {"Cache-Control": "no-store"}
 
-Revoke = Callable[[bytes], Awaitable[tuple[float, bool]]]
-"""``revoke(digest) -> (until, shared)``: the revocation list's :meth:`revoke`."""
+Revoke = Callable[[bytes, float], Awaitable[tuple[float, bool]]]
+"""``revoke(key, at_least) -> (until, shared)``: the revocation list's :meth:`revoke`."""
 
 _log = get_logger("gateway.admin")
 
@@ -60,21 +68,41 @@ def _refuse(status: int, error: str, description: str, **headers: str) -> web.Re
     return _answer(status, {"error": error, "error_description": description}, **headers)
 
 
-def _digest_of(doc: Any) -> bytes | str:
-    """The SHA-256 digest the body names, or the fixed text of what is wrong with it."""
-    if not isinstance(doc, dict) or len(doc) != 1 or not ({"token", "token_sha256"} & set(doc)):
-        return 'the body must be a JSON object with exactly one of "token" or "token_sha256"'
-    token, fingerprint = doc.get("token"), doc.get("token_sha256")
-    if token is not None:
+_ONE_OF: Final = 'the body must be a JSON object with "token" or "revocation_key"'
+
+
+def _target_of(doc: Any, config: Config, now: float) -> tuple[bytes, float] | str:
+    """(revocation key, the instant it must at least last) the body names, or the fixed text of
+    what is wrong with it."""
+    if not isinstance(doc, dict):
+        return _ONE_OF
+    if "token_sha256" in doc:
+        return (
+            '"token_sha256" is not accepted: the SHA-256 of a JWT names one spelling of it. Send '
+            '"token", or the "revocation_key" that mcp-gateway revoke works out from the token'
+        )
+    if set(doc) == {"token"}:
+        token = doc["token"]
         if not isinstance(token, str) or not 0 < len(token) <= MAX_TOKEN_CHARS:
             return '"token" must be a non-empty string of at most 8192 characters'
-        return hashlib.sha256(token.encode("utf-8")).digest()
-    if not isinstance(fingerprint, str) or not _SHA256_HEX.fullmatch(fingerprint.lower()):
+        target = revocation_target(token)
+        return target.key, kept_until(config.issuers, target.issuer, target.expires_at, now)
+    if "revocation_key" not in doc or not set(doc) <= {"revocation_key", "exp", "iss"}:
+        return _ONE_OF + ' ("revocation_key" may come with "exp" and "iss", nothing else)'
+    key, exp, iss = doc["revocation_key"], doc.get("exp"), doc.get("iss")
+    if not isinstance(key, str) or not _SHA256_HEX.fullmatch(key.lower()):
         return (
-            '"token_sha256" must be the full SHA-256 of the token as 64 hex digits '
-            "(the 12-character token_fp of the logs is too short to identify one token)"
+            '"revocation_key" must be 64 hex digits (the 12-character token_fp of the logs is '
+            "too short to identify one token)"
         )
-    return bytes.fromhex(fingerprint)
+    if exp is not None and (
+        isinstance(exp, bool) or not isinstance(exp, int | float) or not math.isfinite(exp)
+    ):
+        return '"exp" must be a number (the JWT\'s exp claim)'
+    if iss is not None and not isinstance(iss, str):
+        return '"iss" must be a string (the JWT\'s iss claim)'
+    expires = None if exp is None else float(exp)
+    return bytes.fromhex(key), kept_until(config.issuers, iss, expires, now)
 
 
 def add_admin_routes(
@@ -113,10 +141,11 @@ def add_admin_routes(
             doc = json.loads(raw)
         except (ValueError, UnicodeDecodeError):
             return _refuse(400, "invalid_request", "the body is not JSON")
-        digest = _digest_of(doc)
-        if isinstance(digest, str):
-            return _refuse(400, "invalid_request", digest)
-        until, shared = await revoke(digest)
+        target = _target_of(doc, config, time.time())
+        if isinstance(target, str):
+            return _refuse(400, "invalid_request", target)
+        digest, at_least = target
+        until, shared = await revoke(digest, at_least)
         scope = "all_replicas" if config.state.backend == "redis" else "this_replica"
         outcome = scope if shared else "this_replica_only"
         token_fp, full = digest.hex()[:12], digest.hex()
@@ -126,7 +155,7 @@ def add_admin_routes(
                 RevocationEvent(
                     request_id=str(request.get(REQUEST_ID) or ""),
                     token_fp=token_fp,
-                    token_sha256=full,
+                    revocation_key=full,
                     until=until,
                     reached=outcome,
                     peer=request.remote,
@@ -136,7 +165,7 @@ def add_admin_routes(
         body = {
             "revoked": outcome,
             "token_fp": token_fp,
-            "token_sha256": full,
+            "revocation_key": full,
             "until": datetime.fromtimestamp(until, UTC).isoformat(timespec="seconds")[:-6] + "Z",
         }
         return _answer(200 if shared else 503, body)

@@ -1,7 +1,10 @@
 """``mcp-gateway revoke``: the client of ``POST /admin/revoke`` (``gateway/app/admin.py``).
 
 The token is read from a file or standard input, never from the command line (process lists
-show arguments), and hashed here: only its SHA-256 crosses the network. Where to send it and
+show arguments), and turned into its revocation key here
+(:func:`gateway.auth.revocation_key.revocation_target`: what the issuer signed, the same for
+every spelling of the token): only that key, and a JWT's ``exp`` and ``iss`` (so the gateway
+keeps the revocation until the token expires), cross the network. Where to send it and
 the admin credential come from the options, ``$MCP_GATEWAY_ADMIN_TOKEN``, or the configuration
 file (``ops_listen`` and ``admin.token``, the only secret of the file it reads), so inside a pod
 ``mcp-gateway revoke --config /etc/mcp-gateway/config/gateway.yaml --token-file - < token``
@@ -13,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import os
 import re
 import sys
@@ -21,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from gateway.app.admin import REVOKE_PATH
+from gateway.auth.revocation_key import revocation_target
 from gateway.config.loader import load_ops_access
 from gateway.errors import ConfigError
 from gateway.outbound import OutboundError, post_json_once
@@ -36,12 +39,15 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "revoke",
         help="revoke a token on every replica (POST /admin/revoke on the ops listener)",
-        description="Make every replica refuse a token now (its SHA-256 is sent, never the "
-        "token). Revoke it at the issuer too: the gateway refuses it for admin.revocation_ttl_s.",
+        description="Make every replica refuse a token, in every spelling, now (its revocation "
+        "key is sent, never the token). The gateway refuses it for admin.revocation_ttl_s, and a "
+        "JWT until its exp; revoke it at the issuer too.",
     )
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--token-file", metavar="PATH", help="file holding the token ('-': stdin)")
-    which.add_argument("--sha256", metavar="HEX", help="the token's SHA-256 (64 hex digits)")
+    which.add_argument(
+        "--key", metavar="HEX", help="the revocation key (64 hex digits, as the audit trail has it)"
+    )
     parser.add_argument(
         "--config",
         "-c",
@@ -63,14 +69,23 @@ def _fail(message: str, code: int = 1) -> int:
     return code
 
 
-def _digest(args: argparse.Namespace) -> str | None:
-    if args.sha256 is not None:
-        value = str(args.sha256).strip()
-        return value.lower() if _SHA256.fullmatch(value) else None
+def _body(args: argparse.Namespace) -> dict[str, Any] | None:
+    """What ``POST /admin/revoke`` gets: the revocation key, and a JWT's ``exp`` and ``iss``."""
+    if args.key is not None:
+        value = str(args.key).strip()
+        return {"revocation_key": value.lower()} if _SHA256.fullmatch(value) else None
     from_stdin = args.token_file == "-"  # noqa: S105 - the conventional name of stdin
     text = sys.stdin.read() if from_stdin else Path(args.token_file).read_text("utf-8")
     token = text.strip()
-    return hashlib.sha256(token.encode("utf-8")).hexdigest() if token else None
+    if not token:
+        return None
+    target = revocation_target(token)
+    body: dict[str, Any] = {"revocation_key": target.key.hex()}
+    if target.expires_at is not None:
+        body["exp"] = target.expires_at
+    if target.issuer is not None:
+        body["iss"] = target.issuer
+    return body
 
 
 def _target(args: argparse.Namespace) -> tuple[str, str] | str:
@@ -101,11 +116,11 @@ def _target(args: argparse.Namespace) -> tuple[str, str] | str:
 
 def _cmd_revoke(args: argparse.Namespace) -> int:
     try:
-        digest = _digest(args)
+        body = _body(args)
     except OSError as exc:
         return _fail(f"cannot read the token: {exc.strerror}", 2)
-    if digest is None:
-        return _fail("no token given (empty input), or --sha256 is not 64 hex digits", 2)
+    if body is None:
+        return _fail("no token given (empty input), or --key is not 64 hex digits", 2)
     try:
         target = _target(args)
     except OSError as exc:
@@ -116,7 +131,7 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
     try:
         status, reply = asyncio.run(
             post_json_once(
-                url + REVOKE_PATH, {"token_sha256": digest}, bearer=credential,
+                url + REVOKE_PATH, body, bearer=credential,
                 user_agent="mcp-gateway-revoke", timeout_s=TIMEOUT_S,
             )
         )  # fmt: skip

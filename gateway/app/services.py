@@ -103,8 +103,9 @@ class Services:
     issuer_report: Callable[[], list[dict[str, Any]]] | None = None
     """The ``issuers`` member of ``/readyz``: per trusted issuer its url, ``tokens`` mode,
     readiness, key count and why it is not usable (the ``issuer`` check needs all of them)."""
-    revoke: Callable[[bytes], Awaitable[tuple[float, bool]]] | None = None
-    """Revoke a token by SHA-256 digest (``POST /admin/revoke``, with ``admin.token``)."""
+    revoke: Callable[[bytes, float], Awaitable[tuple[float, bool]]] | None = None
+    """Revoke a token by revocation key, at least until an instant (``POST /admin/revoke``,
+    with ``admin.token``)."""
     adopt_revocation: Callable[[bytes, float], bool] | None = None
     """Apply a revocation decided elsewhere, until a Unix time (a worker of ``serve --workers
     N`` hears the supervisor's revocations this way)."""

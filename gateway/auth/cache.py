@@ -13,6 +13,9 @@
   controls how many distinct bad tokens arrive. A negative entry never extends a token's life:
   revocation only goes active to inactive, and a refusal drops a cached acceptance.
 - Both maps are LRU, bounded by entry count.
+- Each positive entry also holds the token's revocation key (:mod:`.revocation_key`: what the
+  issuer signed), so a revocation finds every spelling of one token that was accepted
+  (:meth:`TokenCache.forget_revoked`), and a hit can be checked against the revocation list.
 
 :class:`~gateway.flights.SingleFlight` (re-exported here) makes concurrent lookups of one
 uncached token share one introspection.
@@ -46,6 +49,7 @@ def token_digest(token: str) -> tuple[bytes, str]:
 @dataclass(frozen=True, slots=True)
 class _Positive:
     principal: Principal
+    revocation_key: bytes
     fresh_until: float
     keep_until: float
     """``fresh_until`` plus the stale-if-error allowance, capped at the effective expiry."""
@@ -57,6 +61,8 @@ class CacheLookup:
 
     principal: Principal | None = None
     """A fresh positive result."""
+    revocation_key: bytes = b""
+    """The revocation key of the token that ``principal`` was accepted for."""
     negative: bool = False
     """A fresh negative result (answer 401 without asking the issuer)."""
 
@@ -82,6 +88,8 @@ class TokenCache:
         self._on_drop = on_drop
         self._positive: OrderedDict[bytes, _Positive] = OrderedDict()
         self._negative: OrderedDict[bytes, float] = OrderedDict()
+        self._by_revocation: dict[bytes, set[bytes]] = {}
+        """revocation key -> digests of the accepted spellings of that token."""
 
     def __len__(self) -> int:
         return len(self._positive) + len(self._negative)
@@ -96,10 +104,9 @@ class TokenCache:
         if entry is not None:
             if now < entry.fresh_until:
                 self._positive.move_to_end(key)
-                return CacheLookup(principal=entry.principal)
+                return CacheLookup(entry.principal, entry.revocation_key)
             if now >= entry.keep_until:
-                del self._positive[key]
-                self._dropped(key)
+                self._drop_positive(key)
         negative_until = self._negative.get(key)
         if negative_until is not None:
             if now < negative_until:
@@ -107,19 +114,26 @@ class TokenCache:
             del self._negative[key]
         return _MISS
 
-    def stale(self, key: bytes, now: float) -> Principal | None:
+    def stale(self, key: bytes, now: float) -> CacheLookup | None:
         """A positive result past its fresh lifetime but within stale-if-error (and its expiry)."""
         entry = self._positive.get(key)
         if entry is None or now >= entry.keep_until or entry.principal.expired(now):
             return None
-        return entry.principal
+        return CacheLookup(entry.principal, entry.revocation_key)
 
     def store(
-        self, key: bytes, principal: Principal, now: float, *, until: float | None = None
+        self,
+        key: bytes,
+        principal: Principal,
+        now: float,
+        *,
+        until: float | None = None,
+        revocation_key: bytes | None = None,
     ) -> float | None:
         """Remember an accepted token until ``min(valid_until, now + max_ttl_s, until)`` (0
         disables); return that instant, or None when it is not cached. ``until``: the fresh
-        lifetime of a result another replica introspected (sharing never extends it)."""
+        lifetime of a result another replica introspected (sharing never extends it).
+        ``revocation_key``: the token's (default: ``key``, an opaque token's)."""
         self._negative.pop(key, None)
         max_ttl = self._settings.max_ttl_s
         if max_ttl <= 0:
@@ -129,10 +143,15 @@ class TokenCache:
         if fresh_until <= now:
             return None
         keep_until = min(valid_until, fresh_until + self._settings.stale_if_error_s)
-        self._positive[key] = _Positive(principal, fresh_until, keep_until)
+        revocation = key if revocation_key is None else revocation_key
+        old = self._positive.get(key)
+        if old is not None and old.revocation_key != revocation:
+            self._unindex(key, old.revocation_key)
+        self._positive[key] = _Positive(principal, revocation, fresh_until, keep_until)
         self._positive.move_to_end(key)
+        self._by_revocation.setdefault(revocation, set()).add(key)
         while len(self._positive) > self._settings.max_entries:
-            self._dropped(self._positive.popitem(last=False)[0])
+            self._drop_positive(next(iter(self._positive)))
         return fresh_until
 
     def store_negative(self, key: bytes, now: float) -> None:
@@ -141,25 +160,42 @@ class TokenCache:
         if ttl <= 0:
             return
         # A refusal supersedes an earlier acceptance (e.g. the token was revoked).
-        if self._positive.pop(key, None) is not None:
-            self._dropped(key)
+        self._drop_positive(key)
         self._negative[key] = now + ttl
         self._negative.move_to_end(key)
         while len(self._negative) > self._settings.negative_max_entries:
             self._negative.popitem(last=False)
 
     def forget(self, key: bytes) -> None:
-        if self._positive.pop(key, None) is not None:
-            self._dropped(key)
+        self._drop_positive(key)
         self._negative.pop(key, None)
+
+    def forget_revoked(self, revocation_key: bytes) -> None:
+        """Drop every accepted spelling of the token with this revocation key."""
+        for key in list(self._by_revocation.get(revocation_key, ())):
+            self._drop_positive(key)
 
     def clear(self) -> None:
         """Drop every entry (a signing key was removed from the issuer's key set)."""
         keys = list(self._positive)
         self._positive.clear()
+        self._by_revocation.clear()
         self._negative.clear()
         for key in keys:
             self._dropped(key)
+
+    def _drop_positive(self, key: bytes) -> None:
+        entry = self._positive.pop(key, None)
+        if entry is not None:
+            self._unindex(key, entry.revocation_key)
+            self._dropped(key)
+
+    def _unindex(self, key: bytes, revocation_key: bytes) -> None:
+        spellings = self._by_revocation.get(revocation_key)
+        if spellings is not None:
+            spellings.discard(key)
+            if not spellings:
+                del self._by_revocation[revocation_key]
 
     def _dropped(self, key: bytes) -> None:
         if self._on_drop is not None:

@@ -13,8 +13,8 @@ from typing import Any
 
 from gateway.observability.metrics import Metrics
 from gateway.observability.spans import annotate
-from gateway.seams import Principal
 
+from .cache import CacheLookup
 from .trusted_issuer import TrustedIssuer
 
 __all__ = ["IssuerCaches"]
@@ -31,20 +31,22 @@ class IssuerCaches:
         self._children: dict[str, Any] = {}
         self._hit = metrics.token_cache_total.labels(outcome="hit") if metrics else None
 
-    def lookup(self, key: bytes, now: float) -> tuple[Principal | None, bool]:
+    def lookup(self, key: bytes, now: float) -> tuple[CacheLookup | None, bool]:
         """(a fresh positive result in any issuer's cache, whether every issuer holds a fresh
-        negative entry); one lookup per issuer. A positive result is counted as a hit."""
+        negative entry); one lookup per issuer."""
         refused_by_all = True
         for issuer in self._issuers:
             found = issuer.cache.lookup(key, now)
-            principal = found.principal
-            if principal is not None:
-                if self._hit is not None:
-                    self._hit.inc()
-                annotate(CACHE_ATTRIBUTE, "hit")
-                return principal, False
+            if found.principal is not None:
+                return found, False
             refused_by_all = refused_by_all and found.negative
         return None, refused_by_all
+
+    def hit(self) -> None:
+        """One ``token_cache_total{outcome="hit"}`` for a positive entry that was served."""
+        if self._hit is not None:
+            self._hit.inc()
+        annotate(CACHE_ATTRIBUTE, "hit")
 
     @staticmethod
     def refused_by(issuers: Sequence[TrustedIssuer], key: bytes, now: float) -> bool:
@@ -56,6 +58,13 @@ class IssuerCaches:
         """Evict the token with this digest from every issuer's cache."""
         for issuer in self._issuers:
             issuer.cache.forget(digest)
+
+    def forget_revoked(self, revocation_key: bytes) -> None:
+        """Evict every accepted spelling of the token with this revocation key (and, for an
+        opaque token, whose key is its digest, its negative entries too)."""
+        for issuer in self._issuers:
+            issuer.cache.forget_revoked(revocation_key)
+            issuer.cache.forget(revocation_key)
 
     def count(self, outcome: str) -> None:
         """One ``mcp_gateway_token_cache_total{outcome}`` (and the token check span's

@@ -12,7 +12,9 @@ first failure wins:
    present, ``Bearer``, and an AWS Cognito-style ``token_use``, when present, ``access``;
 2. ``iss`` equals the issuer's ``url`` exactly (RFC 9068 §4 item 3; required);
 3. ``aud``, ``exp``, ``nbf``, ``iat``: the same rules as introspected tokens
-   (:func:`~gateway.auth.claims.check_audience`, :func:`~gateway.auth.claims.check_times`);
+   (:func:`~gateway.auth.claims.check_audience`, :func:`~gateway.auth.claims.check_times`),
+   and ``exp`` at most ``max_token_lifetime_s`` (plus the skew) ahead: a revocation at the
+   gateway lasts until ``exp`` within that bound, so no token it accepts outlives one;
 4. the subject (``subject_claim``, default ``sub``) is a non-empty string of at most
    :data:`~gateway.auth.claims.MAX_IDENTITY_CHARS`, or with ``subject_fallback: client_id`` the
    client id; the client id is the first string among ``client_id_claims`` (RFC 9068
@@ -63,6 +65,7 @@ class JwtRules:
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
     vocabulary: ScopeVocabulary = IDENTITY
     """``scope_map``: the issuer's spellings -> the policy's names."""
+    max_lifetime_s: float = 86400.0
 
     @classmethod
     def for_issuer(cls, resource: str, issuer: IssuerConfig) -> JwtRules:
@@ -74,6 +77,7 @@ class JwtRules:
             subject_claim=issuer.subject_claim,
             client_id_claims=issuer.client_id_claims,
             vocabulary=ScopeVocabulary.for_issuer(issuer),
+            max_lifetime_s=issuer.max_token_lifetime_s,
         )
 
 
@@ -108,6 +112,8 @@ def check_jwt_claims(
         raise InvalidToken(detail="iss is not the issuer")
     check_audience(claims, base)
     exp = check_times(claims, base, now)
+    if exp > now + rules.max_lifetime_s + base.skew_s:
+        raise InvalidToken(detail="exp further ahead than the issuer's max_token_lifetime_s")
 
     client_id = None
     for name in rules.client_id_claims:

@@ -58,9 +58,17 @@ class Resolver:
         self._clock = clock
 
     async def resolve(
-        self, route: Route, token: str, key: bytes, fingerprint: str, budget_key: str
+        self,
+        route: Route,
+        token: str,
+        key: bytes,
+        fingerprint: str,
+        budget_key: str,
+        *,
+        revocation_key: bytes,
     ) -> Outcome:
-        """One flight per token on this replica: local validation, then introspection."""
+        """One flight per token (``key``: its digest) on this replica: local validation, then
+        introspection. ``revocation_key`` is what the revocation list is asked."""
         local: Principal | None = None
         if route.jws is not None:
             issuer = route.issuers[0]
@@ -73,11 +81,16 @@ class Resolver:
                     issuer.cache.store_negative(key, self._clock())
                     return exc
                 except IssuerUnavailable:
-                    return self._issuer_down(route, key, fingerprint, Down("jwks_unavailable"))
+                    down = Down("jwks_unavailable")
+                    return self._issuer_down(route, key, revocation_key, fingerprint, down)
                 if not issuer.config.introspects:
-                    outcome, _ = await self._sharing.admit(issuer.cache, key, local, fingerprint)
+                    outcome, _ = await self._sharing.admit(
+                        issuer.cache, key, local, fingerprint, revocation_key=revocation_key
+                    )
                     return outcome
-        return await self._introspect(route, token, key, fingerprint, budget_key, local=local)
+        return await self._introspect(
+            route, token, key, fingerprint, budget_key, revocation_key=revocation_key, local=local
+        )
 
     async def _introspect(
         self,
@@ -87,6 +100,7 @@ class Resolver:
         fingerprint: str,
         budget_key: str,
         *,
+        revocation_key: bytes,
         local: Principal | None,
     ) -> Outcome:
         """The shared cache (when on), else introspection at each candidate issuer in order.
@@ -107,8 +121,9 @@ class Resolver:
             ):
                 self._caches.count("shared")
                 outcome, _ = await self._sharing.admit(
-                    owner.cache, key, entry.principal, fingerprint, entry.fresh_until
-                )
+                    owner.cache, key, entry.principal, fingerprint, entry.fresh_until,
+                    revocation_key=revocation_key,
+                )  # fmt: skip
                 return outcome
         refused: tuple[TrustedIssuer, InvalidToken] | None = None
         down: Down | None = None
@@ -120,7 +135,7 @@ class Resolver:
                 checked = _combine(local, checked, issuer.config.subject_claim)
             if isinstance(checked, Principal):
                 outcome, shareable = await self._sharing.admit(
-                    issuer.cache, key, checked, fingerprint
+                    issuer.cache, key, checked, fingerprint, revocation_key=revocation_key
                 )
                 if claimed:
                     await self._sharing.publish(key, shareable)
@@ -135,7 +150,7 @@ class Resolver:
         if claimed:
             await self._sharing.publish(key, None)
         if down is not None:
-            return self._issuer_down(route, key, fingerprint, down)
+            return self._issuer_down(route, key, revocation_key, fingerprint, down)
         if refused is None:  # every candidate refused it a moment ago (negative entries)
             return InvalidToken(detail=NEGATIVE)
         issuer, error = refused
@@ -145,15 +160,20 @@ class Resolver:
         )
         return error
 
-    def _issuer_down(self, route: Route, key: bytes, fingerprint: str, down: Down) -> Outcome:
+    def _issuer_down(
+        self, route: Route, key: bytes, revocation_key: bytes, fingerprint: str, down: Down
+    ) -> Outcome:
         now = self._clock()
         for issuer in route.issuers:
             stale = issuer.cache.stale(key, now)
-            if stale is not None:
+            if stale is not None and stale.principal is not None:
+                if self._sharing.revoked_locally(revocation_key):
+                    # Revoked while the flight ran: never served, stale or not.
+                    return InvalidToken(detail="revoked at the gateway")
                 self._caches.count("stale")
                 _log.warning("serving_stale_token", fingerprint=fingerprint, reason=down.reason,
                              status=down.status, error=down.error)  # fmt: skip
-                return stale
+                return stale.principal
         _log.warning("issuer_unavailable", fingerprint=fingerprint, reason=down.reason,
                      status=down.status, error=down.error)  # fmt: skip
         return down.refusal()

@@ -6,20 +6,23 @@ Protocol.
 
 1. bearer extraction (:mod:`.bearer`): 400 / 401 rows;
 2. cache lookup by SHA-256 of the token (:mod:`.cache`) in every issuer's cache: a fresh
-   positive entry is the whole cost of an authenticated request, introspected or a verified JWT
-   alike (a cached JWT is not even decoded);
-3. routing (:mod:`.router`): a JWT goes to the issuer its ``iss`` names (an unknown ``iss`` is
+   positive entry, unless its revocation key is revoked, is the whole cost of an authenticated
+   request, introspected or a verified JWT alike (a cached JWT is not even decoded); a token
+   every issuer refused a moment ago is 401 without an issuer call;
+3. the revocation key (:mod:`.revocation_key`: what the issuer signed, the same for every
+   spelling of one token) known revoked on this replica: 401 without an issuer call;
+4. routing (:mod:`.router`): a JWT goes to the issuer its ``iss`` names (an unknown ``iss`` is
    401 without any outbound call), anything else to the issuers that introspect, in order; a
    fresh negative entry at every routed issuer is 401 without an issuer call;
-4. a flight already resolving the same token is joined (single-flight);
-5. when the route may introspect, the per-client-IP failed-authentication budget is checked
+5. a flight already resolving the same token is joined (single-flight);
+6. when the route may introspect, the per-client-IP failed-authentication budget is checked
    (:mod:`.budget`: 429 without an issuer call once exhausted, one *probe* per interval still
    goes through). Local JWT validation calls no issuer and is never budgeted;
-6. the flight (:mod:`.resolution`): local validation, then, where the issuer introspects, the
+7. the flight (:mod:`.resolution`): local validation, then, where the issuer introspects, the
    shared cache of the replicas and RFC 7662 introspection at each candidate issuer until one
-   accepts. An accepted token is cached only after the revocation list said it was not revoked
-   at the gateway (:mod:`.sharing`; a revocation evicts it from every issuer's cache through
-   :meth:`ResourceServer.forget`).
+   accepts. An accepted token is cached only after the revocation list said its revocation key
+   was not revoked at the gateway (:mod:`.sharing`; a revocation evicts every spelling of it
+   from every issuer's cache through :meth:`ResourceServer.forget`).
 
 The caches are asked together through :mod:`.issuer_caches`; the 401 challenges are rendered
 once per baseline (:mod:`.challenge_cache`). Every scope named outward is spelled for the
@@ -38,7 +41,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Final
 
 from gateway.config import Config
 from gateway.errors import GatewayError, InvalidToken
@@ -68,6 +71,7 @@ from .issuer_caches import IssuerCaches
 from .issuer_metadata import IssuerMetadata
 from .resolution import NEGATIVE, Outcome, Resolver
 from .resource_metadata import protected_resource_metadata
+from .revocation_key import revocation_key
 from .router import TokenRouter
 from .scopes import ScopeVocabulary
 from .sharing import ReplicaSharing
@@ -76,6 +80,9 @@ from .trusted_issuer import ISSUER_RETRY_AFTER_S, TrustedIssuer
 __all__ = ["ISSUER_RETRY_AFTER_S", "MAX_BLOCKED_IPS", "ResourceServer"]
 
 _log = get_logger("gateway.auth")
+
+
+_REVOKED: Final = "revoked at the gateway"
 
 
 def _fresh(error: GatewayError) -> GatewayError:
@@ -224,22 +231,26 @@ class ResourceServer:
         now = self._clock()
         # The hot path: a token accepted before is in the cache of the issuer that accepted it,
         # found by digest before the token is decoded for routing (one lookup per issuer).
-        principal, refused_by_all = self._caches.lookup(key, now)
-        if principal is not None:
-            if self._dpop is not None:
-                return await self._bound(principal, proof, request.client_ip)
-            return self._accept(principal)
-        if self._sharing.revoked_locally(key):
-            # Known revoked here (broadcast, marker or earlier refusal): no issuer call, no
-            # budget charge, however often the client retries it.
-            raise self._rejected(
-                request.client_ip, InvalidToken(detail="revoked at the gateway"), fingerprint
-            )
+        found, refused_by_all = self._caches.lookup(key, now)
+        if found is not None and found.principal is not None:
+            if not self._sharing.revoked_locally(found.revocation_key):
+                self._caches.hit()
+                if self._dpop is not None:
+                    return await self._bound(found.principal, proof, request.client_ip)
+                return self._accept(found.principal)
+            # Revoked since it was cached (every path checks the key, not only the eviction).
+            self._caches.forget(key)
+            raise self._rejected(request.client_ip, InvalidToken(detail=_REVOKED), fingerprint)
         if refused_by_all:
             # Every trusted issuer refused it a moment ago, so every issuer the router could
             # pick did: refused without decoding the token again (a retried bad token).
             self._caches.count("hit")
             raise self._rejected(request.client_ip, InvalidToken(detail=NEGATIVE), fingerprint)
+        revocation = revocation_key(token)
+        if self._sharing.revoked_locally(revocation):
+            # Known revoked here (broadcast, marker or earlier refusal), in whatever spelling:
+            # no issuer call, no budget charge, however often the client retries it.
+            raise self._rejected(request.client_ip, InvalidToken(detail=_REVOKED), fingerprint)
         try:
             route = self._router.route(token)
         except InvalidToken as exc:
@@ -258,7 +269,10 @@ class ResourceServer:
                 self._budget.check(budget_key, request.client_ip, fingerprint)
             self._caches.count("miss")
             flight = self._flights.start(
-                key, lambda: self._resolver.resolve(route, token, key, fingerprint, budget_key)
+                key,
+                lambda: self._resolver.resolve(
+                    route, token, key, fingerprint, budget_key, revocation_key=revocation
+                ),
             )
         outcome = await asyncio.shield(flight)
         if isinstance(outcome, Principal):
@@ -291,10 +305,10 @@ class ResourceServer:
             self._config, self._first_vocabulary.outward(self._baseline())
         )
 
-    def forget(self, digest: bytes) -> None:
-        """Evict the token with this SHA-256 digest from every issuer's cache on this replica
-        (a revocation; the revocation list keeps it from being cached again)."""
-        self._caches.forget(digest)
+    def forget(self, revocation_key: bytes) -> None:
+        """Evict every spelling of the token with this revocation key from every issuer's cache
+        on this replica (a revocation; the revocation list keeps it from being cached again)."""
+        self._caches.forget_revoked(revocation_key)
 
     def caller_token(self, request: AuthRequest) -> CallerToken:
         """The bearer token of a request :meth:`authenticate` accepted, wrapped for the RFC 8693

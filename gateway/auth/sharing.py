@@ -3,8 +3,11 @@ introspection results (both behind the Protocols of :mod:`gateway.seams`, built 
 ``gateway/state``).
 
 * :meth:`ReplicaSharing.admit` is the one gate before a result enters a cache: it asks the
-  revocation list (so a token revoked while it was being introspected is refused, and a replica
-  that restarted refuses what the others revoked), then stores it.
+  revocation list by the token's revocation key (:mod:`.revocation_key`: what the issuer
+  signed, so no spelling of a revoked token gets in; a token revoked while it was being
+  introspected is refused, and a replica that restarted refuses what the others revoked), then
+  stores it. The shared results stay keyed by the token's digest: a result is only ever found
+  for the exact bytes an issuer accepted.
 * :meth:`ReplicaSharing.lookup` and :meth:`ReplicaSharing.publish` make one introspection serve
   every replica (``state.share_token_cache``): a result another replica stored, or a claim to
   introspect, or a wait for the replica that holds the claim.
@@ -45,8 +48,8 @@ class ReplicaSharing:
     def shares_results(self) -> bool:
         return self._shared is not None
 
-    def revoked_locally(self, key: bytes) -> bool:
-        return self._revocations is not None and self._revocations.revoked_locally(key)
+    def revoked_locally(self, revocation_key: bytes) -> bool:
+        return self._revocations is not None and self._revocations.revoked_locally(revocation_key)
 
     async def admit(
         self,
@@ -55,19 +58,24 @@ class ReplicaSharing:
         principal: Principal,
         fingerprint: str,
         until: float | None = None,
+        *,
+        revocation_key: bytes,
     ) -> tuple[Principal | GatewayError, CachedPrincipal | None]:
-        """Cache an accepted token unless it was revoked at the gateway; the outcome, and the
-        entry other replicas may use (None when it was not cached)."""
+        """Cache an accepted token (under its digest ``key``) unless its revocation key was
+        revoked at the gateway; the outcome, and the entry other replicas may use (None when it
+        was not cached)."""
         if self._revocations is not None:
             try:
-                revoked = await self._revocations.revoked(key)
+                revoked = await self._revocations.revoked(revocation_key)
             except RevocationUnavailable as exc:
                 _log.warning("revocation_check_failed", fingerprint=fingerprint)
                 return exc, None
             if revoked:
                 cache.forget(key)
                 return InvalidToken(detail="revoked at the gateway"), None
-        fresh_until = cache.store(key, principal, self._clock(), until=until)
+        fresh_until = cache.store(
+            key, principal, self._clock(), until=until, revocation_key=revocation_key
+        )
         return principal, None if fresh_until is None else CachedPrincipal(principal, fresh_until)
 
     async def lookup(self, key: bytes, hold_s: float) -> tuple[CachedPrincipal | None, bool]:

@@ -193,6 +193,7 @@ def build_issuer(
         subject_claim=ri.get("subject_claim", "sub"),
         client_id_claims=tuple(ri.get("client_id_claims", ["client_id", "azp", "appid"])),
         max_token_bytes=int(ri.get("max_token_bytes", 8192)),
+        max_token_lifetime_s=int(ri.get("max_token_lifetime_s", 86400)),
         jwks_min_refresh_s=min_refresh,
         jwks_max_refresh_s=max_refresh,
         jwks_unknown_kid_interval_s=float(ri.get("jwks_unknown_kid_interval_s", 30.0)),

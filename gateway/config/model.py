@@ -204,6 +204,9 @@ class IssuerConfig:
     subject_claim: str = "sub"
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
     max_token_bytes: int = 8192
+    max_token_lifetime_s: int = 86400
+    """The longest a JWT of this issuer may still be valid (``exp`` at most this far ahead, plus
+    ``clock_skew_s``; a later ``exp`` is refused): the bound of a revocation kept until ``exp``."""
     jwks_min_refresh_s: float = 60.0
     jwks_max_refresh_s: float = 3600.0
     jwks_unknown_kid_interval_s: float = 30.0
@@ -426,7 +429,8 @@ class AdminConfig:
     token: Secret | None = None
     """The admin credential; without it there is no admin endpoint."""
     revocation_ttl_s: int = 3600
-    """How long a token revoked at the gateway stays refused (>= the cache's longest hold)."""
+    """How long a token revoked at the gateway stays refused at least (>= the cache's longest
+    hold); a JWT stays refused until its ``exp`` when that is later."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -201,8 +201,9 @@ class RevocationEvent:
 
     request_id: str
     token_fp: str
-    token_sha256: str
-    """The full SHA-256 of the token (what was revoked; never the token)."""
+    revocation_key: str
+    """What was revoked (hex; never the token): for a JWT a hash of its issuer and ``jti`` (or
+    of its signing input), for an opaque token its SHA-256."""
     until: float
     reached: str
     """``all_replicas``, ``this_replica`` (memory backend), ``this_replica_only`` (Redis
@@ -216,7 +217,7 @@ class RevocationEvent:
             "event": "token_revoked",
             "request_id": self.request_id,
             "token_fp": self.token_fp,
-            "token_sha256": self.token_sha256,
+            "revocation_key": self.revocation_key,
             "until": _rfc3339(self.until),
             "reached": self.reached,
             "peer": self.peer,

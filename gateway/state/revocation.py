@@ -1,14 +1,23 @@
-"""Tokens revoked at the gateway, by the SHA-256 digest of the token, on every replica.
+"""Tokens revoked at the gateway, by revocation key, on every replica.
+
+A revocation key (``gateway/auth/revocation_key.py``) is 32 bytes naming what the issuer signed:
+for a JWT its issuer and ``jti`` (else its signing input), so every spelling of one token
+(ECDSA's ``(r, n - s)``, base64url variants) is one key; for an opaque token its SHA-256. This
+module only stores and spreads keys; it never sees a token.
 
 :class:`RevocationList` implements :class:`gateway.seams.Revocations` (the auth layer asks
 :meth:`~RevocationList.revoked` before it accepts a token that was not in its cache) and carries
 out revocations (:meth:`~RevocationList.revoke`, called by ``POST /admin/revoke``):
 
-1. the digest goes into this replica's own list (until ``now + admin.revocation_ttl_s``) and
-   ``on_revoke`` evicts it from every cache of this replica: revocation works without Redis;
+1. the key goes into this replica's own list until the later of ``now +
+   admin.revocation_ttl_s`` and ``at_least`` (for a JWT: its ``exp`` plus the issuer's skew,
+   bounded by the issuer's ``max_token_lifetime_s``; worked out by the admin API) and
+   ``on_revoke`` evicts every spelling of the token from every cache of this replica:
+   revocation works without Redis;
 2. with Redis, one transaction adds a marker to the sorted set ``<prefix>revoked`` (member: the
-   digest's hex, score: the Unix time it expires), drops expired markers, deletes the shared
-   introspection result, and publishes the digest on the channel ``<prefix>revocations``.
+   key's hex, score: the Unix time it expires), drops expired markers, deletes the shared
+   introspection result of an opaque token, and publishes the key on the channel
+   ``<prefix>revocations``.
 
 Every replica subscribes to that channel (:meth:`~RevocationList.run`) and applies each message
 the same way (list + ``on_revoke``), within milliseconds. Pub/sub is at-most-once, so the
@@ -17,8 +26,9 @@ connection) it reads all live markers and writes back (and broadcasts) the live 
 knows that have no marker: a Redis restarted without persistence gets them back from the
 replicas still running, and a revocation Redis could not take reaches the others once it is
 back. :meth:`~RevocationList.revoked` consults the marker set for every token it has not
-cached. A marker lives ``admin.revocation_ttl_s``, at least as
-long as any replica may hold the token in its cache (checked at configuration load).
+cached. A marker lives as long as the revocation (at least ``admin.revocation_ttl_s``, which is
+at least as long as any replica may hold the token in its cache, checked at configuration load;
+for a JWT until it expires).
 
 When Redis cannot answer in time, :meth:`revoked` follows ``state.on_store_error.revocation``:
 ``local`` trusts this replica's own list, ``deny`` raises :class:`RevocationUnavailable` (503).
@@ -134,15 +144,16 @@ class RevocationList:
 
     # --- revoking --------------------------------------------------------------------------
 
-    async def revoke(self, digest: bytes) -> tuple[float, bool]:
-        """Revoke ``digest`` here and (with Redis) everywhere; return (until, shared).
+    async def revoke(self, digest: bytes, at_least: float = 0.0) -> tuple[float, bool]:
+        """Revoke the key ``digest`` here and (with Redis) everywhere until the later of ``now +
+        ttl_s`` and ``at_least``; return (until, shared).
 
         ``shared`` is False when Redis could not take the revocation: this replica refuses the
         token anyway, the caller reports that the others were not reached.
         """
         if len(digest) != DIGEST_BYTES:
-            raise ValueError("a revocation needs the token's full SHA-256 digest")
-        until = self._clock() + self.ttl_s
+            raise ValueError("a revocation needs the full 32-byte revocation key")
+        until = max(self._clock() + self.ttl_s, at_least)
         self._apply(digest, until)
         if self._store is None:
             return until, True

@@ -169,9 +169,10 @@ class Group:
 class GroupRevocations:
     """``POST /admin/revoke`` for the group.
 
-    Every revocation is remembered here (until ``admin.revocation_ttl_s``), written to the
-    runtime directory's ``revocations.json`` (read by each worker right after it binds, so a
-    worker started later has it), and sent to every running worker (``/worker/revocations``).
+    Every revocation (a revocation key) is remembered here (until the later of
+    ``admin.revocation_ttl_s`` and the instant the admin API asks for: a JWT's ``exp``), written
+    to the runtime directory's ``revocations.json`` (read by each worker right after it binds,
+    so a worker started later has it), and sent to every running worker (``/worker/revocations``).
     A worker whose socket refuses the connection has not bound yet and reads the file. With
     ``state.backend: redis`` one worker also revokes through Redis (``/worker/revoke``), which
     reaches every other replica. ``shared`` is False when a running worker or Redis did not take
@@ -186,9 +187,9 @@ class GroupRevocations:
         self._redis = group.config.state.backend == "redis"
         self.revoked: dict[bytes, float] = {}
 
-    async def revoke(self, digest: bytes) -> tuple[float, bool]:
+    async def revoke(self, digest: bytes, at_least: float = 0.0) -> tuple[float, bool]:
         now = self._clock()
-        until = max(now + self._ttl_s, self.revoked.get(digest, 0.0))
+        until = max(now + self._ttl_s, at_least, self.revoked.get(digest, 0.0))
         self.revoked = {d: end for d, end in self.revoked.items() if end > now}
         self.revoked[digest] = until
         while len(self.revoked) > MAX_LOCAL:  # as a worker's own list: the soonest ending go
@@ -198,7 +199,7 @@ class GroupRevocations:
         running = [link for link, _ in self._group.running()]
         shared = True
         if self._redis:
-            shared = await self._through_redis(running, digest)
+            shared = await self._through_redis(running, digest, until)
         delivered = await asyncio.gather(*(self._deliver(link, digest, until) for link in running))
         return until, shared and all(delivered)
 
@@ -216,12 +217,14 @@ class GroupRevocations:
             log.error("worker.revocation_not_delivered", worker=link.slot.index)
         return status == 200
 
-    async def _through_redis(self, running: Sequence[WorkerLink], digest: bytes) -> bool:
+    async def _through_redis(
+        self, running: Sequence[WorkerLink], digest: bytes, until: float
+    ) -> bool:
         for link in running:
             try:
                 status, body = await link.request(
                     "POST", REVOKE_PATH, timeout_s=REVOKE_TIMEOUT_S,
-                    doc={"token_sha256": digest.hex()},
+                    doc={"revocation_key": digest.hex(), "until": until},
                 )  # fmt: skip
                 answer = json.loads(body)
             except (OutboundError, ValueError):

@@ -119,12 +119,18 @@ async def _adopt(request: web.Request) -> web.Response:
 async def _revoke(request: web.Request) -> web.Response:
     services = request.app[SERVICES]
     doc = await _document(request)
-    member = doc.get("token_sha256") if doc is not None else None
-    if services.revoke is None or not isinstance(member, str):
-        return _bad_request('expected {"token_sha256": sha256 hex}')
+    member = doc.get("revocation_key") if doc is not None else None
+    at_least = doc.get("until", 0.0) if doc is not None else 0.0
+    if (
+        services.revoke is None
+        or not isinstance(member, str)
+        or isinstance(at_least, bool)
+        or not isinstance(at_least, int | float)
+    ):
+        return _bad_request('expected {"revocation_key": hex, "until": unix time}')
     try:
         digest = bytes.fromhex(member)
-        until, shared = await services.revoke(digest)
+        until, shared = await services.revoke(digest, float(at_least))
     except ValueError:
         return _bad_request("malformed digest")
     return web.json_response({"until": until, "shared": shared})

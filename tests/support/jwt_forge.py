@@ -12,11 +12,34 @@ import hashlib
 import hmac
 import json
 import time
-from typing import Any
+from typing import Any, Final
 
 from joserfc.jwk import RSAKey
 
-__all__ = ["access_claims", "b64url", "forge_hs256_with_public_key", "forge_none", "tamper"]
+__all__ = [
+    "ECDSA_ORDERS",
+    "access_claims",
+    "b64url",
+    "forge_hs256_with_public_key",
+    "forge_none",
+    "high_s",
+    "respell_ecdsa",
+    "tamper",
+]
+
+ECDSA_ORDERS: Final = {
+    "ES256": 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551,
+    "ES384": int(
+        "FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFC7634D81F4372DDF581A0DB248B0A77AECEC196ACCC52973",
+        16,
+    ),
+    "ES512": int(
+        "01FFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFFA"
+        "51868783BF2F966B7FCC0148F709A5D03BB5C9B8899C47AEBB6FB71E91386409",
+        16,
+    ),
+}
+"""The group order n of each JOSE ECDSA curve (P-256, P-384, P-521; SEC 2)."""
 
 
 def b64url(raw: bytes) -> str:
@@ -69,3 +92,27 @@ def tamper(token: str) -> str:
     raw = bytearray(base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4)))
     raw[len(raw) // 2] ^= 0x01
     return f"{header}.{payload}.{b64url(bytes(raw))}"
+
+
+def _ecdsa_parts(token: str) -> tuple[str, int, int, int, int]:
+    signing_input, _, signature = token.rpartition(".")
+    header = json.loads(base64.urlsafe_b64decode(signing_input.split(".")[0] + "=="))
+    order = ECDSA_ORDERS[header["alg"]]
+    raw = base64.urlsafe_b64decode(signature + "=" * (-len(signature) % 4))
+    size = len(raw) // 2
+    r, s = int.from_bytes(raw[:size], "big"), int.from_bytes(raw[size:], "big")
+    return signing_input, size, r, s, order
+
+
+def respell_ecdsa(token: str) -> str:
+    """The same signed token with its other valid ECDSA signature ``(r, n - s)``: what anyone
+    holding an ES256/ES384/ES512 token can write without the key."""
+    signing_input, size, r, s, order = _ecdsa_parts(token)
+    other = r.to_bytes(size, "big") + (order - s).to_bytes(size, "big")
+    return signing_input + "." + b64url(other)
+
+
+def high_s(token: str) -> bool:
+    """Whether the ECDSA signature of ``token`` is in its high-S form (``s > n / 2``)."""
+    _, _, _, s, order = _ecdsa_parts(token)
+    return s > order // 2

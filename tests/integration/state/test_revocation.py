@@ -72,17 +72,18 @@ async def test_revoke_on_a_is_refused_by_b_within_a_second_and_after_b_restarts(
         await stack.restart(b)  # empty cache; the issuer still says "active"
         assert (await stack.post(b, token, "tools/list"))[0] == 401
         assert (await stack.post(b, other, "tools/list"))[0] == 200
-        # The audit trail of the replica that took the request records the revocation.
+        # The audit trail of the replica that took the request records the revocation (an
+        # opaque token's revocation key is its SHA-256).
         digest = hashlib.sha256(token.encode()).hexdigest()
         (event,) = audit_events(a, "token_revoked")
-        assert event["token_sha256"] == digest and event["token_fp"] == digest[:12]
+        assert event["revocation_key"] == digest and event["token_fp"] == digest[:12]
         assert event["reached"] == "all_replicas" and event["until"].endswith("Z")
         assert "token_revocation_applied" in b.log() or "token_revocations_synced" in b.log()
         for replica in (a, b):
             assert token not in replica.log()
 
 
-async def test_revoke_by_fingerprint_and_the_admin_endpoint_refusals(
+async def test_revoke_by_key_and_the_admin_endpoint_refusals(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
     async with replica_stack(tmp_path, redis_server) as stack:
@@ -97,15 +98,22 @@ async def test_revoke_by_fingerprint_and_the_admin_endpoint_refusals(
                 return response.status, await response.json()
 
         good = {"Authorization": f"Bearer {stack.admin_token}", "Content-Type": "application/json"}
-        body = json.dumps({"token_sha256": digest}).encode()
+        body = json.dumps({"revocation_key": digest}).encode()
         assert (await post({"Content-Type": "application/json"}, body))[0] == 401
         wrong = {**good, "Authorization": "Bearer " + "0" * 64}
         status, reply = await post(wrong, body)
         assert status == 401 and reply["error"] == "unauthorized"
         assert (await post({**good, "Content-Type": "text/plain"}, body))[0] == 415
         for bad in (
-            {"token_sha256": digest[:12]},  # the log fingerprint: too short to name one token
-            {"token_sha256": digest, "token": token},
+            {"revocation_key": digest[:12]},  # the log fingerprint: too short to name one token
+            {"revocation_key": digest, "token": token},
+            # The SHA-256 of a JWT's bytes names one spelling of it: refused, not half-applied.
+            {"token_sha256": digest},
+            {"revocation_key": digest, "exp": "tomorrow"},
+            {"revocation_key": digest, "exp": True},
+            {"revocation_key": digest, "iss": 7},
+            {"revocation_key": digest, "scope": "x"},
+            {"exp": 1},
             {"token": ""},
             {},
             [digest],
@@ -113,13 +121,24 @@ async def test_revoke_by_fingerprint_and_the_admin_endpoint_refusals(
             status, reply = await post(good, json.dumps(bad).encode())
             assert status == 400, bad
             assert reply["error"] == "invalid_request"
+        status, reply = await post(good, json.dumps({"token_sha256": digest}).encode())
+        assert "revocation_key" in reply["error_description"]
         status, reply = await post(good, b'{"token": ' + b'"x' * 9000 + b'"}')
         assert status in (400, 413)
         assert (await stack.post(b, token, "tools/list"))[0] == 200  # nothing was revoked yet
-        status, reply = await stack.revoke(a, {"token_sha256": digest.upper()})
+        status, reply = await stack.revoke(a, {"revocation_key": digest.upper()})
         assert status == 200 and reply["revoked"] == "all_replicas"
-        assert reply["token_fp"] == digest[:12]
+        assert reply["token_fp"] == digest[:12] and reply["revocation_key"] == digest
         assert await refused_within(stack, b, token, 1.0) <= 1.0
+        # The CLI takes a key as the audit trail records it.
+        second = stack.mint("bob")
+        assert (await stack.post(b, second, "tools/list"))[0] == 200
+        key = hashlib.sha256(second.encode()).hexdigest()
+        result = await asyncio.to_thread(stack.cli, "revoke", "--url", a.ops_url, "--key", key)
+        assert result.returncode == 0, result.stderr
+        assert await refused_within(stack, b, second, 1.0) <= 1.0
+        result = await asyncio.to_thread(stack.cli, "revoke", "--url", a.ops_url, "--sha256", key)
+        assert result.returncode == 2  # the old option is gone: it named one spelling of a JWT
 
 
 async def test_without_an_admin_token_there_is_no_admin_endpoint(
@@ -129,7 +148,7 @@ async def test_without_an_admin_token_there_is_no_admin_endpoint(
         tmp_path, redis_server, replicas=1, overrides={"admin": {"token": None}}
     ) as stack:
         (a,) = stack.replicas
-        status, _ = await stack.revoke(a, {"token_sha256": "0" * 64})
+        status, _ = await stack.revoke(a, {"revocation_key": "0" * 64})
         assert status == 404
 
 

@@ -180,7 +180,7 @@ class TestRevocationList:
         assert await revocations.revoked(DIGEST) is True
         now[0] = 1060.0
         assert await revocations.revoked(DIGEST) is False  # the marker ended
-        with pytest.raises(ValueError, match="full SHA-256"):
+        with pytest.raises(ValueError, match="32-byte revocation key"):
             await revocations.revoke(DIGEST[:6])
 
     async def test_shared_marker_broadcast_and_catch_up(self, store: RedisStore) -> None:

@@ -11,17 +11,21 @@ Every wait is bounded.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import os
 import signal
 import time
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
 import aiohttp
+import pytest
 
+from tests.support.jwt_forge import respell_ecdsa
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import META, MODERN, Replica, ReplicaStack, replica_stack
 
@@ -45,6 +49,7 @@ async def group(
     overrides: dict[str, Any] | None = None,
     hold_s: float = 1.0,
     policy: str = POLICY,
+    issuer_options: dict[str, Any] | None = None,
 ) -> AsyncIterator[ReplicaStack]:
     async with replica_stack(
         tmp_path,
@@ -54,6 +59,7 @@ async def group(
         overrides=overrides,
         hold_s=hold_s,
         policy=policy,
+        issuer_options=issuer_options,
     ) as stack:
         yield stack
 
@@ -498,6 +504,38 @@ async def test_a_revocation_reaches_every_worker_and_a_restarted_one(tmp_path: P
         audit = [line for line in log_lines(stack.replicas[0]) if line.get("log") == "audit"]
         assert [line["event"] for line in audit].count("token_revoked") == 1
         assert token not in stack.replicas[0].log()
+
+
+@pytest.mark.parametrize("with_redis", [False, True], ids=["memory", "redis"])
+async def test_a_group_revokes_every_spelling_of_a_jwt_until_its_exp(
+    redis_server: RedisServer, tmp_path: Path, with_redis: bool
+) -> None:
+    """Issue 32 items 1 and 8 through the group's admin API: revoking the re-spelled (r, n-s)
+    form of an ES256 token refuses both forms on every worker, past ``revocation_ttl_s``."""
+    overrides = {
+        "issuer": {"tokens": "jwt", "client_id": None, "client_secret": None,
+                   "cache": {"max_ttl_s": 1}},
+        "admin": {"revocation_ttl_s": 2},
+    }  # fmt: skip
+    async with group(
+        tmp_path,
+        redis_server if with_redis else None,
+        overrides=overrides,
+        issuer_options={"token_format": "jwt", "introspection": False},
+    ) as stack:
+        stack.issuer.keys.use(stack.issuer.keys.add("EC"))
+        token = stack.mint(ttl_s=600)
+        other = respell_ecdsa(token)
+        for _ in range(8):
+            assert [(await fresh_call(stack, t, text="hi"))[0] for t in (token, other)] == [200] * 2
+        status, body = await stack.revoke(stack.replicas[0], {"token": other})
+        assert status == 200, body
+        exp = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "==="))["exp"]
+        until = datetime.fromisoformat(body["until"].replace("Z", "+00:00")).timestamp()
+        assert abs(until - (exp + 30)) <= 1  # exp + clock_skew_s, not now + 2 s
+        await asyncio.sleep(2.5)  # past admin.revocation_ttl_s
+        for _ in range(8):
+            assert [(await fresh_call(stack, t, text="hi"))[0] for t in (token, other)] == [401] * 2
 
 
 async def test_a_revocation_with_redis_state_reaches_every_worker(

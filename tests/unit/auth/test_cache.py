@@ -177,3 +177,31 @@ def test_every_way_an_accepted_entry_leaves_reports_its_digest() -> None:
     cache.store(key(5), principal(), NOW)
     cache.store(key(5), principal(), NOW + 1)  # replaced, not dropped
     assert len(dropped) == before
+
+
+class TestRevocationKeys:
+    def test_a_revocation_drops_every_spelling_and_only_those(self) -> None:
+        dropped: list[bytes] = []
+        cache = TokenCache(CacheConfig(max_ttl_s=60), on_drop=dropped.append)
+        revoked, kept = b"r" * 32, b"k" * 32
+        cache.store(key(1), principal(), NOW, revocation_key=revoked)
+        cache.store(key(2), principal(), NOW, revocation_key=revoked)
+        cache.store(key(3), principal(), NOW, revocation_key=kept)
+        cache.store(key(4), principal(), NOW)  # an opaque token: its digest is its key
+        assert cache.lookup(key(1), NOW).revocation_key == revoked
+        assert cache.lookup(key(4), NOW).revocation_key == key(4)
+        cache.forget_revoked(revoked)
+        assert sorted(dropped) == sorted([key(1), key(2)])
+        assert cache.lookup(key(1), NOW).principal is None
+        assert cache.lookup(key(3), NOW).principal is not None
+        cache.forget_revoked(key(4))
+        assert cache.lookup(key(4), NOW).principal is None
+
+    def test_the_index_follows_evictions(self) -> None:
+        cache = TokenCache(CacheConfig(max_ttl_s=60, max_entries=1))
+        cache.store(key(1), principal(), NOW, revocation_key=b"a" * 32)
+        cache.store(key(2), principal(), NOW, revocation_key=b"b" * 32)  # evicts key(1)
+        cache.store(key(2), principal(), NOW, revocation_key=b"c" * 32)  # re-keyed
+        assert cache._by_revocation == {b"c" * 32: {key(2)}}
+        cache.store_negative(key(2), NOW)
+        assert cache._by_revocation == {}

@@ -180,6 +180,24 @@ class TestClaimMapping:
     def test_a_keycloak_bearer_typ_and_a_cognito_access_token_use_pass(self) -> None:
         assert self.check(claims(typ="Bearer", token_use="access")).subject == "alice"
 
+    def test_an_exp_further_ahead_than_max_token_lifetime_s_is_refused(self) -> None:
+        """The bound of a revocation kept until ``exp`` (issue 32 item 8): at the bound plus the
+        skew it passes, one second past it the token is refused."""
+        now = time.time()
+        rules = JwtRules.for_issuer(
+            RESOURCE, IssuerConfig(url=ISSUER, tokens="jwt", max_token_lifetime_s=3600)
+        )
+        skew = rules.claims.skew_s
+        ok = check_jwt_claims(
+            claims(exp=int(now) + 3600 + skew), rules, now=int(now), fingerprint="f"
+        )
+        assert ok.expires_at == int(now) + 3600 + skew
+        with pytest.raises(InvalidToken, match="max_token_lifetime_s"):
+            check_jwt_claims(
+                claims(exp=int(now) + 3601 + skew), rules, now=int(now), fingerprint="f"
+            )
+        assert self.RULES.max_lifetime_s == 86400  # the default
+
 
 class TestVerifier:
     @staticmethod
