@@ -177,7 +177,7 @@ class TestSubcommands:
             (["demo", "--help"], "demo"),
             (["demo", "token", "--help"], "token"),
             (["policy", "explain", "--help"], "--token-file"),
-            (["revoke", "--help"], "--sha256"),
+            (["revoke", "--help"], "--key"),
         ],
     )
     def test_each_subcommand_of_another_layer_answers_in_a_fresh_process(
