@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from tests.support.exchange_stack import EXCHANGE_SECRET, exchange_stack
 from tests.support.live_stack import GATEWAY_SECRET, SERVICE, LiveStack, ServerFactory, live_stack
-from tests.support.otlp_receiver import ExportedSpan, OtlpReceiver
+from tests.support.otlp_receiver import ExportedSpan, GrpcOtlpReceiver, OtlpReceiver
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -273,3 +274,58 @@ async def test_sample_ratio_zero_records_only_what_the_caller_sampled(
         assert (await stack.call(token, headers={"traceparent": unsampled}))[0] == 200
         await asyncio.sleep(1.5)
         assert {s.trace_id for s in receiver.spans} == {CLIENT_TRACE}
+
+
+async def test_the_grpc_protocol_exports_to_a_grpc_collector(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receiver = GrpcOtlpReceiver()
+    await receiver.start()
+    monkeypatch.setenv("OTLP_KEY", OTLP_KEY)
+    section = {
+        "otlp": {
+            "endpoint": f"http://127.0.0.1:{receiver.port}",
+            "protocol": "grpc",
+            "headers": {"x-api-key": {"env": "OTLP_KEY"}},
+            "timeout_s": 5,
+        }
+    }
+    try:
+        async with live_stack(
+            tmp_path, aiohttp_server, monkeypatch, gateway={"tracing": section}
+        ) as stack:
+            assert (await stack.call(stack.token()))[0] == 200
+            for _ in range(100):
+                if "mcp_gateway.token_check" in receiver.span_names():
+                    break
+                await asyncio.sleep(0.05)
+        assert receiver.span_names().count("tools/call echo") == 2  # SERVER and CLIENT
+        assert receiver.metadata[0].get("x-api-key") == OTLP_KEY
+    finally:
+        await receiver.stop()
+
+
+async def test_a_token_exchange_is_a_client_span_of_the_request(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receiver = OtlpReceiver()
+    collector = await aiohttp_server(receiver.app(), host="127.0.0.1")
+    tracing = {"otlp": {"endpoint": f"http://127.0.0.1:{collector.port}", "timeout_s": 5}}
+    async with exchange_stack(
+        tmp_path, aiohttp_server, monkeypatch, gateway={"tracing": tracing}
+    ) as (stack, upstream):
+        token = stack.token()
+        status, _, text = await stack.call(token)
+        assert status == 200, text
+        spans = await receiver.wait_for(6)
+        exchanged = upstream.calls("tools/call")[-1].headers["Authorization"].split()[-1]
+    server = next(s for s in spans if s.kind == "server")
+    exchange = next(s for s in spans if s.name == "mcp_gateway.token_exchange")
+    assert exchange.kind == "client"
+    assert exchange.trace_id == server.trace_id
+    assert exchange.attributes["http.response.status_code"] == 200
+    assert exchange.attributes["server.address"] == "127.0.0.1"
+    exported = b"".join(receiver.raw)
+    assert token.encode() not in exported
+    assert EXCHANGE_SECRET.encode() not in exported
+    assert exchanged.encode() not in exported

@@ -104,3 +104,45 @@ class OtlpReceiver:
 
     def trace(self, trace_id: str) -> list[ExportedSpan]:
         return [span for span in self.spans if span.trace_id == trace_id]
+
+
+class GrpcOtlpReceiver:
+    """The Collector's OTLP/gRPC ``TraceService/Export``, on a ``grpc.aio`` server (loopback)."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        self.metadata: list[dict[str, str]] = []
+        self._server: Any = None
+        self.port = 0
+
+    async def start(self) -> None:
+        import grpc
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+        receiver = self
+
+        class Servicer(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+            async def Export(
+                self, request: ExportTraceServiceRequest, context: Any
+            ) -> ExportTraceServiceResponse:
+                receiver.requests.append(request)
+                receiver.metadata.append(dict(context.invocation_metadata()))
+                return ExportTraceServiceResponse()
+
+        self._server = grpc.aio.server()
+        trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Servicer(), self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        await self._server.start()
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(0)
+
+    def span_names(self) -> list[str]:
+        return [
+            span.name
+            for request in self.requests
+            for resource in request.resource_spans
+            for scope in resource.scope_spans
+            for span in scope.spans
+        ]
