@@ -157,6 +157,7 @@ class Tracing:
         )
 
     def finish(self, trace: RequestTrace, ctx: RequestContext) -> None:
+        trace.closed = True  # a task the request left behind records nothing more into it
         server = trace.server
         server.end_ns = time.time_ns()
         server.name, server.attributes = _server_span(ctx, server.attributes)
@@ -187,14 +188,17 @@ class Tracing:
 
     def _export_queued(self) -> None:
         while True:
-            batch: list[ReadableSpan] = []
-            with self._lock:
-                while self._queue and len(batch) < BATCH_SPANS:
+            traces: list[RequestTrace] = []
+            count = 0
+            with self._lock:  # only the pops: a request's finish() never waits for conversion
+                while self._queue and count < BATCH_SPANS:
                     trace = self._queue.popleft()
-                    batch.extend(self._readable(trace))
-                self._pending -= len(batch)
-            if not batch:
+                    traces.append(trace)
+                    count += 1 + len(trace.children)
+                self._pending -= count
+            if not traces:
                 return
+            batch = [span for trace in traces for span in self._readable(trace)]
             try:
                 result = self._exporter.export(batch)
             except Exception:  # the exporter's fault must not end the thread

@@ -80,7 +80,8 @@ class SpanRecord:
 class RequestTrace:
     """A sampled request's spans: the server span and its children, in finishing order."""
 
-    __slots__ = ("children", "flags", "links", "parent_id", "server", "trace_id", "tracestate")
+    __slots__ = ("children", "closed", "flags", "links", "parent_id", "server", "trace_id",
+                 "tracestate")  # fmt: skip
 
     def __init__(
         self,
@@ -99,6 +100,8 @@ class RequestTrace:
         self.links: list[tuple[str, str]] = []
         """(trace id, span id) of contexts the server span is linked to, not parented by."""
         self.children: list[SpanRecord] = []
+        self.closed = False
+        """Finished and queued for export: no further child is recorded."""
 
     def traceparent(self, span_id: str) -> str:
         """The ``traceparent`` naming ``span_id`` of this trace as the parent."""
@@ -167,7 +170,8 @@ class _Child:
             record.error = getattr(exc, "row", None) or type(exc).__name__
         if self._token is not None:
             _CURRENT.reset(self._token)
-        self._trace.children.append(record)
+        if not self._trace.closed:
+            self._trace.children.append(record)
 
 
 class _NoSpan:
@@ -211,5 +215,7 @@ def child(
     if current is None:
         return NO_SPAN
     trace, parent = current
+    if trace.closed:
+        return NO_SPAN
     record = SpanRecord(name, kind, new_span_id(), parent.span_id, dict(attributes or {}))
     return _Child(trace, record)
