@@ -18,6 +18,7 @@ import pytest
 from tests.support.exchange_stack import EXCHANGE_SECRET, exchange_stack
 from tests.support.live_stack import GATEWAY_SECRET, SERVICE, LiveStack, ServerFactory, live_stack
 from tests.support.otlp_receiver import ExportedSpan, GrpcOtlpReceiver, OtlpReceiver
+from tests.support.ports import free_port
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"
@@ -329,3 +330,30 @@ async def test_a_token_exchange_is_a_client_span_of_the_request(
     assert token.encode() not in exported
     assert EXCHANGE_SECRET.encode() not in exported
     assert exchanged.encode() not in exported
+
+
+async def test_an_unreachable_collector_costs_spans_not_requests_and_one_log_line(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    closed = free_port()  # nothing listens there
+    section = {"otlp": {"endpoint": f"http://127.0.0.1:{closed}", "timeout_s": 1}}
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, gateway={"tracing": section}
+    ) as stack:
+        token = stack.token()
+        for _ in range(3):  # three export rounds (one a second), each refused
+            started = time.monotonic()
+            assert (await stack.call(token))[0] == 200
+            assert time.monotonic() - started < 2.0
+            await asyncio.sleep(1.3)
+        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+            text = await response.text()
+    failed = next(
+        ln for ln in text.splitlines()
+        if ln.startswith('mcp_gateway_trace_spans_dropped_total{reason="export_failed"}')
+    )  # fmt: skip
+    assert float(failed.split()[-1]) >= 2 * 4  # at least two requests' spans
+    assert capsys.readouterr().out.count("tracing.export_failed") == 1  # once a minute at most
