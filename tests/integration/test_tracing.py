@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
+from gateway.dev.issuer import DevIssuer
 from tests.support.exchange_stack import EXCHANGE_SECRET, exchange_stack
+from tests.support.jwt_stack import jwt_stack
 from tests.support.live_stack import GATEWAY_SECRET, SERVICE, LiveStack, ServerFactory, live_stack
 from tests.support.otlp_receiver import ExportedSpan, GrpcOtlpReceiver, OtlpReceiver
 from tests.support.ports import free_port
@@ -357,3 +359,29 @@ async def test_an_unreachable_collector_costs_spans_not_requests_and_one_log_lin
     )  # fmt: skip
     assert float(failed.split()[-1]) >= 2 * 4  # at least two requests' spans
     assert capsys.readouterr().out.count("tracing.export_failed") == 1  # once a minute at most
+
+
+async def test_a_jwks_fetch_is_a_span_only_when_the_request_makes_it(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receiver = OtlpReceiver()
+    collector = await aiohttp_server(receiver.app(), host="127.0.0.1")
+    dev = DevIssuer(token_format="jwt", introspection=False)
+    tracing = {"otlp": {"endpoint": f"http://127.0.0.1:{collector.port}", "timeout_s": 5}}
+    async with jwt_stack(
+        tmp_path, aiohttp_server, monkeypatch, dev=dev,
+        issuer={"jwks_unknown_kid_interval_s": 1}, gateway={"tracing": tracing},
+    ) as stack:  # fmt: skip
+        first = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
+        assert (await stack.call(stack.token(sub="a"), headers={"traceparent": first}))[0] == 200
+        dev.keys.use(dev.keys.add("EC"))  # a key the gateway has not fetched yet
+        second = f"00-{META_TRACE}-{META_SPAN}-01"
+        assert (await stack.call(stack.token(sub="b"), headers={"traceparent": second}))[0] == 200
+        await receiver.wait_for(4 + 5)
+    assert "mcp_gateway.jwks_fetch" not in {s.name for s in receiver.trace(CLIENT_TRACE)}
+    spans = by_name(receiver.trace(META_TRACE))
+    fetch = spans["mcp_gateway.jwks_fetch"]
+    assert fetch.kind == "client"
+    assert fetch.parent_id == spans["mcp_gateway.token_check"].span_id
+    assert fetch.attributes["http.response.status_code"] == 200
+    assert spans["mcp_gateway.token_check"].attributes["mcp_gateway.token_cache"] == "miss"
