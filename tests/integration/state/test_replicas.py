@@ -79,7 +79,9 @@ tools:
 async def test_the_failed_auth_budget_holds_across_replicas(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    overrides = {"issuer": {"failed_auth_rate": "3/minute"}}
+    # The probe interval is far longer than the test, so on a loaded machine the blocked
+    # requests cannot become a replica's next probe (the first probe of each is the 4th/5th).
+    overrides = {"issuer": {"failed_auth_rate": "3/minute", "failed_auth_probe_interval_s": 60}}
     async with replica_stack(tmp_path, redis_server, overrides=overrides) as stack:
         a, b = stack.replicas
         # Three refusals use the shared budget; the next refusal on each replica finds it
