@@ -209,6 +209,8 @@ async def test_both_workers_serve_and_one_scrape_sums_them(tmp_path: Path) -> No
         ) as response:
             assert response.headers["Content-Type"].startswith("application/openmetrics-text")
             assert (await response.text()).endswith("# EOF\n")
+            # The group's ops listener names the product alone too (issue 32 item 7).
+            assert response.headers.getall("Server") == ["mcp-gateway"]
 
         lines = log_lines(replica)
         served = {line.get("worker") for line in lines if line.get("event") == "mcp.request"}
