@@ -320,3 +320,25 @@ async def _until(condition: Callable[[], bool]) -> None:
     async with asyncio.timeout(5.0):
         while not condition():  # noqa: ASYNC110 - polling a fake's call list is the simplest probe
             await asyncio.sleep(0.01)
+
+
+class TestStep11Order:
+    """docs/architecture.md step 11: Accept, then Content-Type and Content-Encoding, then the
+    body's size (406 before 415 before 413), as http/endpoint.py checks them (issue 32 item 12:
+    the docs listed Accept last)."""
+
+    CAP = 1024
+
+    async def test_406_comes_before_415_and_413(self, make_gw: MakeGateway) -> None:
+        gw = await make_gw(max_body_bytes=self.CAP)
+        headers = modern_headers("server/discover", Accept="text/html")
+        headers["Content-Type"] = "text/plain"
+        await assert_error(await gw.post(_padded(self.CAP + 1), headers), 406)
+
+    async def test_415_comes_before_413(self, make_gw: MakeGateway) -> None:
+        gw = await make_gw(max_body_bytes=self.CAP)
+        headers = modern_headers("server/discover")
+        headers["Content-Type"] = "text/plain"
+        await assert_error(await gw.post(_padded(self.CAP + 1), headers), 415)
+        headers = modern_headers("server/discover", **{"Content-Encoding": "gzip"})
+        await assert_error(await gw.post(_padded(self.CAP + 1), headers), 415)
