@@ -12,8 +12,10 @@ depend on the token's issuer, its binding and shared state.
    §7.2); a bearer token of an issuer with ``dpop: required`` is ``dpop_required``; an unbound
    token with the ``DPoP`` scheme is ``invalid_token``; then that issuer's own ``algorithms`` and
    ``iat_window_s``, its ``nonce`` (:mod:`.dpop_nonce`: ``use_dpop_nonce`` with a fresh
-   ``DPoP-Nonce``), the key's thumbprint against ``cnf.jkt``, and last the ``jti``: the first use
-   of (thumbprint, ``jti``) within the window is recorded in the ``state:`` store
+   ``DPoP-Nonce``; for a token not cached yet already before any issuer call when every issuer
+   it may come from needs one, :meth:`~DpopGuard.check_nonce_early`), the key's thumbprint
+   against ``cnf.jkt``, and last the ``jti``: the first use of (thumbprint, ``jti``) within the
+   window is recorded in the ``state:`` store
    (:class:`gateway.seams.DpopReplays`, shared by the replicas with Redis), every later one is a
    replay. The accepted principal's ``auth_method`` gains ``+dpop``.
 
@@ -26,7 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Final, TypeVar
 
 from gateway.config import Config, DpopConfig
@@ -116,6 +118,21 @@ class DpopGuard:
         if not dpop.nonce or self._nonces is None:
             return None
         return self._nonces.current(dpop.nonce_rotation_s)
+
+    def check_nonce_early(self, proof: Proof, issuers: Sequence[str]) -> None:
+        """Before any issuer call for an uncached token: when every issuer it may come from
+        (its ``iss``, or every introspecting issuer) needs a nonce, a proof without one valid for
+        any of them is answered ``use_dpop_nonce`` now (:meth:`admit` checks it again with the
+        token's own issuer)."""
+        configs = [self._by_issuer.get(url, _OFF) for url in issuers]
+        nonces = self._nonces
+        if nonces is None or not configs or not all(c.nonce for c in configs):
+            return
+        nonce = proof.nonce
+        if nonce is None or not any(nonces.valid(nonce, c.nonce_rotation_s) for c in configs):
+            fresh = nonces.current(configs[0].nonce_rotation_s)
+            detail = "no nonce" if nonce is None else "old or foreign nonce"
+            raise self._count(UseDpopNonce(nonce=fresh, detail=detail), "nonce")
 
     async def admit(self, principal: Principal, proof: Proof | None) -> Principal:
         """The principal for this request, or raise the refusal (module docstring, step 2)."""

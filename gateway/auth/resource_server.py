@@ -260,6 +260,12 @@ class ResourceServer:
             self._caches.count("hit")
             # No local name for the exception (see the end of this method).
             raise self._rejected(request.client_ip, InvalidToken(detail=NEGATIVE), fingerprint)
+        if proof is not None and self._dpop is not None:
+            # Every issuer the token may come from wants a nonce: asked now, before any call.
+            try:
+                self._dpop.check_nonce_early(proof, [i.url for i in route.issuers])
+            except InvalidToken as exc:
+                raise self._rejected(request.client_ip, exc, fingerprint) from None
         flight = self._flights.joining(key)
         if flight is not None:
             self._caches.count("coalesced")

@@ -418,3 +418,27 @@ async def test_a_403_names_the_missing_scope_in_both_challenges(
             assert challenges[scheme]["error"] == "insufficient_scope"
             assert challenges[scheme]["scope"] == "mcp:access"
         assert challenges["DPoP"]["algs"].split() == ALGS.split()
+
+
+@pytest.mark.row("use_dpop_nonce")
+async def test_an_introspected_token_without_a_nonce_costs_the_issuer_nothing(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every introspecting issuer wants a nonce: refused before the introspection, then the
+    retry with the nonce is introspected once."""
+    key = DpopKey()
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch,
+        gateway={"issuer": {"dpop": {"mode": "allowed", "nonce": True}},
+                 **_nonce_gateway(monkeypatch)},
+    ) as stack:  # fmt: skip
+        token = stack.token(jkt=key.jkt)
+        status, headers, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
+        assert_row(status, headers, text, error="use_dpop_nonce", message="DPoP nonce required")
+        assert stack.issuer.introspection_calls == 0
+        nonce = headers["DPoP-Nonce"]
+        status, _, text = await send(
+            stack, dpop(token, key.proof(RESOURCE, token=token, nonce=nonce))
+        )
+        assert status == 200, text
+        assert stack.issuer.introspection_calls == 1
