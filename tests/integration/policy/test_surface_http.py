@@ -374,3 +374,30 @@ async def test_a_prompt_argument_that_is_not_a_string_is_invalid_params(
     )  # fmt: skip
     assert answer[0] == 400
     assert json.loads(answer[2])["error"] == {"code": -32602, "message": "Invalid params"}
+
+
+async def test_listing_step_up_also_lists_what_more_scopes_would_unlock(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with (
+        sdk_upstream(surface=True) as sdk,
+        live_stack(
+            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
+            policy=POLICY.replace("version: 1\n", "version: 1\nlisting: step_up\n"),
+        ) as live,
+    ):  # fmt: skip
+        token = live.token("mcp:access")
+        _, _, text = await live.modern(token, "prompts/list")
+        assert [p["name"] for p in json.loads(text)["result"]["prompts"]] == [
+            "greet", "secret_plan",
+        ]  # fmt: skip
+        _, _, text = await live.modern(token, "resources/list")
+        assert sorted(r["uri"] for r in json.loads(text)["result"]["resources"]) == [
+            "docs://guide/intro", "docs://guide/logo.png", "docs://private/keys",
+        ]  # fmt: skip
+        _, _, text = await live.modern(token, "server/discover")
+        assert "resources" in json.loads(text)["result"]["capabilities"]
+        status, _, _ = await live.modern(
+            token, "resources/read", {"uri": "docs://private/keys"}, name="docs://private/keys"
+        )
+        assert status == 403
