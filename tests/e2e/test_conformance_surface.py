@@ -1,11 +1,11 @@
 """The official MCP conformance suite (``@modelcontextprotocol/conformance``) through the gateway.
 
-The suite's server scenarios for prompts, resources, completions and caching run against the
-gateway fronting the official SDK's ``MCPServer`` (:mod:`tests.support.sdk_upstream`). The
+The suite's 2026-07-28 server scenarios for prompts, resources, completions and caching run
+against the gateway fronting the official SDK's ``MCPServer`` holding the fixtures those
+scenarios read, as their descriptions specify (``sdk_upstream(conformance=True)``). The
 suite cannot send a bearer token, so a loopback forwarder adds one minted by the dev issuer (the
-gateway still authenticates and authorizes every request). Scenario names that test the
-conformance suite's own reference server fixtures (a prompt named ``test_simple_prompt``, ...)
-are not run: their failures say nothing about the gateway.
+gateway still authenticates and authorizes every request, under a policy with a rule per
+fixture).
 
 Runs when ``MCP_GATEWAY_CONFORMANCE`` names the suite's CLI; skipped otherwise (it needs Node
 and an npm package). ``MCP_GATEWAY_CONFORMANCE_SCENARIOS`` overrides the scenarios (space
@@ -15,9 +15,6 @@ separated). Setup, as run for issue 24 (suite 0.2.0-alpha.12)::
     # Node 20 has no fs.globSync (22 has): point that one import at a small shim first
     # (see docs/protocol.md#conformance), then
     MCP_GATEWAY_CONFORMANCE="node <dist>/index.js" pytest tests/e2e/test_conformance_surface.py
-
-The other prompts/resources/completion scenarios read the suite's own reference fixtures
-(``test://static-text``, ``test_simple_prompt``, ...), which this upstream does not have.
 """
 
 from __future__ import annotations
@@ -44,14 +41,24 @@ baseline_scopes: [mcp:access]
 tools:
   "*": {scopes: []}
 prompts:
-  "*": {scopes: []}
+  "test_*": {scopes: []}
 resources:
-  "docs://guide/**": {scopes: []}
-  "docs://private/**": {scopes: []}
+  "test://static-text": {scopes: []}
+  "test://static-binary": {scopes: []}
+  "test://template/**": {scopes: []}
+  "test://nonexistent-resource-for-conformance-testing": {scopes: []}
 """
 
-SCENARIOS = tuple(os.environ.get("MCP_GATEWAY_CONFORMANCE_SCENARIOS", "caching").split())
-"""The 2026-07-28 scenarios whose checks concern the gateway's own answers for lists."""
+SCENARIOS = tuple(
+    os.environ.get(
+        "MCP_GATEWAY_CONFORMANCE_SCENARIOS",
+        "caching resources-list resources-read-text resources-read-binary "
+        "resources-templates-read sep-2164-resource-not-found prompts-list prompts-get-simple "
+        "prompts-get-with-args prompts-get-embedded-resource prompts-get-with-image "
+        "completion-complete",
+    ).split()
+)
+"""Every 2026-07-28 server scenario about prompts, resources, completion and caching."""
 
 
 def _forwarder(target: str, token: str) -> web.Application:
@@ -87,7 +94,7 @@ async def test_the_conformance_scenario_passes_through_the_gateway(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, scenario: str
 ) -> None:
     async with (
-        sdk_upstream(surface=True) as sdk,
+        sdk_upstream(conformance=True) as sdk,
         live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
                    policy=POLICY) as stack,
     ):  # fmt: skip

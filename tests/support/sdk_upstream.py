@@ -15,6 +15,7 @@ bus: ``await sdk.announce()`` publishes ``notifications/tools/list_changed`` to 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import socket
@@ -80,9 +81,14 @@ PAGES: Final = ("intro", "install", "internals", "usage")
 
 
 @contextlib.asynccontextmanager
-async def sdk_upstream(*, surface: bool = False, rogue: bool = False) -> AsyncIterator[SdkUpstream]:
+async def sdk_upstream(
+    *, surface: bool = False, rogue: bool = False, conformance: bool = False
+) -> AsyncIterator[SdkUpstream]:
     """``rogue``: also list a resource, and return a link, already in the gateway's own
-    ``mcp-gw://`` form (another backend's URI: a garbled answer the gateway must refuse)."""
+    ``mcp-gw://`` form (another backend's URI: a garbled answer the gateway must refuse).
+    ``conformance``: instead, the fixtures the conformance suite's prompts, resources and
+    completion scenarios read (``test://static-text``, ``test_simple_prompt``, ...), as their
+    descriptions specify."""
     bus = InMemorySubscriptionBus()
     server = MCPServer("sdk-upstream", subscriptions=bus)
 
@@ -91,7 +97,9 @@ async def sdk_upstream(*, surface: bool = False, rogue: bool = False) -> AsyncIt
         """Echo the text back."""
         return text
 
-    if surface:
+    if conformance:
+        _add_conformance(server)
+    elif surface:
         _add_surface(server, rogue=rogue)
 
     methods: list[str] = []
@@ -173,3 +181,55 @@ def _add_surface(server: MCPServer, *, rogue: bool) -> None:
         if isinstance(ref, PromptReference) and argument.name == "name":
             return Completion(values=[n for n in ("alice", "bob") if n.startswith(argument.value)])
         return None
+
+
+def _add_conformance(server: MCPServer) -> None:
+    """The fixtures of @modelcontextprotocol/conformance's server scenarios (their texts)."""
+    from mcp.server.mcpserver.prompts.base import UserMessage
+    from mcp.types import Completion, EmbeddedResource, ImageContent, TextResourceContents
+
+    png = base64.b64encode(LOGO).decode()
+
+    @server.resource("test://static-text", mime_type="text/plain")
+    def static_text() -> str:
+        return "This is the content of the static text resource."
+
+    @server.resource("test://static-binary", mime_type="image/png")
+    def static_binary() -> bytes:
+        return LOGO
+
+    @server.resource("test://template/{id}/data", mime_type="application/json")
+    def template(id: str) -> str:
+        return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
+
+    @server.prompt(description="A simple prompt without arguments.")
+    def test_simple_prompt() -> str:
+        """A simple prompt without arguments."""
+        return "This is a simple prompt for testing."
+
+    @server.prompt(description="A prompt with two required arguments.")
+    def test_prompt_with_arguments(arg1: str, arg2: str) -> str:
+        """A prompt with two required arguments."""
+        return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+    @server.prompt(description="A prompt embedding a resource.")
+    def test_prompt_with_embedded_resource(resourceUri: str) -> list[Any]:
+        resource = TextResourceContents(
+            uri=resourceUri, mimeType="text/plain", text="Embedded resource content for testing."
+        )
+        return [
+            UserMessage(EmbeddedResource(type="resource", resource=resource)),
+            UserMessage("Please process the embedded resource above."),
+        ]
+
+    @server.prompt(description="A prompt with an image.")
+    def test_prompt_with_image() -> list[Any]:
+        """A prompt with an image."""
+        return [
+            UserMessage(ImageContent(type="image", data=png, mimeType="image/png")),
+            UserMessage("Please analyze the image above."),
+        ]
+
+    @server.completion()
+    async def complete(ref: Any, argument: Any, context: Any) -> Completion:
+        return Completion(values=[argument.value + "-completed"] if argument.value else [])
