@@ -484,8 +484,8 @@ class Decision:
     reason: str = ""
     granted_scopes: tuple[str, ...] = ()
     """The caller's scopes the decision rested on, in the policy's vocabulary (after each
-    issuer's ``scope_map``): every required scope it holds. The audit trail records them; a
-    scope hierarchy would name here the granted scope that implied a required one."""
+    issuer's ``scope_map``): every required scope it holds, or for one it holds only through
+    ``scope_hierarchy``, the granted scope that implies it. The audit trail records them."""
 
 
 class Policy(Protocol):

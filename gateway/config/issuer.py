@@ -219,7 +219,7 @@ def scope_map_warnings(
     issuers: tuple[IssuerConfig, ...], policy_scopes: frozenset[str]
 ) -> list[str]:
     """``check``'s findings about each ``scope_map`` against the policy's scopes (every scope a
-    rule, the baseline, a method or, once the policy has one, a scope hierarchy names):
+    rule, the baseline, a method or the scope hierarchy names):
 
     - a target the policy never names does nothing (a typo, or a rule that was renamed);
     - a key that is also a policy scope is ambiguous: that issuer's token holding it gets the
@@ -232,8 +232,9 @@ def scope_map_warnings(
             name = f"scope_map[{entry.spelled!r}]"
             if entry.scope not in policy_scopes:
                 warnings.append(
-                    f"{entry.where}: {name}: {entry.scope} is named by no policy rule, baseline "
-                    f"or method, so the mapping does nothing (issuer {index + 1}, {issuer.url})"
+                    f"{entry.where}: {name}: {entry.scope} is named by no policy rule, baseline, "
+                    f"method or scope_hierarchy, so the mapping does nothing "
+                    f"(issuer {index + 1}, {issuer.url})"
                 )
             if entry.spelled in policy_scopes and entry.spelled != entry.scope:
                 warnings.append(

@@ -16,6 +16,10 @@ The ladder for a tool, first match wins:
 6. scopes cover baseline + ``scopes`` (+ one ``any_of`` set) -> allowed ``allow``
 7. otherwise                                    -> forbidden ``scope`` (step-up)
 
+"Cover" accounts for ``scope_hierarchy`` (:mod:`.hierarchy`): a granted scope also satisfies
+every scope it implies. Challenges and ``missing_scopes`` still name the scopes the rule lists
+(the least privilege), and ``granted_scopes`` names the caller's own scopes the decision used.
+
 Any exception while evaluating denies and hides (``error``): fail closed.
 
 Prompts (``prompts/get``) and resources (``resources/read``) walk the same ladder over their own
@@ -30,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Final
 
+from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
 from gateway.policy.uri import UriPattern, normalize_uri, overlap, template_pattern
 from gateway.seams import Decision, Principal
 
@@ -72,7 +77,7 @@ def evaluate_tool(policy: PolicySet, principal: Principal, tool: str) -> Decisio
         if rule is None:
             # Default deny: a tool without a rule does not exist for any caller.
             return HIDDEN_NO_RULE
-        return evaluate_rule(policy.baseline_scopes, rule, principal)
+        return evaluate_rule(policy.baseline_scopes, rule, principal, policy.hierarchy)
     except Exception:  # SECURITY: an evaluation error denies (fail closed)
         return _HIDDEN_ERROR
 
@@ -80,7 +85,7 @@ def evaluate_tool(policy: PolicySet, principal: Principal, tool: str) -> Decisio
 def evaluate_prompt(policy: PolicySet, principal: Principal, prompt: str) -> Decision:
     """Decide whether ``principal`` may get ``prompt`` (the tool ladder over ``prompts:``)."""
     try:
-        return _in_table(policy.prompts, policy.baseline_scopes, principal, prompt)
+        return _in_table(policy.prompts, policy, principal, prompt)
     except Exception:  # SECURITY: an evaluation error denies (fail closed)
         return _HIDDEN_ERROR
 
@@ -91,7 +96,7 @@ def evaluate_resource(policy: PolicySet, principal: Principal, uri: str) -> Deci
         normalized = normalize_uri(uri)
         if normalized is None:
             return HIDDEN_NO_RULE
-        return _in_table(policy.resources, policy.baseline_scopes, principal, normalized)
+        return _in_table(policy.resources, policy, principal, normalized)
     except Exception:  # SECURITY: an evaluation error denies (fail closed)
         return _HIDDEN_ERROR
 
@@ -111,7 +116,7 @@ def evaluate_template(policy: PolicySet, principal: Principal, uri_template: str
             return HIDDEN_NO_RULE
         best: Decision | None = None
         for rule in reachable:
-            decision = evaluate_rule(policy.baseline_scopes, rule, principal)
+            decision = evaluate_rule(policy.baseline_scopes, rule, principal, policy.hierarchy)
             if decision.allowed:
                 return decision
             if decision.visible and best is None:
@@ -136,18 +141,21 @@ def reachable_rules(table: RuleTable, uri_template: str) -> tuple[Rule, ...] | N
     return tuple(found)
 
 
-def _in_table(
-    table: RuleTable, baseline: tuple[str, ...], principal: Principal, name: str
-) -> Decision:
+def _in_table(table: RuleTable, policy: PolicySet, principal: Principal, name: str) -> Decision:
     rule, tied = table.lookup(name)
     if tied:
         return Decision(allowed=False, visible=False, rule=rule.key if rule else None, reason="tie")
     if rule is None:
         return HIDDEN_NO_RULE
-    return evaluate_rule(baseline, rule, principal)
+    return evaluate_rule(policy.baseline_scopes, rule, principal, policy.hierarchy)
 
 
-def evaluate_rule(baseline: tuple[str, ...], rule: Rule, principal: Principal) -> Decision:
+def evaluate_rule(
+    baseline: tuple[str, ...],
+    rule: Rule,
+    principal: Principal,
+    hierarchy: ScopeHierarchy = NO_HIERARCHY,
+) -> Decision:
     """Steps 3-7 of the ladder for one known rule."""
     if rule.deny:
         # An explicit deny hides the tool, whatever else the rule says.
@@ -157,7 +165,8 @@ def evaluate_rule(baseline: tuple[str, ...], rule: Rule, principal: Principal) -
         return Decision(allowed=False, visible=False, rule=rule.key, reason="client")
     if rule.subjects is not None and not any(g.matches(principal.subject) for g in rule.subjects):
         return Decision(allowed=False, visible=False, rule=rule.key, reason="subject")
-    granted = principal.scopes
+    held = principal.scopes
+    granted = hierarchy.expand(held)
     base = _union(baseline, rule.scopes)
     options = [_union(base, alternative) for alternative in rule.any_of] or [base]
     for option in options:
@@ -168,7 +177,7 @@ def evaluate_rule(baseline: tuple[str, ...], rule: Rule, principal: Principal) -
                 rule=rule.key,
                 required_scopes=option,
                 reason="allow",
-                granted_scopes=option,
+                granted_scopes=hierarchy.holders(option, held) if hierarchy else option,
             )
     # Step-up: challenge with the option that needs the fewest additional scopes; min() keeps
     # the first listed on a tie, so the challenge is deterministic for a given token.
@@ -180,7 +189,7 @@ def evaluate_rule(baseline: tuple[str, ...], rule: Rule, principal: Principal) -
         required_scopes=best,
         missing_scopes=tuple(scope for scope in best if scope not in granted),
         reason="scope",
-        granted_scopes=tuple(scope for scope in best if scope in granted),
+        granted_scopes=hierarchy.holders(best, held),
     )
 
 
@@ -191,7 +200,9 @@ def evaluate_method(policy: PolicySet, principal: Principal, method: str) -> Dec
         method_rule = policy.methods.get(key)
         needed = _union(policy.baseline_scopes, method_rule.scopes if method_rule else ())
         rule = key if method_rule else None
-        missing = tuple(scope for scope in needed if scope not in principal.scopes)
+        hierarchy = policy.hierarchy
+        granted = hierarchy.expand(principal.scopes)
+        missing = tuple(scope for scope in needed if scope not in granted)
         if not missing:
             return Decision(
                 allowed=True,
@@ -199,7 +210,7 @@ def evaluate_method(policy: PolicySet, principal: Principal, method: str) -> Dec
                 rule=rule,
                 required_scopes=needed,
                 reason="allow",
-                granted_scopes=needed,
+                granted_scopes=hierarchy.holders(needed, principal.scopes) if hierarchy else needed,
             )
         return Decision(
             allowed=False,
@@ -208,7 +219,7 @@ def evaluate_method(policy: PolicySet, principal: Principal, method: str) -> Dec
             required_scopes=needed,
             missing_scopes=missing,
             reason="scope",
-            granted_scopes=tuple(scope for scope in needed if scope in principal.scopes),
+            granted_scopes=hierarchy.holders(needed, principal.scopes),
         )
     except Exception:  # SECURITY: an evaluation error denies (fail closed)
         return _HIDDEN_ERROR

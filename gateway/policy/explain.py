@@ -236,6 +236,7 @@ def explain(
             "client_id": principal.client_id,
             "scopes": sorted(principal.scopes),
         },
+        **_hierarchy(policy, principal),
         "listing": policy.listing,
         "evaluated": subject,
         "results": [item.as_json(policy.listing) for item in items],
@@ -244,6 +245,18 @@ def explain(
         "methods": [item.as_json() for item in methods],
         "warnings": warnings,
         **({"token": dict(token)} if token is not None else {}),
+    }
+
+
+def _hierarchy(policy: PolicySet, principal: Principal) -> dict[str, Any]:
+    """``scope_hierarchy`` as declared and what it adds to this principal (only when the
+    policy has one)."""
+    if not policy.hierarchy:
+        return {}
+    implied = policy.hierarchy.expand(principal.scopes) - principal.scopes
+    return {
+        "scope_hierarchy": {k: list(v) for k, v in policy.hierarchy.declared.items()},
+        "implied_scopes": sorted(implied),
     }
 
 
@@ -256,6 +269,8 @@ def _print_text(report: dict[str, Any], out: TextIO) -> None:
     )
     if "token" in report:
         _print_token(report["token"], out)
+    if "scope_hierarchy" in report:
+        out.write(f"implied by scope_hierarchy: {' '.join(report['implied_scopes']) or '-'}\n")
     if report["listing"] == "step_up":
         out.write("listing: step_up (tools/list also shows the step-up tools)\n")
     out.write("\n")

@@ -7,8 +7,9 @@ Order of work, all findings collected before anything is returned:
 2. per file: YAML syntax and duplicate keys, the JSON Schema ``policy.schema.json`` (unknown keys
    are errors), then checks a schema cannot express (pattern syntax, empty rules, scope syntax);
 3. merge: ``version``, ``baseline_scopes`` and ``listing`` must agree between the files that
-   state them, and a tool, prompt or resource key or a method rule may be defined in one file
-   only (resource keys compared in normal form: ``FILE:///a`` and ``file:///a`` are one key);
+   state them, and a tool, prompt or resource key, a method rule or a ``scope_hierarchy`` entry
+   may be defined in one file only (resource keys compared in normal form: ``FILE:///a`` and
+   ``file:///a`` are one key); a cycle in the merged ``scope_hierarchy`` is an error;
 4. ties: two patterns of one section with equal specificity that can match the same name (or
    URI) are rejected, with an example.
 
@@ -30,6 +31,7 @@ from gateway.config import parse_rate
 from gateway.errors import ConfigError
 from gateway.policy import uri
 from gateway.policy.glob import Glob, has_wildcard, overlap
+from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycle
 from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
@@ -181,6 +183,8 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
     listing: Listing | None = None
     listing_where = ""
     methods: dict[str, MethodRule] = {}
+    hierarchy: dict[str, tuple[str, ...]] = {}
+    hierarchy_where: dict[str, str] = {}
     sections: dict[str, dict[str, Rule]] = {section: {} for section in SECTIONS}
     for doc in docs:
         raw: dict[str, Any] = doc.value
@@ -209,6 +213,12 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
                 continue
             where = doc.where(("methods", method))
             methods[method] = MethodRule(method, where, tuple(body["scopes"]))
+        for scope, implied in raw.get("scope_hierarchy", {}).items():
+            if scope in hierarchy:
+                doc.problem(("scope_hierarchy", scope), f"also defined at {hierarchy_where[scope]}")
+                continue
+            hierarchy[scope] = tuple(implied)
+            hierarchy_where[scope] = doc.where(("scope_hierarchy", scope))
         for section, rules in sections.items():
             for key, body in raw.get(section, {}).items():
                 rule = _rule(doc, section, key, body)
@@ -224,8 +234,18 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
             f"{docs[0].file}:1:1: baseline_scopes: required (in at least one policy file)"
         )
         return None
+    cycle = find_cycle(hierarchy)
+    if cycle is not None:
+        problems.append(
+            f"{hierarchy_where[cycle[0]]}: scope_hierarchy.{cycle[0]}: is part of a cycle "
+            f"({' -> '.join(cycle)}); a scope hierarchy must not lead back to a scope"
+        )
+        return None
     tables = {section: _table(section, rules, problems) for section, rules in sections.items()}
     known = set(baseline)
+    for scope, implied in hierarchy.items():
+        known.add(scope)
+        known.update(implied)
     for method_rule in methods.values():
         known.update(method_rule.scopes)
     for rules in sections.values():
@@ -235,7 +255,7 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
                 known.update(alternative)
     tools = tables["tools"]
     return PolicySet(
-        version=_version(baseline, methods, sections, listing or "allowed"),
+        version=_version(baseline, methods, sections, listing or "allowed", hierarchy),
         baseline_scopes=baseline,
         listing=listing or "allowed",
         exact=tools.exact,
@@ -246,6 +266,7 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
         known_scopes=frozenset(known),
         prompts=tables["prompts"],
         resources=tables["resources"],
+        hierarchy=ScopeHierarchy(hierarchy) if hierarchy else NO_HIERARCHY,
     )
 
 
@@ -326,11 +347,13 @@ def _version(
     methods: dict[str, MethodRule],
     sections: dict[str, dict[str, Rule]],
     listing: Listing,
+    hierarchy: dict[str, tuple[str, ...]],
 ) -> str:
     """First 12 hex digits of SHA-256 over the canonical JSON of the merged policy.
 
-    ``prompts`` and ``resources`` enter only when the policy has them, so a tools-only policy
-    keeps the version it had before those sections existed.
+    ``prompts``, ``resources`` and ``scope_hierarchy`` enter only when the policy has them, so a
+    policy without them keeps the version it had before those sections existed. The order of a
+    hierarchy's implied scopes means nothing, so it is sorted.
     """
     canonical: dict[str, Any] = {
         "version": 1,
@@ -341,6 +364,8 @@ def _version(
     for section, rules in sections.items():
         if section == "tools" or rules:
             canonical[section] = {rule.key: _canonical_rule(rule) for rule in rules.values()}
+    if hierarchy:
+        canonical["scope_hierarchy"] = {scope: sorted(set(i)) for scope, i in hierarchy.items()}
     text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()[:12]
 

@@ -15,6 +15,7 @@ from typing import Final
 
 from gateway.policy import evaluate
 from gateway.policy.glob import WILDCARDS, Glob, overlap
+from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
 from gateway.policy.uri import UriPattern
 from gateway.seams import TOOL_NAME, Decision, Listing, Principal
 
@@ -161,6 +162,8 @@ class PolicySet:
     """``prompts:`` rules, keyed by prompt name or pattern (the tool pattern language)."""
     resources: RuleTable = EMPTY_TABLE
     """``resources:`` rules, keyed by URI or URI pattern (:mod:`gateway.policy.uri`)."""
+    hierarchy: ScopeHierarchy = NO_HIERARCHY
+    """``scope_hierarchy:``: which granted scopes imply which others (:mod:`.hierarchy`)."""
     _lookups: dict[str, tuple[Rule | None, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -254,7 +257,7 @@ class PolicySet:
             rule = (self.prompts if section == "prompts" else self.resources).find(key)
         if rule is None:
             return evaluate.HIDDEN_NO_RULE
-        return evaluate.evaluate_rule(self.baseline_scopes, rule, principal)
+        return evaluate.evaluate_rule(self.baseline_scopes, rule, principal, self.hierarchy)
 
     # --- catalog cross-checks (startup and ``check``) -------------------------------------------
 

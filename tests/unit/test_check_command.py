@@ -299,11 +299,27 @@ def test_check_warns_about_scope_map_targets_nobody_names_and_keys_that_are_poli
     # key are not, each at the key's line.
     assert warnings == [
         "warning: gateway.yaml:10:7: scope_map['api://notes/notes.wirte']: notes:wirte is named "
-        "by no policy rule, baseline or method, so the mapping does nothing (issuer 1, "
+        "by no policy rule, baseline, method or scope_hierarchy, so the mapping does nothing (issuer 1, "
         "https://login.example.com/tenant/v2.0)",
         "warning: gateway.yaml:14:7: scope_map['notes:write']: notes:admin is named by no "
-        "policy rule, baseline or method, so the mapping does nothing (issuer 2, "
+        "policy rule, baseline, method or scope_hierarchy, so the mapping does nothing (issuer 2, "
         "https://keycloak.example.com/realms/acme)",
+        "warning: gateway.yaml:14:7: scope_map['notes:write']: notes:write is also a policy "
+        "scope: this issuer's tokens holding it get notes:admin instead, so a rule naming "
+        "notes:write never matches them (issuer 2, https://keycloak.example.com/realms/acme)",
+    ]
+
+
+def test_check_counts_scope_hierarchy_names_as_policy_scopes(tmp_path: Path) -> None:
+    # notes:admin is named only by the hierarchy: the map targeting it is not a typo.
+    policy = SCOPE_MAP_POLICY.replace(
+        "tools:\n", "scope_hierarchy:\n  notes:admin: [notes:write, notes:wirte]\ntools:\n"
+    )
+    write(tmp_path, SCOPE_MAP_GATEWAY, policy)
+    result = run("check", "--config", "gateway.yaml", "--skip-secrets", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: ")]
+    assert warnings == [
         "warning: gateway.yaml:14:7: scope_map['notes:write']: notes:write is also a policy "
         "scope: this issuer's tokens holding it get notes:admin instead, so a rule naming "
         "notes:write never matches them (issuer 2, https://keycloak.example.com/realms/acme)",
