@@ -299,11 +299,11 @@ def test_check_warns_about_scope_map_targets_nobody_names_and_keys_that_are_poli
     # key are not, each at the key's line.
     assert warnings == [
         "warning: gateway.yaml:10:7: scope_map['api://notes/notes.wirte']: notes:wirte is named "
-        "by no policy rule, baseline, method or scope_hierarchy, so the mapping does nothing (issuer 1, "
-        "https://login.example.com/tenant/v2.0)",
+        "by no policy rule, baseline, method or scope_hierarchy, so the mapping does nothing "
+        "(issuer 1, https://login.example.com/tenant/v2.0)",
         "warning: gateway.yaml:14:7: scope_map['notes:write']: notes:admin is named by no "
-        "policy rule, baseline, method or scope_hierarchy, so the mapping does nothing (issuer 2, "
-        "https://keycloak.example.com/realms/acme)",
+        "policy rule, baseline, method or scope_hierarchy, so the mapping does nothing "
+        "(issuer 2, https://keycloak.example.com/realms/acme)",
         "warning: gateway.yaml:14:7: scope_map['notes:write']: notes:write is also a policy "
         "scope: this issuer's tokens holding it get notes:admin instead, so a rule naming "
         "notes:write never matches them (issuer 2, https://keycloak.example.com/realms/acme)",

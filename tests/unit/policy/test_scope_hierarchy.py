@@ -49,8 +49,8 @@ def problems_of(tmp_path: Path, text: str) -> list[str]:
         ),
         pytest.param(
             'scope_hierarchy:\n  "bad scope": [x]\n' + RULES,
-            '4:3: scope_hierarchy.bad scope: "bad scope" is not a valid scope token (printable ASCII '
-            "without spaces, quotes or backslashes; RFC 6749 §3.3)",
+            '4:3: scope_hierarchy.bad scope: "bad scope" is not a valid scope token '
+            "(printable ASCII without spaces, quotes or backslashes; RFC 6749 §3.3)",
             id="bad-key",
         ),
         pytest.param(
