@@ -15,6 +15,10 @@ a revocation does not reach. :func:`revocation_key` maps every spelling to one k
 * anything else (an opaque token): the SHA-256 of the token, as before; only the issuer can
   tell its spellings apart.
 
+Trailing empty segments past the third are dropped first (``h.p.s.`` is ``h.p.s``): not a JWS to
+the gateway, such a spelling goes to introspection, and an issuer that splits the way Java's
+``String.split`` does (Keycloak) reads it as the token itself.
+
 The segments are decoded leniently here on purpose (the router's :mod:`.jws` is strict): a
 spelling the gateway refuses today, an issuer's introspection endpoint might accept. Nothing is
 verified: a key names a token, it never admits one (the principal cache stays keyed by the
@@ -92,6 +96,10 @@ def _hash(kind: bytes, *parts: bytes) -> bytes:
 def revocation_target(token: str) -> RevocationTarget:
     """The key of ``token`` and, for a JWT, its ``iss`` and ``exp`` (see the module docstring)."""
     segments = token.split(".")
+    # An issuer that splits as Java's String.split does (Keycloak's JWSInput) drops trailing
+    # empty strings: "h.p.s." is "h.p.s" to it, so its introspection calls both active.
+    while len(segments) > 3 and not segments[-1]:
+        segments.pop()
     if len(segments) in (3, 5):
         header = _header(_decode(segments[0]))
         if header is not None and len(segments) == 3 and isinstance(header.get("alg"), str):

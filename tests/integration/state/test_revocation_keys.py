@@ -219,3 +219,33 @@ async def test_with_the_memory_backend_a_revoked_jwt_outlives_the_ttl_too(tmp_pa
         await asyncio.sleep(3)
         assert await status(stack, a, token) == 401
         assert await status(stack, a, other) == 200
+
+
+@pytest.mark.parametrize("tokens", ["introspection", "jwt+introspection"])
+async def test_trailing_dots_do_not_escape_a_revocation(tmp_path: Path, tokens: str) -> None:
+    """``h.p.s.`` is ``h.p.s`` to an issuer that splits the token as Java's ``String.split``
+    does (trailing empty strings dropped: Keycloak's ``JWSInput``), so its introspection says the
+    spelling with trailing dots is active too. Not a JWS to the gateway (four segments or more:
+    routed to introspection), it must still share the token's revocation key."""
+    async with replica_stack(
+        tmp_path,
+        None,
+        replicas=1,
+        overrides={"issuer": {"tokens": tokens}},
+        issuer_options={"token_format": "jwt"},
+    ) as stack:
+        (a,) = stack.replicas
+        token = stack.mint()
+        dotted = [token + ".", token + "..", token + "..."]
+        for spelling in dotted:  # what a splitting issuer answers for each
+            stack.issuer.store.tokens[spelling] = stack.issuer.store.tokens[token]
+        spellings = [token, *dotted]
+        assert [await status(stack, a, t) for t in spellings] == [200] * 4
+        status_code, _ = await stack.revoke(a, {"token": token})
+        assert status_code == 200
+        assert [await status(stack, a, t) for t in spellings] == [401] * 4
+        fresh = stack.mint("bob")  # (uncached spellings of a revoked token: refused as well)
+        stack.issuer.store.tokens[fresh + "."] = stack.issuer.store.tokens[fresh]
+        status_code, _ = await stack.revoke(a, {"token": fresh + "."})
+        assert status_code == 200
+        assert [await status(stack, a, t) for t in (fresh, fresh + ".")] == [401, 401]

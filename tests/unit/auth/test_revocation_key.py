@@ -67,6 +67,10 @@ class TestOneKeyPerSignedToken:
             f"{header}.{payload}.{with_set_low_bits(signature)}",
             f"{header}.{payload}.{signature}~",  # a decoder that drops what is not base64
             f"{header}.{payload}.",
+            # Java's String.split (Keycloak's JWSInput) drops trailing empty strings.
+            f"{token}.",
+            f"{token}...",
+            f"{with_lenient_padding(other)}..",
         ]
         key = revocation_key(token)
         assert len(key) == 32 and key != token_digest(token)[0]
@@ -100,6 +104,7 @@ class TestOneKeyPerSignedToken:
         parts = jwe.split(".")
         variant = ".".join(p + "=" * (-len(p) % 4) for p in parts)
         assert revocation_key(variant) == revocation_key(jwe)
+        assert revocation_key(jwe + "..") == revocation_key(jwe)
         assert revocation_key(jwe) != hashlib.sha256(jwe.encode()).digest()
         tampered = ".".join([*parts[:3], b64(b"cipheR"), parts[4]])
         assert revocation_key(tampered) != revocation_key(jwe)
