@@ -18,7 +18,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-_NPM_TOOLS = {"oidc-provider": Path(__file__).parent / "interop" / "oidc-provider"}
+_NPM_TOOLS = {
+    "oidc-provider": Path(__file__).parent / "interop" / "oidc-provider",
+    "@modelcontextprotocol/conformance": Path(__file__).parent / "interop" / "conformance",
+}
 """npm packages the tests run with node: found when ``npm ci --prefix <dir>`` installed them."""
 
 

@@ -7,14 +7,11 @@ suite cannot send a bearer token, so a loopback forwarder adds one minted by the
 gateway still authenticates and authorizes every request, under a policy with a rule per
 fixture).
 
-Runs when ``MCP_GATEWAY_CONFORMANCE`` names the suite's CLI; skipped otherwise (it needs Node
-and an npm package). ``MCP_GATEWAY_CONFORMANCE_SCENARIOS`` overrides the scenarios (space
-separated). Setup, as run for issue 24 (suite 0.2.0-alpha.12)::
-
-    npm install --prefix /tmp/conf @modelcontextprotocol/conformance@0.2.0-alpha.12
-    # Node 20 has no fs.globSync (22 has): point that one import at a small shim first
-    # (see docs/protocol.md#conformance), then
-    MCP_GATEWAY_CONFORMANCE="node <dist>/index.js" pytest tests/e2e/test_conformance_surface.py
+Runs when the pinned npm package is installed (``npm ci --prefix tests/interop/conformance``,
+as ``.ci/run`` does, which also requires it); skipped otherwise. Node 20 lacks ``fs.globSync``
+(Node 22 has it): the CLI's one import of it is pointed at a shim
+(``tests/support/conformance/globsync.mjs``) in a copy made for the run.
+``MCP_GATEWAY_CONFORMANCE_SCENARIOS`` overrides the scenarios (space separated).
 """
 
 from __future__ import annotations
@@ -22,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import shlex
+import shutil
 from pathlib import Path
 
 import aiohttp
@@ -32,8 +29,26 @@ from aiohttp import web
 from tests.support.live_stack import ServerFactory, live_stack
 from tests.support.sdk_upstream import sdk_upstream
 
-CLI = os.environ.get("MCP_GATEWAY_CONFORMANCE", "")
-pytestmark = pytest.mark.skipif(not CLI, reason="MCP_GATEWAY_CONFORMANCE is not set")
+ROOT = Path(__file__).resolve().parents[2]
+DIST = ROOT / "tests/interop/conformance/node_modules/@modelcontextprotocol/conformance/dist"
+SHIM = ROOT / "tests/support/conformance/globsync.mjs"
+GLOB_IMPORT = "import{existsSync as i,globSync as a,"
+pytestmark = pytest.mark.skipif(
+    not (DIST / "index.js").exists() or shutil.which("node") is None,
+    reason="the conformance suite is not installed (npm ci --prefix tests/interop/conformance)",
+)
+
+
+def cli(directory: Path) -> list[str]:
+    """``node <the CLI>``, its ``fs.globSync`` import taken from the shim (Node 20)."""
+    source = (DIST / "index.js").read_text(encoding="utf-8")
+    if GLOB_IMPORT in source:
+        shimmed = f'import{{globSync as a}}from"{SHIM.as_uri()}";import{{existsSync as i,'
+        source = source.replace(GLOB_IMPORT, shimmed, 1)
+    patched = DIST / f"index-{directory.name}.mjs"
+    patched.write_text(source, encoding="utf-8")  # beside index.js: its imports resolve there
+    return ["node", str(patched)]
+
 
 POLICY = """
 version: 1
@@ -59,6 +74,10 @@ SCENARIOS = tuple(
     ).split()
 )
 """Every 2026-07-28 server scenario about prompts, resources, completion and caching."""
+
+
+def _remove(path: str) -> None:
+    Path(path).unlink(missing_ok=True)
 
 
 def _forwarder(target: str, token: str) -> web.Application:
@@ -101,13 +120,15 @@ async def test_the_conformance_scenario_passes_through_the_gateway(
         token = stack.token("mcp:access")
         front = await aiohttp_server(_forwarder(stack.server.mcp_url, token))
         out = tmp_path / "results"
+        command = cli(tmp_path)
         process = await asyncio.create_subprocess_exec(
-            *shlex.split(CLI), "server", "--url", str(front.make_url("/mcp")),
+            *command, "server", "--url", str(front.make_url("/mcp")),
             "--scenario", scenario, "--output-dir", str(out),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         printed, _ = await asyncio.wait_for(process.communicate(), timeout=120)
         await front.close()
+        _remove(command[1])
     text = printed.decode(errors="replace")
     assert token not in text
     checks = [
