@@ -1,13 +1,14 @@
-"""The ``mcp-gateway`` command: ``serve``, ``check``, ``version``, ``demo``, ``policy explain``
-and ``revoke``.
+"""The ``mcp-gateway`` command: ``serve``, ``check``, ``version``, ``demo``, ``policy explain``,
+``revoke`` and ``audit verify``.
 
 Exit codes: 0 success; 1 invalid configuration or policy, or a listener that cannot bind (with
 ``serve --workers N``, also a worker that had to be killed at the end of the stop); 2 usage
 errors (argparse); 3 ``serve --workers N``: a worker kept crashing (:mod:`gateway.workers.slot`).
 
 The subcommands that live with their layer (``demo`` in :mod:`gateway.demo`, ``policy explain``
-in :mod:`gateway.app.policy_explain`, ``revoke`` in :mod:`gateway.app.admin_client`) each add
-their parser with a ``register(subparsers)`` function, imported here like any other module (so
+in :mod:`gateway.app.policy_explain`, ``revoke`` in :mod:`gateway.app.admin_client`, ``audit
+verify`` in :mod:`gateway.app.audit_command`) each add their parser with a
+``register(subparsers)`` function, imported here like any other module (so
 the layer test sees the dependency) and called by :func:`build_parser`.
 """
 
@@ -24,7 +25,7 @@ from typing import Any, Final
 
 import gateway
 from gateway import demo
-from gateway.app import admin_client, event_loop, policy_explain, serve
+from gateway.app import admin_client, audit_command, event_loop, policy_explain, serve
 from gateway.config import Config, load_config
 from gateway.config.issuer import scope_map_warnings
 from gateway.config.loader import inspect_config
@@ -48,6 +49,7 @@ SUBCOMMANDS: Final[tuple[Callable[[Subparsers], None], ...]] = (
     demo.register,
     policy_explain.register,
     admin_client.register,
+    audit_command.register,
 )
 """The subcommands defined beside their layer: each adds its parser and its ``handler``."""
 

@@ -13,6 +13,9 @@ by :class:`~gateway.config.AuditConfig`:
   :class:`logging.handlers.RotatingFileHandler`;
 - ``off``: nothing is written.
 
+Every event written ends with ``chain``, ``seq`` and ``prev``, the links of this process's hash
+chain (:mod:`gateway.observability.audit_chain`; ``mcp-gateway audit verify`` checks them).
+
 The schema (documented in ``docs/operations.md``) is fixed: it never carries the token, claim
 sets or argument values; arguments appear only as a key -> type-name shape when
 ``logging.log_arguments`` is enabled.
@@ -32,6 +35,7 @@ from typing import Any, Final, Literal, TextIO
 import orjson
 
 from gateway.config import AuditConfig
+from gateway.observability.audit_chain import Chain
 from gateway.observability.lines import stdout_writer
 
 __all__ = [
@@ -260,6 +264,7 @@ class AuditSink:
         stream: TextIO | None = None,
     ) -> None:
         self._handler = handler
+        self._chain = Chain()
         self._stream = stream
         """``stdout``: lines go straight to this stream (no logger, no record)."""
         self._logger = logging.getLogger(name)
@@ -302,13 +307,19 @@ class AuditSink:
         file handler's ``handleError``, the line writer's report), never raised into the
         request."""
         stream = self._stream
-        if stream is not None:
-            try:
-                stream.write(event.to_json(ts) + "\n")
-            except (OSError, ValueError) as exc:
-                sys.stderr.write(f"audit event not written: {exc!r}\n")
-        elif self._handler is not None:
-            self._logger.info(event.to_json(ts))
+        if stream is None and self._handler is None:
+            return
+        rendered = event.to_json(ts)
+        chain = self._chain
+        with chain.lock:  # link order = write order (the line writer keeps it to the stream)
+            line = chain.link(rendered)
+            if stream is not None:
+                try:
+                    stream.write(line + "\n")
+                except (OSError, ValueError) as exc:
+                    sys.stderr.write(f"audit event not written: {exc!r}\n")
+            else:
+                self._logger.info(line)
 
     def close(self) -> None:
         stream, self._stream = self._stream, None

@@ -178,6 +178,7 @@ class TestSubcommands:
             (["demo", "token", "--help"], "token"),
             (["policy", "explain", "--help"], "--token-file"),
             (["revoke", "--help"], "--key"),
+            (["audit", "verify", "--help"], "FILE"),
         ],
     )
     def test_each_subcommand_of_another_layer_answers_in_a_fresh_process(
@@ -193,7 +194,8 @@ class TestSubcommands:
         assert "import_module" not in source and "__import__" not in source
         registered = {register.__module__ for register in cli.SUBCOMMANDS}
         assert registered == {
-            "gateway.demo.command", "gateway.app.policy_explain", "gateway.app.admin_client"
+            "gateway.demo.command", "gateway.app.policy_explain", "gateway.app.admin_client",
+            "gateway.app.audit_command",
         }  # fmt: skip
 
 

@@ -6,6 +6,8 @@ import contextvars
 import hashlib
 import io
 import json
+import os
+import socket
 import time
 from collections.abc import Iterator, MutableMapping
 from typing import Any
@@ -372,6 +374,10 @@ class TestAudit:
         run(obs, context(clock, method="tools/list", status=200, principal=principal()), clock)
         run(obs, context(clock, method="ping", status=200), clock)
         (event,) = [json.loads(line) for line in audit_stream.getvalue().splitlines()]
+        chain = event.pop("chain")  # the links of the hash chain (test_obs_audit_chain.py)
+        assert (event.pop("seq"), event.pop("prev"), chain.partition("@")[0]) == (
+            1, "0" * 64, f"{socket.gethostname()}:{os.getpid()}",
+        )  # fmt: skip
         assert event == {
             "ts": "2026-11-30T00:53:20.000Z", "log": "audit", "event": "tool_call",
             "request_id": "req-1", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",

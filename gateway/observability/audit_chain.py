@@ -1,0 +1,93 @@
+"""The audit trail's hash chain: what links one event to the one before it (docs/operations.md,
+"Verifying the audit trail").
+
+Every event a sink writes ends with three members appended to the JSON object its ``to_json``
+rendered: ``chain`` (this process's chain id: the replica id, ``hostname:pid``, and the start
+time), ``seq`` (1, 2, ... within the chain) and ``prev`` (the SHA-256, hex, of the previous
+event's **canonical bytes**; :data:`GENESIS` for ``seq`` 1). The canonical bytes of an event are
+the UTF-8 bytes of its line as written, without the newline: :func:`digest` is the one definition,
+used by the writer (:class:`Chain`) and by ``mcp-gateway audit verify``
+(:mod:`gateway.observability.audit_verify`). Deleting, reordering, inserting or editing an event
+therefore breaks a link. Cost per event: one string concatenation and one SHA-256 over bytes
+already rendered.
+
+Anyone who can write the file can also recompute every hash after an edit: the chain proves the
+file is what *some* writer wrote in order, not who wrote it. Signed checkpoints (a key only the
+gateway holds) close that gap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Final
+
+import orjson
+
+__all__ = ["GENESIS", "Chain", "chain_id", "digest", "replica_id"]
+
+GENESIS: Final = "0" * 64
+"""``prev`` of a chain's first event (``seq`` 1)."""
+
+
+def digest(line: bytes) -> str:
+    """The SHA-256 (hex) of an event's canonical bytes: its line as written, without ``\\n``."""
+    return hashlib.sha256(line).hexdigest()
+
+
+def replica_id() -> str:
+    """``hostname:pid``: the pod (or host) and the process (the workers of ``serve --workers N``
+    share a hostname)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def chain_id(replica: str, started: float) -> str:
+    """``replica@start`` with the start time in RFC 3339 UTC, microseconds: a restarted process
+    (same host, perhaps the same pid) starts a new chain."""
+    stamp = datetime.fromtimestamp(started, UTC).isoformat(timespec="microseconds")[:-6] + "Z"
+    return f"{replica}@{stamp}"
+
+
+class Chain:
+    """One process's chain. :meth:`link` is called with the sink's write lock held (the order
+    of links is the order of lines)."""
+
+    __slots__ = ("_prev", "_seq", "_suffix", "id", "lock")
+
+    def __init__(self, replica: str | None = None, started: float | None = None) -> None:
+        self.id = chain_id(replica or replica_id(), time.time() if started is None else started)
+        self._suffix = ',"chain":' + orjson.dumps(self.id).decode() + ',"seq":'
+        self._seq = 0
+        self._prev = GENESIS
+        self.lock = threading.Lock()
+        """Held by the sink around :meth:`link` and the write, so lines leave in link order."""
+
+    @property
+    def seq(self) -> int:
+        """The ``seq`` of the last event linked (0: none yet)."""
+        return self._seq
+
+    @property
+    def head(self) -> str:
+        """The digest of the last event linked (:data:`GENESIS` before the first)."""
+        return self._prev
+
+    def link(self, rendered: str) -> str:
+        """``rendered`` (one compact JSON object, as ``to_json`` returns it) with ``chain``,
+        ``seq`` and ``prev`` appended; the chain advances to it."""
+        seq = self._seq + 1
+        line = f'{rendered[:-1]}{self._suffix}{seq},"prev":"{self._prev}"}}'
+        try:
+            data = line.encode()
+        except UnicodeEncodeError:
+            # A lone surrogate (the stdlib fallback of _dumps keeps them): written as the JSON
+            # escape it stands for, so the bytes written are the bytes hashed.
+            line = line.encode("utf-8", "backslashreplace").decode()
+            data = line.encode()
+        self._seq = seq
+        self._prev = digest(data)
+        return line

@@ -1,0 +1,223 @@
+"""Offline verification of audit files: every chain intact, or the first break of each chain as
+``FILE:LINE: reason`` (``mcp-gateway audit verify``, :mod:`gateway.app.audit_command`).
+
+Files are read as bytes and split on ``\\n``; a line is an audit event when it is a JSON object
+with ``"log": "audit"`` (other lines, e.g. the application log beside the stdout sink, are
+skipped and counted). Events are grouped by ``chain``; a chain's events in one file are one
+segment, in line order, and the segments of a chain (rotated files, given in any order) are put
+in order by their lowest ``seq``. Then each chain is walked: ``seq`` must count up by one and
+``prev`` must be the :func:`~gateway.observability.audit_chain.digest` of the event before.
+Which line is to blame for a broken link is decided from its neighbours (a single edited event
+breaks the link after it; one whose ``prev`` was edited breaks both of its links).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from gateway.observability.audit_chain import GENESIS, digest
+
+__all__ = ["Break", "ChainReport", "Event", "Report", "read_events", "verify_files"]
+
+_MARK: Final = b'"log":"audit"'
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    path: str
+    line: int
+    chain: str
+    seq: int
+    prev: str
+    digest: str
+    record: dict[str, Any]
+
+    @property
+    def where(self) -> str:
+        return f"{self.path}:{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Break:
+    path: str
+    line: int
+    reason: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.reason}"
+
+
+@dataclass(slots=True)
+class ChainReport:
+    chain: str
+    events: int = 0
+    first_seq: int = 0
+    last_seq: int = 0
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class Report:
+    events: int = 0
+    skipped: int = 0
+    """Lines that are not audit events (other JSON lines, blank or foreign text)."""
+    chains: list[ChainReport] = field(default_factory=list)
+    breaks: list[Break] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def intact(self) -> bool:
+        return not self.breaks
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError:
+        # orjson refuses an escaped lone surrogate, which the writer may emit; json takes it.
+        return json.loads(line.decode("utf-8", "surrogateescape"))
+
+
+def read_events(path: str, data: bytes, report: Report) -> list[Event]:
+    """The audit events of one file's bytes; damaged lines become breaks in ``report``."""
+    lines = data.split(b"\n")
+    unterminated = lines[-1] != b""
+    if not unterminated:
+        lines.pop()
+    events: list[Event] = []
+    for number, line in enumerate(lines, 1):
+        last = number == len(lines)
+        try:
+            record = _loads(line)
+        except ValueError:
+            if last and unterminated and line:
+                report.breaks.append(
+                    Break(path, number, "line cut in half (the file ends inside an event)")
+                )
+            elif _MARK in line:
+                report.breaks.append(Break(path, number, "damaged event: not valid JSON"))
+            else:
+                report.skipped += 1
+            continue
+        if not isinstance(record, dict) or record.get("log") != "audit":
+            report.skipped += 1
+            continue
+        chain, seq, prev = record.get("chain"), record.get("seq"), record.get("prev")
+        if not (isinstance(chain, str) and type(seq) is int and isinstance(prev, str)):
+            report.breaks.append(
+                Break(path, number, "audit event without its chain fields (chain, seq, prev)")
+            )
+            continue
+        events.append(Event(path, number, chain, seq, prev, digest(line), record))
+    return events
+
+
+def _walk(events: Sequence[Event], report: Report) -> Break | None:
+    """The first break of one chain's events (in order), or None."""
+    by_seq = {event.seq for event in events}
+    first = events[0]
+    if first.seq == 1 and first.prev != GENESIS:
+        return Break(first.path, first.line, "edited event: seq 1 does not start the chain")
+    if first.seq != 1:
+        report.notes.append(
+            f"chain {first.chain} starts at seq {first.seq} ({first.where}): the "
+            "events before it are not in the files given (rotated away?)"
+        )
+    previous = first
+    for index in range(1, len(events)):
+        event = events[index]
+        following = events[index + 1] if index + 1 < len(events) else None
+        expected = previous.seq + 1
+        if event.seq == expected and event.prev == previous.digest:
+            previous = event
+            continue
+        if event.seq == expected:
+            if (
+                following is not None
+                and following.seq == event.seq
+                and (following.prev == previous.digest)
+            ):
+                return Break(event.path, event.line, f"inserted event: a second seq {event.seq}")
+            if following is not None and following.prev != event.digest:
+                # Both of its links are broken: this event (its prev among them) was edited.
+                return Break(event.path, event.line, f"edited event (seq {event.seq})")
+            return Break(
+                previous.path,
+                previous.line,
+                f"edited event (seq {previous.seq}): its "
+                f"SHA-256 is not the prev of seq {event.seq} ({event.where})",
+            )
+        if event.seq > expected:
+            missing = [seq for seq in range(expected, event.seq) if seq in by_seq]
+            if missing:
+                return Break(
+                    event.path,
+                    event.line,
+                    f"reordered event: seq {event.seq} comes before seq {missing[0]}",
+                )
+            gap = (
+                f"seq {expected}"
+                if event.seq == expected + 1
+                else f"seq {expected} to {event.seq - 1}"
+            )
+            return Break(
+                event.path, event.line, f"deleted event: {gap} missing before seq {event.seq}"
+            )
+        if event.seq == previous.seq:
+            if event.digest == previous.digest:
+                return Break(event.path, event.line, f"inserted event: seq {event.seq} repeated")
+            if following is not None and following.prev == event.digest:
+                return Break(
+                    previous.path,
+                    previous.line,
+                    f"inserted event: a second seq "
+                    f"{event.seq} ({event.where} is the one the chain goes on from)",
+                )
+            return Break(event.path, event.line, f"inserted event: a second seq {event.seq}")
+        return Break(
+            event.path,
+            event.line,
+            f"reordered or inserted event: seq {event.seq} after seq {previous.seq}",
+        )
+    return None
+
+
+def verify_files(files: Iterable[tuple[str, bytes]]) -> Report:
+    """Every chain found in ``files`` (name, bytes) checked together."""
+    report = Report()
+    segments: dict[str, list[list[Event]]] = {}
+    for path, data in files:
+        per_chain: dict[str, list[Event]] = {}
+        for event in read_events(path, data, report):
+            per_chain.setdefault(event.chain, []).append(event)
+        for chain, events in per_chain.items():
+            segments.setdefault(chain, []).append(events)
+    for chain, parts in segments.items():
+        parts.sort(key=lambda part: min(event.seq for event in part))
+        events = [event for part in parts for event in part]
+        report.events += len(events)
+        report.chains.append(
+            ChainReport(
+                chain,
+                events=len(events),
+                first_seq=min(event.seq for event in events),
+                last_seq=max(event.seq for event in events),
+                files=list(dict.fromkeys(part[0].path for part in parts)),
+            )
+        )
+        broken = _walk(events, report)
+        if broken is not None:
+            report.breaks.append(broken)
+    report.breaks.sort(key=lambda item: (item.path, item.line))
+    return report
+
+
+def read_files(paths: Sequence[str]) -> list[tuple[str, bytes]]:
+    """The files' bytes; OSError for one that cannot be read."""
+    return [(path, Path(path).read_bytes()) for path in paths]

@@ -1,0 +1,119 @@
+"""The audit hash chain as the sinks write it, and the verifier's corner cases (the tampering
+cases on real gateway output are in tests/integration/test_audit_verify.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import threading
+from pathlib import Path
+
+from gateway.config import AuditConfig
+from gateway.observability.audit import AuditEvent, AuditSink
+from gateway.observability.audit_chain import GENESIS, Chain, digest
+from gateway.observability.audit_verify import verify_files
+from gateway.observability.lines import LineWriter
+
+
+def event(n: int, tool: str = "search_docs") -> AuditEvent:
+    return AuditEvent(
+        request_id=f"req-{n:04d}", trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+        subject="alice@example.com", client_id="claude-code", tool=tool,
+        decision="allow", rule="search_docs", missing_scopes=(), outcome="ok",
+        duration_ms=1.5, backend_ms=1.0, status=200,
+    )  # fmt: skip
+
+
+def reasons(data: bytes) -> list[str]:
+    return [str(item) for item in verify_files([("f", data)]).breaks]
+
+
+def test_link_appends_chain_seq_prev_and_hashes_the_bytes_written() -> None:
+    chain = Chain(replica="pod-1:7", started=1_796_000_000.0)
+    first = chain.link('{"a":1}')
+    second = chain.link('{"b":2}')
+    assert first == '{"a":1,"chain":"pod-1:7@2026-11-30T00:53:20.000000Z","seq":1,"prev":"' + (
+        GENESIS + '"}'
+    )
+    assert json.loads(second)["prev"] == digest(first.encode())
+    assert (chain.seq, chain.head) == (2, digest(second.encode()))
+
+
+def test_a_lone_surrogate_is_written_as_its_json_escape_and_verifies() -> None:
+    stream = io.StringIO()
+    sink = AuditSink(None, stream=stream)
+    sink.emit(event(1, tool="bad\udc80name"), 0.0)
+    sink.emit(event(2), 0.0)
+    data = stream.getvalue().encode()  # would raise if a surrogate were left in the text
+    assert b"\\udc80" in data
+    assert reasons(data) == []
+
+
+async def test_the_stdout_sink_batches_in_order_within_one_loop_iteration() -> None:
+    out = io.StringIO()
+    sink = AuditSink(None, stream=LineWriter(out))  # type: ignore[arg-type]
+    for n in range(200):
+        sink.emit(event(n), 0.0)
+    assert out.getvalue() == ""  # batched: written at the end of the iteration
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    lines = out.getvalue().splitlines()
+    assert [json.loads(line)["seq"] for line in lines] == list(range(1, 201))
+    assert reasons(out.getvalue().encode()) == []
+
+
+def test_threads_writing_one_file_sink_keep_one_unbroken_chain(tmp_path: Path) -> None:
+    path = tmp_path / "audit.jsonl"
+    sink = AuditSink.from_config(AuditConfig(sink="file", path=str(path)))
+
+    def write(base: int) -> None:
+        for n in range(200):
+            sink.emit(event(base + n), 0.0)
+
+    threads = [threading.Thread(target=write, args=(k * 1000,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    sink.close()
+    report = verify_files([(str(path), path.read_bytes())])
+    assert (report.breaks, report.events) == ([], 800)
+
+
+def test_the_off_sink_writes_nothing_and_links_nothing() -> None:
+    sink = AuditSink.from_config(AuditConfig(sink="off"))
+    sink.emit(event(1), 0.0)
+    assert not sink.enabled
+
+
+class TestVerifierCornerCases:
+    def lines(self, count: int) -> list[bytes]:
+        chain = Chain(replica="pod:1", started=0.0)
+        return [chain.link(event(n).to_json(0.0)).encode() + b"\n" for n in range(count)]
+
+    def test_an_audit_event_without_its_chain_fields_is_a_break(self) -> None:
+        lines = self.lines(3)
+        lines.insert(1, event(9).to_json(0.0).encode() + b"\n")
+        assert reasons(b"".join(lines)) == ["f:2: audit event without its chain fields (chain, "
+                                            "seq, prev)"]  # fmt: skip
+
+    def test_a_damaged_line_in_the_middle_is_a_break(self) -> None:
+        lines = self.lines(3)
+        lines[1] = lines[1][:50] + b"\n"
+        assert reasons(b"".join(lines))[0] == "f:2: damaged event: not valid JSON"
+
+    def test_a_first_event_that_does_not_start_from_genesis_is_a_break(self) -> None:
+        lines = self.lines(3)
+        lines[0] = lines[0].replace(GENESIS.encode(), b"1" * 64)
+        assert reasons(b"".join(lines)) == ["f:1: edited event: seq 1 does not start the chain"]
+
+    def test_a_final_newline_missing_after_a_whole_event_is_not_a_break(self) -> None:
+        data = b"".join(self.lines(3))
+        assert reasons(data[:-1]) == []
+
+    def test_foreign_lines_are_skipped_and_counted(self) -> None:
+        lines = self.lines(2)
+        lines[1:1] = [b"plain text\n", b'{"log":"app"}\n', b"\n"]
+        report = verify_files([("f", b"".join(lines))])
+        assert (report.breaks, report.events, report.skipped) == ([], 2, 3)
