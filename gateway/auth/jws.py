@@ -13,7 +13,9 @@ anything: the signature is checked later, with a key of the issuer the payload n
 * :class:`~gateway.errors.InvalidToken`: the header is a JOSE header but the payload is not a
   JSON object (or the header has a duplicate member, a non-finite number, too much nesting).
   Such a token is refused without any outbound call: an ``iss`` read from it could not be
-  trusted to route it, and no issuer should see it.
+  trusted to route it, and no issuer should see it. So is a JWS followed by dots
+  (``h.p.s.``): Keycloak reads it as the JWS itself (Java's ``String.split`` drops trailing
+  empty strings), so as an "opaque" token it would dodge the JWT's own checks.
 * :class:`CompactJws`: header, claims and the exact bytes the signature covers.
 
 Every segment must be canonical base64url (see :func:`_b64url`). Duplicate member names are
@@ -92,6 +94,12 @@ def _canonical(segment: str) -> bytes:
 def parse_compact(token: str) -> CompactJws | None:
     """Split and decode ``token`` (see the module docstring for the three outcomes)."""
     if token.count(".") != 2:
+        bare = token.rstrip(".")
+        if bare != token and bare.count(".") == 2 and parse_compact(bare) is not None:
+            # "h.p.s." is "h.p.s" to an issuer that splits as Java's String.split does
+            # (Keycloak): routed as an opaque token it would skip this JWT's own checks and reach
+            # every introspecting issuer, whatever its iss says.
+            raise InvalidToken(detail="JWS with trailing dots")
         return None
     header_b64, payload_b64, signature_b64 = token.split(".")
     if not header_b64 or not payload_b64 or len(header_b64) > MAX_HEADER_CHARS:

@@ -225,8 +225,8 @@ async def test_with_the_memory_backend_a_revoked_jwt_outlives_the_ttl_too(tmp_pa
 async def test_trailing_dots_do_not_escape_a_revocation(tmp_path: Path, tokens: str) -> None:
     """``h.p.s.`` is ``h.p.s`` to an issuer that splits the token as Java's ``String.split``
     does (trailing empty strings dropped: Keycloak's ``JWSInput``), so its introspection says the
-    spelling with trailing dots is active too. Not a JWS to the gateway (four segments or more:
-    routed to introspection), it must still share the token's revocation key."""
+    spelling with trailing dots is active too. The gateway refuses that spelling (next test) and
+    its revocation key is the token's: revoking either spelling revokes the token."""
     async with replica_stack(
         tmp_path,
         None,
@@ -235,17 +235,44 @@ async def test_trailing_dots_do_not_escape_a_revocation(tmp_path: Path, tokens: 
         issuer_options={"token_format": "jwt"},
     ) as stack:
         (a,) = stack.replicas
+        for revoked in ("", ".", "..."):
+            token = stack.mint(f"user{len(revoked)}")
+            dotted = [token + ".", token + "..", token + "..."]
+            for spelling in dotted:  # what a splitting issuer answers for each
+                stack.issuer.store.tokens[spelling] = stack.issuer.store.tokens[token]
+            spellings = [token, *dotted]
+            assert [await status(stack, a, t) for t in spellings] == [200, 401, 401, 401]
+            status_code, reply = await stack.revoke(a, {"token": token + revoked})
+            assert status_code == 200, reply
+            assert [await status(stack, a, t) for t in spellings] == [401] * 4
+            assert '"reason":"revoked at the gateway"' in a.log()
+
+
+@pytest.mark.parametrize("tokens", ["jwt", "introspection", "jwt+introspection"])
+async def test_a_jwt_with_trailing_dots_is_refused_without_an_issuer_call(
+    tmp_path: Path, tokens: str
+) -> None:
+    """Not a JWS to a strict reader, ``h.p.s.`` used to be routed as an opaque token: to every
+    introspecting issuer whatever its ``iss`` says, and in ``jwt+introspection`` past the JWT's
+    own checks (its ``cnf`` binding, the ID-token markers) to an issuer that reads it as the
+    JWT itself. It is a malformed JWS: 401 ``invalid_token``, no introspection."""
+    overrides = JWT_ONLY if tokens == "jwt" else {"issuer": {"tokens": tokens}}
+    async with replica_stack(
+        tmp_path,
+        None,
+        replicas=1,
+        overrides=overrides,
+        issuer_options={"token_format": "jwt", "introspection": tokens != "jwt"},
+    ) as stack:
+        (a,) = stack.replicas
         token = stack.mint()
-        dotted = [token + ".", token + "..", token + "..."]
-        for spelling in dotted:  # what a splitting issuer answers for each
-            stack.issuer.store.tokens[spelling] = stack.issuer.store.tokens[token]
-        spellings = [token, *dotted]
-        assert [await status(stack, a, t) for t in spellings] == [200] * 4
-        status_code, _ = await stack.revoke(a, {"token": token})
-        assert status_code == 200
-        assert [await status(stack, a, t) for t in spellings] == [401] * 4
-        fresh = stack.mint("bob")  # (uncached spellings of a revoked token: refused as well)
-        stack.issuer.store.tokens[fresh + "."] = stack.issuer.store.tokens[fresh]
-        status_code, _ = await stack.revoke(a, {"token": fresh + "."})
-        assert status_code == 200
-        assert [await status(stack, a, t) for t in (fresh, fresh + ".")] == [401, 401]
+        for dotted in (token + ".", token + ".."):
+            stack.issuer.store.tokens[dotted] = stack.issuer.store.tokens[token]
+        calls = stack.issuer.introspection_calls
+        for dotted in (token + ".", token + ".."):
+            code, body, headers = await stack.post(a, dotted, "tools/list")
+            assert code == 401, body
+            assert 'error="invalid_token"' in headers["WWW-Authenticate"]
+        assert stack.issuer.introspection_calls == calls
+        assert await status(stack, a, token) == 200
+        assert '"reason":"JWS with trailing dots"' in a.log()
