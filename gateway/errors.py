@@ -346,6 +346,14 @@ class DpopRequired(InvalidToken):
     row, message = "dpop_required", "A DPoP-bound access token is required"
 
 
+class GroupsOverage(InvalidToken):
+    """The issuer left the token's groups out (Entra ID group overage: ``_claim_names`` names
+    the groups claim, or ``hasgroups: true``) while this issuer's ``groups`` feed the policy.
+    Refused: reading "no groups" would decide on a partial identity."""
+
+    row, message = "groups_overage", "The access token does not carry its groups (group overage)"
+
+
 class InsufficientScope(_AuthBody):
     """The token lacks the baseline scopes every MCP request needs."""
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
-from gateway.config import Config, DpopMode, IssuerConfig, canonical_uri
+from gateway.config import Config, DpopMode, IssuerConfig, RolesConfig, canonical_uri
 from gateway.errors import InvalidToken
 from gateway.seams import Principal
 
@@ -85,6 +85,11 @@ class ClaimRules:
     subject_fallback: Literal["none", "client_id"] = "none"
     vocabulary: ScopeVocabulary = IDENTITY
     """``scope_map``: the issuer's spellings -> the policy's names."""
+    roles: RolesConfig | None = None
+    """``issuer.roles``: read from the introspection answer too (Keycloak's carry the token's
+    claims, ``realm_access.roles`` included)."""
+    groups: RolesConfig | None = None
+    """``issuer.groups``: likewise (and an Entra-style overage is refused there too)."""
     dpop: DpopMode = "off"
     """``issuer.dpop.mode``: whether a ``cnf.jkt``-bound token may be accepted (RFC 9449)."""
 
@@ -111,6 +116,8 @@ class ClaimRules:
             skew_s=float(issuer.clock_skew_s),
             subject_fallback=issuer.subject_fallback,
             vocabulary=ScopeVocabulary.for_issuer(issuer),
+            roles=issuer.roles,
+            groups=issuer.groups,
             dpop=issuer.dpop.mode,
         )
 
@@ -227,8 +234,9 @@ def check_claims(
         raise InvalidToken(detail="sub too long")
 
     scopes = derive_scopes(
-        doc, scope_claims=("scope",), vocabulary=rules.vocabulary, strings_only=True, bounded=False
-    )
+        doc, scope_claims=("scope",), roles=rules.roles, groups=rules.groups,
+        vocabulary=rules.vocabulary, strings_only=True, bounded=False,
+    )  # fmt: skip
     return Principal(
         subject=subject,
         client_id=client_id,

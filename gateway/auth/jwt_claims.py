@@ -61,6 +61,7 @@ class JwtRules:
     scope_claims: tuple[str, ...] = ("scope", "scp")
     scope_prefix: str = ""
     roles: RolesConfig | None = None
+    groups: RolesConfig | None = None
     subject_claim: str = "sub"
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
     vocabulary: ScopeVocabulary = IDENTITY
@@ -74,6 +75,7 @@ class JwtRules:
             scope_claims=issuer.scope_claims,
             scope_prefix=issuer.scope_prefix,
             roles=issuer.roles,
+            groups=issuer.groups,
             subject_claim=issuer.subject_claim,
             client_id_claims=issuer.client_id_claims,
             vocabulary=ScopeVocabulary.for_issuer(issuer),
@@ -96,6 +98,7 @@ def derive(claims: Mapping[str, Any], rules: JwtRules) -> tuple[DerivedScope, ..
         scope_claims=rules.scope_claims,
         scope_prefix=rules.scope_prefix,
         roles=rules.roles,
+        groups=rules.groups,
         vocabulary=rules.vocabulary,
     )
 

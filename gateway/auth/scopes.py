@@ -4,9 +4,10 @@ The policy has one vocabulary; each issuer has its own spelling (Entra's clients
 ``api://<app id>/mcp.access``, Keycloak's ``mcp:access``). Inward, a token's scopes are derived
 in this order, one step per :class:`DerivedScope` field:
 
-1. the claim (``scope_claims`` members, e.g. ``scp``; with ``roles``, the roles claim);
-2. the prefix (``scope_prefix`` for scopes, the roles' ``prefix`` for role values): the scope as
-   the issuer's clients request it (``spelled``);
+1. the claim (``scope_claims`` members, e.g. ``scp``; with ``roles``, the roles claim; with
+   ``groups``, the groups claim);
+2. the prefix (``scope_prefix`` for scopes, the roles' or groups' ``prefix`` for their values):
+   the scope as the issuer's clients request it (``spelled``);
 3. ``scope_map`` (:class:`ScopeVocabulary`): the policy's name for it (``scope``); a spelling
    that is not a key passes unchanged.
 
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from gateway.config import IssuerConfig, RolesConfig, ScopeMapEntry
-from gateway.errors import InvalidToken
+from gateway.errors import GroupsOverage, InvalidToken
 
 __all__ = [
     "IDENTITY",
@@ -82,9 +83,9 @@ IDENTITY: Final = ScopeVocabulary()
 class DerivedScope:
     """One scope of a token, from its claim to the policy's name (``policy explain``)."""
 
-    source: Literal["scope", "role"]
+    source: Literal["scope", "role", "group"]
     claim: str
-    """The claim it was read from (a roles path joined with ``.``)."""
+    """The claim it was read from (a roles or groups path joined with ``.``)."""
     value: str
     """As the token says it."""
     spelled: str
@@ -99,6 +100,7 @@ def derive_scopes(
     scope_claims: tuple[str, ...],
     scope_prefix: str = "",
     roles: RolesConfig | None = None,
+    groups: RolesConfig | None = None,
     vocabulary: ScopeVocabulary = IDENTITY,
     strings_only: bool = False,
     bounded: bool = True,
@@ -107,8 +109,9 @@ def derive_scopes(
 
     A scope claim is a space-separated string (RFC 6749 §3.3) or, unless ``strings_only`` (an
     introspection answer's ``scope``, RFC 7662 §2.2), an array of scope strings; the roles claim
-    an array of non-empty strings. Anything else, and with ``bounded`` more than
-    :data:`MAX_SCOPES` scopes or one longer than :data:`MAX_SCOPE_CHARS`, raises InvalidToken.
+    and the groups claim an array of non-empty strings. Anything else, and with ``bounded`` more
+    than :data:`MAX_SCOPES` scopes or one longer than :data:`MAX_SCOPE_CHARS`, raises
+    InvalidToken; a group overage (:func:`_check_overage`) raises GroupsOverage.
     """
     found = tuple(
         _derived(
@@ -116,6 +119,7 @@ def derive_scopes(
             scope_claims=scope_claims,
             scope_prefix=scope_prefix,
             roles=roles,
+            groups=groups,
             vocabulary=vocabulary,
             strings_only=strings_only,
         )
@@ -133,6 +137,7 @@ def _derived(
     scope_claims: tuple[str, ...],
     scope_prefix: str,
     roles: RolesConfig | None,
+    groups: RolesConfig | None,
     vocabulary: ScopeVocabulary,
     strings_only: bool,
 ) -> Iterator[DerivedScope]:
@@ -142,15 +147,36 @@ def _derived(
             for value in _scope_values(claims[name], name, strings_only):
                 spelled = scope_prefix + value
                 yield DerivedScope("scope", name, value, spelled, inward(spelled))
-    if roles is not None:
-        found = _at_path(claims, roles.claim)
+    lists: tuple[tuple[Literal["role", "group"], RolesConfig | None], ...] = (
+        ("role", roles),
+        ("group", groups),
+    )
+    for source, names in lists:
+        if names is None:
+            continue
+        found = _at_path(claims, names.claim)
+        if found is None and source == "group":
+            _check_overage(claims, names.claim)
         if found is not None:
             if not isinstance(found, list) or not all(isinstance(r, str) and r for r in found):
-                raise InvalidToken(detail="roles claim is not an array of strings")
-            claim = ".".join(roles.claim)
-            for role in found:
-                spelled = roles.prefix + role
-                yield DerivedScope("role", claim, role, spelled, inward(spelled))
+                raise InvalidToken(detail=f"{source}s claim is not an array of strings")
+            claim = ".".join(names.claim)
+            for value in found:
+                spelled = names.prefix + value
+                yield DerivedScope(source, claim, value, spelled, inward(spelled))
+
+
+def _check_overage(claims: Mapping[str, Any], path: tuple[str, ...]) -> None:
+    """Entra ID leaves ``groups`` out of a token when the user is in too many groups (JWT:
+    more than 200) and says so instead: ``_claim_names: {"groups": "src1"}`` (with
+    ``_claim_sources`` pointing at Microsoft Graph), or ``hasgroups: true`` (implicit flow).
+    Reading that as "no groups" would decide on a partial identity: refuse the token."""
+    names = claims.get("_claim_names")
+    if (isinstance(names, dict) and path[0] in names) or claims.get("hasgroups") is True:
+        raise GroupsOverage(
+            detail="group overage: the issuer left the groups out of the token "
+            "(_claim_names / hasgroups)"
+        )
 
 
 def _scope_values(value: object, name: str, strings_only: bool) -> list[str]:

@@ -121,8 +121,8 @@ def read_token(
         answer = {"active": True, **claims}
         try:
             scopes = derive_scopes(
-                answer, scope_claims=("scope",), vocabulary=base.vocabulary, strings_only=True,
-                bounded=False,
+                answer, scope_claims=("scope",), roles=base.roles, groups=base.groups,
+                vocabulary=base.vocabulary, strings_only=True, bounded=False,
             )  # fmt: skip
             principal = check_claims(answer, base, now=now, fingerprint="-")
             subject, client_id = principal.subject, principal.client_id

@@ -35,7 +35,7 @@ __all__ = [
 ]
 
 _JWT_ONLY_KEYS: Final = (
-    "jwks_uri", "algorithms", "accept_typ", "scope_claims", "scope_prefix", "roles",
+    "jwks_uri", "algorithms", "accept_typ", "scope_claims", "scope_prefix",
     "subject_claim", "client_id_claims", "jwks_min_refresh_s", "jwks_max_refresh_s",
     "jwks_unknown_kid_interval_s",
 )  # fmt: skip
@@ -186,6 +186,7 @@ def build_issuer(
         scope_claims=tuple(ri.get("scope_claims", ["scope", "scp"])),
         scope_prefix=ri.get("scope_prefix", ""),
         roles=_roles(ri.get("roles")),
+        groups=_roles(ri.get("groups"), "groups"),
         scope_map=tuple(
             ScopeMapEntry(spelled, scope, doc.where((*ip, "scope_map", spelled)))
             for spelled, scope in ri.get("scope_map", {}).items()
@@ -264,10 +265,10 @@ def _checked_algs(b: Builder, names: list[str], ip: tuple[PathPart, ...]) -> tup
     return tuple(dict.fromkeys(names))
 
 
-def _roles(raw: dict[str, Any] | None) -> RolesConfig | None:
+def _roles(raw: dict[str, Any] | None, default: str = "roles") -> RolesConfig | None:
     if raw is None:
         return None
-    claim = raw.get("claim", "roles")
+    claim = raw.get("claim", default)
     return RolesConfig(
         claim=(claim,) if isinstance(claim, str) else tuple(claim),
         prefix=raw.get("prefix", ""),

@@ -134,7 +134,8 @@ class CacheConfig:
 
 @dataclass(frozen=True, slots=True)
 class RolesConfig:
-    """``issuer.roles``: a claim of role names (Entra app roles) added to the scope set."""
+    """``issuer.roles`` / ``issuer.groups``: a claim of role or group names (Entra app roles
+    and groups, Okta groups, Auth0 permissions, Keycloak realm roles) added to the scope set."""
 
     claim: tuple[str, ...] = ("roles",)
     """The claim, or a path into nested objects (``[realm_access, roles]`` for Keycloak)."""
@@ -197,6 +198,9 @@ class IssuerConfig:
     """Prepended to every scope read from ``scope_claims`` (Entra ID's ``scp`` carries
     ``mcp.access`` for the scope clients request as ``api://<app id>/mcp.access``)."""
     roles: RolesConfig | None = None
+    groups: RolesConfig | None = None
+    """``issuer.groups``: group names as scopes (claim ``groups`` by default), like ``roles``;
+    an Entra group overage is refused (``groups_overage``)."""
     scope_map: tuple[ScopeMapEntry, ...] = ()
     """``scope_map``, in file order: this issuer's spellings -> the policy's names (every mode;
     scopes not in it pass unchanged). Two entries may share a target; the first one is how the

@@ -298,10 +298,10 @@ def _print_text(report: dict[str, Any], out: TextIO) -> None:
 
 
 def _print_token(token: Mapping[str, Any], out: TextIO) -> None:
-    """claim -> prefix -> role -> map -> policy scope, one line per scope of the token."""
+    """claim -> prefix (scope, role or group) -> map -> policy scope, one line per scope."""
     out.write(f"token: issuer {token['issuer']} (tokens: {token['tokens']})\n")
     for step in token["derivation"]:
-        prefix = "role prefix" if step["source"] == "role" else "prefix"
+        prefix = {"role": "role prefix", "group": "group prefix"}.get(step["source"], "prefix")
         mapped = f"map -> {step['scope']}" if step["mapped"] else "not mapped"
         out.write(
             f"  {step['claim']} {step['value']!r} -> {prefix} {step['spelled']} -> {mapped}\n"

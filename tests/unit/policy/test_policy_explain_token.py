@@ -54,6 +54,7 @@ def config(tmp_path: Path) -> Path:
           - url: {KEYCLOAK}
             client_id: mcp-gateway
             client_secret: {{env: EXPLAIN_TOKEN_UNSET_SECRET}}
+            groups: {{claim: groups, prefix: "group:"}}
         backend:
           url: https://tools.example.com/mcp
           credential: {{type: bearer, token: {{env: EXPLAIN_TOKEN_UNSET_SECRET}}}}
@@ -146,6 +147,28 @@ def test_an_introspection_answer_uses_the_issuer_it_names_and_flags_an_id_token(
     assert (
         "warning: the gateway would refuse this token now: an ID token presented as bearer" in out
     )
+
+
+def test_groups_print_their_prefix_and_an_overage_is_flagged(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    now = int(time.time())
+    answer = {
+        "active": True, "iss": KEYCLOAK, "aud": "https://mcp.example.com/mcp", "exp": now + 300,
+        "iat": now, "sub": "svc", "client_id": "ci-bot", "scope": "mcp:access", "groups": ["/sre"],
+    }  # fmt: skip
+    token = tmp_path / "answer.json"
+    token.write_text(json.dumps(answer))
+    code, out, err = run(capsys, "--config", str(config), "--token-file", str(token), "--all")
+    assert code == 0, err
+    assert "  groups '/sre' -> group prefix group:/sre -> not mapped" in out
+    assert "policy scopes: group:/sre mcp:access" in out
+    assert "would refuse" not in out
+    del answer["groups"]
+    token.write_text(json.dumps({**answer, "hasgroups": True}))
+    code, out, err = run(capsys, "--config", str(config), "--token-file", str(token), "--all")
+    assert code == 0, err
+    assert "warning: the gateway would refuse this token now: group overage" in out
 
 
 @pytest.mark.parametrize(
