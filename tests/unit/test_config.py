@@ -155,11 +155,12 @@ class TestEveryKeyRoundTrips:
         assert (i.scope_claims, i.subject_claim, i.client_id_claims) == (("scp",), "oid", ("azp",))
         assert i.scope_prefix == "api://acme/"
         assert i.roles == RolesConfig(claim=("realm_access", "roles"), prefix="role:")
+        assert i.groups == RolesConfig(claim=("groups",), prefix="group:")
         assert i.scope_map == (
             ScopeMapEntry("api://acme/mcp.access", "mcp:access"),
             ScopeMapEntry("role:mcp-user", "mcp:access"),
         )
-        assert i.scope_map[1].where.endswith("full.yaml:42:5")
+        assert i.scope_map[1].where.endswith("full.yaml:43:5")
         assert (i.max_token_bytes, i.max_token_lifetime_s) == (4096, 7200)
         assert (i.jwks_min_refresh_s, i.jwks_max_refresh_s) == (30.0, 900.0)
         assert i.jwks_unknown_kid_interval_s == 10.0
