@@ -146,10 +146,16 @@ def kept_until(
     any token of that issuer acceptable now can live (``now + max_token_lifetime_s`` plus the
     skew twice: :mod:`.jwt_claims` refuses an ``exp`` further ahead). An ``iss`` that names no
     configured issuer takes the most lenient issuer's bounds. 0 without an ``exp`` (an opaque
-    token: ``admin.revocation_ttl_s`` alone)."""
+    token: ``admin.revocation_ttl_s`` alone).
+
+    ``tokens: introspection`` checks no JWT locally, so nothing refuses an ``exp`` past
+    ``max_token_lifetime_s`` there (a Keycloak JWT introspected is accepted until its ``exp``):
+    its revocation lasts until ``exp`` plus the skew, unbounded."""
     if expires_at is None or not issuers:
         return 0.0
     named = [issuer for issuer in issuers if issuer.url == iss] or list(issuers)
     skew = max(issuer.clock_skew_s for issuer in named)
+    if any(issuer.tokens == "introspection" for issuer in named):
+        return expires_at + skew
     lifetime = max(issuer.max_token_lifetime_s for issuer in named)
     return min(expires_at + skew, now + lifetime + 2 * skew)

@@ -276,3 +276,32 @@ async def test_a_jwt_with_trailing_dots_is_refused_without_an_issuer_call(
         assert stack.issuer.introspection_calls == calls
         assert await status(stack, a, token) == 200
         assert '"reason":"JWS with trailing dots"' in a.log()
+
+
+async def test_an_introspected_jwt_past_max_token_lifetime_stays_revoked_until_its_exp(
+    tmp_path: Path,
+) -> None:
+    """``tokens: introspection`` checks no JWT locally, so a JWT whose ``exp`` is further ahead
+    than ``max_token_lifetime_s`` is accepted (its issuer says active); its revocation used to be
+    cut at ``now + max_token_lifetime_s`` and the token came back before its ``exp``."""
+    overrides = {
+        "issuer": {
+            "tokens": "introspection",
+            "max_token_lifetime_s": 60,
+            "clock_skew_s": 0,
+            "cache": {"max_ttl_s": 1},
+        },
+        "admin": {"revocation_ttl_s": 1},
+    }
+    async with replica_stack(
+        tmp_path, None, replicas=1, overrides=overrides, issuer_options={"token_format": "jwt"}
+    ) as stack:
+        (a,) = stack.replicas
+        token = stack.mint(ttl_s=600)
+        exp = json.loads(_b64(token.split(".")[1]))["exp"]
+        assert await status(stack, a, token) == 200
+        status_code, reply = await stack.revoke(a, {"token": token})
+        assert status_code == 200
+        assert abs(_unix(reply["until"]) - exp) <= 1, (reply, exp)
+        await asyncio.sleep(1.5)  # past admin.revocation_ttl_s
+        assert await status(stack, a, token) == 401

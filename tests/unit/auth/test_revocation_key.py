@@ -118,8 +118,13 @@ class TestOneKeyPerSignedToken:
 
 class TestKeptUntil:
     ISSUERS = (
-        IssuerConfig(url=ISSUER, clock_skew_s=30, max_token_lifetime_s=3600),
-        IssuerConfig(url="https://other.example.com", clock_skew_s=60, max_token_lifetime_s=7200),
+        IssuerConfig(url=ISSUER, tokens="jwt", clock_skew_s=30, max_token_lifetime_s=3600),
+        IssuerConfig(
+            url="https://other.example.com",
+            tokens="jwt+introspection",
+            clock_skew_s=60,
+            max_token_lifetime_s=7200,
+        ),
     )
 
     def test_until_exp_plus_the_issuers_skew_bounded_by_its_max_lifetime(self) -> None:
@@ -128,5 +133,9 @@ class TestKeptUntil:
         # An iss no issuer has takes the most lenient bounds.
         assert kept_until(self.ISSUERS, "https://nobody", NOW + 10**9, NOW) == NOW + 7200 + 120
         assert kept_until(self.ISSUERS, None, NOW + 600, NOW) == NOW + 660
+        # tokens: introspection refuses no far exp, so nothing bounds its revocation but exp.
+        introspected = (IssuerConfig(url=ISSUER, tokens="introspection", clock_skew_s=30),)
+        assert kept_until(introspected, ISSUER, NOW + 10**9, NOW) == NOW + 10**9 + 30
+        assert kept_until(introspected, "https://nobody", NOW + 10**9, NOW) == NOW + 10**9 + 30
         # No exp (an opaque token): nothing beyond admin.revocation_ttl_s.
         assert kept_until(self.ISSUERS, ISSUER, None, NOW) == 0.0
