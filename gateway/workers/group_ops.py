@@ -253,10 +253,11 @@ def build_group_ops_app(
 
     async def healthz(request: web.Request) -> web.Response:
         running = group.running()
+        # The slots without a process, from the same snapshot: a slot whose new process starts
+        # while the probes are out must still be listed once (as restarting), not dropped.
+        idle = [link for link in group.links if all(link is not seen for seen, _ in running)]
         answers = await asyncio.gather(*(link.probe("/healthz") for link, _ in running))
-        workers = [
-            _worker_entry(link, None, "restarting") for link in group.links if link.slot.pid is None
-        ]
+        workers = [_worker_entry(link, None, "restarting") for link in idle]
         alive = True
         for (link, pid), answer in zip(running, answers, strict=True):
             ok = answer is not None and answer[0] == 200

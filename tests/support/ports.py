@@ -15,6 +15,11 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999
 
 
+_handed_out: set[int] = set()
+"""Ports this process already handed out: a stack picks all its ports before it binds any, so
+two picks of one port (a 1-in-250 chance for the ten ports of five replicas) must not happen."""
+
+
 def free_port() -> int:
     """A port that is free now, chosen below the ephemeral range.
 
@@ -26,10 +31,13 @@ def free_port() -> int:
     rng = secrets.SystemRandom()
     for _ in range(200):
         port = rng.randrange(max(1024, low - 12_000), low)
+        if port in _handed_out:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
-            return port
+        _handed_out.add(port)
+        return port
     raise RuntimeError("no free port below the ephemeral range")
