@@ -12,6 +12,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from gateway.errors import GatewayError, JsonRpcId
@@ -19,6 +20,7 @@ from gateway.errors import GatewayError, JsonRpcId
 __all__ = [
     "AUTH_METHODS",
     "EMPTY_SURFACE",
+    "NO_CLAIMS",
     "TOOL_NAME",
     "AuthMethod",
     "AuthRequest",
@@ -52,6 +54,7 @@ __all__ = [
     "SurfaceRequest",
     "ToolCall",
     "ToolDef",
+    "frozen_claims",
     "listed",
 ]
 
@@ -83,6 +86,20 @@ AUTH_METHODS: tuple[AuthMethod, ...] = (
 # --- identity -------------------------------------------------------------------------------
 
 
+NO_CLAIMS: Mapping[str, Any] = MappingProxyType({})
+"""``Principal.claims`` of a principal built without a token (tests, ``policy explain``)."""
+
+
+def _no_claims() -> Mapping[str, Any]:
+    return NO_CLAIMS
+
+
+def frozen_claims(claims: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A read-only copy of a validated token's claims for ``Principal.claims`` (shallow: the
+    values are the JSON the issuer sent, never written to afterwards)."""
+    return MappingProxyType(dict(claims)) if claims else NO_CLAIMS
+
+
 @dataclass(frozen=True, slots=True)
 class Principal:
     """Who is calling, as established by introspection or local JWT validation. Never holds
@@ -105,6 +122,12 @@ class Principal:
     """The key the token is bound to (RFC 9449 ``cnf.jkt``: the RFC 7638 thumbprint), None for
     a bearer token. A bound principal is served only to a request whose DPoP proof is signed
     by that key (``gateway/auth``); it is part of every cached or shared copy."""
+    claims: Mapping[str, Any] = field(default_factory=_no_claims, compare=False, repr=False)
+    """The validated token's claims, read-only (:func:`frozen_claims`): the verified JWT's
+    payload, or the introspection answer's members without ``active``; for
+    ``jwt+introspection`` the JWT's. Absent keys are absent. The base of policy conditions
+    (issue 25). Never logged (``repr=False``: they name people), never sent to a backend; the
+    shared token cache carries them (:mod:`gateway.state.token_cache`)."""
 
     @property
     def valid_until(self) -> float:

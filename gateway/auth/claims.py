@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from gateway.config import Config, DpopMode, IssuerConfig, RolesConfig, canonical_uri
 from gateway.errors import InvalidToken
-from gateway.seams import Principal
+from gateway.seams import Principal, frozen_claims
 
 from .scopes import IDENTITY, ScopeVocabulary, derive_scopes
 
@@ -247,6 +247,8 @@ def check_claims(
         skew_s=rules.skew_s,
         actor=actor_of(doc),
         binding=binding,
+        # The answer's members are the token's facts; ``active`` is the answer's own.
+        claims=frozen_claims({k: v for k, v in doc.items() if k != "active"}),
     )
 
 

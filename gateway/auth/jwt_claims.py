@@ -33,7 +33,7 @@ from typing import Any, Final
 
 from gateway.config import IssuerConfig, RolesConfig
 from gateway.errors import InvalidToken
-from gateway.seams import Principal
+from gateway.seams import Principal, frozen_claims
 
 from .claims import (
     ID_TOKEN_CLAIMS,
@@ -141,4 +141,5 @@ def check_jwt_claims(
         auth_method="jwt",
         actor=actor_of(claims),
         binding=binding,
+        claims=frozen_claims(claims),
     )

@@ -33,7 +33,7 @@ import redis.asyncio as aioredis
 
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.seams import AUTH_METHODS, CachedPrincipal, Principal
+from gateway.seams import AUTH_METHODS, CachedPrincipal, Principal, frozen_claims
 from gateway.state.store import RedisStore, StoreUnavailable
 
 __all__ = [
@@ -78,6 +78,9 @@ def encode_entry(entry: CachedPrincipal) -> bytes:
         # SECURITY: the binding travels with the principal, or another replica would serve a
         # DPoP-bound token to a plain bearer request.
         **({"jkt": p.binding} if p.binding is not None else {}),
+        # The token's claims, so a principal read on another replica is the same principal.
+        # An entry past MAX_ENTRY_BYTES is a miss there (it re-checks the token itself).
+        **({"claims": dict(p.claims)} if p.claims else {}),
     }
     return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
@@ -99,6 +102,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
     method = doc.get("am", "introspection")
     actor = doc.get("act")
     binding = doc.get("jkt")
+    claims = doc.get("claims", {})
     if not (
         isinstance(sub, str)
         and sub
@@ -121,6 +125,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         and (actor is None or (isinstance(actor, str) and 0 < len(actor) <= MAX_ACTOR_CHARS))
         and (binding is None) is (doc["v"] == FORMAT_VERSION)
         and (binding is None or (isinstance(binding, str) and 0 < len(binding) <= 128))
+        and isinstance(claims, dict)
     ):
         return None
     if not now < until <= exp + skew:
@@ -136,6 +141,7 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
         auth_method=method,
         actor=actor,
         binding=binding,
+        claims=frozen_claims(claims),
     )
     return CachedPrincipal(principal, float(until))
 

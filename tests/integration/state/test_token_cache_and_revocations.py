@@ -15,7 +15,7 @@ import pytest
 
 from gateway.auth.sharing import ReplicaSharing
 from gateway.errors import RevocationUnavailable
-from gateway.seams import CachedPrincipal, Principal
+from gateway.seams import CachedPrincipal, Principal, frozen_claims
 from gateway.state.revocation import RevocationList
 from gateway.state.store import RedisStore
 from gateway.state.token_cache import RedisTokenCache, decode_entry, encode_entry
@@ -61,11 +61,15 @@ class TestEntryFormat:
     def test_every_principal_field_round_trips(self) -> None:
         """Fails when Principal gains a field the shared cache does not carry yet."""
         bound = principal(actor="agent-7", binding="0ZcOCORZNYy-DWpqq30jZyJGHTN0d2HglBV3uiguA4I")
+        bound = dataclasses.replace(bound, claims=frozen_claims({"tid": "t", "groups": ["/a"]}))
         entry = CachedPrincipal(bound, time.time() + 30)
         decoded = decode_entry(encode_entry(entry), DIGEST, time.time())
         assert decoded == entry
+        assert decoded is not None and decoded.principal.claims == {"tid": "t", "groups": ["/a"]}
         document = json.loads(encode_entry(entry))
-        carried = {"sub", "client_id", "scopes", "exp", "iss", "fp", "skew", "am", "act", "jkt"}
+        carried = {
+            "sub", "client_id", "scopes", "exp", "iss", "fp", "skew", "am", "act", "jkt", "claims",
+        }  # fmt: skip
         assert len(carried) == len(dataclasses.fields(Principal)), "update encode/decode_entry"
         assert carried <= set(document)
 
