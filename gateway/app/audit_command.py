@@ -1,19 +1,36 @@
-"""``mcp-gateway audit verify FILE...``: check the audit files' hash chains offline
+"""``mcp-gateway audit verify [--key PUBLIC.pem | --jwks FILE_OR_URL] [--complete] FILE...``:
+check the audit files' hash chains and checkpoint signatures offline
 (:mod:`gateway.observability.audit_verify`).
 
-Exit 0 when every chain is intact, 1 with each chain's first break as ``FILE:LINE: reason``,
-2 for usage errors or a file that cannot be read.
+Exit 0 when every chain is intact (and, given a key, every checkpoint verified), 1 with each
+chain's first break as ``FILE:LINE: reason``, 2 for usage errors, a file or key that cannot be
+read.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
-from gateway.observability.audit_verify import Report, read_files, verify_files
+from cryptography.hazmat.primitives.asymmetric.ed25519 import (
+    Ed25519PrivateKey,
+    Ed25519PublicKey,
+)
+from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 
-__all__ = ["register"]
+import gateway
+from gateway.observability.audit_chain import b64url_decode, public_jwk
+from gateway.observability.audit_verify import Keys, Report, read_files, verify_files
+from gateway.outbound import Destination, Outbound, OutboundError
+
+__all__ = ["load_jwks", "load_pem_key", "register"]
+
+TIMEOUT_S: Final = 10.0
+MAX_JWKS_BYTES: Final = 1_000_000
 
 
 def register(subparsers: Any) -> None:
@@ -25,50 +42,133 @@ def register(subparsers: Any) -> None:
     commands = audit.add_subparsers(dest="audit_command", metavar="<command>", required=True)
     verify = commands.add_parser(
         "verify",
-        help="check the hash chains of audit files",
+        help="check the hash chains and checkpoint signatures of audit files",
         description="Check the hash chain of every replica's events in FILE... (the rotated "
-        "files of one sink, several replicas' files, or a captured stdout, together). Exit 0 "
-        "when every chain is intact, 1 with the first break of each broken chain as "
-        "FILE:LINE: reason, 2 for usage errors or an unreadable file.",
+        "files of one sink, several replicas' files, or a captured stdout, together) and, with "
+        "--key or --jwks, every checkpoint's signature. Exit 0 when every chain is intact, 1 "
+        "with the first break of each broken chain as FILE:LINE: reason, 2 for usage errors or "
+        "a file or key that cannot be read.",
     )
     verify.add_argument("files", nargs="+", metavar="FILE", help="audit files (any order)")
+    key = verify.add_mutually_exclusive_group()
+    key.add_argument("--key", metavar="PUBLIC.pem", help="the checkpoint key's public key (PEM)")
+    key.add_argument(
+        "--jwks",
+        metavar="FILE_OR_URL",
+        help="a JWK Set holding the checkpoint key, e.g. the ops listener's "
+        "http://HOST:9090/.well-known/jwks.json, or a saved copy",
+    )
+    verify.add_argument(
+        "--complete",
+        action="store_true",
+        help="the files are a finished archive: each chain must start at seq 1 and end with "
+        "its final (shutdown) checkpoint",
+    )
     verify.set_defaults(handler=_cmd_verify)
+
+
+def _fail(message: str) -> int:
+    print(f"mcp-gateway audit verify: {message}", file=sys.stderr)
+    return 2
+
+
+def load_pem_key(data: bytes) -> Keys:
+    """An Ed25519 public key in PEM (a private key's public half is taken too)."""
+    key: Any
+    try:
+        key = load_pem_public_key(data)
+    except ValueError:
+        key = load_pem_private_key(data, password=None)
+    if isinstance(key, Ed25519PrivateKey):
+        key = key.public_key()
+    if not isinstance(key, Ed25519PublicKey):
+        raise ValueError("not an Ed25519 key")
+    return {public_jwk(key)["kid"]: key}
+
+
+def load_jwks(document: Any) -> Keys:
+    """The Ed25519 keys (``kty`` OKP, ``crv`` Ed25519) of a JWK Set, by ``kid``."""
+    if not isinstance(document, dict) or not isinstance(document.get("keys"), list):
+        raise ValueError("not a JWK Set (no keys array)")
+    keys: Keys = {}
+    for jwk in document["keys"]:
+        if isinstance(jwk, dict) and jwk.get("kty") == "OKP" and jwk.get("crv") == "Ed25519":
+            key = Ed25519PublicKey.from_public_bytes(b64url_decode(str(jwk.get("x", ""))))
+            keys[str(jwk.get("kid") or public_jwk(key)["kid"])] = key
+    if not keys:
+        raise ValueError("the JWK Set holds no Ed25519 key")
+    return keys
+
+
+async def _fetch(url: str) -> bytes:
+    outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
+    outbound.add(Destination("once", connect_timeout_s=3.0))
+    try:
+        response = await outbound.request(
+            "once", "GET", url, timeout_s=TIMEOUT_S, max_body=MAX_JWKS_BYTES
+        )
+    finally:
+        await outbound.close()
+    if response.status != 200:
+        raise ValueError(f"HTTP {response.status}")
+    return response.body
+
+
+def _keys(args: argparse.Namespace) -> Keys | None:
+    if args.key is not None:
+        return load_pem_key(Path(args.key).read_bytes())
+    if args.jwks is None:
+        return None
+    source: str = args.jwks
+    if source.startswith(("http://", "https://")):
+        data = asyncio.run(_fetch(source))
+    else:
+        data = Path(source).read_bytes()
+    return load_jwks(json.loads(data))
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:
     try:
+        keys = _keys(args)
+    except OSError as exc:
+        return _fail(f"cannot read {exc.filename or args.key or args.jwks}: {exc.strerror or exc}")
+    except (OutboundError, ValueError) as exc:
+        return _fail(f"no usable key in {args.key or args.jwks}: {exc}")
+    try:
         files = read_files(args.files)
     except OSError as exc:
-        print(
-            f"mcp-gateway audit verify: cannot read {exc.filename}: {exc.strerror}", file=sys.stderr
-        )
-        return 2
-    report = verify_files(files)
-    _print(report)
+        return _fail(f"cannot read {exc.filename}: {exc.strerror}")
+    report = verify_files(files, keys, complete=args.complete)
+    _print(report, keys is not None)
     return 0 if report.intact else 1
 
 
-def _print(report: Report) -> None:
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
+def _print(report: Report, signed: bool) -> None:
     for broken in report.breaks:
         print(broken)
     for note in report.notes:
         print(f"note: {note}")
     for chain in report.chains:
+        state = "closed by its final checkpoint" if chain.closed else (
+            f"{_plural(chain.after_checkpoint, 'event')} after the last checkpoint"
+        )  # fmt: skip
         print(
-            f"chain {chain.chain}: {chain.events} event{'s' if chain.events != 1 else ''}, "
-            f"seq {chain.first_seq}-{chain.last_seq} ({', '.join(chain.files)})"
+            f"chain {chain.chain}: {_plural(chain.events, 'event')}, seq {chain.first_seq}-"
+            f"{chain.last_seq}, {_plural(chain.checkpoints, 'checkpoint')}, {state} "
+            f"({', '.join(chain.files)})"
         )
-    skipped = (
-        f"; {report.skipped} other line{'s' if report.skipped != 1 else ''} skipped"
-        if report.skipped
-        else ""
-    )
-    verdict = (
-        "intact"
-        if report.intact
-        else f"BROKEN ({len(report.breaks)} break" + ("s)" if len(report.breaks) != 1 else ")")
+    skipped = f"; {_plural(report.skipped, 'other line')} skipped" if report.skipped else ""
+    verdict = "intact" if report.intact else f"BROKEN ({_plural(len(report.breaks), 'break')})"
+    signatures = (
+        f"{_plural(report.signatures, 'checkpoint signature')} verified"
+        if signed
+        else "signatures not checked (no --key or --jwks given)"
     )
     print(
-        f"{len(report.chains)} chain{'s' if len(report.chains) != 1 else ''}, "
-        f"{report.events} events: {verdict}{skipped}; signatures not checked (no key given)"
+        f"{_plural(len(report.chains), 'chain')}, {report.events} events: {verdict}{skipped}; "
+        f"{signatures}"
     )

@@ -1,5 +1,6 @@
 """The ops listener (``config.ops_listen``, loopback by default): ``/healthz``, ``/readyz``,
-``/metrics``, with caller-assertion keys ``/.well-known/jwks.json``, and, with ``admin.token``,
+``/metrics``, with caller-assertion keys or an audit checkpoint key ``/.well-known/jwks.json``,
+and, with ``admin.token``,
 ``POST /admin/revoke``. Never exposed through the
 reverse proxy."""
 

@@ -22,6 +22,7 @@ __all__ = [
     "JWT_ALGORITHMS",
     "TOKEN_EXCHANGE_GRANT",
     "AdminConfig",
+    "AuditCheckpoint",
     "AuditConfig",
     "BackendConfig",
     "BackendReadiness",
@@ -374,11 +375,21 @@ class LoggingConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class AuditCheckpoint:
+    """``audit.checkpoint``: sign a checkpoint event every ``every`` events and at shutdown."""
+
+    key: Secret
+    """An Ed25519 private key, PEM (checked at load)."""
+    every: int = 1000
+
+
+@dataclass(frozen=True, slots=True)
 class AuditConfig:
     sink: Literal["stdout", "file", "off"] = "stdout"
     path: str | None = None
     max_bytes: int = 50_000_000
     backups: int = 5
+    checkpoint: AuditCheckpoint | None = None
 
 
 StoreErrorPolicy = Literal["local", "deny"]

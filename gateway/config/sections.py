@@ -12,8 +12,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from gateway.config.audit_key import checkpoint_key_problem
 from gateway.config.builder import Builder
 from gateway.config.model import (
+    AuditCheckpoint,
     AuditConfig,
     JsonLimits,
     Limits,
@@ -106,7 +108,21 @@ def build_audit(b: Builder, raw_audit: dict[str, Any]) -> AuditConfig:
         ra["sink"] = "off"
     if ra.get("sink") == "file" and "path" not in ra:
         b.doc.problem(("audit",), "path is required with sink: file")
-    return AuditConfig(**{**ra, **({"path": str(b.path(ra["path"]))} if "path" in ra else {})})
+    checkpoint = None
+    if "checkpoint" in ra:
+        raw_checkpoint = ra.pop("checkpoint")
+        where: tuple[PathPart, ...] = ("audit", "checkpoint", "key")
+        key = b.secret(raw_checkpoint["key"], where)
+        if key is not None and key.source != "skipped":
+            problem = checkpoint_key_problem(key.reveal())
+            if problem is not None:
+                b.doc.problem(where, problem)
+        if key is not None:
+            checkpoint = AuditCheckpoint(key, every=int(raw_checkpoint.get("every", 1000)))
+    return AuditConfig(
+        **{**ra, **({"path": str(b.path(ra["path"]))} if "path" in ra else {})},
+        checkpoint=checkpoint,
+    )
 
 
 def build_tracing(b: Builder, raw: dict[str, Any] | None) -> TracingConfig | None:

@@ -14,7 +14,9 @@ by :class:`~gateway.config.AuditConfig`:
 - ``off``: nothing is written.
 
 Every event written ends with ``chain``, ``seq`` and ``prev``, the links of this process's hash
-chain (:mod:`gateway.observability.audit_chain`; ``mcp-gateway audit verify`` checks them).
+chain (:mod:`gateway.observability.audit_chain`; ``mcp-gateway audit verify`` checks them); with
+``audit.checkpoint``, a signed ``audit_checkpoint`` event follows every ``every`` events and
+closes the chain when the sink closes (the last cleanup of a SIGTERM stop).
 
 The schema (documented in ``docs/operations.md``) is fixed: it never carries the token, claim
 sets or argument values; arguments appear only as a key -> type-name shape when
@@ -27,6 +29,7 @@ import json
 import logging
 import logging.handlers
 import sys
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -35,7 +38,8 @@ from typing import Any, Final, Literal, TextIO
 import orjson
 
 from gateway.config import AuditConfig
-from gateway.observability.audit_chain import Chain
+from gateway.config.audit_key import load_checkpoint_key
+from gateway.observability.audit_chain import CHECKPOINT_EVENT, Chain, Signer
 from gateway.observability.lines import stdout_writer
 
 __all__ = [
@@ -262,9 +266,12 @@ class AuditSink:
         *,
         name: str = AUDIT_LOGGER,
         stream: TextIO | None = None,
+        signer: Signer | None = None,
     ) -> None:
         self._handler = handler
         self._chain = Chain()
+        self._signer = signer
+        self._since_checkpoint = 0
         self._stream = stream
         """``stdout``: lines go straight to this stream (no logger, no record)."""
         self._logger = logging.getLogger(name)
@@ -283,6 +290,10 @@ class AuditSink:
         """
         if config.sink == "off":
             return cls(None)
+        signer = None
+        if config.checkpoint is not None:
+            key = load_checkpoint_key(config.checkpoint.key.reveal())
+            signer = Signer(key, config.checkpoint.every)
         if config.sink == "file":
             if config.path is None:
                 # config.load_config already refuses this; a hand-built AuditConfig may not.
@@ -293,14 +304,20 @@ class AuditSink:
                     maxBytes=config.max_bytes,
                     backupCount=config.backups,
                     encoding="utf-8",
-                )
+                ),
+                signer=signer,
             )
         out: TextIO = stdout_writer() if stream is None else stream  # type: ignore[assignment]
-        return cls(None, stream=out)
+        return cls(None, stream=out, signer=signer)
 
     @property
     def enabled(self) -> bool:
         return self._handler is not None or self._stream is not None
+
+    @property
+    def checkpoint_jwk(self) -> dict[str, Any] | None:
+        """The checkpoint key's public JWK (for ``/.well-known/jwks.json``), None without one."""
+        return None if self._signer is None or not self.enabled else dict(self._signer.jwk)
 
     def emit(self, event: AuditEvent | RevocationEvent, ts: float) -> None:
         """Write one event (``ts`` is Unix time). Write errors are reported on stderr (the
@@ -312,16 +329,37 @@ class AuditSink:
         rendered = event.to_json(ts)
         chain = self._chain
         with chain.lock:  # link order = write order (the line writer keeps it to the stream)
-            line = chain.link(rendered)
-            if stream is not None:
-                try:
-                    stream.write(line + "\n")
-                except (OSError, ValueError) as exc:
-                    sys.stderr.write(f"audit event not written: {exc!r}\n")
-            else:
-                self._logger.info(line)
+            self._write(chain.link(rendered))
+            signer = self._signer
+            if signer is not None:
+                self._since_checkpoint += 1
+                if self._since_checkpoint >= signer.every:
+                    self._checkpoint(signer, ts, final=False)
+
+    def _write(self, line: str) -> None:
+        stream = self._stream
+        if stream is not None:
+            try:
+                stream.write(line + "\n")
+            except (OSError, ValueError) as exc:
+                sys.stderr.write(f"audit event not written: {exc!r}\n")
+        elif self._handler is not None:
+            self._logger.info(line)
+
+    def _checkpoint(self, signer: Signer, ts: float, *, final: bool) -> None:
+        """A signed ``audit_checkpoint`` (chain lock held): ``events`` is how many events of
+        the chain precede it."""
+        record = {"ts": _rfc3339(ts), "log": "audit", "event": CHECKPOINT_EVENT,
+                  "kid": signer.kid, "final": final, "events": self._chain.seq}  # fmt: skip
+        self._write(self._chain.link(_dumps(record), signer.sign))
+        self._since_checkpoint = 0
 
     def close(self) -> None:
+        """Write the final checkpoint (with a key), then flush and close."""
+        signer, self._signer = self._signer, None
+        if signer is not None and self.enabled:
+            with self._chain.lock:
+                self._checkpoint(signer, time.time(), final=True)
         stream, self._stream = self._stream, None
         if stream is not None:
             flush_now = getattr(stream, "flush_now", None)

@@ -13,22 +13,45 @@ already rendered.
 
 Anyone who can write the file can also recompute every hash after an edit: the chain proves the
 file is what *some* writer wrote in order, not who wrote it. Signed checkpoints (a key only the
-gateway holds) close that gap.
+gateway holds) close that gap: with ``audit.checkpoint`` the sink writes an ``audit_checkpoint``
+event every ``every`` events and a ``final`` one when it closes. A checkpoint is a chain event like
+any other, whose line ends with one more member, ``sig``: the Ed25519 signature (base64url) of
+the line's bytes without it (:func:`signed_bytes`), so it covers ``prev``, hence every event
+before it. Its ``kid`` is the RFC 7638 thumbprint of the public key (:func:`public_jwk`).
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Final
+from typing import Any, Final
 
 import orjson
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-__all__ = ["GENESIS", "Chain", "chain_id", "digest", "replica_id"]
+__all__ = [
+    "CHECKPOINT_EVENT",
+    "GENESIS",
+    "Chain",
+    "Signer",
+    "b64url_decode",
+    "chain_id",
+    "digest",
+    "public_jwk",
+    "replica_id",
+    "signed_bytes",
+]
+
+CHECKPOINT_EVENT: Final = "audit_checkpoint"
+_SIG: Final = b',"sig":"'
+
 
 GENESIS: Final = "0" * 64
 """``prev`` of a chain's first event (``seq`` 1)."""
@@ -76,9 +99,10 @@ class Chain:
         """The digest of the last event linked (:data:`GENESIS` before the first)."""
         return self._prev
 
-    def link(self, rendered: str) -> str:
+    def link(self, rendered: str, sign: Callable[[bytes], str] | None = None) -> str:
         """``rendered`` (one compact JSON object, as ``to_json`` returns it) with ``chain``,
-        ``seq`` and ``prev`` appended; the chain advances to it."""
+        ``seq`` and ``prev`` appended (and ``sig``, ``sign`` of those bytes, when given); the
+        chain advances to it."""
         seq = self._seq + 1
         line = f'{rendered[:-1]}{self._suffix}{seq},"prev":"{self._prev}"}}'
         try:
@@ -88,6 +112,58 @@ class Chain:
             # escape it stands for, so the bytes written are the bytes hashed.
             line = line.encode("utf-8", "backslashreplace").decode()
             data = line.encode()
+        if sign is not None:
+            line = f'{line[:-1]},"sig":"{sign(data)}"}}'
+            data = line.encode()
         self._seq = seq
         self._prev = digest(data)
         return line
+
+
+def signed_bytes(line: bytes) -> tuple[bytes, bytes] | None:
+    """(the bytes a checkpoint's ``sig`` signs, the signature) of a checkpoint line as written,
+    or None when the line does not end with a ``sig`` member."""
+    at = line.rfind(_SIG)
+    if at < 0 or not line.endswith(b'"}'):
+        return None
+    encoded = line[at + len(_SIG) : -2]
+    try:
+        signature = b64url_decode(encoded.decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return line[:at] + b"}", signature
+
+
+def _b64url(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
+
+
+def b64url_decode(text: str) -> bytes:
+    if not text or "=" in text:
+        raise ValueError("not unpadded base64url")
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def public_jwk(key: Ed25519PublicKey) -> dict[str, Any]:
+    """The public key as a JWK (RFC 8037) with its RFC 7638 thumbprint as ``kid``."""
+    x = _b64url(key.public_bytes(Encoding.Raw, PublicFormat.Raw))
+    thumbprint = _b64url(
+        hashlib.sha256(f'{{"crv":"Ed25519","kty":"OKP","x":"{x}"}}'.encode()).digest()
+    )
+    return {"kty": "OKP", "crv": "Ed25519", "x": x, "alg": "EdDSA", "use": "sig", "kid": thumbprint}
+
+
+class Signer:
+    """The checkpoint key: signs a checkpoint's bytes; ``jwk`` is what the ops listener's
+    ``/.well-known/jwks.json`` publishes."""
+
+    __slots__ = ("_key", "every", "jwk", "kid")
+
+    def __init__(self, key: Ed25519PrivateKey, every: int) -> None:
+        self._key = key
+        self.every = every
+        self.jwk = public_jwk(key.public_key())
+        self.kid: str = self.jwk["kid"]
+
+    def sign(self, data: bytes) -> str:
+        return _b64url(self._key.sign(data))

@@ -9,10 +9,17 @@ in order by their lowest ``seq``. Then each chain is walked: ``seq`` must count 
 ``prev`` must be the :func:`~gateway.observability.audit_chain.digest` of the event before.
 Which line is to blame for a broken link is decided from its neighbours (a single edited event
 breaks the link after it; one whose ``prev`` was edited breaks both of its links).
+
+Given public keys (``kid`` -> key), every ``audit_checkpoint`` event's signature is checked
+(:func:`~gateway.observability.audit_chain.signed_bytes`). How many events follow a chain's
+last checkpoint is reported; with ``complete`` a chain that does not end with a ``final``
+checkpoint, or does not start at ``seq`` 1, is a break (an archived file cut at an event
+boundary).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,8 +27,10 @@ from pathlib import Path
 from typing import Any, Final
 
 import orjson
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
-from gateway.observability.audit_chain import GENESIS, digest
+from gateway.observability.audit_chain import CHECKPOINT_EVENT, GENESIS, digest, signed_bytes
 
 __all__ = ["Break", "ChainReport", "Event", "Report", "read_events", "verify_files"]
 
@@ -37,6 +46,13 @@ class Event:
     prev: str
     digest: str
     record: dict[str, Any]
+    signature: str | None = None
+    """A checkpoint's signature check: None (not a checkpoint, or no keys given), ``ok``, or
+    why it failed."""
+
+    @property
+    def checkpoint(self) -> bool:
+        return self.record.get("event") == CHECKPOINT_EVENT
 
     @property
     def where(self) -> str:
@@ -60,6 +76,11 @@ class ChainReport:
     first_seq: int = 0
     last_seq: int = 0
     files: list[str] = field(default_factory=list)
+    checkpoints: int = 0
+    after_checkpoint: int = 0
+    """Events after the last checkpoint (all of them when there is none)."""
+    closed: bool = False
+    """The chain ends with a ``final`` checkpoint."""
 
 
 @dataclass(slots=True)
@@ -70,6 +91,8 @@ class Report:
     chains: list[ChainReport] = field(default_factory=list)
     breaks: list[Break] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    signatures: int = 0
+    """Checkpoint signatures verified."""
 
     @property
     def intact(self) -> bool:
@@ -84,7 +107,24 @@ def _loads(line: bytes) -> Any:
         return json.loads(line.decode("utf-8", "surrogateescape"))
 
 
-def read_events(path: str, data: bytes, report: Report) -> list[Event]:
+Keys = dict[str, Ed25519PublicKey]
+
+
+def _check_signature(line: bytes, record: dict[str, Any], keys: Keys) -> str:
+    key = keys.get(str(record.get("kid")))
+    if key is None:
+        return f"checkpoint signed by an unknown key (kid {record.get('kid')!r})"
+    parts = signed_bytes(line)
+    if parts is None:
+        return "bad checkpoint: no signature"
+    try:
+        key.verify(parts[1], parts[0])
+    except InvalidSignature:
+        return "forged checkpoint: its signature does not verify"
+    return "ok"
+
+
+def read_events(path: str, data: bytes, report: Report, keys: Keys | None = None) -> list[Event]:
     """The audit events of one file's bytes; damaged lines become breaks in ``report``."""
     lines = data.split(b"\n")
     unterminated = lines[-1] != b""
@@ -114,7 +154,10 @@ def read_events(path: str, data: bytes, report: Report) -> list[Event]:
                 Break(path, number, "audit event without its chain fields (chain, seq, prev)")
             )
             continue
-        events.append(Event(path, number, chain, seq, prev, digest(line), record))
+        signature = None
+        if keys is not None and record.get("event") == CHECKPOINT_EVENT:
+            signature = _check_signature(line, record, keys)
+        events.append(Event(path, number, chain, seq, prev, digest(line), record, signature))
     return events
 
 
@@ -129,6 +172,11 @@ def _walk(events: Sequence[Event], report: Report) -> Break | None:
             f"chain {first.chain} starts at seq {first.seq} ({first.where}): the "
             "events before it are not in the files given (rotated away?)"
         )
+    link_break = _first_link_break(events)
+    for event in events:
+        broken = _checkpoint_break(event)
+        if broken is not None and event.seq <= link_break:
+            return broken
     previous = first
     for index in range(1, len(events)):
         event = events[index]
@@ -188,13 +236,69 @@ def _walk(events: Sequence[Event], report: Report) -> Break | None:
     return None
 
 
-def verify_files(files: Iterable[tuple[str, bytes]]) -> Report:
-    """Every chain found in ``files`` (name, bytes) checked together."""
+def _checkpoint_break(event: Event) -> Break | None:
+    if not event.checkpoint:
+        return None
+    if event.signature not in (None, "ok"):
+        return Break(event.path, event.line, str(event.signature))
+    if event.record.get("events") != event.seq - 1:
+        return Break(
+            event.path,
+            event.line,
+            f"bad checkpoint: it counts "
+            f"{event.record.get('events')!r} events before it, the chain {event.seq - 1}",
+        )
+    return None
+
+
+def _first_link_break(events: Sequence[Event]) -> int:
+    """The ``seq`` of the first event whose link to the one before is broken (or beyond the
+    last): a checkpoint break after it is a consequence, reported as the link break."""
+    for before, event in itertools.pairwise(events):
+        if event.seq != before.seq + 1 or event.prev != before.digest:
+            return before.seq
+    return events[-1].seq
+
+
+def _close(
+    chain: ChainReport, events: Sequence[Event], complete: bool, report: Report
+) -> Break | None:
+    """Checkpoint coverage of an unbroken chain; with ``complete``, a break unless it is whole."""
+    checkpoints = [event for event in events if event.checkpoint]
+    chain.checkpoints = len(checkpoints)
+    report.signatures += sum(1 for event in checkpoints if event.signature == "ok")
+    last = events[-1]
+    chain.closed = last.checkpoint and last.record.get("final") is True
+    chain.after_checkpoint = last.seq - checkpoints[-1].seq if checkpoints else len(events)
+    if not complete:
+        return None
+    if events[0].seq != 1:
+        return Break(
+            events[0].path,
+            events[0].line,
+            f"incomplete: the chain starts at seq {events[0].seq} (--complete)",
+        )
+    if not chain.closed:
+        return Break(
+            last.path,
+            last.line,
+            f"incomplete: the chain ends without its final "
+            f"checkpoint, {chain.after_checkpoint} events after the last checkpoint "
+            "(truncated, or the gateway did not stop cleanly) (--complete)",
+        )
+    return None
+
+
+def verify_files(
+    files: Iterable[tuple[str, bytes]], keys: Keys | None = None, *, complete: bool = False
+) -> Report:
+    """Every chain found in ``files`` (name, bytes) checked together; ``keys``: checkpoint
+    public keys by ``kid`` (None: signatures are not checked)."""
     report = Report()
     segments: dict[str, list[list[Event]]] = {}
     for path, data in files:
         per_chain: dict[str, list[Event]] = {}
-        for event in read_events(path, data, report):
+        for event in read_events(path, data, report, keys):
             per_chain.setdefault(event.chain, []).append(event)
         for chain, events in per_chain.items():
             segments.setdefault(chain, []).append(events)
@@ -212,6 +316,8 @@ def verify_files(files: Iterable[tuple[str, bytes]]) -> Report:
             )
         )
         broken = _walk(events, report)
+        if broken is None:
+            broken = _close(report.chains[-1], events, complete, report)
         if broken is not None:
             report.breaks.append(broken)
     report.breaks.sort(key=lambda item: (item.path, item.line))

@@ -243,6 +243,8 @@ class TestEveryKeyRoundTrips:
         assert (c.logging.subject, c.logging.log_arguments) == ("fingerprint", True)
         assert (c.audit.sink, c.audit.max_bytes, c.audit.backups) == ("file", 8192, 2)
         assert c.audit.path == str(FIXTURES / "audit" / "audit.jsonl")
+        assert c.audit.checkpoint is not None and c.audit.checkpoint.every == 500
+        assert "PRIVATE KEY" in c.audit.checkpoint.key.reveal()
         st = c.state
         assert (st.backend, st.share_token_cache) == ("redis", True)
         assert st.redis is not None
@@ -637,3 +639,36 @@ def test_a_configured_url_with_userinfo_is_a_problem(tmp_path: Path, key: str, u
         load_config(target, ENV)
     assert any(f"issuer.{key}" in p and "userinfo" in p for p in info.value.problems)
     assert all("s3cr3tcred" not in p for p in info.value.problems)  # not echoed
+
+
+class TestAuditCheckpointKey:
+    @pytest.mark.parametrize(
+        ("kind", "problem"),
+        [
+            ("ec", "must be an Ed25519 private key"),
+            ("text", "is not an unencrypted PEM private key"),
+        ],
+    )
+    def test_a_key_that_is_not_an_ed25519_private_key_is_a_problem_at_its_line(
+        self, tmp_path: Path, kind: str, problem: str
+    ) -> None:
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.hazmat.primitives.serialization import (
+            Encoding,
+            NoEncryption,
+            PrivateFormat,
+        )
+
+        key = tmp_path / "key.pem"
+        if kind == "ec":
+            ec_key = ec.generate_private_key(ec.SECP256R1())
+            key.write_bytes(ec_key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()))
+        else:
+            key.write_text("not a key\n")
+        target = _copy_fixture(tmp_path, "full.yaml")
+        text = target.read_text().replace("secrets/audit-checkpoint.pem", str(key))
+        target.write_text(text)
+        with pytest.raises(ConfigError) as info:
+            load_config(target, ENV)
+        (found,) = [p for p in info.value.problems if "audit.checkpoint.key" in p]
+        assert problem in found and found.startswith(f"{target}:"), found

@@ -9,9 +9,11 @@ import json
 import threading
 from pathlib import Path
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
 from gateway.config import AuditConfig
 from gateway.observability.audit import AuditEvent, AuditSink
-from gateway.observability.audit_chain import GENESIS, Chain, digest
+from gateway.observability.audit_chain import GENESIS, Chain, Signer, digest
 from gateway.observability.audit_verify import verify_files
 from gateway.observability.lines import LineWriter
 
@@ -117,3 +119,41 @@ class TestVerifierCornerCases:
         lines[1:1] = [b"plain text\n", b'{"log":"app"}\n', b"\n"]
         report = verify_files([("f", b"".join(lines))])
         assert (report.breaks, report.events, report.skipped) == ([], 2, 3)
+
+
+class TestCheckpoints:
+    def sink(self, every: int) -> tuple[AuditSink, io.StringIO, Ed25519PrivateKey]:
+        key = Ed25519PrivateKey.generate()
+        stream = io.StringIO()
+        return AuditSink(None, stream=stream, signer=Signer(key, every)), stream, key
+
+    def test_every_n_events_and_at_close_a_signed_checkpoint_that_verifies(self) -> None:
+        sink, stream, key = self.sink(2)
+        for n in range(5):
+            sink.emit(event(n), 0.0)
+        assert sink.checkpoint_jwk is not None and "d" not in sink.checkpoint_jwk
+        kid = sink.checkpoint_jwk["kid"]
+        sink.close()
+        records = [json.loads(line) for line in stream.getvalue().splitlines()]
+        checkpoints = [(r["seq"], r["final"], r["events"], r["kid"]) for r in records
+                       if r["event"] == "audit_checkpoint"]  # fmt: skip
+        assert checkpoints == [(3, False, 2, kid), (6, False, 5, kid), (8, True, 7, kid)]
+        report = verify_files([("f", stream.getvalue().encode())], {kid: key.public_key()},
+                              complete=True)  # fmt: skip
+        assert (report.breaks, report.signatures, report.chains[0].closed) == ([], 3, True)
+
+    def test_a_checkpoint_that_miscounts_is_a_bad_checkpoint(self) -> None:
+        sink, stream, key = self.sink(1)
+        sink.emit(event(1), 0.0)
+        line = stream.getvalue().splitlines()[1]
+        record = json.loads(line)
+        record["events"] = 5
+        body = {k: v for k, v in record.items() if k not in ("chain", "seq", "prev", "sig")}
+        chain = Chain()
+        first = chain.link(event(1).to_json(0.0))
+        forged = chain.link(json.dumps(body, separators=(",", ":")), Signer(key, 1).sign)
+        data = (first + "\n" + forged + "\n").encode()
+        kid = Signer(key, 1).kid
+        assert [str(b) for b in verify_files([("f", data)], {kid: key.public_key()}).breaks] == [
+            "f:2: bad checkpoint: it counts 5 events before it, the chain 1"
+        ]
