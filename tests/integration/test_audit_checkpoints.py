@@ -21,10 +21,19 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from gateway.cli import main
+from gateway.cli import build_parser
 from gateway.observability.audit_chain import Chain, Signer
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.replicas import replica_stack
+
+
+def main(argv: list[str]) -> int:
+    """The command's handler as ``mcp-gateway`` runs it, without ``cli.main``'s logging set-up
+    (which would reconfigure structlog for the rest of the test session)."""
+    args = build_parser().parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
 
 CALLS = 8
 EVERY = 3

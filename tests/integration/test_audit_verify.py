@@ -13,10 +13,19 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import main
+from gateway.cli import build_parser
 from gateway.observability.audit_chain import GENESIS, digest
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.replicas import replica_stack
+
+
+def main(argv: list[str]) -> int:
+    """The command's handler as ``mcp-gateway`` runs it, without ``cli.main``'s logging set-up
+    (which would reconfigure structlog for the rest of the test session)."""
+    args = build_parser().parse_args(argv)
+    code: int = args.handler(args)
+    return code
+
 
 EVENTS = 8
 
