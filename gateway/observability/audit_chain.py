@@ -34,7 +34,9 @@ from typing import Any, Final
 
 import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
-from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+from joserfc.jwk import OKPKey
+
+from gateway.config.signing_keys import public_jwk as signing_public_jwk
 
 __all__ = [
     "CHECKPOINT_EVENT",
@@ -145,12 +147,9 @@ def b64url_decode(text: str) -> bytes:
 
 
 def public_jwk(key: Ed25519PublicKey) -> dict[str, Any]:
-    """The public key as a JWK (RFC 8037) with its RFC 7638 thumbprint as ``kid``."""
-    x = _b64url(key.public_bytes(Encoding.Raw, PublicFormat.Raw))
-    thumbprint = _b64url(
-        hashlib.sha256(f'{{"crv":"Ed25519","kty":"OKP","x":"{x}"}}'.encode()).digest()
-    )
-    return {"kty": "OKP", "crv": "Ed25519", "x": x, "alg": "EdDSA", "use": "sig", "kid": thumbprint}
+    """The public key as a JWK (RFC 8037) with its RFC 7638 thumbprint as ``kid``: the same
+    function (joserfc's thumbprint) that publishes the assertion keys."""
+    return signing_public_jwk(OKPKey.import_key(key), "EdDSA")
 
 
 class Signer:
