@@ -77,9 +77,7 @@ def discover_result(
     }
     if instructions is not None:
         result["instructions"] = instructions
-    result["ttlMs"] = max(0, ttl_ms)
-    result["cacheScope"] = CACHE_SCOPE
-    result["_meta"] = {META_SERVER_INFO: server_implementation(server)}
+    _cacheable(result, ttl_ms, server)
     return result
 
 
@@ -119,9 +117,7 @@ def tools_list_result(
     if start + size < len(ordered):
         result["nextCursor"] = encode_cursor(page[-1].name)
     if era == "modern":
-        result["ttlMs"] = max(0, ttl_ms)
-        result["cacheScope"] = CACHE_SCOPE  # every page of one list uses the same scope
-        result["_meta"] = {META_SERVER_INFO: server_implementation(server)}
+        _cacheable(result, ttl_ms, server)  # every page of one list uses the same scope
     return result
 
 
