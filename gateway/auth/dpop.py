@@ -40,14 +40,13 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
-from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, OKPKey, RSAKey
-from joserfc.jws import JWSRegistry
 
 from gateway.errors import InvalidDpopProof, InvalidToken
 
 from .jwks import MIN_RSA_BITS, key_type_for
 from .jws import parse_compact
+from .jwt_verifier import signature_valid
 
 __all__ = [
     "MAX_PROOF_CHARS",
@@ -219,13 +218,7 @@ def check_proof(
             _KEYS.clear()
         _KEYS[segment] = known
     key, jkt = known
-    algorithm = JWSRegistry.algorithms[alg]
-    try:
-        algorithm.check_key(key)
-        valid = algorithm.verify(jws.signing_input, jws.signature, key)
-    except (JoseError, ValueError, TypeError):
-        valid = False
-    if not valid:
+    if not signature_valid(jws, key):
         raise _refuse("signature", "bad proof signature")
     claims = jws.claims
     jti = claims.get("jti")

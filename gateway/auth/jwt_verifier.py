@@ -37,14 +37,25 @@ from gateway.errors import InvalidToken, IssuerUnavailable
 from gateway.observability.metrics import Metrics
 from gateway.seams import Principal
 
-from .jwks import MAX_KID_CHARS, JwksCache
+from .jwks import MAX_KID_CHARS, JwksCache, PublicKey
 from .jws import CompactJws
 from .jwt_claims import JwtRules, check_jwt_claims
 
-__all__ = ["JWKS_RETRY_AFTER_S", "JwtVerifier"]
+__all__ = ["JWKS_RETRY_AFTER_S", "JwtVerifier", "signature_valid"]
 
 JWKS_RETRY_AFTER_S: Final = 5
 """``Retry-After`` on 503 when the issuer has no usable key."""
+
+
+def signature_valid(jws: CompactJws, key: PublicKey) -> bool:
+    """Whether ``key`` verifies the signature of ``jws`` under its (already allowed) ``alg``;
+    a key of the wrong type or a malformed signature is simply not valid."""
+    algorithm = JWSRegistry.algorithms[jws.alg]
+    try:
+        algorithm.check_key(key)
+        return bool(algorithm.verify(jws.signing_input, jws.signature, key))
+    except (JoseError, ValueError, TypeError):
+        return False
 
 
 class JwtVerifier:
@@ -115,13 +126,7 @@ class JwtVerifier:
                 if jwks.keys.knows(kid)
                 else "unknown kid (after refresh)"
             )
-        algorithm = JWSRegistry.algorithms[alg]
-        try:
-            algorithm.check_key(key)
-            valid = algorithm.verify(jws.signing_input, jws.signature, key)
-        except (JoseError, ValueError, TypeError):
-            valid = False
-        if not valid:
+        if not signature_valid(jws, key):
             raise InvalidToken(detail="bad signature")
         return check_jwt_claims(jws.claims, self._rules, now=self._clock(), fingerprint=fingerprint)
 
