@@ -101,11 +101,12 @@ def revocation_target(token: str) -> RevocationTarget:
     while len(segments) > 3 and not segments[-1]:
         segments.pop()
     if len(segments) in (3, 5):
-        header = _header(_decode(segments[0]))
+        raw_header = _decode(segments[0])
+        header = _header(raw_header)
         if header is not None and len(segments) == 3 and isinstance(header.get("alg"), str):
             payload = _decode(segments[1])
             if payload is not None:  # the signature, however spelled, is not part of the key
-                return _jws_target(_decode(segments[0]) or b"", payload)
+                return _jws_target(raw_header or b"", payload)
         elif header is not None and len(segments) == 5 and isinstance(header.get("enc"), str):
             raw = [_decode(segment) for segment in segments]
             parts = [_canonical(part) for part in raw if part is not None]
