@@ -124,7 +124,11 @@ class DpopGuard:
         (its ``iss``, or every introspecting issuer) needs a nonce, a proof without one valid for
         any of them is answered ``use_dpop_nonce`` now (:meth:`admit` checks it again with the
         token's own issuer)."""
-        configs = [self._by_issuer.get(url, _OFF) for url in issuers]
+        self._check_nonce(proof, [self._by_issuer.get(url, _OFF) for url in issuers])
+
+    def _check_nonce(self, proof: Proof, configs: Sequence[DpopConfig]) -> None:
+        """``use_dpop_nonce`` unless some issuer of ``configs`` needs no nonce or the proof's is
+        valid for one of them."""
         nonces = self._nonces
         if nonces is None or not configs or not all(c.nonce for c in configs):
             return
@@ -154,12 +158,7 @@ class DpopGuard:
         now = self._clock()
         if abs(now - proof.iat) > dpop.iat_window_s:
             raise self._refuse("iat", "iat outside this issuer's window")
-        if dpop.nonce and self._nonces is not None:
-            nonces = self._nonces
-            if proof.nonce is None or not nonces.valid(proof.nonce, dpop.nonce_rotation_s):
-                fresh = nonces.current(dpop.nonce_rotation_s)
-                detail = "no nonce" if proof.nonce is None else "old or foreign nonce"
-                raise self._count(UseDpopNonce(nonce=fresh, detail=detail), "nonce")
+        self._check_nonce(proof, (dpop,))
         try:
             check_binding(proof, principal.binding)
         except InvalidDpopProof as exc:
