@@ -24,13 +24,11 @@ Decisions documented in docs/errors.md:
 from __future__ import annotations
 
 import asyncio
-import os
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from aiohttp import web
-from multidict import CIMultiDictProxy
 
 from gateway.config import Config
 from gateway.deadlines import deadline_at
@@ -50,9 +48,7 @@ from gateway.http.admission import (
     check_content_encoding,
     check_content_type,
     check_origin,
-    client_ip,
     read_body,
-    warn_untrusted_proxy,
 )
 from gateway.http.answer import EMPTY_HEADERS, answer_batch, answer_single
 from gateway.http.call_limits import CONCURRENCY_RETRY_S, CallLimits
@@ -60,15 +56,14 @@ from gateway.http.cors import Cors
 from gateway.http.dispatch import Dispatcher
 from gateway.http.drain import DrainBound
 from gateway.http.errors import internal_error, render_error
+from gateway.http.request_record import PROXY_WARNING_INTERVAL_S, RequestRecord
 from gateway.http.traced import adopt_meta
-from gateway.http.traced import begin as begin_trace
 from gateway.http.turn import Turn
 from gateway.limits.keys import client_key
 from gateway.limits.memory import Slots
 from gateway.observability import spans
-from gateway.observability.metrics import Metrics, method_label
+from gateway.observability.metrics import Metrics
 from gateway.observability.spans import RequestTracer
-from gateway.observability.tracing import trace_context
 from gateway.protocol.classify import classify
 from gateway.protocol.jsonstrict import decode
 from gateway.seams import (
@@ -87,9 +82,8 @@ from gateway.seams import (
 
 __all__ = ["PROXY_WARNING_INTERVAL_S", "McpEndpoint"]
 
+
 TOKEN_CHECK_SPAN: Final = "mcp_gateway.token_check"  # noqa: S105 - a span name
-PROXY_WARNING_INTERVAL_S: Final = 3600.0
-"""How often ``trusted_proxies_unset`` may be logged (see admission.warn_untrusted_proxy)."""
 
 
 class McpEndpoint:
@@ -122,7 +116,6 @@ class McpEndpoint:
         self._policy = policy
         self._observer = observer
         self._metrics = metrics
-        self._request_id = request_id
         self._tracing = tracing
         """``tracing:`` configured: the request's spans (gateway/observability/otel.py)."""
         limits = config.limits
@@ -135,15 +128,18 @@ class McpEndpoint:
         # allowed_origins plus the resource's own origin (issue 11 item 1); CORS reads the same.
         self._origins = config.trusted_origins
         self._cors = Cors(config) if config.cors.enabled else None
-        self._trusted = config.trusted_proxies
         self._in_flight = 0
         self._principal_in_flight = limits.principal_in_flight
         self._ip_in_flight = limits.ip_in_flight
         self._principal_slots = Slots()
         self._ip_slots = Slots()
-        self._proxy_warn_at = 0.0
-        self._request_children: dict[tuple[str, str, str], Any] = {}
-        self._duration_children: dict[str, Any] = {}
+        self._record = RequestRecord(
+            trusted=config.trusted_proxies,
+            metrics=metrics,
+            observer=observer,
+            request_id=request_id,
+            tracing=tracing,
+        )
         self._drain = DrainBound()
         self._limits = CallLimits(limiter=limiter, leases=leases, metrics=metrics)
         self._dispatcher = Dispatcher(
@@ -164,7 +160,7 @@ class McpEndpoint:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         """The aiohttp handler (aiohttp wants a coroutine function, not a callable object)."""
         started = time.monotonic()
-        ctx = self._context(request, started)
+        ctx = self._record.context(request, started)
         if self._observer is not None:
             self._observer.request_started(ctx)
         try:
@@ -177,13 +173,13 @@ class McpEndpoint:
             ctx.status = 499
             if ctx.method == "tools/call" and ctx.outcome is None:
                 ctx.outcome = "cancelled"
-            self._finish(ctx, started)
+            self._record.finish(ctx, started)
             raise
         except (ConnectionResetError, asyncio.IncompleteReadError):
             # The connection died mid-body (client gone, or aiohttp dropped a malformed chunked
             # body). There is no one to answer; return quietly instead of a logged traceback.
             ctx.status = 499
-            self._finish(ctx, started)
+            self._record.finish(ctx, started)
             return web.Response(status=400, headers=EMPTY_HEADERS)
         except Exception as exc:
             fallback = internal_error(exc, request_id=ctx.request_id)
@@ -191,7 +187,7 @@ class McpEndpoint:
             response = self._reject(fallback, ctx)
         if ctx.status == 0:
             ctx.status = response.status
-        self._finish(ctx, started)
+        self._record.finish(ctx, started)
         return response
 
     # --- steps 2-14: admission, decoding, classification -----------------------------------
@@ -321,36 +317,6 @@ class McpEndpoint:
 
     # --- context, errors, observation -------------------------------------------------------
 
-    def _context(self, request: web.Request, started: float) -> RequestContext:
-        headers = request.headers
-        trace = trace_context(headers.get("traceparent"), _joined(headers, "tracestate"))
-        rid = self._request_id(request) if self._request_id is not None else None
-        peer = request.transport.get_extra_info("peername") if request.transport else None
-        peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
-        forwarded = headers.getall("X-Forwarded-For", ())
-        # The first such request after start, then at most once an hour.
-        if (
-            forwarded
-            and not self._trusted
-            and started >= self._proxy_warn_at
-            and warn_untrusted_proxy(peer_ip)
-        ):
-            self._proxy_warn_at = started + PROXY_WARNING_INTERVAL_S
-        ip = client_ip(peer_ip, forwarded, self._trusted)
-        ctx = RequestContext(
-            request_id=rid or os.urandom(16).hex(),
-            trace_id=trace.trace_id,
-            span_id=trace.span_id,
-            started=started,
-            client_ip=ip,
-            traceparent=trace.traceparent,
-            tracestate=trace.tracestate,
-            http_method=request.method,
-        )
-        if self._tracing is not None:
-            begin_trace(self._tracing, trace, ctx)
-        return ctx
-
     def _reject(self, err: GatewayError, ctx: RequestContext) -> web.Response:
         if err.era is None and ctx.era is not None:
             err.era = ctx.era
@@ -370,35 +336,3 @@ class McpEndpoint:
         ctx.error_row = err.row
         ctx.bytes_out = len(response.body) if isinstance(response.body, bytes) else 0
         return response
-
-    def _finish(self, ctx: RequestContext, started: float) -> None:
-        trace = spans.current_trace() if self._tracing is not None else None
-        metrics = self._metrics
-        if metrics is not None:
-            method = method_label(ctx.method)
-            decision = ctx.decision
-            label = "none" if decision is None else ("allow" if decision.allowed else "deny")
-            key = (method, str(ctx.status), label)
-            # Label children are looked up once per (bounded) label set, not per request.
-            counter = self._request_children.get(key)
-            if counter is None:
-                counter = self._request_children[key] = metrics.requests_total.labels(*key)
-            counter.inc()
-            histogram = self._duration_children.get(method)
-            if histogram is None:
-                histogram = metrics.request_duration_seconds.labels(method)
-                self._duration_children[method] = histogram
-            if trace is None:
-                histogram.observe(time.monotonic() - started)
-            else:  # an exemplar: the dashboard links the latency to the trace
-                histogram.observe(time.monotonic() - started, {"trace_id": trace.trace_id})
-        if self._observer is not None:
-            self._observer.request_finished(ctx)
-        if trace is not None and self._tracing is not None:
-            self._tracing.finish(trace, ctx)
-
-
-def _joined(headers: CIMultiDictProxy[str], name: str) -> str | None:
-    # RFC 9110 §5.3: several field lines combine into one comma-separated value.
-    values = headers.getall(name, ())
-    return ",".join(values) if values else None

@@ -10,7 +10,7 @@ from typing import Final
 
 from gateway.config import Config
 from gateway.http.progress import ProgressRelay
-from gateway.http.surface import surface_capabilities
+from gateway.http.surface_lists import surface_capabilities
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import initialize_result, ping_result

@@ -5,14 +5,14 @@ the caller may call (MCP 2026-07-28 server/tools.mdx §Capabilities: the list MA
 authorization), or with the policy's ``listing: step_up`` also the ones it could call with more
 scopes; a hidden tool never appears. ``server/discover`` (server/discover.mdx) describes the
 gateway and whether it has tools (and prompts, resources, completions for this caller:
-:func:`gateway.http.surface.surface_capabilities`).
+:func:`gateway.http.surface_lists.surface_capabilities`).
 """
 
 from __future__ import annotations
 
 from gateway.config import Config
 from gateway.http.progress import ProgressRelay
-from gateway.http.surface import surface_capabilities
+from gateway.http.surface_lists import surface_capabilities
 from gateway.http.turn import (
     Route,
     Turn,

@@ -4,11 +4,8 @@ server/resources.mdx, server/utilities/completion.mdx; the same methods in the 2
 Every method exists only when some backend advertises its capability (``prompts``,
 ``resources``, ``completions``); otherwise it is ``method_not_found`` as before.
 
-- ``prompts/list``, ``resources/list``, ``resources/templates/list``: the policy's per-method
-  scopes (403 step-up), then only what the caller may use (or, with ``listing: step_up``, could
-  use with more scopes); a hidden item never appears. Paged by the ``tools/list`` cursors;
-  2026-07-28 results carry ``ttlMs`` and ``cacheScope: "private"`` (caching.mdx: the lists are
-  filtered per caller).
+- ``prompts/list``, ``resources/list``, ``resources/templates/list`` and the capabilities
+  advertised per caller: :mod:`gateway.http.surface_lists`.
 - ``prompts/get``: a prompt the caller may not see, or that no backend offers, is
   ``unknown_prompt`` (the same bytes either way); one it could get with more scopes is the same
   403 step-up as a tool (``tool_insufficient_scope``); then the arguments are checked against
@@ -29,47 +26,40 @@ Each ``prompts/get`` and ``resources/read`` leaves an audit event (prompt name /
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from typing import Any, Final
 
 from gateway.config import Config
 from gateway.errors import (
     BackendFailure,
-    GatewayError,
     InvalidPromptArguments,
-    LegacyResourceNotFound,
     MethodNotFound,
-    ResourceNotFound,
     ToolInsufficientScope,
     UnknownPrompt,
 )
 from gateway.http.call_limits import CallLimits
 from gateway.http.progress import ProgressRelay
+from gateway.http.surface_lists import SurfaceLists, not_found
 from gateway.http.turn import (
     Route,
     Turn,
     bounded_success,
     check_expiry,
-    require_method_scopes,
 )
 from gateway.observability.metrics import Metrics
 from gateway.protocol.messages import McpMessage
-from gateway.protocol.results import shape_surface_result, surface_list_result
+from gateway.protocol.results import shape_surface_result
 from gateway.seams import (
     Backend,
     Decision,
-    Era,
     Surface,
     SurfaceReply,
     SurfaceRequest,
-    listed,
 )
 
 __all__ = [
     "MAX_PROMPT_ARGUMENT_CHARS",
     "SURFACE_OUTCOMES",
     "SurfaceRoutes",
-    "surface_capabilities",
 ]
 
 MAX_PROMPT_ARGUMENT_CHARS: Final = 8192
@@ -81,30 +71,6 @@ SURFACE_OUTCOMES: Final = (
 )  # fmt: skip
 """``surface_requests_total`` outcome label values."""
 _NOT_FOUND_CODES: Final = frozenset({-32602, -32002})
-
-
-def not_found(era: Era | None) -> GatewayError:
-    """The era's answer for a resource that does not exist (or is hidden)."""
-    return LegacyResourceNotFound() if era == "legacy" else ResourceNotFound()
-
-
-def surface_capabilities(turn: Turn, surface: Surface) -> dict[str, Any]:
-    """The ``prompts``, ``resources``, ``completions`` capabilities for this caller: only those
-    a backend offers *and* for which the policy shows the caller at least one item."""
-    policy, who, listing = turn.policy, turn.principal, turn.policy.listing
-    out: dict[str, Any] = {}
-    if "prompts" in surface.offers and any(
-        listed(policy.decide_prompt(who, p.name), listing) for p in surface.prompts
-    ):
-        out["prompts"] = {"listChanged": False}
-    if "resources" in surface.offers and (
-        any(listed(policy.decide_resource(who, r.uri), listing) for r in surface.resources)
-        or any(listed(policy.decide_template(who, t.uri), listing) for t in surface.templates)
-    ):
-        out["resources"] = {"listChanged": False, "subscribe": False}
-    if "completions" in surface.offers and ("prompts" in out or "resources" in out):
-        out["completions"] = {}
-    return out
 
 
 class SurfaceRoutes:
@@ -128,53 +94,12 @@ class SurfaceRoutes:
         self._exchanging = exchanging
 
     def routes(self) -> dict[str, Route]:
-        lists = {m: Route(self._list, admit=_admit_method) for m in _LIST_OFFER}
         return {
-            **lists,
+            **SurfaceLists(config=self._config, backend=self._backend).routes(),
             "prompts/get": Route(self._get),
             "resources/read": Route(self._read),
             "completion/complete": Route(self._complete),
         }
-
-    # --- lists ------------------------------------------------------------------------
-
-    async def _list(
-        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
-    ) -> bytes:
-        surface = self._offered(message, _LIST_OFFER[message.method])
-        require_method_scopes(turn, message.method)
-        policy, who, listing = turn.policy, turn.principal, turn.policy.listing
-        items: list[tuple[str, Mapping[str, Any]]]
-        if message.method == "prompts/list":
-            items = [
-                (p.name, p.definition)
-                for p in surface.prompts
-                if listed(policy.decide_prompt(who, p.name), listing)
-            ]
-        elif message.method == "resources/list":
-            items = [
-                (r.uri, r.definition)
-                for r in surface.resources
-                if listed(policy.decide_resource(who, r.uri), listing)
-            ]
-        else:
-            items = [
-                (t.uri, t.definition)
-                for t in surface.templates
-                if listed(policy.decide_template(who, t.uri), listing)
-            ]
-        check_expiry(turn, admitted)
-        result = surface_list_result(
-            message.method,
-            items,
-            cursor=message.cursor,
-            page_size=self._config.protocol.page_size,
-            ttl_ms=self._ttl_ms(surface),
-            era=message.era,
-            server=self._server,
-            request_id=message.id,
-        )
-        return bounded_success(message, result, self._cap)
 
     # --- prompts/get --------------------------------------------------------------------
 
@@ -369,21 +294,6 @@ class SurfaceRoutes:
         self._count(message.method, decision.rule, "ok")
         return body
 
-    def _ttl_ms(self, surface: Surface) -> int:
-        ttl_ms = self._config.protocol.tools_list_ttl_ms
-        return ttl_ms if surface.ttl_ms is None else min(ttl_ms, surface.ttl_ms)
-
     def _count(self, method: str, rule: str | None, outcome: str) -> None:
         if self._metrics is not None:
             self._metrics.count_surface(method, rule, outcome)
-
-
-_LIST_OFFER: Final = {
-    "prompts/list": "prompts",
-    "resources/list": "resources",
-    "resources/templates/list": "resources",
-}
-
-
-def _admit_method(message: McpMessage, turn: Turn) -> None:
-    require_method_scopes(turn, message.method)

@@ -1,0 +1,115 @@
+"""The surface's lists and capabilities: ``prompts/list``, ``resources/list``,
+``resources/templates/list`` and what ``initialize`` / ``server/discover`` advertise.
+
+Split from :mod:`gateway.http.surface` (which answers ``prompts/get``, ``resources/read`` and
+``completion/complete``): the lists show only what the caller may use (or, with ``listing:
+step_up``, could use with more scopes), paged by the ``tools/list`` cursors; 2026-07-28 results
+carry ``ttlMs`` and ``cacheScope: "private"`` (caching.mdx: the lists are filtered per caller).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from gateway.config import Config
+from gateway.errors import GatewayError, LegacyResourceNotFound, MethodNotFound, ResourceNotFound
+from gateway.http.progress import ProgressRelay
+from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
+from gateway.protocol.messages import McpMessage
+from gateway.protocol.results import surface_list_result
+from gateway.seams import Backend, Era, Surface, listed
+
+__all__ = ["SurfaceLists", "not_found", "surface_capabilities"]
+
+
+def not_found(era: Era | None) -> GatewayError:
+    """The era's answer for a resource that does not exist (or is hidden)."""
+    return LegacyResourceNotFound() if era == "legacy" else ResourceNotFound()
+
+
+def surface_capabilities(turn: Turn, surface: Surface) -> dict[str, Any]:
+    """The ``prompts``, ``resources``, ``completions`` capabilities for this caller: only those
+    a backend offers *and* for which the policy shows the caller at least one item."""
+    policy, who, listing = turn.policy, turn.principal, turn.policy.listing
+    out: dict[str, Any] = {}
+    if "prompts" in surface.offers and any(
+        listed(policy.decide_prompt(who, p.name), listing) for p in surface.prompts
+    ):
+        out["prompts"] = {"listChanged": False}
+    if "resources" in surface.offers and (
+        any(listed(policy.decide_resource(who, r.uri), listing) for r in surface.resources)
+        or any(listed(policy.decide_template(who, t.uri), listing) for t in surface.templates)
+    ):
+        out["resources"] = {"listChanged": False, "subscribe": False}
+    if "completions" in surface.offers and ("prompts" in out or "resources" in out):
+        out["completions"] = {}
+    return out
+
+
+class SurfaceLists:
+    """The routes of the three list methods."""
+
+    def __init__(self, *, config: Config, backend: Backend) -> None:
+        self._config = config
+        self._backend = backend
+        self._server = config.server
+        self._cap = config.limits.max_response_bytes
+
+    def routes(self) -> dict[str, Route]:
+        return {m: Route(self._list, admit=_admit_method) for m in _LIST_OFFER}
+
+    async def _list(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
+        surface = self._backend.surface()
+        if _LIST_OFFER[message.method] not in surface.offers:
+            raise MethodNotFound()
+        require_method_scopes(turn, message.method)
+        policy, who, listing = turn.policy, turn.principal, turn.policy.listing
+        items: list[tuple[str, Mapping[str, Any]]]
+        if message.method == "prompts/list":
+            items = [
+                (p.name, p.definition)
+                for p in surface.prompts
+                if listed(policy.decide_prompt(who, p.name), listing)
+            ]
+        elif message.method == "resources/list":
+            items = [
+                (r.uri, r.definition)
+                for r in surface.resources
+                if listed(policy.decide_resource(who, r.uri), listing)
+            ]
+        else:
+            items = [
+                (t.uri, t.definition)
+                for t in surface.templates
+                if listed(policy.decide_template(who, t.uri), listing)
+            ]
+        check_expiry(turn, admitted)
+        result = surface_list_result(
+            message.method,
+            items,
+            cursor=message.cursor,
+            page_size=self._config.protocol.page_size,
+            ttl_ms=self._ttl_ms(surface),
+            era=message.era,
+            server=self._server,
+            request_id=message.id,
+        )
+        return bounded_success(message, result, self._cap)
+
+    def _ttl_ms(self, surface: Surface) -> int:
+        ttl_ms = self._config.protocol.tools_list_ttl_ms
+        return ttl_ms if surface.ttl_ms is None else min(ttl_ms, surface.ttl_ms)
+
+
+_LIST_OFFER: Final = {
+    "prompts/list": "prompts",
+    "resources/list": "resources",
+    "resources/templates/list": "resources",
+}
+
+
+def _admit_method(message: McpMessage, turn: Turn) -> None:
+    require_method_scopes(turn, message.method)
