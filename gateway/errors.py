@@ -254,6 +254,15 @@ class RateLimited(GatewayError):
         return f"{self.message}, retry in {max(1, int(self.retry_after))} s"  # = Retry-After
 
 
+class TooManySubscriptions(GatewayError):
+    """``limits.max_subscriptions_per_principal`` streams or
+    ``limits.max_subscribed_uris_per_principal`` URIs of this subject are already open on this
+    replica. No ``Retry-After``: a slot frees when the client closes a stream, not after a time."""
+
+    row, status, message = "too_many_subscriptions", 429, "Too many subscriptions"
+    body_code = RATE_LIMITED_CODE
+
+
 class OverCapacity(GatewayError):
     row, status, message = "over_capacity", 503, "Server busy, retry later"
 

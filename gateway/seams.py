@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -37,6 +38,11 @@ __all__ = [
     "HeaderParam",
     "InputRequired",
     "Lease",
+    "ListenEvent",
+    "ListenFilter",
+    "ListenOffer",
+    "ListenRefused",
+    "Listening",
     "Listing",
     "Observer",
     "Policy",
@@ -54,6 +60,7 @@ __all__ = [
     "SurfaceRequest",
     "ToolCall",
     "ToolDef",
+    "UpstreamListen",
     "frozen_claims",
     "listed",
 ]
@@ -456,6 +463,80 @@ class SurfaceReply:
     error_code: int | None = None
     fault: str | None = None
     """Set when there is no usable answer (timeout, connection, garbled, too large ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenFilter:
+    """What one ``subscriptions/listen`` asks a backend for (or what it acknowledged):
+    2026-07-28 basic/patterns/subscriptions.mdx §Notification Filter."""
+
+    tools: bool = False
+    prompts: bool = False
+    resources: bool = False
+    uris: tuple[str, ...] = ()
+    """``resourceSubscriptions``: exposed URIs (the gateway's form with several backends)."""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.tools or self.prompts or self.resources or self.uris)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenOffer:
+    """What one backend can send on a listen stream (its 2026-07-28 capabilities)."""
+
+    backend: str
+    list_changed: frozenset[str]
+    """Of ``tools``, ``prompts``, ``resources``: the kinds whose ``listChanged`` it advertised."""
+    subscribe: bool
+    """It advertised ``resources.subscribe``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenEvent:
+    """One notification from a backend's listen stream, in the exposed names.
+
+    ``kind``: ``tools`` / ``prompts`` / ``resources`` (a ``list_changed``), ``updated``
+    (``notifications/resources/updated`` of ``uri``), or ``end`` (the backend ended the stream;
+    ``graceful`` when it answered the listen request first)."""
+
+    kind: Literal["tools", "prompts", "resources", "updated", "end"]
+    uri: str | None = None
+    graceful: bool = False
+
+
+class UpstreamListen(Protocol):
+    """An open listen stream at one backend (with the gateway's own credential)."""
+
+    acknowledged: ListenFilter
+    """What the backend agreed to honour (exposed URIs)."""
+
+    def events(self) -> AsyncIterator[ListenEvent]:
+        """The stream's notifications; the last is an ``end`` event, or it raises on a
+        transport failure."""
+        ...
+
+
+class Listening(Protocol):
+    """**Protocol:** backends' listen streams (``gateway/backend/federation.py``)."""
+
+    def listen_offers(self) -> tuple[ListenOffer, ...]: ...
+
+    def listen(
+        self, backend: str, wanted: ListenFilter, *, ack_deadline: float, deadline: float
+    ) -> AbstractAsyncContextManager[UpstreamListen]:
+        """Open a listen at ``backend`` for ``wanted``, wait for its acknowledgment until
+        ``ack_deadline``; the stream ends at ``deadline`` at the latest. Raises
+        :class:`ListenRefused` when the backend cannot listen or fails before acknowledging."""
+        ...
+
+
+class ListenRefused(Exception):
+    """A backend did not acknowledge a listen (refused, unreachable, garbled)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
 
 
 class Backend(Protocol):

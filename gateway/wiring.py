@@ -21,6 +21,7 @@ from gateway.app import Services
 from gateway.app.request_id import assign_request_id
 from gateway.auth.resource_server import ResourceServer
 from gateway.backend.assertion_keys import GatewayKeys
+from gateway.backend.federated_listen import FederatedListening
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
 from gateway.config import Config, StoreErrorPolicy
@@ -124,6 +125,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         metrics=metrics,
         request_id=lambda request: assign_request_id(request, config.trusted_proxies),
         tracing=tracing,
+        listening=FederatedListening(backend),
     )
     services = Services(
         metrics=metrics,

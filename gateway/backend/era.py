@@ -61,6 +61,9 @@ class LinkState:
     """Which of ``prompts``, ``resources``, ``completions`` the upstream advertised."""
     subscribe: bool = False
     """The upstream advertised ``capabilities.resources.subscribe: true``."""
+    list_changed: frozenset[str] = frozenset()
+    """Of ``prompts``, ``resources``: the kinds whose ``listChanged: true`` it advertised (tools:
+    :attr:`tools_list_changed`)."""
 
 
 def modern_meta(
@@ -132,6 +135,7 @@ class EraDetector:
                 tools_list_changed=_lists_changes(reply.message),
                 offers=_offers(reply.message),
                 subscribe=_subscribes(reply.message),
+                list_changed=_surface_changes(reply.message),
             )
             _log.info(
                 "backend_era_detected", backend=self._backend, era="modern", version=MODERN_VERSION
@@ -167,6 +171,7 @@ class EraDetector:
                 "legacy", str(version), session_id, next(self._generation),
                 tools_list_changed=_lists_changes(reply.message),
                 offers=_offers(reply.message), subscribe=_subscribes(reply.message),
+                list_changed=_surface_changes(reply.message),
             )  # fmt: skip
             await self._send(
                 encode_json({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -224,6 +229,16 @@ def _offers(message: Mapping[str, Any] | None) -> frozenset[str]:
 def _subscribes(message: Mapping[str, Any] | None) -> bool:
     resources = _capabilities(message).get("resources")
     return isinstance(resources, dict) and resources.get("subscribe") is True
+
+
+def _surface_changes(message: Mapping[str, Any] | None) -> frozenset[str]:
+    capabilities = _capabilities(message)
+    return frozenset(
+        kind
+        for kind in ("prompts", "resources")
+        if isinstance(capabilities.get(kind), dict)
+        and capabilities[kind].get("listChanged") is True
+    )
 
 
 def _valid_session_id(value: str) -> bool:

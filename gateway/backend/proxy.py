@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Final
 
 import jsonschema_rs
@@ -28,6 +29,11 @@ from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, ma
 from gateway.backend.listen import ChangeListener
 from gateway.backend.refresher import CatalogRefresher
 from gateway.backend.results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
+from gateway.backend.subscription import (
+    LISTEN_DESTINATION_SUFFIX,
+    CallerListen,
+    open_caller_listen,
+)
 from gateway.backend.surface_call import UpstreamSurfaceCall
 from gateway.backend.surface_catalog import SurfacePart
 from gateway.backend.tls import build_ssl_context
@@ -41,6 +47,9 @@ from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
 from gateway.seams import (
     InputRequired,
+    ListenFilter,
+    ListenOffer,
+    ListenRefused,
     Principal,
     RequestContext,
     SurfaceReply,
@@ -186,6 +195,15 @@ class UpstreamBackend:
             await self._refresher.refresh()
         except Exception:  # a bug in the first fetch must not keep this backend down for good
             _log.exception("backend_catalog_refresh_crashed", backend=self.name)
+        self._outbound.add(
+            Destination(
+                self._link.destination + LISTEN_DESTINATION_SUFFIX,
+                connect_timeout_s=self._settings.connect_timeout_s,
+                max_connections=self._config.limits.max_subscriptions,
+                ssl_context=self._ssl,
+                lean=True,
+            )
+        )
         self._refresher.start()
         self._listener.start()
 
@@ -211,6 +229,32 @@ class UpstreamBackend:
     @property
     def subscribe(self) -> bool:
         return self._refresher.surface().subscribe
+
+    def listen_offer(self) -> ListenOffer:
+        """What a caller's listen stream can get from this backend (2026-07-28 only)."""
+        state = self._link.state
+        if state is None or state.era != "modern":
+            return ListenOffer(self.name, frozenset(), subscribe=False)
+        kinds = state.list_changed | ({"tools"} if state.tools_list_changed else set())
+        return ListenOffer(self.name, frozenset(kinds), subscribe=state.subscribe)
+
+    def listen(
+        self,
+        wanted: ListenFilter,
+        own_uris: tuple[str, ...],
+        *,
+        expose: Callable[[str], str | None],
+        ack_deadline: float,
+        deadline: float,
+    ) -> AbstractAsyncContextManager[CallerListen]:
+        """A caller's listen stream here (:mod:`gateway.backend.subscription`)."""
+        state = self._link.state
+        if state is None:
+            raise ListenRefused("not_detected")
+        return open_caller_listen(
+            self._link, state, wanted, own_uris,
+            expose=expose, ack_deadline=ack_deadline, deadline=deadline,
+        )  # fmt: skip
 
     async def surface_request(
         self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float

@@ -238,11 +238,20 @@ class UpstreamLink:
 
     @contextlib.asynccontextmanager
     async def open_stream(
-        self, state: LinkState, *, body: bytes | None, method: str, deadline: float, max_body: int
+        self,
+        state: LinkState,
+        *,
+        body: bytes | None,
+        method: str,
+        deadline: float,
+        max_body: int,
+        destination: str | None = None,
     ) -> AsyncIterator[StreamingResponse]:
         """A long-lived response stream: POST ``body`` (modern ``subscriptions/listen``) or,
         without a body, the legacy GET stream (2025-06-18 transports.mdx §Listening for
-        Messages from the Server). A 401 invalidates the credential for the next attempt."""
+        Messages from the Server). A 401 invalidates the credential for the next attempt.
+        ``destination``: another pool than the backend's own (the callers' listen streams hold
+        their connections for long, away from the tools/call pool)."""
         headers = self.headers(state, method)
         if body is None:
             headers = {k: v for k, v in headers.items() if k not in ("Content-Type", "Accept")}
@@ -253,7 +262,7 @@ class UpstreamLink:
             raise UpstreamFault("credential") from exc
         headers["Authorization"] = f"Bearer {token}"
         async with self._outbound.stream(
-            self.destination, "POST" if body is not None else "GET", self.url,
+            destination or self.destination, "POST" if body is not None else "GET", self.url,
             deadline=deadline, headers=headers, body=body, max_body=max_body,
         ) as response:  # fmt: skip
             if response.status == 401:

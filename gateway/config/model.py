@@ -332,6 +332,14 @@ class Limits:
     """None: a quarter of ``max_in_flight`` (see :attr:`principal_in_flight`)."""
     max_in_flight_per_ip: int | None = None
     """None: a quarter of ``max_in_flight`` (see :attr:`ip_in_flight`)."""
+    max_subscriptions: int = 1024
+    """Open ``subscriptions/listen`` streams per replica (also each backend's listen pool)."""
+    max_subscriptions_per_principal: int = 4
+    """Open ``subscriptions/listen`` streams one subject may hold on a replica."""
+    max_subscribed_uris_per_principal: int = 64
+    """``resourceSubscriptions`` URIs one subject may hold across its streams on a replica."""
+    subscription_lifetime_s: float = 900.0
+    """A listen stream ends gracefully after this long (or at the token's expiry, if sooner)."""
     header_timeout_s: float = 10.0
     keepalive_timeout_s: float = 75.0
     max_header_bytes: int = 32_768

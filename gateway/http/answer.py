@@ -42,6 +42,15 @@ async def answer_single(
     if message.is_notification:
         # streamable-http.mdx: an accepted notification is 202 with no body; dropped.
         return web.Response(status=202, headers=EMPTY_HEADERS)
+    found = dispatcher.route(message)
+    if found is not None and found.stream is not None:
+        try:
+            return await found.stream(message, turn)  # writes its own SSE response
+        except GatewayError as refused:
+            if refused.request_id is None:
+                refused.request_id = message.id
+            refused.era = refused.era or message.era
+            raise
     relay = None
     if turn.accepts_sse and message.progress_token is not None:
         relay = ProgressRelay(turn.request)  # commits to SSE only on the first progress

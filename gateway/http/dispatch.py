@@ -5,7 +5,8 @@ Each method family is one module contributing its :class:`~gateway.http.turn.Rou
 - :mod:`gateway.http.listing`: ``tools/list`` and (2026-07-28) ``server/discover``;
 - :mod:`gateway.http.handshake`: ``initialize`` and ``ping`` (legacy era only);
 - :mod:`gateway.http.tool_call`: ``tools/call`` and the backend call;
-- :mod:`gateway.http.surface`: the prompts, resources and completion methods.
+- :mod:`gateway.http.surface`: the prompts, resources and completion methods;
+- :mod:`gateway.http.subscriptions`: ``subscriptions/listen`` (a route that streams).
 
 A method no route has (or not in the message's era) is ``method_not_found``. Per-call limits
 are :mod:`gateway.http.call_limits`, a batch's admission :mod:`gateway.http.batch_admission`.
@@ -26,13 +27,14 @@ from gateway.http.drain import DrainBound
 from gateway.http.handshake import Handshake
 from gateway.http.listing import Listing
 from gateway.http.progress import ProgressRelay
+from gateway.http.subscriptions import SubscriptionRoutes
 from gateway.http.surface import SurfaceRoutes
 from gateway.http.tool_call import ToolCalls
 from gateway.http.turn import Route, Turn
 from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import error_body
 from gateway.protocol.messages import McpMessage
-from gateway.seams import Backend, Lease, ToolDef
+from gateway.seams import Backend, Lease, Listening, PolicySource, RequestContext, ToolDef
 
 __all__ = ["Dispatcher"]
 
@@ -50,7 +52,13 @@ class Dispatcher:
         limits: CallLimits,
         metrics: Metrics | None = None,
         drain: DrainBound | None = None,
+        listening: Listening | None = None,
+        policy: PolicySource | None = None,
+        detach: Callable[[RequestContext], None] | None = None,
     ) -> None:
+        """``listening``: the backends' listen streams (``subscriptions/listen``; None: the
+        method does not exist); ``policy``: the source whose reloads end streams; ``detach``:
+        the endpoint's release of a request's in-flight slots (an acknowledged stream)."""
         self._backend = backend
         self._limits = limits
         tools = ToolCalls(
@@ -60,8 +68,12 @@ class Dispatcher:
             drain=drain if drain is not None else DrainBound(),
             metrics=metrics,
         )
+        self.subscriptions = SubscriptionRoutes(
+            limits=config.limits, backend=backend, listening=listening, policy=policy,
+            detach=detach,
+        )  # fmt: skip
         self._routes: dict[str, Route] = {
-            **Listing(config=config, backend=backend).routes(),
+            **Listing(config=config, backend=backend, listening=listening).routes(),
             **Handshake(config=config, backend=backend).routes(),
             **tools.routes(),
             **SurfaceRoutes(
@@ -71,6 +83,7 @@ class Dispatcher:
                 metrics=metrics,
                 exchanging=tools.exchanging,
             ).routes(),
+            **self.subscriptions.routes(),
         }
         self.exchanging = tools.exchanging
         """Backends whose credential exchanges the caller's token: only their calls carry it."""

@@ -72,6 +72,7 @@ from gateway.seams import (
     Backend,
     CallerToken,
     ConcurrencyLimiter,
+    Listening,
     Observer,
     Policy,
     PolicySource,
@@ -83,6 +84,8 @@ from gateway.seams import (
 __all__ = ["PROXY_WARNING_INTERVAL_S", "McpEndpoint"]
 
 
+DETACHED: Final = "detached"
+"""``ctx.extra`` key: the request's slots were released early (:meth:`McpEndpoint._detach`)."""
 TOKEN_CHECK_SPAN: Final = "mcp_gateway.token_check"  # noqa: S105 - a span name
 
 
@@ -110,6 +113,7 @@ class McpEndpoint:
         metrics: Metrics | None = None,
         request_id: Callable[[web.Request], str | None] | None = None,
         tracing: RequestTracer | None = None,
+        listening: Listening | None = None,
     ) -> None:
         self._config = config
         self._auth = authenticator
@@ -143,14 +147,34 @@ class McpEndpoint:
         self._drain = DrainBound()
         self._limits = CallLimits(limiter=limiter, leases=leases, metrics=metrics)
         self._dispatcher = Dispatcher(
-            config=config, backend=backend, limits=self._limits, metrics=metrics, drain=self._drain
-        )
+            config=config, backend=backend, limits=self._limits, metrics=metrics,
+            drain=self._drain, listening=listening, policy=policy, detach=self._detach,
+        )  # fmt: skip
 
     def drain(self, deadline: float) -> None:
         """A graceful stop began: every request in flight must be answered by ``deadline``
         (``time.monotonic()``): a body still arriving then is ``503 draining``, a tool call still
         running the fixed timeout tool error (see :mod:`gateway.http.drain`)."""
         self._drain.begin(deadline)
+        self._dispatcher.subscriptions.hub.drain()  # listen streams end gracefully now
+
+    @property
+    def subscriptions(self) -> int:
+        """Open ``subscriptions/listen`` streams."""
+        return len(self._dispatcher.subscriptions.hub)
+
+    def _detach(self, ctx: RequestContext) -> None:
+        """An acknowledged listen stream stops counting as in flight (it is not work in
+        progress): its IP, principal and replica slots are released now, once."""
+        if DETACHED in ctx.extra:
+            return
+        ctx.extra[DETACHED] = True
+        self._ip_slots.release(client_key(ctx.client_ip))
+        if ctx.principal is not None:
+            self._principal_slots.release(f"sub:{ctx.principal.subject}")
+        self._in_flight -= 1
+        if self._metrics is not None:
+            self._metrics.in_flight.dec()
 
     @property
     def in_flight(self) -> int:
@@ -214,7 +238,8 @@ class McpEndpoint:
                 await self._limits.enforce_rate(f"ip:{ip_key}", rate.count, rate.per_s, "ip")
             return await self._authenticated(request, ctx, started)
         finally:
-            self._ip_slots.release(ip_key)
+            if DETACHED not in ctx.extra:
+                self._ip_slots.release(ip_key)
 
     async def _authenticated(
         self, request: web.Request, ctx: RequestContext, started: float
@@ -256,11 +281,13 @@ class McpEndpoint:
             try:
                 return await self._admitted(request, ctx, started, policy, principal, caller=caller)
             finally:
-                self._in_flight -= 1
-                if self._metrics is not None:
-                    self._metrics.in_flight.dec()
+                if DETACHED not in ctx.extra:
+                    self._in_flight -= 1
+                    if self._metrics is not None:
+                        self._metrics.in_flight.dec()
         finally:
-            self._principal_slots.release(subject_key)
+            if DETACHED not in ctx.extra:
+                self._principal_slots.release(subject_key)
 
     async def _admitted(
         self,

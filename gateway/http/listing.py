@@ -5,13 +5,16 @@ the caller may call (MCP 2026-07-28 server/tools.mdx §Capabilities: the list MA
 authorization), or with the policy's ``listing: step_up`` also the ones it could call with more
 scopes; a hidden tool never appears. ``server/discover`` (server/discover.mdx) describes the
 gateway and whether it has tools (and prompts, resources, completions for this caller:
-:func:`gateway.http.surface_lists.surface_capabilities`).
+:func:`gateway.http.surface_lists.surface_capabilities`), with ``listChanged`` and
+``resources.subscribe`` true exactly when this caller's ``subscriptions/listen`` would get them
+(:func:`gateway.http.subscriptions.listen_capabilities`).
 """
 
 from __future__ import annotations
 
 from gateway.config import Config
 from gateway.http.progress import ProgressRelay
+from gateway.http.subscriptions import listen_capabilities
 from gateway.http.surface_lists import surface_capabilities
 from gateway.http.turn import (
     Route,
@@ -22,7 +25,7 @@ from gateway.http.turn import (
 )
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import discover_result, tools_list_result
-from gateway.seams import Backend, listed
+from gateway.seams import Backend, Listening, listed
 
 __all__ = ["Listing"]
 
@@ -30,9 +33,12 @@ __all__ = ["Listing"]
 class Listing:
     """The routes of the listing methods."""
 
-    def __init__(self, *, config: Config, backend: Backend) -> None:
+    def __init__(
+        self, *, config: Config, backend: Backend, listening: Listening | None = None
+    ) -> None:
         self._config = config
         self._backend = backend
+        self._listening = listening
         self._server = config.server
         self._cap = config.limits.max_response_bytes
 
@@ -79,6 +85,7 @@ class Listing:
             ttl_ms=self._config.protocol.discover_ttl_ms,
             instructions=self._server.instructions,
             surface=surface_capabilities(turn, self._backend.surface()),
+            listen=listen_capabilities(turn.policy, turn.principal, self._listening, self._backend),
         )
         return bounded_success(message, result, self._cap)
 

@@ -65,6 +65,8 @@ Run = Callable[[McpMessage, Turn, ProgressRelay | None, bool], Awaitable[bytes]]
 """``(message, turn, relay, admitted) -> success body``; rejections raise their GatewayError row.
 
 ``admitted``: a batch member whose HTTP-level checks the batch admission already ran."""
+Stream = Callable[[McpMessage, Turn], Awaitable[web.StreamResponse]]
+"""``(message, turn) -> the response it wrote``: a route that answers with its own stream."""
 Admit = Callable[[McpMessage, Turn], str | None]
 """A batch member's HTTP-level checks that can run before any member does (step-up 403); returns
 the tool name whose per-call limits (rate, concurrency) the member must pass, if any."""
@@ -80,6 +82,8 @@ class Route:
     admit: Admit | None = None
     over_budget: Callable[[McpMessage], bytes] | None = None
     """The stand-in for a result that does not fit the response budget (default: -32603)."""
+    stream: Stream | None = None
+    """A long-lived answer (``subscriptions/listen``): writes its own SSE response."""
 
 
 def require_method_scopes(turn: Turn, method: str) -> None:

@@ -126,7 +126,10 @@ SURFACE_METHODS: Final = frozenset(
 )
 """The prompts, resources and completion requests (both eras; served when a backend offers
 them, else -32601 at dispatch)."""
-MODERN_METHODS: Final = frozenset({"server/discover", "tools/list", "tools/call"}) | SURFACE_METHODS
+MODERN_METHODS: Final = (
+    frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
+    | SURFACE_METHODS
+)
 """Requests served on 2026-07-28; everything else is -32601 with HTTP 404."""
 LEGACY_METHODS: Final = (
     frozenset({"initialize", "ping", "tools/list", "tools/call"}) | SURFACE_METHODS

@@ -60,16 +60,23 @@ def discover_result(
     ttl_ms: int,
     instructions: str | None,
     surface: Mapping[str, Any] | None = None,
+    listen: Mapping[str, Mapping[str, bool]] | None = None,
 ) -> dict[str, Any]:
     """``DiscoverResult`` (2026-07-28): versions, capabilities, caching hints, serverInfo.
 
     ``capabilities.tools`` is present only when the caller can see at least one tool (the
     conformance suite requires ``tools/list`` to work exactly when it is declared);
-    ``listChanged`` is false because the gateway offers no subscription stream. ``surface``:
-    the ``prompts``, ``resources`` and ``completions`` capabilities this caller gets.
+    ``surface``: the ``prompts``, ``resources`` and ``completions`` capabilities this caller
+    gets; ``listen``: per kind, the ``listChanged`` (and ``resources.subscribe``) flags its
+    ``subscriptions/listen`` would be granted (false where absent), set only on a capability
+    that is present.
     """
     capabilities: dict[str, Any] = {"tools": {"listChanged": False}} if has_tools else {}
     capabilities.update(surface or {})
+    for kind, flags in (listen or {}).items():
+        present = capabilities.get(kind)
+        if isinstance(present, dict):
+            capabilities[kind] = {**present, **{k: v for k, v in flags.items() if k in present}}
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(SUPPORTED),

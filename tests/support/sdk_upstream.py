@@ -40,6 +40,8 @@ class SdkUpstream:
     server: MCPServer
     bus: InMemorySubscriptionBus
     methods: list[str] = field(default_factory=list)
+    authorizations: list[str] = field(default_factory=list)
+    """The ``Authorization`` header of every request (the gateway's credential only)."""
 
     def count(self, method: str) -> int:
         return self.methods.count(method)
@@ -51,9 +53,10 @@ class SdkUpstream:
 class _Recorder:
     """ASGI middleware: note each request's JSON-RPC method without touching the exchange."""
 
-    def __init__(self, app: Any, methods: list[str]) -> None:
+    def __init__(self, app: Any, methods: list[str], authorizations: list[str]) -> None:
         self._app = app
         self._methods = methods
+        self._authorizations = authorizations
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,6 +64,9 @@ class _Recorder:
             return
         if scope["method"] != "POST":
             self._methods.append(scope["method"])
+        for name, value in scope.get("headers", ()):
+            if name.lower() == b"authorization":
+                self._authorizations.append(value.decode("latin-1"))
         body: list[bytes] = []
 
         async def tee() -> MutableMapping[str, Any]:
@@ -103,7 +109,8 @@ async def sdk_upstream(
         _add_surface(server, rogue=rogue)
 
     methods: list[str] = []
-    app = _Recorder(server.streamable_http_app(), methods)
+    authorizations: list[str] = []
+    app = _Recorder(server.streamable_http_app(), methods, authorizations)
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
@@ -113,7 +120,7 @@ async def sdk_upstream(
         async with asyncio.timeout(10):
             while not uv.started:  # noqa: ASYNC110 - uvicorn offers no event
                 await asyncio.sleep(0.02)
-        yield SdkUpstream(f"http://127.0.0.1:{port}/mcp", server, bus, methods)
+        yield SdkUpstream(f"http://127.0.0.1:{port}/mcp", server, bus, methods, authorizations)
     finally:
         uv.should_exit = True
         await task

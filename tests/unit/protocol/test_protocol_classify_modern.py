@@ -388,7 +388,6 @@ class TestMethods:
             "logging/setLevel",
             "resources/subscribe",
             "resources/unsubscribe",
-            "subscriptions/listen",
             "unknown/method",
             "notifications/initialized",
         ],
