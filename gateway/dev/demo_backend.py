@@ -34,6 +34,7 @@ from gateway.dev.demo_identity import (
     whoami_result,
 )
 from gateway.dev.demo_inputs import INPUT_TOOLS, CapabilityMissing, DemoInputs, InvalidState
+from gateway.dev.demo_listen import LATEST_URI, DemoListeners
 from gateway.dev.demo_tools import TOOLS, DemoTools, UnknownToolError
 from gateway.dev.loopback import bind_site, check_bind_host
 
@@ -126,6 +127,8 @@ class DemoBackend(RecordsRequests):
     """Answer requests as ``text/event-stream`` instead of JSON (both are legal; 2.3)."""
     tools: DemoTools = field(default_factory=DemoTools)
     inputs: DemoInputs = field(init=False, repr=False)
+    listeners: DemoListeners = field(default_factory=DemoListeners, repr=False)
+    """Open ``subscriptions/listen`` streams (:mod:`gateway.dev.demo_listen`)."""
     received: deque[RecordedRequest] = field(default_factory=request_log)
     """The last :data:`MAX_RECORDED` requests, oldest first."""
     auth_failures: int = 0
@@ -155,6 +158,7 @@ class DemoBackend(RecordsRequests):
         self._runner, self._url = await bind_site(app, self.host, self.port)
 
     async def stop(self) -> None:
+        self.listeners.close()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -217,6 +221,13 @@ class DemoBackend(RecordsRequests):
                 return web.json_response(
                     {"error": "invalid_assertion", "error_description": str(exc)}, status=401
                 )
+        if modern and method == "subscriptions/listen" and "id" in message:
+            try:  # the same _meta and header checks as every request; then -32601 (no result)
+                self._modern(request, method, params or {}, version or "")
+            except _RpcError as error:
+                if error.code != -32601:
+                    return self._error(request_id, error)
+            return await self.listeners.serve(request, request_id, params or {})
         try:
             if "id" not in message:
                 return web.Response(status=202)  # notifications: accepted, no body
@@ -320,12 +331,13 @@ class DemoBackend(RecordsRequests):
             return self._surface(method, params, 200, -32002)
         raise _RpcError(200, -32601, "Method not found")
 
-    @staticmethod
     def _surface(
-        method: str, params: dict[str, Any], status: int, not_found: int
+        self, method: str, params: dict[str, Any], status: int, not_found: int
     ) -> dict[str, Any]:
+        notes = self.tools.notes
+        latest = f"#{notes[-1].id}: {notes[-1].text}" if notes else "(no notes yet)"
         try:
-            return demo_surface.answer(method, params, not_found=not_found)
+            return demo_surface.answer(method, params, not_found=not_found, latest=latest)
         except demo_surface.SurfaceError as error:
             raise _RpcError(status, error.code, error.message) from None
 
@@ -340,9 +352,12 @@ class DemoBackend(RecordsRequests):
                 return {"content": [{"type": "text", "text": text}], "isError": True}
             return whoami_result(caller)
         try:
-            return self.tools.call(name, params.get("arguments"))
+            result = self.tools.call(name, params.get("arguments"))
         except UnknownToolError:
             raise _RpcError(status, -32602, "Unknown tool") from None
+        if name in ("notes_add", "admin_reset") and not result.get("isError"):
+            self.listeners.changed(LATEST_URI)  # the newest note changed
+        return result
 
     # --- rendering -------------------------------------------------------------------------
 

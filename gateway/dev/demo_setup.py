@@ -204,6 +204,9 @@ Prompts and resources (reader token): the prompt summarize_notes (Claude Code:
                                 mcp-gw://notes/demo://notes/{{page}} (page completes: welcome,
                                 roadmap, faq); admin_report needs the admin scope (step-up).
                                 Codex reads them with its list/read MCP resource tools.
+                                mcp-gw://notes/demo://notes/latest is the newest note: a
+                                2026-07-28 client's subscriptions/listen naming it is told
+                                notifications/resources/updated at each notes_add.
 """
 
 

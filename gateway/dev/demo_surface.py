@@ -4,7 +4,10 @@ What ``mcp-gateway demo`` shows beside its tools (docs/policy.md#prompts, #resou
 
 - prompt ``summarize_notes`` with a required ``topic`` and an optional ``style`` argument
   (Claude Code lists it as the slash command ``/mcp__demo__summarize_notes``);
-- resources ``demo://notes/readme`` (markdown text) and ``demo://images/logo.png`` (a PNG blob);
+- resources ``demo://notes/readme`` (markdown text), ``demo://images/logo.png`` (a PNG blob) and
+  ``demo://notes/latest`` (the newest note: it changes with ``notes_add``, and a
+  ``subscriptions/listen`` naming it is told ``notifications/resources/updated``,
+  :mod:`gateway.dev.demo_listen`);
 - template ``demo://notes/{page}`` whose ``page`` completes from :data:`PAGES`;
 - prompt ``admin_report``, which the demo policy keeps for the ``admin`` scope (a step-up).
 
@@ -50,6 +53,8 @@ RESOURCES: Final = (
      "mimeType": "text/markdown"},
     {"uri": "demo://images/logo.png", "name": "logo", "mimeType": "image/png",
      "size": len(LOGO_PNG)},
+    {"uri": "demo://notes/latest", "name": "latest", "title": "The newest note (subscribe to it)",
+     "mimeType": "text/plain"},
 )  # fmt: skip
 TEMPLATES: Final = (
     {"uriTemplate": "demo://notes/{page}", "name": "note page", "mimeType": "text/markdown"},
@@ -58,7 +63,11 @@ SURFACE_METHODS: Final = frozenset(
     {"prompts/list", "prompts/get", "resources/list", "resources/templates/list",
      "resources/read", "completion/complete"}
 )  # fmt: skip
-CAPABILITIES: Final = {"prompts": {"listChanged": False}, "resources": {}, "completions": {}}
+CAPABILITIES: Final = {
+    "prompts": {"listChanged": False},
+    "resources": {"subscribe": True},
+    "completions": {},
+}
 _README: Final = "# Demo notes\n\nAdd notes with `notes_add`, list them with `notes_list`.\n"
 
 
@@ -70,8 +79,11 @@ class SurfaceError(Exception):
         self.code, self.message = code, message
 
 
-def answer(method: str, params: Mapping[str, Any], *, not_found: int) -> dict[str, Any]:
-    """The result of one surface request (``not_found``: the era's resource-not-found code)."""
+def answer(
+    method: str, params: Mapping[str, Any], *, not_found: int, latest: str = "(no notes yet)"
+) -> dict[str, Any]:
+    """The result of one surface request (``not_found``: the era's resource-not-found code;
+    ``latest``: the text of ``demo://notes/latest``)."""
     if method == "prompts/list":
         return {"prompts": [dict(p) for p in PROMPTS]}
     if method == "resources/list":
@@ -81,6 +93,9 @@ def answer(method: str, params: Mapping[str, Any], *, not_found: int) -> dict[st
     if method == "prompts/get":
         return _prompt(params)
     if method == "resources/read":
+        if params.get("uri") == "demo://notes/latest":
+            return {"contents": [{"uri": "demo://notes/latest", "mimeType": "text/plain",
+                                  "text": latest}]}  # fmt: skip
         return _read(params.get("uri"), not_found)
     return _complete(params)
 

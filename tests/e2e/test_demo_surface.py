@@ -8,6 +8,7 @@ governs them. The demo has two backends, so its resource URIs are in the gateway
 
 from __future__ import annotations
 
+import asyncio
 import base64
 
 import pytest
@@ -40,7 +41,8 @@ async def test_a_reader_uses_the_demo_prompts_and_resources(
         assert "the roadmap" in got.messages[0].content.text  # type: ignore[union-attr]
         resources = await client.list_resources()
         assert sorted(str(r.uri) for r in resources.resources) == [
-            "mcp-gw://notes/demo://images/logo.png", "mcp-gw://notes/demo://notes/readme",
+            "mcp-gw://notes/demo://images/logo.png", "mcp-gw://notes/demo://notes/latest",
+            "mcp-gw://notes/demo://notes/readme",
         ]  # fmt: skip
         logo = await client.read_resource("mcp-gw://notes/demo://images/logo.png")
         assert base64.b64decode(logo.contents[0].blob) == LOGO_PNG  # type: ignore[union-attr]
@@ -57,4 +59,25 @@ async def test_a_reader_uses_the_demo_prompts_and_resources(
             await client.get_prompt("admin_report")
     assert caught.value.error.code == FORBIDDEN_CODE
     assert str(caught.value) == "Insufficient scope: requires admin"
+    assert not demo_stack.backend.saw(token)
+
+
+LATEST = "mcp-gw://notes/demo://notes/latest"
+
+
+async def test_a_subscriber_is_told_when_the_newest_note_changes(demo_stack: DemoStack) -> None:
+    """The demo's changing resource: a 2026-07-28 listen naming it hears every notes_add."""
+    token = demo_stack.tokens["writer"]
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(demo_stack.mcp_url, http_client=http)) as client,
+    ):
+        async with client.listen(resource_subscriptions=[LATEST]) as sub:
+            assert sub.honored.resource_subscriptions == [LATEST]
+            await client.call_tool("notes_add", {"text": "subscribed"})
+            async with asyncio.timeout(10):
+                event = await sub.__anext__()
+            assert event.uri == LATEST
+        latest = await client.read_resource(LATEST)
+        assert latest.contents[0].text.endswith(": subscribed")  # type: ignore[union-attr]
     assert not demo_stack.backend.saw(token)

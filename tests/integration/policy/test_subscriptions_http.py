@@ -305,3 +305,26 @@ async def test_the_clients_token_reaches_no_backend_log_metric_or_body(
     for haystack in (repr(events), "\n".join(seen), generate_latest().decode()):
         assert token not in haystack
         assert token[8:40] not in haystack
+
+
+async def test_method_scopes_step_up_and_hide_the_capability(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = POLICY + "methods:\n  subscriptions/listen: {scopes: [subs:listen]}\n"
+    async with (
+        sdk_upstream(surface=True) as sdk,
+        live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
+                   policy=policy) as live,
+    ):  # fmt: skip
+        token = live.token("mcp:access docs:read")
+        status, _, text = await live.modern(token, "server/discover")
+        assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is False
+        status, headers, text = await live.post(
+            token, listen_body(resourceSubscriptions=[GUIDE]), HEADERS
+        )
+        assert status == 403, text
+        assert 'scope="mcp:access subs:listen"' in headers["WWW-Authenticate"]
+        assert json.loads(text)["error"]["data"]["missing_scopes"] == ["subs:listen"]
+        stepped = live.token("mcp:access docs:read subs:listen")
+        status, _, text = await live.modern(stepped, "server/discover")
+        assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is True

@@ -1,0 +1,88 @@
+"""``subscriptions/listen`` across two backends (two SDK ``MCPServer``s) with URI rewriting.
+
+The client subscribes to the exposed ``mcp-gw://<backend>/<uri>`` form; each backend is asked,
+on a listen of its own, for its own URI only; its ``notifications/resources/updated`` comes
+back in the exposed form; a backend the caller may read nothing of is not asked at all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from mcp.server.subscriptions import ResourceUpdated
+
+from tests.integration.policy.test_subscriptions_http import (
+    eventually,
+    next_event,
+    quiet,
+    sdk_client,
+)
+from tests.integration.policy.test_surface_federation import POLICY, settings
+from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
+
+DOCS_INTRO = "mcp-gw://docs/docs://guide/intro"
+WIKI_INTRO = "mcp-gw://wiki/docs://guide/intro"
+
+
+def opened(sdk: SdkUpstream) -> int:
+    """The gateway's listen streams for callers at ``sdk`` (its catalog listener excluded)."""
+    return len(sdk.bus._listeners) - 1
+
+
+@pytest.fixture
+async def fed(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[LiveStack, SdkUpstream, SdkUpstream]]:
+    monkeypatch.setenv("SURFACE_DOCS", "docs-service-token")
+    monkeypatch.setenv("SURFACE_WIKI", "wiki-service-token")
+    async with (
+        sdk_upstream(surface=True) as docs,
+        sdk_upstream(surface=True) as wiki,
+        live_stack(
+            tmp_path, aiohttp_server, monkeypatch, policy=POLICY,
+            backends={"docs": settings(docs.url, "SURFACE_DOCS"),
+                      "wiki": settings(wiki.url, "SURFACE_WIKI")},
+        ) as live,
+    ):  # fmt: skip
+        yield live, docs, wiki
+
+
+async def test_updates_come_back_in_the_gateways_form_from_the_right_backend(
+    fed: tuple[LiveStack, SdkUpstream, SdkUpstream],
+) -> None:
+    live, docs, wiki = fed
+    token = live.token("mcp:access wiki:read")
+    http, client = sdk_client(live, token)
+    both = [DOCS_INTRO, WIKI_INTRO]
+    async with http, client, client.listen(resource_subscriptions=both) as sub:
+        assert sub.honored.resource_subscriptions == [DOCS_INTRO, WIKI_INTRO]
+        await eventually(lambda: opened(docs) == 1 and opened(wiki) == 1)
+        # The wiki backend's own URI, published there, arrives rewritten for wiki only.
+        await wiki.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
+        event = await next_event(sub)
+        assert event.uri == WIKI_INTRO
+        await docs.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
+        assert (await next_event(sub)).uri == DOCS_INTRO
+        # Not subscribed at docs: the backend's own filter keeps it away.
+        await docs.bus.publish(ResourceUpdated(uri="docs://guide/logo.png"))
+        await quiet(sub)
+    assert all(token not in value for value in docs.authorizations + wiki.authorizations)
+    assert "Bearer docs-service-token" in docs.authorizations
+    await eventually(lambda: opened(docs) == 0 and opened(wiki) == 0)
+
+
+async def test_a_backend_the_caller_may_read_nothing_of_is_not_asked(
+    fed: tuple[LiveStack, SdkUpstream, SdkUpstream],
+) -> None:
+    live, docs, wiki = fed
+    http, client = sdk_client(live, live.token("mcp:access"))  # no wiki:read
+    both = [DOCS_INTRO, WIKI_INTRO]
+    async with http, client, client.listen(resource_subscriptions=both) as sub:
+        assert sub.honored.resource_subscriptions == [DOCS_INTRO]
+        await eventually(lambda: opened(docs) == 1)
+        assert opened(wiki) == 0
+        await wiki.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
+        await quiet(sub)
