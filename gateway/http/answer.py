@@ -42,7 +42,8 @@ async def answer_single(
     if message.is_notification:
         # streamable-http.mdx: an accepted notification is 202 with no body; dropped.
         return web.Response(status=202, headers=EMPTY_HEADERS)
-    found = dispatcher.route(message)
+    # One string compare on every other request (tools/call's hot path): only a listen streams.
+    found = dispatcher.route(message) if message.method == "subscriptions/listen" else None
     if found is not None and found.stream is not None:
         try:
             return await found.stream(message, turn)  # writes its own SSE response

@@ -1,0 +1,72 @@
+"""The replica's subscription bounds and the listen filter (gateway/http/subscriptions.py).
+
+Through HTTP in tests/integration/policy/test_subscriptions_http.py; here each bound at and just
+past its limit, per subject, and what a release gives back.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config import Limits
+from gateway.errors import InvalidParams, OverCapacity, TooManySubscriptions
+from gateway.http.subscriptions import SubscriptionHub, parse_filter
+from gateway.seams import ListenFilter
+
+
+def hub(**limits: int) -> SubscriptionHub:
+    return SubscriptionHub(Limits(**limits), None)
+
+
+def test_streams_per_principal_at_and_past_the_bound() -> None:
+    h = hub(max_subscriptions_per_principal=2)
+    first, _ = h.admit("ann", 0), h.admit("ann", 0)
+    with pytest.raises(TooManySubscriptions):
+        h.admit("ann", 0)
+    h.admit("bob", 0)  # another subject has its own share
+    h.release(first)
+    h.release(first)  # twice is once
+    h.admit("ann", 0)
+    assert len(h) == 3
+
+
+def test_uris_per_principal_count_across_streams() -> None:
+    h = hub(max_subscribed_uris_per_principal=3)
+    one = h.admit("ann", 2)
+    h.admit("ann", 1)  # at the bound
+    with pytest.raises(TooManySubscriptions):
+        h.admit("ann", 1)
+    h.release(one)
+    h.admit("ann", 2)
+
+
+def test_streams_per_replica_and_the_drain() -> None:
+    h = hub(max_subscriptions=2)
+    h.admit("a", 0)
+    last = h.admit("b", 0)
+    with pytest.raises(OverCapacity) as caught:
+        h.admit("c", 0)
+    assert caught.value.retry_after == 1
+    h.release(last)
+    slot = h.admit("c", 0)
+    h.drain()
+    assert slot.queue.get_nowait() == ("drain", None)
+    with pytest.raises(OverCapacity):
+        h.admit("d", 0)
+
+
+def test_the_filter_is_parsed_strictly() -> None:
+    got = parse_filter(
+        {"notifications": {"toolsListChanged": True, "resourceSubscriptions": ["a://x", "a://x"]}},
+        4,
+    )
+    assert got == ListenFilter(tools=True, uris=("a://x",))  # duplicates once
+    assert parse_filter({"notifications": {}}, 4).empty
+    for bad in ({}, {"notifications": []}, {"notifications": {"promptsListChanged": 1}},
+                {"notifications": {"resourceSubscriptions": ["a" * 8193]}},
+                {"notifications": {"resourceSubscriptions": [""]}}):  # fmt: skip
+        with pytest.raises(InvalidParams):
+            parse_filter(bad, 4)
+    parse_filter({"notifications": {"resourceSubscriptions": ["u://1", "u://2"]}}, 2)
+    with pytest.raises(TooManySubscriptions):
+        parse_filter({"notifications": {"resourceSubscriptions": ["u://1", "u://2", "u://3"]}}, 2)
