@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import signal
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 import gateway
 from gateway.app import Services
@@ -28,7 +28,7 @@ from gateway.config import Config, StoreErrorPolicy
 from gateway.config.loader import backend_prefixes
 from gateway.errors import ConfigError
 from gateway.http.endpoint import McpEndpoint
-from gateway.http.routes import add_mcp_routes
+from gateway.http.routes import add_mcp_routes, ops_jwks
 from gateway.limits.fallback import FallbackLeases, FallbackRateLimiter, SharedRateLimiter
 from gateway.limits.memory import MemoryLeases, MemoryRateLimiter
 from gateway.limits.redis import RedisLeases, RedisRateLimiter
@@ -142,7 +142,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         adopt_revocation=state.revocations.adopt,
         reload_policy=policy.reload,
         audit=audit,
-        jwks=_ops_jwks(keys.jwks if keys.enabled else None, audit.checkpoint_jwk),
+        jwks=ops_jwks(keys.jwks if keys.enabled else None, audit.checkpoint_jwk),
     )
     services.install_routes = lambda app: add_mcp_routes(
         app,
@@ -303,15 +303,3 @@ async def _reload_on_sighup(policy: PolicyReloader) -> None:
     finally:
         with contextlib.suppress(Exception):
             loop.remove_signal_handler(signal.SIGHUP)
-
-
-def _ops_jwks(
-    assertion_keys: Callable[[], dict[str, Any]] | None, checkpoint: dict[str, Any] | None
-) -> Callable[[], dict[str, Any]] | None:
-    """The ops listener's JWK Set: the caller-assertion keys and the audit checkpoint key
-    (``audit verify --jwks`` takes the document as it is)."""
-    if checkpoint is None:
-        return assertion_keys
-    if assertion_keys is None:
-        return lambda: {"keys": [checkpoint]}
-    return lambda: {"keys": [*assertion_keys()["keys"], checkpoint]}

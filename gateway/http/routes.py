@@ -34,7 +34,7 @@ from gateway.http.cors import Cors
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.errors import render_error
 
-__all__ = ["JWKS_PATH", "PRM_ROOT_PATH", "add_jwks_route", "add_mcp_routes"]
+__all__ = ["JWKS_PATH", "PRM_ROOT_PATH", "add_jwks_route", "add_mcp_routes", "ops_jwks"]
 
 JWKS_PATH: Final = "/.well-known/jwks.json"
 JWKS_HEADERS: Final = {
@@ -72,6 +72,19 @@ def add_jwks_route(app: web.Application, jwks_document: Callable[[], dict[str, A
         return web.Response(status=200, body=body, headers=JWKS_HEADERS)
 
     app.router.add_get(JWKS_PATH, jwks)  # allow_head: HEAD too
+
+
+def ops_jwks(
+    assertion_keys: Callable[[], dict[str, Any]] | None, checkpoint: dict[str, Any] | None
+) -> Callable[[], dict[str, Any]] | None:
+    """An ops listener's JWK Set: the caller-assertion keys and the audit checkpoint key
+    (``audit verify --jwks`` takes the document as it is). The single-process ops listener and
+    a ``--workers`` group's both publish this one document."""
+    if checkpoint is None:
+        return assertion_keys
+    if assertion_keys is None:
+        return lambda: {"keys": [checkpoint]}
+    return lambda: {"keys": [*assertion_keys()["keys"], checkpoint]}
 
 
 def add_mcp_routes(

@@ -30,7 +30,7 @@ from gateway.app.admin import add_admin_routes
 from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.backend.assertion_keys import GatewayKeys
 from gateway.config import Config
-from gateway.http.routes import add_jwks_route
+from gateway.http.routes import add_jwks_route, ops_jwks
 from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import OPENMETRICS, GroupMetrics, parse_exposition
 from gateway.observability.logging import get_logger
@@ -336,8 +336,11 @@ def build_group_ops_app(
     app.router.add_get("/metrics", metrics)
     add_admin_routes(app, config, revocations.revoke, audit)
     keys = GatewayKeys.from_config(config)  # the same files the workers sign with
-    if keys.enabled:
-        add_jwks_route(app, keys.jwks)
+    # The checkpoint key too (the workers sign their chains with it): audit verify --jwks.
+    checkpoint = audit.checkpoint_jwk if audit is not None else None
+    jwks = ops_jwks(keys.jwks if keys.enabled else None, checkpoint)
+    if jwks is not None:
+        add_jwks_route(app, jwks)
     return app
 
 
