@@ -19,12 +19,13 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib import metadata
+from importlib import machinery, metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Final
 
 import gateway
-from gateway import demo
+from gateway import deadlines, demo
 from gateway.app import admin_client, audit_command, event_loop, policy_explain, serve
 from gateway.config import Config, load_config
 from gateway.config.issuer import scope_map_warnings
@@ -33,6 +34,7 @@ from gateway.errors import ConfigError
 from gateway.observability.logging import configure, get_logger
 from gateway.policy import loader as policy_loader
 from gateway.policy.model import PolicySet
+from gateway.protocol import envelope, jsonrpc
 from gateway.wiring import build_services
 from gateway.workers.supervisor import Supervisor
 from gateway.workers.worker import EarlyHangup, WorkerSpec, worker_server
@@ -351,9 +353,31 @@ def _bind_failed(exc: OSError) -> int:
     return 1
 
 
+# The modules a compiled build compiles first (issue 34); the `core:` line reports whether they
+# were loaded from extension modules rather than .py files.
+CORE_MODULES: Final = (deadlines, envelope, jsonrpc)
+
+
 def _cmd_version(args: argparse.Namespace) -> int:
     print(f"mcp-gateway {_version()}")
+    print(f"core: {core_build(CORE_MODULES)}")
     return 0
+
+
+def core_build(modules: Sequence[ModuleType]) -> str:
+    """``compiled (mypyc)`` when every one of ``modules`` is an extension module, else
+    ``pure-python``; a partly compiled core (an edited install) names what is compiled."""
+    compiled = [module.__name__ for module in modules if _is_extension(module)]
+    if not compiled:
+        return "pure-python"
+    if len(compiled) == len(modules):
+        return "compiled (mypyc)"
+    return f"partly compiled (mypyc: {', '.join(compiled)})"
+
+
+def _is_extension(module: ModuleType) -> bool:
+    origin = getattr(module, "__file__", None) or ""
+    return origin.endswith(tuple(machinery.EXTENSION_SUFFIXES))
 
 
 def _version() -> str:

@@ -256,7 +256,7 @@ def test_version_flag_prints_the_version() -> None:
     for args in (["--version"], ["version"]):
         result = run(*args, cwd=ROOT)
         assert result.returncode == 0
-        assert result.stdout.strip() == f"mcp-gateway {__version__}"
+        assert result.stdout.splitlines()[0] == f"mcp-gateway {__version__}"
 
 
 SCOPE_MAP_GATEWAY = """\

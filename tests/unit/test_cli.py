@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import _asyncio
+import _json
 import json
 import os
 import shutil
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway import cli
+from gateway import cli, errors, seams
 from gateway.cli import main
 from gateway.config import Config
 from gateway.errors import ConfigError
@@ -123,7 +125,27 @@ class TestCommands:
         self, capsys: pytest.CaptureFixture[str]
     ) -> None:
         assert main(["version"]) == 0
-        assert capsys.readouterr().out.strip() == f"mcp-gateway {cli._version()}"
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[0] == f"mcp-gateway {cli._version()}"
+        assert lines[1] == f"core: {cli.core_build(cli.CORE_MODULES)}"
+
+    def test_core_line_is_pure_python_for_source_modules(self) -> None:
+        assert cli.core_build((errors, seams)) == "pure-python"
+
+    def test_core_line_names_extension_modules_compiled(self) -> None:
+        # Modules loaded from C extension files stand in for a mypyc build here; the next test
+        # checks the real line against the build under test.
+        extensions = (_json, _asyncio)
+        if not all(cli._is_extension(name) for name in extensions):
+            pytest.skip("this Python has _json/_asyncio built in, not as extension files")
+        assert cli.core_build(extensions) == "compiled (mypyc)"
+        assert cli.core_build((_json, errors)) == ("partly compiled (mypyc: _json)")
+
+    def test_core_line_matches_the_build_under_test(self) -> None:
+        # CI's compiled run sets MCP_GATEWAY_COMPILED=1; every other run is the pure reference.
+        compiled = os.environ.get("MCP_GATEWAY_COMPILED") == "1"
+        want = "compiled (mypyc)" if compiled else "pure-python"
+        assert cli.core_build(cli.CORE_MODULES) == want
 
     @pytest.mark.parametrize(
         "argv",
