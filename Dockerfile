@@ -25,8 +25,9 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
 RUN python -m venv /opt/venv
-# Only what the wheel needs: metadata, the README it embeds, and the package.
-COPY pyproject.toml README.md LICENSE ./
+# Only what the wheel needs: metadata, the build backend (setup.py: opt-in mypyc), the README it
+# embeds, and the package.
+COPY pyproject.toml setup.py build_backend.py README.md LICENSE ./
 COPY gateway ./gateway
 # The venv's own pip builds the wheel: the base needs only python3 + venv (no system pip), so a
 # plain Debian base (scripts/image_test.sh builds one with debootstrap) works as well as -slim.

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck bench bench-quick bench-micro clean
+.PHONY: demo test check lint typecheck bench bench-quick bench-micro build-compiled clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -48,5 +48,14 @@ bench-quick: $(STAMP)
 bench-micro: $(STAMP)
 	$(BIN)/python scripts/bench_micro.py
 
+# The mypyc-compiled core (setup.py's COMPILED_MODULES), non-editable, in its own venv so that
+# `make test` keeps running the pure-Python reference; needs a C compiler and the Python headers.
+COMPILED_VENV := .venv-compiled
+
+build-compiled:
+	test -x $(COMPILED_VENV)/bin/python || $(PYTHON) -m venv $(COMPILED_VENV)
+	MCP_GATEWAY_COMPILE=1 $(COMPILED_VENV)/bin/python -m pip install --quiet .
+	$(COMPILED_VENV)/bin/mcp-gateway version
+
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(COMPILED_VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -310,3 +310,18 @@ class TestContainerImage:
     def test_the_healthcheck_probes_the_default_ops_listener(self) -> None:
         ops = Config.__dataclass_fields__["ops_listen"].default
         assert f"http://127.0.0.1:{ops.port}/healthz" in self.dockerfile  # type: ignore[attr-defined]
+
+
+def test_the_version_line_checks_modules_the_compiled_build_compiles() -> None:
+    """setup.py's COMPILED_MODULES (what MCP_GATEWAY_COMPILE=1 compiles) covers CORE_MODULES."""
+    import ast
+
+    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
+    listed = next(
+        ast.literal_eval(node.value)
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "COMPILED_MODULES" for t in node.targets)
+    )
+    names = {path.removesuffix(".py").replace("/", ".") for path in listed}
+    assert {module.__name__ for module in cli.CORE_MODULES} <= names

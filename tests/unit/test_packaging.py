@@ -28,4 +28,10 @@ def test_the_wheel_carries_the_demo_policy_and_the_image_build_has_the_license()
     assert "dev/demo-policy.yaml" in PYPROJECT["tool"]["setuptools"]["package-data"]["gateway"]
     assert (ROOT / "gateway" / "dev" / "demo-policy.yaml").is_file()
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
-    assert re.search(r"^COPY pyproject.toml README.md LICENSE \./$", dockerfile, re.MULTILINE)
+    # setup.py and build_backend.py (the in-tree PEP 517 backend) are needed for any build.
+    assert re.search(
+        r"^COPY pyproject.toml setup.py build_backend.py README.md LICENSE \./$",
+        dockerfile,
+        re.MULTILINE,
+    )
+    assert PYPROJECT["build-system"]["backend-path"] == ["."]
