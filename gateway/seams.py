@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, get_args, runtime_checkable
 
 from gateway.errors import GatewayError, JsonRpcId
 
@@ -80,14 +80,8 @@ field, nothing else downstream may depend on it."""
 Listing = Literal["allowed", "step_up"]
 """Policy ``listing``: which tools ``tools/list`` shows (docs/policy.md)."""
 JsonObject = dict[str, Any]
-AUTH_METHODS: tuple[AuthMethod, ...] = (
-    "introspection",
-    "jwt",
-    "jwt+introspection",
-    "introspection+dpop",
-    "jwt+dpop",
-    "jwt+introspection+dpop",
-)
+AUTH_METHODS: tuple[AuthMethod, ...] = get_args(AuthMethod)
+"""Every :data:`AuthMethod`, read from the ``Literal`` so the two cannot drift."""
 
 
 # --- identity -------------------------------------------------------------------------------

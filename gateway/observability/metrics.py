@@ -32,6 +32,7 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from gateway.errors import all_rows
+from gateway.seams import AUTH_METHODS
 
 __all__ = [
     "ASSERTION_RESULTS",
@@ -88,12 +89,6 @@ JWT_RESULTS: Final = ("valid", "refused", "no_keys")
 """``jwt_validations_total{result}``: local JWT validations (signature and claims); ``no_keys``:
 the issuer had no usable JWK Set (503)."""
 JWKS_FETCH_RESULTS: Final = ("success", "failure")
-AUTH_METHODS: Final = (
-    "introspection", "jwt", "jwt+introspection",
-    "introspection+dpop", "jwt+dpop", "jwt+introspection+dpop",
-)  # fmt: skip
-"""``authentications_total{auth_method}``: how accepted tokens were checked (``issuer.tokens``;
-``+dpop``: a DPoP-bound token with a valid proof, RFC 9449)."""
 DPOP_REFUSALS: Final = (
     "missing", "multiple", "malformed", "typ", "alg", "jwk", "signature", "htm", "htu", "iat",
     "jti", "ath", "jkt", "replay", "nonce", "unbound", "as_bearer", "required",
