@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from gateway.errors import InvalidDpopProof, InvalidToken
+from gateway.observability.metrics import DPOP_REFUSALS
 
 from .jwks import MIN_RSA_BITS, key_type_for
 from .jws import parse_compact
@@ -61,10 +62,7 @@ __all__ = [
 MAX_PROOF_CHARS: Final = 4096
 """Longest ``DPoP`` header read (an RSA-4096 proof is about 1.6 KiB)."""
 MAX_JTI_CHARS: Final = 256
-PROOF_REFUSALS: Final = (
-    "missing", "multiple", "malformed", "typ", "alg", "jwk", "signature", "htm", "htu", "iat",
-    "jti", "ath", "jkt", "replay", "nonce", "unbound",
-)  # fmt: skip
+PROOF_REFUSALS: Final = tuple(r for r in DPOP_REFUSALS if r not in ("as_bearer", "required"))
 """``reason`` of :class:`~gateway.errors.InvalidDpopProof` (``dpop_refusals_total{reason}``);
 ``nonce`` counts the ``use_dpop_nonce`` answers."""
 
