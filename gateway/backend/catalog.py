@@ -15,6 +15,13 @@ and never poisons the rest:
    (basic/index.mdx: implementations MUST NOT auto-dereference network ``$ref``);
 6. at most :data:`MAX_TOOLS` tools; later ones are dropped.
 
+Then the description hygiene of :mod:`.hygiene`: hidden (invisible or bidirectional control)
+characters are removed from the title, description and ``annotations.title``, and each is capped
+at ``max_description_chars``; :attr:`CatalogBuild.sanitised` says which tools changed how. A
+*name* with such characters is never rewritten (the name is an identifier that policy rules,
+limits and the audit trail match on; a silently rewritten one could alias another tool): rule 1
+already refuses it, and the build reports it as ``name_refused``.
+
 Why jsonschema-rs: it compiles a 2020-12 schema once into native code (10-50x faster per call
 than the pure-Python ``jsonschema``), needs no generated Python (unlike ``fastjsonschema``, which
 would ``exec`` code derived from backend-supplied schemas), uses a linear-time regex engine when
@@ -31,10 +38,12 @@ from typing import Any, Final
 
 import jsonschema_rs
 
+from gateway.backend.hygiene import clean_item, has_hidden
 from gateway.backend.tool_headers import header_params
 from gateway.seams import TOOL_NAME, ToolDef
 
 __all__ = [
+    "DEFAULT_MAX_DESCRIPTION_CHARS",
     "EMPTY_CATALOG",
     "MAX_TOOLS",
     "MAX_TOOL_BYTES",
@@ -49,6 +58,8 @@ MAX_TOOLS: Final = 1024
 """Tools kept per upstream; the rest are dropped (and logged)."""
 MAX_TOOL_BYTES: Final = 65_536
 """Largest serialized tool definition (UTF-8 JSON bytes) the gateway republishes."""
+DEFAULT_MAX_DESCRIPTION_CHARS: Final = 2048
+"""``limits.max_description_chars``: longest title or description, in characters."""
 
 
 def valid_tool_name(name: object) -> bool:
@@ -139,14 +150,25 @@ class CatalogBuild:
     catalog: ToolCatalog
     dropped: tuple[tuple[str, str], ...]
     """(tool name or ``#index``, fixed reason) for every dropped tool."""
+    sanitised: tuple[tuple[str, str], ...] = ()
+    """(tool name, change) for every tool the hygiene changed or refused, the change one of
+    :data:`gateway.observability.metrics.CATALOG_SANITISED_KINDS`; a refused name is shown with
+    its hidden characters escaped."""
 
 
-def build_catalog(tools: Sequence[Any], *, prefix: str = "", backend: str = "") -> CatalogBuild:
+def build_catalog(
+    tools: Sequence[Any],
+    *,
+    prefix: str = "",
+    backend: str = "",
+    max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
+) -> CatalogBuild:
     """Validate every raw tool object and build the catalog; see the module docstring.
 
     ``backend`` (the backend's configured name) is stamped on every :class:`ToolDef`.
     """
     dropped: list[tuple[str, str]] = []
+    sanitised: list[tuple[str, str]] = []
     counts: dict[str, int] = {}
     for raw in tools:
         if isinstance(raw, Mapping) and isinstance(raw.get("name"), str):
@@ -160,10 +182,22 @@ def build_catalog(tools: Sequence[Any], *, prefix: str = "", backend: str = "") 
                 raise ValueError("duplicate tool name")
             if len(entries) >= MAX_TOOLS:
                 raise ValueError("catalog already holds the maximum number of tools")
-            entries.append(_validate_tool(raw, prefix, backend))
+            name = raw.get("name") if isinstance(raw, Mapping) else None
+            if isinstance(name, str) and has_hidden(name):
+                label = escaped(name)
+                sanitised.append((label, "name_refused"))
+                raise ValueError("tool name contains invisible or bidirectional characters")
+            tool, validator, changes = _validate_tool(raw, prefix, backend, max_description_chars)
+            entries.append((tool, validator))
+            sanitised.extend((tool.name, kind) for kind in sorted(changes))
         except ValueError as exc:
             dropped.append((label, str(exc)))
-    return CatalogBuild(ToolCatalog(entries), tuple(dropped))
+    return CatalogBuild(ToolCatalog(entries), tuple(dropped), tuple(sanitised))
+
+
+def escaped(name: str) -> str:
+    """A name safe to log: hidden and other non-ASCII characters as ``\\uXXXX``, 128 at most."""
+    return name.encode("ascii", "backslashreplace").decode("ascii")[:128]
 
 
 def _label(raw: Any, index: int) -> str:
@@ -172,7 +206,9 @@ def _label(raw: Any, index: int) -> str:
     return f"#{index}"
 
 
-def _validate_tool(raw: Any, prefix: str, backend: str) -> tuple[ToolDef, jsonschema_rs.Validator]:
+def _validate_tool(
+    raw: Any, prefix: str, backend: str, max_chars: int
+) -> tuple[ToolDef, jsonschema_rs.Validator, frozenset[str]]:
     if not isinstance(raw, Mapping):
         raise ValueError("tool is not an object")
     name = raw.get("name")
@@ -195,6 +231,7 @@ def _validate_tool(raw: Any, prefix: str, backend: str) -> tuple[ToolDef, jsonsc
         raise ValueError("tool definition exceeds the size limit")
     # A private deep copy: the catalog never shares mutable objects with the parser.
     definition: dict[str, Any] = json.loads(encoded)
+    changes = clean_item(definition, max_chars)
     params = header_params(definition["inputSchema"])
     validator = compile_validator(definition["inputSchema"])
     tool = ToolDef(
@@ -204,7 +241,7 @@ def _validate_tool(raw: Any, prefix: str, backend: str) -> tuple[ToolDef, jsonsc
         upstream_name=name,
         backend=backend,
     )
-    return tool, validator
+    return tool, validator, changes
 
 
 def _canonical(value: Any) -> bytes:

@@ -117,7 +117,10 @@ class UpstreamBackend:
             detect_timeout_s=self._settings.timeout_s,
             backend=self.name,
         )
-        self._refresher = CatalogRefresher(self._link, self._settings, metrics=metrics, clock=clock)
+        self._refresher = CatalogRefresher(
+            self._link, self._settings, metrics=metrics, clock=clock,
+            max_description_chars=config.limits.max_description_chars,
+        )  # fmt: skip
         # An upstream notifications/tools/list_changed, on any stream, asks for a fetch.
         self._link.on_list_changed = self._refresher.request_refresh
         self._listener = ChangeListener(self._link, on_change=self._refresher.request_refresh)

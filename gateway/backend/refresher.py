@@ -30,7 +30,13 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from gateway.backend.catalog import EMPTY_CATALOG, MAX_TOOLS, ToolCatalog, build_catalog
+from gateway.backend.catalog import (
+    DEFAULT_MAX_DESCRIPTION_CHARS,
+    EMPTY_CATALOG,
+    MAX_TOOLS,
+    ToolCatalog,
+    build_catalog,
+)
 from gateway.backend.era import LinkState, modern_meta
 from gateway.backend.rpc import UpstreamFault
 from gateway.backend.surface_catalog import EMPTY_PART, MAX_ITEMS, SurfacePart, build_surface
@@ -84,8 +90,12 @@ class CatalogRefresher:
         *,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
+        max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
     ) -> None:
         self._link = link
+        self._max_description_chars = max_description_chars
+        self._tool_changes: frozenset[tuple[str, str, str]] = frozenset()
+        self._surface_changes: frozenset[tuple[str, str, str]] = frozenset()
         self._settings = settings
         self._backend = settings.name
         self._metrics = metrics
@@ -148,7 +158,11 @@ class CatalogRefresher:
                 _log.warning("backend_catalog_refresh_failed", backend=self._backend,
                              kind=fault.kind, status=fault.status)  # fmt: skip
                 return False
-            build = build_catalog(tools, prefix=self._settings.name_prefix, backend=self._backend)
+            build = build_catalog(tools, prefix=self._settings.name_prefix, backend=self._backend,
+                                  max_description_chars=self._max_description_chars)  # fmt: skip
+            self._tool_changes = self._report(
+                {("tool", name, kind) for name, kind in build.sanitised}, self._tool_changes
+            )
             for name, reason in build.dropped:
                 _log.warning("backend_tool_dropped", backend=self._backend, tool=name,
                              reason=reason)  # fmt: skip
@@ -167,6 +181,20 @@ class CatalogRefresher:
         if self.on_update is not None:
             self.on_update()
         return True
+
+    def _report(
+        self, changes: set[tuple[str, str, str]], before: frozenset[tuple[str, str, str]]
+    ) -> frozenset[tuple[str, str, str]]:
+        """Log and count each hygiene change once: those the previous snapshot did not have
+        (a refresh that finds the same text again says nothing)."""
+        for item_kind, name, change in sorted(changes - before):
+            _log.warning("backend_catalog_sanitised", backend=self._backend, kind=item_kind,
+                         item=name, change=change)  # fmt: skip
+            if self._metrics is not None:
+                self._metrics.catalog_sanitised_total.labels(
+                    backend=self._backend, kind=change
+                ).inc()
+        return frozenset(changes)
 
     def _count(self, result: str) -> None:
         if self._metrics is not None:
@@ -202,7 +230,9 @@ class CatalogRefresher:
                          kind=fault.kind, status=fault.status)  # fmt: skip
             return
         part = build_surface(prompts, resources, templates, prefix=self._settings.name_prefix,
-                             backend=self._backend)  # fmt: skip
+                             backend=self._backend,
+                             max_description_chars=self._max_description_chars)  # fmt: skip
+        self._surface_changes = self._report(set(part.sanitised), self._surface_changes)
         for kind, name, reason in part.dropped:
             _log.warning("backend_item_dropped", backend=self._backend, kind=kind, item=name,
                          reason=reason)  # fmt: skip

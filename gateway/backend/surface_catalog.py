@@ -16,17 +16,24 @@ item is dropped with a fixed reason and never poisons the rest:
 
 Only the members the schema defines are kept (``name``, ``title``, ``description``, ``icons``,
 ``annotations``, ``_meta``, and the kind's own), each of the right JSON type.
+
+Then the description hygiene of :mod:`.hygiene` (as for tools): hidden characters removed from
+titles and descriptions (a prompt's arguments' too, and a resource's or template's ``name``, a
+display name there: the URI identifies it), each capped at ``max_description_chars``. A prompt
+name with hidden characters is refused (``name_refused``), never rewritten.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.backend.catalog import valid_tool_name
+from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, escaped, valid_tool_name
+from gateway.backend.hygiene import clean_item, has_hidden
 from gateway.backend.surface_results import valid_media_type
 from gateway.seams import PromptDef, ResourceDef
 
@@ -65,6 +72,9 @@ class SurfacePart:
     templates: tuple[ResourceDef, ...] = ()
     dropped: tuple[tuple[str, str, str], ...] = ()
     """(kind, item label, fixed reason) for every dropped item."""
+    sanitised: tuple[tuple[str, str, str], ...] = ()
+    """(kind, item label, change): the change is one of
+    :data:`gateway.observability.metrics.CATALOG_SANITISED_KINDS`."""
     offers: frozenset[str] = frozenset()
     """What the upstream advertised (``prompts``, ``resources``, ``completions``) when fetched."""
     subscribe: bool = False
@@ -80,8 +90,10 @@ def build_surface(
     *,
     prefix: str,
     backend: str,
+    max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
 ) -> SurfacePart:
     dropped: list[tuple[str, str, str]] = []
+    sanitised: list[tuple[str, str, str]] = []
 
     def each(kind: str, items: Sequence[Any], key: str, build: Any) -> list[Any]:
         counts: dict[Any, int] = {}
@@ -97,7 +109,17 @@ def build_surface(
                     raise ValueError(f"duplicate {key}")
                 if len(kept) >= MAX_ITEMS:
                     raise ValueError("the upstream lists more items than the gateway keeps")
-                kept.append(build(raw))
+                if kind == "prompt" and has_hidden(label):
+                    label = escaped(label)
+                    sanitised.append((kind, label, "name_refused"))
+                    raise ValueError("prompt name contains invisible or bidirectional characters")
+                item = build(raw)
+                definition = dict(item.definition)  # private (``_plain``), the copy is shallow
+                names = () if kind == "prompt" else ("name",)
+                changes = clean_item(definition, max_description_chars, names=names)
+                item = dataclasses.replace(item, definition=definition)
+                sanitised.extend((kind, label, change) for change in sorted(changes))
+                kept.append(item)
             except ValueError as exc:
                 dropped.append((kind, label, str(exc)))
         return kept
@@ -122,6 +144,7 @@ def build_surface(
             )
         ),
         dropped=tuple(dropped),
+        sanitised=tuple(sanitised),
     )
 
 

@@ -346,6 +346,9 @@ class Limits:
     max_connections: int = 1024
     max_connections_per_ip: int | None = None
     """None: a quarter of ``max_connections`` (see :attr:`ip_connections`)."""
+    max_description_chars: int = 2048
+    """Longest title or description of a backend's tool, prompt or resource, in characters;
+    longer ones are cut (description hygiene, :mod:`gateway.backend.hygiene`)."""
 
     @property
     def principal_in_flight(self) -> int:

@@ -39,6 +39,7 @@ __all__ = [
     "AUTH_METHODS",
     "BACKEND_OUTCOMES",
     "CATALOG_REFRESH_RESULTS",
+    "CATALOG_SANITISED_KINDS",
     "DECISIONS",
     "DPOP_REFUSALS",
     "INPUT_KINDS",
@@ -163,6 +164,10 @@ locally."""
 
 POLICY_RELOAD_RESULTS: Final = ("success", "failure")
 CATALOG_REFRESH_RESULTS: Final = ("success", "failure")
+CATALOG_SANITISED_KINDS: Final = ("invisible", "truncated", "name_refused")
+"""``catalog_sanitised_total{kind}`` (description hygiene, ``gateway/backend/hygiene.py``):
+hidden characters removed from an item's title or description, a text cut at
+``limits.max_description_chars``, an item hidden because its name has hidden characters."""
 
 _ROWS: Final = frozenset(cls.row for cls in all_rows())
 
@@ -282,6 +287,12 @@ class Metrics:
             p + "catalog_refresh_total", "Catalog refreshes by backend and result",
             ["backend", "result"], registry=r,
         )  # fmt: skip
+        self.catalog_sanitised_total = Counter(
+            p + "catalog_sanitised_total",
+            "Catalog items the description hygiene changed (invisible, truncated) or hid "
+            "(name_refused), counted once per item and change",
+            ["backend", "kind"], registry=r,
+        )  # fmt: skip
         self.catalog_collisions = Gauge(
             p + "catalog_collisions",
             "The backend's tools hidden because their exposed name is ambiguous (another "
@@ -380,6 +391,8 @@ class Metrics:
         for result in CATALOG_REFRESH_RESULTS:
             self.catalog_refresh_total.labels(backend=name, result=result)
         self.catalog_tools.labels(backend=name)
+        for kind in CATALOG_SANITISED_KINDS:
+            self.catalog_sanitised_total.labels(backend=name, kind=kind)
         self.catalog_collisions.labels(backend=name)
         check = ready if ready is not None else (lambda: False)
         self.backend_ready.labels(backend=name).set_function(lambda: 1.0 if check() else 0.0)

@@ -215,6 +215,7 @@ class TestEveryKeyRoundTrips:
         assert (lim.principal_in_flight, lim.ip_in_flight) == (8, 32)
         assert (lim.header_timeout_s, lim.keepalive_timeout_s) == (5.0, 30.0)
         assert (lim.max_header_bytes, lim.max_connections, lim.ip_connections) == (65536, 500, 20)
+        assert lim.max_description_chars == 1024
         assert (lim.json.max_depth, lim.json.max_members, lim.json.max_array_length) == (
             16,
             128,
@@ -291,6 +292,7 @@ class TestEveryKeyRoundTrips:
         assert (c.limits.principal_in_flight, c.limits.ip_in_flight) == (64, 64)
         assert (c.limits.max_connections, c.limits.ip_connections) == (1024, 256)
         assert (c.limits.header_timeout_s, c.limits.keepalive_timeout_s) == (10.0, 75.0)
+        assert c.limits.max_description_chars == 2048
         assert c.limits.max_header_bytes == 32_768
         assert c.issuer.failed_auth_probe_interval_s == 5.0
         assert c.issuer.client_auth == "client_secret_basic"
