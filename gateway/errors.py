@@ -24,6 +24,7 @@ __all__ = [
     "UNSUPPORTED_MEDIA_TYPE_CODE",
     "BackendFailure",
     "BodyTooLarge",
+    "ConditionDenied",
     "ConfigError",
     "DpopReplayUnavailable",
     "DpopRequired",
@@ -387,6 +388,26 @@ class ToolInsufficientScope(InsufficientScope):
     """The policy would allow this tool with more scopes (step-up, MCP 2025-11-25+ §Scope)."""
 
     row = "tool_insufficient_scope"
+
+
+class ConditionDenied(GatewayError):
+    """A ``when:`` condition of the tool's rule did not hold, or could not be evaluated.
+
+    403 without a ``WWW-Authenticate`` challenge: more scopes would not help, so a client must
+    not be sent into a step-up loop. The body names the rule key, never a claim value."""
+
+    row, status, message = "condition_denied", 403, "Denied by a policy condition"
+    body_code = FORBIDDEN_CODE
+
+    def __init__(self, *, rule: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rule = rule
+
+    def body_message(self) -> str:
+        return f"Denied by a policy condition of rule {self.rule!r}"
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return {"rule": self.rule}
 
 
 class IssuerUnavailable(GatewayError):

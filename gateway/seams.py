@@ -584,6 +584,8 @@ class Decision:
     """The caller's scopes the decision rested on, in the policy's vocabulary (after each
     issuer's ``scope_map``): every required scope it holds, or for one it holds only through
     ``scope_hierarchy``, the granted scope that implies it. The audit trail records them."""
+    detail: str = ""
+    """For the log only, never the client: why a ``when:`` condition could not be evaluated."""
 
 
 class Policy(Protocol):
@@ -596,6 +598,13 @@ class Policy(Protocol):
     the caller could call with more scopes (so clients reach the 403 step-up)."""
 
     def decide_tool(self, principal: Principal, tool: str) -> Decision: ...
+
+    def decide_conditions(
+        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+    ) -> Decision | None:
+        """The ``when:`` conditions of the rule governing ``tool`` (call after ``decide_tool``
+        allowed): None when they all hold (or there are none), else a refusal."""
+        ...
 
     def decide_method(self, principal: Principal, method: str) -> Decision:
         """Extra per-method scopes (``server/discover``, ``tools/list``); baseline included."""

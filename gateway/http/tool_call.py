@@ -15,17 +15,18 @@ from typing import Final
 
 from gateway.config import Config
 from gateway.deadlines import deadline_at
-from gateway.errors import ToolInsufficientScope, UnknownTool
+from gateway.errors import ConditionDenied, ToolInsufficientScope, UnknownTool
 from gateway.http.call_limits import CallLimits
 from gateway.http.drain import DrainBound
 from gateway.http.input_rounds import InputRounds
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import BACKEND_GRACE_S, Route, Turn, check_expiry
+from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import success_body
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import shape_call_result, tool_error_result
-from gateway.seams import Backend, InputRequired, JsonObject, Resume, ToolCall, ToolDef
+from gateway.seams import Backend, Decision, InputRequired, JsonObject, Resume, ToolCall, ToolDef
 
 __all__ = ["OVERSIZE_TEXT", "TIMEOUT_TEXT", "ToolCalls"]
 
@@ -33,6 +34,10 @@ OVERSIZE_TEXT: Final = "The tool result exceeded the gateway's response size lim
 """Fixed text of the tool error that replaces a result larger than ``max_response_bytes``."""
 TIMEOUT_TEXT: Final = "The tool did not answer before the request deadline."
 """Fixed text of the tool error when the backend overruns the end-to-end deadline."""
+
+_log = get_logger("gateway.http")
+_LOGGED_MAX: Final = 1024
+"""Rules whose condition error was logged (once per policy version and rule); bounded."""
 
 
 class ToolCalls:
@@ -55,6 +60,7 @@ class ToolCalls:
         # Only the observer reads them, and only to log their shape (keys and types).
         self._log_arguments = config.logging.log_arguments
         self._inputs = InputRounds(config, metrics=metrics)
+        self._logged: set[tuple[str, str]] = set()
         self.exchanging = frozenset(
             b.name for b in config.backends if b.credential.type == "token_exchange"
         )
@@ -131,7 +137,23 @@ class ToolCalls:
             raise ToolInsufficientScope(
                 scopes=decision.required_scopes, missing=decision.missing_scopes
             )
+        refused = turn.policy.decide_conditions(turn.principal, name, message.arguments or {})
+        if refused is not None:
+            ctx.decision = refused
+            if refused.reason == "condition_error":
+                self._log_condition_error(turn.policy.version, refused)
+            raise ConditionDenied(rule=refused.rule or name)
         return tool
+
+    def _log_condition_error(self, version: str, refused: Decision) -> None:
+        """Once per (policy version, rule): a broken condition would otherwise flood the log."""
+        key = (version, refused.rule or "")
+        if key in self._logged:
+            return
+        if len(self._logged) >= _LOGGED_MAX:
+            self._logged.clear()
+        self._logged.add(key)
+        _log.warning("condition_error", rule=refused.rule, reason=refused.detail)
 
     def _tool_call(
         self,

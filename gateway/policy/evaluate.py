@@ -31,9 +31,10 @@ template is decided by :func:`evaluate_template` for listing and completion only
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
 
+from gateway.policy.conditions import ConditionFailed, conditions_hold
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
 from gateway.policy.uri import UriPattern, normalize_uri, overlap, template_pattern
 from gateway.seams import Decision, Principal
@@ -45,6 +46,7 @@ __all__ = [
     "DISCOVER_ALIASES",
     "HIDDEN_NO_RULE",
     "REASONS",
+    "evaluate_conditions",
     "evaluate_method",
     "evaluate_prompt",
     "evaluate_resource",
@@ -54,7 +56,10 @@ __all__ = [
     "reachable_rules",
 ]
 
-REASONS: Final = ("allow", "scope", "no_rule", "tie", "deny", "client", "subject", "error")
+REASONS: Final = (
+    "allow", "scope", "no_rule", "tie", "deny", "client", "subject", "error",
+    "condition", "condition_error",
+)  # fmt: skip
 """Every ``Decision.reason`` this module produces (a bounded set: safe as a metric label)."""
 
 DISCOVER_ALIASES: Final = {"initialize": "server/discover"}
@@ -80,6 +85,39 @@ def evaluate_tool(policy: PolicySet, principal: Principal, tool: str) -> Decisio
         return evaluate_rule(policy.baseline_scopes, rule, principal, policy.hierarchy)
     except Exception:  # SECURITY: an evaluation error denies (fail closed)
         return _HIDDEN_ERROR
+
+
+def evaluate_conditions(
+    policy: PolicySet, principal: Principal, tool: str, arguments: Mapping[str, Any]
+) -> Decision | None:
+    """After the ladder allowed ``tool``: its rule's ``when:`` conditions (all must hold).
+
+    A condition that is false refuses with ``condition``; one that cannot be evaluated (a
+    missing key without ``has()``, a non-boolean result) with ``condition_error``: both are
+    visible refusals without step-up (more scopes would not help). Never an allow on error.
+    """
+    rule: Rule | None = None
+    try:
+        rule = policy.rule_for(tool)
+        if rule is None or not rule.when:
+            return None
+        failed = conditions_hold(rule.when, principal, tool, arguments)
+        if failed is None:
+            return None
+        return Decision(allowed=False, visible=True, rule=rule.key, reason="condition")
+    except ConditionFailed as exc:
+        return Decision(
+            allowed=False,
+            visible=True,
+            rule=rule.key if rule else None,
+            reason="condition_error",
+            detail=str(exc),
+        )
+    except Exception as exc:  # SECURITY: an evaluation error denies (fail closed)
+        return Decision(
+            allowed=False, visible=True, rule=None, reason="condition_error",
+            detail=type(exc).__name__,
+        )  # fmt: skip
 
 
 def evaluate_prompt(policy: PolicySet, principal: Principal, prompt: str) -> Decision:

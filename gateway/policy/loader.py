@@ -30,6 +30,7 @@ from typing import Any, Final
 from gateway.config import parse_rate
 from gateway.errors import ConfigError
 from gateway.policy import uri
+from gateway.policy.conditions import Condition, compile_condition
 from gateway.policy.glob import Glob, has_wildcard, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycle
 from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
@@ -166,6 +167,33 @@ def _check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
     for index, subject in enumerate(subjects if isinstance(subjects, list) else []):
         if isinstance(subject, str) and ("[" in subject or "]" in subject):
             doc.problem((*path, "subjects", index), _NO_CLASSES)
+    if "when" in raw and section != "tools":
+        # Fail closed: prompts/get and resources/read do not evaluate conditions yet.
+        doc.problem((*path, "when"), "conditions are supported on tools rules only (not yet here)")
+    else:
+        _conditions(doc, path, raw.get("when"), problems=True)
+
+
+def _conditions(
+    doc: Located, path: tuple[str, str], when: Any, *, problems: bool
+) -> tuple[Condition, ...]:
+    """Compile ``when:`` (one expression or a list); report each refusal at its position."""
+    if isinstance(when, str):
+        items: list[tuple[tuple[Any, ...], Any]] = [((*path, "when"), when)]
+    elif isinstance(when, list):
+        items = [((*path, "when", index), item) for index, item in enumerate(when)]
+    else:
+        return ()
+    found = []
+    for where_path, source in items:
+        if not isinstance(source, str):
+            continue  # reported by the schema
+        condition, reason = compile_condition(source, doc.where(where_path))
+        if condition is not None:
+            found.append(condition)
+        elif problems:
+            doc.problem(where_path, reason or "invalid condition")
+    return tuple(found)
 
 
 def _position(problem: str) -> tuple[int, int]:
@@ -311,6 +339,7 @@ def _rule(doc: Located, section: str, key: str, body: dict[str, Any]) -> Rule:
         description=body.get("description"),
         glob=pattern,
         section=section,
+        when=_conditions(doc, (section, key), body.get("when"), problems=False),
     )
 
 
@@ -380,4 +409,5 @@ def _canonical_rule(rule: Rule) -> dict[str, Any]:
         "rate_limit": list(rule.rate_limit) if rule.rate_limit else None,
         "max_concurrency": rule.max_concurrency,
         "description": rule.description,
+        **({"when": [c.source for c in rule.when]} if rule.when else {}),
     }

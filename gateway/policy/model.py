@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final
 
 from gateway.policy import evaluate
+from gateway.policy.conditions import Condition
 from gateway.policy.glob import WILDCARDS, Glob, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
 from gateway.policy.uri import UriPattern
@@ -55,6 +56,8 @@ class Rule:
     """Set when ``key`` contains a wildcard (a resource pattern: normalised, :mod:`.uri`)."""
     section: str = "tools"
     """``tools``, ``prompts`` or ``resources``: the section the rule stands in."""
+    when: tuple[Condition, ...] = field(default=(), compare=False)
+    """``when:`` conditions (:mod:`.conditions`), all must hold; decided at ``tools/call``."""
 
 
 @dataclass(slots=True, eq=False)
@@ -178,6 +181,11 @@ class PolicySet:
 
     def decide_method(self, principal: Principal, method: str) -> Decision:
         return evaluate.evaluate_method(self, principal, method)
+
+    def decide_conditions(
+        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+    ) -> Decision | None:
+        return evaluate.evaluate_conditions(self, principal, tool, arguments)
 
     def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
         return evaluate.evaluate_prompt(self, principal, prompt)

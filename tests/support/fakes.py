@@ -158,6 +158,11 @@ class FakePolicy:
                 return key, rule
         return None
 
+    def decide_conditions(
+        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+    ) -> Decision | None:
+        return None  # the fake has no when: conditions
+
     def decide_tool(self, principal: Principal, tool: str) -> Decision:
         found = self._rule(tool)
         if found is None:
