@@ -348,6 +348,7 @@ class Bench:
         key = self.work / "assertion.pem"
         write_ed25519(key)
         (self.work / "policy-two.yaml").write_text(policy(1, extra=["b__echo"]))
+        (self.work / "policy-when.yaml").write_text(policy(1, when=CONDITIONS))
         jwt_issuer = {"url": self.info["jwt_issuer"], "tokens": "jwt", "allow_insecure_http": True}
         two = {
             "a": {**self.config()["backend"], "prefix": ""},
@@ -358,6 +359,8 @@ class Bench:
             ("jwt, warm cache", {"issuer": jwt_issuer}, jwt_lua),
             ("two backends", {"backend": None, "backends": two,
                               "policy": str(self.work / "policy-two.yaml")}, self.lua["modern"]),
+            ("conditions on the tool", {"policy": str(self.work / "policy-when.yaml")},
+             self.lua["modern"]),
             ("signed assertion", {"backend": {**self.config()["backend"], "identity": {
                 "assertion": {"key": {"file": str(key)}}}}}, self.lua["modern"]),
             # tracing: off is the defaults again (an A/A pair: its cost must be noise); on
@@ -460,9 +463,16 @@ def run_wrk_all_cores(url: str, lua: Path, proc: Proc, duration: float) -> Load:
     return run_wrk(url, lua, connections=64, duration=duration, measured=proc.pids, core=None)
 
 
-def policy(rules: int, *, extra: list[str] | None = None) -> str:
-    """The echo rule plus ``rules - 1`` others (half exact names, half globs) that never match."""
-    lines = ["version: 1", "baseline_scopes: [mcp:access]", "tools:", "  echo: {scopes: []}"]
+# Two realistic `when:` conditions on the benchmarked tool (a token fact and an argument), both
+# true for the bench token and call: what issue 25's budget (at most 15 µs per call) is about.
+CONDITIONS = ['subject == "bench" && "mcp:access" in scopes', "arguments.text.size() <= 64"]
+
+
+def policy(rules: int, *, extra: list[str] | None = None, when: list[str] | None = None) -> str:
+    """The echo rule plus ``rules - 1`` others (half exact names, half globs) that never match;
+    ``when``: conditions on the echo rule."""
+    echo = "{scopes: []}" if when is None else f"{{scopes: [], when: {json.dumps(when)}}}"
+    lines = ["version: 1", "baseline_scopes: [mcp:access]", "tools:", f"  echo: {echo}"]
     for i in range(1, rules):
         name = f"other_{i:04d}" if i % 2 else f"other_{i:04d}_*"
         lines.append(f'  "{name}": {{scopes: [other:{i}]}}')
