@@ -7,14 +7,14 @@ scopes; a hidden tool never appears. ``server/discover`` (server/discover.mdx) d
 gateway and whether it has tools (and prompts, resources, completions for this caller:
 :func:`gateway.http.surface_lists.surface_capabilities`), with ``listChanged`` and
 ``resources.subscribe`` true exactly when this caller's ``subscriptions/listen`` would get them
-(:func:`gateway.http.subscriptions.listen_capabilities`).
+(:func:`gateway.http.subscription_plan.listen_capabilities`).
 """
 
 from __future__ import annotations
 
 from gateway.config import Config
 from gateway.http.progress import ProgressRelay
-from gateway.http.subscriptions import listen_capabilities
+from gateway.http.subscription_plan import listen_capabilities
 from gateway.http.surface_lists import surface_capabilities
 from gateway.http.turn import (
     Route,

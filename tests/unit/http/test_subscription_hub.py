@@ -1,4 +1,4 @@
-"""The replica's subscription bounds and the listen filter (gateway/http/subscriptions.py).
+"""The replica's subscription bounds and the listen filter (http/subscription_hub.py, _plan.py).
 
 Through HTTP in tests/integration/policy/test_subscriptions_http.py; here each bound at and just
 past its limit, per subject, and what a release gives back.
@@ -10,7 +10,8 @@ import pytest
 
 from gateway.config import Limits
 from gateway.errors import InvalidParams, OverCapacity, TooManySubscriptions
-from gateway.http.subscriptions import SubscriptionHub, parse_filter
+from gateway.http.subscription_hub import SubscriptionHub
+from gateway.http.subscription_plan import parse_filter
 from gateway.seams import ListenFilter
 
 

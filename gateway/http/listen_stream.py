@@ -1,0 +1,222 @@
+"""One client's open ``subscriptions/listen`` stream: the acknowledgment, the relay, the end.
+
+Each backend notification is passed on only when the acknowledgment covers it, and
+``notifications/resources/updated`` only when the caller may read that URI under the stream's
+current policy (the spec allows a sub-resource URI). The stream ends:
+
+- when the client goes away (every backend stream is closed with it);
+- with the graceful ``subscriptions/listen`` result (§Graceful Closure) at
+  ``limits.subscription_lifetime_s`` or the token's expiry, at a graceful stop (drain), and
+  after a policy reload that takes away anything the acknowledgment granted (the client
+  listens again and gets what the new policy allows);
+- when a backend ends its stream: gracefully if the backend did, abruptly otherwise (the client
+  MAY reconnect, §Graceful Closure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from aiohttp import web
+
+from gateway.http.progress import SSE_HEADERS
+from gateway.http.subscription_hub import Slot
+from gateway.http.subscription_plan import FILTER_KEYS, LIST_CHANGED, plan
+from gateway.http.turn import Turn
+from gateway.observability.logging import get_logger
+from gateway.protocol.messages import McpMessage
+from gateway.seams import (
+    Backend,
+    ListenEvent,
+    ListenFilter,
+    ListenOffer,
+    Policy,
+    PolicySource,
+    RequestContext,
+    UpstreamListen,
+)
+
+__all__ = ["KEEPALIVE_S", "MAX_QUEUED", "SUBSCRIPTION_ID", "ListenStream"]
+
+SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
+KEEPALIVE_S: Final = 25.0
+"""An SSE comment is written this often on a quiet stream (idle proxies; a gone client shows)."""
+MAX_QUEUED: Final = 256
+"""Notifications waiting for one client; a client that stops reading is ended at the cap."""
+_ACK: Final = "notifications/subscriptions/acknowledged"
+
+_log = get_logger("gateway.http.subscriptions")
+
+
+class ListenStream:
+    """One client's open stream: the acknowledgment, the relay, the end."""
+
+    def __init__(  # noqa: PLR0917 - built in one place, from the route
+        self,
+        turn: Turn,
+        message: McpMessage,
+        slot: Slot,
+        honoured: dict[str, ListenFilter],
+        wanted: ListenFilter,
+        source: PolicySource | None,
+    ) -> None:
+        self._turn = turn
+        self._source = source
+        self._id = message.id
+        self._slot = slot
+        self._honoured = honoured
+        self._wanted = wanted
+        self._policy = turn.policy
+        self._meta = {SUBSCRIPTION_ID: message.id}
+        self._response = web.StreamResponse(status=200, headers=SSE_HEADERS)
+
+    async def run(
+        self,
+        opened: dict[str, UpstreamListen],
+        ends_at: float,
+        detach: Callable[[RequestContext], None] | None,
+        backend: Backend,
+    ) -> web.StreamResponse:
+        turn, response = self._turn, self._response
+        await response.prepare(turn.request)
+        turn.ctx.status = 200
+        if detach is not None:
+            detach(turn.ctx)
+        pumps = [
+            asyncio.create_task(self._pump(name, up), name=f"subscription-pump:{name}")
+            for name, up in opened.items()
+        ]
+        graceful = True
+        try:
+            await self._send(_notification(_ACK, self._meta, notifications=self._acked()))
+            graceful = await self._relay(ends_at, backend)
+        except ConnectionError:
+            graceful = False  # the client went away: nobody to answer
+            return response
+        finally:
+            for task in pumps:
+                task.cancel()
+            for task in pumps:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        with contextlib.suppress(ConnectionError):
+            if graceful:
+                end = {"resultType": "complete", "_meta": dict(self._meta)}
+                await self._send({"jsonrpc": "2.0", "id": self._id, "result": end})
+            await response.write_eof()
+        return response
+
+    async def _relay(self, ends_at: float, backend: Backend) -> bool:
+        """Pass notifications on until the stream ends; True for a graceful end."""
+        queue = self._slot.queue
+        open_backends = len(self._honoured)
+        while True:
+            left = ends_at - time.monotonic()
+            if left <= 0:
+                return True
+            try:
+                kind, value = await asyncio.wait_for(queue.get(), min(left, KEEPALIVE_S))
+            except TimeoutError:
+                if time.monotonic() < ends_at:
+                    await self._write(b": keepalive\n\n")
+                continue
+            if kind == "drain":
+                return True
+            if kind == "overflow":
+                return False
+            if kind == "reload":
+                if self._shrunk(value, backend):
+                    _log.info("subscription_ended_by_policy")
+                    return True
+                self._policy = value
+                continue
+            name, event = value
+            assert isinstance(event, ListenEvent)
+            if event.kind == "end":
+                open_backends -= 1
+                if not event.graceful or open_backends <= 0:
+                    return event.graceful
+                continue
+            out = self._outgoing(name, event)
+            if out is not None:
+                await self._send(out)
+
+    def _outgoing(self, name: str, event: ListenEvent) -> dict[str, Any] | None:
+        honoured = self._honoured.get(name)
+        if honoured is None:
+            return None
+        if event.kind == "updated":
+            uri = event.uri
+            if not honoured.uris or uri is None:
+                return None
+            # Only what the caller may read under the policy in force now (a reload the hub
+            # has not reported yet included).
+            policy = self._source.current() if self._source is not None else self._policy
+            if not policy.decide_resource(self._turn.principal, uri).allowed:
+                return None
+            return _notification("notifications/resources/updated", self._meta, uri=uri)
+        if not getattr(honoured, event.kind):
+            return None
+        return _notification(LIST_CHANGED[event.kind], self._meta)
+
+    def _shrunk(self, policy: Policy, backend: Backend) -> bool:
+        """Whether the new policy takes away something the acknowledgment granted."""
+        who = self._turn.principal
+        if not who.scopes.issuperset(policy.baseline_scopes):
+            return True
+        if not policy.decide_method(who, "subscriptions/listen").allowed:
+            return True
+        offers = [
+            ListenOffer(name, frozenset(("tools", "prompts", "resources")), subscribe=True)
+            for name in self._honoured
+        ]
+        now = plan(policy, who, self._wanted, offers, backend)
+        for name, had in self._honoured.items():
+            got = now.get(name, ListenFilter())
+            if any(getattr(had, k) and not getattr(got, k) for k in LIST_CHANGED):
+                return True
+            if not set(had.uris) <= set(got.uris):
+                return True
+        return False
+
+    async def _pump(self, name: str, up: UpstreamListen) -> None:
+        queue = self._slot.queue
+        try:
+            async for event in up.events():
+                if queue.qsize() >= MAX_QUEUED:
+                    queue.put_nowait(("overflow", None))
+                    return
+                queue.put_nowait(("event", (name, event)))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a backend stream that broke: an abrupt end for the client
+            _log.info("subscription_backend_lost", backend=name, kind=type(exc).__name__)
+            queue.put_nowait(("event", (name, ListenEvent("end"))))
+
+    def _acked(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, kind in FILTER_KEYS.items():
+            if any(getattr(h, kind) for h in self._honoured.values()):
+                out[key] = True
+        got = {u for h in self._honoured.values() for u in h.uris}
+        uris = [u for u in self._wanted.uris if u in got]
+        if uris:
+            out["resourceSubscriptions"] = uris
+        return out
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        await self._write(b"event: message\ndata: " + data + b"\n\n")
+
+    async def _write(self, chunk: bytes) -> None:
+        self._turn.ctx.bytes_out += len(chunk)
+        await self._response.write(chunk)
+
+
+def _notification(method: str, meta: Mapping[str, Any], **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": {"_meta": dict(meta), **params}}

@@ -1,0 +1,98 @@
+"""The replica's open subscription streams: their bounds, policy reloads and the drain.
+
+Per replica: ``limits.max_subscriptions_per_principal`` streams and
+``limits.max_subscribed_uris_per_principal`` URIs per subject (429 ``too_many_subscriptions``),
+``limits.max_subscriptions`` streams (503 ``over_capacity``). Each admitted stream holds a slot
+with its own queue; a policy reload and the drain are told to every slot through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from gateway.config import Limits
+from gateway.errors import OverCapacity, TooManySubscriptions
+from gateway.seams import PolicySource
+
+__all__ = ["RELOAD_POLL_S", "Slot", "SubscriptionHub"]
+
+RELOAD_POLL_S: Final = 0.5
+"""How often the hub looks for a new policy snapshot while streams are open."""
+
+
+@dataclass(eq=False)
+class Slot:
+    """One admitted stream: whose, how many URIs it counts, and its event queue."""
+
+    subject: str
+    uris: int
+    queue: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+
+
+class SubscriptionHub:
+    """Every open listen stream of this replica: the bounds, policy reloads and the drain."""
+
+    def __init__(self, limits: Limits, policy: PolicySource | None) -> None:
+        self._max = limits.max_subscriptions
+        self._per_principal = limits.max_subscriptions_per_principal
+        self._uris_per_principal = limits.max_subscribed_uris_per_principal
+        self.lifetime_s = limits.subscription_lifetime_s
+        self._policy = policy
+        self._open: set[Slot] = set()
+        self._streams: dict[str, int] = {}
+        self._uris: dict[str, int] = {}
+        self._watch: asyncio.Task[None] | None = None
+        self.draining = False
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    def admit(self, subject: str, uris: int) -> Slot:
+        """Take a stream slot for ``subject`` or raise the row of the bound it passes."""
+        if self.draining or len(self._open) >= self._max:
+            raise OverCapacity(retry_after=1)
+        if (
+            self._streams.get(subject, 0) >= self._per_principal
+            or self._uris.get(subject, 0) + uris > self._uris_per_principal
+        ):
+            raise TooManySubscriptions()
+        slot = Slot(subject, uris)
+        self._open.add(slot)
+        self._streams[subject] = self._streams.get(subject, 0) + 1
+        self._uris[subject] = self._uris.get(subject, 0) + uris
+        if self._watch is None and self._policy is not None:
+            self._watch = asyncio.create_task(self._watch_policy(), name="subscription-policy")
+        return slot
+
+    def release(self, slot: Slot) -> None:
+        if slot not in self._open:
+            return
+        self._open.discard(slot)
+        for counts, n in ((self._streams, 1), (self._uris, slot.uris)):
+            left = counts.get(slot.subject, 0) - n
+            if left > 0:
+                counts[slot.subject] = left
+            else:
+                counts.pop(slot.subject, None)
+
+    def drain(self) -> None:
+        """A graceful stop began: every stream ends with the graceful result now."""
+        self.draining = True
+        for slot in self._open:
+            slot.queue.put_nowait(("drain", None))
+
+    async def _watch_policy(self) -> None:
+        assert self._policy is not None
+        last = self._policy.current()
+        try:
+            while self._open:
+                await asyncio.sleep(RELOAD_POLL_S)
+                current = self._policy.current()
+                if current is not last:
+                    last = current
+                    for slot in self._open:
+                        slot.queue.put_nowait(("reload", current))
+        finally:
+            self._watch = None
