@@ -8,7 +8,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
-__all__ = ["MemoryLeases", "MemoryRateLimiter", "Slots", "retry_after_seconds"]
+__all__ = ["MemoryLeases", "MemoryRateLimiter", "Slots", "retry_after_seconds", "window_wait"]
 
 MAX_KEYS: Final = 100_000
 """Tracked keys per limiter; the least recently used key is forgotten past this (bounded memory)."""
@@ -40,13 +40,7 @@ class MemoryRateLimiter:
         estimated = previous * (1.0 - elapsed) + current
         if estimated + 1 > count:
             self._store(key, (index, current, previous))
-            # Time until the weighted previous count has decayed enough for one more event.
-            if previous > 0:
-                needed = (estimated + 1 - count) / previous * per_s
-                wait = min(needed, (index + 1) * per_s - now + per_s)
-            else:
-                wait = (index + 1) * per_s - now
-            return max(wait, 0.001)
+            return max(window_wait(now, per_s, current, previous, count), 0.001)
         self._store(key, (index, current + 1, previous))
         return None
 
@@ -55,6 +49,23 @@ class MemoryRateLimiter:
         self._windows.move_to_end(key)
         if len(self._windows) > self._max_keys:
             self._windows.popitem(last=False)
+
+
+def window_wait(now: float, per_s: float, current: int, previous: int, count: int) -> float:
+    """Time until one more event fits under ``count``, for a refused hit (the same arithmetic as
+    :data:`gateway.limits.redis.RATE_SCRIPT`).
+
+    While this window alone has room, the wait is until the previous window's weighted count has
+    decayed enough. When this window alone is full, no wait inside it helps: its count becomes
+    the next window's ``previous`` and must decay in turn (waiting only for the window's end
+    promised a ``Retry-After`` that was then refused again).
+    """
+    index = int(now // per_s)
+    if current + 1 <= count and previous > 0:
+        estimated = previous * (1.0 - (now - index * per_s) / per_s) + current
+        return (estimated + 1 - count) / previous * per_s
+    excess = (current + 1 - count) / current if current > 0 else 1.0
+    return (index + 1) * per_s - now + excess * per_s
 
 
 class Slots:

@@ -48,11 +48,13 @@ local elapsed = (now - index * per_ms) / per_ms
 local estimated = previous * (1 - elapsed) + current
 local wait = 0
 if estimated + 1 > limit then
-  if previous > 0 then
-    wait = math.min((estimated + 1 - limit) / previous * per_ms,
-                    (index + 1) * per_ms - now + per_ms)
+  -- gateway.limits.memory.window_wait: a full window must also decay as the next one's previous
+  if current + 1 <= limit and previous > 0 then
+    wait = (estimated + 1 - limit) / previous * per_ms
+  elseif current > 0 then
+    wait = (index + 1) * per_ms - now + (current + 1 - limit) / current * per_ms
   else
-    wait = (index + 1) * per_ms - now
+    wait = (index + 1) * per_ms - now + per_ms
   end
   wait = math.max(math.ceil(wait), 1)
 else

@@ -47,7 +47,8 @@ async def test_a_limit_holds_across_two_stores_exactly(
     results = [await (a if i % 2 else b).hit("sub:alice", 5, 60.0) for i in range(8)]
     assert results[:5] == [None] * 5
     waits = results[5:]
-    assert all(w is not None and 0 < w <= 60.0 for w in waits)
+    # The rest of the full window, then a fifth of the next (the five decaying as "previous").
+    assert all(w is not None and 12.0 - 0.01 <= w <= 72.0 for w in waits)
     # Another key has its own budget.
     assert await a.hit("sub:bob", 5, 60.0) is None
 
@@ -69,6 +70,20 @@ async def test_the_window_refills(two_stores: tuple[RedisStore, RedisStore]) -> 
     assert wait is not None and wait <= 0.4
     await asyncio.sleep(0.45)  # two windows later the previous count no longer weighs
     assert await limiter.hit("ip:10.0.0.1", 1, 0.2) is None
+
+
+async def test_a_full_window_waits_until_a_retry_is_admitted(
+    two_stores: tuple[RedisStore, RedisStore],
+) -> None:
+    # Two of two in one 0.5 s window: the wait covers the rest of the window AND half of the
+    # next (the two then weigh as "previous"), so the retry it promises is admitted (the same
+    # arithmetic as the memory limiter, tests/unit/test_rate_window.py).
+    limiter = RedisRateLimiter(two_stores[0])
+    assert [await limiter.hit("ip:10.0.0.2", 2, 0.5) for _ in range(2)] == [None, None]
+    wait = await limiter.hit("ip:10.0.0.2", 2, 0.5)
+    assert wait is not None and 0.248 <= wait <= 0.75
+    await asyncio.sleep(wait + 0.01)
+    assert await limiter.hit("ip:10.0.0.2", 2, 0.5) is None
 
 
 async def test_keys_are_hashed_and_expire(
