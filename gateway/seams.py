@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, get_args, runtime_checkable
 from gateway.errors import GatewayError, JsonRpcId
 
 __all__ = [
+    "ANNOTATION_HINTS",
     "AUTH_METHODS",
     "EMPTY_SURFACE",
     "NO_CLAIMS",
@@ -60,6 +61,7 @@ __all__ = [
     "SurfaceRequest",
     "ToolCall",
     "ToolDef",
+    "ToolOverride",
     "UpstreamListen",
     "frozen_claims",
     "listed",
@@ -301,6 +303,51 @@ class ToolDef:
     backend: str = ""
     """The name of the backend that owns the tool (``backends:`` key, ``default`` for a single
     ``backend:``): where a call goes, and the audit trail's ``backend``. Empty: not known."""
+    fixed_arguments: Mapping[str, Any] = field(default_factory=lambda: NO_CLAIMS)
+    """``override.arguments.fixed``: values the gateway injects toward the backend (top-level
+    argument name -> JSON value). Empty for a tool without such an override."""
+    closed_arguments: frozenset[str] = frozenset()
+    """Argument names a caller may not set (fixed and hidden ones): a ``tools/call`` that sets
+    one is refused (``argument_not_settable``). Empty: nothing to check on a call."""
+    origin: ToolDef | None = None
+    """The backend's own definition when a policy ``override:`` changed this one (the backend
+    validates arguments and derives ``Mcp-Param-*`` headers from it); None: not overridden."""
+
+
+ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""The boolean ``ToolAnnotations`` hints an ``override.annotations`` may set (besides
+``title``), MCP 2026-07-28 server/tools.mdx §Tool annotations."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOverride:
+    """A policy rule's ``override:``: how the gateway exposes the tools the rule governs.
+
+    Plain data, parsed by :mod:`gateway.policy.overrides`, applied to a backend definition by
+    :func:`gateway.backend.exposed.exposed_tool` when the catalogs are merged (never per call).
+    """
+
+    where: str
+    """``file:line:col`` of the ``override:`` key (logs name it when a tool does not fit)."""
+    title: str | None = None
+    description: str | None = None
+    """Replace the backend's ``title`` / ``description`` (the rule's own ``description`` is a
+    note for people and is never shown to clients)."""
+    annotations: Mapping[str, bool | str] = field(default_factory=lambda: NO_CLAIMS)
+    """Single ``annotations`` members to set: a hint of :data:`ANNOTATION_HINTS` -> bool, or
+    ``title`` -> str; the backend's other hints are kept."""
+    rename: str | None = None
+    """The exposed name (verbatim: no backend prefix is added); the backend still gets its own."""
+    fixed: Mapping[str, Any] = field(default_factory=lambda: NO_CLAIMS)
+    """Top-level arguments pinned to a JSON value: removed from the advertised schema (and from
+    ``required``), injected toward the backend, refused from a caller."""
+    hidden: tuple[str, ...] = ()
+    """Optional top-level arguments removed from the advertised schema, refused from a caller."""
+
+    @property
+    def closed(self) -> frozenset[str]:
+        """The argument names a caller may not set."""
+        return frozenset(self.fixed) | frozenset(self.hidden)
 
 
 class Catalog(Protocol):
