@@ -20,7 +20,8 @@ forwarding to the backend with nothing else: what the design costs at least), ``
 p50 at one connection), ``legacy`` (2025-06-18), ``401`` (a refused token; introspections
 counted), ``features`` (JWT with a warm cache, two backends, signed caller assertions, a
 DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature verification;
-tracing off and on at ratio 1.0),
+``when:`` conditions on the tool; a ``prompts/get`` and a ``resources/read`` beside a
+``tools/call``; signed audit checkpoints; tracing off and on at ratio 1.0),
 ``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
 unpinned: every process shares both cores). At the defaults the whole run takes about 11
 minutes (``--quick``: about 3).
@@ -103,8 +104,16 @@ def call_body(name: str = "echo", *, modern: bool = True) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
 
 
-def modern_headers(token: str | None, name: str = "echo") -> dict[str, str]:
-    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": name}
+def surface_body(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A 2026-07-28 ``prompts/get`` or ``resources/read`` (the bench backend's greet prompt and
+    its note)."""
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": META}}
+
+
+def modern_headers(
+    token: str | None, name: str = "echo", method: str = "tools/call"
+) -> dict[str, str]:
+    headers = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method, "Mcp-Name": name}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     return headers
@@ -355,6 +364,21 @@ class Bench:
             "b": {**self.config()["backend"], "prefix": "b__"},
         }
         jwt_lua = write_lua(self.work / "jwt.lua", call_body(), modern_headers(self.info["jwt"]))
+        token = self.info["token"]
+        prompt_lua = write_lua(
+            self.work / "prompt.lua",
+            surface_body("prompts/get", {"name": "greet", "arguments": {"name": "wrk"}}),
+            modern_headers(token, "greet", "prompts/get"),
+        )
+        read_lua = write_lua(
+            self.work / "read.lua",
+            surface_body("resources/read", {"uri": "bench://notes/1"}),
+            modern_headers(token, "bench://notes/1", "resources/read"),
+        )
+        checkpoint_key = self.work / "audit-key.pem"
+        write_ed25519(checkpoint_key)
+        checkpoints = {"sink": "stdout", "checkpoint": {"key": {"file": str(checkpoint_key)},
+                                                        "every": 1000}}  # fmt: skip
         variants: list[tuple[str, dict[str, Any], Path]] = [
             ("jwt, warm cache", {"issuer": jwt_issuer}, jwt_lua),
             ("two backends", {"backend": None, "backends": two,
@@ -363,6 +387,12 @@ class Bench:
              self.lua["modern"]),
             ("signed assertion", {"backend": {**self.config()["backend"], "identity": {
                 "assertion": {"key": {"file": str(key)}}}}}, self.lua["modern"]),
+            # The rest of the surface: a prompts/get and a resources/read (each with its audit
+            # event), beside a tools/call at the defaults.
+            ("prompts/get greet", {}, prompt_lua),
+            ("resources/read a note", {}, read_lua),
+            # The audit chain is always on (it is in the defaults); checkpoints sign every 1000.
+            ("audit checkpoints every 1000", {"audit": checkpoints}, self.lua["modern"]),
             # tracing: off is the defaults again (an A/A pair: its cost must be noise); on
             # records every request (ratio 1.0) and exports to the peer's OTLP/HTTP sink.
             ("tracing off", {}, self.lua["modern"]),
@@ -418,7 +448,9 @@ class Bench:
         pin(reference.pids, LOAD_CORE)
         try:
             for name, overrides, lua in variants:
-                gateway = self.gateway(name.replace(" ", "-").replace(",", ""), **overrides)
+                gateway = self.gateway(
+                    name.replace(" ", "-").replace(",", "").replace("/", "-"), **overrides
+                )
                 try:
                     for index in range(self.args.side_rounds):
                         pair = [(name, gateway, lua), (f"defaults (beside {name})", reference,
@@ -477,6 +509,13 @@ def policy(rules: int, *, extra: list[str] | None = None, when: list[str] | None
         name = f"other_{i:04d}" if i % 2 else f"other_{i:04d}_*"
         lines.append(f'  "{name}": {{scopes: [other:{i}]}}')
     lines += [f'  "{name}": {{scopes: []}}' for name in extra or []]
+    # The bench backend's prompt and note, for the features phase's surface variants.
+    lines += [
+        "prompts:",
+        "  greet: {scopes: []}",
+        "resources:",
+        '  "bench://notes/*": {scopes: []}',
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -530,8 +569,7 @@ def summary(bench: Bench) -> None:
     if "legacy (legacy phase)" in r:
         ratio = m("legacy (legacy phase)") / m("modern (legacy phase)")
         print(f"  legacy / modern CPU per call: {ratio:.2f}")
-    for key in ("jwt, warm cache", "two backends", "signed assertion", "dpop ES256",
-                "dpop EdDSA", "1000 tools", "1000 rules"):  # fmt: skip
+    for key in [key for key in r if f"defaults (beside {key})" in r]:  # every side-by-side
         if key in r:
             ref = m(f"defaults (beside {key})")
             print(f"  {key}: {m(key):.0f} µs CPU per call ({m(key) - ref:+.0f} µs against the "

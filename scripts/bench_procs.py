@@ -28,7 +28,8 @@ ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 BACKEND = textwrap.dedent(
     r"""
     # The bare backend: an aiohttp MCP server (2026-07-28, no auth, no logging) answering
-    # server/discover, tools/list and tools/call echo. /mcp lists 1 tool, /mcp<N> lists N.
+    # server/discover, tools/list and tools/call echo, prompts/list and prompts/get greet,
+    # resources/list and resources/read bench://notes/1. /mcp lists 1 tool, /mcp<N> lists N.
     import json, sys
     from aiohttp import web
 
@@ -41,6 +42,9 @@ BACKEND = textwrap.dedent(
         return [echo, *more]
 
     CATALOGS = {}
+    PROMPT = {"name": "greet", "description": "Greet someone.",
+              "arguments": [{"name": "name", "required": True}]}
+    NOTE = {"uri": "bench://notes/1", "name": "note-1", "mimeType": "text/plain"}
 
     async def handle(request):
         message = json.loads(await request.read())
@@ -48,10 +52,24 @@ BACKEND = textwrap.dedent(
         if method == "tools/call":
             text = message["params"]["arguments"].get("text", "")
             result = {"resultType": "complete", "content": [{"type": "text", "text": text}]}
+        elif method == "prompts/get":
+            name = message["params"].get("arguments", {}).get("name", "")
+            result = {"resultType": "complete", "messages": [
+                {"role": "user", "content": {"type": "text", "text": f"Hello {name}"}}]}
+        elif method == "resources/read":
+            result = {"resultType": "complete", "contents": [
+                {"uri": NOTE["uri"], "mimeType": "text/plain", "text": "note one"}]}
         elif method == "server/discover":
             result = {"resultType": "complete", "supportedVersions": ["2026-07-28"],
-                      "capabilities": {"tools": {}}, "ttlMs": 600000, "cacheScope": "public",
+                      "capabilities": {"tools": {}, "prompts": {}, "resources": {}},
+                      "ttlMs": 600000, "cacheScope": "public",
                       "serverInfo": {"name": "bare", "version": "1"}}
+        elif method in ("prompts/list", "resources/list", "resources/templates/list"):
+            key = {"prompts/list": "prompts", "resources/list": "resources",
+                   "resources/templates/list": "resourceTemplates"}[method]
+            items = {"prompts": [PROMPT], "resources": [NOTE], "resourceTemplates": []}[key]
+            result = {"resultType": "complete", key: items, "ttlMs": 600000,
+                      "cacheScope": "public"}
         elif method == "tools/list":
             n = request.match_info.get("n") or "1"
             if n not in CATALOGS:
