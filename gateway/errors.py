@@ -32,6 +32,7 @@ __all__ = [
     "Draining",
     "ExchangeRefused",
     "ExchangeUnavailable",
+    "ExternalPolicyDenied",
     "GatewayError",
     "HeaderMismatch",
     "HeadersTooLarge",
@@ -55,6 +56,7 @@ __all__ = [
     "OriginForbidden",
     "OverCapacity",
     "ParseError",
+    "PolicyUnavailable",
     "RateLimited",
     "RequestTimeout",
     "ResourceNotFound",
@@ -475,6 +477,39 @@ class ExchangeUnavailable(GatewayError):
         "exchange_unavailable",
         503,
         "Authorization server unavailable for this tool's backend, retry later",
+    )
+    batch_member_code = -32603
+
+
+# --- the external decision point (policy_external: OpenID AuthZEN 1.0) -----------------------
+
+
+class ExternalPolicyDenied(GatewayError):
+    """The external decision point answered ``"decision": false`` for a request the local
+    policy allows (AuthZEN 1.0 §6.2). It can only narrow: no challenge, since more scopes would
+    not change its answer, and none of its ``context`` (reasons meant for administrators) is
+    relayed: the text is fixed."""
+
+    row, status, message = (
+        "external_policy_denied",
+        403,
+        "Denied by the organisation's policy decision point",
+    )
+    body_code = batch_member_code = FORBIDDEN_CODE
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return {"reason": "external_policy"}
+
+
+class PolicyUnavailable(GatewayError):
+    """The external decision point could not decide: unreachable, slower than
+    ``policy_external.timeout_s`` (within the request deadline), or an answer that is not an
+    AuthZEN decision. Fail closed (``on_error: deny``, the default), retry later."""
+
+    row, status, message = (
+        "policy_unavailable",
+        503,
+        "Policy decision point unavailable, retry later",
     )
     batch_member_code = -32603
 

@@ -24,6 +24,7 @@ __all__ = [
     "EMPTY_SURFACE",
     "NO_CLAIMS",
     "TOOL_NAME",
+    "AccessQuestion",
     "AuthMethod",
     "AuthRequest",
     "Authenticator",
@@ -34,6 +35,7 @@ __all__ = [
     "Catalog",
     "ConcurrencyLimiter",
     "Decision",
+    "DecisionPoint",
     "DpopReplays",
     "Era",
     "HeaderParam",
@@ -686,6 +688,34 @@ class PolicySource(Protocol):
     """**Protocol:** hands out the current policy; a reload swaps it atomically."""
 
     def current(self) -> Policy: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AccessQuestion:
+    """What the external decision point is asked about one request the local policy allowed."""
+
+    action: Literal["tools/call", "prompts/get", "resources/read"]
+    target: str
+    """The tool or prompt name as the caller sees it, or the resource URI (normal form)."""
+    backend: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    """The call's (schema-checked) arguments; sent only with ``send_arguments``."""
+
+
+class DecisionPoint(Protocol):
+    """**Protocol:** the external decision point (``policy_external:``, ``gateway/pdp``).
+
+    Asked only after the local policy allowed, so it can only narrow. Wired only when
+    configured: without the section the routes hold None and never call it."""
+
+    async def consult(
+        self, principal: Principal, question: AccessQuestion, ctx: RequestContext,
+        deadline: float,
+    ) -> None:  # fmt: skip
+        """Return when the request may go on (allowed, or a failure under ``on_error:
+        allow_local``); raise ExternalPolicyDenied or PolicyUnavailable otherwise. Records the
+        outcome in ``ctx.extra["pdp"]`` for the audit trail. ``deadline``: monotonic instant."""
+        ...
 
 
 # --- limits ---------------------------------------------------------------------------------

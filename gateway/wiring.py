@@ -1,7 +1,8 @@
 """Builds the production :class:`~gateway.app.Services` from a validated :class:`Config`.
 
 The one place concrete classes meet the Protocols of :mod:`gateway.seams`: the resource server
-(auth/), the policy reloader (policy/), the upstream backend (backend/), the limiters of
+(auth/), the policy reloader (policy/), the upstream backend (backend/), the external decision
+point when ``policy_external:`` is set (pdp/), the limiters of
 ``state:`` (state/ and limits/: per replica, or shared in Redis), the observer
 (observability/) and the MCP endpoint (http/). Startup dependencies
 (issuer metadata, the first catalog fetch) run as background tasks that flip their readiness
@@ -38,6 +39,7 @@ from gateway.observability.events import policy_reload_reporter
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound
+from gateway.pdp.authzen import AuthZenDecisionPoint
 from gateway.policy.model import PolicySet
 from gateway.policy.reload import PolicyReloader
 from gateway.seams import RateLimiter
@@ -114,6 +116,12 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         record_request_metrics=False,
     )
     tracing = _tracing(config, metrics)
+    # policy_external: built only when configured; without it the routes never ask anyone.
+    pdp = (
+        AuthZenDecisionPoint(config.policy_external, config.resource, outbound, metrics=metrics)
+        if config.policy_external is not None
+        else None
+    )
     endpoint = McpEndpoint(
         config=config,
         authenticator=authenticator,
@@ -126,6 +134,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         request_id=lambda request: assign_request_id(request, config.trusted_proxies),
         tracing=tracing,
         listening=FederatedListening(backend),
+        decision_point=pdp,
     )
     services = Services(
         metrics=metrics,
@@ -165,6 +174,8 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
     )
     services.drain.append(endpoint.drain)
     services.cleanups.extend([backend.close, authenticator.close, state.close, _async(audit.close)])
+    if pdp is not None:
+        services.cleanups.append(pdp.close)
     if tracing is not None:
         tracing.start()
         # Last: the spans of the drained requests are exported (bounded by otlp.timeout_s).

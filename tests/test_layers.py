@@ -194,7 +194,9 @@ def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
     assert RULES["state"] == TABLE.foundation - {"limits"} and "state" in RULES["limits"]
     assert RULES["cli"] == ANYTHING and RULES["wiring"] == ANYTHING
     assert RULES[""] == TABLE.foundation and {"", "schema"} == NEUTRAL_TARGETS
-    assert {"dev": {"cli", "demo"}, "workers": {"cli"}} == ONLY_IMPORTED_BY
+    # The decision point's client: only the composition root builds it; http/ sees the seam.
+    assert RULES["pdp"] == TABLE.foundation | {"outbound", "policy"}
+    assert {"dev": {"cli", "demo"}, "workers": {"cli"}, "pdp": {"wiring"}} == ONLY_IMPORTED_BY
 
 
 def test_the_parser_reads_every_form_of_a_rule() -> None:

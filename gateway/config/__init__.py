@@ -8,8 +8,9 @@ The package, by job:
 * :mod:`~gateway.config.builder`: the state the section builders share (document, directory,
   environment) and the URL checks;
 * :mod:`~gateway.config.issuer` (``issuer:`` / ``issuers:``), :mod:`~gateway.config.backend`,
-  :mod:`~gateway.config.state`, :mod:`~gateway.config.sections`: one ``build_*`` function per
-  section of the file;
+  :mod:`~gateway.config.state`, :mod:`~gateway.config.sections`,
+  :mod:`~gateway.config.policy_external` (its dataclasses in ``policy_external_model``): one
+  ``build_*`` function per section of the file;
 * :mod:`~gateway.config.secrets`: :class:`Secret` and ``{env: NAME}`` / ``{file: PATH}``
   resolution (a ``Secret``'s ``repr`` never shows the value; literal secrets are warnings);
 * :mod:`~gateway.config.urls`: :func:`canonical_uri` (RFC 8707) and :func:`is_loopback_url`.
@@ -64,6 +65,7 @@ from gateway.config.model import (
     TracingConfig,
     parse_rate,
 )
+from gateway.config.policy_external_model import PdpCredential, PolicyExternalConfig
 from gateway.config.secrets import Secret
 from gateway.config.urls import canonical_uri, is_loopback_url
 
@@ -96,6 +98,8 @@ __all__ = [
     "Listen",
     "LoggingConfig",
     "OtlpConfig",
+    "PdpCredential",
+    "PolicyExternalConfig",
     "ProtocolConfig",
     "Rate",
     "RedisConfig",

@@ -37,6 +37,7 @@ from gateway.config.model import (
     ProtocolConfig,
     ServerInfo,
 )
+from gateway.config.policy_external import build_policy_external
 from gateway.config.secrets import Secret
 from gateway.config.sections import (
     build_allowed_origins,
@@ -239,6 +240,7 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     section("allowed_origins", lambda: build_allowed_origins(b, raw.get("allowed_origins", [])))
     section("audit", lambda: build_audit(b, raw.get("audit", {})))
     section("tracing", lambda: build_tracing(b, raw.get("tracing")))
+    section("policy_external", lambda: build_policy_external(b, raw.get("policy_external")))
     section("state", lambda: build_state(b, raw.get("state", {})))
     # A revocation marker must outlive the longest any issuer's cache may hold a token.
     section("admin", lambda: build_admin(b, raw.get("admin", {}), _longest_cache(issuers)))

@@ -12,6 +12,7 @@ from typing import Final, Literal, get_args
 from urllib.parse import urlsplit
 
 from gateway.config.identity_model import IdentityConfig, IdentityJwksConfig
+from gateway.config.policy_external_model import PolicyExternalConfig
 from gateway.config.secrets import Secret
 
 __all__ = [
@@ -561,6 +562,8 @@ class Config:
     cors: CorsConfig = field(default_factory=CorsConfig)
     tracing: TracingConfig | None = None
     """None without a ``tracing:`` section: no tracing code runs at all."""
+    policy_external: PolicyExternalConfig | None = None
+    """None without a ``policy_external:`` section: no decision point is consulted at all."""
 
     @property
     def issuers(self) -> tuple[IssuerConfig, ...]:

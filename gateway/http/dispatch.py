@@ -34,7 +34,15 @@ from gateway.http.turn import Route, Turn
 from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import error_body
 from gateway.protocol.messages import McpMessage
-from gateway.seams import Backend, Lease, Listening, PolicySource, RequestContext, ToolDef
+from gateway.seams import (
+    Backend,
+    DecisionPoint,
+    Lease,
+    Listening,
+    PolicySource,
+    RequestContext,
+    ToolDef,
+)
 
 __all__ = ["Dispatcher"]
 
@@ -55,6 +63,7 @@ class Dispatcher:
         listening: Listening | None = None,
         policy: PolicySource | None = None,
         detach: Callable[[RequestContext], None] | None = None,
+        decision_point: DecisionPoint | None = None,
     ) -> None:
         """``listening``: the backends' listen streams (``subscriptions/listen``; None: the
         method does not exist); ``policy``: the source whose reloads end streams; ``detach``:
@@ -67,6 +76,7 @@ class Dispatcher:
             limits=limits,
             drain=drain if drain is not None else DrainBound(),
             metrics=metrics,
+            decision_point=decision_point,
         )
         self.subscriptions = SubscriptionRoutes(
             limits=config.limits, backend=backend, listening=listening, policy=policy,
@@ -82,6 +92,7 @@ class Dispatcher:
                 limits=limits,
                 metrics=metrics,
                 exchanging=tools.exchanging,
+                decision_point=decision_point,
             ).routes(),
             **self.subscriptions.routes(),
         }

@@ -72,6 +72,7 @@ from gateway.seams import (
     Backend,
     CallerToken,
     ConcurrencyLimiter,
+    DecisionPoint,
     Listening,
     Observer,
     Policy,
@@ -114,6 +115,7 @@ class McpEndpoint:
         request_id: Callable[[web.Request], str | None] | None = None,
         tracing: RequestTracer | None = None,
         listening: Listening | None = None,
+        decision_point: DecisionPoint | None = None,
     ) -> None:
         self._config = config
         self._auth = authenticator
@@ -149,6 +151,7 @@ class McpEndpoint:
         self._dispatcher = Dispatcher(
             config=config, backend=backend, limits=self._limits, metrics=metrics,
             drain=self._drain, listening=listening, policy=policy, detach=self._detach,
+            decision_point=decision_point,
         )  # fmt: skip
 
     def drain(self, deadline: float) -> None:

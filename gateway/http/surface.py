@@ -10,10 +10,12 @@ Every method exists only when some backend advertises its capability (``prompts`
   ``unknown_prompt`` (the same bytes either way); one it could get with more scopes is the same
   403 step-up as a tool (``tool_insufficient_scope``); then the arguments are checked against
   the prompt's declared arguments (``invalid_prompt_arguments``), the rule's rate limit and
-  concurrency, the expiry re-check, and the backend request.
+  concurrency, the expiry re-check, the external decision point (``policy_external``, when
+  configured: it can only narrow), and the backend request.
 - ``resources/read``: decided on the URI's normal form; hidden or absent is
   ``resource_not_found`` (2026-07-28: -32602) / ``legacy_resource_not_found`` (2025: -32002),
-  answered without asking any backend when hidden; step-up as above. The result's contents
+  answered without asking any backend when hidden; step-up, limits, expiry and the external
+  decision point as above. The result's contents
   count against ``limits.max_response_bytes`` (blobs base64-checked and bounded by the backend).
 - ``completion/complete``: allowed when the referenced prompt (``ref/prompt``) or template
   (``ref/resource``) is visible and allowed for the caller; otherwise answered like that prompt
@@ -31,6 +33,7 @@ from typing import Any, Final
 from gateway.config import Config
 from gateway.errors import (
     BackendFailure,
+    ExternalPolicyDenied,
     InvalidPromptArguments,
     MethodNotFound,
     ToolInsufficientScope,
@@ -49,8 +52,10 @@ from gateway.observability.metrics import Metrics
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import shape_surface_result
 from gateway.seams import (
+    AccessQuestion,
     Backend,
     Decision,
+    DecisionPoint,
     Surface,
     SurfaceReply,
     SurfaceRequest,
@@ -84,8 +89,11 @@ class SurfaceRoutes:
         limits: CallLimits,
         metrics: Metrics | None = None,
         exchanging: frozenset[str] = frozenset(),
+        decision_point: DecisionPoint | None = None,
     ) -> None:
         self._config = config
+        self._pdp = decision_point
+        """``policy_external``: asked after step-up, the limits and the expiry re-check."""
         self._backend = backend
         self._limits = limits
         self._metrics = metrics
@@ -135,9 +143,11 @@ class SurfaceRoutes:
             tracestate=turn.ctx.tracestate,
             caller_token=turn.caller_token if prompt.backend in self._exchanging else None,
         )
+        question = AccessQuestion("prompts/get", name, prompt.backend, dict(arguments))
         reply = await self._send(
-            turn, decision, request, section="prompts", key=name, admitted=admitted
-        )
+            turn, decision, request, section="prompts", key=name, admitted=admitted,
+            question=question,
+        )  # fmt: skip
         if reply.error_code in _NOT_FOUND_CODES:
             self._count(message.method, decision.rule, "not_found")
             raise UnknownPrompt()
@@ -170,9 +180,11 @@ class SurfaceRoutes:
             caller_token=turn.caller_token if backend in self._exchanging else None,
         )
         key = decision.rule or ""
+        question = AccessQuestion("resources/read", uri, backend)
         reply = await self._send(
-            turn, decision, request, section="resources", key=key, admitted=admitted
-        )
+            turn, decision, request, section="resources", key=key, admitted=admitted,
+            question=question,
+        )  # fmt: skip
         if reply.error_code in _NOT_FOUND_CODES:
             self._count(message.method, decision.rule, "not_found")
             raise not_found(message.era)
@@ -245,8 +257,10 @@ class SurfaceRoutes:
         section: str,
         key: str,
         admitted: bool,
+        question: AccessQuestion,
     ) -> SurfaceReply:
-        """The rule's rate limit and concurrency cap, the expiry re-check, the request."""
+        """The rule's rate limit and concurrency cap, the expiry re-check, the external
+        decision point (when configured), the request."""
         rate, concurrency = turn.policy.limits(section, decision.rule)
         scope = section[:-1]
         lease = await self._limits.admit_rule(
@@ -254,6 +268,12 @@ class SurfaceRoutes:
         )
         try:
             check_expiry(turn, admitted)
+            if self._pdp is not None:
+                try:
+                    await self._pdp.consult(turn.principal, question, turn.ctx, turn.deadline)
+                except ExternalPolicyDenied:
+                    self._count(request.method, decision.rule, "denied")
+                    raise
             return await self._request(turn, request)
         finally:
             if lease is not None:

@@ -26,7 +26,17 @@ from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import success_body
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import shape_call_result, tool_error_result
-from gateway.seams import Backend, Decision, InputRequired, JsonObject, Resume, ToolCall, ToolDef
+from gateway.seams import (
+    AccessQuestion,
+    Backend,
+    Decision,
+    DecisionPoint,
+    InputRequired,
+    JsonObject,
+    Resume,
+    ToolCall,
+    ToolDef,
+)
 
 __all__ = ["OVERSIZE_TEXT", "TIMEOUT_TEXT", "ToolCalls"]
 
@@ -51,8 +61,11 @@ class ToolCalls:
         limits: CallLimits,
         drain: DrainBound,
         metrics: Metrics | None = None,
+        decision_point: DecisionPoint | None = None,
     ) -> None:
         self._backend = backend
+        self._pdp = decision_point
+        """``policy_external``: asked after everything local allowed (None: never asked)."""
         self._limits = limits
         self._drain = drain
         self._server = config.server
@@ -96,6 +109,11 @@ class ToolCalls:
         try:
             if not admitted:
                 check_expiry(turn)
+            if self._pdp is not None:  # it can only narrow what the local policy allowed
+                question = AccessQuestion(
+                    "tools/call", tool.name, tool.backend or None, message.arguments or {}
+                )
+                await self._pdp.consult(principal, question, ctx, turn.deadline)
             # A retry of an input round: checked now, before anything goes upstream.
             resume = (
                 self._inputs.resume(message, principal, policy.version, ctx, backend=tool.backend)

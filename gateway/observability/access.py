@@ -36,6 +36,7 @@ from gateway.observability.audit import (
     argument_shape,
     exchange_record,
     input_record,
+    pdp_record,
 )
 from gateway.observability.logging import emit_info, get_logger
 from gateway.observability.metrics import Metrics, method_label
@@ -253,6 +254,7 @@ class GatewayObserver:
             input=input_record(ctx.extra.get("input")),
             exchange=exchange_record(ctx.extra.get("exchange")),
             target=ctx.extra.get("audit_target"),
+            pdp=pdp_record(ctx.extra.get("pdp")),
         )
 
     def _batch_event(self, ctx: RequestContext, call: CallRecord, duration_s: float) -> AuditEvent:

@@ -50,6 +50,7 @@ __all__ = [
     "argument_shape",
     "exchange_record",
     "input_record",
+    "pdp_record",
 ]
 
 AUDIT_LOGGER: Final = "gateway.audit"
@@ -126,6 +127,23 @@ def exchange_record(raw: Any) -> dict[str, Any] | None:
     return record or None
 
 
+_PDP_VALUES: Final[Mapping[str, frozenset[Any]]] = {
+    "decision": frozenset({"allow", "deny", "error"}), "cached": frozenset({True, False}),
+    "fallback": frozenset({"allow_local"}),
+}  # fmt: skip
+
+
+def pdp_record(raw: Any) -> dict[str, Any] | None:
+    """The audit form of the external decision point's say (``RequestContext.extra["pdp"]``,
+    ``policy_external``): ``decision`` (allow, deny, error), ``cached`` (from the decision
+    cache) and, when it failed under ``on_error: allow_local``, ``fallback``."""
+    if not isinstance(raw, Mapping):
+        return None
+    record = {key: raw[key] for key, allowed in _PDP_VALUES.items()
+              if key in raw and type(raw[key]) in (str, bool) and raw[key] in allowed}  # fmt: skip
+    return record or None
+
+
 @dataclass(frozen=True, slots=True)
 class AuditEvent:
     """One ``tools/call``: who called which tool, the policy's verdict, and what happened."""
@@ -167,6 +185,8 @@ class AuditEvent:
     target: tuple[str, str, str] | None = None
     """A ``prompts/get`` or ``resources/read``: (event, field, value), e.g. ``("resource_read",
     "uri", "file:///docs/a.md")``; the event then has that field instead of ``tool``."""
+    pdp: Mapping[str, Any] | None = None
+    """What the external decision point said (:func:`pdp_record`), when one was asked."""
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
@@ -200,6 +220,8 @@ class AuditEvent:
             record["input"] = dict(self.input)
         if self.exchange is not None:
             record["exchange"] = dict(self.exchange)
+        if self.pdp is not None:
+            record["pdp"] = dict(self.pdp)
         return _dumps(record)
 
 

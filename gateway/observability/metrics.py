@@ -50,6 +50,7 @@ __all__ = [
     "JWT_RESULTS",
     "LATENCY_BUCKETS",
     "METHOD_LABELS",
+    "PDP_OUTCOMES",
     "POLICY_RELOAD_RESULTS",
     "RATE_LIMIT_SCOPES",
     "STORE_ERROR_KINDS",
@@ -129,6 +130,10 @@ ASSERTION_RESULTS: Final = ("signed", "reused")
 """``identity_assertions_total{result}``: a caller assertion minted, or one reused."""
 EXCHANGE_RESULTS: Final = ("ok", "refused", "unavailable")
 """``token_exchanges_total{result}``: RFC 8693 requests to the token endpoint."""
+PDP_OUTCOMES: Final = ("allow", "deny", "error", "cache_hit")
+"""``policy_external_decisions_total{outcome}``: the external decision point's answers (allow,
+deny), the consultations it could not answer (error: unreachable, slow, garbled) and the ones
+answered from the decision cache (cache_hit)."""
 
 RATE_LIMIT_SCOPES: Final = (
     "ip",
@@ -257,6 +262,16 @@ class Metrics:
         self.exchanged_tokens = Gauge(
             p + "exchanged_tokens", "Exchanged tokens cached, by backend",
             ["backend"], registry=r,
+        )  # fmt: skip
+        self.policy_external_decisions_total = Counter(
+            p + "policy_external_decisions_total",
+            "External decision point (AuthZEN) consultations by outcome",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self.policy_external_duration_seconds = Histogram(
+            p + "policy_external_duration_seconds",
+            "External decision point (AuthZEN) request duration",
+            buckets=LATENCY_BUCKETS, registry=r,
         )  # fmt: skip
         self.in_flight = Gauge(p + "in_flight", "MCP requests in flight", registry=r)
         self.surface_requests_total = Counter(
@@ -409,6 +424,11 @@ class Metrics:
             for result in EXCHANGE_RESULTS:
                 self.token_exchanges_total.labels(backend=name, result=result)
             self.exchanged_tokens.labels(backend=name).set_function(lambda: float(exchange()))
+
+    def register_policy_external(self) -> None:
+        """The decision point's series, at zero from the start (only with ``policy_external``)."""
+        for outcome in PDP_OUTCOMES:
+            self.policy_external_decisions_total.labels(outcome=outcome)
 
     def set_catalog_names(self, names: Container[str]) -> None:
         """The only tool names allowed as label values (bounded cardinality)."""

@@ -70,7 +70,7 @@ def yaml_keys(path: Path) -> set[str]:
 
     free_form = {
         "backend.tool_timeouts_s", "backends", "backends.*.tool_timeouts_s", "issuer.scope_map",
-        "tracing.otlp.headers",
+        "tracing.otlp.headers", "policy_external.subject_properties",
     }  # fmt: skip
 
     def walk(value: Any, prefix: str, free: bool) -> None:
@@ -240,6 +240,17 @@ class TestEveryKeyRoundTrips:
             ("x-honeycomb-team", "otlp-key")
         ]
         assert (t.sample_ratio, t.service_name, t.max_queue_spans) == (0.25, "acme-gateway", 512)
+        pe = c.policy_external
+        assert pe is not None and pe.credential is not None
+        assert (pe.url, pe.timeout_s, pe.on_error, pe.retry_after_s, pe.subject_type) == (
+            "https://pdp.internal.example.com/access/v1/evaluation", 0.25, "allow_local", 3,
+            "identity",
+        )  # fmt: skip
+        assert pe.subject_properties == (("cerbos.roles", "roles"), ("tenant", "tid"))
+        assert (pe.send_arguments, pe.cache_ttl_s, pe.cache_max_entries) == (True, 10.0, 500)
+        assert pe.max_connections == 8
+        assert pe.credential.type == "bearer" and pe.credential.token is not None
+        assert pe.credential.token.reveal() == "backend-token"
         assert (c.logging.format, c.logging.level) == ("console", "debug")
         assert (c.logging.subject, c.logging.log_arguments) == ("fingerprint", True)
         assert (c.audit.sink, c.audit.max_bytes, c.audit.backups) == ("file", 8192, 2)

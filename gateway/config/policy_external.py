@@ -1,0 +1,68 @@
+"""``policy_external:``: the external decision point (OpenID AuthZEN 1.0 Access Evaluation API).
+
+A sibling of ``policy:`` rather than a key inside it: ``policy:`` is the path (or list of paths)
+of the policy files, which are hot-reloaded, hold no secrets and stay pure; the decision point
+is a service the gateway connects to at startup with a credential of its own, like ``issuer:``
+or ``backend:``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.config.builder import Builder
+from gateway.config.policy_external_model import (
+    PDP_FIXED_PROPERTIES,
+    PdpCredential,
+    PolicyExternalConfig,
+)
+from gateway.yaml_source import PathPart
+
+__all__ = ["build_policy_external"]
+
+
+def build_policy_external(b: Builder, raw: dict[str, Any] | None) -> PolicyExternalConfig | None:
+    """None without the section. ``url`` is https, or plain http to a loopback or private
+    address (a sidecar or in-cluster PDP) with ``allow_insecure_http: true``."""
+    if raw is None:
+        return None
+    where: tuple[PathPart, ...] = ("policy_external",)
+    url = b.url(
+        raw["url"], (*where, "url"),
+        insecure_ok=bool(raw.get("allow_insecure_http", False)), private_ok=True,
+    )  # fmt: skip
+    if "?" in url:
+        b.doc.problem((*where, "url"), "must not contain a query")
+    properties: list[tuple[str, str]] = []
+    for name, claim in sorted(raw.get("subject_properties", {}).items()):
+        if name in PDP_FIXED_PROPERTIES:
+            fixed = ", ".join(PDP_FIXED_PROPERTIES)
+            b.doc.problem(
+                (*where, "subject_properties", name),
+                f"{name!r} is sent by the gateway itself (one of {fixed})",
+            )
+        properties.append((name, claim))
+    cache = raw.get("cache", {})
+    return PolicyExternalConfig(
+        url=url,
+        credential=_credential(b, raw.get("credential"), (*where, "credential")),
+        timeout_s=float(raw.get("timeout_s", 1.0)),
+        on_error=raw.get("on_error", "deny"),
+        retry_after_s=int(raw.get("retry_after_s", 5)),
+        subject_type=raw.get("subject_type", "user"),
+        subject_properties=tuple(properties),
+        send_arguments=bool(raw.get("send_arguments", False)),
+        cache_ttl_s=float(cache.get("ttl_s", 30.0)),
+        cache_max_entries=int(cache.get("max_entries", 10_000)),
+        max_connections=int(raw.get("max_connections", 64)),
+    )
+
+
+def _credential(b: Builder, raw: Any, where: tuple[PathPart, ...]) -> PdpCredential | None:
+    if raw is None:
+        return None
+    if raw["type"] == "bearer":
+        return PdpCredential("bearer", token=b.secret(raw["token"], (*where, "token")))
+    return PdpCredential(
+        "basic", username=raw["username"], password=b.secret(raw["password"], (*where, "password"))
+    )

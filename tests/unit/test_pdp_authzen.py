@@ -1,0 +1,120 @@
+"""The AuthZEN client (``gateway/pdp/authzen.py``) against the tests' real AuthZEN server: the
+decision cache at and past its bounds (entries, TTL), single-flight, and a deadline already
+spent. The HTTP surface is covered by tests/integration/policy/test_policy_external_http.py."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from gateway.config import PolicyExternalConfig
+from gateway.errors import ExternalPolicyDenied, PolicyUnavailable
+from gateway.outbound import Outbound
+from gateway.pdp.authzen import AuthZenDecisionPoint
+from gateway.seams import AccessQuestion, Principal, RequestContext
+from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _principal(sub: str = "erin") -> Principal:
+    return Principal(sub, "cli", frozenset({"mcp:access"}), time.time() + 300, "https://id", "fp")
+
+
+def _ctx() -> RequestContext:
+    return RequestContext("r", "t", "s", time.monotonic(), "127.0.0.1")
+
+
+@pytest.fixture
+async def client(
+    aiohttp_server: Callable[..., Any],
+) -> AsyncIterator[Callable[..., tuple[AuthZenDecisionPoint, AuthZenPdp, Clock]]]:
+    outbound = Outbound()
+    async with authzen_pdp(
+        aiohttp_server, AuthZenPdp(rule=lambda b: b["resource"]["id"] != "no")
+    ) as pdp:
+
+        def make(**settings: Any) -> tuple[AuthZenDecisionPoint, AuthZenPdp, Clock]:
+            clock = Clock()
+            config = PolicyExternalConfig(url=pdp.url, **settings)
+            return (
+                AuthZenDecisionPoint(config, "https://mcp.test/mcp", outbound, clock=clock),
+                pdp,
+                clock,
+            )
+
+        yield make
+    await outbound.close()
+
+
+async def _ask(point: AuthZenDecisionPoint, tool: str, sub: str = "erin") -> None:
+    question = AccessQuestion("tools/call", tool, "default", {})
+    await point.consult(_principal(sub), question, _ctx(), time.monotonic() + 5)
+
+
+async def test_the_cache_holds_at_most_max_entries_least_recently_used_out(
+    client: Callable[..., tuple[AuthZenDecisionPoint, AuthZenPdp, Clock]],
+) -> None:
+    point, pdp, _ = client(cache_max_entries=2)
+    for tool in ("a", "b"):
+        await _ask(point, tool)
+    assert (len(point), len(pdp.seen)) == (2, 2)  # at the bound
+    await _ask(point, "a")  # a hit, and now the most recently used
+    await _ask(point, "c")  # one past the bound: b goes
+    assert (len(point), len(pdp.seen)) == (2, 3)
+    await _ask(point, "a")
+    assert len(pdp.seen) == 3
+    await _ask(point, "b")
+    assert len(pdp.seen) == 4
+
+
+async def test_a_decision_lives_ttl_s_allow_and_deny_alike(
+    client: Callable[..., tuple[AuthZenDecisionPoint, AuthZenPdp, Clock]],
+) -> None:
+    point, pdp, clock = client(cache_ttl_s=10)
+    await _ask(point, "yes")
+    for _ in range(2):
+        with pytest.raises(ExternalPolicyDenied):
+            await _ask(point, "no")
+    assert len(pdp.seen) == 2
+    clock.now += 9.99
+    await _ask(point, "yes")
+    assert len(pdp.seen) == 2
+    clock.now += 0.01  # exactly ttl_s later: asked again
+    await _ask(point, "yes")
+    with pytest.raises(ExternalPolicyDenied):
+        await _ask(point, "no")
+    assert len(pdp.seen) == 4
+
+
+async def test_concurrent_identical_questions_share_one_request(
+    client: Callable[..., tuple[AuthZenDecisionPoint, AuthZenPdp, Clock]],
+) -> None:
+    point, pdp, _ = client(cache_ttl_s=0)
+    pdp.faults.delay_s = 0.2
+    await asyncio.gather(*(_ask(point, "x") for _ in range(5)), _ask(point, "x", sub="other"))
+    assert len(pdp.seen) == 2  # one per distinct question, though nothing is cached
+    assert point.requests == 2
+
+
+async def test_a_deadline_already_spent_asks_nobody_and_fails_closed(
+    client: Callable[..., tuple[AuthZenDecisionPoint, AuthZenPdp, Clock]],
+) -> None:
+    point, pdp, _ = client(retry_after_s=7)
+    ctx = _ctx()
+    with pytest.raises(PolicyUnavailable) as info:
+        await point.consult(
+            _principal(), AccessQuestion("tools/call", "x"), ctx, time.monotonic() - 0.1
+        )
+    assert info.value.retry_after == 7
+    assert pdp.seen == [] and ctx.extra["pdp"] == {"decision": "error", "cached": False}
