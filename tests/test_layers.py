@@ -43,7 +43,10 @@ def _cells(row: str) -> list[str]:
 
 def _names(text: str) -> list[str]:
     # Commentary in parentheses is not part of the rule; "config/" names the layer "config".
-    return [name.rstrip("/") for name in re.findall(r"`([A-Za-z_/]+)`", _PARENS.sub("", text))]
+    return [
+        name.rstrip("/")
+        for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_/]*)`", _PARENS.sub("", text))
+    ]
 
 
 _PARENS: Final = re.compile(r"\([^()]*\)")

@@ -23,7 +23,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import (
 from cryptography.hazmat.primitives.serialization import load_pem_private_key, load_pem_public_key
 
 import gateway
-from gateway.observability.audit_chain import b64url_decode, public_jwk
+from gateway import b64url
+from gateway.observability.audit_chain import public_jwk
 from gateway.observability.audit_verify import Keys, Report, read_files, verify_files
 from gateway.outbound import Destination, Outbound, OutboundError
 
@@ -93,7 +94,10 @@ def load_jwks(document: Any) -> Keys:
     keys: Keys = {}
     for jwk in document["keys"]:
         if isinstance(jwk, dict) and jwk.get("kty") == "OKP" and jwk.get("crv") == "Ed25519":
-            key = Ed25519PublicKey.from_public_bytes(b64url_decode(str(jwk.get("x", ""))))
+            raw = b64url.decode_canonical(str(jwk.get("x", "")))
+            if raw is None:
+                raise ValueError(f"JWK {jwk.get('kid')!r}: x is not base64url")
+            key = Ed25519PublicKey.from_public_bytes(raw)
             keys[str(jwk.get("kid") or public_jwk(key)["kid"])] = key
     if not keys:
         raise ValueError("the JWK Set holds no Ed25519 key")

@@ -29,7 +29,6 @@ thumbprint of the key against the token's ``cnf.jkt`` (:func:`check_binding`).
 
 from __future__ import annotations
 
-import base64
 import functools
 import hashlib
 import hmac
@@ -42,6 +41,7 @@ from urllib.parse import urlsplit
 
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
+from gateway import b64url
 from gateway.errors import InvalidDpopProof, InvalidToken
 from gateway.observability.metrics import DPOP_REFUSALS
 
@@ -90,7 +90,7 @@ class Proof:
 def token_hash(token: str) -> str:
     """``ath`` (RFC 9449 §4.2): base64url(SHA-256(ASCII(token))), unpadded."""
     digest = hashlib.sha256(token.encode("ascii")).digest()
-    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+    return b64url.encode(digest)
 
 
 def _percent(match: re.Match[str]) -> str:

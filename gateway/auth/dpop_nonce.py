@@ -12,8 +12,6 @@ use the sealing key.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import hmac
 import time
@@ -22,6 +20,8 @@ from typing import Final
 
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+from gateway import b64url
 
 __all__ = ["NonceKeys"]
 
@@ -55,17 +55,14 @@ class NonceKeys:
         """A nonce of the current period (what ``DPoP-Nonce`` carries)."""
         period = int(self._clock() // rotation_s).to_bytes(8, "big")
         raw = period + self._mac(self._keys[0], period)
-        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        return b64url.encode(raw)
 
     def valid(self, nonce: str, rotation_s: int) -> bool:
         """Whether ``nonce`` was issued here (any key) in this period or the previous one."""
-        if len(nonce) != _NONCE_CHARS or not nonce.isascii():
+        if len(nonce) != _NONCE_CHARS:
             return False
-        try:
-            raw = base64.urlsafe_b64decode(nonce + "====")
-        except (binascii.Error, ValueError):
-            return False
-        if len(raw) != 8 + _MAC_BYTES:
+        raw = b64url.decode_canonical(nonce)
+        if raw is None or len(raw) != 8 + _MAC_BYTES:
             return False
         period, mac = raw[:8], raw[8:]
         now = int(self._clock() // rotation_s)

@@ -18,7 +18,7 @@ anything: the signature is checked later, with a key of the issuer the payload n
   empty strings), so as an "opaque" token it would dodge the JWT's own checks.
 * :class:`CompactJws`: header, claims and the exact bytes the signature covers.
 
-Every segment must be canonical base64url (see :func:`_b64url`). Duplicate member names are
+Every segment must be canonical base64url (:mod:`gateway.b64url`). Duplicate member names are
 refused in both header and payload (RFC 7515 §4 and RFC 7519 §4: a JWT with duplicate names
 MUST be rejected or read last-wins; rejecting leaves no room for a parser differential between
 this check and another reader).
@@ -26,12 +26,10 @@ this check and another reader).
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from gateway import b64url
 from gateway.errors import InvalidToken
 
 from .introspection import parse_json_object
@@ -42,7 +40,6 @@ MAX_HEADER_CHARS: Final = 2048
 """Longest protected header read (base64url characters); real ones are under 200."""
 _MAX_DEPTH: Final = 8
 """JOSE headers and access-token payloads are shallow (Keycloak's ``realm_access.roles`` is 3)."""
-_SEGMENT: Final = re.compile(r"[A-Za-z0-9_-]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,26 +63,11 @@ class CompactJws:
         return iss if isinstance(iss, str) else None
 
 
-def _b64url(segment: str) -> tuple[bytes, bool] | None:
-    """Decode unpadded base64url (RFC 7515 §2): (bytes, canonical), or None when it is not
-    base64url at all (a length of 4n+1 is never valid).
-
-    SECURITY: canonical means the unused low bits of the last character are zero. Decoders
-    ignore them, so one signature has up to 16 spellings: without refusing the others, a revoked
-    token (revocation and caches are keyed by the token's digest) would come back as a "new"
-    token with a valid signature.
-    """
-    if len(segment) % 4 == 1 or not _SEGMENT.fullmatch(segment):
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    return raw, base64.urlsafe_b64encode(raw).rstrip(b"=") == segment.encode("ascii")
-
-
 def _canonical(segment: str) -> bytes:
-    decoded = _b64url(segment)
+    # SECURITY: decoders ignore the unused low bits of the last character, so one signature has
+    # up to 16 spellings; without refusing the others, a revoked token (revocation and caches
+    # are keyed by the token's digest) would come back as a "new" token with a valid signature.
+    decoded = b64url.decode(segment)
     if decoded is None or not decoded[1]:
         raise InvalidToken(detail="JWS segment is not canonical base64url")
     return decoded[0]
@@ -104,7 +86,7 @@ def parse_compact(token: str) -> CompactJws | None:
     header_b64, payload_b64, signature_b64 = token.split(".")
     if not header_b64 or not payload_b64 or len(header_b64) > MAX_HEADER_CHARS:
         return None
-    decoded = _b64url(header_b64)
+    decoded = b64url.decode(header_b64)
     if decoded is None or not decoded[0].startswith(b"{"):
         return None
     try:

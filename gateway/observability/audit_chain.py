@@ -22,7 +22,6 @@ before it. Its ``kid`` is the RFC 7638 thumbprint of the public key (:func:`publ
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import os
 import socket
@@ -36,6 +35,7 @@ import orjson
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 from joserfc.jwk import OKPKey
 
+from gateway import b64url
 from gateway.config.signing_keys import public_jwk as signing_public_jwk
 
 __all__ = [
@@ -43,7 +43,6 @@ __all__ = [
     "GENESIS",
     "Chain",
     "Signer",
-    "b64url_decode",
     "chain_id",
     "digest",
     "public_jwk",
@@ -130,20 +129,12 @@ def signed_bytes(line: bytes) -> tuple[bytes, bytes] | None:
         return None
     encoded = line[at + len(_SIG) : -2]
     try:
-        signature = b64url_decode(encoded.decode("ascii"))
-    except (ValueError, UnicodeDecodeError):
+        signature = b64url.decode_canonical(encoded.decode("ascii"))
+    except UnicodeDecodeError:
+        return None
+    if signature is None:
         return None
     return line[:at] + b"}", signature
-
-
-def _b64url(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
-
-
-def b64url_decode(text: str) -> bytes:
-    if not text or "=" in text:
-        raise ValueError("not unpadded base64url")
-    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
 def public_jwk(key: Ed25519PublicKey) -> dict[str, Any]:
@@ -165,4 +156,4 @@ class Signer:
         self.kid: str = self.jwk["kid"]
 
     def sign(self, data: bytes) -> str:
-        return _b64url(self._key.sign(data))
+        return b64url.encode(self._key.sign(data))

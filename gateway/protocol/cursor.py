@@ -10,10 +10,9 @@ more than skip ahead, which the caller could do anyway.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import re
 from typing import Final
+
+from gateway import b64url
 
 __all__ = ["MAX_CURSOR_CHARS", "decode_cursor", "encode_cursor"]
 
@@ -21,30 +20,24 @@ _TAG: Final = b"1:"
 """Format version; a future format changes the tag and old cursors fail as "invalid"."""
 MAX_CURSOR_CHARS: Final = 1024
 """Longer cursors are refused before decoding (tool names are at most 128 characters)."""
-_ALPHABET: Final = re.compile(r"[A-Za-z0-9_-]*")
 
 
 def encode_cursor(last_name: str) -> str:
     """The cursor that continues after the tool named ``last_name``."""
     raw = _TAG + last_name.encode("utf-8", "surrogatepass")
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+    return b64url.encode(raw)
 
 
 def decode_cursor(cursor: str) -> str | None:
     """The tool name a cursor continues after, or None when ``cursor`` is not one of ours."""
-    if len(cursor) > MAX_CURSOR_CHARS or _ALPHABET.fullmatch(cursor) is None:
+    if len(cursor) > MAX_CURSOR_CHARS:
         return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    if not raw.startswith(_TAG):
+    # Canonical spelling only, so one position has exactly one cursor.
+    raw = b64url.decode_canonical(cursor)
+    if raw is None or not raw.startswith(_TAG):
         return None
     try:
         name = raw[len(_TAG) :].decode("utf-8")
     except UnicodeDecodeError:
-        return None
-    # Canonical spelling only, so one position has exactly one cursor.
-    if encode_cursor(name) != cursor:
         return None
     return name

@@ -29,8 +29,6 @@ checks its own name again before it sends anything.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import os
@@ -44,6 +42,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.hashes import SHA256
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
+from gateway import b64url
 from gateway.config import SealKey
 from gateway.config.input_requests import MAX_CLAIMS_BYTES, max_sealed_chars
 from gateway.errors import InvalidRequestState
@@ -112,7 +111,7 @@ def arguments_digest(arguments: Mapping[str, Any]) -> str:
         dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-    return _b64(digest)
+    return b64url.encode(digest)
 
 
 def check_bindings(claims: Claims, binding: Binding, now: float) -> None:
@@ -181,7 +180,7 @@ class Sealer:
         header = bytes((VERSION, len(self._sealing))) + self._sealing
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._ring[self._sealing].encrypt(nonce, plaintext, self._context + header)
-        text = _b64(header + nonce + sealed)
+        text = b64url.encode(header + nonce + sealed)
         if len(text) > self._max_chars:
             raise SealError("sealed state longer than a client may send back")
         return text
@@ -195,7 +194,7 @@ class Sealer:
         """
         if len(text) > self._max_chars or not _TEXT.fullmatch(text):
             raise _invalid("not a sealed state")
-        raw = _unb64(text)
+        raw = b64url.decode_canonical(text)  # a flipped padding bit is another text
         if raw is None or len(raw) < 2:
             raise _invalid("not canonical base64url")
         if raw[0] != VERSION:
@@ -268,21 +267,6 @@ def _typed(value: Any, kind: type) -> Any:
 
 def _derive(secret: bytes, kid: bytes) -> bytes:
     return HKDF(algorithm=SHA256(), length=32, salt=None, info=LABEL + b"|" + kid).derive(secret)
-
-
-def _b64(data: bytes) -> str:
-    return base64.urlsafe_b64encode(data).decode("ascii").rstrip("=")
-
-
-def _unb64(text: str) -> bytes | None:
-    """Strict inverse of :func:`_b64`: a flipped padding bit is another text, not the same one."""
-    if len(text) % 4 == 1:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    return raw if _b64(raw) == text else None
 
 
 def _invalid(detail: str) -> InvalidRequestState:

@@ -1,0 +1,41 @@
+"""Unpadded base64url (RFC 4648 §5, RFC 7515 §2): one encoder and one strict decoder.
+
+Strict means canonical: only the URL-safe alphabet, no padding, no length of 4n+1, and the
+unused low bits of the last character zero. Python's decoder accepts all of those variants
+(and drops characters outside the alphabet), so one value would have many spellings; anything
+keyed by the text (caches, revocations, sealed states, cursors) or compared after decoding must
+see exactly one. (``gateway.auth.revocation_key`` reads tokens the lenient way on purpose: it
+must match whatever a lenient issuer accepts.)
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Final
+
+__all__ = ["decode", "decode_canonical", "encode"]
+
+_ALPHABET: Final = re.compile(r"[A-Za-z0-9_-]*")
+
+
+def encode(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def decode(text: str) -> tuple[bytes, bool] | None:
+    """``(bytes, canonical)``, or None when ``text`` is not unpadded base64url at all."""
+    if len(text) % 4 == 1 or _ALPHABET.fullmatch(text) is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+    except (binascii.Error, ValueError):
+        return None
+    return raw, encode(raw) == text
+
+
+def decode_canonical(text: str) -> bytes | None:
+    """The bytes of canonical unpadded base64url ``text``, else None."""
+    decoded = decode(text)
+    return decoded[0] if decoded is not None and decoded[1] else None
