@@ -326,7 +326,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         except OSError as exc:
             return _bind_failed(exc)
     try:
-        services = build_services(config)
+        # A worker's connections are spread by the kernel: a session could not stay on it.
+        services = build_services(config, legacy_sessions=spec is None)
     except ConfigError as exc:  # e.g. the policy changed between validation and assembly
         _print_problems(exc.problems, path)
         return 1

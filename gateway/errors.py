@@ -61,6 +61,9 @@ __all__ = [
     "RequestTimeout",
     "ResourceNotFound",
     "RevocationUnavailable",
+    "SessionNotFound",
+    "SessionRequired",
+    "StreamNotAcceptable",
     "TokenInQuery",
     "ToolInsufficientScope",
     "UnknownPrompt",
@@ -264,6 +267,33 @@ class TooManySubscriptions(GatewayError):
 
     row, status, message = "too_many_subscriptions", 429, "Too many subscriptions"
     body_code = RATE_LIMITED_CODE
+
+
+class SessionNotFound(GatewayError):
+    """A legacy request names an ``Mcp-Session-Id`` this replica does not hold for this caller:
+    never minted here, minted for another principal, malformed, or ended (2025-06-18
+    basic/transports.mdx §Session Management 3: 404, the client starts a new session)."""
+
+    row, status, message = "session_not_found", 404, "Session not found"
+    legacy_status = 404
+    body_code = -31404
+
+
+class SessionRequired(GatewayError):
+    """``resources/subscribe`` / ``resources/unsubscribe`` without ``Mcp-Session-Id``: a
+    subscription lives in the session whose GET stream hears its updates (transports.mdx
+    §Session Management 2: 400)."""
+
+    row, status, message = "session_required", 400, "Mcp-Session-Id required"
+    legacy_status = 400
+    body_code = BAD_REQUEST_CODE
+
+
+class StreamNotAcceptable(GatewayError):
+    """A session's GET whose ``Accept`` does not list ``text/event-stream`` (transports.mdx
+    §Listening for Messages from the Server 2)."""
+
+    row, status, message = "stream_not_acceptable", 406, "Accept must allow text/event-stream"
 
 
 class OverCapacity(GatewayError):

@@ -57,8 +57,13 @@ __all__ = ["build_services", "build_shared_state"]
 log = get_logger("gateway.wiring")
 
 
-def build_services(config: Config, *, metrics: Metrics | None = None) -> Services:
+def build_services(
+    config: Config, *, metrics: Metrics | None = None, legacy_sessions: bool = True
+) -> Services:
     """Assemble every production component for ``config``.
+
+    ``legacy_sessions``: offer legacy ``resources/subscribe`` (off in a worker of
+    ``serve --workers N``: gateway/http/legacy_sessions.py).
 
     Raises :class:`~gateway.errors.ConfigError` when the policy set is invalid (the gateway
     never starts on a half-valid policy) and ``OSError`` when the audit file cannot be opened.
@@ -135,6 +140,7 @@ def build_services(config: Config, *, metrics: Metrics | None = None) -> Service
         tracing=tracing,
         listening=FederatedListening(backend),
         decision_point=pdp,
+        legacy_sessions=legacy_sessions,
     )
     services = Services(
         metrics=metrics,

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TESTS = ROOT / "tests"
 DOC = ROOT / "docs" / "errors.md"
 
-NON_ERROR_ROWS = frozenset({"accepted_notification", "tool_error_result"})
+NON_ERROR_ROWS = frozenset({"accepted_notification", "session_terminated", "tool_error_result"})
 """Outcomes the status table fixes that are not GatewayErrors (documented in docs/errors.md)."""
 
 

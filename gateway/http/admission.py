@@ -38,6 +38,7 @@ __all__ = [
     "AcceptInfo",
     "Network",
     "accepts",
+    "accepts_event_stream",
     "check_content_encoding",
     "check_content_type",
     "check_origin",
@@ -125,6 +126,20 @@ def accepts(values: Sequence[str]) -> AcceptInfo:
     if info is None:
         raise NotAcceptable()
     return info
+
+
+def accepts_event_stream(values: Sequence[str]) -> bool:
+    """A GET stream's ``Accept`` lists ``text/event-stream`` (or ``text/*``) with a q above 0
+    (2025-06-18 basic/transports.mdx §Listening for Messages from the Server 2); no header, or
+    ``*/*`` alone, is not asking for a stream."""
+    ranges: list[tuple[str, float]] = []
+    for line in values:
+        for item in line.split(","):
+            if item.strip():
+                ranges.append(_media_range(item))
+            if len(ranges) > MAX_ACCEPT_RANGES:
+                return False
+    return _q_for(ranges, "text", "event-stream", wildcard_all=False) > 0.0
 
 
 @functools.lru_cache(maxsize=256)

@@ -74,7 +74,9 @@ async def answer_single(
         ctx.bytes_out = relay.bytes_out
         ctx.status = 200
         return response
-    return web.Response(status=200, body=body, headers=JSON_HEADERS)
+    extra = turn.response_headers
+    headers = JSON_HEADERS if extra is None else {**JSON_HEADERS, **extra}
+    return web.Response(status=200, body=body, headers=headers)
 
 
 async def answer_batch(

@@ -6,7 +6,8 @@ Each method family is one module contributing its :class:`~gateway.http.turn.Rou
 - :mod:`gateway.http.handshake`: ``initialize`` and ``ping`` (legacy era only);
 - :mod:`gateway.http.tool_call`: ``tools/call`` and the backend call;
 - :mod:`gateway.http.surface`: the prompts, resources and completion methods;
-- :mod:`gateway.http.subscriptions`: ``subscriptions/listen`` (a route that streams).
+- :mod:`gateway.http.subscriptions`: ``subscriptions/listen`` (a route that streams);
+- :mod:`gateway.http.legacy_sessions`: legacy ``resources/subscribe`` / ``unsubscribe``.
 
 A method no route has (or not in the message's era) is ``method_not_found``. Per-call limits
 are :mod:`gateway.http.call_limits`, a batch's admission :mod:`gateway.http.batch_admission`.
@@ -25,6 +26,7 @@ from gateway.http.batch_admission import admit_batch
 from gateway.http.call_limits import CallLimits, release_leases
 from gateway.http.drain import DrainBound
 from gateway.http.handshake import Handshake
+from gateway.http.legacy_sessions import LegacySessions
 from gateway.http.listing import Listing
 from gateway.http.progress import ProgressRelay
 from gateway.http.subscriptions import SubscriptionRoutes
@@ -64,10 +66,12 @@ class Dispatcher:
         policy: PolicySource | None = None,
         detach: Callable[[RequestContext], None] | None = None,
         decision_point: DecisionPoint | None = None,
+        legacy_sessions: bool = True,
     ) -> None:
         """``listening``: the backends' listen streams (``subscriptions/listen``; None: the
         method does not exist); ``policy``: the source whose reloads end streams; ``detach``:
-        the endpoint's release of a request's in-flight slots (an acknowledged stream)."""
+        the endpoint's release of a request's in-flight slots (an acknowledged stream);
+        ``legacy_sessions``: legacy ``resources/subscribe`` is offered (with ``listening``)."""
         self._backend = backend
         self._limits = limits
         tools = ToolCalls(
@@ -82,9 +86,13 @@ class Dispatcher:
             limits=config.limits, backend=backend, listening=listening, policy=policy,
             detach=detach,
         )  # fmt: skip
+        self.sessions = LegacySessions(
+            config=config, hub=self.subscriptions.hub, backend=backend,
+            listening=listening if legacy_sessions else None,
+        )  # fmt: skip
         self._routes: dict[str, Route] = {
             **Listing(config=config, backend=backend, listening=listening).routes(),
-            **Handshake(config=config, backend=backend).routes(),
+            **Handshake(config=config, backend=backend, sessions=self.sessions).routes(),
             **tools.routes(),
             **SurfaceRoutes(
                 config=config,
@@ -95,6 +103,7 @@ class Dispatcher:
                 decision_point=decision_point,
             ).routes(),
             **self.subscriptions.routes(),
+            **self.sessions.routes(),
         }
         self.exchanging = tools.exchanging
         """Backends whose credential exchanges the caller's token: only their calls carry it."""

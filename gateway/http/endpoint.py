@@ -56,6 +56,8 @@ from gateway.http.cors import Cors
 from gateway.http.dispatch import Dispatcher
 from gateway.http.drain import DrainBound
 from gateway.http.errors import internal_error, render_error
+from gateway.http.legacy_sessions import SESSION_HEADER
+from gateway.http.legacy_stream import serve_session
 from gateway.http.request_record import PROXY_WARNING_INTERVAL_S, RequestRecord
 from gateway.http.traced import adopt_meta
 from gateway.http.turn import Turn
@@ -88,6 +90,7 @@ __all__ = ["PROXY_WARNING_INTERVAL_S", "McpEndpoint"]
 DETACHED: Final = "detached"
 """``ctx.extra`` key: the request's slots were released early (:meth:`McpEndpoint._detach`)."""
 TOKEN_CHECK_SPAN: Final = "mcp_gateway.token_check"  # noqa: S105 - a span name
+_SESSION_METHODS: Final = frozenset({"GET", "DELETE"})
 
 
 class McpEndpoint:
@@ -116,7 +119,11 @@ class McpEndpoint:
         tracing: RequestTracer | None = None,
         listening: Listening | None = None,
         decision_point: DecisionPoint | None = None,
+        legacy_sessions: bool = True,
     ) -> None:
+        """``legacy_sessions``: legacy subscriptions are offered (off in a worker of
+        ``serve --workers N``, where the kernel spreads a session's connections over processes
+        that cannot see each other's sessions)."""
         self._config = config
         self._auth = authenticator
         self._policy = policy
@@ -148,10 +155,13 @@ class McpEndpoint:
         )
         self._drain = DrainBound()
         self._limits = CallLimits(limiter=limiter, leases=leases, metrics=metrics)
+        self._sessions = listening is not None and legacy_sessions
+        """Legacy subscription sessions are possible: a session's GET/DELETE is authenticated."""
         self._dispatcher = Dispatcher(
             config=config, backend=backend, limits=self._limits, metrics=metrics,
             drain=self._drain, listening=listening, policy=policy, detach=self._detach,
             decision_point=decision_point,
+            legacy_sessions=self._sessions,
         )  # fmt: skip
 
     def drain(self, deadline: float) -> None:
@@ -160,11 +170,17 @@ class McpEndpoint:
         running the fixed timeout tool error (see :mod:`gateway.http.drain`)."""
         self._drain.begin(deadline)
         self._dispatcher.subscriptions.hub.drain()  # listen streams end gracefully now
+        self._dispatcher.sessions.drain()  # and legacy sessions with their GET streams
 
     @property
     def subscriptions(self) -> int:
         """Open ``subscriptions/listen`` streams."""
         return len(self._dispatcher.subscriptions.hub)
+
+    @property
+    def legacy_sessions(self) -> int:
+        """Legacy subscription sessions held by this replica."""
+        return len(self._dispatcher.sessions)
 
     def _detach(self, ctx: RequestContext) -> None:
         """An acknowledged listen stream stops counting as in flight (it is not work in
@@ -227,7 +243,13 @@ class McpEndpoint:
             cors = self._cors
             if cors is not None and cors.is_preflight(request):
                 return cors.preflight(request)  # a browser's CORS preflight (http/cors.py)
-            raise MethodNotAllowed()
+            # A legacy session's GET stream or DELETE goes on through authentication; any other
+            # (a sessionless GET probe included) is 405 here (http/legacy_stream.py).
+            if not (
+                self._sessions and request.method in _SESSION_METHODS
+                and SESSION_HEADER in request.headers
+            ):  # fmt: skip
+                raise MethodNotAllowed()
         headers = request.headers
         check_origin(headers.get("Origin"), self._origins)  # step 3
         ip_key = client_key(ctx.client_ip)
@@ -304,6 +326,12 @@ class McpEndpoint:
     ) -> web.StreamResponse:
         headers = request.headers
         deadline = started + self._deadline_s
+        if request.method != "POST":  # a session's GET or DELETE: no body
+            turn = Turn(request=request, ctx=ctx, policy=policy, principal=principal,
+                        deadline=deadline, accepts_sse=True)  # fmt: skip
+            return await serve_session(
+                self._dispatcher.sessions, turn, source=self._policy, detach=self._detach
+            )
         accept = accepts(headers.getall("Accept", ()))  # step 11
         check_content_type(headers.get("Content-Type"))
         check_content_encoding(headers.getall("Content-Encoding", ()))

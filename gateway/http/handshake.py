@@ -2,6 +2,11 @@
 
 MCP 2025-06-18 basic/lifecycle.mdx and basic/utilities/ping.mdx; the 2026-07-28 revision has
 neither (``server/discover`` replaces the handshake: :mod:`gateway.http.listing`).
+
+``initialize`` answers with an ``Mcp-Session-Id`` only when this caller could subscribe to a
+resource or hear a ``list_changed`` on the session's GET stream; the capabilities then say so
+(``resources.subscribe``, ``*.listChanged``), and otherwise stay false: never a capability the
+gateway would refuse (:mod:`gateway.http.legacy_sessions`).
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 from typing import Final
 
 from gateway.config import Config
+from gateway.http.legacy_sessions import SESSION_HEADER, LegacySessions
 from gateway.http.progress import ProgressRelay
 from gateway.http.surface_lists import surface_capabilities
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry
@@ -24,8 +30,15 @@ LEGACY_ONLY: Final[frozenset[Era]] = frozenset({"legacy"})
 class Handshake:
     """The routes of ``initialize`` and ``ping``."""
 
-    def __init__(self, *, config: Config, backend: Backend | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        backend: Backend | None = None,
+        sessions: LegacySessions | None = None,
+    ) -> None:
         self._backend = backend
+        self._sessions = sessions
         self._server = config.server
         self._cap = config.limits.max_response_bytes
 
@@ -50,6 +63,14 @@ class Handshake:
                 else None
             ),
         )
+        if self._sessions is not None:
+            granted = self._sessions.capabilities(turn.policy, turn.principal)
+            if granted:
+                capabilities = result["capabilities"]
+                for kind, flags in granted.items():
+                    if kind in capabilities:
+                        capabilities[kind] = {**capabilities[kind], **flags}
+                turn.response_headers = {SESSION_HEADER: self._sessions.mint(turn.principal)}
         return bounded_success(message, result, self._cap)
 
     async def _ping(

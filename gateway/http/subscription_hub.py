@@ -66,6 +66,28 @@ class SubscriptionHub:
             self._watch = asyncio.create_task(self._watch_policy(), name="subscription-policy")
         return slot
 
+    def grow(self, slot: Slot, uris: int) -> None:
+        """``slot`` subscribes ``uris`` more (a legacy ``resources/subscribe``), within the
+        subject's URI bound, or raise ``too_many_subscriptions``."""
+        if slot not in self._open:
+            return
+        if self._uris.get(slot.subject, 0) + uris > self._uris_per_principal:
+            raise TooManySubscriptions()
+        slot.uris += uris
+        self._uris[slot.subject] = self._uris.get(slot.subject, 0) + uris
+
+    def shrink(self, slot: Slot, uris: int) -> None:
+        """``slot`` gave up ``uris`` of its URIs (unsubscribed, or access taken away)."""
+        uris = min(uris, slot.uris)
+        if slot not in self._open or uris <= 0:
+            return
+        slot.uris -= uris
+        left = self._uris.get(slot.subject, 0) - uris
+        if left > 0:
+            self._uris[slot.subject] = left
+        else:
+            self._uris.pop(slot.subject, None)
+
     def release(self, slot: Slot) -> None:
         if slot not in self._open:
             return

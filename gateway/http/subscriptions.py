@@ -8,8 +8,8 @@ and acknowledges the intersection to the client, tagged with the client's reques
 (``io.modelcontextprotocol/subscriptionId``). The relay and how the stream ends:
 :mod:`gateway.http.listen_stream`; the replica's bounds, reloads and drain:
 :mod:`gateway.http.subscription_hub`. An acknowledged stream stops holding an in-flight slot
-(it is not work in progress). The legacy era has no ``subscriptions/listen``; see
-docs/protocol.md#subscriptions.
+(it is not work in progress). The legacy era's ``resources/subscribe``:
+:mod:`gateway.http.legacy_sessions` (docs/protocol.md#legacy-subscriptions).
 """
 
 from __future__ import annotations

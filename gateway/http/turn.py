@@ -49,6 +49,8 @@ class Turn:
     decisions: dict[str, Decision] = field(default_factory=dict)
     caller_token: CallerToken | None = None
     """The caller's token, wrapped; only when a backend exchanges it (``Dispatcher.exchanging``)."""
+    response_headers: dict[str, str] | None = None
+    """Headers a route adds to its JSON answer (``initialize``: ``Mcp-Session-Id``)."""
 
     def decide(self, tool: str) -> Decision:
         """The policy decision for ``tool``, evaluated once per request."""

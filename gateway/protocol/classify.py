@@ -44,7 +44,8 @@ M10. Method params: ``arguments`` not an object, ``cursor`` not a string, ``prog
      string or ``inputResponses`` not an object (null is absent), the prompts, resources and
      completion params (:mod:`gateway.protocol.params`) -> -32602.
 
-Legacy profile (2025-03-26 / 2025-06-18 / 2025-11-25; stateless, ``Mcp-Session-Id`` ignored):
+Legacy profile (2025-03-26 / 2025-06-18 / 2025-11-25; ``Mcp-Session-Id`` is not read here, only by
+the session's own requests: gateway/http/legacy_sessions.py):
 
 L1. A JSON array is a batch only without a header or with ``2025-03-26``; otherwise -32600.
     Batch: 1-16 messages, no ``initialize`` inside, no repeated id, every member a valid
@@ -54,7 +55,8 @@ L1. A JSON array is a batch only without a header or with ``2025-03-26``; otherw
 L2. Envelope as M1; notifications as M2 (always accepted: the version is already served).
 L3. ``initialize``: ``protocolVersion`` string, ``capabilities`` object, ``clientInfo`` object
     with string ``name`` and ``version`` -> else -32602 (HTTP 200).
-L4. ``ping``, ``tools/list``, ``tools/call`` and the prompts, resources and completion requests,
+L4. ``ping``, ``tools/list``, ``tools/call``, the prompts, resources and completion requests and
+    ``resources/subscribe`` / ``resources/unsubscribe`` (``uri`` as ``resources/read``'s),
     params as M10; any other method (``server/discover`` included, so dual-era clients fall
     back) -> -32601 (HTTP 200).
 
@@ -93,6 +95,7 @@ from gateway.seams import Era, ToolDef
 
 __all__ = [
     "LEGACY_METHODS",
+    "LEGACY_SUBSCRIBE_METHODS",
     "MAX_BATCH",
     "MAX_ID_BYTES",
     "MAX_SAFE_INTEGER",
@@ -131,8 +134,13 @@ MODERN_METHODS: Final = (
     | SURFACE_METHODS
 )
 """Requests served on 2026-07-28; everything else is -32601 with HTTP 404."""
+LEGACY_SUBSCRIBE_METHODS: Final = frozenset({"resources/subscribe", "resources/unsubscribe"})
+"""2025 revisions only (server/resources.mdx §Subscriptions): a session's subscriptions, heard on
+its GET stream; served when a backend can listen, else -32601 at dispatch."""
 LEGACY_METHODS: Final = (
-    frozenset({"initialize", "ping", "tools/list", "tools/call"}) | SURFACE_METHODS
+    frozenset({"initialize", "ping", "tools/list", "tools/call"})
+    | SURFACE_METHODS
+    | LEGACY_SUBSCRIBE_METHODS
 )
 """Requests served on the legacy profile; everything else is -32601 with HTTP 200."""
 

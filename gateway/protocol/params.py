@@ -33,7 +33,8 @@ LIST_METHODS: Final = frozenset(
 )
 """Methods whose only param is an opaque ``cursor``."""
 MAX_URI_CHARS: Final = 2048
-"""Longest ``resources/read`` URI or completion reference accepted."""
+"""Longest ``resources/read`` (or legacy subscribe) URI or completion reference accepted."""
+_URI_METHODS: Final = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
 MAX_COMPLETION_VALUE: Final = 4096
 """Longest completion ``argument.value`` and context value accepted."""
 MAX_CONTEXT_ARGUMENTS: Final = 64
@@ -85,10 +86,10 @@ def build_request(
             raise InvalidParams(request_id=rid, era=era, detail="prompts/get name")
         prompt_name = name
         arguments = _strings(params.get("arguments"), rid, era, "prompts/get arguments")
-    elif method == "resources/read":
+    elif method in _URI_METHODS:
         uri = params.get("uri")
         if type(uri) is not str or not 0 < len(uri) <= MAX_URI_CHARS:
-            raise InvalidParams(request_id=rid, era=era, detail="resources/read uri")
+            raise InvalidParams(request_id=rid, era=era, detail=f"{method} uri")
         resource_uri = uri
     elif method == "completion/complete":
         completion = _completion(params, rid, era)

@@ -139,14 +139,16 @@ async def test_discover_advertises_what_listen_would_grant(
         assert capabilities.get("resources", {}).get("subscribe", False) is subscribe
         assert capabilities.get("tools", {}).get("listChanged", False) is tools
         assert capabilities["prompts"]["listChanged"] is True  # both see greet
-    # The legacy era has no stream the gateway keeps: nothing is advertised there.
-    status, _, text = await live.post(
+    # The legacy era advertises the same, with a session whose GET stream carries it
+    # (tests/integration/policy/test_legacy_subscriptions_http.py).
+    status, headers, text = await live.post(
         live.token("mcp:access docs:read"),
         {"jsonrpc": "2.0", "id": 0, "method": "initialize",
          "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                     "clientInfo": {"name": "t", "version": "1"}}},
     )  # fmt: skip
-    assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is False
+    assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is True
+    assert headers["Mcp-Session-Id"]
 
 
 @pytest.mark.row("too_many_subscriptions")

@@ -159,12 +159,21 @@ class TestOperation:
 
     @pytest.mark.row("method_not_found")
     @pytest.mark.parametrize(
-        "method", ["server/discover", "resources/subscribe", "logging/setLevel", "x"]
+        "method", ["server/discover", "subscriptions/listen", "logging/setLevel", "x"]
     )
     def test_an_unserved_method_is_minus_32601_answered_200(self, method: str) -> None:
         error = refuse(MethodNotFound, version_header("2025-06-18"), request(method, {}))
         assert error.status_for() == 200
         assert error.jsonrpc_code == -32601
+
+    @pytest.mark.row("invalid_params")
+    @pytest.mark.parametrize("method", ["resources/subscribe", "resources/unsubscribe"])
+    @pytest.mark.parametrize("uri", [None, 7, "", "x" * 2049])
+    def test_a_subscription_names_its_uri_as_a_read_does(self, method: str, uri: Any) -> None:
+        params = {} if uri is None else {"uri": uri}
+        error = refuse(InvalidParams, version_header("2025-06-18"), request(method, params))
+        assert error.status_for() == 200 and error.jsonrpc_code == -32602
+        assert admit(version_header("2025-11-25"), request(method, {"uri": "a://b"})).uri == "a://b"
 
     @pytest.mark.row("invalid_params")
     @pytest.mark.parametrize(

@@ -1,0 +1,294 @@
+"""Legacy subscriptions (2025-03-26 / 2025-06-18 / 2025-11-25): the session that holds them.
+
+server/resources.mdx §Subscriptions: a client subscribes to a URI with ``resources/subscribe``
+and hears ``notifications/resources/updated`` on the stream the server keeps for it; on the
+streamable HTTP transport that is the session's GET stream (basic/transports.mdx §Listening for
+Messages from the Server, §Session Management). The gateway keeps replicas stateless for
+everything else, so a session here is only what a subscription needs:
+
+- **The id.** ``initialize`` mints an ``Mcp-Session-Id`` only when this caller could subscribe
+  or hear a ``list_changed`` (the capabilities :func:`gateway.http.subscription_plan.
+  listen_capabilities` grants). It is ``<nonce>.<mac>``: 16 random bytes and an HMAC-SHA256
+  (this process's random key) over the nonce and the principal (issuer, subject, client id).
+  Nothing is stored when it is minted. Only this process can verify it, and only for that
+  principal: a token of anyone else presenting it gets 404 ``session_not_found``, as does an id
+  from another replica or one that ended. Every other request ignores the header (stateless).
+- **The state**, created on this replica by the session's first ``resources/subscribe`` or GET:
+  the subscribed URIs (exposed form) and one slot of the
+  :class:`~gateway.http.subscription_hub.SubscriptionHub`, so a session counts as one stream
+  against ``limits.max_subscriptions_per_principal`` / ``max_subscriptions`` and each URI
+  against ``max_subscribed_uris_per_principal``, exactly like a ``subscriptions/listen``.
+- **The stream** (:mod:`gateway.http.legacy_stream`): while a GET is attached, the gateway holds
+  listens at the backends (the 2026 path's machinery, :class:`gateway.seams.Listening`, with the
+  gateway's credential) for what :func:`~gateway.http.subscription_plan.plan` grants.
+
+A session ends (and answers 404 after) on ``DELETE``, when no GET has been attached for
+:data:`IDLE_S`, at a policy reload that takes away the baseline or the subscription method's
+scopes, and at a graceful stop. Its requests must reach the replica that holds it: legacy
+subscriptions need session affinity (docs/protocol.md#legacy-subscriptions).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import secrets
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Final
+
+from gateway import b64url
+from gateway.config import Config
+from gateway.deadlines import deadline_at
+from gateway.errors import (
+    BackendFailure,
+    LegacyResourceNotFound,
+    MethodNotFound,
+    SessionNotFound,
+    SessionRequired,
+)
+from gateway.http.progress import ProgressRelay
+from gateway.http.subscription_hub import Slot, SubscriptionHub
+from gateway.http.subscription_plan import listen_capabilities
+from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
+from gateway.protocol.messages import McpMessage
+from gateway.seams import Backend, Era, Listening, Policy, Principal
+
+__all__ = [
+    "IDLE_S",
+    "SESSION_HEADER",
+    "SUBSCRIPTION_METHOD",
+    "LegacySession",
+    "LegacySessions",
+    "SessionIds",
+    "Subscribed",
+]
+
+SESSION_HEADER: Final = "Mcp-Session-Id"
+SUBSCRIPTION_METHOD: Final = "subscriptions/listen"
+"""The ``methods:`` key whose scopes govern subscriptions in both eras (docs/policy.md)."""
+IDLE_S: Final = 30.0
+"""A session with no GET stream attached is kept this long (the client reconnecting), then ends."""
+ENDED_KEPT: Final = 8192
+"""Ended session ids remembered (404) per replica; the oldest are forgotten first."""
+MAX_ID_CHARS: Final = 64
+_NONCE_BYTES: Final = 16
+_MAC_BYTES: Final = 16
+
+
+def _owner(who: Principal) -> bytes:
+    return "\x00".join((who.issuer, who.subject, who.client_id or "")).encode()
+
+
+class SessionIds:
+    """Mints and checks session ids bound to a principal (module docstring)."""
+
+    def __init__(self, key: bytes | None = None) -> None:
+        self._key = key if key is not None else secrets.token_bytes(32)
+
+    def mint(self, who: Principal) -> str:
+        nonce = secrets.token_bytes(_NONCE_BYTES)
+        return f"{b64url.encode(nonce)}.{b64url.encode(self._mac(nonce, who))}"
+
+    def valid(self, raw: str, who: Principal) -> bool:
+        if len(raw) > MAX_ID_CHARS:
+            return False
+        nonce_text, dot, mac_text = raw.partition(".")
+        nonce, mac = b64url.decode_canonical(nonce_text), b64url.decode_canonical(mac_text)
+        if not dot or nonce is None or mac is None or len(nonce) != _NONCE_BYTES:
+            return False
+        return hmac.compare_digest(mac, self._mac(nonce, who))
+
+    def _mac(self, nonce: bytes, who: Principal) -> bytes:
+        digest = hmac.new(self._key, nonce + b"\x00" + _owner(who), hashlib.sha256).digest()
+        return digest[:_MAC_BYTES]
+
+
+@dataclass(eq=False)
+class LegacySession:
+    """One session's subscriptions on this replica."""
+
+    id: str
+    slot: Slot
+    uris: dict[str, None] = field(default_factory=dict)
+    """Subscribed URIs (exposed form), in subscription order."""
+    stream: asyncio.Task[object] | None = None
+    """The attached GET stream's handler task, if any."""
+    idle: asyncio.TimerHandle | None = None
+    ended: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Subscribed:
+    """What the attached stream made of a change of the session's URIs (a ``refilter``)."""
+
+    acknowledged: frozenset[str]
+    """URIs the backends acknowledged, after the change."""
+    refused: frozenset[str]
+    """Backends whose listen could not be (re)opened (unreachable, garbled)."""
+
+
+class LegacySessions:
+    """This replica's legacy sessions, ``resources/subscribe`` and ``resources/unsubscribe``."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        hub: SubscriptionHub,
+        listening: Listening | None,
+        backend: Backend,
+    ) -> None:
+        self.hub = hub
+        self.listening = listening
+        self.backend = backend
+        self.ack_window_s = config.limits.request_deadline_s
+        self._cap = config.limits.max_response_bytes
+        self._ids = SessionIds()
+        self._live: dict[str, LegacySession] = {}
+        self._ended: OrderedDict[str, None] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def routes(self) -> dict[str, Route]:
+        legacy: frozenset[Era] = frozenset({"legacy"})
+        return {
+            "resources/subscribe": Route(self._subscribe, eras=legacy),
+            "resources/unsubscribe": Route(self._unsubscribe, eras=legacy),
+        }
+
+    # --- the id ---------------------------------------------------------------------------
+
+    def capabilities(self, policy: Policy, who: Principal) -> dict[str, dict[str, bool]]:
+        """What ``initialize`` may advertise to this caller (empty: no session is minted)."""
+        caps = listen_capabilities(policy, who, self.listening, self.backend)
+        return caps if any(v for kind in caps.values() for v in kind.values()) else {}
+
+    def mint(self, who: Principal) -> str:
+        return self._ids.mint(who)
+
+    def session(self, raw: str | None, who: Principal, *, create: bool = True) -> LegacySession:
+        """The caller's live session named by ``raw`` (created here on first use), or the row:
+        400 without an id, 404 for one this replica cannot hold for this caller."""
+        if raw is None:
+            raise SessionRequired()
+        if raw in self._ended or not self._ids.valid(raw, who):
+            raise SessionNotFound()
+        found = self._live.get(raw)
+        if found is None:
+            if not create:
+                raise SessionNotFound()
+            found = LegacySession(raw, self.hub.admit(who.subject, 0))
+            self._live[raw] = found
+            self.idle(found)
+        return found
+
+    def end(self, session: LegacySession) -> None:
+        """The session is over: its slot is released, its id answers 404 from now on."""
+        if session.ended:
+            return
+        session.ended = True
+        if session.idle is not None:
+            session.idle.cancel()
+        self._live.pop(session.id, None)
+        self._ended[session.id] = None
+        while len(self._ended) > ENDED_KEPT:
+            self._ended.popitem(last=False)
+        self.hub.release(session.slot)
+        session.slot.queue.put_nowait(("end", None))  # an attached stream stops
+
+    def end_id(self, raw: str | None, who: Principal) -> None:
+        """``DELETE``: end the caller's session (one never used on this replica included)."""
+        try:
+            self.end(self.session(raw, who, create=False))
+        except SessionNotFound:
+            if raw is None or raw in self._ended or not self._ids.valid(raw, who):
+                raise
+            self._ended[raw] = None
+
+    def idle(self, session: LegacySession) -> None:
+        """No stream is attached: the session ends unless one attaches within :data:`IDLE_S`."""
+        if session.idle is not None:
+            session.idle.cancel()
+        session.idle = asyncio.get_running_loop().call_later(IDLE_S, self._expire, session)
+
+    def _expire(self, session: LegacySession) -> None:
+        if session.stream is None:
+            self.end(session)
+
+    def drain(self) -> None:
+        """A graceful stop began: every session ends (the streams with the hub's drain)."""
+        for session in list(self._live.values()):
+            self.end(session)
+
+    # --- resources/subscribe, resources/unsubscribe ---------------------------------------
+
+    def _subscribable(self) -> bool:
+        listening = self.listening
+        return listening is not None and any(o.subscribe for o in listening.listen_offers())
+
+    def may_subscribe(self, policy: Policy, who: Principal, uri: str) -> bool:
+        """The caller may read ``uri`` and its backend can be subscribed to: else the URI is
+        refused like an absent one (hidden = absent)."""
+        if self.listening is None or not policy.decide_resource(who, uri).allowed:
+            return False
+        route = self.backend.route_uri(uri)
+        subscribing = {o.backend for o in self.listening.listen_offers() if o.subscribe}
+        return route is not None and route[0] in subscribing
+
+    async def _subscribe(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
+        if not self._subscribable():
+            raise MethodNotFound()
+        require_method_scopes(turn, SUBSCRIPTION_METHOD)
+        who, uri = turn.principal, message.uri
+        session = self.session(turn.request.headers.get(SESSION_HEADER), who)
+        if uri is None or not self.may_subscribe(turn.policy, who, uri):
+            raise LegacyResourceNotFound()
+        check_expiry(turn, admitted)
+        if uri not in session.uris:
+            self.hub.grow(session.slot, 1)
+            session.uris[uri] = None
+            await self._confirm(session, uri, turn.deadline)
+        return bounded_success(message, {}, self._cap)
+
+    async def _confirm(self, session: LegacySession, uri: str, deadline: float) -> None:
+        """With a stream attached, wait until the backend acknowledged ``uri``; undo it if the
+        backend did not (absent there) or could not be asked (a backend failure)."""
+        if session.stream is None:
+            return  # the stream opens its listens when it attaches
+        done: asyncio.Future[Subscribed | None] = asyncio.get_running_loop().create_future()
+        session.slot.queue.put_nowait(("refilter", (done, deadline)))
+        try:
+            with deadline_at(deadline):
+                outcome = await done
+        except TimeoutError:
+            outcome = Subscribed(frozenset(), frozenset({"timeout"}))
+        if outcome is None or uri in outcome.acknowledged:
+            return  # the stream went away meanwhile: kept for the next one
+        self.forget(session, uri)
+        if outcome.refused:
+            raise BackendFailure(detail="subscription listen refused")
+        raise LegacyResourceNotFound()
+
+    def forget(self, session: LegacySession, uri: str) -> None:
+        if session.uris.pop(uri, 0) is None:
+            self.hub.shrink(session.slot, 1)
+
+    async def _unsubscribe(
+        self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
+    ) -> bytes:
+        if not self._subscribable():
+            raise MethodNotFound()
+        require_method_scopes(turn, SUBSCRIPTION_METHOD)
+        session = self.session(turn.request.headers.get(SESSION_HEADER), turn.principal)
+        check_expiry(turn, admitted)
+        uri = message.uri
+        if uri is not None and uri in session.uris:
+            self.forget(session, uri)
+            if session.stream is not None:
+                session.slot.queue.put_nowait(("refilter", None))
+        return bounded_success(message, {}, self._cap)  # not subscribed: nothing to undo

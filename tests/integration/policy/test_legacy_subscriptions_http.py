@@ -1,0 +1,550 @@
+"""Legacy ``resources/subscribe`` through the gateway (2025 eras), the official SDK on both sides.
+
+The SDK's ``Client(mode="legacy")`` initializes, gets the gateway's ``Mcp-Session-Id`` and opens
+the session's GET stream; ``subscribe_resource`` / ``unsubscribe_resource`` are POSTs of that
+session. Behind the gateway the SDK's ``MCPServer`` publishes on its subscription bus; the
+gateway listens there with its own credential (the 2026 path's machinery) and passes on, on the
+GET stream, only what the caller may read. Sessions are bounded like listen streams, bound to
+the principal, and end on DELETE, at a reload that takes the subscription away, at a graceful
+stop; a client that goes away releases the backend listens at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+import structlog
+from mcp import types
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.server.subscriptions import ResourceUpdated, ToolsListChanged
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+from prometheus_client import generate_latest
+
+from gateway import wiring
+from gateway.errors import BAD_REQUEST_CODE, RATE_LIMITED_CODE
+from gateway.http import legacy_sessions
+from tests.support import wired
+from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
+
+# The SDK marks resources/subscribe deprecated (removed in 2026-07-28); these are 2025 clients.
+pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+
+POLICY = """
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  echo: {scopes: [tools:echo]}
+resources:
+  "docs://guide/**": {scopes: [docs:read]}
+  "docs://private/**": {scopes: [docs:admin]}
+"""
+NO_GUIDE = POLICY.replace('  "docs://guide/**": {scopes: [docs:read]}\n', "")
+GUIDE = "docs://guide/intro"
+KEYS = "docs://private/keys"
+LIMITS = {"max_subscriptions_per_principal": 2, "max_subscribed_uris_per_principal": 3}
+VERSION = "2025-11-25"
+LEGACY = {"MCP-Protocol-Version": VERSION}
+
+
+@pytest.fixture
+async def stack(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
+    async with (
+        sdk_upstream(surface=True) as sdk,
+        live_stack(
+            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY,
+            gateway={"limits": LIMITS},
+        ) as live,
+    ):  # fmt: skip
+        yield live, sdk
+
+
+class Heard:
+    """The notifications an SDK client's message handler received."""
+
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[Any] = asyncio.Queue()
+
+    async def __call__(self, message: Any) -> None:
+        if isinstance(message, types.ServerNotification):
+            await self.queue.put(message)
+
+    async def next(self, within: float = 5.0) -> Any:
+        async with asyncio.timeout(within):
+            return await self.queue.get()
+
+    async def quiet(self, seconds: float = 0.5) -> None:
+        with pytest.raises(TimeoutError):
+            await self.next(seconds)
+
+
+def legacy_client(live: LiveStack, token: str, heard: Heard | None = None) -> tuple[Any, Client]:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    transport = streamable_http_client(live.server.mcp_url, http_client=http)
+    return http, Client(transport, mode="legacy", message_handler=heard)
+
+
+def listeners(sdk: SdkUpstream) -> int:
+    """Listen streams open at the SDK server, besides the gateway's own catalog listener."""
+    return len(sdk.bus._listeners) - 1
+
+
+async def eventually(check: Any, within: float = 5.0) -> None:
+    deadline = time.monotonic() + within
+    while not check():
+        assert time.monotonic() < deadline, "condition never held"
+        await asyncio.sleep(0.05)
+
+
+async def initialize(live: LiveStack, token: str) -> tuple[dict[str, str], dict[str, Any]]:
+    status, headers, text = await live.post(
+        token,
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+         "params": {"protocolVersion": VERSION, "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"}}},
+    )  # fmt: skip
+    assert status == 200, text
+    return headers, json.loads(text)["result"]
+
+
+def subscribe(uri: str, rid: int = 1, method: str = "resources/subscribe") -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": rid, "method": method, "params": {"uri": uri}}
+
+
+async def test_subscribe_hear_the_update_unsubscribe(stack: tuple[LiveStack, SdkUpstream]) -> None:
+    live, sdk = stack
+    heard = Heard()
+    http, client = legacy_client(live, live.token("mcp:access docs:read tools:echo"), heard)
+    async with http, client:
+        assert client.session.protocol_version == VERSION
+        capabilities = client.session.server_capabilities
+        assert capabilities is not None and capabilities.resources is not None
+        assert capabilities.resources.subscribe is True
+        # The GET stream attached: the gateway listens for the tools it lists.
+        await eventually(lambda: listeners(sdk) == 1)
+        await client.subscribe_resource(GUIDE)
+        await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
+        got = await heard.next()
+        assert isinstance(got, types.ResourceUpdatedNotification)
+        assert got.params.uri == GUIDE
+        await sdk.bus.publish(ToolsListChanged())
+        assert isinstance(await heard.next(), types.ToolListChangedNotification)
+        await client.unsubscribe_resource(GUIDE)
+        await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
+        await heard.quiet()
+    # The client closed (DELETE): the gateway's listens at the backend closed with it.
+    await eventually(lambda: listeners(sdk) == 0)
+
+
+async def test_initialize_mints_a_session_exactly_when_subscribing_would_work(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, _ = stack
+    headers, result = await initialize(live, live.token("mcp:access docs:read"))
+    assert headers["Mcp-Session-Id"]
+    assert result["capabilities"]["resources"]["subscribe"] is True
+    # Sees the echo tool (whose backend announces list changes) but no readable resource.
+    headers, result = await initialize(live, live.token("mcp:access tools:echo"))
+    assert headers["Mcp-Session-Id"]
+    assert result["capabilities"]["tools"]["listChanged"] is True
+    assert "resources" not in result["capabilities"]
+    # Nothing to hear: no session, nothing advertised.
+    headers, result = await initialize(live, live.token("mcp:access"))
+    assert "Mcp-Session-Id" not in headers
+    assert result["capabilities"]["tools"] == {"listChanged": False}
+
+
+async def test_method_scopes_govern_the_legacy_path_too(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = POLICY + "methods:\n  subscriptions/listen: {scopes: [subs:listen]}\n"
+    async with (
+        sdk_upstream(surface=True) as sdk,
+        live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
+                   policy=policy) as live,
+    ):  # fmt: skip
+        headers, result = await initialize(live, live.token("mcp:access docs:read"))
+        assert "Mcp-Session-Id" not in headers
+        assert result["capabilities"]["resources"]["subscribe"] is False
+        stepped = live.token("mcp:access docs:read subs:listen")
+        headers, result = await initialize(live, stepped)
+        assert result["capabilities"]["resources"]["subscribe"] is True
+        sid = {"Mcp-Session-Id": headers["Mcp-Session-Id"], **LEGACY}
+        status, headers, text = await live.post(
+            live.token("mcp:access docs:read"), subscribe(GUIDE), sid
+        )
+        assert status == 403, text
+        assert 'scope="mcp:access subs:listen"' in headers["WWW-Authenticate"]
+
+
+@pytest.mark.row("legacy_resource_not_found")
+async def test_a_uri_the_caller_may_not_read_is_refused_like_an_absent_one(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, sdk = stack
+    token = live.token("mcp:access docs:read tools:echo")
+    headers, _ = await initialize(live, token)
+    sid = {"Mcp-Session-Id": headers["Mcp-Session-Id"], **LEGACY}
+    bodies = set()
+    for uri in (KEYS, "other://nowhere/x"):  # step-up rule / no rule at all
+        status, headers, text = await live.post(token, subscribe(uri, rid=4), sid)
+        assert status == 200 and headers["Cache-Control"] == "no-store"
+        bodies.add(text)
+    assert len(bodies) == 1
+    assert json.loads(bodies.pop())["error"] == {"code": -32002, "message": "Resource not found"}
+    assert "resources/subscribe" not in sdk.methods  # decided at the gateway
+    # And an update for it never reaches this caller's stream.
+    heard = Heard()
+    http, client = legacy_client(live, token, heard)
+    async with http, client:
+        await eventually(lambda: listeners(sdk) == 1)
+        await client.subscribe_resource(GUIDE)
+        with pytest.raises(MCPError) as refused:
+            await client.subscribe_resource(KEYS)
+        assert refused.value.error.code == -32002
+        await sdk.bus.publish(ResourceUpdated(uri=KEYS))
+        await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
+        got = await heard.next()
+        assert got.params.uri == GUIDE
+        await heard.quiet()
+
+
+@pytest.mark.row("session_not_found")
+async def test_a_session_answers_only_its_own_principal(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, _ = stack
+    ann = live.token("mcp:access docs:read", sub="ann")
+    headers, _ = await initialize(live, ann)
+    session = headers["Mcp-Session-Id"]
+    assert (await live.post(ann, subscribe(GUIDE), {"Mcp-Session-Id": session, **LEGACY}))[0] == 200
+    # Bob's token, Ann's session id: as unknown as an id never minted (or from another replica).
+    bob = live.token("mcp:access docs:read", sub="bob")
+    for sid in (session, session[:-2] + "AA", "not-a-session", "x" * 65):
+        status, headers, text = await live.post(
+            bob, subscribe(GUIDE), {"Mcp-Session-Id": sid, **LEGACY}
+        )
+        assert status == 404, text
+        assert headers["Cache-Control"] == "no-store"
+        assert json.loads(text)["error"] == {"code": -31404, "message": "Session not found"}
+        async with live.session.get(
+            live.server.mcp_url,
+            headers={"Authorization": f"Bearer {bob}", "Accept": "text/event-stream",
+                     "Mcp-Session-Id": sid},
+        ) as response:  # fmt: skip
+            assert response.status == 404
+            assert (await response.json())["error"]["code"] == -31404
+    # Another client id of the same subject is another principal too.
+    other = live.token("mcp:access docs:read", sub="ann", client_id="other-app")
+    status, _, _ = await live.post(other, subscribe(GUIDE), {"Mcp-Session-Id": session, **LEGACY})
+    assert status == 404
+    # DELETE ends it: Ann's own requests are 404 from then on.
+    async with live.session.delete(
+        live.server.mcp_url,
+        headers={"Authorization": f"Bearer {ann}", "Mcp-Session-Id": session},
+    ) as response:  # fmt: skip
+        assert response.status == 204
+    status, _, _ = await live.post(ann, subscribe(GUIDE), {"Mcp-Session-Id": session, **LEGACY})
+    assert status == 404
+
+
+@pytest.mark.row("session_required")
+async def test_subscribe_without_a_session_is_400(stack: tuple[LiveStack, SdkUpstream]) -> None:
+    live, _ = stack
+    for method in ("resources/subscribe", "resources/unsubscribe"):
+        status, headers, text = await live.post(
+            live.token("mcp:access docs:read"), subscribe(GUIDE, method=method), LEGACY
+        )
+        assert status == 400, text
+        assert headers["Cache-Control"] == "no-store"
+        assert json.loads(text)["error"] == {
+            "code": BAD_REQUEST_CODE, "message": "Mcp-Session-Id required",
+        }  # fmt: skip
+
+
+@pytest.mark.row("stream_not_acceptable")
+async def test_a_get_that_does_not_accept_a_stream_is_406(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, _ = stack
+    token = live.token("mcp:access docs:read")
+    headers, _ = await initialize(live, token)
+    for accept in ("application/json", "*/*", "text/event-stream;q=0"):
+        async with live.session.get(
+            live.server.mcp_url,
+            headers={"Authorization": f"Bearer {token}", "Accept": accept,
+                     "Mcp-Session-Id": headers["Mcp-Session-Id"]},
+        ) as response:  # fmt: skip
+            assert response.status == 406
+            assert response.headers["Cache-Control"] == "no-store"
+            assert (await response.json())["error"] == "stream_not_acceptable"
+    # A GET without a session is still the pre-authentication 405 (no OAuth dance for a probe).
+    async with live.session.get(live.server.mcp_url) as response:
+        assert response.status == 405 and response.headers["Allow"] == "POST"
+    # A GET with a session but no token is authenticated like any request.
+    async with live.session.get(
+        live.server.mcp_url,
+        headers={"Accept": "text/event-stream", "Mcp-Session-Id": headers["Mcp-Session-Id"]},
+    ) as response:  # fmt: skip
+        assert response.status == 401
+        assert "resource_metadata=" in response.headers["WWW-Authenticate"]
+
+
+@pytest.mark.row("too_many_subscriptions")
+async def test_uris_and_sessions_per_principal_at_and_past_the_bound(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, _ = stack
+    token = live.token("mcp:access docs:read")
+    first = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
+    for i, uri in enumerate((GUIDE, "docs://guide/a", "docs://guide/b")):  # at the bound (3)
+        status, _, text = await live.post(token, subscribe(uri, rid=i), first)
+        assert status == 200 and "error" not in json.loads(text), text
+    again = await live.post(token, subscribe(GUIDE, rid=7), first)
+    assert again[0] == 200 and "error" not in json.loads(again[2])  # already counted
+    status, headers, text = await live.post(token, subscribe("docs://guide/c"), first)
+    assert status == 429, text
+    assert "Retry-After" not in headers and headers["Cache-Control"] == "no-store"
+    assert json.loads(text)["error"] == {
+        "code": RATE_LIMITED_CODE, "message": "Too many subscriptions",
+    }  # fmt: skip
+    # An unsubscribe gives its URI back.
+    assert (await live.post(token, subscribe("docs://guide/b", method="resources/unsubscribe"),
+                            first))[0] == 200  # fmt: skip
+    status, _, text = await live.post(token, subscribe("docs://guide/c"), first)
+    assert status == 200 and "error" not in json.loads(text), text
+    # Sessions count as streams: two per principal (with the listen streams).
+    second = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
+    status, _, text = await live.post(
+        token, subscribe("docs://guide/b", method="resources/unsubscribe"), second
+    )
+    assert status == 200, text
+    third = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
+    status, _, text = await live.post(token, subscribe(GUIDE), third)
+    assert status == 429, text
+    assert json.loads(text)["error"]["code"] == RATE_LIMITED_CODE
+    # Another subject has its own share.
+    bob = live.token("mcp:access docs:read", sub="bob")
+    bob_sid = {"Mcp-Session-Id": (await initialize(live, bob))[0]["Mcp-Session-Id"], **LEGACY}
+    assert (await live.post(bob, subscribe(GUIDE), bob_sid))[0] == 200
+
+
+@pytest.mark.row("over_capacity")
+async def test_sessions_per_replica_at_and_past_the_bound(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with (
+        sdk_upstream(surface=True) as sdk,
+        live_stack(
+            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY,
+            gateway={"limits": {"max_subscriptions": 2}},
+        ) as live,
+    ):  # fmt: skip
+        for n, sub in enumerate("abc"):
+            token = live.token("mcp:access docs:read", sub=sub)
+            sid = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"],
+                   **LEGACY}  # fmt: skip
+            status, headers, text = await live.post(token, subscribe(GUIDE), sid)
+            if n < 2:
+                assert status == 200, text
+            else:
+                assert status == 503, text
+                assert headers["Retry-After"] == "1"
+                assert json.loads(text)["error"] == "over_capacity"
+
+
+async def test_a_client_that_goes_away_releases_the_backend_listens_then_the_session(
+    stack: tuple[LiveStack, SdkUpstream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    live, sdk = stack
+    monkeypatch.setattr(legacy_sessions, "IDLE_S", 0.5)
+    token = live.token("mcp:access docs:read")
+    sids = []
+    for _ in range(2):  # both of the principal's sessions
+        sid = (await initialize(live, token))[0]["Mcp-Session-Id"]
+        assert (await live.post(token, subscribe(GUIDE), {"Mcp-Session-Id": sid, **LEGACY}))[
+            0
+        ] == 200
+        sids.append(sid)
+    async with aiohttp.ClientSession() as raw:
+        response = await raw.get(
+            live.server.mcp_url,
+            headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
+                     "Mcp-Session-Id": sids[0]},
+        )  # fmt: skip
+        assert response.status == 200
+        assert response.headers["Content-Type"] == "text/event-stream"
+        assert response.headers["Mcp-Session-Id"] == sids[0]
+        await eventually(lambda: listeners(sdk) == 1)
+        response.close()  # the client goes away without a DELETE
+    await eventually(lambda: listeners(sdk) == 0)
+    # The sessions idle out: their slots are free again, their ids are 404.
+    await asyncio.sleep(1.0)
+    status, _, _ = await live.post(token, subscribe(GUIDE), {"Mcp-Session-Id": sids[0], **LEGACY})
+    assert status == 404
+    fresh = (await initialize(live, token))[0]["Mcp-Session-Id"]
+    assert (await live.post(token, subscribe(GUIDE), {"Mcp-Session-Id": fresh, **LEGACY}))[0] == 200
+
+
+async def test_a_reload_that_takes_the_resource_away_ends_that_subscription(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, sdk = stack
+    heard = Heard()
+    http, client = legacy_client(live, live.token("mcp:access docs:read tools:echo"), heard)
+    async with http, client:
+        await eventually(lambda: listeners(sdk) == 1)
+        await client.subscribe_resource(GUIDE)
+        (live.config_path.parent / "policy.yaml").write_text(NO_GUIDE)
+        reload = live.server.services.reload_policy
+        assert reload is not None
+        await asyncio.to_thread(reload)
+        await asyncio.sleep(1.0)  # past the hub's look at the new snapshot
+        await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
+        await sdk.bus.publish(ToolsListChanged())
+        # The tools are still the caller's to hear about; the guide is not.
+        assert isinstance(await heard.next(), types.ToolListChangedNotification)
+        await heard.quiet()
+
+
+async def test_a_reload_that_takes_the_method_away_ends_the_session(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, sdk = stack
+    token = live.token("mcp:access docs:read")
+    sid = (await initialize(live, token))[0]["Mcp-Session-Id"]
+    headers = {"Mcp-Session-Id": sid, **LEGACY}
+    assert (await live.post(token, subscribe(GUIDE), headers))[0] == 200
+    async with live.session.get(
+        live.server.mcp_url,
+        headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
+                 "Mcp-Session-Id": sid},
+    ) as response:  # fmt: skip
+        assert response.status == 200
+        await eventually(lambda: listeners(sdk) == 1)
+        stricter = POLICY + "methods:\n  subscriptions/listen: {scopes: [subs:listen]}\n"
+        (live.config_path.parent / "policy.yaml").write_text(stricter)
+        reload = live.server.services.reload_policy
+        assert reload is not None
+        await asyncio.to_thread(reload)
+        async with asyncio.timeout(5):
+            assert await response.content.read() == b""  # the stream ended
+    await eventually(lambda: listeners(sdk) == 0)
+    assert (await live.post(token, subscribe(GUIDE), headers))[0] == 403  # step-up first
+    stepped = live.token("mcp:access docs:read subs:listen")  # the same principal
+    assert (await live.post(stepped, subscribe(GUIDE), headers))[0] == 404  # the session ended
+
+
+async def test_a_graceful_stop_ends_sessions_and_their_streams(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, sdk = stack
+    token = live.token("mcp:access docs:read")
+    sid = (await initialize(live, token))[0]["Mcp-Session-Id"]
+    async with live.session.get(
+        live.server.mcp_url,
+        headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
+                 "Mcp-Session-Id": sid},
+    ) as response:  # fmt: skip
+        assert response.status == 200
+        await eventually(lambda: listeners(sdk) == 1)
+        for hook in live.server.services.drain:
+            hook(time.monotonic() + 5)
+        async with asyncio.timeout(5):
+            assert await response.content.read() == b""
+    await eventually(lambda: listeners(sdk) == 0)
+    status, _, _ = await live.post(token, subscribe(GUIDE), {"Mcp-Session-Id": sid, **LEGACY})
+    assert status == 404
+
+
+async def test_the_clients_token_reaches_no_backend_log_metric_or_body(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, sdk = stack
+    token = live.token("mcp:access docs:read tools:echo")
+    heard = Heard()
+    seen: list[str] = []
+    with structlog.testing.capture_logs() as events:
+        http, client = legacy_client(live, token, heard)
+        async with http, client:
+            await eventually(lambda: listeners(sdk) == 1)
+            await client.subscribe_resource(GUIDE)
+            await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
+            seen.append(repr(await heard.next()))
+            await client.unsubscribe_resource(GUIDE)
+        for sid in ("bogus", None):
+            extra = {"Mcp-Session-Id": sid, **LEGACY} if sid else LEGACY
+            status, headers, text = await live.post(token, subscribe(GUIDE), extra)
+            seen.append(f"{status} {headers!r} {text}")
+    assert "subscriptions/listen" in sdk.methods
+    assert sdk.authorizations and all(token not in value for value in sdk.authorizations)
+    assert events
+    for haystack in (repr(events), "\n".join(seen), generate_latest().decode()):
+        assert token not in haystack
+        assert token[8:40] not in haystack
+
+
+@pytest.mark.row("session_terminated")
+async def test_delete_ends_the_session_and_its_stream(stack: tuple[LiveStack, SdkUpstream]) -> None:
+    live, sdk = stack
+    token = live.token("mcp:access docs:read")
+    sid = (await initialize(live, token))[0]["Mcp-Session-Id"]
+    auth = {"Authorization": f"Bearer {token}", "Mcp-Session-Id": sid}
+    assert (await live.post(token, subscribe(GUIDE), {"Mcp-Session-Id": sid, **LEGACY}))[0] == 200
+    async with live.session.get(
+        live.server.mcp_url, headers={**auth, "Accept": "text/event-stream"}
+    ) as stream:
+        assert stream.status == 200
+        await eventually(lambda: listeners(sdk) == 1)
+        async with live.session.delete(live.server.mcp_url, headers=auth) as response:
+            assert response.status == 204
+            assert response.headers["Cache-Control"] == "no-store"
+            assert await response.read() == b""
+        async with asyncio.timeout(5):
+            assert await stream.content.read() == b""  # the stream ended with it
+    await eventually(lambda: listeners(sdk) == 0)
+    async with live.session.delete(live.server.mcp_url, headers=auth) as response:
+        assert response.status == 404  # once
+    # Without a session, DELETE stays the pre-authentication 405.
+    async with live.session.delete(live.server.mcp_url) as response:
+        assert response.status == 405
+
+
+async def test_a_worker_of_a_group_offers_no_legacy_sessions(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``serve --workers N`` builds its workers' services with ``legacy_sessions=False`` (the
+    kernel spreads a session's connections over processes): nothing is advertised or minted."""
+    monkeypatch.setattr(
+        wired, "build_services", functools.partial(wiring.build_services, legacy_sessions=False)
+    )
+    async with (
+        sdk_upstream(surface=True) as sdk,
+        live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
+                   policy=POLICY) as live,
+    ):  # fmt: skip
+        token = live.token("mcp:access docs:read tools:echo")
+        headers, result = await initialize(live, token)
+        assert "Mcp-Session-Id" not in headers
+        assert result["capabilities"]["resources"]["subscribe"] is False
+        assert result["capabilities"]["tools"]["listChanged"] is False
+        status, _, text = await live.post(token, subscribe(GUIDE), LEGACY)
+        assert status == 200 and json.loads(text)["error"]["code"] == -32601
+        async with live.session.get(
+            live.server.mcp_url,
+            headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
+                     "Mcp-Session-Id": "x.y"},
+        ) as response:  # fmt: skip
+            assert response.status == 405
