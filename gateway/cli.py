@@ -1,5 +1,5 @@
 """The ``mcp-gateway`` command: ``serve``, ``check``, ``version``, ``demo``, ``policy explain``,
-``revoke`` and ``audit verify``.
+``revoke``, ``audit verify`` and ``catalog`` (:mod:`gateway.app.catalog_command`).
 
 Exit codes: 0 success; 1 invalid configuration or policy, or a listener that cannot bind (with
 ``serve --workers N``, also a worker that had to be killed at the end of the stop); 2 usage
@@ -27,6 +27,7 @@ from typing import Any, Final
 import gateway
 from gateway import deadlines, demo
 from gateway.app import admin_client, audit_command, event_loop, policy_explain, serve
+from gateway.app.catalog_command import register as register_catalog
 from gateway.config import Config, load_config
 from gateway.config.issuer import scope_map_warnings
 from gateway.config.loader import inspect_config
@@ -52,6 +53,7 @@ SUBCOMMANDS: Final[tuple[Callable[[Subparsers], None], ...]] = (
     policy_explain.register,
     admin_client.register,
     audit_command.register,
+    register_catalog,
 )
 """The subcommands defined beside their layer: each adds its parser and its ``handler``."""
 

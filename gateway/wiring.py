@@ -24,6 +24,7 @@ from gateway.auth.resource_server import ResourceServer
 from gateway.backend.assertion_keys import GatewayKeys
 from gateway.backend.federated_listen import FederatedListening
 from gateway.backend.federation import FederatedBackend
+from gateway.backend.lock_watch import CatalogLock
 from gateway.backend.proxy import UpstreamBackend
 from gateway.config import Config, StoreErrorPolicy
 from gateway.config.loader import backend_prefixes
@@ -99,9 +100,13 @@ def build_services(
     # One UpstreamBackend per configured backend (its own pool, session, catalog, credential),
     # behind one federation: a single `backend:` is a federation of one.
     keys = GatewayKeys.from_config(config)  # assertion keys: signed by backends, published
+    audit = AuditSink.from_config(config.audit)
+    pins = _catalog_lock(config, metrics, audit)
     backend = FederatedBackend(
         [
-            UpstreamBackend(config, outbound, settings=settings, metrics=metrics, keys=keys)
+            UpstreamBackend(
+                config, outbound, settings=settings, metrics=metrics, keys=keys, pins=pins
+            )
             for settings in config.backends
         ],
         readiness=config.backend_readiness,
@@ -111,7 +116,6 @@ def build_services(
     # An exchanged token (and a reusable assertion) never outlives its caller token's entry.
     authenticator.on_token_dropped(backend.forget_caller)
     metrics.set_max_in_flight(config.limits.max_in_flight)
-    audit = AuditSink.from_config(config.audit)
     observer = GatewayObserver(
         metrics=metrics,
         logging_config=config.logging,
@@ -178,6 +182,9 @@ def build_services(
             lambda: _reload_on_sighup(policy),
         ]
     )
+    if pins is not None and config.catalog is not None:
+        poll_s = config.catalog.poll_s
+        services.background.append(lambda: pins.run(poll_s))
     services.drain.append(endpoint.drain)
     services.cleanups.extend([backend.close, authenticator.close, state.close, _async(audit.close)])
     if pdp is not None:
@@ -240,6 +247,16 @@ def build_shared_state(
         RedisReplays(store), MemoryReplays(), policy=policies.dpop_replay, metrics=metrics
     )
     return SharedState("redis", limiter, leases, revocations, replays, store, token_cache)
+
+
+def _catalog_lock(config: Config, metrics: Metrics, audit: AuditSink) -> CatalogLock | None:
+    """The lock of ``catalog:`` (None without the section: nothing is compared). Raises
+    :class:`ConfigError` (``file:line:col``) when the lock file is missing or invalid."""
+    if config.catalog is None:
+        return None
+    return CatalogLock(
+        config.catalog.lock, config.catalog.on_change, metrics=metrics, audit=audit.emit
+    )
 
 
 def _tracing(config: Config, metrics: Metrics) -> Tracing | None:

@@ -39,12 +39,12 @@ from typing import Any, Final
 
 from joserfc.jws import JWSRegistry
 
-from gateway.backend.assertion_keys import AssertionKey, b64url
-from gateway.config import AssertionConfig
+from gateway.backend.assertion_keys import AssertionKey, GatewayKeys, b64url
+from gateway.config import AssertionConfig, BackendConfig, Config
 from gateway.observability.metrics import Metrics
 from gateway.seams import Principal, RequestContext, ToolDef
 
-__all__ = ["MAX_REUSED", "AssertionSigner"]
+__all__ = ["MAX_REUSED", "AssertionSigner", "signer_for"]
 
 MAX_REUSED: Final = 10_000
 """Assertions kept for reuse per backend (LRU): one per active (caller token, tool)."""
@@ -146,3 +146,22 @@ class AssertionSigner:
         signing_input = header + b"." + payload
         signature = self._algorithm.sign(signing_input, key)
         return (signing_input + b"." + b64url(signature)).decode("ascii"), issued, expires
+
+
+def signer_for(
+    config: Config, settings: BackendConfig, keys: GatewayKeys | None, metrics: Metrics | None
+) -> AssertionSigner | None:
+    """The backend's assertion signer (``identity.assertion``), None without one."""
+    assertion = settings.identity.assertion
+    if assertion is None:
+        return None
+    key = keys.for_backend(settings.name) if keys is not None else None
+    if metrics is not None:
+        metrics.register_identity(settings.name, assertion=True)
+    return AssertionSigner(
+        assertion,
+        key if key is not None else AssertionKey(assertion),
+        issuer=config.resource,
+        backend=settings.name,
+        metrics=metrics,
+    )

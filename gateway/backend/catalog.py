@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -120,6 +120,12 @@ class ToolCatalog:
     def get(self, name: str) -> ToolDef | None:
         entry = self._entries.get(name)
         return entry.tool if entry is not None else None
+
+    def without(self, names: Collection[str]) -> ToolCatalog:
+        """This snapshot less ``names`` (their validators are not compiled again)."""
+        return ToolCatalog(
+            [(e.tool, e.validator) for e in self._entries.values() if e.tool.name not in names]
+        )
 
     def validator(self, name: str) -> jsonschema_rs.Validator | None:
         entry = self._entries.get(name)

@@ -465,6 +465,9 @@ class FederatedBackend:
                 "hidden": hidden.get(member.name, 0),
                 "catalog_age_s": round(member.catalog_age(), 1),
             }
+            lock = member.refresher.lock_report()
+            if lock is not None:
+                out[member.name]["catalog_lock"] = lock
         return out
 
     # --- lifecycle --------------------------------------------------------------------

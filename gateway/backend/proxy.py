@@ -22,11 +22,12 @@ from typing import Any, Final
 
 import jsonschema_rs
 
-from gateway.backend.assertion import AssertionSigner
-from gateway.backend.assertion_keys import AssertionKey, GatewayKeys
+from gateway.backend.assertion import signer_for
+from gateway.backend.assertion_keys import GatewayKeys
 from gateway.backend.catalog import ToolCatalog, compile_validator
 from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, make_credential
 from gateway.backend.listen import ChangeListener
+from gateway.backend.lock_watch import CatalogLock
 from gateway.backend.refresher import CatalogRefresher
 from gateway.backend.results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
 from gateway.backend.subscription import (
@@ -82,10 +83,12 @@ class UpstreamBackend:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         keys: GatewayKeys | None = None,
+        pins: CatalogLock | None = None,
     ) -> None:
         """``settings``: the backend this instance talks to (default: the configuration's
         first, for a ``backend:`` section its only one). ``keys``: the gateway's assertion
-        keys (shared with the JWK Set it publishes; default: this backend's own)."""
+        keys (shared with the JWK Set it publishes; default: this backend's own). ``pins``:
+        the catalog lock (``catalog:``) its catalog is held to."""
         self._config = config
         self._settings = settings if settings is not None else config.backends[0]
         self.name = self._settings.name
@@ -119,12 +122,12 @@ class UpstreamBackend:
         )
         self._refresher = CatalogRefresher(
             self._link, self._settings, metrics=metrics, clock=clock,
-            max_description_chars=config.limits.max_description_chars,
+            max_description_chars=config.limits.max_description_chars, pins=pins,
         )  # fmt: skip
         # An upstream notifications/tools/list_changed, on any stream, asks for a fetch.
         self._link.on_list_changed = self._refresher.request_refresh
         self._listener = ChangeListener(self._link, on_change=self._refresher.request_refresh)
-        self._signer = _signer(config, self._settings, keys, metrics)
+        self._signer = signer_for(config, self._settings, keys, metrics)
         self._tool_call = UpstreamToolCall(
             self._link,
             self._settings,
@@ -181,6 +184,22 @@ class UpstreamBackend:
 
     async def start(self) -> None:
         """Register destinations, try the first fetch, then refresh and listen in the background."""
+        await self.fetch()
+        self._outbound.add(
+            Destination(
+                self._link.destination + LISTEN_DESTINATION_SUFFIX,
+                connect_timeout_s=self._settings.connect_timeout_s,
+                max_connections=self._config.limits.max_subscriptions,
+                ssl_context=self._ssl,
+                lean=True,
+            )
+        )
+        self._refresher.start()
+        self._listener.start()
+
+    async def fetch(self) -> bool:
+        """Register the call destinations and fetch the catalog once (``start`` does this
+        first; ``mcp-gateway catalog`` stops here: no background refresh, no listen stream)."""
         self._outbound.add(
             Destination(
                 self._link.destination,
@@ -195,20 +214,10 @@ class UpstreamBackend:
                 Destination(TOKEN_DESTINATION, connect_timeout_s=self._config.issuer.timeout_s)
             )
         try:
-            await self._refresher.refresh()
+            return await self._refresher.refresh()
         except Exception:  # a bug in the first fetch must not keep this backend down for good
             _log.exception("backend_catalog_refresh_crashed", backend=self.name)
-        self._outbound.add(
-            Destination(
-                self._link.destination + LISTEN_DESTINATION_SUFFIX,
-                connect_timeout_s=self._settings.connect_timeout_s,
-                max_connections=self._config.limits.max_subscriptions,
-                ssl_context=self._ssl,
-                lean=True,
-            )
-        )
-        self._refresher.start()
-        self._listener.start()
+            return False
 
     async def close(self) -> None:
         """Stop refreshing and listening, and DELETE the legacy upstream session, if any."""
@@ -222,6 +231,11 @@ class UpstreamBackend:
     def surface(self) -> SurfacePart:
         """The upstream's prompts, resources and templates (last good fetch)."""
         return self._refresher.surface()
+
+    @property
+    def refresher(self) -> CatalogRefresher:
+        """Its catalog: the lock items and differences with ``catalog:`` (``pinned()``...)."""
+        return self._refresher
 
     @property
     def offers(self) -> frozenset[str]:
@@ -362,24 +376,6 @@ class UpstreamBackend:
             self._signer.forget(digest)
         if self._exchange is not None:
             self._exchange.forget(digest)
-
-
-def _signer(
-    config: Config, settings: BackendConfig, keys: GatewayKeys | None, metrics: Metrics | None
-) -> AssertionSigner | None:
-    assertion = settings.identity.assertion
-    if assertion is None:
-        return None
-    key = keys.for_backend(settings.name) if keys is not None else None
-    if metrics is not None:
-        metrics.register_identity(settings.name, assertion=True)
-    return AssertionSigner(
-        assertion,
-        key if key is not None else AssertionKey(assertion),
-        issuer=config.resource,
-        backend=settings.name,
-        metrics=metrics,
-    )
 
 
 def _plain(value: Mapping[str, Any]) -> dict[str, Any]:

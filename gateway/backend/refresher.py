@@ -14,6 +14,13 @@ The catalog is fetched at start and then:
 A catalog is replaced only by a successful fetch; a failed one keeps the last good catalog
 (``catalog_age_seconds`` shows how stale it is) and is retried with backoff.
 
+With a catalog lock (``catalog:``, :mod:`.lock_watch`) every fetch is compared with the lock
+here, once per fetch and never per request: under ``on_change: hold`` an item that differs from
+the lock, or is not in it, is left out of :meth:`CatalogRefresher.catalog` and
+:meth:`CatalogRefresher.surface`, so listing, calls and the federation see it exactly as if the
+backend did not offer it. The unfiltered snapshot is kept, so a new lock is applied at once
+(:meth:`CatalogRefresher.relock`) without another fetch. Without a lock none of this runs.
+
 The same fetch then lists what else the upstream advertised in its ``server/discover`` or
 ``initialize`` result: ``prompts/list`` (capability ``prompts``), ``resources/list`` and
 ``resources/templates/list`` (capability ``resources``), every page, validated by
@@ -38,6 +45,9 @@ from gateway.backend.catalog import (
     build_catalog,
 )
 from gateway.backend.era import LinkState, modern_meta
+from gateway.backend.held import pin_surface, pin_tools, without_held
+from gateway.backend.lock_watch import CatalogLock
+from gateway.backend.pinning import Difference, Item, compare
 from gateway.backend.rpc import UpstreamFault
 from gateway.backend.surface_catalog import EMPTY_PART, MAX_ITEMS, SurfacePart, build_surface
 from gateway.backend.upstream import UpstreamLink
@@ -69,6 +79,9 @@ RETRY_S: Final = 1.0
 MAX_RETRY_S: Final = 60.0
 """Longest wait between attempts while the upstream is down."""
 
+MAX_REPORTED_DIFFERENCES: Final = 50
+"""Differences from the catalog lock listed per backend in ``/readyz`` (the rest counted)."""
+
 _log = get_logger("gateway.backend")
 
 
@@ -91,7 +104,9 @@ class CatalogRefresher:
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.monotonic,
         max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
+        pins: CatalogLock | None = None,
     ) -> None:
+        """``pins``: the catalog lock to hold changed items back by (None: no lock)."""
         self._link = link
         self._max_description_chars = max_description_chars
         self._tool_changes: frozenset[tuple[str, str, str]] = frozenset()
@@ -101,6 +116,7 @@ class CatalogRefresher:
         self._metrics = metrics
         self._clock = clock
         self._catalog: ToolCatalog = EMPTY_CATALOG
+        self._fetched_version = EMPTY_CATALOG.version
         self._surface: SurfacePart = EMPTY_PART
         self._catalog_at: float | None = None
         self._born = clock()
@@ -112,8 +128,19 @@ class CatalogRefresher:
         self._task: asyncio.Task[None] | None = None
         self.ready = False
         """True once the first fetch succeeded (readiness)."""
+        self.surface_failed = False
+        """The last fetch kept the previous prompts and templates (their lists failed)."""
         self.on_update: Callable[[], None] | None = None
         """Called after every successful fetch (the catalog or the interval may have changed)."""
+        self._pins = pins
+        # With a lock: the unfiltered snapshot, its pinned items, the last comparison.
+        self._full_catalog: ToolCatalog = EMPTY_CATALOG
+        self._full_surface: SurfacePart = EMPTY_PART
+        self._live_tools: tuple[Item, ...] = ()
+        self._live_surface: tuple[Item, ...] = ()
+        self._differences: tuple[Difference, ...] = ()
+        if pins is not None:
+            pins.subscribe(self._backend, self.relock)
 
     def catalog(self) -> ToolCatalog:
         return self._catalog
@@ -121,6 +148,42 @@ class CatalogRefresher:
     def surface(self) -> SurfacePart:
         """The upstream's validated prompts, resources and templates (last good fetch)."""
         return self._surface
+
+    def pinned(self) -> tuple[Item, ...]:
+        """What this backend offers now, as lock items (with a lock; else empty)."""
+        return self._live_tools + self._live_surface
+
+    def differences(self) -> tuple[Difference, ...]:
+        """The last comparison with the lock (with a lock; else empty)."""
+        return self._differences
+
+    def lock_report(self) -> dict[str, Any] | None:
+        """The ``catalog_lock`` member of this backend's ``/readyz`` entry (None: no lock)."""
+        if self._pins is None:
+            return None
+        differences = self._differences
+        listed = [
+            {"kind": d.key[0], "name": d.key[2], "change": d.change,
+             "sha256": d.live.sha256 if d.live else None,
+             "locked_sha256": d.locked.sha256 if d.locked else None}
+            for d in differences[:MAX_REPORTED_DIFFERENCES]
+        ]  # fmt: skip
+        mode = self._pins.mode
+        return {
+            "on_change": mode,
+            "lock_version": self._pins.current().version,
+            "held": sum(d.change != "removed" for d in differences) if mode == "hold" else 0,
+            "differences": listed,
+            "more_differences": len(differences) - len(listed),
+        }
+
+    def relock(self) -> None:
+        """Apply the current lock to the snapshot already fetched (after a lock reload)."""
+        if self._pins is None or not self.ready:
+            return
+        self._apply_lock()
+        if self.on_update is not None:
+            self.on_update()
 
     def age(self) -> float:
         """Seconds since the last successful fetch; before the first one, since this refresher
@@ -166,14 +229,23 @@ class CatalogRefresher:
             for name, reason in build.dropped:
                 _log.warning("backend_tool_dropped", backend=self._backend, tool=name,
                              reason=reason)  # fmt: skip
-            if build.catalog.version != self._catalog.version or not self.ready:
-                self._catalog = build.catalog
+            changed = build.catalog.version != self._fetched_version or not self.ready
+            self._fetched_version = build.catalog.version
+            if changed:
                 _log.info("backend_catalog_updated", backend=self._backend,
                           version=build.catalog.version, tools=len(build.catalog),
                           dropped=len(build.dropped))  # fmt: skip
+            if self._pins is None:
+                if changed:
+                    self._catalog = build.catalog
+                await self._refresh_surface()
+            else:
+                self._full_catalog = build.catalog
+                self._live_tools = pin_tools(self._backend, tools, build.catalog)
+                await self._refresh_surface()
+                self._apply_lock()
             if self._metrics is not None:
                 self._metrics.catalog_tools.labels(backend=self._backend).set(len(self._catalog))
-            await self._refresh_surface()
             self._catalog_at = self._clock()
             self.interval = refresh_interval(self._settings.catalog_refresh_s, ttl_ms)
             self._count("success")
@@ -205,7 +277,8 @@ class CatalogRefresher:
         offers = state.offers if state is not None else frozenset()
         subscribe = state is not None and state.subscribe
         if not offers & {"prompts", "resources"}:
-            self._surface = SurfacePart(offers=offers, subscribe=subscribe)
+            self._surface = self._full_surface = SurfacePart(offers=offers, subscribe=subscribe)
+            self._live_surface = ()
             return
         try:
             prompts: list[Any] = []
@@ -228,7 +301,9 @@ class CatalogRefresher:
         except UpstreamFault as fault:
             _log.warning("backend_surface_refresh_failed", backend=self._backend,
                          kind=fault.kind, status=fault.status)  # fmt: skip
+            self.surface_failed = True
             return
+        self.surface_failed = False
         part = build_surface(prompts, resources, templates, prefix=self._settings.name_prefix,
                              backend=self._backend,
                              max_description_chars=self._max_description_chars)  # fmt: skip
@@ -236,7 +311,26 @@ class CatalogRefresher:
         for kind, name, reason in part.dropped:
             _log.warning("backend_item_dropped", backend=self._backend, kind=kind, item=name,
                          reason=reason)  # fmt: skip
-        self._surface = dataclasses.replace(part, offers=offers, subscribe=subscribe)
+        part = dataclasses.replace(part, offers=offers, subscribe=subscribe)
+        if self._pins is None:
+            self._surface = part
+            return
+        self._full_surface = part
+        self._live_surface = pin_surface(self._backend, part, prompts, templates)
+
+    def _apply_lock(self) -> None:
+        """Compare the snapshot with the lock; under ``hold`` leave out what differs."""
+        pins = self._pins
+        assert pins is not None
+        differences = compare(self.pinned(), pins.current().for_backend(self._backend))
+        self._differences = differences
+        catalog, surface = self._full_catalog, self._full_surface
+        if pins.mode == "hold":
+            catalog, surface = without_held(catalog, surface, differences)
+        if catalog.version != self._catalog.version:
+            self._catalog = catalog
+        self._surface = surface
+        pins.report(self._backend, differences)
 
     async def _fetch_tools(self) -> tuple[list[Any], int | None]:
         return await self._fetch_list("tools/list", "tools", MAX_TOOLS)

@@ -18,6 +18,7 @@ The package, by job:
 Import the public names from here (``from gateway.config import Config``).
 """
 
+from gateway.config.catalog import CatalogConfig, OnChange
 from gateway.config.identity_model import (
     AssertionConfig,
     IdentityConfig,
@@ -83,6 +84,7 @@ __all__ = [
     "BackendConfig",
     "BackendReadiness",
     "CacheConfig",
+    "CatalogConfig",
     "Config",
     "CorsConfig",
     "CredentialConfig",
@@ -97,6 +99,7 @@ __all__ = [
     "Limits",
     "Listen",
     "LoggingConfig",
+    "OnChange",
     "OtlpConfig",
     "PdpCredential",
     "PolicyExternalConfig",

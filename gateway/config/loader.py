@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from gateway.config.backend import build_backends, check_token_exchange
 from gateway.config.builder import Builder
+from gateway.config.catalog import build_catalog
 from gateway.config.identity import build_identity_jwks
 from gateway.config.input_requests import build_input_requests
 from gateway.config.issuer import build_issuers, issuer_allows_insecure_http, issuer_entries
@@ -241,6 +242,7 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     section("audit", lambda: build_audit(b, raw.get("audit", {})))
     section("tracing", lambda: build_tracing(b, raw.get("tracing")))
     section("policy_external", lambda: build_policy_external(b, raw.get("policy_external")))
+    section("catalog", lambda: build_catalog(b, raw.get("catalog")))
     section("state", lambda: build_state(b, raw.get("state", {})))
     # A revocation marker must outlive the longest any issuer's cache may hold a token.
     section("admin", lambda: build_admin(b, raw.get("admin", {}), _longest_cache(issuers)))

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Final, Literal, get_args
 from urllib.parse import urlsplit
 
+from gateway.config.catalog import CatalogConfig
 from gateway.config.identity_model import IdentityConfig, IdentityJwksConfig
 from gateway.config.policy_external_model import PolicyExternalConfig
 from gateway.config.secrets import Secret
@@ -564,6 +565,8 @@ class Config:
     """None without a ``tracing:`` section: no tracing code runs at all."""
     policy_external: PolicyExternalConfig | None = None
     """None without a ``policy_external:`` section: no decision point is consulted at all."""
+    catalog: CatalogConfig | None = None
+    """None without a ``catalog:`` section: no lock is read, nothing is compared."""
 
     @property
     def issuers(self) -> tuple[IssuerConfig, ...]:

@@ -46,6 +46,7 @@ __all__ = [
     "AUDIT_LOGGER",
     "AuditEvent",
     "AuditSink",
+    "CatalogEvent",
     "RevocationEvent",
     "argument_shape",
     "exchange_record",
@@ -255,6 +256,40 @@ class RevocationEvent:
         return _dumps(record)
 
 
+@dataclass(frozen=True, slots=True)
+class CatalogEvent:
+    """A catalog item that differs from the lock (``catalog.lock``): ``catalog_item_held``
+    (hidden, ``on_change: hold``), ``catalog_item_flagged`` (served, ``warn``), or
+    ``catalog_item_released`` (it matches the lock again: approved, or the backend reverted)."""
+
+    event: str
+    backend: str
+    kind: str
+    """``tool``, ``prompt`` or ``template``."""
+    item: str
+    change: str
+    """``changed`` (another definition than the locked one) or ``new`` (not in the lock)."""
+    sha256: str | None
+    """The live definition's hash (released: the one now approved, or held before)."""
+    locked_sha256: str | None
+    lock_version: str
+
+    def to_json(self, ts: float) -> str:
+        record = {
+            "ts": _rfc3339(ts),
+            "log": "audit",
+            "event": self.event,
+            "backend": self.backend,
+            "kind": self.kind,
+            "item": self.item,
+            "change": self.change,
+            "sha256": self.sha256,
+            "locked_sha256": self.locked_sha256,
+            "lock_version": self.lock_version,
+        }
+        return _dumps(record)
+
+
 def _dumps(record: dict[str, Any]) -> str:
     """Compact JSON, UTF-8 left as is; a lone surrogate (orjson refuses them) takes the slow
     path of the standard encoder."""
@@ -341,7 +376,7 @@ class AuditSink:
         """The checkpoint key's public JWK (for ``/.well-known/jwks.json``), None without one."""
         return None if self._signer is None or not self.enabled else dict(self._signer.jwk)
 
-    def emit(self, event: AuditEvent | RevocationEvent, ts: float) -> None:
+    def emit(self, event: AuditEvent | RevocationEvent | CatalogEvent, ts: float) -> None:
         """Write one event (``ts`` is Unix time). Write errors are reported on stderr (the
         file handler's ``handleError``, the line writer's report), never raised into the
         request."""

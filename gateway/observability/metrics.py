@@ -308,6 +308,17 @@ class Metrics:
             "(name_refused), counted once per item and change",
             ["backend", "kind"], registry=r,
         )  # fmt: skip
+        self.catalog_held_items = Gauge(
+            p + "catalog_held_items",
+            "The backend's catalog items (kind: tool, prompt, template) that differ from the "
+            "catalog lock: hidden under catalog.on_change: hold, served and flagged under warn",
+            ["backend", "kind"], registry=r,
+        )  # fmt: skip
+        self.catalog_lock_reloads_total = Counter(
+            p + "catalog_lock_reloads_total",
+            "Reloads of the catalog lock file by result (a failed one keeps the old lock)",
+            ["result"], registry=r,
+        )  # fmt: skip
         self.catalog_collisions = Gauge(
             p + "catalog_collisions",
             "The backend's tools hidden because their exposed name is ambiguous (another "

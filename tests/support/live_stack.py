@@ -186,6 +186,7 @@ async def live_stack(
     ready_timeout_s: float = 10.0,
     backends: Mapping[str, Mapping[str, Any]] | None = None,
     wait_ready: bool = True,
+    prepare: Callable[[Path], Awaitable[None]] | None = None,
 ) -> AsyncIterator[LiveStack]:
     """Start issuer, upstream and gateway; ``gateway`` keys override the base (None deletes).
     ``{issuer_url}`` in any string of ``gateway`` becomes the started issuer's URL.
@@ -198,6 +199,8 @@ async def live_stack(
     ``backends``: a ``backends:`` section (name -> settings, the test's own upstreams) instead
     of ``backend:``; ``stack.upstream`` is then None. ``wait_ready=False`` yields as soon as the
     listeners are up (a gateway whose readiness needs a backend that is down).
+    ``prepare`` is awaited with the written ``gateway.yaml`` before the gateway starts (e.g. to
+    run ``mcp-gateway catalog pin`` against the started upstream).
     """
     dev = issuer or DevIssuer()
     # An issuer already running (shared with another gateway in the test) is the caller's to stop.
@@ -238,6 +241,8 @@ async def live_stack(
     merged = _with_issuer_url(_merge(base, gateway or {}), dev.url)
     path.write_text(yaml.safe_dump(merged, sort_keys=False))
     try:
+        if prepare is not None:
+            await prepare(path)
         async with wired_gateway(path, ready_timeout_s=ready_timeout_s, wait_ready=wait_ready) as (
             server,
             session,

@@ -201,6 +201,7 @@ class TestSubcommands:
             (["policy", "explain", "--help"], "--token-file"),
             (["revoke", "--help"], "--key"),
             (["audit", "verify", "--help"], "FILE"),
+            (["catalog", "approve", "--help"], "NAME"),
         ],
     )
     def test_each_subcommand_of_another_layer_answers_in_a_fresh_process(
@@ -217,7 +218,7 @@ class TestSubcommands:
         registered = {register.__module__ for register in cli.SUBCOMMANDS}
         assert registered == {
             "gateway.demo.command", "gateway.app.policy_explain", "gateway.app.admin_client",
-            "gateway.app.audit_command",
+            "gateway.app.audit_command", "gateway.app.catalog_command",
         }  # fmt: skip
 
 

@@ -231,6 +231,10 @@ class TestEveryKeyRoundTrips:
         assert c.allowed_origins == frozenset({"https://app.example.com"})
         assert (c.cors.enabled, c.cors.max_age_s) == (True, 1200)
         assert c.trusted_origins == {"https://app.example.com", "https://mcp.example.com"}
+        assert c.catalog is not None
+        assert (c.catalog.lock, c.catalog.on_change, c.catalog.poll_s) == (
+            FIXTURES / "catalog.lock.yaml", "warn", 5.0,
+        )  # fmt: skip
         t = c.tracing
         assert t is not None
         assert (t.otlp.endpoint, t.otlp.protocol, t.otlp.timeout_s) == (

@@ -1,0 +1,190 @@
+"""The pinned catalog's pure logic: what an item's definition is for the lock, its hash, the
+comparison of what a backend offers now with the lock, and the readable diff of the two.
+
+An *item* is a tool, a prompt or a resource template of one backend, keyed by
+``(kind, backend, name)``: ``name`` is the exposed (prefixed) name of a tool or prompt, and a
+template's ``uriTemplate`` as the backend lists it. Its pinned definition holds only the
+members that reach the model (:data:`MEMBERS`), exactly as the backend sent them, *before* the
+description hygiene of :mod:`.hygiene`: a backend that adds invisible characters has changed
+its definition, which a review must see, although the gateway would strip them. The hash is
+the SHA-256 of the definition's canonical JSON (keys sorted, no whitespace, UTF-8).
+
+Nothing here does I/O, logging or metrics (:mod:`.lock_file` reads and writes lock files,
+:mod:`.lock_watch` keeps one loaded and reports differences).
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+__all__ = [
+    "KINDS",
+    "MEMBERS",
+    "Change",
+    "Difference",
+    "Item",
+    "Key",
+    "Kind",
+    "compare",
+    "digest",
+    "exposed_definition",
+    "pin",
+    "render_diff",
+    "review_text",
+]
+
+Kind = Literal["tool", "prompt", "template"]
+KINDS: Final[tuple[Kind, ...]] = ("tool", "prompt", "template")
+Key = tuple[str, str, str]
+"""(kind, backend, name)."""
+Change = Literal["changed", "new", "removed"]
+
+MEMBERS: Final[Mapping[str, tuple[str, ...]]] = {
+    "tool": ("name", "title", "description", "inputSchema", "outputSchema", "annotations"),
+    "prompt": ("name", "title", "description", "arguments"),
+    "template": ("uriTemplate", "name", "title", "description", "mimeType"),
+}
+"""The members of each kind's pinned definition (others, e.g. ``icons`` or ``_meta``, are not
+pinned: they are not text the model reads as instructions)."""
+_ARGUMENT_MEMBERS: Final = ("name", "title", "description", "required")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One pinned item: in a lock file, or what a backend offers now."""
+
+    kind: Kind
+    backend: str
+    name: str
+    definition: Mapping[str, Any]
+    sha256: str
+
+    @property
+    def key(self) -> Key:
+        return (self.kind, self.backend, self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One item whose live definition is not the locked one."""
+
+    change: Change
+    """``changed``: in both, different hashes; ``new``: live, not in the lock; ``removed``: in
+    the lock, not offered any more (nothing to hold: shown by ``catalog diff``)."""
+    locked: Item | None
+    live: Item | None
+
+    @property
+    def item(self) -> Item:
+        found = self.live if self.live is not None else self.locked
+        assert found is not None
+        return found
+
+    @property
+    def key(self) -> Key:
+        return self.item.key
+
+
+def canonical(value: Any) -> bytes:
+    return json.dumps(
+        value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
+    ).encode("utf-8")
+
+
+def digest(definition: Mapping[str, Any]) -> str:
+    """The hex SHA-256 of the definition's canonical JSON."""
+    return hashlib.sha256(canonical(definition)).hexdigest()
+
+
+def exposed_definition(kind: Kind, definition: dict[str, Any]) -> dict[str, Any]:
+    """The definition as the gateway exposes it, before hashing.
+
+    THE one place where a policy ``override:`` (issue 33, other half) is to be applied, so that
+    an override change is a reviewed change too. Today: the backend's definition unchanged."""
+    return definition
+
+
+def pin(kind: Kind, backend: str, raw: Mapping[str, Any], exposed_name: str) -> Item:
+    """The pinned item of one raw listed object (already accepted by the catalog builders, so
+    plain JSON): its :data:`MEMBERS`, ``name`` the exposed one (a template keeps its own)."""
+    definition: dict[str, Any] = {key: raw[key] for key in MEMBERS[kind] if key in raw}
+    if kind != "template":
+        definition["name"] = exposed_name
+    if kind == "prompt" and isinstance(definition.get("arguments"), list):
+        definition["arguments"] = [
+            {k: a[k] for k in _ARGUMENT_MEMBERS if k in a}
+            for a in definition["arguments"]
+            if isinstance(a, Mapping)
+        ]
+    # A private copy (nothing shared with the parser), in canonical form.
+    plain: dict[str, Any] = json.loads(canonical(exposed_definition(kind, definition)))
+    name = exposed_name if kind != "template" else str(raw.get("uriTemplate", exposed_name))
+    return Item(kind, backend, name, plain, digest(plain))
+
+
+def compare(live: Iterable[Item], locked: Iterable[Item]) -> tuple[Difference, ...]:
+    """Every difference between ``live`` and ``locked``, sorted by key."""
+    now = {item.key: item for item in live}
+    then = {item.key: item for item in locked}
+    out: list[Difference] = []
+    for key in sorted(now.keys() | then.keys()):
+        before, after = then.get(key), now.get(key)
+        if before is None:
+            out.append(Difference("new", None, after))
+        elif after is None:
+            out.append(Difference("removed", before, None))
+        elif before.sha256 != after.sha256:
+            out.append(Difference("changed", before, after))
+    return tuple(out)
+
+
+def review_text(definition: Mapping[str, Any] | None) -> list[str]:
+    """A definition as lines a person can review: each member on its own, a text member's
+    lines as they are, schemas and other structures as indented JSON. Characters that print
+    as nothing (controls, format characters such as zero-width or bidirectional ones) are
+    shown as ``\\uXXXX``, so a hidden change is a visible line of the diff."""
+    if definition is None:
+        return []
+    lines: list[str] = []
+    for key in sorted(definition):
+        value = definition[key]
+        if isinstance(value, str):
+            text = value.split("\n")
+            if len(text) == 1:
+                lines.append(f"{key}: {_visible(value)}")
+            else:
+                lines.append(f"{key}: |")
+                lines.extend("  " + _visible(line) for line in text)
+        else:
+            rendered = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
+            lines.append(f"{key}:")
+            lines.extend("  " + _visible(line) for line in rendered.split("\n"))
+    return lines
+
+
+def render_diff(differences: Iterable[Difference]) -> str:
+    """A unified diff per item, lock (``---``) against live (``+++``)."""
+    out: list[str] = []
+    for difference in differences:
+        kind, backend, name = difference.key
+        label = f"{kind} {name} (backend {backend})"
+        before = review_text(difference.locked.definition if difference.locked else None)
+        after = review_text(difference.live.definition if difference.live else None)
+        out.append(f"# {label}: {difference.change}")
+        out.extend(
+            difflib.unified_diff(
+                before, after, fromfile=f"lock: {label}", tofile=f"live: {label}", lineterm="", n=3
+            )
+        )
+    return "\n".join(out) + ("\n" if out else "")
+
+
+def _visible(text: str) -> str:
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)

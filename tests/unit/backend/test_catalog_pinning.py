@@ -1,0 +1,146 @@
+"""The pinned catalog's pure parts: the pinned definition and its hash, the comparison, the
+readable diff, and the lock file (stable bytes, every problem at its line)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.backend.lock_file import dump_lock, load_lock, write_lock
+from gateway.backend.pinning import compare, pin, render_diff
+from gateway.errors import ConfigError
+
+TOOL = {
+    "name": "search",
+    "title": "Search",
+    "description": "Search the docs.",
+    "inputSchema": {"type": "object", "properties": {"q": {"type": "string"}}},
+    "icons": [{"src": "https://example.com/i.png"}],
+    "_meta": {"x": 1},
+}
+
+
+def test_a_tool_pins_its_model_visible_members_under_the_exposed_name() -> None:
+    item = pin("tool", "docs", TOOL, "docs__search")
+    assert item.key == ("tool", "docs", "docs__search")
+    assert set(item.definition) == {"name", "title", "description", "inputSchema"}
+    assert item.definition["name"] == "docs__search"
+    canonical = json.dumps(item.definition, sort_keys=True, separators=(",", ":")).encode()
+    assert item.sha256 == hashlib.sha256(canonical).hexdigest()
+    # Members that are not pinned change nothing; key order changes nothing.
+    again = pin("tool", "docs", {**dict(reversed(TOOL.items())), "icons": []}, "docs__search")
+    assert again.sha256 == item.sha256
+
+
+def test_prompts_and_templates_pin_their_own_members() -> None:
+    prompt = pin(
+        "prompt",
+        "b",
+        {
+            "name": "greet",
+            "description": "Hi",
+            "arguments": [{"name": "who", "required": True, "x-extra": 1}],
+            "icons": [],
+        },
+        "p_greet",
+    )
+    assert prompt.definition == {
+        "name": "p_greet",
+        "description": "Hi",
+        "arguments": [{"name": "who", "required": True}],
+    }
+    template = pin(
+        "template",
+        "b",
+        {
+            "uriTemplate": "f:///{x}",
+            "name": "file",
+            "mimeType": "text/plain",
+            "annotations": {"a": 1},
+        },
+        "f:///{x}",
+    )
+    assert template.name == "f:///{x}"
+    assert set(template.definition) == {"uriTemplate", "name", "mimeType"}
+
+
+def test_an_invisible_character_is_a_change_and_the_diff_shows_it() -> None:
+    locked = pin("tool", "b", TOOL, "search")
+    live = pin("tool", "b", {**TOOL, "description": "Search the docs.\u200b\u202e"}, "search")
+    new = pin("tool", "b", {**TOOL, "name": "other"}, "other")
+    differences = compare([live, new], [locked, pin("prompt", "b", {"name": "gone"}, "gone")])
+    assert [(d.change, d.key[2]) for d in differences] == [
+        ("removed", "gone"),
+        ("new", "other"),
+        ("changed", "search"),
+    ]
+    text = render_diff(differences)
+    assert "-description: Search the docs.\n" in text
+    assert "+description: Search the docs.\\u200b\\u202e\n" in text
+    assert "# prompt gone (backend b): removed\n" in text
+    assert "\u200b" not in text
+    assert compare([locked], [locked]) == ()
+    assert render_diff(()) == ""
+
+
+def test_the_lock_file_is_sorted_stable_and_round_trips(tmp_path: Path) -> None:
+    items = [
+        pin("tool", "b", {**TOOL, "name": "zeta", "description": "caf\u00e9 \u200b"}, "zeta"),
+        pin("prompt", "a", {"name": "p"}, "p"),
+        pin("tool", "a", TOOL, "search"),
+    ]
+    path = tmp_path / "catalog.lock.yaml"
+    write_lock(path, items)
+    text = path.read_text()
+    assert text == dump_lock(reversed(items))  # order of the input does not matter
+    assert text.isascii() and "\\u200B" in text  # hidden characters visible in the file
+    assert text.index("kind: prompt") < text.index("name: search") < text.index("name: zeta")
+    lock = load_lock(path)
+    assert {key: item.sha256 for key, item in lock.items.items()} == {
+        i.key: i.sha256 for i in items
+    }
+    assert lock.items[("tool", "b", "zeta")].definition["description"] == "caf\u00e9 \u200b"
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (
+            lambda t: t.replace("description: Search the docs.", "description: Search all."),
+            ":9:3: items[0].sha256: does not match the definition",
+        ),
+        (lambda t: t.replace("version: 1", "version: 2"), ":4:1: version: must be 1"),
+        (lambda t: t.replace("kind: tool", "kind: widget"), ":6:3: items[0].kind: must be one of"),
+        (lambda t: t + "extra: 1\n", ":18:1: extra: unknown key"),
+        (
+            lambda t: t.replace("  name: search\n", "  name: other\n", 1),
+            ":10:3: items[0].definition: definition.name is not the item's name",
+        ),
+        (lambda t: t.replace("items:", "items: [", 1), ":"),
+    ],
+)
+def test_a_bad_lock_is_refused_with_the_line_of_each_problem(
+    tmp_path: Path, edit: object, problem: str
+) -> None:
+    path = tmp_path / "catalog.lock.yaml"
+    write_lock(path, [pin("tool", "a", {k: v for k, v in TOOL.items() if k != "title"}, "search")])
+    assert callable(edit)
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(ConfigError) as info:
+        load_lock(path)
+    assert any(p.startswith(f"{path}{problem}") for p in info.value.problems), info.value.problems
+
+
+def test_a_duplicate_item_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "catalog.lock.yaml"
+    write_lock(path, [pin("prompt", "a", {"name": "p"}, "p")])
+    text = path.read_text()
+    path.write_text(text + text[text.index("- kind") :])
+    with pytest.raises(ConfigError) as info:
+        load_lock(path)
+    assert info.value.problems == [
+        f"{path}:12:3: items[1]: prompt 'p' of backend 'a' is listed twice"
+    ]
