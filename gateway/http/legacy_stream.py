@@ -182,7 +182,8 @@ class _SessionStream:
             try:
                 kind, value = await asyncio.wait_for(queue.get(), min(left, KEEPALIVE_S))
             except TimeoutError:
-                await self._write(b": keepalive\n\n")
+                if time.monotonic() < ends_at:
+                    await self._write(b": keepalive\n\n")
                 continue
             if kind in ("drain", "end", "overflow"):
                 return

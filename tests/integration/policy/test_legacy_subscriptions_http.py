@@ -12,6 +12,7 @@ stop; a client that goes away releases the backend listens at once.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import time
@@ -548,3 +549,75 @@ async def test_a_worker_of_a_group_offers_no_legacy_sessions(
                      "Mcp-Session-Id": "x.y"},
         ) as response:  # fmt: skip
             assert response.status == 405
+
+
+async def read_event(response: aiohttp.ClientResponse, within: float = 5.0) -> dict[str, Any]:
+    """The next ``message`` event's JSON on a raw SSE response (comments skipped)."""
+    async with asyncio.timeout(within):
+        data = b""
+        while True:
+            line = await response.content.readline()
+            assert line, "the stream ended"
+            if line.startswith(b"data: "):
+                data = line[6:].strip()
+            elif line == b"\n" and data:
+                return json.loads(data)
+
+
+def stream_headers(token: str, sid: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
+            "Mcp-Session-Id": sid}  # fmt: skip
+
+
+async def test_the_stream_ends_with_the_token_and_a_fresh_token_resumes_the_session(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, sdk = stack
+    short = live.token("mcp:access docs:read", ttl_s=2)
+    sid = (await initialize(live, short))[0]["Mcp-Session-Id"]
+    assert (await live.post(short, subscribe(GUIDE), {"Mcp-Session-Id": sid, **LEGACY}))[0] == 200
+    started = time.monotonic()
+    async with live.session.get(live.server.mcp_url, headers=stream_headers(short, sid)) as first:
+        assert first.status == 200
+        async with asyncio.timeout(6):
+            assert await first.content.read() == b""  # ended at the token's expiry
+    assert time.monotonic() - started < 5
+    await eventually(lambda: listeners(sdk) == 0)
+    # The same principal with a new token: the session and its subscription are still there.
+    fresh = live.token("mcp:access docs:read")
+    async with live.session.get(live.server.mcp_url, headers=stream_headers(fresh, sid)) as again:
+        assert again.status == 200
+        await eventually(lambda: listeners(sdk) == 1)
+        await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
+        assert await read_event(again) == {
+            "jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "params": {"uri": GUIDE},
+        }  # fmt: skip
+
+
+async def test_a_newer_get_of_the_session_replaces_the_older(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    live, sdk = stack
+    token = live.token("mcp:access docs:read")
+    sid = (await initialize(live, token))[0]["Mcp-Session-Id"]
+    assert (await live.post(token, subscribe(GUIDE), {"Mcp-Session-Id": sid, **LEGACY}))[0] == 200
+    async with aiohttp.ClientSession() as other:
+        old = await other.get(live.server.mcp_url, headers=stream_headers(token, sid))
+        assert old.status == 200
+        await eventually(lambda: listeners(sdk) == 1)
+        async with live.session.get(live.server.mcp_url, headers=stream_headers(token, sid)) as new:
+            assert new.status == 200
+            with pytest.raises((aiohttp.ClientPayloadError, AssertionError)):
+                async with asyncio.timeout(5):
+                    assert await old.content.read() != b""  # ended (abruptly) or empty
+            # The old stream's listen may still be registered upstream for a moment: publish
+            # until the new stream hears it (an update is only a cue to read again).
+            async with asyncio.timeout(10):
+                while True:
+                    await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
+                    with contextlib.suppress(TimeoutError):
+                        assert (await read_event(new, 0.3))["params"] == {"uri": GUIDE}
+                        break
+            await eventually(lambda: listeners(sdk) == 1)  # one stream's listens, not two
+        old.close()

@@ -11,8 +11,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from mcp import types
 from mcp.server.subscriptions import ResourceUpdated
+from mcp.shared.exceptions import MCPError
 
+from tests.integration.policy.test_legacy_subscriptions_http import Heard, legacy_client
 from tests.integration.policy.test_subscriptions_http import (
     eventually,
     next_event,
@@ -86,3 +89,31 @@ async def test_a_backend_the_caller_may_read_nothing_of_is_not_asked(
         assert opened(wiki) == 0
         await wiki.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
         await quiet(sub)
+
+
+@pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
+async def test_legacy_subscriptions_use_the_gateways_form_both_ways(
+    fed: tuple[LiveStack, SdkUpstream, SdkUpstream],
+) -> None:
+    """The same through a 2025 client's session: ``resources/subscribe`` of the exposed URI,
+    ``notifications/resources/updated`` back in it on the GET stream, a URI of a backend the
+    caller may not read refused like an absent one."""
+    live, docs, wiki = fed
+    token = live.token("mcp:access")
+    heard = Heard()
+    http, client = legacy_client(live, token, heard)
+    async with http, client:
+        await eventually(lambda: opened(docs) == 1 and opened(wiki) == 1)  # tools list_changed
+        await client.subscribe_resource(DOCS_INTRO)
+        with pytest.raises(MCPError) as refused:
+            await client.subscribe_resource(WIKI_INTRO)  # needs wiki:read
+        assert refused.value.error.code == -32002
+        await wiki.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
+        await docs.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
+        got = await heard.next()
+        assert isinstance(got, types.ResourceUpdatedNotification)
+        assert got.params.uri == DOCS_INTRO
+        await heard.quiet()
+    assert "subscriptions/listen" in docs.methods
+    assert all(token not in value for value in docs.authorizations + wiki.authorizations)
+    await eventually(lambda: opened(docs) == 0 and opened(wiki) == 0)
