@@ -10,24 +10,45 @@ fetch or lock reload, never per request.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
 
-from gateway.backend.catalog import ToolCatalog
-from gateway.backend.pinning import Difference, Item, pin
+from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, ToolCatalog
+from gateway.backend.exposed import OverrideMisfit
+from gateway.backend.lock_watch import CatalogLock
+from gateway.backend.pinning import Difference, Item, Key, OverrideSource, pin
 from gateway.backend.surface_catalog import SurfacePart
 
-__all__ = ["pin_surface", "pin_tools", "without_held"]
+__all__ = ["MAX_REPORTED_DIFFERENCES", "lock_report", "pin_surface", "pin_tools", "without_held"]
 
 
-def pin_tools(backend: str, raw: Sequence[Any], catalog: ToolCatalog) -> tuple[Item, ...]:
-    """The lock items of the catalog's tools, from the raw ``tools/list`` objects."""
+def pin_tools(
+    backend: str,
+    raw: Sequence[Any],
+    catalog: ToolCatalog,
+    overrides: OverrideSource | None = None,
+    *,
+    max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
+) -> tuple[tuple[Item, ...], dict[Key, str]]:
+    """The lock items of the catalog's tools, from the raw ``tools/list`` objects, each with
+    its policy override applied; and, per item key, the tool's name in ``catalog`` (a renamed
+    tool is pinned under its new name but held under its catalog name). A tool whose override
+    does not fit is not pinned: the merge hides it anyway."""
     by_name = {t["name"]: t for t in raw if isinstance(t, dict) and isinstance(t.get("name"), str)}
-    return tuple(
-        pin("tool", backend, by_name[tool.upstream_name], tool.name)
-        for tool in catalog
-        if tool.upstream_name in by_name
-    )
+    items: list[Item] = []
+    names: dict[Key, str] = {}
+    for tool in catalog:
+        if tool.upstream_name not in by_name:
+            continue
+        override = overrides.override_for(tool.name) if overrides is not None else None
+        try:
+            item = pin("tool", backend, by_name[tool.upstream_name], tool.name, override=override,
+                       max_description_chars=max_description_chars)  # fmt: skip
+        except OverrideMisfit:
+            continue
+        items.append(item)
+        names[item.key] = tool.name
+    return tuple(items), names
 
 
 def pin_surface(
@@ -53,18 +74,44 @@ def pin_surface(
 
 
 def without_held(
-    catalog: ToolCatalog, surface: SurfacePart, differences: Sequence[Difference]
+    catalog: ToolCatalog,
+    surface: SurfacePart,
+    differences: Sequence[Difference],
+    tool_names: Mapping[Key, str],
 ) -> tuple[ToolCatalog, SurfacePart]:
-    """The snapshot less every changed or new item (a removed one has nothing to hold)."""
-    held = {(d.key[0], d.key[2]) for d in differences if d.change != "removed"}
+    """The snapshot less every changed or new item (a removed one has nothing to hold);
+    ``tool_names``: a tool item's name in ``catalog`` (:func:`pin_tools`)."""
+    held = [d.key for d in differences if d.change != "removed"]
     if not held:
         return catalog, surface
-    tools = {name for kind, name in held if kind == "tool"}
+    tools = {tool_names.get(key, key[2]) for key in held if key[0] == "tool"}
+    others = {(kind, name) for kind, _, name in held if kind != "tool"}
     return (
         catalog.without(tools) if tools else catalog,
         dataclasses.replace(
             surface,
-            prompts=tuple(p for p in surface.prompts if ("prompt", p.name) not in held),
-            templates=tuple(t for t in surface.templates if ("template", t.uri) not in held),
+            prompts=tuple(p for p in surface.prompts if ("prompt", p.name) not in others),
+            templates=tuple(t for t in surface.templates if ("template", t.uri) not in others),
         ),
     )
+
+
+MAX_REPORTED_DIFFERENCES: Final = 50
+"""Differences from the catalog lock listed per backend in ``/readyz`` (the rest counted)."""
+
+
+def lock_report(pins: CatalogLock, differences: Sequence[Difference]) -> dict[str, Any]:
+    """A backend's ``catalog_lock`` member of ``/readyz``."""
+    listed = [
+        {"kind": d.key[0], "name": d.key[2], "change": d.change,
+         "sha256": d.live.sha256 if d.live else None,
+         "locked_sha256": d.locked.sha256 if d.locked else None}
+        for d in differences[:MAX_REPORTED_DIFFERENCES]
+    ]  # fmt: skip
+    return {
+        "on_change": pins.mode,
+        "lock_version": pins.current().version,
+        "held": sum(d.change != "removed" for d in differences) if pins.mode == "hold" else 0,
+        "differences": listed,
+        "more_differences": len(differences) - len(listed),
+    }

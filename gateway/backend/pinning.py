@@ -9,6 +9,9 @@ description hygiene of :mod:`.hygiene`: a backend that adds invisible characters
 its definition, which a review must see, although the gateway would strip them. The hash is
 the SHA-256 of the definition's canonical JSON (keys sorted, no whitespace, UTF-8).
 
+A tool is pinned as clients are shown it: with the policy's ``override:`` applied
+(:func:`gateway.backend.exposed.exposed_definition`), under its exposed (renamed) name.
+
 Nothing here does I/O, logging or metrics (:mod:`.lock_file` reads and writes lock files,
 :mod:`.lock_watch` keeps one loaded and reports differences).
 """
@@ -20,7 +23,11 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
+
+from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
+from gateway.backend.exposed import exposed_definition
+from gateway.seams import ToolOverride
 
 __all__ = [
     "KINDS",
@@ -30,9 +37,9 @@ __all__ = [
     "Item",
     "Key",
     "Kind",
+    "OverrideSource",
     "compare",
     "digest",
-    "exposed_definition",
     "pin",
     "render_diff",
     "review_text",
@@ -101,17 +108,30 @@ def digest(definition: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical(definition)).hexdigest()
 
 
-def exposed_definition(kind: Kind, definition: dict[str, Any]) -> dict[str, Any]:
-    """The definition as the gateway exposes it, before hashing.
+class OverrideSource(Protocol):
+    """Where a tool's ``override:`` comes from (the current policy set): by the tool's exposed
+    name before any rename (the backend's prefix + its own name)."""
 
-    THE one place where a policy ``override:`` (issue 33, other half) is to be applied, so that
-    an override change is a reviewed change too. Today: the backend's definition unchanged."""
-    return definition
+    def override_for(self, name: str) -> ToolOverride | None: ...
 
 
-def pin(kind: Kind, backend: str, raw: Mapping[str, Any], exposed_name: str) -> Item:
+def pin(
+    kind: Kind,
+    backend: str,
+    raw: Mapping[str, Any],
+    exposed_name: str,
+    *,
+    override: ToolOverride | None = None,
+    max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
+) -> Item:
     """The pinned item of one raw listed object (already accepted by the catalog builders, so
-    plain JSON): its :data:`MEMBERS`, ``name`` the exposed one (a template keeps its own)."""
+    plain JSON): its :data:`MEMBERS`, ``name`` the exposed one (a template keeps its own).
+
+    A tool's ``override`` is applied first (:func:`gateway.backend.exposed.exposed_definition`,
+    the function the merge uses), so the lock pins what clients are shown and an override
+    change is a reviewed change too; a renamed tool is pinned under its new name. Raises
+    :class:`~gateway.backend.exposed.OverrideMisfit` when the override does not fit (the tool
+    is not exposed at all then)."""
     definition: dict[str, Any] = {key: raw[key] for key in MEMBERS[kind] if key in raw}
     if kind != "template":
         definition["name"] = exposed_name
@@ -121,9 +141,13 @@ def pin(kind: Kind, backend: str, raw: Mapping[str, Any], exposed_name: str) -> 
             for a in definition["arguments"]
             if isinstance(a, Mapping)
         ]
+    if kind == "tool" and override is not None:
+        definition = exposed_definition(
+            definition, override, max_description_chars=max_description_chars
+        )
     # A private copy (nothing shared with the parser), in canonical form.
-    plain: dict[str, Any] = json.loads(canonical(exposed_definition(kind, definition)))
-    name = exposed_name if kind != "template" else str(raw.get("uriTemplate", exposed_name))
+    plain: dict[str, Any] = json.loads(canonical(definition))
+    name = str(raw.get("uriTemplate", exposed_name)) if kind == "template" else plain["name"]
     return Item(kind, backend, name, plain, digest(plain))
 
 

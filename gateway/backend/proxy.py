@@ -28,6 +28,7 @@ from gateway.backend.catalog import ToolCatalog, compile_validator
 from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, make_credential
 from gateway.backend.listen import ChangeListener
 from gateway.backend.lock_watch import CatalogLock
+from gateway.backend.pinning import OverrideSource
 from gateway.backend.refresher import CatalogRefresher
 from gateway.backend.results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
 from gateway.backend.subscription import (
@@ -84,11 +85,13 @@ class UpstreamBackend:
         clock: Callable[[], float] = time.monotonic,
         keys: GatewayKeys | None = None,
         pins: CatalogLock | None = None,
+        overrides: Callable[[], OverrideSource | None] | None = None,
     ) -> None:
         """``settings``: the backend this instance talks to (default: the configuration's
         first, for a ``backend:`` section its only one). ``keys``: the gateway's assertion
         keys (shared with the JWK Set it publishes; default: this backend's own). ``pins``:
-        the catalog lock (``catalog:``) its catalog is held to."""
+        the catalog lock (``catalog:``) its catalog is held to; ``overrides``: the policy's
+        tool overrides, hashed with the definitions (:class:`CatalogRefresher`)."""
         self._config = config
         self._settings = settings if settings is not None else config.backends[0]
         self.name = self._settings.name
@@ -123,6 +126,7 @@ class UpstreamBackend:
         self._refresher = CatalogRefresher(
             self._link, self._settings, metrics=metrics, clock=clock,
             max_description_chars=config.limits.max_description_chars, pins=pins,
+            overrides=overrides,
         )  # fmt: skip
         # An upstream notifications/tools/list_changed, on any stream, asks for a fetch.
         self._link.on_list_changed = self._refresher.request_refresh

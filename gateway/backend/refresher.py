@@ -45,9 +45,9 @@ from gateway.backend.catalog import (
     build_catalog,
 )
 from gateway.backend.era import LinkState, modern_meta
-from gateway.backend.held import pin_surface, pin_tools, without_held
+from gateway.backend.held import lock_report, pin_surface, pin_tools, without_held
 from gateway.backend.lock_watch import CatalogLock
-from gateway.backend.pinning import Difference, Item, compare
+from gateway.backend.pinning import Difference, Item, Key, OverrideSource, compare
 from gateway.backend.rpc import UpstreamFault
 from gateway.backend.surface_catalog import EMPTY_PART, MAX_ITEMS, SurfacePart, build_surface
 from gateway.backend.upstream import UpstreamLink
@@ -79,9 +79,6 @@ RETRY_S: Final = 1.0
 MAX_RETRY_S: Final = 60.0
 """Longest wait between attempts while the upstream is down."""
 
-MAX_REPORTED_DIFFERENCES: Final = 50
-"""Differences from the catalog lock listed per backend in ``/readyz`` (the rest counted)."""
-
 _log = get_logger("gateway.backend")
 
 
@@ -105,8 +102,11 @@ class CatalogRefresher:
         clock: Callable[[], float] = time.monotonic,
         max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
         pins: CatalogLock | None = None,
+        overrides: Callable[[], OverrideSource | None] | None = None,
     ) -> None:
-        """``pins``: the catalog lock to hold changed items back by (None: no lock)."""
+        """``pins``: the catalog lock to hold changed items back by (None: no lock).
+        ``overrides``: the current policy's tool overrides, applied before hashing (with
+        ``pins`` only; :meth:`relock` after the policy changed)."""
         self._link = link
         self._max_description_chars = max_description_chars
         self._tool_changes: frozenset[tuple[str, str, str]] = frozenset()
@@ -136,7 +136,10 @@ class CatalogRefresher:
         # With a lock: the unfiltered snapshot, its pinned items, the last comparison.
         self._full_catalog: ToolCatalog = EMPTY_CATALOG
         self._full_surface: SurfacePart = EMPTY_PART
+        self._overrides = overrides
+        self._raw_tools: list[Any] = []
         self._live_tools: tuple[Item, ...] = ()
+        self._tool_names: dict[Key, str] = {}
         self._live_surface: tuple[Item, ...] = ()
         self._differences: tuple[Difference, ...] = ()
         if pins is not None:
@@ -159,26 +162,11 @@ class CatalogRefresher:
 
     def lock_report(self) -> dict[str, Any] | None:
         """The ``catalog_lock`` member of this backend's ``/readyz`` entry (None: no lock)."""
-        if self._pins is None:
-            return None
-        differences = self._differences
-        listed = [
-            {"kind": d.key[0], "name": d.key[2], "change": d.change,
-             "sha256": d.live.sha256 if d.live else None,
-             "locked_sha256": d.locked.sha256 if d.locked else None}
-            for d in differences[:MAX_REPORTED_DIFFERENCES]
-        ]  # fmt: skip
-        mode = self._pins.mode
-        return {
-            "on_change": mode,
-            "lock_version": self._pins.current().version,
-            "held": sum(d.change != "removed" for d in differences) if mode == "hold" else 0,
-            "differences": listed,
-            "more_differences": len(differences) - len(listed),
-        }
+        return None if self._pins is None else lock_report(self._pins, self._differences)
 
     def relock(self) -> None:
-        """Apply the current lock to the snapshot already fetched (after a lock reload)."""
+        """Apply the current lock (and overrides) to the snapshot already fetched: after a
+        lock reload, or a policy reload that may change an override. On the event loop."""
         if self._pins is None or not self.ready:
             return
         self._apply_lock()
@@ -240,8 +228,7 @@ class CatalogRefresher:
                     self._catalog = build.catalog
                 await self._refresh_surface()
             else:
-                self._full_catalog = build.catalog
-                self._live_tools = pin_tools(self._backend, tools, build.catalog)
+                self._full_catalog, self._raw_tools = build.catalog, tools
                 await self._refresh_surface()
                 self._apply_lock()
             if self._metrics is not None:
@@ -322,11 +309,16 @@ class CatalogRefresher:
         """Compare the snapshot with the lock; under ``hold`` leave out what differs."""
         pins = self._pins
         assert pins is not None
+        source = self._overrides() if self._overrides is not None else None
+        self._live_tools, self._tool_names = pin_tools(
+            self._backend, self._raw_tools, self._full_catalog, source,
+            max_description_chars=self._max_description_chars,
+        )  # fmt: skip
         differences = compare(self.pinned(), pins.current().for_backend(self._backend))
         self._differences = differences
         catalog, surface = self._full_catalog, self._full_surface
         if pins.mode == "hold":
-            catalog, surface = without_held(catalog, surface, differences)
+            catalog, surface = without_held(catalog, surface, differences, self._tool_names)
         if catalog.version != self._catalog.version:
             self._catalog = catalog
         self._surface = surface

@@ -24,7 +24,11 @@ import structlog
 
 from gateway.app import GatewayServer
 from gateway.backend.federation import FederatedBackend
+from gateway.backend.lock_file import EMPTY_LOCK, load_lock, write_lock
+from gateway.backend.lock_watch import CatalogLock
 from gateway.backend.proxy import UpstreamBackend
+from gateway.outbound import Outbound
+from gateway.seams import ToolOverride
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.upstreams import ModernUpstream, echo_tool
 from tests.support.wired import wired_gateway
@@ -493,3 +497,44 @@ async def test_a_bad_lock_at_startup_is_a_load_error_with_its_line(
 
 class _Stop(Exception):
     pass
+
+
+class _Overrides:
+    def __init__(self, **by_name: ToolOverride) -> None:
+        self.by_name = by_name
+
+    def override_for(self, name: str) -> ToolOverride | None:
+        return self.by_name.get(name)
+
+
+async def test_an_override_change_is_a_held_change_without_a_refetch(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The lock hashes the exposed (overridden) definition: the refresher's ``overrides`` hook,
+    against a real upstream; a new override is applied by ``relock()`` without a fetch."""
+    upstream = ModernUpstream(tools=[echo_tool("echo"), echo_tool("other")])
+    async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+        path = tmp_path / "catalog.lock.yaml"
+        source = _Overrides(echo=ToolOverride("policy.yaml:4:5", description="Echo, reviewed"))
+        outbound = Outbound(user_agent="catalog-test")
+        pins = CatalogLock(path, "hold", lock=EMPTY_LOCK)
+        backend = UpstreamBackend(stack.config, outbound, pins=pins, overrides=lambda: source)
+        try:
+            assert await backend.fetch()
+            assert len(backend.catalog()) == 0  # nothing approved yet: all held
+            write_lock(path, backend.refresher.pinned())
+            assert "description: Echo, reviewed" in path.read_text()
+            assert pins.swap(load_lock(path))  # what a reload does: every backend relocks
+            assert sorted(backend.catalog().names) == ["echo", "other"]
+            fetches = len(upstream.calls("tools/list"))
+            source.by_name["echo"] = ToolOverride("policy.yaml:4:5", description="Echo, changed")
+            backend.refresher.relock()  # what a policy reload does
+            assert sorted(backend.catalog().names) == ["other"]
+            (difference,) = backend.refresher.differences()
+            assert (difference.key, difference.change) == (("tool", "default", "echo"), "changed")
+            assert difference.live is not None
+            assert difference.live.definition["description"] == "Echo, changed"
+            assert len(upstream.calls("tools/list")) == fetches
+        finally:
+            await backend.close()
+            await outbound.close()

@@ -9,9 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from gateway.backend.catalog import build_catalog
+from gateway.backend.held import pin_tools, without_held
 from gateway.backend.lock_file import dump_lock, load_lock, write_lock
 from gateway.backend.pinning import compare, pin, render_diff
+from gateway.backend.surface_catalog import SurfacePart
 from gateway.errors import ConfigError
+from gateway.seams import ToolOverride
 
 TOOL = {
     "name": "search",
@@ -144,3 +148,37 @@ def test_a_duplicate_item_is_refused(tmp_path: Path) -> None:
     assert info.value.problems == [
         f"{path}:12:3: items[1]: prompt 'p' of backend 'a' is listed twice"
     ]
+
+
+class _Overrides:
+    def __init__(self, **by_name: ToolOverride) -> None:
+        self.by_name = by_name
+
+    def override_for(self, name: str) -> ToolOverride | None:
+        return self.by_name.get(name)
+
+
+def test_an_override_is_part_of_the_pinned_definition_and_a_rename_its_name() -> None:
+    plain = pin("tool", "b", TOOL, "search")
+    described = pin("tool", "b", TOOL, "search", override=ToolOverride("p:1:1", description="D"))
+    assert described.definition["description"] == "D" and described.sha256 != plain.sha256
+    renamed = pin("tool", "b", TOOL, "search", override=ToolOverride("p:1:1", rename="find"))
+    assert renamed.key == ("tool", "b", "find") and renamed.definition["name"] == "find"
+    hidden = pin("tool", "b", TOOL, "search", override=ToolOverride("p:1:1", hidden=("q",)))
+    assert hidden.definition["inputSchema"] == {"type": "object", "properties": {}}
+
+
+def test_pin_tools_keys_a_renamed_tool_by_its_new_name_and_skips_a_misfit() -> None:
+    tools = [TOOL, {**TOOL, "name": "other"}]
+    catalog = build_catalog(tools, backend="b").catalog
+    source = _Overrides(
+        search=ToolOverride("p:1:1", rename="find"),
+        other=ToolOverride("p:2:1", hidden=("nosuch",)),  # does not fit: not exposed
+    )
+    items, names = pin_tools("b", tools, catalog, source)
+    assert [item.name for item in items] == ["find"]
+    assert names == {("tool", "b", "find"): "search"}
+    # Held under its catalog name (the merge renames it afterwards).
+    (difference,) = compare(items, [])
+    held, _ = without_held(catalog, SurfacePart(), [difference], names)
+    assert sorted(held.names) == ["other"]
