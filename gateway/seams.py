@@ -804,6 +804,8 @@ class CallRecord:
     arguments: Mapping[str, Any] | None = None
     exchange: Mapping[str, Any] | None = None
     """The token exchange of this call (``RequestContext.extra["exchange"]``), if any."""
+    pdp: Mapping[str, Any] | None = None
+    """What the external decision point said of this call (``RequestContext.extra["pdp"]``)."""
 
 
 class Observer(Protocol):

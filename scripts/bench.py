@@ -20,7 +20,8 @@ forwarding to the backend with nothing else: what the design costs at least), ``
 p50 at one connection), ``legacy`` (2025-06-18), ``401`` (a refused token; introspections
 counted), ``features`` (JWT with a warm cache, two backends, signed caller assertions, a
 DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature verification;
-``when:`` conditions on the tool; a ``prompts/get`` and a ``resources/read`` beside a
+``when:`` conditions on the tool; the external decision point, cached and not; a
+``prompts/get`` and a ``resources/read`` beside a
 ``tools/call``; signed audit checkpoints; tracing off and on at ratio 1.0),
 ``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
 unpinned: every process shares both cores). At the defaults the whole run takes about 11
@@ -365,6 +366,7 @@ class Bench:
         }
         jwt_lua = write_lua(self.work / "jwt.lua", call_body(), modern_headers(self.info["jwt"]))
         token = self.info["token"]
+        pdp = {"url": self.info["pdp"], "allow_insecure_http": True}
         prompt_lua = write_lua(
             self.work / "prompt.lua",
             surface_body("prompts/get", {"name": "greet", "arguments": {"name": "wrk"}}),
@@ -385,6 +387,11 @@ class Bench:
                               "policy": str(self.work / "policy-two.yaml")}, self.lua["modern"]),
             ("conditions on the tool", {"policy": str(self.work / "policy-when.yaml")},
              self.lua["modern"]),
+            # policy_external: the same question every call, so a cache hit (its canonical
+            # request and hash); with ttl_s: 0 one AuthZEN round trip per call.
+            ("external decision point, cached", {"policy_external": pdp}, self.lua["modern"]),
+            ("external decision point, ttl_s 0", {"policy_external": {**pdp, "cache": {
+                "ttl_s": 0}}}, self.lua["modern"]),
             ("signed assertion", {"backend": {**self.config()["backend"], "identity": {
                 "assertion": {"key": {"file": str(key)}}}}}, self.lua["modern"]),
             # The rest of the surface: a prompts/get and a resources/read (each with its audit

@@ -154,9 +154,14 @@ PEER = textwrap.dedent(
             await request.read()
             return web.Response(body=b"", content_type="application/x-protobuf")
 
+        async def evaluation(request):  # an AuthZEN 1.0 decision point that allows (features)
+            await request.read()
+            return web.json_response({"decision": True})
+
         app = web.Application()
         app.router.add_get("/calls", calls)
         app.router.add_post("/v1/traces", traces)
+        app.router.add_post("/access/v1/evaluation", evaluation)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -164,6 +169,7 @@ PEER = textwrap.dedent(
         base = f"http://127.0.0.1:{site._server.sockets[0].getsockname()[1]}"
         info["calls"] = base + "/calls"
         info["otlp"] = base
+        info["pdp"] = base + "/access/v1/evaluation"
         print(json.dumps(info), flush=True)
         await asyncio.Event().wait()
 

@@ -160,6 +160,7 @@ def _call_record(
 ) -> CallRecord:
     arguments = ctx.extra.get("arguments")
     exchange = ctx.extra.pop("exchange", None)  # this member's own, never the previous one's
+    pdp = ctx.extra.pop("pdp", None)
     return CallRecord(
         tool=message.tool_name or "",
         decision=ctx.decision,
@@ -170,4 +171,5 @@ def _call_record(
         error_row=None if error is None else error.row,
         arguments=arguments if isinstance(arguments, dict) else None,
         exchange=exchange if isinstance(exchange, dict) else None,
+        pdp=pdp if isinstance(pdp, dict) else None,
     )

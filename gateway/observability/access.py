@@ -285,6 +285,7 @@ class GatewayObserver:
             issuer=None if principal is None else principal.issuer,
             arguments=argument_shape(arguments) if arguments is not None else None,
             exchange=exchange_record(call.exchange),
+            pdp=pdp_record(call.pdp),
         )
 
     @staticmethod

@@ -5,17 +5,20 @@ spent. The HTTP surface is covered by tests/integration/policy/test_policy_exter
 from __future__ import annotations
 
 import asyncio
+import shutil
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.config import PolicyExternalConfig
+from gateway.config import PolicyExternalConfig, load_config
 from gateway.errors import ExternalPolicyDenied, PolicyUnavailable
 from gateway.outbound import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
 from gateway.seams import AccessQuestion, Principal, RequestContext
+from gateway.wiring import build_services
 from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
 
 
@@ -118,3 +121,26 @@ async def test_a_deadline_already_spent_asks_nobody_and_fails_closed(
         )
     assert info.value.retry_after == 7
     assert pdp.seen == [] and ctx.extra["pdp"] == {"decision": "error", "cached": False}
+
+
+async def test_the_request_is_canonical_and_an_integer_past_64_bits_still_serialises(
+    client: Callable[..., tuple[AuthZenDecisionPoint, AuthZenPdp, Clock]],
+) -> None:
+    point, _, _ = client(send_arguments=True)
+    one = AccessQuestion("tools/call", "x", "default", {"b": 1, "a": [1, 2]})
+    other = AccessQuestion("tools/call", "x", "default", {"a": [1, 2], "b": 1})
+    assert point.request_body(_principal(), one) == point.request_body(_principal(), other)
+    big = AccessQuestion("tools/call", "x", "default", {"n": 2**70})
+    assert b'"n":1180591620717411303424' in point.request_body(_principal(), big)
+
+
+def test_the_services_are_built_before_the_event_loop_runs(tmp_path: Path) -> None:
+    # `mcp-gateway serve` wires everything first, then starts the loop: the decision point's
+    # connection pool (an aiohttp session, which needs the loop) is made on first use.
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "config"
+    shutil.copy(fixtures / "policy.yaml", tmp_path / "policy.yaml")
+    section = "policy_external: {url: 'http://127.0.0.1:9/e', allow_insecure_http: true}\n"
+    (tmp_path / "gateway.yaml").write_text((fixtures / "minimal.yaml").read_text() + section)
+    env = {"TEST_INTROSPECTION_SECRET": "s", "TEST_BACKEND_TOKEN": "t"}
+    services = build_services(load_config(tmp_path / "gateway.yaml", env))
+    assert services.cleanups  # built, with the decision point's close among them

@@ -319,7 +319,11 @@ async def test_a_slow_decision_point_is_a_503_with_retry_after_in_both_eras(
      "gone"],
 )  # fmt: skip
 async def test_a_failing_or_garbled_decision_point_is_a_503(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, fault: str
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+    fault: str,
 ) -> None:
     pdp = AuthZenPdp()
     bodies = {
@@ -337,8 +341,14 @@ async def test_a_failing_or_garbled_decision_point_is_a_503(
         if fault == "gone":  # nothing listens there any more: connection refused
             assert pdp.server is not None
             await pdp.server.close()
-        _assert_unavailable(*(await stack.call(stack.token(), "echo")))
+        token = stack.token()
+        _assert_unavailable(*(await stack.call(token, "echo")))
         assert upstream.calls("tools/call") == []
+    # The failure is logged by reason and status: no token, no credential, no PDP body.
+    captured = capfd.readouterr()
+    assert "policy_external_failed" in captured.out
+    for secret in (token, PDP_SECRET, "oops", "pdp fault"):
+        assert secret not in captured.out and secret not in captured.err
 
 
 async def test_on_error_allow_local_lets_the_local_allow_stand_and_says_so(
@@ -451,3 +461,9 @@ async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_other
             "error": {"code": -31403, "message": DENIED, "data": {"reason": "external_policy"}},
         }  # fmt: skip
         assert [r.json["params"]["name"] for r in upstream.calls("tools/call")] == ["echo"]
+        # One audit event per member, each with its own say of the decision point.
+        events = [(e["tool"], e["decision"], e["error_row"], e["pdp"]) for e in _audit(stack)]
+        assert events == [
+            ("echo", "allow", None, {"decision": "allow", "cached": False}),
+            ("danger", "deny", "external_policy_denied", {"decision": "deny", "cached": False}),
+        ]
