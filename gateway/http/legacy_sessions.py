@@ -185,6 +185,16 @@ class LegacySessions:
             self.idle(found)
         return found
 
+    def held(self, raw: str | None, who: Principal) -> LegacySession | None:
+        """The caller's session named by ``raw`` if this replica holds its state; None for a
+        valid id never used here (nothing to create for); the row of :meth:`session` else."""
+        try:
+            return self.session(raw, who, create=False)
+        except SessionNotFound:
+            if raw is None or raw in self._ended or not self._ids.valid(raw, who):
+                raise
+            return None
+
     def end(self, session: LegacySession) -> None:
         """The session is over: its slot is released, its id answers 404 from now on."""
         if session.ended:
@@ -201,11 +211,10 @@ class LegacySessions:
 
     def end_id(self, raw: str | None, who: Principal) -> None:
         """``DELETE``: end the caller's session (one never used on this replica included)."""
-        try:
-            self.end(self.session(raw, who, create=False))
-        except SessionNotFound:
-            if raw is None or raw in self._ended or not self._ids.valid(raw, who):
-                raise
+        session = self.held(raw, who)
+        if session is not None:
+            self.end(session)
+        elif raw is not None:
             self._ended[raw] = None
 
     def idle(self, session: LegacySession) -> None:
@@ -284,10 +293,10 @@ class LegacySessions:
         if not self._subscribable():
             raise MethodNotFound()
         require_method_scopes(turn, SUBSCRIPTION_METHOD)
-        session = self.session(turn.request.headers.get(SESSION_HEADER), turn.principal)
+        session = self.held(turn.request.headers.get(SESSION_HEADER), turn.principal)
         check_expiry(turn, admitted)
         uri = message.uri
-        if uri is not None and uri in session.uris:
+        if session is not None and uri is not None and uri in session.uris:
             self.forget(session, uri)
             if session.stream is not None:
                 session.slot.queue.put_nowait(("refilter", None))

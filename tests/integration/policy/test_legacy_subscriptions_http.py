@@ -326,16 +326,34 @@ async def test_uris_and_sessions_per_principal_at_and_past_the_bound(
                             first))[0] == 200  # fmt: skip
     status, _, text = await live.post(token, subscribe("docs://guide/c"), first)
     assert status == 200 and "error" not in json.loads(text), text
-    # Sessions count as streams: two per principal (with the listen streams).
+    # Sessions count as streams: two per principal (with the listen streams). Room for URIs
+    # first, so that only the session bound can refuse.
+    for uri in ("docs://guide/a", "docs://guide/c"):
+        unsubscribe = subscribe(uri, method="resources/unsubscribe")
+        assert (await live.post(token, unsubscribe, first))[0] == 200
     second = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
-    status, _, text = await live.post(
-        token, subscribe("docs://guide/b", method="resources/unsubscribe"), second
-    )
-    assert status == 200, text
+    status, _, text = await live.post(token, subscribe("docs://guide/b"), second)
+    assert status == 200 and "error" not in json.loads(text), text  # 2 URIs, 2 sessions
     third = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
-    status, _, text = await live.post(token, subscribe(GUIDE), third)
+    # An unsubscribe creates nothing (so it is no refusal), a subscribe would take a third slot.
+    unsubscribe = subscribe(GUIDE, method="resources/unsubscribe")
+    assert (await live.post(token, unsubscribe, third))[0] == 200
+    status, headers, text = await live.post(token, subscribe(GUIDE), third)
     assert status == 429, text
+    assert "Retry-After" not in headers
     assert json.loads(text)["error"]["code"] == RATE_LIMITED_CODE
+    async with live.session.get(
+        live.server.mcp_url, headers=stream_headers(token, third["Mcp-Session-Id"])
+    ) as response:
+        assert response.status == 429  # its GET too
+        assert (await response.json())["error"]["code"] == RATE_LIMITED_CODE
+    # A DELETE of the first frees its slot (and its URI) for the third.
+    async with live.session.delete(
+        live.server.mcp_url,
+        headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": first["Mcp-Session-Id"]},
+    ) as response:  # fmt: skip
+        assert response.status == 204
+    assert (await live.post(token, subscribe(GUIDE), third))[0] == 200
     # Another subject has its own share.
     bob = live.token("mcp:access docs:read", sub="bob")
     bob_sid = {"Mcp-Session-Id": (await initialize(live, bob))[0]["Mcp-Session-Id"], **LEGACY}
