@@ -179,7 +179,7 @@ def build_services(
             state.run,
             lambda: _watch_catalog_fit(policy, backend),
             lambda: policy.run(config.policy_poll_s),
-            lambda: _reload_on_sighup(policy),
+            lambda: _reload_on_sighup(policy, pins),
         ]
     )
     if pins is not None and config.catalog is not None:
@@ -325,11 +325,21 @@ def _policy_source(config: Config, metrics: Metrics) -> PolicyReloader:
     return reloader
 
 
-async def _reload_on_sighup(policy: PolicyReloader) -> None:
-    """SIGHUP reloads the policy set (validated in full, swapped atomically)."""
+async def _reload_on_sighup(policy: PolicyReloader, pins: CatalogLock | None = None) -> None:
+    """SIGHUP reloads the policy set and the catalog lock (each validated in full, swapped
+    atomically; an invalid one keeps the previous)."""
     loop = asyncio.get_running_loop()
+    tasks: set[asyncio.Task[bool]] = set()
+
+    def reload() -> None:
+        loop.run_in_executor(None, policy.reload)
+        if pins is not None:
+            task = loop.create_task(pins.reload())
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
     try:
-        loop.add_signal_handler(signal.SIGHUP, lambda: loop.run_in_executor(None, policy.reload))
+        loop.add_signal_handler(signal.SIGHUP, reload)
     except (NotImplementedError, RuntimeError, ValueError):
         return  # not the main thread (tests) or no signals on this platform
     try:

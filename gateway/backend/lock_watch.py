@@ -121,6 +121,10 @@ class CatalogLock:
                 _log.exception("catalog.relock_failed")
         return True
 
+    async def reload(self) -> bool:
+        """Read the file now (in a worker thread) and swap it in when valid and new (SIGHUP)."""
+        return self.swap(await asyncio.to_thread(self.load))
+
     async def run(self, poll_s: float) -> None:
         """Poll every ``poll_s`` seconds (``<= 0``: never) until cancelled."""
         if poll_s <= 0:
@@ -129,7 +133,7 @@ class CatalogLock:
             await asyncio.sleep(poll_s)
             if self.changed():
                 with contextlib.suppress(Exception):
-                    self.swap(await asyncio.to_thread(self.load))
+                    await self.reload()
 
     def _count(self, result: str) -> None:
         if self._metrics is not None:

@@ -52,6 +52,7 @@ GAUGE_MERGE: Final[Mapping[str, GaugeMerge]] = {
     "mcp_gateway_catalog_tools": "min",
     "mcp_gateway_catalog_age_seconds": "max",
     "mcp_gateway_catalog_collisions": "max",
+    "mcp_gateway_catalog_held_items": "max",
     "mcp_gateway_backend_ready": "min",
     "mcp_gateway_policy_info": "max",
     "mcp_gateway_policy_last_reload_success": "min",

@@ -350,7 +350,8 @@ _WORST: Final[dict[str, Any]] = {"tools": min, "hidden": max, "catalog_age_s": m
 def merge_backend_reports(reports: Sequence[Any], workers: int) -> dict[str, Any]:
     """The workers' ``backends`` reports as one: a backend is ``ready`` only when it is on every
     worker; ``era`` when the workers agree (else None); the fewest ``tools``, the most
-    ``hidden``, the oldest ``catalog_age_s``."""
+    ``hidden``, the oldest ``catalog_age_s``, the ``catalog_lock`` of the worker holding the
+    most."""
     per_backend: dict[str, list[dict[str, Any]]] = {}
     for report in reports:
         for name, entry in (report if isinstance(report, dict) else {}).items():
@@ -366,6 +367,9 @@ def merge_backend_reports(reports: Sequence[Any], workers: int) -> dict[str, Any
             values = [e[key] for e in entries if isinstance(e.get(key), int | float)]
             if values:
                 one[key] = pick(values)
+        locks = [e["catalog_lock"] for e in entries if isinstance(e.get("catalog_lock"), dict)]
+        if locks:  # the worker holding the most (each watches the lock and fetches on its own)
+            one["catalog_lock"] = max(locks, key=lambda lock: lock.get("held", 0))
         merged[name] = one
     return merged
 

@@ -46,6 +46,17 @@ def test_a_backend_missing_from_a_workers_report_is_not_ready() -> None:
     assert merge_backend_reports([{"docs": entry()}, {"docs": entry()}], 2)["docs"]["ready"]
 
 
+def test_the_catalog_lock_report_is_the_one_of_the_worker_holding_the_most() -> None:
+    caught_up = {"on_change": "hold", "held": 0, "differences": []}
+    holding = {"on_change": "hold", "held": 2, "differences": [{"name": "a"}, {"name": "b"}]}
+    merged = merge_backend_reports(
+        [{"docs": {**entry(), "catalog_lock": caught_up}},
+         {"docs": {**entry(), "catalog_lock": holding}}], 2,
+    )  # fmt: skip
+    assert merged["docs"]["catalog_lock"] == holding
+    assert "catalog_lock" not in merge_backend_reports([{"docs": entry()}], 1)["docs"]
+
+
 def test_an_issuer_is_ready_only_on_every_worker_with_the_first_reason_and_fewest_keys() -> None:
     a = {"url": "https://a.example", "tokens": "jwt", "ready": True, "keys": 3}
     b = {"url": "https://b.example", "tokens": "introspection", "ready": True}
