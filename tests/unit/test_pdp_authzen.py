@@ -5,6 +5,7 @@ spent. The HTTP surface is covered by tests/integration/policy/test_policy_exter
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Callable
@@ -13,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config import PolicyExternalConfig, load_config
+from gateway.config import PdpCredential, PolicyExternalConfig, Secret, load_config
 from gateway.errors import ExternalPolicyDenied, PolicyUnavailable
 from gateway.outbound import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
@@ -144,3 +145,20 @@ def test_the_services_are_built_before_the_event_loop_runs(tmp_path: Path) -> No
     env = {"TEST_INTROSPECTION_SECRET": "s", "TEST_BACKEND_TOKEN": "t"}
     services = build_services(load_config(tmp_path / "gateway.yaml", env))
     assert services.cleanups  # built, with the decision point's close among them
+
+
+async def test_a_rotated_credential_file_is_sent_from_the_next_request_on(
+    client: Callable[..., tuple[AuthZenDecisionPoint, AuthZenPdp, Clock]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(Secret, "RECHECK_S", 0.0)
+    path = tmp_path / "pdp-token"
+    path.write_text("first\n")
+    secret = Secret("first", f"file:{path}", path.stat().st_mtime)
+    point, pdp, _ = client(credential=PdpCredential("bearer", token=secret))
+    await _ask(point, "a")
+    path.write_text("second\n")
+    os.utime(path, (time.time() + 5, time.time() + 5))  # a new mtime even on a coarse clock
+    await _ask(point, "b")
+    assert [s.headers["Authorization"] for s in pdp.seen] == ["Bearer first", "Bearer second"]
