@@ -377,6 +377,9 @@ class ProtocolConfig:
     discover_ttl_ms: int = 3_600_000
     tools_list_ttl_ms: int = 60_000
     page_size: int = 100
+    legacy_subscriptions: bool = True
+    """Offer legacy ``resources/subscribe`` and its session (docs/protocol.md#legacy-subscriptions);
+    off for replicas behind a balancer without affinity by client address."""
 
 
 @dataclass(frozen=True, slots=True)

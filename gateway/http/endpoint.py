@@ -155,7 +155,9 @@ class McpEndpoint:
         )
         self._drain = DrainBound()
         self._limits = CallLimits(limiter=limiter, leases=leases, metrics=metrics)
-        self._sessions = listening is not None and legacy_sessions
+        self._sessions = (
+            listening is not None and legacy_sessions and config.protocol.legacy_subscriptions
+        )
         """Legacy subscription sessions are possible: a session's GET/DELETE is authenticated."""
         self._dispatcher = Dispatcher(
             config=config, backend=backend, limits=self._limits, metrics=metrics,

@@ -541,18 +541,24 @@ async def test_delete_ends_the_session_and_its_stream(stack: tuple[LiveStack, Sd
         assert response.status == 405
 
 
-async def test_a_worker_of_a_group_offers_no_legacy_sessions(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("off_by", ["worker", "config"])
+async def test_a_worker_or_the_config_switch_offers_no_legacy_sessions(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, off_by: str
 ) -> None:
     """``serve --workers N`` builds its workers' services with ``legacy_sessions=False`` (the
-    kernel spreads a session's connections over processes): nothing is advertised or minted."""
-    monkeypatch.setattr(
-        wired, "build_services", functools.partial(wiring.build_services, legacy_sessions=False)
-    )
+    kernel spreads a session's connections over processes), and ``protocol.legacy_subscriptions:
+    false`` turns them off for replicas without affinity: nothing is advertised or minted."""
+    overrides: dict[str, Any] = {}
+    if off_by == "worker":
+        monkeypatch.setattr(
+            wired, "build_services", functools.partial(wiring.build_services, legacy_sessions=False)
+        )
+    else:
+        overrides = {"protocol": {"legacy_subscriptions": False}}
     async with (
         sdk_upstream(surface=True) as sdk,
         live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
-                   policy=POLICY) as live,
+                   policy=POLICY, gateway=overrides) as live,
     ):  # fmt: skip
         token = live.token("mcp:access docs:read tools:echo")
         headers, result = await initialize(live, token)
