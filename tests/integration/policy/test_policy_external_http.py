@@ -24,6 +24,7 @@ import pytest
 from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
 from tests.support.jwt_stack import metric
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 POLICY = """\
@@ -72,6 +73,7 @@ async def _stack(
     aiohttp_server: ServerFactory,
     monkeypatch: pytest.MonkeyPatch,
     pdp: AuthZenPdp,
+    gateway_extra: dict[str, Any] | None = None,
     **section: Any,
 ) -> AsyncIterator[tuple[LiveStack, ModernUpstream]]:
     monkeypatch.setenv("PDP_TOKEN", PDP_SECRET)
@@ -83,6 +85,7 @@ async def _stack(
     gateway = {
         "policy_external": settings,
         "audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")},
+        **(gateway_extra or {}),
     }
     async with live_stack(
         tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY, gateway=gateway
@@ -467,3 +470,29 @@ async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_other
             ("echo", "allow", None, {"decision": "allow", "cached": False}),
             ("danger", "deny", "external_policy_denied", {"decision": "deny", "cached": False}),
         ]
+
+
+async def test_a_consultation_is_a_client_span_of_the_request_and_a_cache_hit_none(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    receiver = OtlpReceiver()
+    collector = await aiohttp_server(receiver.app(), host="127.0.0.1")
+    tracing = {"tracing": {"otlp": {"endpoint": f"http://127.0.0.1:{collector.port}",
+                                    "timeout_s": 5}}}  # fmt: skip
+    async with (
+        authzen_pdp(aiohttp_server) as pdp,
+        _stack(tmp_path, aiohttp_server, monkeypatch, pdp, gateway_extra=tracing) as (stack, _),
+    ):
+        token = stack.token()
+        for _ in range(2):  # the second is answered from the decision cache
+            assert (await stack.call(token, "echo", {"text": "a"}))[0] == 200
+        spans = await receiver.wait_for(6)
+    consultations = [s for s in spans if s.name == "mcp_gateway.policy_external"]
+    assert len(consultations) == 1 and len(pdp.seen) == 1
+    (span,) = consultations
+    server = next(s for s in spans if s.kind == "server" and s.trace_id == span.trace_id)
+    assert span.kind == "client" and server is not None
+    assert span.attributes["http.response.status_code"] == 200
+    assert span.attributes["server.address"] == "127.0.0.1"
+    exported = b"".join(receiver.raw)
+    assert token.encode() not in exported and PDP_SECRET.encode() not in exported
