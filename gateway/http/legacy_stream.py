@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from gateway.errors import OverCapacity, StreamNotAcceptable
+from gateway.errors import OverCapacity, SessionNotFound, StreamNotAcceptable
 from gateway.http.admission import accepts_event_stream
 from gateway.http.legacy_sessions import (
     SESSION_HEADER,
@@ -134,6 +134,8 @@ class _SessionStream:
         if previous is not None and not previous.done():
             previous.cancel()  # a newer GET of the session replaces it (a half-dead connection)
             await asyncio.wait({previous}, timeout=2.0)
+        if session.ended:  # ended while this GET waited (idle, DELETE, reload, drain)
+            raise SessionNotFound()
         session.stream = asyncio.current_task()
         if session.idle is not None:
             session.idle.cancel()
