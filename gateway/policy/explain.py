@@ -26,6 +26,7 @@ from gateway.config import load_config
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
+from gateway.policy.overrides import explain_overrides, override_lines
 from gateway.seams import Decision, Listing, Principal, listed
 from gateway.yaml_source import load_yaml
 
@@ -227,6 +228,9 @@ def explain(
     methods = (
         [] if one else [Explained(m, policy.decide_method(principal, m)) for m in shown_methods]
     )
+    results = [item.as_json(policy.listing) for item in items]
+    if subject in ("tool", "catalog", "rules"):
+        explain_overrides(policy, results, by_key=subject == "rules")
     return {
         "policy_version": policy.version,
         "sources": list(policy.sources),
@@ -239,7 +243,7 @@ def explain(
         **_hierarchy(policy, principal),
         "listing": policy.listing,
         "evaluated": subject,
-        "results": [item.as_json(policy.listing) for item in items],
+        "results": results,
         "prompts": [item.as_json(policy.listing) for item in prompts],
         "resources": [item.as_json(policy.listing) for item in resources],
         "methods": [item.as_json() for item in methods],
@@ -290,6 +294,8 @@ def _print_text(report: dict[str, Any], out: TextIO) -> None:
     if report["methods"]:
         out.write("\n")
         _table(out, "METHOD", report["methods"])
+    for line in override_lines(report["results"]):
+        out.write(f"{line}\n")
     out.write(f"\n{_LEGEND}\n")
     if evaluated in ("prompt", "resource") or report["prompts"] or report["resources"]:
         out.write(f"{_SURFACE_LEGEND}\n")

@@ -18,7 +18,7 @@ from gateway.policy.conditions import Condition
 from gateway.policy.glob import WILDCARDS, Glob, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
 from gateway.policy.uri import UriPattern
-from gateway.seams import TOOL_NAME, Decision, Listing, Principal
+from gateway.seams import TOOL_NAME, Decision, Listing, Principal, ToolOverride
 
 __all__ = ["EMPTY_TABLE", "LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule", "RuleTable"]
 
@@ -58,6 +58,8 @@ class Rule:
     """``tools``, ``prompts`` or ``resources``: the section the rule stands in."""
     when: tuple[Condition, ...] = field(default=(), compare=False)
     """``when:`` conditions (:mod:`.conditions`), all must hold; decided at ``tools/call``."""
+    override: ToolOverride | None = field(default=None, compare=False)
+    """``override:`` (:mod:`.overrides`): how the tools this rule governs are exposed."""
 
 
 @dataclass(slots=True, eq=False)
@@ -167,6 +169,9 @@ class PolicySet:
     """``resources:`` rules, keyed by URI or URI pattern (:mod:`gateway.policy.uri`)."""
     hierarchy: ScopeHierarchy = NO_HIERARCHY
     """``scope_hierarchy:``: which granted scopes imply which others (:mod:`.hierarchy`)."""
+    aliases: Mapping[str, Rule] = field(default_factory=lambda: MappingProxyType({}))
+    """Renamed tool name -> the exact rule whose ``override.rename`` exposes a tool under it:
+    that rule governs the new name (:func:`.overrides.rename_aliases`)."""
     _lookups: dict[str, tuple[Rule | None, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -255,7 +260,17 @@ class PolicySet:
         return found
 
     def _match(self, tool: str) -> tuple[Rule | None, bool]:
+        renamed = self.aliases.get(tool)
+        if renamed is not None:  # the rule that renamed a tool governs its new name
+            return renamed, False
         return match_rules(self.exact, self.globs, tool)
+
+    def override_for(self, tool: str) -> ToolOverride | None:
+        """The ``override:`` of the rule governing the backend tool exposed (before any rename)
+        as ``tool``: its exact rule, else the most specific pattern; None on a tie (such a tool
+        is hidden anyway). Renamed names are not consulted: they are what an override makes."""
+        rule, tied = match_rules(self.exact, self.globs, tool)
+        return rule.override if rule is not None and not tied else None
 
     def decide_rule(self, principal: Principal, key: str, section: str = "tools") -> Decision:
         """Evaluate one rule by its key, as if a name it governs were used (``explain``)."""
