@@ -22,6 +22,7 @@ __all__ = [
     "RATE_LIMITED_CODE",
     "UNAUTHORIZED_CODE",
     "UNSUPPORTED_MEDIA_TYPE_CODE",
+    "ArgumentNotSettable",
     "BackendFailure",
     "BodyTooLarge",
     "ConditionDenied",
@@ -647,6 +648,29 @@ class UnknownTool(GatewayError):
 
     row, status, jsonrpc_code, message = "unknown_tool", 400, -32602, "Unknown tool"
     legacy_status = 200
+
+
+class ArgumentNotSettable(GatewayError):
+    """``tools/call`` sets an argument the policy's ``override:`` fixes or hides.
+
+    The caller cannot set it (docs/policy.md#overrides): refused before anything goes
+    upstream, never silently replaced. -32602 like any invalid ``tools/call`` params. The
+    message and ``data.arguments`` name the arguments, from the policy only (each is a policy
+    name the request also used, never a value)."""
+
+    row, status, jsonrpc_code = "argument_not_settable", 400, -32602
+    message = "Arguments set by the gateway cannot be set by the caller"
+    legacy_status = 200
+
+    def __init__(self, *, arguments: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.arguments = arguments
+
+    def body_message(self) -> str:
+        return f"{self.message}: {', '.join(self.arguments)}"
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return {"arguments": list(self.arguments)}
 
 
 class UnknownPrompt(GatewayError):

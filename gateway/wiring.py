@@ -112,6 +112,8 @@ def build_services(
         readiness=config.backend_readiness,
         metrics=metrics,
         max_blob_bytes=config.limits.max_response_bytes,
+        policy=policy.current,  # its tools rules' override: (merged again after a reload)
+        max_description_chars=config.limits.max_description_chars,
     )
     # An exchanged token (and a reusable assertion) never outlives its caller token's entry.
     authenticator.on_token_dropped(backend.forget_caller)

@@ -57,6 +57,7 @@ from gateway.seams import (
     SurfaceReply,
     SurfaceRequest,
     ToolCall,
+    ToolDef,
 )
 
 __all__ = ["UpstreamBackend"]
@@ -307,14 +308,16 @@ class UpstreamBackend:
         if call.resume is not None and call.resume.backend != self.name:
             # A sealed round answers the backend that asked, never another one (mrtr.mdx).
             raise InvalidRequestState("mismatch", detail="requestState bound to another backend")
-        # Bounded: a name of this backend's catalog, anything else "other".
-        label = call.tool.name if call.tool.name in self.catalog() else "other"
+        # The backend's own definition: an override changed only what the caller sees.
+        own = call.tool.origin or call.tool
+        # Bounded: the exposed name of a tool of this backend's catalog, anything else "other".
+        label = call.tool.name if own.name in self.catalog() else "other"
         started = self._clock()
         outcome: Outcome = "upstream_error"
         called = False
         try:
-            arguments = _plain(call.arguments)
-            validator = self._validator(call)
+            arguments = _plain(call.arguments)  # fixed arguments already in (http/tool_call)
+            validator = self._validator(own)
             if validator is None or not validator.is_valid(arguments):
                 outcome = "invalid_arguments"
                 return error_result(INVALID_ARGUMENTS_TEXT)
@@ -362,12 +365,14 @@ class UpstreamBackend:
                 )
             histogram.observe(elapsed)
 
-    def _validator(self, call: ToolCall) -> jsonschema_rs.Validator | None:
-        current = self.catalog().validator(call.tool.name)
+    def _validator(self, tool: ToolDef) -> jsonschema_rs.Validator | None:
+        """``tool``: the backend's own definition (the arguments sent are checked against the
+        schema the backend declared, fixed ones included)."""
+        current = self.catalog().validator(tool.name)
         if current is not None:
             return current
         # The tool left the catalog since the front door resolved it: use its own schema.
-        schema = call.tool.definition.get("inputSchema")
+        schema = tool.definition.get("inputSchema")
         try:
             return compile_validator(schema) if isinstance(schema, Mapping) else None
         except ValueError:

@@ -284,7 +284,9 @@ class _Request:
         if state.era == "modern":
             params["_meta"] = with_trace(modern_meta(self._token, self._capabilities), headers)
             params.update(_resume_params(call.resume))
-            headers.update(param_values(call.tool.header_params, self._arguments))
+            # The backend's own x-mcp-header parameters (a fixed argument's too).
+            own = call.tool.origin or call.tool
+            headers.update(param_values(own.header_params, self._arguments))
         elif call.resume is not None:
             raise UpstreamFault("incompatible")  # a legacy upstream cannot take the retry
         elif self._token is not None:

@@ -11,11 +11,17 @@ oversized result becomes a tool error with a fixed text).
 from __future__ import annotations
 
 import time
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from gateway.config import Config
 from gateway.deadlines import deadline_at
-from gateway.errors import ConditionDenied, ToolInsufficientScope, UnknownTool
+from gateway.errors import (
+    ArgumentNotSettable,
+    ConditionDenied,
+    ToolInsufficientScope,
+    UnknownTool,
+)
 from gateway.http.call_limits import CallLimits
 from gateway.http.drain import DrainBound
 from gateway.http.input_rounds import InputRounds
@@ -155,7 +161,12 @@ class ToolCalls:
             raise ToolInsufficientScope(
                 scopes=decision.required_scopes, missing=decision.missing_scopes
             )
-        refused = turn.policy.decide_conditions(turn.principal, name, message.arguments or {})
+        if tool.closed_arguments:  # only tools with fixed or hidden arguments pay for this
+            closed = sorted(tool.closed_arguments.intersection(message.arguments or ()))
+            if closed:
+                raise ArgumentNotSettable(arguments=tuple(closed))
+        # Conditions see the arguments the backend will get (fixed ones included).
+        refused = turn.policy.decide_conditions(turn.principal, name, _arguments(message, tool))
         if refused is not None:
             ctx.decision = refused
             if refused.reason == "condition_error":
@@ -184,7 +195,7 @@ class ToolCalls:
         ctx = turn.ctx
         return ToolCall(
             tool=tool,
-            arguments=message.arguments or {},
+            arguments=_arguments(message, tool),
             era=message.era,
             protocol_version=message.version,
             progress_token=message.progress_token,
@@ -222,3 +233,12 @@ class ToolCalls:
             tool_error_result(OVERSIZE_TEXT), era=message.era, server=self._server
         )
         return success_body(message.id, shaped)
+
+
+def _arguments(message: McpMessage, tool: ToolDef) -> Mapping[str, Any]:
+    """What goes upstream: the caller's arguments, plus the override's fixed ones (which the
+    caller was refused from setting, so nothing of the caller's is replaced)."""
+    arguments = message.arguments or {}
+    if tool.fixed_arguments:
+        return {**arguments, **tool.fixed_arguments}
+    return arguments

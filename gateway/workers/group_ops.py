@@ -344,14 +344,16 @@ def build_group_ops_app(
     return app
 
 
-_WORST: Final[dict[str, Any]] = {"tools": min, "hidden": max, "catalog_age_s": max}
+_WORST: Final[dict[str, Any]] = {
+    "tools": min, "hidden": max, "override_refused": max, "catalog_age_s": max,
+}  # fmt: skip
 
 
 def merge_backend_reports(reports: Sequence[Any], workers: int) -> dict[str, Any]:
     """The workers' ``backends`` reports as one: a backend is ``ready`` only when it is on every
     worker; ``era`` when the workers agree (else None); the fewest ``tools``, the most
-    ``hidden``, the oldest ``catalog_age_s``, the ``catalog_lock`` of the worker holding the
-    most."""
+    ``hidden`` and ``override_refused``, the oldest ``catalog_age_s``, the ``catalog_lock`` of
+    the worker holding the most."""
     per_backend: dict[str, list[dict[str, Any]]] = {}
     for report in reports:
         for name, entry in (report if isinstance(report, dict) else {}).items():
