@@ -35,6 +35,7 @@ from gateway.errors import ConfigError
 from gateway.observability.logging import configure, get_logger
 from gateway.policy import loader as policy_loader
 from gateway.policy.model import PolicySet
+from gateway.policy.overrides import rename_warnings
 from gateway.protocol import envelope, jsonrpc
 from gateway.wiring import build_services
 from gateway.workers.supervisor import Supervisor
@@ -216,8 +217,11 @@ def _demo_warnings(sources: Sequence[str]) -> list[str]:
 
 
 def _unreachable_rules(policy: PolicySet | None, prefixes: Sequence[str] | None) -> list[str]:
-    """Rules no configured backend can ever match (a warning: docs/policy.md)."""
-    return [] if policy is None or prefixes is None else policy.unreachable_rules(prefixes)
+    """Rules no configured backend can ever match, renames into another backend's prefix
+    (warnings: docs/policy.md)."""
+    if policy is None or prefixes is None:
+        return []
+    return [*policy.unreachable_rules(prefixes), *rename_warnings(policy, prefixes)]
 
 
 def _cmd_check(args: argparse.Namespace) -> int:

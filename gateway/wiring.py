@@ -42,6 +42,7 @@ from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
 from gateway.policy.model import PolicySet
+from gateway.policy.overrides import rename_warnings
 from gateway.policy.reload import PolicyReloader
 from gateway.seams import RateLimiter
 from gateway.state.dpop_replay import FallbackReplays, MemoryReplays, RedisReplays
@@ -316,6 +317,8 @@ def _policy_source(config: Config, metrics: Metrics) -> PolicyReloader:
     def warn(current: PolicySet) -> None:
         for warning in current.unreachable_rules(prefixes):
             log.warning("policy.rule_unreachable", detail=warning)
+        for warning in rename_warnings(current, prefixes):
+            log.warning("policy.rename_ambiguous", detail=warning)
 
     def on_reload(outcome: str, current: PolicySet | None, problems: list[str]) -> None:
         report(outcome, current, problems)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -40,6 +40,7 @@ __all__ = [
     "override_lines",
     "parse_override",
     "rename_aliases",
+    "rename_warnings",
 ]
 
 
@@ -198,3 +199,21 @@ def override_lines(rows: list[dict[str, Any]]) -> list[str]:
             parts.append(f"hidden {', '.join(shown['hidden'])}")
         lines.append(f"override: {row['name']}: {'; '.join(parts) or '-'} ({shown['where']})")
     return lines
+
+
+def rename_warnings(policy: PolicySet, prefixes: Collection[str]) -> list[str]:
+    """Renames the configured prefixes already show will collide: a new name inside a longer
+    backend prefix than the one the renamed tool's backend has (the merge hides such a tool
+    as ambiguous, :mod:`gateway.backend.merge`). ``check`` and startup warn about them."""
+    spaces = sorted((p for p in prefixes if p), key=len, reverse=True)
+    found = []
+    for target, rule in sorted(policy.aliases.items()):
+        source = next((p for p in spaces if rule.key.startswith(p)), "")
+        own = source if target.startswith(source) else ""
+        inside = next((p for p in spaces if len(p) > len(own) and target.startswith(p)), None)
+        if inside is not None and rule.override is not None:
+            found.append(
+                f"{rule.override.where}: tools.{rule.key}.override.rename: {target!r} lies in "
+                f"another backend's prefix {inside!r}: the tool will be hidden as ambiguous"
+            )
+    return found

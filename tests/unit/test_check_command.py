@@ -200,6 +200,34 @@ def test_a_rule_no_configured_backend_can_match_is_a_warning_with_its_position(
     assert "can never match" not in result.stderr
 
 
+OVERRIDES = """\
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  docs__search: {scopes: [], override: {rename: tickets__search}}
+  docs__echo: {scopes: [], override: {rename: echo_docs}}
+  tickets__create: {scopes: [], override: {rename: tickets__open, arguments: {hidden: [x, x]}}}
+"""
+
+
+def test_check_reports_override_problems_and_renames_into_another_prefix(tmp_path: Path) -> None:
+    write(tmp_path, FEDERATED, OVERRIDES)
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert findings(result.stdout) == [
+        "tools.tickets__create.override.arguments.hidden: lists the same value more than once"
+    ]
+    write(tmp_path, FEDERATED, OVERRIDES.replace("[x, x]", "[x]"))
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    warnings = [line for line in result.stderr.splitlines() if "override.rename" in line]
+    assert warnings == [
+        f"warning: {tmp_path / 'policies' / 'main.yaml'}:4:30: tools.docs__search.override."
+        "rename: 'tickets__search' lies in another backend's prefix 'tickets__': the tool will "
+        "be hidden as ambiguous"
+    ]
+
+
 def test_a_value_the_schema_refused_gets_no_findings_derived_from_it(tmp_path: Path) -> None:
     # check's guarded pass runs the section checks on a document the schema refused: an unknown
     # credential type, client_auth or token mode is one finding, not a second one built on it.
