@@ -29,17 +29,11 @@ from typing import Any, Final
 
 from gateway.config import parse_rate
 from gateway.errors import ConfigError
-from gateway.policy import uri
+from gateway.policy import overrides, uri
 from gateway.policy.conditions import Condition, compile_condition
 from gateway.policy.glob import Glob, has_wildcard, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycle
 from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
-from gateway.policy.overrides import (
-    canonical_override,
-    check_override,
-    parse_override,
-    rename_aliases,
-)
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
 
@@ -173,7 +167,7 @@ def _check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
     for index, subject in enumerate(subjects if isinstance(subjects, list) else []):
         if isinstance(subject, str) and ("[" in subject or "]" in subject):
             doc.problem((*path, "subjects", index), _NO_CLASSES)
-    check_override(doc, section, key, raw)
+    overrides.check_override(doc, section, key, raw)
     if "when" in raw and section != "tools":
         # Fail closed: prompts/get and resources/read do not evaluate conditions yet.
         doc.problem((*path, "when"), "conditions are supported on tools rules only (not yet here)")
@@ -302,7 +296,7 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
         prompts=tables["prompts"],
         resources=tables["resources"],
         hierarchy=ScopeHierarchy(hierarchy) if hierarchy else NO_HIERARCHY,
-        aliases=MappingProxyType(rename_aliases(tools.exact, problems)),
+        aliases=MappingProxyType(overrides.rename_aliases(tools.exact, problems)),
     )
 
 
@@ -348,7 +342,7 @@ def _rule(doc: Located, section: str, key: str, body: dict[str, Any]) -> Rule:
         glob=pattern,
         section=section,
         when=_conditions(doc, (section, key), body.get("when"), problems=False),
-        override=parse_override(doc, (section, key), body.get("override")),
+        override=overrides.parse_override(doc, (section, key), body.get("override")),
     )
 
 
@@ -419,5 +413,5 @@ def _canonical_rule(rule: Rule) -> dict[str, Any]:
         "max_concurrency": rule.max_concurrency,
         "description": rule.description,
         **({"when": [c.source for c in rule.when]} if rule.when else {}),
-        **({"override": canonical_override(rule.override)} if rule.override else {}),
+        **({"override": overrides.canonical_override(rule.override)} if rule.override else {}),
     }
