@@ -86,7 +86,9 @@ def build_services(
         backend.forget_caller(key)
 
     limiter = state.limiter
-    policy = _policy_source(config, metrics)
+    swapped: list[Callable[[PolicySet], None]] = []
+    """Told of each new policy set, in the reload's thread before ``reload()`` returns."""
+    policy = _policy_source(config, metrics, swapped)
     metrics.set_policy_version(policy.current().version)
     authenticator = ResourceServer(
         config,
@@ -113,9 +115,10 @@ def build_services(
         readiness=config.backend_readiness,
         metrics=metrics,
         max_blob_bytes=config.limits.max_response_bytes,
-        policy=policy.current,  # its tools rules' override: (merged again after a reload)
+        policy=policy.current(),  # its tools rules' override: (use_policy after a reload)
         max_description_chars=config.limits.max_description_chars,
     )
+    swapped.append(backend.use_policy)
     # An exchanged token (and a reusable assertion) never outlives its caller token's entry.
     authenticator.on_token_dropped(backend.forget_caller)
     metrics.set_max_in_flight(config.limits.max_in_flight)
@@ -308,7 +311,9 @@ async def _watch_catalog_fit(policy: PolicyReloader, backend: FederatedBackend) 
         await asyncio.sleep(CATALOG_FIT_POLL_S)
 
 
-def _policy_source(config: Config, metrics: Metrics) -> PolicyReloader:
+def _policy_source(
+    config: Config, metrics: Metrics, swapped: list[Callable[[PolicySet], None]]
+) -> PolicyReloader:
     """The policy files, hot-reloaded. A rule no configured backend can ever match is logged
     (``policy.rule_unreachable``) at startup and after every reload that changes the set."""
     report = policy_reload_reporter(metrics)
@@ -321,6 +326,9 @@ def _policy_source(config: Config, metrics: Metrics) -> PolicyReloader:
             log.warning("policy.rename_ambiguous", detail=warning)
 
     def on_reload(outcome: str, current: PolicySet | None, problems: list[str]) -> None:
+        if outcome == "success" and current is not None:
+            for hook in swapped:  # first: the federation merges under the new overrides
+                hook(current)
         report(outcome, current, problems)
         if outcome == "success" and current is not None:
             warn(current)

@@ -11,7 +11,7 @@ service credential. :class:`FederatedBackend` puts them behind the one seam the 
   backend involved (:mod:`.merge`); each new ambiguity is logged once
   (``backend_tool_collision``), ``catalog_collisions{backend}`` counts the hidden tools. A tool
   its override does not fit is hidden and logged once (``tool_override_refused``). The merge is
-  redone when a part's catalog changes or a new policy version is loaded (``policy=``), so an
+  redone when a part's catalog changes or a new policy version is loaded (:meth:`use_policy`), so an
   override change takes effect without a restart, at the next request.
 * **Routing by owner**: a ``tools/call`` goes to the backend whose catalog produced the
   :class:`~gateway.seams.ToolDef` (``ToolDef.backend``), with that backend's credential only.
@@ -32,7 +32,7 @@ A single ``backend:`` section is a federation of one backend (named ``default``,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, Final, Protocol
 
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
@@ -99,13 +99,13 @@ class FederatedBackend:
         readiness: BackendReadiness = "all",
         metrics: Metrics | None = None,
         max_blob_bytes: int = 1_048_576,
-        policy: Callable[[], OverrideSource] | None = None,
+        policy: OverrideSource | None = None,
         max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
     ) -> None:
         """``max_blob_bytes``: decoded ``blob`` bytes one ``resources/read`` may carry
-        (``limits.max_response_bytes``). ``policy``: the current policy set, whose overrides
-        the merge applies (read at every :meth:`catalog`, one call; merged again only when it
-        returns another object). ``max_description_chars``: the cap of override texts."""
+        (``limits.max_response_bytes``). ``policy``: the policy set whose overrides the merge
+        applies (:meth:`use_policy` replaces it after a reload). ``max_description_chars``:
+        the cap of override texts."""
         if not members:
             raise ValueError("a federation needs at least one backend")
         self._list = tuple(members)
@@ -123,7 +123,7 @@ class FederatedBackend:
         """Several backends: resource URIs are exposed in the gateway's form (gateway_uri)."""
         self._reported: frozenset[str] = frozenset()
         self._refused: frozenset[Refusal] = frozenset()
-        self._policy = policy
+        self._source = policy
         self._max_chars = max_description_chars
         for member in self._list:
             member.on_update = self._remerge
@@ -133,11 +133,15 @@ class FederatedBackend:
     def catalog(self) -> MergedCatalog:
         """The merged snapshot; re-merged only when a part's catalog or interval, or the
         policy set, changed."""
-        source = self._policy() if self._policy is not None else None
-        key = (source, *((m.catalog(), m.refresh_interval) for m in self._list))
+        key = (self._source, *((m.catalog(), m.refresh_interval) for m in self._list))
         if key != self._key:
             self._merge(key)
         return self._merged
+
+    def use_policy(self, policy: OverrideSource) -> None:
+        """A new policy set was swapped in (any thread): the next :meth:`catalog` merges again
+        under its overrides. One attribute assignment: a request costs nothing for it."""
+        self._source = policy
 
     def surface(self) -> Surface:
         """The merged prompts, resources and templates; re-merged when a part changed."""
