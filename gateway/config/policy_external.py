@@ -13,6 +13,7 @@ from typing import Any
 from gateway.config.builder import Builder
 from gateway.config.policy_external_model import (
     PDP_FIXED_PROPERTIES,
+    PDP_METHODS,
     PdpCredential,
     PolicyExternalConfig,
 )
@@ -55,6 +56,7 @@ def build_policy_external(b: Builder, raw: dict[str, Any] | None) -> PolicyExter
         cache_ttl_s=float(cache.get("ttl_s", 30.0)),
         cache_max_entries=int(cache.get("max_entries", 10_000)),
         max_connections=int(raw.get("max_connections", 64)),
+        methods=frozenset(raw.get("methods", PDP_METHODS)),
     )
 
 

@@ -8,7 +8,10 @@ from typing import Final, Literal
 
 from gateway.config.secrets import Secret
 
-__all__ = ["PDP_FIXED_PROPERTIES", "PdpCredential", "PolicyExternalConfig"]
+__all__ = ["PDP_FIXED_PROPERTIES", "PDP_METHODS", "PdpCredential", "PolicyExternalConfig"]
+
+PDP_METHODS: Final = ("tools/call", "prompts/get", "resources/read")
+"""The methods the decision point can be asked about (``policy_external.methods``)."""
 
 
 PDP_FIXED_PROPERTIES: Final = ("issuer", "client_id", "scopes", "auth_method", "actor")
@@ -51,3 +54,5 @@ class PolicyExternalConfig:
     """How long a decision (allow or deny) is reused; 0 turns the cache off."""
     cache_max_entries: int = 10_000
     max_connections: int = 64
+    methods: frozenset[str] = frozenset(PDP_METHODS)
+    """Which of the three the decision point is asked about (the others: the local policy only)."""

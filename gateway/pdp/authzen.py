@@ -107,6 +107,8 @@ class AuthZenDecisionPoint:
         self, principal: Principal, question: AccessQuestion, ctx: RequestContext,
         deadline: float,
     ) -> None:  # fmt: skip
+        if question.action not in self._config.methods:
+            return  # policy_external.methods: this one is the local policy's alone
         body = self.request_body(principal, question)
         key = hashlib.sha256(body).digest()
         allowed, cached = self._cached(key), True

@@ -38,6 +38,7 @@ def test_the_defaults_fail_closed_with_a_short_deadline_and_a_bounded_cache(
     assert (pe.cache_ttl_s, pe.cache_max_entries) == (30.0, 10_000)
     assert (pe.credential, pe.send_arguments, pe.subject_properties) == (None, False, ())
     assert pe.subject_type == "user"
+    assert pe.methods == {"tools/call", "prompts/get", "resources/read"}
 
 
 @pytest.mark.parametrize(
@@ -61,6 +62,9 @@ def test_the_defaults_fail_closed_with_a_short_deadline_and_a_bounded_cache(
         ("{url: https://pdp.example.com/e, timeout_s: 0}", "policy_external.timeout_s", ""),
         ("{url: https://pdp.example.com/e, cache: {max_entries: 0}}",
          "policy_external.cache.max_entries", ""),
+        ("{url: https://pdp.example.com/e, methods: [tools/list]}",
+         "policy_external.methods[0]", ""),
+        ("{url: https://pdp.example.com/e, methods: []}", "policy_external.methods", ""),
     ],
 )  # fmt: skip
 def test_each_mistake_is_a_finding_at_its_key(

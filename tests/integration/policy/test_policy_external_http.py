@@ -496,3 +496,21 @@ async def test_a_consultation_is_a_client_span_of_the_request_and_a_cache_hit_no
     assert span.attributes["server.address"] == "127.0.0.1"
     exported = b"".join(receiver.raw)
     assert token.encode() not in exported and PDP_SECRET.encode() not in exported
+
+
+async def test_methods_limits_what_the_decision_point_is_asked_about(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A PDP refusing everything, asked about tools/call only: prompts and reads are local.
+    async with (
+        authzen_pdp(aiohttp_server, AuthZenPdp(rule=lambda body: False)) as pdp,
+        _stack(tmp_path, aiohttp_server, monkeypatch, pdp, methods=["tools/call"]) as (stack, _),
+    ):
+        token = stack.token()
+        _assert_denied(*(await stack.call(token, "echo")))
+        params = {"name": "greet", "arguments": {"who": "x"}}
+        assert (await stack.modern(token, "prompts/get", params, name="greet"))[0] == 200
+        assert (await stack.modern(token, "resources/read", {"uri": URI}, name=URI))[0] == 200
+        assert [s.body["action"]["name"] for s in pdp.seen] == ["tools/call"]
+        events = [e for e in _audit(stack) if e["event"] != "tool_call"]
+        assert [("pdp" in e, e["decision"]) for e in events] == [(False, "allow")] * 2
