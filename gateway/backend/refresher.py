@@ -142,10 +142,21 @@ class CatalogRefresher:
         self._tool_names: dict[Key, str] = {}
         self._live_surface: tuple[Item, ...] = ()
         self._differences: tuple[Difference, ...] = ()
+        self._seen: OverrideSource | None = None
         if pins is not None:
             pins.subscribe(self._backend, self.relock)
+            if overrides is not None:  # without both, catalog() stays a plain attribute read
+                self.catalog = self._catalog_under_overrides  # type: ignore[method-assign]
 
     def catalog(self) -> ToolCatalog:
+        return self._catalog
+
+    def _catalog_under_overrides(self) -> ToolCatalog:
+        """:meth:`catalog` with a lock and overrides: a new policy object (a reload) is applied
+        before its first use, so no request sees a changed override unheld. Per request one
+        call and one identity test; the re-pinning runs once per policy version."""
+        if self.ready and self._overrides is not None and self._overrides() is not self._seen:
+            self._apply_lock()
         return self._catalog
 
     def surface(self) -> SurfacePart:
@@ -309,7 +320,7 @@ class CatalogRefresher:
         """Compare the snapshot with the lock; under ``hold`` leave out what differs."""
         pins = self._pins
         assert pins is not None
-        source = self._overrides() if self._overrides is not None else None
+        source = self._seen = self._overrides() if self._overrides is not None else None
         self._live_tools, self._tool_names = pin_tools(
             self._backend, self._raw_tools, self._full_catalog, source,
             max_description_chars=self._max_description_chars,

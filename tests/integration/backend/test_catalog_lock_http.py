@@ -511,14 +511,16 @@ async def test_an_override_change_is_a_held_change_without_a_refetch(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lock hashes the exposed (overridden) definition: the refresher's ``overrides`` hook,
-    against a real upstream; a new override is applied by ``relock()`` without a fetch."""
+    against a real upstream; a new policy object's override is held before its first use,
+    without a fetch."""
     upstream = ModernUpstream(tools=[echo_tool("echo"), echo_tool("other")])
     async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
         path = tmp_path / "catalog.lock.yaml"
         source = _Overrides(echo=ToolOverride("policy.yaml:4:5", description="Echo, reviewed"))
         outbound = Outbound(user_agent="catalog-test")
         pins = CatalogLock(path, "hold", lock=EMPTY_LOCK)
-        backend = UpstreamBackend(stack.config, outbound, pins=pins, overrides=lambda: source)
+        policy = [source]  # a new object per policy version, like PolicySet
+        backend = UpstreamBackend(stack.config, outbound, pins=pins, overrides=lambda: policy[0])
         try:
             assert await backend.fetch()
             assert len(backend.catalog()) == 0  # nothing approved yet: all held
@@ -527,13 +529,13 @@ async def test_an_override_change_is_a_held_change_without_a_refetch(
             assert pins.swap(load_lock(path))  # what a reload does: every backend relocks
             assert sorted(backend.catalog().names) == ["echo", "other"]
             fetches = len(upstream.calls("tools/list"))
-            source.by_name["echo"] = ToolOverride("policy.yaml:4:5", description="Echo, changed")
-            backend.refresher.relock()  # what a policy reload does
+            # A policy reload: applied before the next use of the catalog, without a fetch.
+            policy[0] = _Overrides(echo=ToolOverride("policy.yaml:4:5", description="Echo, new"))
             assert sorted(backend.catalog().names) == ["other"]
             (difference,) = backend.refresher.differences()
             assert (difference.key, difference.change) == (("tool", "default", "echo"), "changed")
             assert difference.live is not None
-            assert difference.live.definition["description"] == "Echo, changed"
+            assert difference.live.definition["description"] == "Echo, new"
             assert len(upstream.calls("tools/list")) == fetches
         finally:
             await backend.close()
