@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 import structlog
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.federation import federated_stack, scopes
 from tests.support.live_stack import LEGACY, LiveStack, ServerFactory, live_stack
@@ -365,3 +368,63 @@ async def test_renames_across_several_backends(
     assert [(e["tool"], e["backends"], e["reason"]) for e in collisions] == [
         ("tickets__echo2", ["docs", "tickets"], "prefix")
     ]
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+async def test_the_official_sdk_sees_and_calls_the_exposed_tool(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, mode: str
+) -> None:
+    """An independent client (the ``mcp`` SDK) parses the overridden listing and calls the
+    renamed tool; the upstream gets its own name and the fixed argument."""
+    upstream = ModernUpstream(tools=upstream_tools())
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
+    ) as stack:
+        headers = {"Authorization": f"Bearer {stack.token()}"}
+        async with create_mcp_http_client(headers=headers) as http:
+            transport = streamable_http_client(stack.server.mcp_url, http_client=http)
+            async with Client(transport, mode=mode) as client:
+                tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+                assert sorted(tools) == ["echo", "find"]
+                assert tools["echo"].title == "Echo (reviewed)"
+                assert tools["echo"].annotations is not None
+                assert tools["echo"].annotations.read_only_hint is False
+                assert tools["echo"].annotations.destructive_hint is True
+                assert sorted(tools["find"].input_schema["properties"]) == ["query"]
+                result = await client.call_tool("find", {"query": "sdk"})
+                assert result.is_error is False
+    assert [(p["name"], p["arguments"]) for p in upstream_calls(upstream)] == [
+        ("search", {"query": "sdk", "tenant": "acme"})
+    ]
+
+
+async def test_in_a_2025_03_26_batch_only_the_member_that_sets_a_fixed_argument_is_refused(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upstream = ModernUpstream(tools=upstream_tools())
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
+    ) as stack:
+        token = stack.token()
+        init = {
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-03-26", "capabilities": {},
+                       "clientInfo": {"name": "batch-client", "version": "1"}},
+        }  # fmt: skip
+        assert (await stack.post(token, init))[0] == 200
+        batch = [
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+             "params": {"name": "find", "arguments": {"query": "ok"}}},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "find", "arguments": {"query": "no", "tenant": "globex"}}},
+        ]  # fmt: skip
+        status, _, text = await stack.post(token, json.dumps(batch).encode(),
+                                           {"MCP-Protocol-Version": "2025-03-26"})  # fmt: skip
+        assert status == 200, text
+        entries = {entry["id"]: entry for entry in json.loads(text)}
+        assert "result" in entries[1]
+        # A batch member's JSON-RPC error carries the row's fixed message (no data).
+        assert entries[2]["error"] == {
+            "code": -32602, "message": "Arguments set by the gateway cannot be set by the caller",
+        }  # fmt: skip
+    assert [p["arguments"] for p in upstream_calls(upstream)] == [{"query": "ok", "tenant": "acme"}]
