@@ -428,3 +428,21 @@ async def test_in_a_2025_03_26_batch_only_the_member_that_sets_a_fixed_argument_
             "code": -32602, "message": "Arguments set by the gateway cannot be set by the caller",
         }  # fmt: skip
     assert [p["arguments"] for p in upstream_calls(upstream)] == [{"query": "ok", "tenant": "acme"}]
+
+
+async def test_the_renaming_rules_limits_apply_under_the_new_name(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    upstream = ModernUpstream(tools=upstream_tools())
+    policy = POLICY.replace("rate_limit: 100/minute", "rate_limit: 1/minute")
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy
+    ) as stack:
+        token = stack.token()
+        assert (await stack.call(token, "find", {"query": "1"}))[0] == 200
+        status, headers, text = await stack.call(token, "find", {"query": "2"})
+        assert status == 429, text
+        assert json.loads(text)["error"]["code"] == -31429 and "Retry-After" in headers
+        # Another caller has its own budget (per subject, keyed by the exposed name).
+        assert (await stack.call(stack.token(sub="frank"), "find", {"query": "3"}))[0] == 200
+    assert len(upstream.calls("tools/call")) == 2

@@ -164,3 +164,17 @@ def test_explain_shows_the_override_both_ways(tmp_path: Path) -> None:
     rules = explain(policy, who())["results"]
     assert [r.get("exposed_as") for r in rules] == ["find_docs", None]
     assert "override" in rules[1]
+
+
+def test_the_example_of_docs_policy_md_loads(tmp_path: Path) -> None:
+    """The Overrides chapter's example is a valid policy (the docs say what the code does)."""
+    text = (Path(__file__).resolve().parents[3] / "docs" / "policy.md").read_text()
+    chapter = text.split("## Overrides", 1)[1]
+    example = chapter.split("```yaml\n", 1)[1].split("```", 1)[0]
+    policy = policy_from(HEAD + example, tmp_path)
+    override = policy.override_for("docs__search")
+    assert override is not None and override.rename == "handbook_search"
+    assert dict(override.fixed) == {"tenant": "acme", "max_results": 10}
+    assert policy.decide_tool(who("mcp:access docs:read"), "handbook_search").allowed
+    pattern = policy.override_for("crm__delete")
+    assert pattern is not None and dict(pattern.annotations) == {"destructiveHint": True}
