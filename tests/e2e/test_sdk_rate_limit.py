@@ -46,5 +46,7 @@ async def test_a_rate_limited_tool_call_reaches_the_sdk_user_as_a_readable_error
     message = str(caught.value)
     assert message.startswith("Too many requests, retry in "), message
     assert message.endswith(" s")
-    assert 1 <= int(message.removeprefix("Too many requests, retry in ").removesuffix(" s")) <= 60
+    # At most two windows: the window holding the one call, then that call decaying as the next
+    # window's previous count (docs/operations.md, rate limits).
+    assert 1 <= int(message.removeprefix("Too many requests, retry in ").removesuffix(" s")) <= 120
     assert caught.value.error.code == RATE_LIMITED_CODE
