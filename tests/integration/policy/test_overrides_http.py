@@ -446,3 +446,26 @@ async def test_the_renaming_rules_limits_apply_under_the_new_name(
         # Another caller has its own budget (per subject, keyed by the exposed name).
         assert (await stack.call(stack.token(sub="frank"), "find", {"query": "3"}))[0] == 200
     assert len(upstream.calls("tools/call")) == 2
+
+
+async def test_when_conditions_see_the_arguments_the_backend_gets(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ``when:`` condition on the renaming rule reads the fixed value (the caller cannot set
+    it, so a condition on it cannot be steered by the caller)."""
+    upstream = ModernUpstream(tools=upstream_tools())
+    policy = POLICY.replace(
+        "    rate_limit: 100/minute\n",
+        "    when: 'arguments.tenant == \"acme\" && tool == \"find\"'\n",
+    )
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy
+    ) as stack:
+        token = stack.token()
+        assert (await stack.call(token, "find", {"query": "1"}))[0] == 200
+        (tmp_path / "policy.yaml").write_text(policy.replace("tenant: acme", "tenant: globex"))
+        assert stack.server.services.reload_policy() is True
+        status, _, text = await stack.call(token, "find", {"query": "2"})
+        assert status == 403, text
+        assert json.loads(text)["error"]["data"] == {"rule": "search"}
+    assert len(upstream.calls("tools/call")) == 1
