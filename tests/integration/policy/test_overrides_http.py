@@ -456,7 +456,7 @@ async def test_when_conditions_see_the_arguments_the_backend_gets(
     upstream = ModernUpstream(tools=upstream_tools())
     policy = POLICY.replace(
         "    rate_limit: 100/minute\n",
-        "    when: 'arguments.tenant == \"acme\" && tool == \"find\"'\n",
+        '    when: \'arguments.tenant == "acme" && tool == "find"\'\n',
     )
     async with live_stack(
         tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy
