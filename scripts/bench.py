@@ -20,7 +20,8 @@ forwarding to the backend with nothing else: what the design costs at least), ``
 p50 at one connection), ``legacy`` (2025-06-18), ``401`` (a refused token; introspections
 counted), ``features`` (JWT with a warm cache, two backends, signed caller assertions, a
 DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature verification;
-``when:`` conditions on the tool; the external decision point, cached and not; a
+``when:`` conditions on the tool; an ``override:`` on the tool; the external decision point,
+cached and not; a
 ``prompts/get`` and a ``resources/read`` beside a
 ``tools/call``; signed audit checkpoints; tracing off and on at ratio 1.0),
 ``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
@@ -359,6 +360,7 @@ class Bench:
         write_ed25519(key)
         (self.work / "policy-two.yaml").write_text(policy(1, extra=["b__echo"]))
         (self.work / "policy-when.yaml").write_text(policy(1, when=CONDITIONS))
+        (self.work / "policy-override.yaml").write_text(policy(1, override=OVERRIDE))
         jwt_issuer = {"url": self.info["jwt_issuer"], "tokens": "jwt", "allow_insecure_http": True}
         two = {
             "a": {**self.config()["backend"], "prefix": ""},
@@ -386,6 +388,8 @@ class Bench:
             ("two backends", {"backend": None, "backends": two,
                               "policy": str(self.work / "policy-two.yaml")}, self.lua["modern"]),
             ("conditions on the tool", {"policy": str(self.work / "policy-when.yaml")},
+             self.lua["modern"]),
+            ("override on the tool", {"policy": str(self.work / "policy-override.yaml")},
              self.lua["modern"]),
             # policy_external: the same question every call, so a cache hit (its canonical
             # request and hash); with ttl_s: 0 one AuthZEN round trip per call.
@@ -507,10 +511,27 @@ def run_wrk_all_cores(url: str, lua: Path, proc: Proc, duration: float) -> Load:
 CONDITIONS = ['subject == "bench" && "mcp:access" in scopes', "arguments.text.size() <= 64"]
 
 
-def policy(rules: int, *, extra: list[str] | None = None, when: list[str] | None = None) -> str:
+# A policy override on the benchmarked tool (title, description, two annotations): applied when
+# the catalogs are merged, so its cost per call must be noise (docs/policy.md#overrides).
+OVERRIDE = {"title": "Echo (reviewed)", "description": "Repeats the text.",
+            "annotations": {"readOnlyHint": True, "openWorldHint": False}}  # fmt: skip
+
+
+def policy(
+    rules: int,
+    *,
+    extra: list[str] | None = None,
+    when: list[str] | None = None,
+    override: dict[str, Any] | None = None,
+) -> str:
     """The echo rule plus ``rules - 1`` others (half exact names, half globs) that never match;
-    ``when``: conditions on the echo rule."""
-    echo = "{scopes: []}" if when is None else f"{{scopes: [], when: {json.dumps(when)}}}"
+    ``when``: conditions on the echo rule; ``override``: its ``override:``."""
+    body: dict[str, Any] = {"scopes": []}
+    if when is not None:
+        body["when"] = when
+    if override is not None:
+        body["override"] = override
+    echo = json.dumps(body)  # JSON is YAML: the echo rule in flow style
     lines = ["version: 1", "baseline_scopes: [mcp:access]", "tools:", f"  echo: {echo}"]
     for i in range(1, rules):
         name = f"other_{i:04d}" if i % 2 else f"other_{i:04d}_*"
