@@ -108,7 +108,15 @@ def build_services(
     backend = FederatedBackend(
         [
             UpstreamBackend(
-                config, outbound, settings=settings, metrics=metrics, keys=keys, pins=pins
+                config,
+                outbound,
+                settings=settings,
+                metrics=metrics,
+                keys=keys,
+                pins=pins,
+                # The lock hashes tools with their override: read before each use, re-pinned
+                # once per policy version (only with a lock: else catalog() is an attribute).
+                overrides=policy.current if pins is not None else None,
             )
             for settings in config.backends
         ],

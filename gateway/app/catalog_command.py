@@ -37,6 +37,7 @@ from gateway.config import Config, load_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure
 from gateway.outbound import Outbound
+from gateway.policy.loader import load_policy
 
 __all__ = ["DEFAULT_LOCK", "Live", "fetch_live", "register"]
 
@@ -101,11 +102,17 @@ class Live:
 
 
 async def fetch_live(config: Config, lock: Lock) -> Live:
-    """Fetch every backend once and compare with ``lock``; raises :class:`_Failed` naming each
-    backend whose tools (or prompts and templates) could not be listed."""
+    """Fetch every backend once and compare with ``lock`` (tools with the policy's overrides
+    applied); raises :class:`_Failed` naming each backend whose tools (or prompts and
+    templates) could not be listed, :class:`ConfigError` for an invalid policy."""
+    # The policy's tool overrides are part of what is pinned (what clients are shown).
+    policy = load_policy(config.policy_paths)
     outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
     pins = CatalogLock(lock_path(config, None), "allow", lock=lock)
-    members = [UpstreamBackend(config, outbound, settings=s, pins=pins) for s in config.backends]
+    members = [
+        UpstreamBackend(config, outbound, settings=s, pins=pins, overrides=lambda: policy)
+        for s in config.backends
+    ]
     try:
         fetched = await asyncio.gather(*(member.fetch() for member in members))
         failed = [

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
 from gateway.backend.merge import Collision, MergedCatalog, Part, Refusal, merge_catalogs
+from gateway.backend.pinning import OverrideSource
 from gateway.backend.proxy import UpstreamBackend
 from gateway.backend.results import FAILED_TEXT, error_result
 from gateway.backend.surface_merge import (
@@ -59,7 +60,6 @@ from gateway.seams import (
     SurfaceReply,
     SurfaceRequest,
     ToolCall,
-    ToolOverride,
 )
 
 __all__ = [
@@ -77,13 +77,6 @@ __all__ = [
 ]
 
 _log = get_logger("gateway.backend.federation")
-
-
-class OverrideSource(Protocol):
-    """What the federation reads of the current policy (``gateway.policy.model.PolicySet``):
-    a new object per loaded policy version, so the identity says when to merge again."""
-
-    def override_for(self, tool: str) -> ToolOverride | None: ...
 
 
 EMPTY_KEY: Final[tuple[Any, ...]] = ()

@@ -154,8 +154,8 @@ class _Overrides:
     def __init__(self, **by_name: ToolOverride) -> None:
         self.by_name = by_name
 
-    def override_for(self, name: str) -> ToolOverride | None:
-        return self.by_name.get(name)
+    def override_for(self, tool: str) -> ToolOverride | None:
+        return self.by_name.get(tool)
 
 
 def test_an_override_is_part_of_the_pinned_definition_and_a_rename_its_name() -> None:
