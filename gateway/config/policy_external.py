@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config.builder import Builder
+from gateway.config.urls import is_loopback_url
 from gateway.config.policy_external_model import (
     PDP_FIXED_PROPERTIES,
     PDP_METHODS,
@@ -43,6 +44,16 @@ def build_policy_external(b: Builder, raw: dict[str, Any] | None) -> PolicyExter
                 f"{name!r} is sent by the gateway itself (one of {fixed})",
             )
         properties.append((name, claim))
+    if raw.get("on_error") == "allow_local":
+        b.warnings.append(
+            f"{b.doc.where((*where, 'on_error'))}: policy_external.on_error: allow_local: when "
+            "the decision point cannot decide, requests are served on the local policy alone"
+        )
+    if "credential" not in raw and not is_loopback_url(url):
+        b.warnings.append(
+            f"{b.doc.where(where)}: policy_external: no credential: the decision point cannot "
+            "tell the gateway from anyone else who reaches its URL"
+        )
     cache = raw.get("cache", {})
     return PolicyExternalConfig(
         url=url,

@@ -247,7 +247,7 @@ class TestEveryKeyRoundTrips:
         pe = c.policy_external
         assert pe is not None and pe.credential is not None
         assert (pe.url, pe.timeout_s, pe.on_error, pe.retry_after_s, pe.subject_type) == (
-            "https://pdp.internal.example.com/access/v1/evaluation", 0.25, "allow_local", 3,
+            "https://pdp.internal.example.com/access/v1/evaluation", 0.25, "deny", 3,
             "identity",
         )  # fmt: skip
         assert pe.subject_properties == (("cerbos.roles", "roles"), ("tenant", "tid"))

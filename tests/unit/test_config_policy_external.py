@@ -85,3 +85,13 @@ def test_plain_http_to_a_sidecar_or_in_cluster_pdp_when_allowed(tmp_path: Path) 
         section = f"policy_external: {{url: '{url}', allow_insecure_http: true}}\n"
         config = load_config(_write(tmp_path, section), ENV)
         assert config.policy_external is not None and config.policy_external.url == url
+
+
+def test_failing_open_and_an_anonymous_remote_pdp_are_warnings(tmp_path: Path) -> None:
+    section = "policy_external: {url: 'https://pdp.example.com/e', on_error: allow_local}\n"
+    warnings = load_config(_write(tmp_path, section), ENV).warnings
+    assert any(":11:" in w and "on_error: allow_local" in w for w in warnings), warnings
+    assert any("no credential" in w for w in warnings), warnings
+    # A sidecar on loopback without a credential, failing closed: nothing to say.
+    section = "policy_external: {url: 'http://127.0.0.1:8181/e', allow_insecure_http: true}\n"
+    assert load_config(_write(tmp_path, section), ENV).warnings == ()
