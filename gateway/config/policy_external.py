@@ -11,13 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.config.builder import Builder
-from gateway.config.urls import is_loopback_url
 from gateway.config.policy_external_model import (
     PDP_FIXED_PROPERTIES,
     PDP_METHODS,
     PdpCredential,
     PolicyExternalConfig,
 )
+from gateway.config.urls import is_loopback_url
 from gateway.yaml_source import PathPart
 
 __all__ = ["build_policy_external"]
