@@ -116,7 +116,10 @@ class AuthZenDecisionPoint:
             cached = False
             flight = self._flights.joining(key)
             if flight is None:
-                flight = self._flights.start(key, lambda: self._ask(body, key, deadline))
+                request_id = ctx.request_id
+                flight = self._flights.start(
+                    key, lambda: self._ask(body, key, deadline, request_id)
+                )
             # Shielded: a caller that goes away does not cancel the question the others wait for.
             allowed = await asyncio.shield(flight)
         outcome = "cache_hit" if cached else ("error" if allowed is None else
@@ -189,10 +192,15 @@ class AuthZenDecisionPoint:
         self._cache.move_to_end(key)
         return found[1]
 
-    async def _ask(self, body: bytes, key: bytes, deadline: float) -> bool | None:
+    async def _ask(self, body: bytes, key: bytes, deadline: float, request_id: str) -> bool | None:
         """One evaluation request: the decision, or None when there is none to be had."""
         config = self._config
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {
+            "Content-Type": "application/json", "Accept": "application/json",
+            # AuthZEN 1.0 (HTTPS binding, request identification): the PEP's id for the
+            # request, here the gateway's own, so the PDP's log meets the access line.
+            "X-Request-ID": request_id,
+        }  # fmt: skip
         authorization = self._authorization()
         if authorization is not None:
             headers["Authorization"] = authorization

@@ -213,6 +213,8 @@ async def test_the_question_carries_facts_and_the_gateways_credential_never_the_
         assert status == 200, text
         (seen,) = pdp.seen
         assert seen.headers["Authorization"] == expected
+        (event,) = _audit(stack)  # one request id in the gateway's trail and the PDP's log
+        assert seen.headers["X-Request-ID"] == event["request_id"]
         assert seen.headers["Content-Type"] == "application/json"
         assert seen.body == {
             "subject": {
