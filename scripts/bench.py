@@ -20,7 +20,8 @@ forwarding to the backend with nothing else: what the design costs at least), ``
 p50 at one connection), ``legacy`` (2025-06-18), ``401`` (a refused token; introspections
 counted), ``features`` (JWT with a warm cache, two backends, signed caller assertions, a
 DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature verification;
-``when:`` conditions on the tool; an ``override:`` on the tool; the external decision point,
+``when:`` conditions on the tool; an ``override:`` on the tool; a catalog lock under ``hold``;
+the external decision point,
 cached and not; a
 ``prompts/get`` and a ``resources/read`` beside a
 ``tools/call``; signed audit checkpoints; tracing off and on at ratio 1.0),
@@ -383,8 +384,20 @@ class Bench:
         write_ed25519(checkpoint_key)
         checkpoints = {"sink": "stdout", "checkpoint": {"key": {"file": str(checkpoint_key)},
                                                         "every": 1000}}  # fmt: skip
+        # The catalog lock under hold: pinned by the command an operator runs, against the
+        # bench backend (compared at each catalog fetch; per request the refresher's catalog()
+        # compares the policy object's identity, nothing more).
+        lock = self.work / "catalog.lock.yaml"
+        pin_config = self.work / "catalog-pin.yaml"
+        pin_config.write_text(json.dumps(self.config()))
+        subprocess.run(  # noqa: S603
+            [PYTHON, "-m", "gateway.cli", "catalog", "pin", "--config", str(pin_config),
+             "--output", str(lock)],
+            check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
+        )  # fmt: skip
         variants: list[tuple[str, dict[str, Any], Path]] = [
             ("jwt, warm cache", {"issuer": jwt_issuer}, jwt_lua),
+            ("catalog lock, hold", {"catalog": {"lock": str(lock)}}, self.lua["modern"]),
             ("two backends", {"backend": None, "backends": two,
                               "policy": str(self.work / "policy-two.yaml")}, self.lua["modern"]),
             ("conditions on the tool", {"policy": str(self.work / "policy-when.yaml")},

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -135,10 +135,12 @@ async def federated_stack(
     gateway: Mapping[str, Any] | None = None,
     wait_ready: bool = True,
     tickets_url: str | None = None,
+    prepare: Callable[[Path], Awaitable[None]] | None = None,
 ) -> AsyncIterator[Federation]:
     """Start both upstreams, the issuer and the gateway (see the module docstring).
 
-    ``tickets_url`` points the tickets backend somewhere else (e.g. a closed port).
+    ``tickets_url`` points the tickets backend somewhere else (e.g. a closed port);
+    ``prepare``: as for :func:`~tests.support.live_stack.live_stack`.
     """
     docs = docs or ModernUpstream(
         accepted={DOCS_SECRET}, tools=[echo_tool("search"), echo_tool("echo")]
@@ -183,5 +185,6 @@ async def federated_stack(
         gateway=gateway,
         backends=settings,
         wait_ready=wait_ready,
+        prepare=prepare,
     ) as stack:
         yield Federation(stack, docs, tickets, tokens)
