@@ -68,6 +68,7 @@ def build_policy_external(b: Builder, raw: dict[str, Any] | None) -> PolicyExter
         cache_max_entries=int(cache.get("max_entries", 10_000)),
         max_connections=int(raw.get("max_connections", 64)),
         methods=frozenset(raw.get("methods", PDP_METHODS)),
+        tools=tuple(raw["tools"]) if "tools" in raw else None,
     )
 
 

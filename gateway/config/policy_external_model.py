@@ -55,4 +55,7 @@ class PolicyExternalConfig:
     cache_max_entries: int = 10_000
     max_connections: int = 64
     methods: frozenset[str] = frozenset(PDP_METHODS)
+    tools: tuple[str, ...] | None = None
+    """Tool-name patterns (the policy's ``*`` / ``?``) whose ``tools/call`` is asked about;
+    None: every tool."""
     """Which of the three the decision point is asked about (the others: the local policy only)."""

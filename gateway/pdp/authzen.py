@@ -48,6 +48,7 @@ from gateway.flights import SingleFlight
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound, OutboundError
+from gateway.policy.glob import Glob
 from gateway.policy.uri import normalize_uri
 from gateway.seams import AccessQuestion, Principal, RequestContext
 
@@ -88,6 +89,9 @@ class AuthZenDecisionPoint:
         )
         """Added to the pool on first use: its session needs the running loop, and wiring
         builds the services before the loop runs."""
+        self._tools = (
+            None if config.tools is None else tuple(Glob(pattern) for pattern in config.tools)
+        )
         self._cache: OrderedDict[bytes, tuple[float, bool]] = OrderedDict()
         self._flights: SingleFlight[bool | None] = SingleFlight()
         self._counters = (
@@ -109,6 +113,12 @@ class AuthZenDecisionPoint:
     ) -> None:  # fmt: skip
         if question.action not in self._config.methods:
             return  # policy_external.methods: this one is the local policy's alone
+        if (
+            self._tools is not None
+            and question.action == "tools/call"
+            and not any(glob.matches(question.target) for glob in self._tools)
+        ):
+            return  # policy_external.tools: not one of the tools the PDP decides on
         body = self.request_body(principal, question)
         key = hashlib.sha256(body).digest()
         allowed, cached = self._cached(key), True

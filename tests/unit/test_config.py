@@ -254,6 +254,7 @@ class TestEveryKeyRoundTrips:
         assert (pe.send_arguments, pe.cache_ttl_s, pe.cache_max_entries) == (True, 10.0, 500)
         assert pe.max_connections == 8
         assert pe.methods == {"tools/call", "resources/read"}
+        assert pe.tools == ("admin_*", "create_ticket")
         assert pe.credential.type == "bearer" and pe.credential.token is not None
         assert pe.credential.token.reveal() == "backend-token"
         assert (c.logging.format, c.logging.level) == ("console", "debug")

@@ -39,6 +39,7 @@ def test_the_defaults_fail_closed_with_a_short_deadline_and_a_bounded_cache(
     assert (pe.credential, pe.send_arguments, pe.subject_properties) == (None, False, ())
     assert pe.subject_type == "user"
     assert pe.methods == {"tools/call", "prompts/get", "resources/read"}
+    assert pe.tools is None  # every tool
 
 
 @pytest.mark.parametrize(
@@ -65,6 +66,8 @@ def test_the_defaults_fail_closed_with_a_short_deadline_and_a_bounded_cache(
         ("{url: https://pdp.example.com/e, methods: [tools/list]}",
          "policy_external.methods[0]", ""),
         ("{url: https://pdp.example.com/e, methods: []}", "policy_external.methods", ""),
+        ("{url: https://pdp.example.com/e, tools: ['tool[12]']}", "policy_external.tools[0]",
+         "no [ or ]"),
     ],
 )  # fmt: skip
 def test_each_mistake_is_a_finding_at_its_key(

@@ -516,3 +516,20 @@ async def test_methods_limits_what_the_decision_point_is_asked_about(
         assert [s.body["action"]["name"] for s in pdp.seen] == ["tools/call"]
         events = [e for e in _audit(stack) if e["event"] != "tool_call"]
         assert [("pdp" in e, e["decision"]) for e in events] == [(False, "allow")] * 2
+
+
+async def test_tools_limits_which_tools_the_decision_point_decides_on(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with (
+        authzen_pdp(aiohttp_server, AuthZenPdp(rule=lambda body: False)) as pdp,
+        _stack(tmp_path, aiohttp_server, monkeypatch, pdp, tools=["dan?er", "admin_*"]) as (
+            stack, _,
+        ),
+    ):  # fmt: skip
+        token = stack.token()
+        assert (await stack.call(token, "echo"))[0] == 200  # not listed: the local policy alone
+        _assert_denied(*(await stack.call(token, "danger")))
+        assert [s.body["resource"]["id"] for s in pdp.seen] == ["danger"]
+        # Prompts and reads are governed by methods (all three by default), not by tools.
+        assert (await stack.modern(token, "resources/read", {"uri": URI}, name=URI))[0] == 403
