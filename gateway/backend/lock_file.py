@@ -165,13 +165,16 @@ def dump_lock(items: Iterable[Item]) -> str:
 
 def write_lock(path: Path, items: Iterable[Item]) -> None:
     """Write the lock atomically: a temporary file in the same directory, then a rename, so a
-    gateway watching the file never reads half of it."""
+    gateway watching the file never reads half of it. The temporary file is read back with
+    :func:`load_lock` first: a lock the gateway would refuse (e.g. a schema nested deeper than
+    the YAML reader takes) raises :class:`ConfigError` and is never written."""
     text = dump_lock(items)
     handle, name = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     temporary = Path(name)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
+        load_lock(temporary)
         temporary.chmod(path.stat().st_mode & 0o777 if path.exists() else 0o644)
         temporary.replace(path)
     except BaseException:

@@ -182,3 +182,14 @@ def test_pin_tools_keys_a_renamed_tool_by_its_new_name_and_skips_a_misfit() -> N
     (difference,) = compare(items, [])
     held, _ = without_held(catalog, SurfacePart(), [difference], names)
     assert sorted(held.names) == ["other"]
+
+
+def test_a_lock_the_gateway_would_refuse_is_never_written(tmp_path: Path) -> None:
+    deep: dict[str, object] = {"type": "object"}
+    for _ in range(70):  # deeper than the YAML reader's bound (yaml_source.MAX_DEPTH)
+        deep = {"type": "object", "properties": {"x": deep}}
+    path = tmp_path / "catalog.lock.yaml"
+    with pytest.raises(ConfigError) as info:
+        write_lock(path, [pin("tool", "a", {**TOOL, "inputSchema": deep}, "search")])
+    assert "nested deeper than 64 levels" in info.value.problems[0]
+    assert list(tmp_path.iterdir()) == []  # neither the lock nor a temporary file
