@@ -51,6 +51,7 @@ __all__ = [
     "Policy",
     "PolicySource",
     "Principal",
+    "PrincipalMemo",
     "PromptDef",
     "RateLimiter",
     "RequestContext",
@@ -99,6 +100,24 @@ def _no_claims() -> Mapping[str, Any]:
     return NO_CLAIMS
 
 
+class PrincipalMemo:
+    """What is derived from one principal once and reused for as long as the principal object
+    lives (it is cached by the auth layer, so: once per token and replica, not once per call).
+
+    ``conditions``: the policy layer's CEL context holding the token facts
+    (:mod:`gateway.policy.conditions`), built at the first condition a call of this principal
+    meets. ``bound``: the DPoP layer's copy of the principal with its ``+dpop`` method
+    (:mod:`gateway.auth.dpop_guard`), so a bound token's copy, and its memo, is made once too.
+    Never serialised, compared or shown; a ``dataclasses.replace`` copy starts a memo of its own.
+    """
+
+    __slots__ = ("bound", "conditions")
+
+    def __init__(self) -> None:
+        self.conditions: Any = None
+        self.bound: Principal | None = None
+
+
 def frozen_claims(claims: Mapping[str, Any]) -> Mapping[str, Any]:
     """A read-only copy of a validated token's claims for ``Principal.claims`` (shallow: the
     values are the JSON the issuer sent, never written to afterwards)."""
@@ -133,6 +152,10 @@ class Principal:
     ``jwt+introspection`` the JWT's. Absent keys are absent. The base of policy conditions
     (issue 25). Never logged (``repr=False``: they name people), never sent to a backend; the
     shared token cache carries them (:mod:`gateway.state.token_cache`)."""
+    memo: PrincipalMemo = field(
+        default_factory=PrincipalMemo, init=False, compare=False, repr=False
+    )
+    """Values derived from this principal once (:class:`PrincipalMemo`); not part of it."""
 
     @property
     def valid_until(self) -> float:
@@ -649,10 +672,19 @@ class Policy(Protocol):
     def decide_tool(self, principal: Principal, tool: str) -> Decision: ...
 
     def decide_conditions(
-        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+        self,
+        principal: Principal,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        section: str = "tools",
+        backend: str = "",
+        client_ip: str = "",
     ) -> Decision | None:
-        """The ``when:`` conditions of the rule governing ``tool`` (call after ``decide_tool``
-        allowed): None when they all hold (or there are none), else a refusal."""
+        """The ``when:`` conditions of the rule governing ``name`` in ``section`` (``tools``,
+        ``prompts``, ``resources``; call after the ladder allowed): None when they all hold (or
+        there are none), else a refusal. ``arguments=None`` is a listing: only the conditions
+        that do not read ``arguments`` are decided (docs/policy.md#conditions)."""
         ...
 
     def decide_method(self, principal: Principal, method: str) -> Decision:

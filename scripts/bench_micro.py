@@ -8,7 +8,8 @@ measure one piece each, in process, without sockets:
 - ``protocol``: strict JSON decoding and classification of a ``tools/call``;
 - ``observer``: the access line, request metrics and the audit event;
 - ``jwt``: local JWT validation, cold and with a warm verification cache, per algorithm;
-- ``assertion``: signed caller assertions, fresh and reused, per algorithm.
+- ``assertion``: signed caller assertions, fresh and reused, per algorithm;
+- ``conditions``: a rule's ``when:`` conditions per call (the bench's ``conditions`` policy).
 
 Usage::
 
@@ -25,7 +26,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("front_door", "protocol", "observer", "jwt", "assertion")
+PARTS = ("front_door", "protocol", "observer", "jwt", "assertion", "conditions")
 
 
 def main() -> int:

@@ -168,9 +168,14 @@ class DpopGuard:
             key = hashlib.sha256(f"{proof.jkt}\x00{proof.jti}".encode()).digest()
             if not await self._replays.first_use(key, proof.iat + dpop.iat_window_s + 1):
                 raise self._refuse("replay", "proof jti seen before (replay)")
-        return dataclasses.replace(
-            principal, auth_method=_BOUND.get(principal.auth_method, principal.auth_method)
-        )
+        bound = principal.memo.bound
+        if bound is None:
+            # Made once per cached principal, so what is derived from the bound copy (the
+            # policy conditions' token context) is made once too, not on every request.
+            bound = principal.memo.bound = dataclasses.replace(
+                principal, auth_method=_BOUND.get(principal.auth_method, principal.auth_method)
+            )
+        return bound
 
     def _refuse(self, reason: str, detail: str) -> InvalidDpopProof:
         return self._count(InvalidDpopProof(reason=reason, detail=detail), reason)

@@ -24,6 +24,7 @@ from gateway.config import Config
 from gateway.errors import BackendFailure, GatewayError, MethodNotFound
 from gateway.http.batch_admission import admit_batch
 from gateway.http.call_limits import CallLimits, release_leases
+from gateway.http.conditions import ConditionGate
 from gateway.http.drain import DrainBound
 from gateway.http.handshake import Handshake
 from gateway.http.legacy_sessions import LegacySessions
@@ -74,6 +75,7 @@ class Dispatcher:
         ``legacy_sessions``: legacy ``resources/subscribe`` is offered (with ``listening``)."""
         self._backend = backend
         self._limits = limits
+        conditions = ConditionGate(metrics)
         tools = ToolCalls(
             config=config,
             backend=backend,
@@ -81,6 +83,7 @@ class Dispatcher:
             drain=drain if drain is not None else DrainBound(),
             metrics=metrics,
             decision_point=decision_point,
+            conditions=conditions,
         )
         self.subscriptions = SubscriptionRoutes(
             limits=config.limits, backend=backend, listening=listening, policy=policy,
@@ -91,7 +94,9 @@ class Dispatcher:
             listening=listening if legacy_sessions else None,
         )  # fmt: skip
         self._routes: dict[str, Route] = {
-            **Listing(config=config, backend=backend, listening=listening).routes(),
+            **Listing(
+                config=config, backend=backend, listening=listening, conditions=conditions
+            ).routes(),
             **Handshake(config=config, backend=backend, sessions=self.sessions).routes(),
             **tools.routes(),
             **SurfaceRoutes(
@@ -101,6 +106,7 @@ class Dispatcher:
                 metrics=metrics,
                 exchanging=tools.exchanging,
                 decision_point=decision_point,
+                conditions=conditions,
             ).routes(),
             **self.subscriptions.routes(),
             **self.sessions.routes(),

@@ -3,8 +3,10 @@
 Both carry the policy's per-method scopes (403 step-up). ``tools/list`` shows only the tools
 the caller may call (MCP 2026-07-28 server/tools.mdx §Capabilities: the list MAY vary by
 authorization), or with the policy's ``listing: step_up`` also the ones it could call with more
-scopes; a hidden tool never appears. ``server/discover`` (server/discover.mdx) describes the
-gateway and whether it has tools (and prompts, resources, completions for this caller:
+scopes; a hidden tool never appears, nor one whose rule has a condition that does not read the
+call's arguments and is false for this caller (:mod:`gateway.http.conditions`).
+``server/discover`` (server/discover.mdx) describes the gateway and whether it has tools (and
+prompts, resources, completions for this caller:
 :func:`gateway.http.surface_lists.surface_capabilities`), with ``listChanged`` and
 ``resources.subscribe`` true exactly when this caller's ``subscriptions/listen`` would get them
 (:func:`gateway.http.subscription_plan.listen_capabilities`).
@@ -13,6 +15,7 @@ gateway and whether it has tools (and prompts, resources, completions for this c
 from __future__ import annotations
 
 from gateway.config import Config
+from gateway.http.conditions import ConditionGate
 from gateway.http.progress import ProgressRelay
 from gateway.http.subscription_plan import listen_capabilities
 from gateway.http.surface_lists import surface_capabilities
@@ -34,8 +37,14 @@ class Listing:
     """The routes of the listing methods."""
 
     def __init__(
-        self, *, config: Config, backend: Backend, listening: Listening | None = None
+        self,
+        *,
+        config: Config,
+        backend: Backend,
+        listening: Listening | None = None,
+        conditions: ConditionGate | None = None,
     ) -> None:
+        self._conditions = conditions or ConditionGate()
         self._config = config
         self._backend = backend
         self._listening = listening
@@ -56,7 +65,14 @@ class Listing:
         require_method_scopes(turn, message.method)
         catalog = self._backend.catalog()
         listing = turn.policy.listing
-        tools = [tool for tool in catalog if listed(turn.decide(tool.name), listing)]
+        # A rule's conditions that do not read the arguments are decided here: one that is
+        # false hides the tool (step-up would not help); the others wait for the call.
+        tools = [
+            tool
+            for tool in catalog
+            if listed(turn.decide(tool.name), listing)
+            and self._conditions.listed(turn, "tools", tool.name, tool.backend)
+        ]
         check_expiry(turn, admitted)
         # caching.mdx: no longer than the configured bound, nor than the catalog is
         # expected to stay as it is (federation: the shortest refresh interval).

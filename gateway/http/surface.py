@@ -28,11 +28,13 @@ Each ``prompts/get`` and ``resources/read`` leaves an audit event (prompt name /
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Any, Final
 
 from gateway.config import Config
 from gateway.errors import (
     BackendFailure,
+    ConditionDenied,
     ExternalPolicyDenied,
     InvalidPromptArguments,
     MethodNotFound,
@@ -40,6 +42,7 @@ from gateway.errors import (
     UnknownPrompt,
 )
 from gateway.http.call_limits import CallLimits
+from gateway.http.conditions import ConditionGate
 from gateway.http.progress import ProgressRelay
 from gateway.http.surface_lists import SurfaceLists, not_found
 from gateway.http.turn import (
@@ -90,7 +93,9 @@ class SurfaceRoutes:
         metrics: Metrics | None = None,
         exchanging: frozenset[str] = frozenset(),
         decision_point: DecisionPoint | None = None,
+        conditions: ConditionGate | None = None,
     ) -> None:
+        self._conditions = conditions or ConditionGate(metrics)
         self._config = config
         self._pdp = decision_point
         """``policy_external``: asked after step-up, the limits and the expiry re-check."""
@@ -103,7 +108,9 @@ class SurfaceRoutes:
 
     def routes(self) -> dict[str, Route]:
         return {
-            **SurfaceLists(config=self._config, backend=self._backend).routes(),
+            **SurfaceLists(
+                config=self._config, backend=self._backend, conditions=self._conditions
+            ).routes(),
             "prompts/get": Route(self._get),
             "resources/read": Route(self._read),
             "completion/complete": Route(self._complete),
@@ -134,6 +141,7 @@ class SurfaceRoutes:
         ):
             self._count(message.method, decision.rule, "invalid_arguments")
             raise InvalidPromptArguments()
+        self._conditioned(message, turn, decision, "prompts", name, arguments, prompt.backend)
         request = SurfaceRequest(
             "prompts/get",
             prompt.backend,
@@ -170,6 +178,7 @@ class SurfaceRoutes:
         backend, own_uri = route
         turn.ctx.backend = backend
         self._step_up(message, decision)
+        self._conditioned(message, turn, decision, "resources", uri, {}, backend)
         request = SurfaceRequest(
             "resources/read",
             backend,
@@ -215,6 +224,9 @@ class SurfaceRoutes:
         turn.ctx.decision = decision
         turn.ctx.backend = backend
         self._step_up(message, decision)
+        if completion.ref_type == "ref/prompt":
+            # The prompt's conditions that read no arguments (a completion has none to give).
+            self._conditioned(message, turn, decision, "prompts", completion.ref, None, backend)
         check_expiry(turn, admitted)
         params: dict[str, Any] = {
             "ref": ref,
@@ -247,6 +259,23 @@ class SurfaceRoutes:
             raise ToolInsufficientScope(
                 scopes=decision.required_scopes, missing=decision.missing_scopes
             )
+
+    def _conditioned(  # noqa: PLR0917 - one call shape, three callers in this class
+        self,
+        message: McpMessage,
+        turn: Turn,
+        decision: Decision,
+        section: str,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        backend: str,
+    ) -> None:
+        """The rule's ``when:`` conditions (403 ``condition_denied``, no step-up)."""
+        try:
+            self._conditions.enforce(turn, section, name, arguments, backend)
+        except ConditionDenied:
+            self._count(message.method, decision.rule, "denied")
+            raise
 
     async def _send(
         self,

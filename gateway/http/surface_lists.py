@@ -5,6 +5,8 @@ Split from :mod:`gateway.http.surface` (which answers ``prompts/get``, ``resourc
 ``completion/complete``): the lists show only what the caller may use (or, with ``listing:
 step_up``, could use with more scopes), paged by the ``tools/list`` cursors; 2026-07-28 results
 carry ``ttlMs`` and ``cacheScope: "private"`` (caching.mdx: the lists are filtered per caller).
+A prompt or resource whose rule has a ``when:`` condition that is false for this caller (and
+does not read ``arguments``) is not listed (:mod:`gateway.http.conditions`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, Final
 
 from gateway.config import Config
 from gateway.errors import GatewayError, LegacyResourceNotFound, MethodNotFound, ResourceNotFound
+from gateway.http.conditions import ConditionGate
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
 from gateway.protocol.messages import McpMessage
@@ -50,7 +53,10 @@ def surface_capabilities(turn: Turn, surface: Surface) -> dict[str, Any]:
 class SurfaceLists:
     """The routes of the three list methods."""
 
-    def __init__(self, *, config: Config, backend: Backend) -> None:
+    def __init__(
+        self, *, config: Config, backend: Backend, conditions: ConditionGate | None = None
+    ) -> None:
+        self._conditions = conditions or ConditionGate()
         self._config = config
         self._backend = backend
         self._server = config.server
@@ -73,12 +79,14 @@ class SurfaceLists:
                 (p.name, p.definition)
                 for p in surface.prompts
                 if listed(policy.decide_prompt(who, p.name), listing)
+                and self._conditions.listed(turn, "prompts", p.name, p.backend)
             ]
         elif message.method == "resources/list":
             items = [
                 (r.uri, r.definition)
                 for r in surface.resources
                 if listed(policy.decide_resource(who, r.uri), listing)
+                and self._conditions.listed(turn, "resources", r.uri, r.backend)
             ]
         else:
             items = [

@@ -18,16 +18,15 @@ from gateway.config import Config
 from gateway.deadlines import deadline_at
 from gateway.errors import (
     ArgumentNotSettable,
-    ConditionDenied,
     ToolInsufficientScope,
     UnknownTool,
 )
 from gateway.http.call_limits import CallLimits
+from gateway.http.conditions import ConditionGate
 from gateway.http.drain import DrainBound
 from gateway.http.input_rounds import InputRounds
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import BACKEND_GRACE_S, Route, Turn, check_expiry
-from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import success_body
 from gateway.protocol.messages import McpMessage
@@ -35,7 +34,6 @@ from gateway.protocol.results import shape_call_result, tool_error_result
 from gateway.seams import (
     AccessQuestion,
     Backend,
-    Decision,
     DecisionPoint,
     InputRequired,
     JsonObject,
@@ -51,10 +49,6 @@ OVERSIZE_TEXT: Final = "The tool result exceeded the gateway's response size lim
 TIMEOUT_TEXT: Final = "The tool did not answer before the request deadline."
 """Fixed text of the tool error when the backend overruns the end-to-end deadline."""
 
-_log = get_logger("gateway.http")
-_LOGGED_MAX: Final = 1024
-"""Rules whose condition error was logged (once per policy version and rule); bounded."""
-
 
 class ToolCalls:
     """The route of ``tools/call``."""
@@ -68,6 +62,7 @@ class ToolCalls:
         drain: DrainBound,
         metrics: Metrics | None = None,
         decision_point: DecisionPoint | None = None,
+        conditions: ConditionGate | None = None,
     ) -> None:
         self._backend = backend
         self._pdp = decision_point
@@ -79,7 +74,7 @@ class ToolCalls:
         # Only the observer reads them, and only to log their shape (keys and types).
         self._log_arguments = config.logging.log_arguments
         self._inputs = InputRounds(config, metrics=metrics)
-        self._logged: set[tuple[str, str]] = set()
+        self._conditions = conditions or ConditionGate(metrics)
         self.exchanging = frozenset(
             b.name for b in config.backends if b.credential.type == "token_exchange"
         )
@@ -166,23 +161,8 @@ class ToolCalls:
             if closed:
                 raise ArgumentNotSettable(arguments=tuple(closed))
         # Conditions see the arguments the backend will get (fixed ones included).
-        refused = turn.policy.decide_conditions(turn.principal, name, _arguments(message, tool))
-        if refused is not None:
-            ctx.decision = refused
-            if refused.reason == "condition_error":
-                self._log_condition_error(turn.policy.version, refused)
-            raise ConditionDenied(rule=refused.rule or name)
+        self._conditions.enforce(turn, "tools", name, _arguments(message, tool), tool.backend)
         return tool
-
-    def _log_condition_error(self, version: str, refused: Decision) -> None:
-        """Once per (policy version, rule): a broken condition would otherwise flood the log."""
-        key = (version, refused.rule or "")
-        if key in self._logged:
-            return
-        if len(self._logged) >= _LOGGED_MAX:
-            self._logged.clear()
-        self._logged.add(key)
-        _log.warning("condition_error", rule=refused.rule, reason=refused.detail)
 
     def _tool_call(
         self,

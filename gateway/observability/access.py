@@ -240,6 +240,7 @@ class GatewayObserver:
             rule=None if dec is None else dec.rule,
             missing_scopes=() if dec is None else dec.missing_scopes,
             granted_scopes=() if dec is None else dec.granted_scopes,
+            condition=_CONDITION_REFUSALS.get(dec.reason) if dec is not None else None,
             outcome=outcome,
             duration_ms=round(duration_s * 1000.0, 3),
             backend_ms=None if ctx.backend_ms is None else round(ctx.backend_ms, 3),
@@ -272,6 +273,7 @@ class GatewayObserver:
             rule=None if dec is None else dec.rule,
             missing_scopes=() if dec is None else dec.missing_scopes,
             granted_scopes=() if dec is None else dec.granted_scopes,
+            condition=_CONDITION_REFUSALS.get(dec.reason) if dec is not None else None,
             outcome=call.outcome,
             # The batch's duration: members run one after another inside one HTTP request.
             duration_ms=round(duration_s * 1000.0, 3),
@@ -300,3 +302,7 @@ class GatewayObserver:
         except ValueError:
             # Finished in another Context than it started (e.g. a callback): just remove them.
             structlog.contextvars.unbind_contextvars("request_id", "trace_id")
+
+
+_CONDITION_REFUSALS: Final = {"condition": "false", "condition_error": "error"}
+"""``Decision.reason`` of a ``when:`` refusal -> the audit event's ``condition``."""

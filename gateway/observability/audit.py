@@ -183,6 +183,9 @@ class AuditEvent:
     """The caller's scopes the decision used, in the policy's vocabulary (``Decision``)."""
     issuer: str | None = None
     """The ``url`` of the issuer that accepted the token (several issuers, one policy)."""
+    condition: str | None = None
+    """``false`` or ``error`` when a ``when:`` condition of ``rule`` refused the call (it did
+    not hold, or could not be evaluated); the key is left out otherwise. Never a value."""
     target: tuple[str, str, str] | None = None
     """A ``prompts/get`` or ``resources/read``: (event, field, value), e.g. ``("resource_read",
     "uri", "file:///docs/a.md")``; the event then has that field instead of ``tool``."""
@@ -215,6 +218,8 @@ class AuditEvent:
             "auth_method": self.auth_method,
             "issuer": self.issuer,
         }
+        if self.condition is not None:
+            record["condition"] = self.condition
         if self.arguments is not None:
             record["arguments"] = dict(self.arguments)
         if self.input is not None:

@@ -284,6 +284,11 @@ class Metrics:
             p + "rate_limited_total", "Requests refused by a rate limit, by limit scope",
             ["scope"], registry=r,
         )  # fmt: skip
+        self.policy_condition_errors_total = Counter(
+            p + "policy_condition_errors_total",
+            "when: conditions that could not be evaluated (each one denied), by policy section "
+            "and rule", ["section", "rule"], registry=r,
+        )  # fmt: skip
         self.policy_reloads_total = Counter(
             p + "policy_reloads_total", "Policy reload attempts by result", ["result"], registry=r
         )
@@ -464,6 +469,11 @@ class Metrics:
         self.policy_last_reload_success.set(1 if ok else 0)
         if ok and version is not None:
             self.set_policy_version(version)
+
+    def count_condition_error(self, section: str, rule: str) -> None:
+        """A ``when:`` condition of ``rule`` (a policy rule's key: bounded by the policy) that
+        could not be evaluated, and so denied."""
+        self.policy_condition_errors_total.labels(section, rule[:256]).inc()
 
     def count_surface(self, method: str, rule: str | None, outcome: str) -> None:
         """One prompts/resources/completion request. ``rule`` is the matched policy rule's key

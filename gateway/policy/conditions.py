@@ -1,10 +1,18 @@
-"""``when:`` conditions on a rule: CEL expressions compiled at load, evaluated at ``tools/call``.
+"""``when:`` conditions on a rule: CEL expressions, evaluated fail-closed.
 
 The CEL implementation is ``common-expression-language`` (Rust-backed, PyPI): no home-made
-expression language. It does not type-check variables at compile time, so the load-time check
-is the parse (syntax) plus the names the program references (:meth:`cel.Program.variables`)
-against :data:`VARIABLES`; a name bound by a comprehension macro (``x`` in
-``claims.groups.exists(x, x == "sre")``) is not a variable and is allowed.
+expression language. Load-time checks (syntax, names, functions, types, bounds) are in
+:mod:`.condition_checks`; this module holds what a call needs.
+
+Cost. The library converts every Python value it is given into a CEL value, about 3 µs per
+object converted (a map key, a string, a list item), and it keeps the converted variables of a
+``cel.Context`` until the context is modified. So the token facts (``claims``, ``subject``,
+``client_id``, ``scopes``, ``issuer``, ``auth_method``) are converted once per principal, into
+a context kept on :attr:`gateway.seams.Principal.memo` (the auth layer caches the principal, so:
+once per token and replica), and the per-call values (the tool, prompt or resource name,
+``arguments``, ``backend``, ``request``, ``now``) come from the context's variable resolver,
+which the library binds per evaluation without touching the cached variables; a per-call value
+is converted only when an expression reads it.
 
 Run time: every condition of the rule must evaluate to ``true``. Anything else, ``false``, a
 non-boolean, or an evaluation error (a missing map key without ``has()``, a wrong type) is a
@@ -14,30 +22,47 @@ refusal: fail closed, never an allow.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from functools import lru_cache
 from typing import Any, Final
 
 import cel
 
+from gateway.policy.glob import Glob
 from gateway.seams import Principal
 
 __all__ = [
-    "MAX_EXPRESSION_LENGTH",
-    "VARIABLES",
+    "CALL_VARIABLES",
+    "TOKEN_VARIABLES",
     "Condition",
     "ConditionFailed",
-    "compile_condition",
+    "call_values",
     "conditions_hold",
+    "glob_matches",
+    "reason_of",
+    "variables_of",
+    "wall_clock",
 ]
 
-MAX_EXPRESSION_LENGTH: Final = 1024
-"""Longest ``when:`` expression, in characters (longer ones are load errors)."""
+TOKEN_VARIABLES: Final = ("claims", "subject", "client_id", "scopes", "issuer", "auth_method")
+"""What the token says: the same for every call of one principal (converted once)."""
+NAMED: Final = {"tools": "tool", "prompts": "prompt", "resources": "resource"}
+"""The variable that holds the name (or URI) of what a rule of each section governs."""
+CALL_VARIABLES: Final = ("arguments", "backend", "request", "now")
+"""Per-call facts besides the name. ``arguments`` is the one a listing cannot know."""
 
-VARIABLES: Final = ("claims", "subject", "client_id", "scopes", "issuer", "tool", "arguments")
-"""The names a condition may read (docs/policy.md#conditions)."""
+wall_clock: Callable[[], float] = time.time
+"""Where ``now`` comes from (a test may put a fixed clock here)."""
 
-_MACROS: Final = ("all", "exists", "exists_one", "map", "filter")
+
+def variables_of(section: str) -> tuple[str, ...]:
+    """The names a condition of a ``section`` rule may read (docs/policy.md#conditions):
+    resources have no arguments."""
+    calls = CALL_VARIABLES if section != "resources" else CALL_VARIABLES[1:]
+    return (*TOKEN_VARIABLES, NAMED[section], *calls)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,82 +74,160 @@ class Condition:
     """``file:line:col`` of the expression."""
     program: Any = field(compare=False, repr=False)
     reads: tuple[str, ...] = ()
-    """The variables of :data:`VARIABLES` the expression references."""
+    """The variables the expression references (of :func:`variables_of`)."""
+
+    @property
+    def listable(self) -> bool:
+        """Decidable at a listing: it does not read ``arguments``."""
+        return "arguments" not in self.reads
 
 
 class ConditionFailed(Exception):
     """A condition could not be evaluated (the message is for the log, never the client)."""
 
 
-def compile_condition(source: str, where: str) -> tuple[Condition | None, str | None]:
-    """(condition, None), or (None, the reason it is refused)."""
-    if len(source) > MAX_EXPRESSION_LENGTH:
-        return None, f"longer than {MAX_EXPRESSION_LENGTH} characters"
-    if not source.strip():
-        return None, "a condition must not be empty"
-    try:
-        program = cel.compile(source)
-    except Exception as exc:  # the library raises ValueError with the CEL parser's message
-        return None, f"CEL: {_one_line(str(exc))}"
-    names = list(program.variables())
-    unknown = sorted(n for n in names if n not in VARIABLES and not _bound(source, n))
-    if unknown:
-        known = ", ".join(VARIABLES)
-        return None, f"unknown variable {', '.join(unknown)} (conditions may read: {known})"
-    reads = tuple(name for name in VARIABLES if name in names)
-    return Condition(source, where, program, reads), None
+def call_values(
+    conditions: tuple[Condition, ...],
+    section: str,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    backend: str,
+    client_ip: str,
+) -> dict[str, Any]:
+    """The per-call values the conditions read, and only those (a value nobody reads is
+    never converted). ``now`` is a UTC timestamp, read once per call."""
+    read = {variable for condition in conditions for variable in condition.reads}
+    values: dict[str, Any] = {}
+    named = NAMED[section]
+    if named in read:
+        values[named] = name
+    if "arguments" in read and arguments is not None:
+        values["arguments"] = arguments
+    if "backend" in read:
+        values["backend"] = backend
+    if "request" in read:
+        values["request"] = {"ip": client_ip}
+    if "now" in read:
+        values["now"] = datetime.fromtimestamp(wall_clock(), UTC)
+    return values
 
 
 def conditions_hold(
-    conditions: tuple[Condition, ...],
-    principal: Principal,
-    tool: str,
-    arguments: Mapping[str, Any],
+    conditions: tuple[Condition, ...], principal: Principal, call: Mapping[str, Any]
 ) -> Condition | None:
     """The first condition that does not hold (None: all hold).
 
-    Raises :class:`ConditionFailed` when one cannot be evaluated, naming which.
+    ``call``: the per-call values (:func:`call_values`). Raises :class:`ConditionFailed` when
+    one cannot be evaluated, naming which.
     """
-    for condition in conditions:
+    token = _token_context(principal)
+    if isinstance(token, str):
+        raise ConditionFailed(f"{conditions[0].where}: {token}")
+    token.call.update(call)
+    try:
+        for condition in conditions:
+            try:
+                result = condition.program.execute(token.context)
+            except Exception as exc:
+                reason = reason_of(exc, condition.source)
+                raise ConditionFailed(f"{condition.where}: {reason}") from None
+            if result is not True:
+                if result is not False:
+                    raise ConditionFailed(
+                        f"{condition.where}: evaluated to {type(result).__name__}, not a bool"
+                    )
+                return condition
+        return None
+    finally:
+        token.call.clear()  # no call's arguments outlive it in the cached context
+
+
+class _TokenContext:
+    """A principal's CEL context: the token facts as variables (converted once, kept by the
+    library until the context changes), the per-call values through the resolver."""
+
+    __slots__ = ("call", "context")
+
+    def __init__(self, principal: Principal) -> None:
+        self.call: dict[str, Any] = {}
         context = cel.Context()
-        for name in condition.reads:
-            context.add_variable(name, _value(name, principal, tool, arguments))
+        for name, value in token_facts(principal).items():
+            context.add_variable(name, value)
+        context.add_function("glob", glob_matches)
+        # The resolver is asked first for every name; None falls through to the variables.
+        context.set_variable_resolver(self.call.get)
+        self.context = context
+
+
+def token_facts(principal: Principal) -> dict[str, Any]:
+    """The token variables of a condition, as Python values (their CEL types:
+    docs/policy.md#conditions)."""
+    return {
+        "claims": dict(principal.claims),
+        "subject": principal.subject,
+        "client_id": principal.client_id or "",
+        "scopes": sorted(principal.scopes),
+        "issuer": principal.issuer,
+        "auth_method": principal.auth_method,
+    }
+
+
+def _token_context(principal: Principal) -> _TokenContext | str:
+    """The principal's context, built at its first condition; a reason when its claims cannot
+    be CEL values (kept too, so a token that cannot be converted costs one attempt)."""
+    memo = principal.memo
+    found = memo.conditions
+    if found is None:
         try:
-            result = condition.program.execute(context)
+            found = _TokenContext(principal)
         except Exception as exc:
-            raise ConditionFailed(
-                f"{condition.where}: {type(exc).__name__}: {_one_line(str(exc))}"
-            ) from None
-        if result is not True:
-            if result is not False:
-                raise ConditionFailed(
-                    f"{condition.where}: evaluated to {type(result).__name__}, not a bool"
-                )
-            return condition
-    return None
+            found = f"token claims are not CEL values: {type(exc).__name__}"
+        memo.conditions = found
+    return found  # type: ignore[no-any-return]
 
 
-def _value(name: str, principal: Principal, tool: str, arguments: Mapping[str, Any]) -> Any:
-    if name == "claims":
-        return dict(principal.claims)
-    if name == "subject":
-        return principal.subject
-    if name == "client_id":
-        return principal.client_id or ""
-    if name == "scopes":
-        return sorted(principal.scopes)
-    if name == "issuer":
-        return principal.issuer
-    if name == "tool":
-        return tool
-    return dict(arguments)
+def glob_matches(value: object, pattern: object) -> bool:
+    """The ``glob`` helper: ``subject.glob("*@example.com")``, ``glob(tool, "admin_*")``. The
+    policy's own pattern rules (:mod:`.glob`: ``*`` any run, ``?`` one character, the rest
+    literal, case-sensitive); ``[`` and ``]`` are refused, as in rule keys."""
+    if not isinstance(value, str) or not isinstance(pattern, str):
+        raise TypeError("glob(string, string)")
+    return _glob(pattern).matches(value)
 
 
-def _bound(source: str, name: str) -> bool:
-    """Whether ``name`` is the variable of a comprehension macro in ``source``."""
-    macros = "|".join(_MACROS)
-    return re.search(rf"\.\s*(?:{macros})\s*\(\s*{re.escape(name)}\s*,", source) is not None
+@lru_cache(maxsize=256)  # patterns may come from claims: bounded
+def _glob(pattern: str) -> Glob:
+    if "[" in pattern or "]" in pattern:
+        raise ValueError("glob patterns have no character classes")
+    return Glob(pattern)
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+_UNSUPPORTED: Final = re.compile(r"Unsupported operation: (\w+ \S{1,3} \w+)")
+_QUOTED: Final = re.compile(r"'([A-Za-z_][A-Za-z0-9_.]{0,63})'")
+
+
+def reason_of(exc: Exception, source: str) -> str:
+    """Why an evaluation failed, in words safe for the log: the library's messages can quote
+    a value (a missing key named by a claim, a string that is no int), so only names that stand
+    in the expression itself and the library's type words are kept, never a value."""
+    kind = type(exc).__name__
+    text = str(exc)
+    named = _QUOTED.search(text)
+    name = named.group(1) if named is not None and named.group(1) in source else None
+    if isinstance(exc, KeyError):
+        return f"no such key {name!r} (use has())" if name else "no such key (use has())"
+    if isinstance(exc, TypeError):
+        unsupported = _UNSUPPORTED.search(text)
+        if unsupported is not None:
+            return f"wrong types: {unsupported.group(1)}"
+        return "wrong types: no such overload"
+    if isinstance(exc, ZeroDivisionError):
+        return "division by zero"
+    if isinstance(exc, IndexError):
+        return "index out of bounds"
+    if text.startswith("Function ") and name:
+        return f"function {name} failed"
+    if text.startswith("Undefined variable or function") and name:
+        return f"no function {name} for these argument types"
+    return kind

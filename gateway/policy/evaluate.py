@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from gateway.policy.conditions import ConditionFailed, conditions_hold
+from gateway.policy.conditions import ConditionFailed, call_values, conditions_hold
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
 from gateway.policy.uri import UriPattern, normalize_uri, overlap, template_pattern
 from gateway.seams import Decision, Principal
@@ -88,21 +88,37 @@ def evaluate_tool(policy: PolicySet, principal: Principal, tool: str) -> Decisio
 
 
 def evaluate_conditions(
-    policy: PolicySet, principal: Principal, tool: str, arguments: Mapping[str, Any]
+    policy: PolicySet,
+    principal: Principal,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    section: str = "tools",
+    backend: str = "",
+    client_ip: str = "",
 ) -> Decision | None:
-    """After the ladder allowed ``tool``: its rule's ``when:`` conditions (all must hold).
+    """After the ladder allowed ``name``: its rule's ``when:`` conditions (all must hold).
 
     A condition that is false refuses with ``condition``; one that cannot be evaluated (a
     missing key without ``has()``, a non-boolean result) with ``condition_error``: both are
     visible refusals without step-up (more scopes would not help). Never an allow on error.
+    ``arguments=None`` is a listing (``tools/list``, ``prompts/list``): only the conditions
+    that do not read ``arguments`` are decided there, the others wait for the call.
     """
     rule: Rule | None = None
     try:
-        rule = policy.rule_for(tool)
+        rule = _governing(policy, section, name)
         if rule is None or not rule.when:
             return None
-        failed = conditions_hold(rule.when, principal, tool, arguments)
-        if failed is None:
+        conditions = rule.when
+        if arguments is None:
+            conditions = tuple(c for c in conditions if c.listable)
+            if not conditions:
+                return None
+        call = call_values(
+            conditions, section, name, arguments, backend=backend, client_ip=client_ip
+        )
+        if conditions_hold(conditions, principal, call) is None:
             return None
         return Decision(allowed=False, visible=True, rule=rule.key, reason="condition")
     except ConditionFailed as exc:
@@ -115,9 +131,23 @@ def evaluate_conditions(
         )
     except Exception as exc:  # SECURITY: an evaluation error denies (fail closed)
         return Decision(
-            allowed=False, visible=True, rule=None, reason="condition_error",
-            detail=type(exc).__name__,
+            allowed=False, visible=True, rule=rule.key if rule else None,
+            reason="condition_error", detail=type(exc).__name__,
         )  # fmt: skip
+
+
+def _governing(policy: PolicySet, section: str, name: str) -> Rule | None:
+    """The rule that governs ``name`` in ``section`` (None: none, or a tie)."""
+    if section == "tools":
+        return policy.rule_for(name)
+    if section == "prompts":
+        rule, tied = policy.prompts.lookup(name)
+    else:
+        normalized = normalize_uri(name)
+        if normalized is None:
+            return None
+        rule, tied = policy.resources.lookup(normalized)
+    return None if tied else rule
 
 
 def evaluate_prompt(policy: PolicySet, principal: Principal, prompt: str) -> Decision:

@@ -30,7 +30,7 @@ from typing import Any, Final
 from gateway.config import parse_rate
 from gateway.errors import ConfigError
 from gateway.policy import overrides, uri
-from gateway.policy.conditions import Condition, compile_condition
+from gateway.policy.condition_checks import conditions_of
 from gateway.policy.glob import Glob, has_wildcard, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycle
 from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
@@ -168,33 +168,7 @@ def _check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
         if isinstance(subject, str) and ("[" in subject or "]" in subject):
             doc.problem((*path, "subjects", index), _NO_CLASSES)
     overrides.check_override(doc, section, key, raw)
-    if "when" in raw and section != "tools":
-        # Fail closed: prompts/get and resources/read do not evaluate conditions yet.
-        doc.problem((*path, "when"), "conditions are supported on tools rules only (not yet here)")
-    else:
-        _conditions(doc, path, raw.get("when"), problems=True)
-
-
-def _conditions(
-    doc: Located, path: tuple[str, str], when: Any, *, problems: bool
-) -> tuple[Condition, ...]:
-    """Compile ``when:`` (one expression or a list); report each refusal at its position."""
-    if isinstance(when, str):
-        items: list[tuple[tuple[Any, ...], Any]] = [((*path, "when"), when)]
-    elif isinstance(when, list):
-        items = [((*path, "when", index), item) for index, item in enumerate(when)]
-    else:
-        return ()
-    found = []
-    for where_path, source in items:
-        if not isinstance(source, str):
-            continue  # reported by the schema
-        condition, reason = compile_condition(source, doc.where(where_path))
-        if condition is not None:
-            found.append(condition)
-        elif problems:
-            doc.problem(where_path, reason or "invalid condition")
-    return tuple(found)
+    conditions_of(doc, path, section, raw.get("when"), problems=True)
 
 
 def _position(problem: str) -> tuple[int, int]:
@@ -341,7 +315,7 @@ def _rule(doc: Located, section: str, key: str, body: dict[str, Any]) -> Rule:
         description=body.get("description"),
         glob=pattern,
         section=section,
-        when=_conditions(doc, (section, key), body.get("when"), problems=False),
+        when=conditions_of(doc, (section, key), section, body.get("when"), problems=False),
         override=overrides.parse_override(doc, (section, key), body.get("override")),
     )
 

@@ -57,7 +57,8 @@ class Rule:
     section: str = "tools"
     """``tools``, ``prompts`` or ``resources``: the section the rule stands in."""
     when: tuple[Condition, ...] = field(default=(), compare=False)
-    """``when:`` conditions (:mod:`.conditions`), all must hold; decided at ``tools/call``."""
+    """``when:`` conditions (:mod:`.conditions`), all must hold; decided at the call (and, for
+    those that do not read ``arguments``, at the listing)."""
     override: ToolOverride | None = field(default=None, compare=False)
     """``override:`` (:mod:`.overrides`): how the tools this rule governs are exposed."""
 
@@ -188,9 +189,19 @@ class PolicySet:
         return evaluate.evaluate_method(self, principal, method)
 
     def decide_conditions(
-        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+        self,
+        principal: Principal,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        section: str = "tools",
+        backend: str = "",
+        client_ip: str = "",
     ) -> Decision | None:
-        return evaluate.evaluate_conditions(self, principal, tool, arguments)
+        return evaluate.evaluate_conditions(
+            self, principal, name, arguments,
+            section=section, backend=backend, client_ip=client_ip,
+        )  # fmt: skip
 
     def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
         return evaluate.evaluate_prompt(self, principal, prompt)

@@ -159,7 +159,14 @@ class FakePolicy:
         return None
 
     def decide_conditions(
-        self, principal: Principal, tool: str, arguments: Mapping[str, Any]
+        self,
+        principal: Principal,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        section: str = "tools",
+        backend: str = "",
+        client_ip: str = "",
     ) -> Decision | None:
         return None  # the fake has no when: conditions
 

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from gateway.errors import ConfigError
-from gateway.policy.conditions import MAX_EXPRESSION_LENGTH
+from gateway.policy import conditions
+from gateway.policy.condition_checks import MAX_EXPRESSION_LENGTH
 from gateway.policy.loader import load_policy
 from gateway.seams import Principal, frozen_claims
 from tests.support.policy import policy_from, who, write_text
@@ -41,11 +42,11 @@ def test_syntax_errors_and_unknown_variables_are_reported_at_the_expression(
         "    scopes: []\n"
         "    when:\n"
         "      - 'subject == \"x\"'\n"
-        "      - 'request.ip == \"1\"'\n",
+        "      - 'tenant.ip == \"1\"'\n",
     )
     assert len(found) == 2, found
     assert found[0].startswith("6:5: tools.a.when: CEL: ") and "Syntax error" in found[0]
-    assert found[1].startswith("11:9: tools.b.when[1]: unknown variable request"), found[1]
+    assert found[1].startswith("11:9: tools.b.when[1]: unknown variable tenant"), found[1]
 
 
 def test_the_length_cap_holds_at_and_just_past_the_limit(tmp_path: Path) -> None:
@@ -55,13 +56,6 @@ def test_the_length_cap_holds_at_and_just_past_the_limit(tmp_path: Path) -> None
     past = at[:-1] + "x'"
     found = problems_of(tmp_path, f'tools:\n  a: {{scopes: [], when: "{past}"}}\n')
     assert found == [f"4:19: tools.a.when: longer than {MAX_EXPRESSION_LENGTH} characters"]
-
-
-def test_conditions_on_prompts_and_resources_are_refused_not_ignored(tmp_path: Path) -> None:
-    found = problems_of(tmp_path, "prompts:\n  p: {scopes: [], when: 'true'}\n")
-    assert found == [
-        "4:19: prompts.p.when: conditions are supported on tools rules only (not yet here)"
-    ]
 
 
 def test_macro_variables_are_not_unknown_and_conditions_change_the_version(
@@ -95,9 +89,115 @@ def test_evaluation_all_must_hold_and_errors_deny(tmp_path: Path) -> None:
     # No groups claim: a missing key without has() is an error, and it denies.
     broken = policy.decide_conditions(caller({"tid": "t1"}), "restart", {"env": "dev"})
     assert broken is not None and broken.reason == "condition_error"
-    assert broken.detail.startswith(f"{tmp_path / 'policy.yaml'}:7:9: KeyError")
+    assert broken.detail == f"{tmp_path / 'policy.yaml'}:7:9: no such key 'groups' (use has())"
     # A non-boolean result denies too.
     odd = policy.decide_conditions(sre, "odd", {})
     assert odd is not None and odd.reason == "condition_error" and "not a bool" in odd.detail
     # A rule without conditions, and an unknown tool, have nothing to refuse here.
     assert policy.decide_conditions(sre, "nope", {}) is None
+
+
+def test_the_token_facts_are_converted_once_per_principal(tmp_path: Path) -> None:
+    policy = policy_from(
+        HEAD + "tools:\n  t:\n    scopes: []\n    when:\n"
+        '      - \'"sre" in claims.groups && auth_method == "introspection"\'\n'
+        "      - 'arguments.n < 3'\n",
+        tmp_path,
+    )
+    sre = caller({"groups": ["sre"]})
+    assert policy.decide_conditions(sre, "t", {"n": 1}) is None
+    built = sre.memo.conditions
+    assert built is not None
+    refused = policy.decide_conditions(sre, "t", {"n": 5})
+    assert refused is not None and refused.reason == "condition"
+    assert sre.memo.conditions is built  # the same context: per-call values do not stick
+    assert built.call == {}
+    assert policy.decide_conditions(sre, "t", {"n": 2}) is None
+    # A copy with other facts (as DPoP's +dpop method) starts a memo of its own.
+    other = dataclasses.replace(sre, auth_method="jwt")
+    assert other.memo.conditions is None
+    assert policy.decide_conditions(other, "t", {"n": 1}) is not None
+
+
+def test_run_time_reasons_name_the_expression_never_a_value(tmp_path: Path) -> None:
+    policy = policy_from(
+        HEAD + "tools:\n"
+        "  a: {scopes: [], when: 'claims[claims.pick] == 1'}\n"
+        "  b: {scopes: [], when: 'int(claims.code) == 1'}\n"
+        "  c: {scopes: [], when: 'claims.code + 1 == 2'}\n",
+        tmp_path,
+    )
+    secret = caller({"pick": "s3cr3t-value", "code": "s3cr3t-code"})
+    details = [policy.decide_conditions(secret, name, {}) for name in "abc"]
+    assert [d.reason if d else None for d in details] == ["condition_error"] * 3
+    where = str(tmp_path / "policy.yaml")
+    assert [d.detail for d in details if d] == [
+        f"{where}:4:19: no such key (use has())",
+        f"{where}:5:19: function int failed",
+        f"{where}:6:19: wrong types: string + int",
+    ]
+    # A claim value the library could not convert (JSON never gives one; defence) denies.
+    huge = caller({"n": object(), "groups": ["sre"]})
+    odd = policy_from(HEAD + "tools:\n  t: {scopes: [], when: 'true'}\n", tmp_path, "o.yaml")
+    found = odd.decide_conditions(huge, "t", {})
+    assert found is not None and found.reason == "condition_error"
+    assert "token claims are not CEL values" in found.detail
+
+
+def test_a_listing_decides_only_what_does_not_read_the_arguments(tmp_path: Path) -> None:
+    policy = policy_from(
+        HEAD + "tools:\n  t:\n    scopes: []\n    when:\n"
+        "      - 'claims.tid == \"t1\"'\n"
+        "      - 'arguments.env != \"prod\"'\n"
+        "  args_only: {scopes: [], when: 'arguments.env != \"prod\"'}\n",
+        tmp_path,
+    )
+    mine, theirs = caller({"tid": "t1"}), caller({"tid": "t2"})
+    assert policy.decide_conditions(mine, "t", None) is None
+    refused = policy.decide_conditions(theirs, "t", None)
+    assert refused is not None and refused.reason == "condition"
+    assert policy.decide_conditions(theirs, "args_only", None) is None  # decided at the call
+    assert policy.decide_conditions(mine, "t", {"env": "prod"}) is not None
+
+
+def test_glob_now_request_and_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = policy_from(
+        HEAD + "tools:\n"
+        '  g: {scopes: [], when: \'subject.glob("al*") && !glob(subject, "bob?")\'}\n'
+        "  classes: {scopes: [], when: 'subject.glob(claims.pattern)'}\n"
+        "  hours:\n"
+        "    scopes: []\n"
+        "    when: 'now.getDayOfWeek() >= 1 && now.getDayOfWeek() <= 5 && now.getHours() >= 8"
+        " && now.getHours() < 18'\n"
+        '  net: {scopes: [], when: \'request.ip.startsWith("10.") && backend == "ops"\'}\n',
+        tmp_path,
+    )
+    alice = caller({"pattern": "[a]*"})
+    assert policy.decide_conditions(alice, "g", {}) is None
+    wrong = policy.decide_conditions(alice, "classes", {})
+    assert wrong is not None and wrong.reason == "condition_error"
+    monkeypatch.setattr(conditions, "wall_clock", lambda: 1796378400.0)  # Fri 2026-12-04 10:00Z
+    assert policy.decide_conditions(alice, "hours", {}) is None
+    monkeypatch.setattr(conditions, "wall_clock", lambda: 1796594400.0)  # Sun 2026-12-06 22:00Z
+    late = policy.decide_conditions(alice, "hours", {})
+    assert late is not None and late.reason == "condition"
+    assert policy.decide_conditions(alice, "net", {}, backend="ops", client_ip="10.1.2.3") is None
+    assert policy.decide_conditions(alice, "net", {}, backend="ops", client_ip="192.0.2.1")
+
+
+def test_prompt_and_resource_rules_decide_their_own_names(tmp_path: Path) -> None:
+    policy = policy_from(
+        HEAD + "prompts:\n"
+        "  'ops_*': {scopes: [], when: 'prompt != \"ops_secret\" && arguments.env != \"prod\"'}\n"
+        "resources:\n"
+        "  'file:///docs/*': {scopes: [], when: '!resource.endsWith(\".key\")'}\n",
+        tmp_path,
+    )
+    who_ = caller({})
+    assert policy.decide_conditions(who_, "ops_a", {"env": "dev"}, section="prompts") is None
+    assert policy.decide_conditions(who_, "ops_secret", {}, section="prompts") is not None
+    assert policy.decide_conditions(who_, "ops_a", {"env": "prod"}, section="prompts")
+    assert policy.decide_conditions(who_, "ops_a", None, section="prompts") is None
+    read = "file:///docs/a.md"
+    assert policy.decide_conditions(who_, read, {}, section="resources") is None
+    assert policy.decide_conditions(who_, "file:///docs/x.key", {}, section="resources")

@@ -1,0 +1,87 @@
+"""The policy's ``when:`` conditions at the front door: refuse a call, filter a listing, and
+log and count a condition that cannot be evaluated.
+
+A refusal is 403 ``condition_denied`` naming the rule, without a challenge: more scopes would
+not help, so a client must not be sent into a step-up loop. A condition that cannot be evaluated
+(a missing claim without ``has()``, a wrong type) refuses the same way, never allows and never
+answers 500; it is logged once per (policy version, rule) with its reason, which names the
+expression's position and never a value, and counted in
+``mcp_gateway_policy_condition_errors_total{section,rule}`` on every occurrence.
+
+Listing (``tools/list``, ``prompts/list``, ``resources/list``): a condition that does not read
+``arguments`` is decided there (false or an error: the item is hidden, under either
+``listing`` mode, since step-up would not help); one that reads ``arguments`` is decided when
+the call arrives (docs/policy.md#conditions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from gateway.errors import ConditionDenied
+from gateway.http.turn import Turn
+from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
+from gateway.seams import Decision
+
+__all__ = ["ConditionGate"]
+
+_log = get_logger("gateway.http")
+_LOGGED_MAX: Final = 1024
+"""Rules whose condition error was logged (once per policy version and rule); bounded."""
+
+
+class ConditionGate:
+    """Evaluates a rule's conditions for the routes; one per dispatcher."""
+
+    def __init__(self, metrics: Metrics | None = None) -> None:
+        self._metrics = metrics
+        self._logged: set[tuple[str, str, str]] = set()
+
+    def enforce(
+        self,
+        turn: Turn,
+        section: str,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        backend: str | None = None,
+    ) -> None:
+        """At the call, after the ladder allowed: raise ``condition_denied`` unless every
+        condition of the rule governing ``name`` holds (``arguments=None``: a request that has
+        no arguments of the rule's kind, such as a completion: the conditions that read none)."""
+        refused = turn.policy.decide_conditions(
+            turn.principal, name, arguments,
+            section=section, backend=backend or "", client_ip=turn.ctx.client_ip,
+        )  # fmt: skip
+        if refused is None:
+            return
+        turn.ctx.decision = refused
+        if refused.reason == "condition_error":
+            self._errored(turn.policy.version, section, refused)
+        raise ConditionDenied(rule=refused.rule or name)
+
+    def listed(self, turn: Turn, section: str, name: str, backend: str | None = None) -> bool:
+        """At a listing: whether the conditions that can be decided without the call's
+        arguments all hold (the others are decided at the call)."""
+        refused = turn.policy.decide_conditions(
+            turn.principal, name, None,
+            section=section, backend=backend or "", client_ip=turn.ctx.client_ip,
+        )  # fmt: skip
+        if refused is None:
+            return True
+        if refused.reason == "condition_error":
+            self._errored(turn.policy.version, section, refused)
+        return False
+
+    def _errored(self, version: str, section: str, refused: Decision) -> None:
+        rule = refused.rule or ""
+        if self._metrics is not None:
+            self._metrics.count_condition_error(section, rule)
+        key = (version, section, rule)
+        if key in self._logged:
+            return
+        if len(self._logged) >= _LOGGED_MAX:
+            self._logged.clear()
+        self._logged.add(key)
+        _log.warning("condition_error", section=section, rule=rule, reason=refused.detail)
