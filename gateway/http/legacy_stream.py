@@ -203,10 +203,12 @@ class _SessionStream:
                 _settle([done] if done is not None else [], outcome)
             elif kind == "event":
                 name, up, event = value
-                if self._ups.get(name) is not up:
-                    continue  # from a listen since replaced
                 if event.kind == "end":
+                    if self._ups.get(name) is not up:
+                        continue  # a listen since replaced (closed by us)
                     return  # the client reconnects; the session keeps its subscriptions
+                # From the current listen, or one replaced since it queued this (what it
+                # heard before the new one was acknowledged): filtered by what holds now.
                 out = self._outgoing(name, event)
                 if out is not None:
                     await self._send(out)
