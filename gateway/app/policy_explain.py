@@ -20,7 +20,7 @@ from gateway.auth.token_reading import issuer_for, parse_token_file, read_token
 from gateway.config import load_config
 from gateway.errors import ConfigError
 from gateway.policy import explain
-from gateway.seams import Principal
+from gateway.seams import AUTH_METHODS, Principal, frozen_claims
 
 __all__ = ["register", "run"]
 
@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         return 1
     reading = read_token(claims, issuer, config.resource, now=time.time())
+    tokens = issuer.tokens
     principal = Principal(
         subject=reading.subject or "",
         client_id=reading.client_id,
@@ -81,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
         expires_at=math.inf,
         issuer=issuer.url,
         fingerprint="-",
+        auth_method=tokens if tokens in AUTH_METHODS else "introspection",
+        # What when: conditions read as claims: the token's, without the answer's own member.
+        claims=frozen_claims({k: v for k, v in claims.items() if k != "active"}),
     )
     return explain.run_explain(
         args, principal=principal, token=reading.as_json(), paths=config.policy_paths

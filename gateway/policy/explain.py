@@ -20,13 +20,15 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import Any, Final
 
 from gateway.config import load_config
 from gateway.errors import ConfigError
+from gateway.policy.explain_conditions import explain_conditions
+from gateway.policy.explain_text import LEGEND, print_text
 from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
-from gateway.policy.overrides import explain_overrides, override_lines
+from gateway.policy.overrides import explain_overrides
 from gateway.seams import Decision, Listing, Principal, listed
 from gateway.yaml_source import load_yaml
 
@@ -39,15 +41,6 @@ METHODS: Final = ("server/discover", "tools/list")
 """Methods shown with ``--all`` (their extra scopes come from ``methods:``)."""
 SURFACE_METHODS: Final = ("prompts/list", "resources/list", "resources/templates/list")
 """Shown with ``--all`` too when the policy has a ``prompts:`` or ``resources:`` section."""
-
-_LEGEND: Final = (
-    "step-up = 403 insufficient_scope naming every scope the tool needs; "
-    "hidden = answered like an unknown tool (-32602)"
-)
-_SURFACE_LEGEND: Final = (
-    "a hidden prompt is answered like an unknown prompt (-32602), "
-    "a hidden resource like one not found (-32602; 2025 revisions: -32002)"
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +87,7 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         "explain",
         help="show allow / step-up / hidden per tool for a token's scopes",
         description="Evaluate the policy for a principal described by --scopes, --client-id "
-        "and --sub. " + _LEGEND + ".",
+        "and --sub. " + LEGEND + ".",
     )
     parser.add_argument(
         "--config",
@@ -128,6 +121,12 @@ def register(subparsers: Any) -> argparse.ArgumentParser:
         metavar="PATH",
         help="JSON: a list of tool names, a list of Tool objects or a tools/list result",
     )
+    parser.add_argument(
+        "--arguments",
+        metavar="JSON",
+        help="the call's arguments as a JSON object, for the when: conditions that read them: "
+        '\'{"env": "prod"}\'',
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON document")
     parser.set_defaults(handler=run_explain)
     return parser
@@ -147,6 +146,7 @@ def run_explain(
         paths = list(paths) if paths is not None and not args.policy else _policy_paths(args)
         policy = load_policy(paths)
         catalog = _read_catalog(args.catalog_file) if args.catalog_file else None
+        arguments = _arguments(args.arguments)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -167,12 +167,13 @@ def run_explain(
         resource=args.resource,
         catalog=catalog,
         token=token,
+        arguments=arguments,
     )
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        _print_text(report, sys.stdout)
+        print_text(report, sys.stdout)
     return 0
 
 
@@ -185,9 +186,11 @@ def explain(
     resource: str | None = None,
     catalog: Sequence[str] | None = None,
     token: Mapping[str, Any] | None = None,
+    arguments: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The explanation as a JSON-ready dict (``tool``, ``prompt``, ``resource``: one name;
-    else the catalog's tools or every rule; ``token``: how the principal was derived)."""
+    else the catalog's tools or every rule; ``token``: how the principal was derived;
+    ``arguments``: the call's, for the ``when:`` conditions that read them)."""
     warnings: list[str] = []
     one = tool is not None or prompt is not None or resource is not None
     prompts: list[Explained] = []
@@ -231,6 +234,17 @@ def explain(
     results = [item.as_json(policy.listing) for item in items]
     if subject in ("tool", "catalog", "rules"):
         explain_overrides(policy, results, by_key=subject == "rules")
+    section = {"prompt": "prompts", "resource": "resources"}.get(subject, "tools")
+    explain_conditions(
+        policy, principal, results, section=section, by_key=subject == "rules",
+        arguments=arguments,
+    )  # fmt: skip
+    prompt_rows = [item.as_json(policy.listing) for item in prompts]
+    resource_rows = [item.as_json(policy.listing) for item in resources]
+    for rows, rows_section in ((prompt_rows, "prompts"), (resource_rows, "resources")):
+        explain_conditions(
+            policy, principal, rows, section=rows_section, by_key=True, arguments=arguments
+        )
     return {
         "policy_version": policy.version,
         "sources": list(policy.sources),
@@ -244,8 +258,8 @@ def explain(
         "listing": policy.listing,
         "evaluated": subject,
         "results": results,
-        "prompts": [item.as_json(policy.listing) for item in prompts],
-        "resources": [item.as_json(policy.listing) for item in resources],
+        "prompts": prompt_rows,
+        "resources": resource_rows,
         "methods": [item.as_json() for item in methods],
         "warnings": warnings,
         **({"token": dict(token)} if token is not None else {}),
@@ -262,79 +276,6 @@ def _hierarchy(policy: PolicySet, principal: Principal) -> dict[str, Any]:
         "scope_hierarchy": {k: list(v) for k, v in policy.hierarchy.declared.items()},
         "implied_scopes": sorted(implied),
     }
-
-
-def _print_text(report: dict[str, Any], out: TextIO) -> None:
-    who = report["principal"]
-    out.write(f"policy {report['policy_version']} from {', '.join(report['sources'])}\n")
-    out.write(
-        f"principal: sub={who['sub'] or '-'} client_id={who['client_id'] or '-'} "
-        f"scopes={' '.join(who['scopes']) or '-'}\n"
-    )
-    if "token" in report:
-        _print_token(report["token"], out)
-    if "scope_hierarchy" in report:
-        out.write(f"implied by scope_hierarchy: {' '.join(report['implied_scopes']) or '-'}\n")
-    if report["listing"] == "step_up":
-        out.write("listing: step_up (tools/list also shows the step-up tools)\n")
-    out.write("\n")
-    evaluated = report["evaluated"]
-    heading = {
-        "tool": "TOOL",
-        "catalog": "TOOL",
-        "rules": "RULE KEY",
-        "prompt": "PROMPT",
-        "resource": "RESOURCE",
-    }[evaluated]
-    _table(out, heading, report["results"])
-    for key, title in (("prompts", "PROMPT RULE"), ("resources", "RESOURCE RULE")):
-        if report[key]:
-            out.write("\n")
-            _table(out, title, report[key])
-    if report["methods"]:
-        out.write("\n")
-        _table(out, "METHOD", report["methods"])
-    for line in override_lines(report["results"]):
-        out.write(f"{line}\n")
-    out.write(f"\n{_LEGEND}\n")
-    if evaluated in ("prompt", "resource") or report["prompts"] or report["resources"]:
-        out.write(f"{_SURFACE_LEGEND}\n")
-    for warning in report["warnings"]:
-        out.write(f"warning: {warning}\n")
-
-
-def _print_token(token: Mapping[str, Any], out: TextIO) -> None:
-    """claim -> prefix (scope, role or group) -> map -> policy scope, one line per scope."""
-    out.write(f"token: issuer {token['issuer']} (tokens: {token['tokens']})\n")
-    for step in token["derivation"]:
-        prefix = {"role": "role prefix", "group": "group prefix"}.get(step["source"], "prefix")
-        mapped = f"map -> {step['scope']}" if step["mapped"] else "not mapped"
-        out.write(
-            f"  {step['claim']} {step['value']!r} -> {prefix} {step['spelled']} -> {mapped}\n"
-        )
-    if not token["derivation"]:
-        out.write("  (no scopes)\n")
-    out.write(f"policy scopes: {' '.join(token['policy_scopes']) or '-'}\n")
-    if token["refusal"] is not None:
-        out.write(f"warning: the gateway would refuse this token now: {token['refusal']}\n")
-
-
-def _table(out: TextIO, heading: str, rows: list[dict[str, Any]]) -> None:
-    header = (heading, "DECISION", "RULE", "REASON", "MISSING SCOPES")
-    lines = [header] + [
-        (
-            row["name"],
-            row["decision"],
-            row["rule"] or "-",
-            row["reason"],
-            " ".join(row["missing_scopes"]) or "-",
-        )
-        for row in rows
-    ]
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
-    for line in lines:
-        cells = [cell.ljust(width) for cell, width in zip(line, widths, strict=False)]
-        out.write("  ".join([*cells, line[-1]]).rstrip() + "\n")
 
 
 def _policy_paths(args: argparse.Namespace) -> list[Path]:
@@ -389,3 +330,16 @@ def _read_catalog(path: Path) -> list[str]:
             raise ConfigError([problem])
         names.append(name)
     return names
+
+
+def _arguments(text: str | None) -> dict[str, Any] | None:
+    """``--arguments``: a JSON object, or None when not given."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError([f"--arguments: not JSON: {exc}"]) from None
+    if not isinstance(value, dict):
+        raise ConfigError(["--arguments: must be a JSON object"])
+    return value
