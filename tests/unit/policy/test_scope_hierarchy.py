@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import ConfigError
-from gateway.policy.explain import _print_text, explain
+from gateway.policy.explain import explain
+from gateway.policy.explain_text import print_text
 from gateway.policy.hierarchy import ScopeHierarchy, find_cycle
 from gateway.policy.loader import load_policy
 from tests.support.policy import policy_from, who, write_text
@@ -173,7 +174,7 @@ def test_explain_prints_the_hierarchy_and_what_it_adds(tmp_path: Path) -> None:
     assert report["implied_scopes"] == ["tickets:read", "tickets:write"]
     assert report["results"][0]["allowed"] is True
     out = io.StringIO()
-    _print_text(report, out)
+    print_text(report, out)
     assert "implied by scope_hierarchy: tickets:read tickets:write\n" in out.getvalue()
     json.dumps(report)
     plain = explain(policy_from(HEAD + RULES, tmp_path / "plain"), who("mcp:access"))
