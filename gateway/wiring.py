@@ -114,9 +114,9 @@ def build_services(
                 metrics=metrics,
                 keys=keys,
                 pins=pins,
-                # The lock hashes tools with their override: read before each use, re-pinned
-                # once per policy version (only with a lock: else catalog() is an attribute).
-                overrides=policy.current if pins is not None else None,
+                # The lock hashes tools with their override (a reload pushes the new set:
+                # backend.use_policy below).
+                overrides=policy.current() if pins is not None else None,
             )
             for settings in config.backends
         ],

@@ -110,7 +110,7 @@ async def fetch_live(config: Config, lock: Lock) -> Live:
     outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
     pins = CatalogLock(lock_path(config, None), "allow", lock=lock)
     members = [
-        UpstreamBackend(config, outbound, settings=s, pins=pins, overrides=lambda: policy)
+        UpstreamBackend(config, outbound, settings=s, pins=pins, overrides=policy)
         for s in config.backends
     ]
     try:

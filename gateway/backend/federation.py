@@ -133,7 +133,11 @@ class FederatedBackend:
 
     def use_policy(self, policy: OverrideSource) -> None:
         """A new policy set was swapped in (any thread): the next :meth:`catalog` merges again
-        under its overrides. One attribute assignment: a request costs nothing for it."""
+        under its overrides. One attribute assignment: a request costs nothing for it. Each
+        member's catalog lock hears of it first (a changed override is held before the merge
+        could expose it)."""
+        for member in self._list:
+            member.refresher.use_overrides(policy)
         self._source = policy
 
     def surface(self) -> Surface:

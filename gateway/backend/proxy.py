@@ -86,13 +86,13 @@ class UpstreamBackend:
         clock: Callable[[], float] = time.monotonic,
         keys: GatewayKeys | None = None,
         pins: CatalogLock | None = None,
-        overrides: Callable[[], OverrideSource | None] | None = None,
+        overrides: OverrideSource | None = None,
     ) -> None:
         """``settings``: the backend this instance talks to (default: the configuration's
         first, for a ``backend:`` section its only one). ``keys``: the gateway's assertion
         keys (shared with the JWK Set it publishes; default: this backend's own). ``pins``:
-        the catalog lock (``catalog:``) its catalog is held to; ``overrides``: the policy's
-        tool overrides, hashed with the definitions (:class:`CatalogRefresher`)."""
+        the catalog lock (``catalog:``) its catalog is held to; ``overrides``: the policy set
+        whose tool overrides are hashed with the definitions (:class:`CatalogRefresher`)."""
         self._config = config
         self._settings = settings if settings is not None else config.backends[0]
         self.name = self._settings.name

@@ -102,11 +102,11 @@ class CatalogRefresher:
         clock: Callable[[], float] = time.monotonic,
         max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
         pins: CatalogLock | None = None,
-        overrides: Callable[[], OverrideSource | None] | None = None,
+        overrides: OverrideSource | None = None,
     ) -> None:
         """``pins``: the catalog lock to hold changed items back by (None: no lock).
-        ``overrides``: the current policy's tool overrides, applied before hashing (with
-        ``pins`` only; :meth:`relock` after the policy changed)."""
+        ``overrides``: the policy set whose tool overrides are applied before hashing (with
+        ``pins`` only; a new one arrives by :meth:`use_overrides`)."""
         self._link = link
         self._max_description_chars = max_description_chars
         self._tool_changes: frozenset[tuple[str, str, str]] = frozenset()
@@ -142,21 +142,30 @@ class CatalogRefresher:
         self._tool_names: dict[Key, str] = {}
         self._live_surface: tuple[Item, ...] = ()
         self._differences: tuple[Difference, ...] = ()
-        self._seen: OverrideSource | None = None
+        self._latest = overrides
+        """The newest policy set pushed (:meth:`use_overrides`); ``_overrides``: the applied."""
         if pins is not None:
             pins.subscribe(self._backend, self.relock)
-            if overrides is not None:  # without both, catalog() stays a plain attribute read
-                self.catalog = self._catalog_under_overrides  # type: ignore[method-assign]
 
     def catalog(self) -> ToolCatalog:
         return self._catalog
 
-    def _catalog_under_overrides(self) -> ToolCatalog:
-        """:meth:`catalog` with a lock and overrides: a new policy object (a reload) is applied
-        before its first use, so no request sees a changed override unheld. Per request one
-        call and one identity test; the re-pinning runs once per policy version."""
-        if self.ready and self._overrides is not None and self._overrides() is not self._seen:
-            self._apply_lock()
+    def use_overrides(self, source: OverrideSource) -> None:
+        """A new policy set was swapped in (any thread, before the merge hears of it): its
+        overrides are applied to the lock before this catalog's next use, so no request sees a
+        changed override unheld. Until then :meth:`catalog` is a wrapper that re-pins once;
+        otherwise a plain attribute read (no per-request cost). Without a lock: nothing."""
+        if self._pins is None:
+            return
+        self._latest = source
+        self.catalog = self._catalog_under_new_overrides  # type: ignore[method-assign]
+
+    def _catalog_under_new_overrides(self) -> ToolCatalog:
+        if self.ready:
+            # Back to the plain method first: a push after this line installs the wrapper again.
+            self.__dict__.pop("catalog", None)
+            if self._latest is not self._overrides:
+                self._apply_lock()
         return self._catalog
 
     def surface(self) -> SurfacePart:
@@ -320,7 +329,7 @@ class CatalogRefresher:
         """Compare the snapshot with the lock; under ``hold`` leave out what differs."""
         pins = self._pins
         assert pins is not None
-        source = self._seen = self._overrides() if self._overrides is not None else None
+        source = self._overrides = self._latest
         self._live_tools, self._tool_names = pin_tools(
             self._backend, self._raw_tools, self._full_catalog, source,
             max_description_chars=self._max_description_chars,

@@ -512,7 +512,7 @@ async def test_an_override_change_is_a_held_change_without_a_refetch(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The lock hashes the exposed (overridden) definition: the refresher's ``overrides`` hook,
-    against a real upstream; a new policy object's override is held before its first use,
+    against a real upstream; a pushed policy's override is held before the catalog's next use,
     without a fetch."""
     upstream = ModernUpstream(tools=[echo_tool("echo"), echo_tool("other")])
     async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
@@ -520,8 +520,7 @@ async def test_an_override_change_is_a_held_change_without_a_refetch(
         source = _Overrides(echo=ToolOverride("policy.yaml:4:5", description="Echo, reviewed"))
         outbound = Outbound(user_agent="catalog-test")
         pins = CatalogLock(path, "hold", lock=EMPTY_LOCK)
-        policy = [source]  # a new object per policy version, like PolicySet
-        backend = UpstreamBackend(stack.config, outbound, pins=pins, overrides=lambda: policy[0])
+        backend = UpstreamBackend(stack.config, outbound, pins=pins, overrides=source)
         try:
             assert await backend.fetch()
             assert len(backend.catalog()) == 0  # nothing approved yet: all held
@@ -531,8 +530,11 @@ async def test_an_override_change_is_a_held_change_without_a_refetch(
             assert sorted(backend.catalog().names) == ["echo", "other"]
             fetches = len(upstream.calls("tools/list"))
             # A policy reload: applied before the next use of the catalog, without a fetch.
-            policy[0] = _Overrides(echo=ToolOverride("policy.yaml:4:5", description="Echo, new"))
+            new = _Overrides(echo=ToolOverride("policy.yaml:4:5", description="Echo, new"))
+            backend.refresher.use_overrides(new)  # what a policy reload pushes
+            assert "catalog" in vars(backend.refresher)  # until the next use: a wrapper
             assert sorted(backend.catalog().names) == ["other"]
+            assert "catalog" not in vars(backend.refresher)  # then a plain read again
             (difference,) = backend.refresher.differences()
             assert (difference.key, difference.change) == (("tool", "default", "echo"), "changed")
             assert difference.live is not None
