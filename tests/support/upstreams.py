@@ -76,6 +76,9 @@ class _Base:
     list_changed: bool = False
     """Advertise ``tools.listChanged``, serve a change stream (modern ``subscriptions/listen``,
     legacy GET) and put ``notifications/tools/list_changed`` into ``tools/call`` SSE replies."""
+    subscribe: bool = False
+    """Advertise ``resources.subscribe`` and serve listens, acknowledging no URI at all (a
+    backend that declines every subscription)."""
     streams_opened: int = 0
     _streams: list[asyncio.Queue[dict[str, Any] | None]] = field(default_factory=list)
     answers: dict[str, Any] = field(default_factory=dict)
@@ -87,7 +90,7 @@ class _Base:
         if any(m.startswith("prompts/") for m in self.answers):
             found["prompts"] = {}
         if any(m.startswith("resources/") for m in self.answers):
-            found["resources"] = {}
+            found["resources"] = {"subscribe": True} if self.subscribe else {}
         if "completion/complete" in self.answers:
             found["completions"] = {}
         return found
@@ -243,7 +246,7 @@ class ModernUpstream(_Base):
                 {"jsonrpc": "2.0", "id": rid, "error": {"code": -32601, "message": "no"}},
                 status=404,
             )
-        if method == "subscriptions/listen" and self.list_changed:
+        if method == "subscriptions/listen" and (self.list_changed or self.subscribe):
             wanted = params.get("notifications") or {}
             ack = {
                 "jsonrpc": "2.0",

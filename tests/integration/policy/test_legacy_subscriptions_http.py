@@ -32,11 +32,12 @@ from mcp.shared.exceptions import MCPError
 from prometheus_client import generate_latest
 
 from gateway import wiring
-from gateway.errors import BAD_REQUEST_CODE, RATE_LIMITED_CODE
+from gateway.errors import BAD_REQUEST_CODE, RATE_LIMITED_CODE, BackendFailure
 from gateway.http import legacy_sessions
 from tests.support import wired
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
+from tests.support.upstreams import ModernUpstream
 
 # The SDK marks resources/subscribe deprecated (removed in 2026-07-28); these are 2025 clients.
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
@@ -650,3 +651,46 @@ async def test_a_newer_get_of_the_session_replaces_the_older(
                         break
             await eventually(lambda: listeners(sdk) == 1)  # one stream's listens, not two
         old.close()
+
+
+async def test_a_uri_the_backend_declines_or_cannot_take_is_not_kept(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the GET attached, a subscribe waits for the backend: one that acknowledges no URI
+    answers like an absent resource (-32002), one that refuses the listen is a backend failure
+    (-32603); neither URI stays counted."""
+    upstream = ModernUpstream(
+        subscribe=True,
+        answers={"resources/list": {"resources": [{"uri": GUIDE, "name": "i"}]},
+                 "resources/templates/list": {"resourceTemplates": []}},
+    )  # fmt: skip
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY,
+        gateway={"limits": {"max_subscribed_uris_per_principal": 1}},
+    ) as live:  # fmt: skip
+        token = live.token("mcp:access docs:read")
+        headers, result = await initialize(live, token)
+        assert result["capabilities"]["resources"]["subscribe"] is True
+        sid = headers["Mcp-Session-Id"]
+        session = {"Mcp-Session-Id": sid, **LEGACY}
+        async with live.session.get(
+            live.server.mcp_url, headers=stream_headers(token, sid)
+        ) as stream:
+            assert stream.status == 200
+            status, headers, text = await live.post(token, subscribe(GUIDE, rid=3), session)
+            assert status == 200 and headers["Cache-Control"] == "no-store"
+            assert json.loads(text) == {
+                "jsonrpc": "2.0", "id": 3,
+                "error": {"code": -32002, "message": "Resource not found"},
+            }  # fmt: skip
+            assert len(upstream.calls("subscriptions/listen")) == 1  # it was asked
+            upstream.fault = "listen_refused"
+            other = "docs://guide/other"  # a new filter: a new listen, which the backend refuses
+            status, _, text = await live.post(token, subscribe(other, rid=4), session)
+            assert status == 200
+            assert json.loads(text)["error"] == {"code": -32603, "message": BackendFailure.message}
+            # Neither stayed counted: the URI bound (1) still has room.
+            upstream.fault = None
+            status, _, text = await live.post(token, subscribe(GUIDE, rid=5), session)
+            assert status == 200
+            assert json.loads(text)["error"]["code"] == -32002  # declined again, not 429
