@@ -23,13 +23,28 @@ from gateway.errors import ConditionDenied
 from gateway.http.turn import Turn
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.seams import Decision
+from gateway.seams import Decision, Policy, Principal
 
-__all__ = ["ConditionGate"]
+__all__ = ["ConditionGate", "readable"]
 
 _log = get_logger("gateway.http")
 _LOGGED_MAX: Final = 1024
 """Rules whose condition error was logged (once per policy version and rule); bounded."""
+
+
+def readable(
+    policy: Policy, who: Principal, uri: str, *, backend: str = "", client_ip: str = ""
+) -> bool:
+    """Whether ``who`` may read ``uri``: the resource rule's scopes and its ``when:``
+    conditions. For subscriptions (what a listen passes on, what ``resources/subscribe``
+    accepts); a condition error there refuses without being counted or logged again (the
+    reads and listings of the same rule count and log it)."""
+    if not policy.decide_resource(who, uri).allowed:
+        return False
+    refused = policy.decide_conditions(
+        who, uri, {}, section="resources", backend=backend, client_ip=client_ip
+    )
+    return refused is None
 
 
 class ConditionGate:

@@ -48,6 +48,7 @@ from gateway.errors import (
     SessionNotFound,
     SessionRequired,
 )
+from gateway.http.conditions import readable
 from gateway.http.progress import ProgressRelay
 from gateway.http.subscription_hub import Slot, SubscriptionHub
 from gateway.http.subscription_plan import listen_capabilities
@@ -238,14 +239,16 @@ class LegacySessions:
         listening = self.listening
         return listening is not None and any(o.subscribe for o in listening.listen_offers())
 
-    def may_subscribe(self, policy: Policy, who: Principal, uri: str) -> bool:
-        """The caller may read ``uri`` and its backend can be subscribed to: else the URI is
-        refused like an absent one (hidden = absent)."""
-        if self.listening is None or not policy.decide_resource(who, uri).allowed:
+    def may_subscribe(self, policy: Policy, who: Principal, uri: str, client_ip: str = "") -> bool:
+        """The caller may read ``uri`` (scopes and ``when:`` conditions) and its backend can be
+        subscribed to: else the URI is refused like an absent one (hidden = absent)."""
+        if self.listening is None:
             return False
         route = self.backend.route_uri(uri)
         subscribing = {o.backend for o in self.listening.listen_offers() if o.subscribe}
-        return route is not None and route[0] in subscribing
+        if route is None or route[0] not in subscribing:
+            return False
+        return readable(policy, who, uri, backend=route[0], client_ip=client_ip)
 
     async def _subscribe(
         self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
@@ -255,7 +258,7 @@ class LegacySessions:
         require_method_scopes(turn, SUBSCRIPTION_METHOD)
         who, uri = turn.principal, message.uri
         session = self.session(turn.request.headers.get(SESSION_HEADER), who)
-        if uri is None or not self.may_subscribe(turn.policy, who, uri):
+        if uri is None or not self.may_subscribe(turn.policy, who, uri, turn.ctx.client_ip):
             raise LegacyResourceNotFound()
         check_expiry(turn, admitted)
         if uri not in session.uris:

@@ -32,6 +32,7 @@ from aiohttp import web
 
 from gateway.errors import OverCapacity, SessionNotFound, StreamNotAcceptable
 from gateway.http.admission import accepts_event_stream
+from gateway.http.conditions import readable
 from gateway.http.legacy_sessions import (
     SESSION_HEADER,
     SUBSCRIPTION_METHOD,
@@ -225,7 +226,14 @@ class _SessionStream:
         session, who = self._session, self._turn.principal
         wanted = ListenFilter(tools=True, prompts=True, resources=True, uris=tuple(session.uris))
         offers = self._listening.listen_offers()
-        granted = plan(self._policy, who, wanted, offers, self._sessions.backend)
+        granted = plan(
+            self._policy,
+            who,
+            wanted,
+            offers,
+            self._sessions.backend,
+            client_ip=self._turn.ctx.client_ip,
+        )
         refused: set[str] = set()
         for name, want in granted.items():
             current = self._ups.get(name)
@@ -285,7 +293,8 @@ class _SessionStream:
             if not honoured.uris or uri is None:
                 return None
             policy = self._source.current() if self._source is not None else self._policy
-            if not policy.decide_resource(self._turn.principal, uri).allowed:
+            who, client_ip = self._turn.principal, self._turn.ctx.client_ip
+            if not readable(policy, who, uri, backend=name, client_ip=client_ip):
                 return None
             return {"jsonrpc": "2.0", "method": "notifications/resources/updated",
                     "params": {"uri": uri}}  # fmt: skip

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from gateway.http.conditions import readable
 from gateway.http.progress import SSE_HEADERS
 from gateway.http.subscription_hub import Slot
 from gateway.http.subscription_plan import FILTER_KEYS, LIST_CHANGED, plan
@@ -157,7 +158,8 @@ class ListenStream:
             # Only what the caller may read under the policy in force now (a reload the hub
             # has not reported yet included).
             policy = self._source.current() if self._source is not None else self._policy
-            if not policy.decide_resource(self._turn.principal, uri).allowed:
+            who, client_ip = self._turn.principal, self._turn.ctx.client_ip
+            if not readable(policy, who, uri, backend=name, client_ip=client_ip):
                 return None
             return _notification("notifications/resources/updated", self._meta, uri=uri)
         if not getattr(honoured, event.kind):
@@ -175,7 +177,7 @@ class ListenStream:
             ListenOffer(name, frozenset(("tools", "prompts", "resources")), subscribe=True)
             for name in self._honoured
         ]
-        now = plan(policy, who, self._wanted, offers, backend)
+        now = plan(policy, who, self._wanted, offers, backend, client_ip=self._turn.ctx.client_ip)
         for name, had in self._honoured.items():
             got = now.get(name, ListenFilter())
             if any(getattr(had, k) and not getattr(got, k) for k in LIST_CHANGED):

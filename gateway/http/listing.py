@@ -101,7 +101,9 @@ class Listing:
             ttl_ms=self._config.protocol.discover_ttl_ms,
             instructions=self._server.instructions,
             surface=surface_capabilities(turn, self._backend.surface()),
-            listen=listen_capabilities(turn.policy, turn.principal, self._listening, self._backend),
+            listen=listen_capabilities(
+                turn.policy, turn.principal, self._listening, self._backend, turn.ctx.client_ip
+            ),
         )
         return bounded_success(message, result, self._cap)
 

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from gateway.errors import InvalidParams, TooManySubscriptions
+from gateway.http.conditions import readable
 from gateway.seams import Backend, ListenFilter, Listening, ListenOffer, Policy, Principal, listed
 
 __all__ = [
@@ -51,8 +52,11 @@ def plan(
     wanted: ListenFilter,
     offers: Sequence[ListenOffer],
     backend: Backend,
+    *,
+    client_ip: str = "",
 ) -> dict[str, ListenFilter]:
-    """Per backend, the part of ``wanted`` this caller may have (module docstring)."""
+    """Per backend, the part of ``wanted`` this caller may have (module docstring); a URI only
+    when its resource rule's scopes and ``when:`` conditions let the caller read it."""
     listing = policy.listing
     kinds: dict[str, set[str]] = {}
     need = {k for k in ("tools", "prompts", "resources") if getattr(wanted, k)}
@@ -65,10 +69,10 @@ def plan(
     subscribing = {offer.backend for offer in offers if offer.subscribe}
     uris: dict[str, list[str]] = {}
     for uri in wanted.uris:
-        if not policy.decide_resource(who, uri).allowed:
-            continue
         route = backend.route_uri(uri)
-        if route is not None and route[0] in subscribing:
+        if route is None or route[0] not in subscribing:
+            continue
+        if readable(policy, who, uri, backend=route[0], client_ip=client_ip):
             uris.setdefault(route[0], []).append(uri)
     out: dict[str, ListenFilter] = {}
     for offer in offers:
@@ -116,7 +120,11 @@ def _visible_kinds(
 
 
 def listen_capabilities(
-    policy: Policy, who: Principal, listening: Listening | None, backend: Backend
+    policy: Policy,
+    who: Principal,
+    listening: Listening | None,
+    backend: Backend,
+    client_ip: str = "",
 ) -> dict[str, dict[str, bool]]:
     """2026-07-28 ``server/discover``: ``listChanged`` per kind and ``resources.subscribe``,
     true exactly when :func:`plan` would grant something of it to this caller."""
@@ -126,7 +134,7 @@ def listen_capabilities(
     if not any(o.list_changed or o.subscribe for o in offers):
         return {}
     everything = ListenFilter(tools=True, prompts=True, resources=True)
-    granted = plan(policy, who, everything, offers, backend)
+    granted = plan(policy, who, everything, offers, backend, client_ip=client_ip)
     out: dict[str, dict[str, bool]] = {
         kind: {"listChanged": any(getattr(g, kind) for g in granted.values())}
         for kind in ("tools", "prompts", "resources")
@@ -134,7 +142,8 @@ def listen_capabilities(
     surface = backend.surface()
     subscribing = {o.backend for o in offers if o.subscribe}
     out["resources"]["subscribe"] = any(
-        r.backend in subscribing and policy.decide_resource(who, r.uri).allowed
+        r.backend in subscribing
+        and readable(policy, who, r.uri, backend=r.backend, client_ip=client_ip)
         for r in surface.resources
     ) or any(
         t.backend in subscribing and policy.decide_template(who, t.uri).allowed

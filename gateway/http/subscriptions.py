@@ -77,7 +77,9 @@ class SubscriptionRoutes:
         who = turn.principal
         slot = self.hub.admit(who.subject, len(wanted.uris))
         try:
-            granted = plan(turn.policy, who, wanted, offers, self._backend)
+            granted = plan(
+                turn.policy, who, wanted, offers, self._backend, client_ip=turn.ctx.client_ip
+            )
             check_expiry(turn)
             lifetime = min(self.hub.lifetime_s, max(0.0, who.expires_at - time.time()))
             ends_at = time.monotonic() + lifetime

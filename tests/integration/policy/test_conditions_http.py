@@ -11,11 +11,17 @@ counted. ``tools/list`` decides the conditions that do not read ``arguments``.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote_plus
 
 import pytest
+import structlog
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 from gateway.policy import conditions
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
@@ -91,16 +97,55 @@ async def _refused(stack: LiveStack, token: str, tool: str, arguments: dict[str,
 
 @TOKENS
 @pytest.mark.row("condition_denied")
-async def test_conditions_by_group_role_tenant_argument_and_time_in_both_token_modes(
+async def test_conditions_by_group_role_tenant_argument_and_time_in_both_token_modes(  # noqa: PLR0917 - pytest fixtures
     tmp_path: Path,
     aiohttp_server: ServerFactory,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
     tokens: str,
 ) -> None:
+    used: list[str] = []
+    bodies: list[str] = []
     upstream = ModernUpstream(tools=[echo_tool(name) for name in TOOLS])
     gateway = {"issuer": {"tokens": tokens}, "audit": {"sink": "stdout"}}
     monkeypatch.setattr(conditions, "wall_clock", lambda: 1796378400.0)  # Fri 10:00Z
+    caplog.set_level(logging.DEBUG)
+    with structlog.testing.capture_logs() as events:
+        await _scenario(tmp_path, aiohttp_server, monkeypatch, upstream, gateway, used, bodies)
+    logged = capsys.readouterr()
+    output = logged.out + logged.err
+    errors = [event for event in events if event.get("event") == "condition_error"]
+    assert len(errors) == 1, errors  # once per rule, with the reason (its position, no value)
+    assert errors[0]["rule"] == "audit_log" and errors[0]["section"] == "tools"
+    assert "no such key 'department'" in errors[0]["reason"]
+    audit = [json.loads(line) for line in output.splitlines() if line.startswith('{"ts"')]
+    refusals = [e for e in audit if e.get("error_row") == "condition_denied"]
+    assert len(refusals) == 9
+    assert [e["condition"] for e in refusals if e["tool"] == "audit_log"] == [
+        "false", "error", "error",
+    ]  # fmt: skip
+    assert {e["condition"] for e in refusals if e["tool"] != "audit_log"} == {"false"}
+    assert all(e["rule"] == e["tool"] and e["decision"] == "deny" for e in refusals)
+    # Leak test: no claim value and no token (nor its signature, its encoded forms) in any
+    # answer, log event, stdlib log record, audit event or output line.
+    seen = "\n".join([*bodies, output, repr(events), caplog.text])
+    assert SECRET_TENANT not in seen and SECRET_DEPARTMENT not in seen
+    for token in used:
+        signature = token.rsplit(".", 1)[1]
+        for form in (token, quote_plus(token), signature[: max(16, len(signature) // 2)]):
+            assert form not in seen
+
+
+async def _scenario(  # noqa: PLR0917 - the test's fixtures, passed on
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    upstream: ModernUpstream,
+    gateway: dict[str, Any],
+    used: list[str],
+    bodies: list[str],
+) -> None:
     async with live_stack(
         tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY, gateway=gateway
     ) as stack:
@@ -119,7 +164,9 @@ async def test_conditions_by_group_role_tenant_argument_and_time_in_both_token_m
         other_tenant = _token(stack, "tom", groups=["sre"], tid=SECRET_TENANT)
         no_role = _token(stack, "nat", groups=["sre"], tid="t-1", roles=["Notes.Reader"])
         no_group = _token(stack, "gus", groups=["dev"], tid="t-1")
-        bodies = [
+        elsewhere = _token(stack, "del", groups=["sre"], tid="t-1", department=SECRET_DEPARTMENT)
+        bodies += [
+            await _refused(stack, elsewhere, "audit_log", {"text": "x"}),  # a claim's value
             await _refused(stack, other_tenant, "restart_service", {"text": "x"}),  # tenant
             await _refused(stack, sre, "restart_service", {"text": "prod"}),  # argument
             await _refused(stack, no_group, "restart_service", {"text": "x"}),  # group
@@ -151,22 +198,7 @@ async def test_conditions_by_group_role_tenant_argument_and_time_in_both_token_m
         errors = "mcp_gateway_policy_condition_errors_total"
         # Two calls and four listings met the broken condition: each one counted.
         assert _sample(metrics, errors, section="tools", rule="audit_log") == 6.0
-        everything = [sre, other_tenant, no_role, no_group, oncall, scopeless]
-    logged = capsys.readouterr()
-    output = logged.out + logged.err
-    lines = [line for line in output.splitlines() if "condition_error" in line]
-    assert len(lines) == 1, lines  # once per rule, with the reason (its position, no value)
-    assert "audit_log" in lines[0] and "no such key 'department'" in lines[0]
-    audit = [json.loads(line) for line in output.splitlines() if line.startswith('{"ts"')]
-    refusals = [e for e in audit if e.get("error_row") == "condition_denied"]
-    assert len(refusals) == 8
-    assert {e["condition"] for e in refusals if e["tool"] == "audit_log"} == {"error"}
-    assert {e["condition"] for e in refusals if e["tool"] != "audit_log"} == {"false"}
-    assert all(e["rule"] == e["tool"] and e["decision"] == "deny" for e in refusals)
-    # Leak test: no claim value and no token in any body, log line or audit event.
-    for text in [*bodies, output]:
-        assert SECRET_TENANT not in text and SECRET_DEPARTMENT not in text
-        assert all(token not in text for token in everything)
+        used += [sre, other_tenant, no_role, no_group, oncall, scopeless, elsewhere]
 
 
 async def test_conditions_on_prompts_and_resources(
@@ -229,3 +261,31 @@ resources:
         assert sdk.count("prompts/get") == 1 and sdk.count("resources/read") == 1
     logged = capsys.readouterr()
     assert SECRET_TENANT not in logged.out + logged.err
+
+
+async def test_subscriptions_pass_on_only_what_the_resource_conditions_let_the_caller_read(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = """\
+version: 1
+baseline_scopes: [mcp:access]
+resources:
+  "docs://guide/**": {scopes: [], when: 'claims.tid == "t-1"'}
+"""
+    guide = "docs://guide/intro"
+    async with (
+        sdk_upstream(surface=True) as sdk,
+        live_stack(
+            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=policy
+        ) as stack,
+    ):  # fmt: skip
+        mine = _token(stack, "ann", tid="t-1")
+        theirs = _token(stack, "bob", tid=SECRET_TENANT)
+        honoured = []
+        for token in (mine, theirs):
+            http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+            client = Client(streamable_http_client(stack.server.mcp_url, http_client=http))
+            async with http, client, client.listen(resource_subscriptions=[guide]) as sub:
+                honoured.append(sub.honored.resource_subscriptions)
+        # The other tenant's subscription to the guide is not honoured (hidden = absent).
+        assert honoured == [[guide], None]
