@@ -8,9 +8,10 @@ Cost. The library converts every Python value it is given into a CEL value, abou
 object converted (a map key, a string, a list item), and it keeps the converted variables of a
 ``cel.Context`` until the context is modified. So the token facts (``claims``, ``subject``,
 ``client_id``, ``scopes``, ``issuer``, ``auth_method``) are converted once per principal, into
-a context kept on :attr:`gateway.seams.Principal.memo` (the auth layer caches the principal, so:
-once per token and replica), and the per-call values (the tool, prompt or resource name,
-``arguments``, ``backend``, ``request``, ``now``) come from the context's variable resolver,
+a context kept on :attr:`gateway.seams.Principal.memo` (the auth layer caches the principal,
+so: once per token and replica; for the :data:`TOKEN_CONTEXTS` most recently used principals),
+and the per-call values (the tool, prompt or resource name, ``arguments``, ``backend``,
+``request``, ``now``) come from the context's variable resolver,
 which the library binds per evaluation without touching the cached variables; a per-call value
 is converted only when an expression reads it.
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -36,6 +38,7 @@ from gateway.seams import Principal
 
 __all__ = [
     "CALL_VARIABLES",
+    "TOKEN_CONTEXTS",
     "TOKEN_VARIABLES",
     "Condition",
     "ConditionFailed",
@@ -175,16 +178,34 @@ def token_facts(principal: Principal) -> dict[str, Any]:
 
 def _token_context(principal: Principal) -> _TokenContext | str:
     """The principal's context, built at its first condition; a reason when its claims cannot
-    be CEL values (kept too, so a token that cannot be converted costs one attempt)."""
+    be CEL values (kept too, so a token that cannot be converted costs one attempt).
+
+    A context costs about 15 KB (the library's function registry and the converted claims),
+    so only the :data:`TOKEN_CONTEXTS` most recently used principals keep theirs: the memo of
+    the least recent one is emptied (its next condition converts its claims again)."""
     memo = principal.memo
     found = memo.conditions
+    key = id(principal)  # the principal is held below while its key is: no id is reused
     if found is None:
         try:
             found = _TokenContext(principal)
         except Exception as exc:
             found = f"token claims are not CEL values: {type(exc).__name__}"
         memo.conditions = found
+        _recent[key] = principal
+        if len(_recent) > TOKEN_CONTEXTS:
+            _, evicted = _recent.popitem(last=False)
+            evicted.memo.conditions = None
+    elif key in _recent:
+        _recent.move_to_end(key)
+    else:  # defence: a memo filled elsewhere joins the bound
+        _recent[key] = principal
     return found  # type: ignore[no-any-return]
+
+
+TOKEN_CONTEXTS: Final = 4096
+"""Principals whose CEL context is kept (least recently used first out): about 60 MB."""
+_recent: OrderedDict[int, Principal] = OrderedDict()
 
 
 def glob_matches(value: object, pattern: object) -> bool:

@@ -201,3 +201,21 @@ def test_prompt_and_resource_rules_decide_their_own_names(tmp_path: Path) -> Non
     read = "file:///docs/a.md"
     assert policy.decide_conditions(who_, read, {}, section="resources") is None
     assert policy.decide_conditions(who_, "file:///docs/x.key", {}, section="resources")
+
+
+def test_only_the_most_recent_principals_keep_their_context(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = policy_from(HEAD + "tools:\n  t: {scopes: [], when: 'claims.n > 1'}\n", tmp_path)
+    monkeypatch.setattr(conditions, "TOKEN_CONTEXTS", 2)
+    monkeypatch.setattr(conditions, "_recent", conditions.OrderedDict())
+    first, second, third = (caller({"n": n}) for n in (2, 3, 0))
+    for principal in (first, second, first, third):
+        policy.decide_conditions(principal, "t", {})
+    # first was used again after second: second is the least recent and gave its context up.
+    assert second.memo.conditions is None
+    assert first.memo.conditions is not None and third.memo.conditions is not None
+    assert policy.decide_conditions(second, "t", {}) is None  # rebuilt, same answer
+    assert first.memo.conditions is None  # now first was the least recent
+    refused = policy.decide_conditions(third, "t", {})
+    assert refused is not None and refused.reason == "condition"
