@@ -51,7 +51,6 @@ from gateway.seams import (
     InputRequired,
     ListenFilter,
     ListenOffer,
-    ListenRefused,
     Principal,
     RequestContext,
     SurfaceReply,
@@ -254,7 +253,7 @@ class UpstreamBackend:
 
     def listen_offer(self) -> ListenOffer:
         """What a caller's listen stream can get from this backend (2026-07-28 only)."""
-        state = self._link.state
+        state = self._link.known_state
         if state is None or state.era != "modern":
             return ListenOffer(self.name, frozenset(), subscribe=False)
         kinds = state.list_changed | ({"tools"} if state.tools_list_changed else set())
@@ -270,11 +269,8 @@ class UpstreamBackend:
         deadline: float,
     ) -> AbstractAsyncContextManager[CallerListen]:
         """A caller's listen stream here (:mod:`gateway.backend.subscription`)."""
-        state = self._link.state
-        if state is None:
-            raise ListenRefused("not_detected")
         return open_caller_listen(
-            self._link, state, wanted, own_uris,
+            self._link, wanted, own_uris,
             expose=expose, ack_deadline=ack_deadline, deadline=deadline,
         )  # fmt: skip
 

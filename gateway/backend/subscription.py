@@ -21,7 +21,7 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
-from gateway.backend.era import LinkState, modern_meta
+from gateway.backend.era import modern_meta
 from gateway.backend.listen import SUBSCRIPTION_ID
 from gateway.backend.rpc import UpstreamFault, decode_json, encode_json
 from gateway.backend.sse import SseError, SseParser
@@ -89,7 +89,6 @@ class CallerListen:
 @contextlib.asynccontextmanager
 async def open_caller_listen(
     link: UpstreamLink,
-    state: LinkState,
     wanted: ListenFilter,
     own_uris: tuple[str, ...],
     *,
@@ -99,6 +98,11 @@ async def open_caller_listen(
 ) -> AsyncIterator[CallerListen]:
     """Open the stream, wait for the acknowledgment (module docstring); ``own_uris``: the
     backend's own URIs for ``wanted.uris``; ``expose`` maps one back (None: refused)."""
+    # After a failure the link forgot its era; detect it again rather than refuse the listen.
+    try:
+        state = await link.ensure(ack_deadline)
+    except (UpstreamFault, OutboundError) as exc:
+        raise ListenRefused("not_detected") from exc
     if state.era != "modern":
         raise ListenRefused("legacy")
     request_id = link.next_id()

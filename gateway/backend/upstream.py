@@ -70,6 +70,8 @@ class UpstreamLink:
         self._credential = credential
         self._max_bytes = max_bytes
         self._state: LinkState | None = None
+        self._known: LinkState | None = None
+        """The last detected state: what the backend offers, kept while a failure is re-detected."""
         self._lock = asyncio.Lock()
         self._ids = itertools.count(1)
         self._static = {
@@ -91,6 +93,12 @@ class UpstreamLink:
     def state(self) -> LinkState | None:
         return self._state
 
+    @property
+    def known_state(self) -> LinkState | None:
+        """The current state, or the last one detected while :meth:`forget` waits for the next
+        request to detect again (what capabilities to advertise must not flicker meanwhile)."""
+        return self._state or self._known
+
     def next_id(self) -> int:
         """A fresh gateway-generated JSON-RPC id (never the client's)."""
         return next(self._ids)
@@ -107,7 +115,7 @@ class UpstreamLink:
             return state
         async with self._lock:
             if self._state is None:
-                self._state = await self._era.detect(deadline)
+                self._state = self._known = await self._era.detect(deadline)
             return self._state
 
     # --- requests -----------------------------------------------------------------------
@@ -233,7 +241,7 @@ class UpstreamLink:
                 return current  # another call already re-initialized
             _log.info("backend_session_expired", backend=self.backend)
             self._state = None
-            self._state = await self._era.initialize(deadline)
+            self._state = self._known = await self._era.initialize(deadline)
             return self._state
 
     @contextlib.asynccontextmanager

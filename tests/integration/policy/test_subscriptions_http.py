@@ -330,3 +330,27 @@ async def test_method_scopes_step_up_and_hide_the_capability(
         stepped = live.token("mcp:access docs:read subs:listen")
         status, _, text = await live.modern(stepped, "server/discover")
         assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is True
+
+
+async def test_capabilities_and_listens_survive_a_link_that_is_detecting_again(
+    stack: tuple[LiveStack, SdkUpstream],
+) -> None:
+    # After an upstream failure (a connection error, a -32601 to a surface request) the link
+    # forgets the backend's era until the next request detects it again. Meanwhile discover
+    # kept advertising subscribe (the last detected offer), and a listen detects instead of
+    # being refused: the capability no longer flickers with the backend's last error.
+    live, sdk = stack
+    token = live.token("mcp:access docs:read tools:echo", sub="ann")
+    backend = live.server.services.backend
+    (member,) = backend.members  # type: ignore[union-attr]
+    member._link.forget()  # the state such a failure leaves
+    status, _, text = await live.modern(token, "server/discover")
+    assert status == 200, text
+    assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is True
+    member._link.forget()
+    http, client = sdk_client(live, token)
+    async with http, client, client.listen(resource_subscriptions=[GUIDE]) as sub:
+        assert sub.honored.resource_subscriptions == [GUIDE]
+        await eventually(lambda: listeners(sdk) == 1)
+        await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
+        assert type(await next_event(sub)).__name__ == "ResourceUpdated"
