@@ -66,7 +66,8 @@ TRACE_DROP_REASONS: Final = ("queue_full", "export_failed")
 METHOD_LABELS: Final = (
     "server/discover", "initialize", "ping", "tools/list", "tools/call", "prompts/list",
     "prompts/get", "resources/list", "resources/templates/list", "resources/read",
-    "completion/complete", "notifications", "other",
+    "completion/complete", "subscriptions/listen", "resources/subscribe", "resources/unsubscribe",
+    "notifications", "other",
 )  # fmt: skip
 """``method`` label values. Every ``notifications/*`` is ``notifications``; anything else, and a
 request refused before its body was decoded (401, 405, 413, ...), is ``other``."""

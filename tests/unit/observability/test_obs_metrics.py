@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 
 from gateway.errors import all_rows
 from gateway.observability.metrics import (
     CATALOG_REFRESH_RESULTS,
     INTROSPECTION_RESULTS,
+    METHOD_LABELS,
     POLICY_RELOAD_RESULTS,
     RATE_LIMIT_SCOPES,
     TOKEN_CACHE_OUTCOMES,
@@ -75,6 +79,20 @@ class TestHelpers:
         assert method_label("notifications") == "other"
         assert method_label("tools/call") == "tools/call"
         assert method_label("Tools/Call") == "other"
+
+    def test_every_client_method_the_gateway_serves_has_its_own_label(self) -> None:
+        for method in ("subscriptions/listen", "resources/subscribe", "resources/unsubscribe",
+                       "prompts/get", "resources/read", "completion/complete"):  # fmt: skip
+            assert method_label(method) == method
+
+    def test_the_metrics_reference_lists_every_method_label(self) -> None:
+        docs = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
+        row = next(
+            line for line in docs.read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `mcp_gateway_requests_total`")
+        )  # fmt: skip
+        listed = re.findall(r"`([a-z/]+)`", row.split("`method`:", 1)[1].split("`status`", 1)[0])
+        assert tuple(listed) == METHOD_LABELS
 
     def test_the_catalog_age_counts_from_startup_until_a_fetch_reports(self) -> None:
         metrics = Metrics()

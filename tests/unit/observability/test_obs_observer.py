@@ -175,7 +175,7 @@ class TestMetrics:
             pytest.param("ping", "ping", id="ping"),
             pytest.param("tools/list", "tools/list", id="tools/list"),
             pytest.param("notifications/initialized", "notifications", id="notifications/*"),
-            pytest.param("resources/subscribe", "other", id="a method the gateway does not serve"),
+            pytest.param("logging/setLevel", "other", id="a method the gateway does not serve"),
             pytest.param("x" * 5000, "other", id="a 5000-char made-up method"),
             pytest.param(None, "other", id="refused before the body was decoded"),
         ],
