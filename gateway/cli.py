@@ -27,6 +27,7 @@ from typing import Any, Final
 import gateway
 from gateway import deadlines, demo
 from gateway.app import admin_client, audit_command, event_loop, policy_explain, serve
+from gateway.app.catalog_command import check_lock
 from gateway.app.catalog_command import register as register_catalog
 from gateway.config import Config, load_config
 from gateway.config.issuer import scope_map_warnings
@@ -238,6 +239,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     else:
         print(f"note: {path}: the policy files were not checked (policy: is unreadable)",
               file=sys.stderr)  # fmt: skip
+    problems.extend(check_lock(report.config))
     cross = _policy_warnings(report.config, policy)
     unreachable = _unreachable_rules(policy, report.backend_prefixes)
     for warning in (*report.warnings, *cross, *_demo_warnings(demos), *unreachable):

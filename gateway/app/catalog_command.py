@@ -39,7 +39,7 @@ from gateway.observability.logging import configure
 from gateway.outbound import Outbound
 from gateway.policy.loader import load_policy
 
-__all__ = ["DEFAULT_LOCK", "Live", "fetch_live", "register"]
+__all__ = ["DEFAULT_LOCK", "Live", "check_lock", "fetch_live", "register"]
 
 DEFAULT_LOCK: Final = "catalog.lock.yaml"
 _CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
@@ -128,6 +128,22 @@ async def fetch_live(config: Config, lock: Lock) -> Live:
         await asyncio.gather(*(member.close() for member in members))
         await outbound.close()
     return Live(items, compare(items, lock.items.values()))
+
+
+def check_lock(config: Config | None) -> list[str]:
+    """For ``mcp-gateway check``: the configured lock file's problems, as ``serve`` would refuse
+    it (``file:line:col: key: message``)."""
+    if config is None or config.catalog is None:
+        return []
+    path = config.catalog.lock
+    if not path.is_file():
+        return [f"{path}: catalog.lock: the lock file does not exist (mcp-gateway catalog pin "
+                "writes it)"]  # fmt: skip
+    try:
+        load_lock(path)
+    except ConfigError as exc:
+        return list(exc.problems)
+    return []
 
 
 def lock_path(config: Config, given: str | None) -> Path:

@@ -352,3 +352,35 @@ def test_check_counts_scope_hierarchy_names_as_policy_scopes(tmp_path: Path) -> 
         "scope: this issuer's tokens holding it get notes:admin instead, so a rule naming "
         "notes:write never matches them (issuer 2, https://keycloak.example.com/realms/acme)",
     ]
+
+
+VALID = """\
+resource: https://mcp.example.com/mcp
+issuer:
+  url: https://id.example.com
+  client_id: mcp-gateway
+  client_secret: {env: CHECK_TEST_LOCK_SECRET}
+backends:
+  docs:
+    url: https://tools.example.com/mcp
+    credential: {type: bearer, token: {env: CHECK_TEST_LOCK_TOKEN}}
+policy: policies
+catalog: {lock: catalog.lock.yaml}
+"""
+
+
+def test_check_reads_the_catalog_lock_as_serve_would(tmp_path: Path) -> None:
+    write(tmp_path, gateway=VALID, policy="version: 1\nbaseline_scopes: [mcp:access]\n")
+    check = ("check", "--config", "gateway.yaml", "--skip-secrets")
+    missing = run(*check, cwd=tmp_path)
+    assert missing.returncode == 1
+    assert "catalog.lock: the lock file does not exist" in missing.stdout
+    (tmp_path / "catalog.lock.yaml").write_text("version: 2\nitems: {}\n")
+    broken = run(*check, cwd=tmp_path)
+    assert broken.returncode == 1
+    assert re.search(r"catalog\.lock\.yaml:1:\d+: version: must be 1", broken.stdout), broken.stdout
+    assert re.search(r"catalog\.lock\.yaml:2:\d+: items: must be a list", broken.stdout)
+    (tmp_path / "catalog.lock.yaml").write_text("version: 1\nitems: []\n")
+    ok = run(*check, cwd=tmp_path)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "OK" in ok.stdout
