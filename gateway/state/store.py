@@ -175,7 +175,7 @@ class RedisStore:
                     _log.warning("state_store.subscription_lost", error=type(exc).__name__)
                 finally:
                     with contextlib.suppress(RedisError, OSError):
-                        await pubsub.aclose()  # type: ignore[no-untyped-call]
+                        await pubsub.aclose()  # type: ignore[no-untyped-call,unused-ignore]  # typed from redis 8.2
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, LISTEN_RETRY_MAX_S)
         finally:
