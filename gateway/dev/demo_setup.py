@@ -214,7 +214,7 @@ def render_dpop_banner(url: str, token: str) -> str:
     """The ``demo --dpop`` lines: a DPoP-bound token and how to send it with a fresh proof."""
     call = (
         f'curl -sS {url} -H "Authorization: DPoP $DEMO_DPOP_TOKEN" '
-        f'-H "DPoP: $(mcp-gateway demo proof --token $DEMO_DPOP_TOKEN)" {_MODERN_HEADERS} '
+        f'-H "DPoP: $(mcp-gateway demo proof --token=$DEMO_DPOP_TOKEN)" {_MODERN_HEADERS} '
         "-H 'Mcp-Method: tools/call' -H 'Mcp-Name: notes_list' "
         '-d \'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes_list",'
         f'"arguments":{{}},{_META}}}}}\''

@@ -43,7 +43,7 @@ async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) 
         )
         async with http_client() as http:
             for token in (ready, minted):
-                proof = _cli("proof", "--token", token, "--state-file", str(state_file))
+                proof = _cli("proof", f"--token={token}", "--state-file", str(state_file))
                 headers = modern_headers(None, "tools/list")
                 headers |= {"Authorization": f"DPoP {token}", "DPoP": proof}
                 reply = await http.post(mcp_url, json=modern_body("tools/list"), headers=headers)
@@ -80,4 +80,5 @@ async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) 
     assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
     banner = stdout.decode()
     assert "export DEMO_DPOP_TOKEN=" in banner
-    assert "mcp-gateway demo proof --token $DEMO_DPOP_TOKEN" in banner
+    # "=": a token may begin with "-", which argparse would take for an option.
+    assert "mcp-gateway demo proof --token=$DEMO_DPOP_TOKEN" in banner
