@@ -1,6 +1,6 @@
-"""setuptools' build backend, plus mypy (mypyc) and the runtime dependencies (whose types mypyc
-reads) as build requirements, but only when MCP_GATEWAY_COMPILE=1: a plain build stays
-setuptools alone and needs no C compiler (setup.py does the compiling)."""
+"""setuptools' build backend, plus mypy (mypyc), the stub packages and the runtime dependencies
+(whose types mypyc reads) as build requirements, but only when MCP_GATEWAY_COMPILE=1: a plain
+build stays setuptools alone and needs no C compiler (setup.py does the compiling)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,12 @@ def _compile_requires() -> list[str]:
     if os.environ.get("MCP_GATEWAY_COMPILE") != "1":
         return []
     project = tomllib.loads(Path("pyproject.toml").read_text(encoding="utf-8"))["project"]
-    return ["mypy>=1.13,<3", *project["dependencies"]]
+    # mypy and the stub packages as the dev extra pins them (mypyc type-checks what it compiles,
+    # and the compiled modules reach yaml through the config layer).
+    typing = [
+        r for r in project["optional-dependencies"]["dev"] if r.startswith(("mypy", "types-"))
+    ]
+    return [*typing, *project["dependencies"]]
 
 
 def get_requires_for_build_wheel(config_settings: dict[str, Any] | None = None) -> list[str]:

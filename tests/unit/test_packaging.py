@@ -6,6 +6,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
@@ -35,3 +37,19 @@ def test_the_wheel_carries_the_demo_policy_and_the_image_build_has_the_license()
         re.MULTILINE,
     )
     assert PYPROJECT["build-system"]["backend-path"] == ["."]
+
+
+def test_a_compiled_build_requires_mypy_and_the_stubs_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import build_backend
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("MCP_GATEWAY_COMPILE", raising=False)
+    assert build_backend._compile_requires() == []
+    monkeypatch.setenv("MCP_GATEWAY_COMPILE", "1")
+    wanted = build_backend._compile_requires()
+    dev = PYPROJECT["project"]["optional-dependencies"]["dev"]
+    # mypyc type-checks the compiled modules, which reach yaml: mypy and the stubs as dev pins them.
+    assert {r for r in dev if r.startswith(("mypy", "types-PyYAML"))} <= set(wanted)
+    assert set(PYPROJECT["project"]["dependencies"]) <= set(wanted)
