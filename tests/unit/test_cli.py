@@ -308,6 +308,14 @@ class TestContainerImage:
         assert "pip install" not in final_stage
         assert "apt-get" not in final_stage
 
+    def test_the_image_builds_the_compiled_core_with_a_compiler_only_in_the_builder(self) -> None:
+        builder, final_stage = self.dockerfile.rsplit("\nFROM ", 1)
+        assert "MCP_GATEWAY_COMPILE=1 /opt/venv/bin/python -m pip wheel" in builder
+        assert "grep -qx 'core: compiled (mypyc)'" in builder
+        assert "install -y --no-install-recommends gcc" in builder
+        assert "gcc" not in final_stage
+        assert "COPY --from=builder /opt/venv /opt/venv" in final_stage
+
     def test_the_healthcheck_probes_the_default_ops_listener(self) -> None:
         ops = Config.__dataclass_fields__["ops_listen"].default
         assert f"http://127.0.0.1:{ops.port}/healthz" in self.dockerfile  # type: ignore[attr-defined]
