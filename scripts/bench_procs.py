@@ -296,18 +296,27 @@ def start_gateway(
     stdout: Path | None,
     workers: int = 1,
     extra_env: Mapping[str, str] | None = None,
+    python: str | None = None,
 ) -> Proc:
-    """``mcp-gateway serve`` with ``config``; stdout to ``stdout`` (a file) or /dev/null."""
+    """``mcp-gateway serve`` with ``config``; stdout to ``stdout`` (a file) or /dev/null.
+
+    ``python``: another venv's interpreter running the ``gateway`` package installed there
+    (the compiled build), not this checkout's: no PYTHONPATH, and PYTHONSAFEPATH keeps the
+    working directory off its path."""
     path = work / f"{name}.yaml"
     path.write_text(json.dumps(config))
     out = stdout.open("ab") if stdout is not None else Path(os.devnull).open("wb")  # noqa: SIM115
-    command = [PYTHON, "-m", "gateway.cli", "serve", "--config", str(path)]
+    env = {**ENV, **(extra_env or {})}
+    if python is not None:
+        env.pop("PYTHONPATH", None)
+        env["PYTHONSAFEPATH"] = "1"
+    command = [python or PYTHON, "-m", "gateway.cli", "serve", "--config", str(path)]
     if workers != 1:
         command += ["--workers", str(workers)]
     if core is not None:
         command = ["taskset", "-c", str(core), *command]
     popen = subprocess.Popen(  # noqa: S603
-        command, stdout=out, stderr=subprocess.STDOUT, env={**ENV, **(extra_env or {})}
+        command, stdout=out, stderr=subprocess.STDOUT, env=env
     )
     out.close()
     ops = f"http://127.0.0.1:{config['ops_listen']['port']}/readyz"
