@@ -58,7 +58,7 @@ COMPILED_EXTRAS ?=
 
 build-compiled:
 	test -x $(COMPILED_VENV)/bin/python || $(PYTHON) -m venv $(COMPILED_VENV)
-	rm -rf $(COMPILED_WHEEL_DIR)
+	rm -rf build  # setuptools reuses build/lib: a module dropped from the list would stay compiled
 	MCP_GATEWAY_COMPILE=1 $(COMPILED_VENV)/bin/python -m pip wheel --quiet --no-deps \
 		--wheel-dir $(COMPILED_WHEEL_DIR) .
 	$(COMPILED_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall $(COMPILED_WHEEL_DIR)/*.whl

@@ -29,22 +29,11 @@ COMPILED_MODULES = [
     "gateway/protocol/params.py",
     "gateway/protocol/results.py",
     "gateway/protocol/versions.py",
-    # http/: the endpoint pipeline, admission, dispatch and the answer, tools/call
-    "gateway/http/admission.py",
-    "gateway/http/answer.py",
-    "gateway/http/batch_admission.py",
-    "gateway/http/call_limits.py",
-    "gateway/http/dispatch.py",
-    "gateway/http/drain.py",
-    "gateway/http/endpoint.py",
-    "gateway/http/errors.py",
-    "gateway/http/handshake.py",
-    "gateway/http/listing.py",
-    "gateway/http/progress.py",
-    "gateway/http/request_record.py",
-    "gateway/http/tool_call.py",
-    "gateway/http/traced.py",
-    "gateway/http/turn.py",
+    # http/ stays pure for now: compiled, a 2025-03-26 batch whose member the external decision
+    # point refuses was answered 403 as a whole instead of with that member's error
+    # (tests/integration/policy/test_policy_external_http.py), cause not found yet; and part of
+    # http/ cannot be left out alone (its modules import each other: a native module in an
+    # import cycle with pure ones fails to load). The layers below it never import it.
     # policy/: the rule model and its evaluation (glob.py is regular expressions: nothing to gain)
     "gateway/policy/evaluate.py",
     "gateway/policy/hierarchy.py",

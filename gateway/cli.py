@@ -34,7 +34,6 @@ from gateway.config import Config, load_config
 from gateway.config.issuer import scope_map_warnings
 from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
-from gateway.http import endpoint
 from gateway.observability import access
 from gateway.observability.logging import configure, get_logger
 from gateway.policy import loader as policy_loader
@@ -368,7 +367,7 @@ def _bind_failed(exc: OSError) -> int:
 
 # One module of each group that setup.py's COMPILED_MODULES compiles (issue 34); the `core:` line
 # reports whether they were loaded from extension modules rather than .py files.
-CORE_MODULES: Final = (deadlines, envelope, jsonrpc, endpoint, policy_model, claims, access)
+CORE_MODULES: Final = (deadlines, envelope, jsonrpc, policy_model, claims, access)
 
 
 def _cmd_version(args: argparse.Namespace) -> int:
