@@ -32,7 +32,6 @@ from aiohttp import web
 
 from gateway.errors import OverCapacity, SessionNotFound, StreamNotAcceptable
 from gateway.http.admission import accepts_event_stream
-from gateway.http.conditions import readable
 from gateway.http.legacy_sessions import (
     SESSION_HEADER,
     SUBSCRIPTION_METHOD,
@@ -42,7 +41,7 @@ from gateway.http.legacy_sessions import (
 )
 from gateway.http.listen_stream import KEEPALIVE_S, MAX_QUEUED
 from gateway.http.progress import SSE_HEADERS
-from gateway.http.subscription_plan import LIST_CHANGED, intersect, plan
+from gateway.http.subscription_plan import intersect, plan, relayed_method
 from gateway.http.turn import Turn, check_expiry, require_method_scopes
 from gateway.observability.logging import get_logger
 from gateway.seams import (
@@ -285,22 +284,13 @@ class _SessionStream:
             queue.put_nowait(("event", (name, up, ListenEvent("end"))))
 
     def _outgoing(self, name: str, event: ListenEvent) -> dict[str, Any] | None:
-        honoured = self._honoured.get(name)
-        if honoured is None:
+        honoured, policy, source = self._honoured.get(name), self._policy, self._source
+        method = relayed_method(self._turn, name, event, honoured, policy=policy, source=source)
+        if method is None:
             return None
-        if event.kind == "updated":
-            uri = event.uri
-            if not honoured.uris or uri is None:
-                return None
-            policy = self._source.current() if self._source is not None else self._policy
-            who, client_ip = self._turn.principal, self._turn.ctx.client_ip
-            if not readable(policy, who, uri, backend=name, client_ip=client_ip):
-                return None
-            return {"jsonrpc": "2.0", "method": "notifications/resources/updated",
-                    "params": {"uri": uri}}  # fmt: skip
-        if event.kind == "end" or not getattr(honoured, event.kind):
-            return None
-        return {"jsonrpc": "2.0", "method": LIST_CHANGED[event.kind]}
+        if event.kind == "updated":  # the 2025 shape: no _meta subscription id
+            return {"jsonrpc": "2.0", "method": method, "params": {"uri": event.uri}}
+        return {"jsonrpc": "2.0", "method": method}
 
     async def _send(self, message: dict[str, Any]) -> None:
         data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()

@@ -24,10 +24,9 @@ from typing import Any, Final
 
 from aiohttp import web
 
-from gateway.http.conditions import readable
 from gateway.http.progress import SSE_HEADERS
 from gateway.http.subscription_hub import Slot
-from gateway.http.subscription_plan import FILTER_KEYS, LIST_CHANGED, plan
+from gateway.http.subscription_plan import FILTER_KEYS, LIST_CHANGED, plan, relayed_method
 from gateway.http.turn import Turn
 from gateway.observability.logging import get_logger
 from gateway.protocol.messages import McpMessage
@@ -148,23 +147,13 @@ class ListenStream:
                 await self._send(out)
 
     def _outgoing(self, name: str, event: ListenEvent) -> dict[str, Any] | None:
-        honoured = self._honoured.get(name)
-        if honoured is None:
+        honoured, policy, source = self._honoured.get(name), self._policy, self._source
+        method = relayed_method(self._turn, name, event, honoured, policy=policy, source=source)
+        if method is None:
             return None
         if event.kind == "updated":
-            uri = event.uri
-            if not honoured.uris or uri is None:
-                return None
-            # Only what the caller may read under the policy in force now (a reload the hub
-            # has not reported yet included).
-            policy = self._source.current() if self._source is not None else self._policy
-            who, client_ip = self._turn.principal, self._turn.ctx.client_ip
-            if not readable(policy, who, uri, backend=name, client_ip=client_ip):
-                return None
-            return _notification("notifications/resources/updated", self._meta, uri=uri)
-        if not getattr(honoured, event.kind):
-            return None
-        return _notification(LIST_CHANGED[event.kind], self._meta)
+            return _notification(method, self._meta, uri=event.uri)
+        return _notification(method, self._meta)
 
     def _shrunk(self, policy: Policy, backend: Backend) -> bool:
         """Whether the new policy takes away something the acknowledgment granted."""

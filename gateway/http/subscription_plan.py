@@ -1,8 +1,10 @@
 """What of a subscription a caller may have, decided from one policy snapshot.
 
 Shared by both subscription paths, so the two eras grant exactly the same things:
-``subscriptions/listen`` (2026-07-28, :mod:`gateway.http.subscriptions`) and the advertised
-capabilities (``server/discover``, :mod:`gateway.http.listing`).
+``subscriptions/listen`` (2026-07-28, :mod:`gateway.http.subscriptions`), legacy
+``resources/subscribe`` (:mod:`gateway.http.legacy_stream`) and the advertised capabilities
+(``server/discover``, :mod:`gateway.http.listing`); and both streams pass a backend's
+notification on by the same rule (:func:`relayed_method`).
 
 - ``toolsListChanged`` / ``promptsListChanged`` / ``resourcesListChanged``: per backend, only
   when that backend advertised ``listChanged`` for the kind *and* the caller sees at least one
@@ -21,7 +23,18 @@ from typing import Any, Final
 
 from gateway.errors import InvalidParams, TooManySubscriptions
 from gateway.http.conditions import readable
-from gateway.seams import Backend, ListenFilter, Listening, ListenOffer, Policy, Principal, listed
+from gateway.http.turn import Turn
+from gateway.seams import (
+    Backend,
+    ListenEvent,
+    ListenFilter,
+    Listening,
+    ListenOffer,
+    Policy,
+    PolicySource,
+    Principal,
+    listed,
+)
 
 __all__ = [
     "FILTER_KEYS",
@@ -31,6 +44,7 @@ __all__ = [
     "listen_capabilities",
     "parse_filter",
     "plan",
+    "relayed_method",
 ]
 
 MAX_URI_CHARS: Final = 8192
@@ -182,3 +196,33 @@ def intersect(asked: ListenFilter, acked: ListenFilter) -> ListenFilter:
         resources=asked.resources and acked.resources,
         uris=tuple(u for u in asked.uris if u in got),
     )
+
+
+def relayed_method(
+    turn: Turn,
+    backend: str,
+    event: ListenEvent,
+    honoured: ListenFilter | None,
+    *,
+    policy: Policy,
+    source: PolicySource | None,
+) -> str | None:
+    """The notification method a backend's ``event`` goes out to the client as, or None when
+    it is not passed on: only what ``backend``'s acknowledgment (``honoured``) covers, and
+    ``notifications/resources/updated`` only for a URI the caller may read under the policy in
+    force now (``source``'s, a reload the stream has not been told of yet included; else the
+    stream's ``policy``). The stream renders it in its era's shape."""
+    if honoured is None:
+        return None
+    if event.kind == "updated":
+        uri = event.uri
+        if not honoured.uris or uri is None:
+            return None
+        now = source.current() if source is not None else policy
+        who, client_ip = turn.principal, turn.ctx.client_ip
+        if not readable(now, who, uri, backend=backend, client_ip=client_ip):
+            return None
+        return "notifications/resources/updated"
+    if event.kind == "end" or not getattr(honoured, event.kind):
+        return None
+    return LIST_CHANGED[event.kind]
