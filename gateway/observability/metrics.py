@@ -18,7 +18,7 @@ the supervisor's own series and how each gauge combines).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from typing import Any, Final
 
 from prometheus_client import (
@@ -176,6 +176,7 @@ hidden characters removed from an item's title or description, a text cut at
 ``limits.max_description_chars``, an item hidden because its name has hidden characters."""
 
 _ROWS: Final = frozenset(cls.row for cls in all_rows())
+_PREFIX: Final = "mcp_gateway_"
 
 # The ``*_created`` companion series double every counter's series count and no rule or
 # dashboard reads them (process-wide switch; the gateway owns its process).
@@ -188,220 +189,206 @@ LATENCY_BUCKETS: Final = (
 )  # fmt: skip
 
 
+class _Collectors:
+    """Builds the collectors on one registry: the ``mcp_gateway_`` prefix, the latency buckets
+    of every histogram, and a counter's fixed-vocabulary series created at zero (``zero``)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def counter(
+        self, name: str, doc: str, labels: tuple[str, ...] = (), *, zero: Iterable[str] = ()
+    ) -> Counter:
+        made = Counter(_PREFIX + name, doc, labels, registry=self._registry)
+        for value in zero:  # only with one label
+            made.labels(value)
+        return made
+
+    def histogram(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Histogram:
+        return Histogram(
+            _PREFIX + name, doc, labels, buckets=LATENCY_BUCKETS, registry=self._registry
+        )
+
+    def gauge(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
+        return Gauge(_PREFIX + name, doc, labels, registry=self._registry)
+
+
 class Metrics:
     """All collectors, on a private registry (never the process-global default)."""
 
     def __init__(self, version: str = "0.1.0") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
-        p = "mcp_gateway_"
-        self.requests_total = Counter(
-            p + "requests_total", "MCP requests by JSON-RPC method, HTTP status and decision",
-            ["method", "status", "decision"], registry=r,
+        make = _Collectors(self.registry)
+        counter, histogram, gauge = make.counter, make.histogram, make.gauge
+        self.requests_total = counter(
+            "requests_total", "MCP requests by JSON-RPC method, HTTP status and decision",
+            ("method", "status", "decision"),
         )  # fmt: skip
-        self.request_duration_seconds = Histogram(
-            p + "request_duration_seconds", "End-to-end MCP request duration",
-            ["method"], buckets=LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.introspection_total = Counter(
-            p + "introspection_total", "Introspection calls to the issuer by result",
-            ["result"], registry=r,
-        )  # fmt: skip
-        self.introspection_duration_seconds = Histogram(
-            p + "introspection_duration_seconds", "Introspection call duration",
-            buckets=LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.jwt_validations_total = Counter(
-            p + "jwt_validations_total", "Local JWT access-token validations by result",
-            ["result"], registry=r,
-        )  # fmt: skip
-        self.jwt_validation_duration_seconds = Histogram(
-            p + "jwt_validation_duration_seconds",
-            "Local JWT validation duration (signature and claims; cache hits skip it)",
-            buckets=LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.jwks_fetch_total = Counter(
-            p + "jwks_fetch_total", "JWK Set fetches from issuers by result", ["result"], registry=r
+        self.request_duration_seconds = histogram(
+            "request_duration_seconds", "End-to-end MCP request duration", ("method",)
         )
-        self.authentications_total = Counter(
-            p + "authentications_total", "Accepted tokens by how they were checked",
-            ["auth_method"], registry=r,
+        self.introspection_total = counter(
+            "introspection_total", "Introspection calls to the issuer by result", ("result",),
+            zero=INTROSPECTION_RESULTS,
         )  # fmt: skip
-        self.dpop_refusals_total = Counter(
-            p + "dpop_refusals_total", "Requests refused for DPoP (RFC 9449) by reason",
-            ["reason"], registry=r,
+        self.introspection_duration_seconds = histogram(
+            "introspection_duration_seconds", "Introspection call duration"
+        )
+        self.jwt_validations_total = counter(
+            "jwt_validations_total", "Local JWT access-token validations by result", ("result",),
+            zero=JWT_RESULTS,
         )  # fmt: skip
-        self.token_cache_total = Counter(
-            p + "token_cache_total", "Token cache lookups: hit, miss, coalesced, stale",
-            ["outcome"], registry=r,
+        self.jwt_validation_duration_seconds = histogram(
+            "jwt_validation_duration_seconds",
+            "Local JWT validation duration (signature and claims; cache hits skip it)",
+        )
+        self.jwks_fetch_total = counter(
+            "jwks_fetch_total", "JWK Set fetches from issuers by result", ("result",),
+            zero=JWKS_FETCH_RESULTS,
         )  # fmt: skip
-        self.backend_requests_total = Counter(
-            p + "backend_requests_total", "Upstream tool calls by backend, tool and outcome",
-            ["backend", "tool", "outcome"], registry=r,
+        self.authentications_total = counter(
+            "authentications_total", "Accepted tokens by how they were checked", ("auth_method",),
+            zero=AUTH_METHODS,
         )  # fmt: skip
-        self.backend_duration_seconds = Histogram(
-            p + "backend_duration_seconds", "Upstream tool call duration",
-            ["backend", "tool"], buckets=LATENCY_BUCKETS, registry=r,
+        self.dpop_refusals_total = counter(
+            "dpop_refusals_total", "Requests refused for DPoP (RFC 9449) by reason", ("reason",),
+            zero=DPOP_REFUSALS,
         )  # fmt: skip
-        self.input_rounds_total = Counter(
-            p + "input_rounds_total",
+        self.token_cache_total = counter(
+            "token_cache_total", "Token cache lookups: hit, miss, coalesced, stale", ("outcome",),
+            zero=TOKEN_CACHE_OUTCOMES,
+        )  # fmt: skip
+        self.backend_requests_total = counter(
+            "backend_requests_total", "Upstream tool calls by backend, tool and outcome",
+            ("backend", "tool", "outcome"),
+        )  # fmt: skip
+        self.backend_duration_seconds = histogram(
+            "backend_duration_seconds", "Upstream tool call duration", ("backend", "tool")
+        )
+        self.input_rounds_total = counter(
+            "input_rounds_total",
             "2026-07-28 input rounds: relayed, resumed, rejected or refused, by event",
-            ["event"], registry=r,
+            ("event",), zero=INPUT_ROUND_EVENTS,
         )  # fmt: skip
-        self.input_requests_total = Counter(
-            p + "input_requests_total", "Input requests relayed to clients, by kind",
-            ["kind"], registry=r,
+        self.input_requests_total = counter(
+            "input_requests_total", "Input requests relayed to clients, by kind", ("kind",),
+            zero=INPUT_KINDS,
         )  # fmt: skip
-        self.identity_assertions_total = Counter(
-            p + "identity_assertions_total", "Caller assertions by backend: signed or reused",
-            ["backend", "result"], registry=r,
+        self.identity_assertions_total = counter(
+            "identity_assertions_total", "Caller assertions by backend: signed or reused",
+            ("backend", "result"),
         )  # fmt: skip
-        self.token_exchanges_total = Counter(
-            p + "token_exchanges_total", "RFC 8693 token exchanges by backend and result",
-            ["backend", "result"], registry=r,
+        self.token_exchanges_total = counter(
+            "token_exchanges_total", "RFC 8693 token exchanges by backend and result",
+            ("backend", "result"),
         )  # fmt: skip
-        self.exchanged_tokens = Gauge(
-            p + "exchanged_tokens", "Exchanged tokens cached, by backend",
-            ["backend"], registry=r,
+        self.exchanged_tokens = gauge(
+            "exchanged_tokens", "Exchanged tokens cached, by backend", ("backend",)
+        )
+        self.policy_external_decisions_total = counter(
+            "policy_external_decisions_total",
+            "External decision point (AuthZEN) consultations by outcome", ("outcome",),
         )  # fmt: skip
-        self.policy_external_decisions_total = Counter(
-            p + "policy_external_decisions_total",
-            "External decision point (AuthZEN) consultations by outcome",
-            ["outcome"], registry=r,
-        )  # fmt: skip
-        self.policy_external_duration_seconds = Histogram(
-            p + "policy_external_duration_seconds",
+        self.policy_external_duration_seconds = histogram(
+            "policy_external_duration_seconds",
             "External decision point (AuthZEN) request duration",
-            buckets=LATENCY_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.in_flight = Gauge(p + "in_flight", "MCP requests in flight", registry=r)
-        self.surface_requests_total = Counter(
-            p + "surface_requests_total",
+        )
+        self.in_flight = gauge("in_flight", "MCP requests in flight")
+        self.surface_requests_total = counter(
+            "surface_requests_total",
             "prompts/get, resources/read and completion/complete by method, matched policy rule "
-            "and outcome", ["method", "rule", "outcome"], registry=r,
+            "and outcome", ("method", "rule", "outcome"),
         )  # fmt: skip
         self._surface_children: dict[tuple[str, str | None, str], Any] = {}
-        self.rate_limited_total = Counter(
-            p + "rate_limited_total", "Requests refused by a rate limit, by limit scope",
-            ["scope"], registry=r,
+        self.rate_limited_total = counter(
+            "rate_limited_total", "Requests refused by a rate limit, by limit scope", ("scope",),
+            zero=RATE_LIMIT_SCOPES,
         )  # fmt: skip
-        self.policy_condition_errors_total = Counter(
-            p + "policy_condition_errors_total",
+        self.policy_condition_errors_total = counter(
+            "policy_condition_errors_total",
             "when: conditions that could not be evaluated (each one denied), by policy section "
-            "and rule", ["section", "rule"], registry=r,
+            "and rule", ("section", "rule"),
         )  # fmt: skip
-        self.policy_reloads_total = Counter(
-            p + "policy_reloads_total", "Policy reload attempts by result", ["result"], registry=r
+        self.policy_reloads_total = counter(
+            "policy_reloads_total", "Policy reload attempts by result", ("result",),
+            zero=POLICY_RELOAD_RESULTS,
+        )  # fmt: skip
+        self.policy_info = gauge(
+            "policy_info", "The active policy set (value 1) by version hash", ("version",)
         )
-        self.policy_info = Gauge(
-            p + "policy_info", "The active policy set (value 1) by version hash", ["version"],
-            registry=r,
+        self.catalog_tools = gauge("catalog_tools", "Tools in the backend's catalog", ("backend",))
+        self.catalog_age_seconds = gauge(
+            "catalog_age_seconds", "Seconds since the backend's last successful catalog fetch",
+            ("backend",),
         )  # fmt: skip
-        self.catalog_tools = Gauge(
-            p + "catalog_tools", "Tools in the backend's catalog", ["backend"], registry=r
-        )
-        self.catalog_age_seconds = Gauge(
-            p + "catalog_age_seconds", "Seconds since the backend's last successful catalog fetch",
-            ["backend"], registry=r,
+        self.catalog_refresh_total = counter(
+            "catalog_refresh_total", "Catalog refreshes by backend and result",
+            ("backend", "result"),
         )  # fmt: skip
-        self.catalog_refresh_total = Counter(
-            p + "catalog_refresh_total", "Catalog refreshes by backend and result",
-            ["backend", "result"], registry=r,
-        )  # fmt: skip
-        self.catalog_sanitised_total = Counter(
-            p + "catalog_sanitised_total",
+        self.catalog_sanitised_total = counter(
+            "catalog_sanitised_total",
             "Catalog items the description hygiene changed (invisible, truncated) or hid "
-            "(name_refused), counted once per item and change",
-            ["backend", "kind"], registry=r,
+            "(name_refused), counted once per item and change", ("backend", "kind"),
         )  # fmt: skip
-        self.catalog_held_items = Gauge(
-            p + "catalog_held_items",
+        self.catalog_held_items = gauge(
+            "catalog_held_items",
             "The backend's catalog items (kind: tool, prompt, template) that differ from the "
             "catalog lock: hidden under catalog.on_change: hold, served and flagged under warn",
-            ["backend", "kind"], registry=r,
+            ("backend", "kind"),
         )  # fmt: skip
-        self.catalog_lock_reloads_total = Counter(
-            p + "catalog_lock_reloads_total",
+        self.catalog_lock_reloads_total = counter(
+            "catalog_lock_reloads_total",
             "Reloads of the catalog lock file by result (a failed one keeps the old lock)",
-            ["result"], registry=r,
+            ("result",),
         )  # fmt: skip
-        self.catalog_collisions = Gauge(
-            p + "catalog_collisions",
+        self.catalog_collisions = gauge(
+            "catalog_collisions",
             "The backend's tools hidden because their exposed name is ambiguous (another "
             "backend offers the same name, or it lies in another backend's prefix)",
-            ["backend"], registry=r,
+            ("backend",),
         )  # fmt: skip
-        self.backend_ready = Gauge(
-            p + "backend_ready", "1 once the backend's first catalog fetch succeeded, else 0",
-            ["backend"], registry=r,
+        self.backend_ready = gauge(
+            "backend_ready", "1 once the backend's first catalog fetch succeeded, else 0",
+            ("backend",),
         )  # fmt: skip
-        self.build_info = Info(p + "build", "Gateway build information", registry=r)
+        self.build_info = Info(
+            _PREFIX + "build", "Gateway build information", registry=self.registry
+        )
         self.build_info.info({"version": version})
-        self.rejections_total = Counter(
-            p + "rejections_total", "MCP requests answered with a status-table error row",
-            ["row"], registry=r,
+        self.rejections_total = counter(
+            "rejections_total", "MCP requests answered with a status-table error row", ("row",),
+            zero=sorted(_ROWS),
         )  # fmt: skip
         # tracing: (gateway/observability/otel.py): spans never wait for the collector.
-        self.trace_spans_dropped_total = Counter(
-            p + "trace_spans_dropped_total",
+        self.trace_spans_dropped_total = counter(
+            "trace_spans_dropped_total",
             "Spans dropped instead of exported: the export queue was full, or the export failed",
-            ["reason"], registry=r,
+            ("reason",), zero=TRACE_DROP_REASONS,
         )  # fmt: skip
-        self.trace_spans_exported_total = Counter(
-            p + "trace_spans_exported_total", "Spans the OTLP collector accepted", registry=r
+        self.trace_spans_exported_total = counter(
+            "trace_spans_exported_total", "Spans the OTLP collector accepted"
         )
-        self.policy_last_reload_success = Gauge(
-            p + "policy_last_reload_success",
+        self.policy_last_reload_success = gauge(
+            "policy_last_reload_success",
             "1 when the last policy reload succeeded (or none failed yet), 0 while the files on "
-            "disk are invalid and the previous policy keeps serving", registry=r,
-        )  # fmt: skip
-        self.policy_last_reload_success.set(1)  # the gateway only starts on a valid policy
-        self.max_in_flight = Gauge(
-            p + "max_in_flight", "Configured in-flight cap (limits.max_in_flight)", registry=r
+            "disk are invalid and the previous policy keeps serving",
         )
-        self.state_store_up = Gauge(
-            p + "state_store_up",
+        self.policy_last_reload_success.set(1)  # the gateway only starts on a valid policy
+        self.max_in_flight = gauge(
+            "max_in_flight", "Configured in-flight cap (limits.max_in_flight)"
+        )
+        self.state_store_up = gauge(
+            "state_store_up",
             "1 while the last call to the shared state store (Redis) succeeded, else 0",
-            registry=r,
         )
         self.state_store_up.set(1)  # the memory backend is always there; RedisStore sets its own
-        self.state_store_errors_total = Counter(
-            p + "state_store_errors_total",
+        self.state_store_errors_total = counter(
+            "state_store_errors_total",
             "Decisions that needed the shared store and fell back per state.on_store_error",
-            ["kind"], registry=r,
+            ("kind",), zero=STORE_ERROR_KINDS,
         )  # fmt: skip
         self._catalog_names: Container[str] = frozenset()
         self._born = time.monotonic()
-        self._prefill()
-
-    def _prefill(self) -> None:
-        """Create every fixed-vocabulary series at zero (alerts and rate() need them)."""
-        for result in INTROSPECTION_RESULTS:
-            self.introspection_total.labels(result=result)
-        for outcome in TOKEN_CACHE_OUTCOMES:
-            self.token_cache_total.labels(outcome=outcome)
-        for result in JWT_RESULTS:
-            self.jwt_validations_total.labels(result=result)
-        for result in JWKS_FETCH_RESULTS:
-            self.jwks_fetch_total.labels(result=result)
-        for method in AUTH_METHODS:
-            self.authentications_total.labels(auth_method=method)
-        for reason in DPOP_REFUSALS:
-            self.dpop_refusals_total.labels(reason=reason)
-        for scope in RATE_LIMIT_SCOPES:
-            self.rate_limited_total.labels(scope=scope)
-        for result in POLICY_RELOAD_RESULTS:
-            self.policy_reloads_total.labels(result=result)
-        for kind in STORE_ERROR_KINDS:
-            self.state_store_errors_total.labels(kind=kind)
-        for event in INPUT_ROUND_EVENTS:
-            self.input_rounds_total.labels(event=event)
-        for kind in INPUT_KINDS:
-            self.input_requests_total.labels(kind=kind)
-        for row in sorted(_ROWS):
-            self.rejections_total.labels(row=row)
-        for reason in TRACE_DROP_REASONS:
-            self.trace_spans_dropped_total.labels(reason=reason)
 
     def register_backend(
         self,
