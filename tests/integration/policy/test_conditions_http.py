@@ -25,7 +25,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from gateway.policy import conditions
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
-from tests.support.sdk_upstream import sdk_upstream
+from tests.support.sdk_stack import sdk_stack
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 POLICY = """\
@@ -217,12 +217,7 @@ prompts:
 resources:
   "docs://guide/**": {scopes: [], when: 'claims.tid == "t-1" && !resource.endsWith(".png")'}
 """
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=policy
-        ) as stack,
-    ):  # fmt: skip
+    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as (stack, sdk):
         mine = _token(stack, "ann", tid="t-1")
         theirs = _token(stack, "bob", tid=SECRET_TENANT)
 
@@ -273,12 +268,7 @@ resources:
   "docs://guide/**": {scopes: [], when: 'claims.tid == "t-1"'}
 """
     guide = "docs://guide/intro"
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=policy
-        ) as stack,
-    ):  # fmt: skip
+    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as (stack, _sdk):
         mine = _token(stack, "ann", tid="t-1")
         theirs = _token(stack, "bob", tid=SECRET_TENANT)
         honoured = []

@@ -24,19 +24,18 @@ import aiohttp
 import pytest
 import structlog
 from mcp import types
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.subscriptions import ResourceUpdated, ToolsListChanged
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from prometheus_client import generate_latest
 
 from gateway import wiring
 from gateway.errors import BAD_REQUEST_CODE, RATE_LIMITED_CODE, BackendFailure
 from gateway.http import legacy_sessions
+from tests.support import sdk_stack as shared
 from tests.support import wired
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
-from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
+from tests.support.sdk_stack import Heard, legacy_client, listeners, sdk_stack
+from tests.support.sdk_upstream import SdkUpstream
 from tests.support.upstreams import ModernUpstream
 
 # The SDK marks resources/subscribe deprecated (removed in 2026-07-28); these are 2025 clients.
@@ -59,55 +58,18 @@ VERSION = "2025-11-25"
 LEGACY = {"MCP-Protocol-Version": VERSION}
 
 
+eventually = functools.partial(shared.eventually, within=10.0)
+"""A session's listens open and close on the slower legacy path: this file waits up to 10 s."""
+
+
 @pytest.fixture
 async def stack(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY,
-            gateway={"limits": LIMITS},
-        ) as live,
-    ):  # fmt: skip
+    async with sdk_stack(
+        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"limits": LIMITS}
+    ) as (live, sdk):
         yield live, sdk
-
-
-class Heard:
-    """The notifications an SDK client's message handler received."""
-
-    def __init__(self) -> None:
-        self.queue: asyncio.Queue[Any] = asyncio.Queue()
-
-    async def __call__(self, message: Any) -> None:
-        if isinstance(message, types.ServerNotification):
-            await self.queue.put(message)
-
-    async def next(self, within: float = 10.0) -> Any:
-        async with asyncio.timeout(within):
-            return await self.queue.get()
-
-    async def quiet(self, seconds: float = 0.5) -> None:
-        with pytest.raises(TimeoutError):
-            await self.next(seconds)
-
-
-def legacy_client(live: LiveStack, token: str, heard: Heard | None = None) -> tuple[Any, Client]:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    transport = streamable_http_client(live.server.mcp_url, http_client=http)
-    return http, Client(transport, mode="legacy", message_handler=heard)
-
-
-def listeners(sdk: SdkUpstream) -> int:
-    """Listen streams open at the SDK server, besides the gateway's own catalog listener."""
-    return len(sdk.bus._listeners) - 1
-
-
-async def eventually(check: Any, within: float = 10.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "condition never held"
-        await asyncio.sleep(0.05)
 
 
 async def initialize(live: LiveStack, token: str) -> tuple[dict[str, str], dict[str, Any]]:
@@ -172,11 +134,7 @@ async def test_method_scopes_govern_the_legacy_path_too(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     policy = POLICY + "methods:\n  subscriptions/listen: {scopes: [subs:listen]}\n"
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
-                   policy=policy) as live,
-    ):  # fmt: skip
+    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as (live, _sdk):
         headers, result = await initialize(live, live.token("mcp:access docs:read"))
         assert "Mcp-Session-Id" not in headers
         assert result["capabilities"]["resources"]["subscribe"] is False
@@ -365,13 +323,13 @@ async def test_uris_and_sessions_per_principal_at_and_past_the_bound(
 async def test_sessions_per_replica_at_and_past_the_bound(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY,
-            gateway={"limits": {"max_subscriptions": 2}},
-        ) as live,
-    ):  # fmt: skip
+    async with sdk_stack(
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        policy=POLICY,
+        gateway={"limits": {"max_subscriptions": 2}},
+    ) as (live, _sdk):
         for n, sub in enumerate("abc"):
             token = live.token("mcp:access docs:read", sub=sub)
             sid = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"],
@@ -561,11 +519,9 @@ async def test_a_worker_or_the_config_switch_offers_no_legacy_sessions(
         )
     else:
         overrides = {"protocol": {"legacy_subscriptions": False}}
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
-                   policy=POLICY, gateway=overrides) as live,
-    ):  # fmt: skip
+    async with sdk_stack(
+        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway=overrides
+    ) as (live, _sdk):
         token = live.token("mcp:access docs:read tools:echo")
         headers, result = await initialize(live, token)
         assert "Mcp-Session-Id" not in headers

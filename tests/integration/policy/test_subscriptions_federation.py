@@ -15,41 +15,33 @@ from mcp import types
 from mcp.server.subscriptions import ResourceUpdated
 from mcp.shared.exceptions import MCPError
 
-from tests.integration.policy.test_legacy_subscriptions_http import Heard, legacy_client
-from tests.integration.policy.test_subscriptions_http import (
+from tests.integration.policy.test_surface_federation import POLICY
+from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.sdk_stack import (
+    Heard,
     eventually,
+    federated_sdk_stack,
+    legacy_client,
+    listeners,
     next_event,
     quiet,
     sdk_client,
 )
-from tests.integration.policy.test_surface_federation import POLICY, settings
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
-from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
+from tests.support.sdk_upstream import SdkUpstream
 
 DOCS_INTRO = "mcp-gw://docs/docs://guide/intro"
 WIKI_INTRO = "mcp-gw://wiki/docs://guide/intro"
-
-
-def opened(sdk: SdkUpstream) -> int:
-    """The gateway's listen streams for callers at ``sdk`` (its catalog listener excluded)."""
-    return len(sdk.bus._listeners) - 1
 
 
 @pytest.fixture
 async def fed(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[LiveStack, SdkUpstream, SdkUpstream]]:
-    monkeypatch.setenv("SURFACE_DOCS", "docs-service-token")
-    monkeypatch.setenv("SURFACE_WIKI", "wiki-service-token")
-    async with (
-        sdk_upstream(surface=True) as docs,
-        sdk_upstream(surface=True) as wiki,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=POLICY,
-            backends={"docs": settings(docs.url, "SURFACE_DOCS"),
-                      "wiki": settings(wiki.url, "SURFACE_WIKI")},
-        ) as live,
-    ):  # fmt: skip
+    async with federated_sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=POLICY) as (
+        live,
+        docs,
+        wiki,
+    ):
         yield live, docs, wiki
 
 
@@ -62,7 +54,7 @@ async def test_updates_come_back_in_the_gateways_form_from_the_right_backend(
     both = [DOCS_INTRO, WIKI_INTRO]
     async with http, client, client.listen(resource_subscriptions=both) as sub:
         assert sub.honored.resource_subscriptions == [DOCS_INTRO, WIKI_INTRO]
-        await eventually(lambda: opened(docs) == 1 and opened(wiki) == 1)
+        await eventually(lambda: listeners(docs) == 1 and listeners(wiki) == 1)
         # The wiki backend's own URI, published there, arrives rewritten for wiki only.
         await wiki.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
         event = await next_event(sub)
@@ -74,7 +66,7 @@ async def test_updates_come_back_in_the_gateways_form_from_the_right_backend(
         await quiet(sub)
     assert all(token not in value for value in docs.authorizations + wiki.authorizations)
     assert "Bearer docs-service-token" in docs.authorizations
-    await eventually(lambda: opened(docs) == 0 and opened(wiki) == 0)
+    await eventually(lambda: listeners(docs) == 0 and listeners(wiki) == 0)
 
 
 async def test_a_backend_the_caller_may_read_nothing_of_is_not_asked(
@@ -85,8 +77,8 @@ async def test_a_backend_the_caller_may_read_nothing_of_is_not_asked(
     both = [DOCS_INTRO, WIKI_INTRO]
     async with http, client, client.listen(resource_subscriptions=both) as sub:
         assert sub.honored.resource_subscriptions == [DOCS_INTRO]
-        await eventually(lambda: opened(docs) == 1)
-        assert opened(wiki) == 0
+        await eventually(lambda: listeners(docs) == 1)
+        assert listeners(wiki) == 0
         await wiki.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
         await quiet(sub)
 
@@ -103,7 +95,9 @@ async def test_legacy_subscriptions_use_the_gateways_form_both_ways(
     heard = Heard()
     http, client = legacy_client(live, token, heard)
     async with http, client:
-        await eventually(lambda: opened(docs) == 1 and opened(wiki) == 1)  # tools list_changed
+        await eventually(
+            lambda: listeners(docs) == 1 and listeners(wiki) == 1
+        )  # tools list_changed
         await client.subscribe_resource(DOCS_INTRO)
         with pytest.raises(MCPError) as refused:
             await client.subscribe_resource(WIKI_INTRO)  # needs wiki:read
@@ -116,4 +110,4 @@ async def test_legacy_subscriptions_use_the_gateways_form_both_ways(
         await heard.quiet()
     assert "subscriptions/listen" in docs.methods
     assert all(token not in value for value in docs.authorizations + wiki.authorizations)
-    await eventually(lambda: opened(docs) == 0 and opened(wiki) == 0)
+    await eventually(lambda: listeners(docs) == 0 and listeners(wiki) == 0)

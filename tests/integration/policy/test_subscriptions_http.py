@@ -18,15 +18,13 @@ from typing import Any
 
 import pytest
 import structlog
-from mcp.client import Client
-from mcp.client.streamable_http import streamable_http_client
 from mcp.server.subscriptions import PromptsListChanged, ResourceUpdated, ToolsListChanged
-from mcp.shared._httpx_utils import create_mcp_http_client
 from prometheus_client import generate_latest
 
 from gateway.errors import RATE_LIMITED_CODE
-from tests.support.live_stack import MODERN, LiveStack, ServerFactory, live_stack, modern_meta
-from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
+from tests.support.live_stack import MODERN, LiveStack, ServerFactory, modern_meta
+from tests.support.sdk_stack import eventually, listeners, next_event, quiet, sdk_client, sdk_stack
+from tests.support.sdk_upstream import SdkUpstream
 
 POLICY = """
 version: 1
@@ -49,42 +47,10 @@ LIMITS = {"max_subscriptions_per_principal": 2, "max_subscribed_uris_per_princip
 async def stack(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY,
-            gateway={"limits": LIMITS},
-        ) as live,
-    ):  # fmt: skip
+    async with sdk_stack(
+        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"limits": LIMITS}
+    ) as (live, sdk):
         yield live, sdk
-
-
-def sdk_client(live: LiveStack, token: str) -> Any:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return http, Client(streamable_http_client(live.server.mcp_url, http_client=http))
-
-
-async def next_event(sub: Any, within: float = 5.0) -> Any:
-    async with asyncio.timeout(within):
-        return await sub.__anext__()
-
-
-async def quiet(sub: Any, seconds: float = 0.5) -> None:
-    """Nothing arrives on ``sub`` for ``seconds``."""
-    with pytest.raises(TimeoutError):
-        await next_event(sub, seconds)
-
-
-def listeners(sdk: SdkUpstream) -> int:
-    """Listen streams open at the SDK server, besides the gateway's own catalog listener."""
-    return len(sdk.bus._listeners) - 1
-
-
-async def eventually(check: Any, within: float = 5.0) -> None:
-    deadline = time.monotonic() + within
-    while not check():
-        assert time.monotonic() < deadline, "condition never held"
-        await asyncio.sleep(0.05)
 
 
 def listen_body(rid: int = 1, **notifications: Any) -> dict[str, Any]:
@@ -189,13 +155,13 @@ async def test_streams_and_uris_per_principal_at_and_past_the_bound(
 async def test_streams_per_replica_at_and_past_the_bound(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY,
-            gateway={"limits": {"max_subscriptions": 2}},
-        ) as live,
-    ):  # fmt: skip
+    async with sdk_stack(
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        policy=POLICY,
+        gateway={"limits": {"max_subscriptions": 2}},
+    ) as (live, sdk):
         clients = [sdk_client(live, live.token("mcp:access docs:read", sub=s)) for s in "abc"]
         async with (
             clients[0][0], clients[0][1], clients[1][0], clients[1][1], clients[2][0],
@@ -313,11 +279,7 @@ async def test_method_scopes_step_up_and_hide_the_capability(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     policy = POLICY + "methods:\n  subscriptions/listen: {scopes: [subs:listen]}\n"
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
-                   policy=policy) as live,
-    ):  # fmt: skip
+    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as (live, _sdk):
         token = live.token("mcp:access docs:read")
         status, _, text = await live.modern(token, "server/discover")
         assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is False

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.sdk_stack import backend_settings, federated_sdk_stack
 from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
 
 POLICY = """
@@ -33,30 +34,13 @@ resources:
 """
 
 
-def settings(url: str, env: str) -> dict[str, Any]:
-    return {
-        "url": url,
-        "allow_insecure_http": True,
-        "credential": {"type": "bearer", "token": {"env": env}},
-    }
-
-
 @pytest.fixture
 async def fed(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[LiveStack, SdkUpstream, SdkUpstream]]:
-    monkeypatch.setenv("SURFACE_DOCS", "docs-service-token")
-    monkeypatch.setenv("SURFACE_WIKI", "wiki-service-token")
-    async with (
-        sdk_upstream(surface=True) as docs,
-        sdk_upstream(surface=True) as wiki,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=POLICY,
-            backends={"docs": settings(docs.url, "SURFACE_DOCS"),
-                      "wiki": settings(wiki.url, "SURFACE_WIKI")},
-            gateway={"protocol": {"page_size": 2}},
-        ) as live,
-    ):  # fmt: skip
+    async with federated_sdk_stack(
+        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"protocol": {"page_size": 2}}
+    ) as (live, docs, wiki):
         yield live, docs, wiki
 
 
@@ -166,8 +150,8 @@ async def test_a_backend_answering_with_another_backends_uris_is_refused(
         sdk_upstream(surface=True, rogue=True) as rogue,
         live_stack(
             tmp_path, aiohttp_server, monkeypatch, policy=POLICY.replace("wiki", "rogue"),
-            backends={"docs": settings(docs.url, "SURFACE_DOCS"),
-                      "rogue": settings(rogue.url, "SURFACE_WIKI")},
+            backends={"docs": backend_settings(docs.url, "SURFACE_DOCS"),
+                      "rogue": backend_settings(rogue.url, "SURFACE_WIKI")},
         ) as live,
     ):  # fmt: skip
         token = live.token("mcp:access rogue:read")

@@ -14,18 +14,15 @@ import base64
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import PromptReference, ResourceTemplateReference
 
 from gateway.errors import FORBIDDEN_CODE
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
-from tests.support.sdk_upstream import LOGO, SdkUpstream, sdk_upstream
+from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.sdk_stack import sdk_client, sdk_stack
+from tests.support.sdk_upstream import LOGO, SdkUpstream
 
 POLICY = """
 version: 1
@@ -51,19 +48,10 @@ MODES = pytest.mark.parametrize(
 async def stack(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY,
-            gateway={"audit": {"sink": "stdout"}},
-        ) as live,
-    ):  # fmt: skip
+    async with sdk_stack(
+        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"audit": {"sink": "stdout"}}
+    ) as (live, sdk):
         yield live, sdk
-
-
-def sdk_client(live: LiveStack, token: str, mode: str) -> Any:
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    return http, Client(streamable_http_client(live.server.mcp_url, http_client=http), mode=mode)
 
 
 @MODES
@@ -271,13 +259,9 @@ async def test_2026_lists_and_reads_carry_the_caching_members(
 async def test_lists_page_with_opaque_cursors(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY,
-            gateway={"protocol": {"page_size": 1}},
-        ) as live,
-    ):  # fmt: skip
+    async with sdk_stack(
+        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"protocol": {"page_size": 1}}
+    ) as (live, _sdk):
         token = live.token("mcp:access docs:read plans:read")
         seen: list[str] = []
         cursor = None
@@ -379,13 +363,12 @@ async def test_a_prompt_argument_that_is_not_a_string_is_invalid_params(
 async def test_listing_step_up_also_lists_what_more_scopes_would_unlock(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with (
-        sdk_upstream(surface=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
-            policy=POLICY.replace("version: 1\n", "version: 1\nlisting: step_up\n"),
-        ) as live,
-    ):  # fmt: skip
+    async with sdk_stack(
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        policy=POLICY.replace("version: 1\n", "version: 1\nlisting: step_up\n"),
+    ) as (live, _sdk):
         token = live.token("mcp:access")
         _, _, text = await live.modern(token, "prompts/list")
         assert [p["name"] for p in json.loads(text)["result"]["prompts"]] == [
