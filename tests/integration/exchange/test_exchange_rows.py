@@ -13,6 +13,7 @@ from aiohttp import web
 
 from gateway.config import TOKEN_EXCHANGE_GRANT
 from gateway.dev.issuer import DevIssuer
+from tests.support.batches import assert_only_the_second_refused, two_tool_calls
 from tests.support.exchange_stack import (
     BACKEND_RESOURCE,
     EXCHANGE_CLIENT,
@@ -231,20 +232,8 @@ async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_other
             tmp_path, aiohttp_server, monkeypatch, issuer=dev, backends=backends, policy=policy
         ) as stack:
             dev.exchange_faults.error = "access_denied"
-            batch = [
-                {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                 "params": {"name": "echo", "arguments": {"text": "a"}}},
-                {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                 "params": {"name": "ex__echo", "arguments": {"text": "b"}}},
-            ]  # fmt: skip
-            status, _, text = await stack.post(stack.token(), batch)
-            assert status == 200, text
-            first, second = json.loads(text)
-            assert first["id"] == 1 and first["result"]["isError"] is not True
-            assert second == {
-                "jsonrpc": "2.0", "id": 2,
-                "error": {"code": -31403, "message": REFUSED, "data": {"reason": "access_denied"}},
-            }  # fmt: skip
+            status, _, text = await stack.post(stack.token(), two_tool_calls("echo", "ex__echo"))
+            assert_only_the_second_refused(status, text, message=REFUSED, reason="access_denied")
             assert len(plain.calls("tools/call")) == 1
             assert exchanging.calls_seen() == []
     finally:

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
+from tests.support.batches import assert_only_the_second_refused, two_tool_calls
 from tests.support.jwt_stack import metric
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.otlp_receiver import OtlpReceiver
@@ -451,20 +452,8 @@ async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_other
         authzen_pdp(aiohttp_server, AuthZenPdp(rule=_refuse("danger"))) as pdp,
         _stack(tmp_path, aiohttp_server, monkeypatch, pdp) as (stack, upstream),
     ):
-        batch = [
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-             "params": {"name": "echo", "arguments": {"text": "a"}}},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-             "params": {"name": "danger", "arguments": {"text": "b"}}},
-        ]  # fmt: skip
-        status, _, text = await stack.post(stack.token(), batch)
-        assert status == 200, text
-        first, second = json.loads(text)
-        assert first["id"] == 1 and first["result"]["isError"] is not True
-        assert second == {
-            "jsonrpc": "2.0", "id": 2,
-            "error": {"code": -31403, "message": DENIED, "data": {"reason": "external_policy"}},
-        }  # fmt: skip
+        status, _, text = await stack.post(stack.token(), two_tool_calls("echo", "danger"))
+        assert_only_the_second_refused(status, text, message=DENIED, reason="external_policy")
         assert [r.json["params"]["name"] for r in upstream.calls("tools/call")] == ["echo"]
         # One audit event per member, each with its own say of the decision point.
         events = [(e["tool"], e["decision"], e["error_row"], e["pdp"]) for e in _audit(stack)]
