@@ -70,7 +70,7 @@ class TestEntryFormat:
         carried = {
             "sub", "client_id", "scopes", "exp", "iss", "fp", "skew", "am", "act", "jkt", "claims",
         }  # fmt: skip
-        # memo: the replica's own derived values (a CEL context), never serialised (seams.py).
+        # memo: the replica's own derived values (a CEL context), never serialised (PrincipalMemo).
         local = {"memo"}
         assert len(carried) + len(local) == len(dataclasses.fields(Principal)), (
             "update encode/decode_entry"

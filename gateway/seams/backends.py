@@ -1,0 +1,386 @@
+"""What the backends offer and how a call reaches them: tools, prompts, resources, the
+listen streams of subscriptions, and the :class:`Backend` Protocol (``gateway/backend``)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from gateway.seams.identity import NO_CLAIMS, CallerToken, Principal
+
+if TYPE_CHECKING:
+    from gateway.seams.requests import RequestContext
+
+__all__ = [
+    "ANNOTATION_HINTS",
+    "EMPTY_SURFACE",
+    "TOOL_NAME",
+    "Backend",
+    "Catalog",
+    "Era",
+    "HeaderParam",
+    "InputRequired",
+    "ListenEvent",
+    "ListenFilter",
+    "ListenOffer",
+    "ListenRefused",
+    "Listening",
+    "PromptDef",
+    "ResourceDef",
+    "Resume",
+    "Surface",
+    "SurfaceReply",
+    "SurfaceRequest",
+    "ToolCall",
+    "ToolDef",
+    "ToolOverride",
+    "UpstreamListen",
+]
+
+Era = Literal["modern", "legacy"]
+
+
+JsonObject = dict[str, Any]
+
+
+# --- tools ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class HeaderParam:
+    """An ``x-mcp-header`` annotated argument (MCP 2026-07-28 tools.mdx §x-mcp-header)."""
+
+    header: str
+    """Header suffix as declared: the client sends ``Mcp-Param-<header>``."""
+    path: tuple[str, ...]
+    """Property path inside ``arguments`` (only ``properties`` chains are legal)."""
+    type: Literal["string", "integer", "boolean"]
+
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,64}")
+"""An upstream's and an advertised (prefixed) tool name: 1-64 characters of ``[A-Za-z0-9_.-]``
+(digest §6.17). The catalog drops other names, so a policy rule that needs one never applies."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolDef:
+    """One tool as the gateway advertises it (name already carries any backend prefix)."""
+
+    name: str
+    definition: Mapping[str, Any]
+    """The Tool object for ``tools/list`` (modern shape); treat as read-only."""
+    header_params: tuple[HeaderParam, ...] = ()
+    upstream_name: str = ""
+    """The name the upstream knows (without the prefix); empty means same as ``name``."""
+    backend: str = ""
+    """The name of the backend that owns the tool (``backends:`` key, ``default`` for a single
+    ``backend:``): where a call goes, and the audit trail's ``backend``. Empty: not known."""
+    fixed_arguments: Mapping[str, Any] = field(default_factory=lambda: NO_CLAIMS)
+    """``override.arguments.fixed``: values the gateway injects toward the backend (top-level
+    argument name -> JSON value). Empty for a tool without such an override."""
+    closed_arguments: frozenset[str] = frozenset()
+    """Argument names a caller may not set (fixed and hidden ones): a ``tools/call`` that sets
+    one is refused (``argument_not_settable``). Empty: nothing to check on a call."""
+    origin: ToolDef | None = None
+    """The backend's own definition when a policy ``override:`` changed this one (the backend
+    validates arguments and derives ``Mcp-Param-*`` headers from it); None: not overridden."""
+
+
+ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+"""The boolean ``ToolAnnotations`` hints an ``override.annotations`` may set (besides
+``title``), MCP 2026-07-28 server/tools.mdx §Tool annotations."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOverride:
+    """A policy rule's ``override:``: how the gateway exposes the tools the rule governs.
+
+    Plain data, parsed by :mod:`gateway.policy.overrides`, applied to a backend definition by
+    :func:`gateway.backend.exposed.exposed_tool` when the catalogs are merged (never per call).
+    """
+
+    where: str
+    """``file:line:col`` of the ``override:`` key (logs name it when a tool does not fit)."""
+    title: str | None = None
+    description: str | None = None
+    """Replace the backend's ``title`` / ``description`` (the rule's own ``description`` is a
+    note for people and is never shown to clients)."""
+    annotations: Mapping[str, bool | str] = field(default_factory=lambda: NO_CLAIMS)
+    """Single ``annotations`` members to set: a hint of :data:`ANNOTATION_HINTS` -> bool, or
+    ``title`` -> str; the backend's other hints are kept."""
+    rename: str | None = None
+    """The exposed name (verbatim: no backend prefix is added); the backend still gets its own."""
+    fixed: Mapping[str, Any] = field(default_factory=lambda: NO_CLAIMS)
+    """Top-level arguments pinned to a JSON value: removed from the advertised schema (and from
+    ``required``), injected toward the backend, refused from a caller."""
+    hidden: tuple[str, ...] = ()
+    """Optional top-level arguments removed from the advertised schema, refused from a caller."""
+
+    @property
+    def closed(self) -> frozenset[str]:
+        """The argument names a caller may not set."""
+        return frozenset(self.fixed) | frozenset(self.hidden)
+
+
+class Catalog(Protocol):
+    """**Protocol:** an immutable snapshot of the tools the backend offers, sorted by name."""
+
+    version: str
+    ttl_ms: int | None
+    """How long the snapshot is expected to stay current (the ``tools/list`` ``ttlMs`` is at
+    most this); None: no hint, the configured ``protocol.tools_list_ttl_ms`` applies."""
+
+    def get(self, name: str) -> ToolDef | None: ...
+
+    def __iter__(self) -> Iterator[ToolDef]: ...
+
+    def __len__(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """The retry of an input round, after the gateway opened and checked its sealed state.
+
+    MCP 2026-07-28 basic/patterns/mrtr.mdx: the upstream gets its own ``requestState`` back
+    (never the envelope) and the client's ``inputResponses`` as validated and rebuilt."""
+
+    backend: str
+    """The backend that asked for the input; only it may receive this retry."""
+    state: str | None
+    """The upstream's own ``requestState``, if it sent one."""
+    responses: Mapping[str, Any] | None
+    """Validated ``inputResponses`` (only keys the upstream asked for), None when not sent."""
+    round: int
+    """The round this retry answers (1 for the first input request)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputRequired:
+    """An upstream ``input_required`` result for a modern client, validated, not yet sealed."""
+
+    backend: str
+    """The backend that answered: the sealed state binds it."""
+    requests: Mapping[str, Any]
+    """``inputRequests`` rebuilt from the schema-valid upstream objects (may be empty)."""
+    state: str | None
+    """The upstream's ``requestState`` (within ``input_requests.max_state_bytes``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A validated ``tools/call`` as the front door hands it to the backend."""
+
+    tool: ToolDef
+    arguments: Mapping[str, Any]
+    era: Era
+    protocol_version: str
+    progress_token: str | int | None = None
+    accepts_sse: bool = False
+    header_params: Mapping[str, str] = field(default_factory=dict)
+    """``Mcp-Param-*`` values to forward (header suffix -> raw header value)."""
+    traceparent: str | None = None
+    tracestate: str | None = None
+    on_progress: Callable[[Mapping[str, Any]], Awaitable[None]] | None = None
+    """Set when the client sent a progressToken and accepts SSE: relay each upstream
+    ``notifications/progress`` params object (progressToken already rewritten to the client's)."""
+    client_capabilities: Mapping[str, Any] = field(default_factory=dict)
+    """Modern clients: ``_meta["io.modelcontextprotocol/clientCapabilities"]`` as received (the
+    backend forwards its schema-known part); legacy: empty (declared in ``initialize``, which a
+    stateless gateway does not keep)."""
+    caller_token: CallerToken | None = None
+    """Set only for a backend whose credential exchanges the caller's token (RFC 8693)."""
+    resume: Resume | None = None
+    """Set on the retry of an input round (2026-07-28 clients only)."""
+
+
+# --- prompts, resources, completions ----------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PromptDef:
+    """One prompt as the gateway advertises it (name already carries any backend prefix)."""
+
+    name: str
+    definition: Mapping[str, Any]
+    """The Prompt object for ``prompts/list`` (validated, rebuilt; ``name`` the exposed one)."""
+    upstream_name: str
+    backend: str
+    arguments: tuple[tuple[str, bool], ...] = ()
+    """The declared arguments: (name, required)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceDef:
+    """One resource (``resources/list``) or resource template (``resources/templates/list``)."""
+
+    uri: str
+    """The exposed URI, or URI template (for a template)."""
+    definition: Mapping[str, Any]
+    """The Resource / ResourceTemplate object (validated, rebuilt; URI the exposed one)."""
+    upstream_uri: str
+    backend: str
+
+
+@dataclass(frozen=True, slots=True)
+class Surface:
+    """The prompts, resources and templates every backend offers, sorted (immutable)."""
+
+    prompts: tuple[PromptDef, ...] = ()
+    resources: tuple[ResourceDef, ...] = ()
+    templates: tuple[ResourceDef, ...] = ()
+    offers: frozenset[str] = frozenset()
+    """Which of ``prompts``, ``resources``, ``completions`` some backend advertises."""
+    subscribe: bool = False
+    """Some backend advertises ``resources.subscribe``."""
+    version: str = ""
+    ttl_ms: int | None = None
+    _prompts: Mapping[str, PromptDef] = field(default_factory=dict, repr=False, compare=False)
+    _templates: Mapping[str, ResourceDef] = field(default_factory=dict, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_prompts", {p.name: p for p in self.prompts})
+        object.__setattr__(self, "_templates", {t.uri: t for t in self.templates})
+
+    def prompt(self, name: str) -> PromptDef | None:
+        return self._prompts.get(name)
+
+    def template(self, uri_template: str) -> ResourceDef | None:
+        return self._templates.get(uri_template)
+
+
+EMPTY_SURFACE = Surface()
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceRequest:
+    """A validated prompts/resources/completion request as the front door hands it on."""
+
+    method: str
+    backend: str
+    """The backend to ask (its configured name): the owner of the prompt, resource or template."""
+    params: Mapping[str, Any]
+    """The request's params in the backend's own names (without ``_meta``), plain JSON."""
+    name: str | None = None
+    """The ``Mcp-Name`` value for a modern upstream (``prompts/get``, ``resources/read``)."""
+    traceparent: str | None = None
+    tracestate: str | None = None
+    caller_token: CallerToken | None = None
+    """Set only for a backend whose credential exchanges the caller's token (RFC 8693)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SurfaceReply:
+    """The backend's answer: a result object, or the JSON-RPC error code it answered with."""
+
+    result: Mapping[str, Any] | None = None
+    error_code: int | None = None
+    fault: str | None = None
+    """Set when there is no usable answer (timeout, connection, garbled, too large ...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenFilter:
+    """What one ``subscriptions/listen`` asks a backend for (or what it acknowledged):
+    2026-07-28 basic/patterns/subscriptions.mdx §Notification Filter."""
+
+    tools: bool = False
+    prompts: bool = False
+    resources: bool = False
+    uris: tuple[str, ...] = ()
+    """``resourceSubscriptions``: exposed URIs (the gateway's form with several backends)."""
+
+    @property
+    def empty(self) -> bool:
+        return not (self.tools or self.prompts or self.resources or self.uris)
+
+
+@dataclass(frozen=True, slots=True)
+class ListenOffer:
+    """What one backend can send on a listen stream (its 2026-07-28 capabilities)."""
+
+    backend: str
+    list_changed: frozenset[str]
+    """Of ``tools``, ``prompts``, ``resources``: the kinds whose ``listChanged`` it advertised."""
+    subscribe: bool
+    """It advertised ``resources.subscribe``."""
+
+
+@dataclass(frozen=True, slots=True)
+class ListenEvent:
+    """One notification from a backend's listen stream, in the exposed names.
+
+    ``kind``: ``tools`` / ``prompts`` / ``resources`` (a ``list_changed``), ``updated``
+    (``notifications/resources/updated`` of ``uri``), or ``end`` (the backend ended the stream;
+    ``graceful`` when it answered the listen request first)."""
+
+    kind: Literal["tools", "prompts", "resources", "updated", "end"]
+    uri: str | None = None
+    graceful: bool = False
+
+
+class UpstreamListen(Protocol):
+    """An open listen stream at one backend (with the gateway's own credential)."""
+
+    acknowledged: ListenFilter
+    """What the backend agreed to honour (exposed URIs)."""
+
+    def events(self) -> AsyncIterator[ListenEvent]:
+        """The stream's notifications; the last is an ``end`` event, or it raises on a
+        transport failure."""
+        ...
+
+
+class Listening(Protocol):
+    """**Protocol:** backends' listen streams (``gateway/backend/federation.py``)."""
+
+    def listen_offers(self) -> tuple[ListenOffer, ...]: ...
+
+    def listen(
+        self, backend: str, wanted: ListenFilter, *, ack_deadline: float, deadline: float
+    ) -> AbstractAsyncContextManager[UpstreamListen]:
+        """Open a listen at ``backend`` for ``wanted``, wait for its acknowledgment until
+        ``ack_deadline``; the stream ends at ``deadline`` at the latest. Raises
+        :class:`ListenRefused` when the backend cannot listen or fails before acknowledging."""
+        ...
+
+
+class ListenRefused(Exception):
+    """A backend did not acknowledge a listen (refused, unreachable, garbled)."""
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(kind)
+        self.kind = kind
+
+
+class Backend(Protocol):
+    """**Protocol:** the upstream MCP server behind the service credential (``gateway/backend``)."""
+
+    def catalog(self) -> Catalog: ...
+
+    def surface(self) -> Surface:
+        """The merged prompts, resources and templates of every backend."""
+        ...
+
+    async def surface_request(
+        self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> SurfaceReply:
+        """Send one prompts/resources/completion request to ``request.backend``; never raises
+        for an upstream fault (``SurfaceReply.fault``)."""
+        ...
+
+    def route_uri(self, uri: str) -> tuple[str, str] | None:
+        """(backend, the backend's own URI) for a resource URI a client sends, or None when no
+        backend can own it."""
+        ...
+
+    async def call_tool(
+        self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> JsonObject | InputRequired:
+        """Call the tool and return a CallToolResult object (modern shape, without
+        ``resultType``), or, for a modern client, the upstream's validated request for input.
+        Upstream faults become ``isError: true`` results; ``deadline`` is a
+        ``time.monotonic()`` instant."""
+        ...

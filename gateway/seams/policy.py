@@ -1,0 +1,151 @@
+"""What a caller may do: the policy's :class:`Decision`, the :class:`Policy` and
+:class:`PolicySource` Protocols (``gateway/policy``) and the external decision point
+(``gateway/pdp``)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from gateway.seams.identity import Principal
+
+if TYPE_CHECKING:
+    from gateway.seams.requests import RequestContext
+
+__all__ = [
+    "AccessQuestion",
+    "Decision",
+    "DecisionPoint",
+    "Listing",
+    "Policy",
+    "PolicySource",
+    "listed",
+]
+
+Listing = Literal["allowed", "step_up"]
+"""Policy ``listing``: which tools ``tools/list`` shows (docs/policy.md)."""
+
+
+# --- policy ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The outcome of one policy evaluation, with what an audit line and `explain` need."""
+
+    allowed: bool
+    visible: bool
+    """False when the tool must be answered as unknown (no rule, deny, client/subject rules)."""
+    rule: str | None
+    """The matched rule's key (exact name or glob), or None."""
+    required_scopes: tuple[str, ...] = ()
+    """Every scope the operation needs, baseline included (for the 403 challenge)."""
+    missing_scopes: tuple[str, ...] = ()
+    reason: str = ""
+    granted_scopes: tuple[str, ...] = ()
+    """The caller's scopes the decision rested on, in the policy's vocabulary (after each
+    issuer's ``scope_map``): every required scope it holds, or for one it holds only through
+    ``scope_hierarchy``, the granted scope that implies it. The audit trail records them."""
+    detail: str = ""
+    """For the log only, never the client: why a ``when:`` condition could not be evaluated."""
+
+
+class Policy(Protocol):
+    """**Protocol:** one loaded, immutable policy set."""
+
+    version: str
+    baseline_scopes: tuple[str, ...]
+    listing: Listing
+    """``allowed``: ``tools/list`` shows callable tools only; ``step_up``: also the visible tools
+    the caller could call with more scopes (so clients reach the 403 step-up)."""
+
+    def decide_tool(self, principal: Principal, tool: str) -> Decision: ...
+
+    def decide_conditions(
+        self,
+        principal: Principal,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        *,
+        section: str = "tools",
+        backend: str = "",
+        client_ip: str = "",
+    ) -> Decision | None:
+        """The ``when:`` conditions of the rule governing ``name`` in ``section`` (``tools``,
+        ``prompts``, ``resources``; call after the ladder allowed): None when they all hold (or
+        there are none), else a refusal. ``arguments=None`` is a listing: only the conditions
+        that do not read ``arguments`` are decided (docs/policy.md#conditions)."""
+        ...
+
+    def decide_method(self, principal: Principal, method: str) -> Decision:
+        """Extra per-method scopes (``server/discover``, ``tools/list``); baseline included."""
+        ...
+
+    def rate_limit(self, tool: str) -> tuple[int, float] | None:
+        """(count, per_seconds) per subject for this tool, if the rule sets one."""
+        ...
+
+    def max_concurrency(self, tool: str) -> int | None: ...
+
+    def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
+        """``prompts:`` rules; a hidden prompt is answered as an unknown one (-32602)."""
+        ...
+
+    def decide_resource(self, principal: Principal, uri: str) -> Decision:
+        """``resources:`` rules on the URI's normal form; hidden = not found (-32002)."""
+        ...
+
+    def decide_template(self, principal: Principal, uri_template: str) -> Decision:
+        """Whether a resource template is listed and completed (reads decide per URI)."""
+        ...
+
+    def limits(
+        self, section: str, rule_key: str | None
+    ) -> tuple[tuple[int, float] | None, int | None]:
+        """(rate_limit, max_concurrency) of the ``prompts``/``resources`` rule ``rule_key``."""
+        ...
+
+
+class PolicySource(Protocol):
+    """**Protocol:** hands out the current policy; a reload swaps it atomically."""
+
+    def current(self) -> Policy: ...
+
+
+@dataclass(frozen=True, slots=True)
+class AccessQuestion:
+    """What the external decision point is asked about one request the local policy allowed."""
+
+    action: Literal["tools/call", "prompts/get", "resources/read"]
+    target: str
+    """The tool or prompt name as the caller sees it, or the resource URI (normal form)."""
+    backend: str | None = None
+    arguments: Mapping[str, Any] | None = None
+    """The call's (schema-checked) arguments; sent only with ``send_arguments``."""
+
+
+class DecisionPoint(Protocol):
+    """**Protocol:** the external decision point (``policy_external:``, ``gateway/pdp``).
+
+    Asked only after the local policy allowed, so it can only narrow. Wired only when
+    configured: without the section the routes hold None and never call it."""
+
+    async def consult(
+        self, principal: Principal, question: AccessQuestion, ctx: RequestContext,
+        deadline: float,
+    ) -> None:  # fmt: skip
+        """Return when the request may go on (allowed, or a failure under ``on_error:
+        allow_local``); raise ExternalPolicyDenied or PolicyUnavailable otherwise. Records the
+        outcome in ``ctx.extra["pdp"]`` for the audit trail. ``deadline``: monotonic instant."""
+        ...
+
+
+def listed(decision: Decision, listing: Listing) -> bool:
+    """Whether ``tools/list`` shows a tool with this decision under the policy's ``listing``.
+
+    ``step_up`` also lists the tools a caller could unlock with more scopes, so clients that only
+    call listed tools (MCP Inspector) reach the 403 step-up. Hidden tools (no rule, deny,
+    client/subject conditions) have ``visible=False`` and stay hidden either way.
+    """
+    return decision.allowed or (listing == "step_up" and decision.visible)
