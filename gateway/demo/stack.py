@@ -25,7 +25,6 @@ import json
 import os
 import secrets
 import shutil
-import socket
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 
 from gateway.app import GatewayServer
 from gateway.config import TOKEN_EXCHANGE_GRANT, TokenMode, load_config
+from gateway.demo.ports import free_port
 from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.demo_identity import CallerCheck
 from gateway.dev.demo_setup import DEMO_ROLES, render_gateway_yaml
@@ -145,14 +145,6 @@ class DemoStack:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def _free_port(host: str) -> int:
-    # The resource URL must name the port before the gateway binds, so pick a free one now.
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
 def _url_host(host: str) -> str:
     if host in {"0.0.0.0", "::"}:  # noqa: S104 - mapping an unspecified bind to a usable URL
         return "127.0.0.1"
@@ -201,12 +193,10 @@ async def start_demo(
     policy_path = (policy or default_policy()).resolve()
     if not policy_path.exists():
         raise ConfigError([f"{policy_path}: demo policy not found (pass --policy PATH)"])
-    gateway_port = port or _free_port(host)
+    gateway_port = port or free_port(host)
     resource = f"http://{_url_host(host)}:{gateway_port}/mcp"
     # The vault's URL is its RFC 8707 resource at the issuer, so it is known before it binds.
-    vault = VaultBackend(
-        host, vault_port or _free_port(host), allow_non_loopback=force_non_loopback
-    )
+    vault = VaultBackend(host, vault_port or free_port(host), allow_non_loopback=force_non_loopback)
     vault_url = f"http://{_url_host(host)}:{vault.port}{vault.path}"
     issuer = DevIssuer(
         host,
