@@ -36,6 +36,7 @@ Usage::
 
     .venv/bin/python scripts/bench.py                 # = make bench
     .venv/bin/python scripts/bench.py --only main --rounds 1 --profile /tmp/prof
+    .venv/bin/python scripts/bench.py --only features --variants conditions --side-rounds 4
 
 The in-process microbenchmarks (protocol decoding, JWT verification, caller assertions) are
 ``scripts/bench_micro.py``. Figures: docs/performance.md.
@@ -473,13 +474,18 @@ class Bench:
             ("tracing on, ratio 1.0", {"tracing": {"otlp": {"endpoint": self.info["otlp"]},
                                                    "sample_ratio": 1.0}}, self.lua["modern"]),
         ]  # fmt: skip
-        self.side_by_side(variants)
+        self.side_by_side([v for v in variants if self.wanted(v[0])])
         # DPoP: the same JWT, bound to a key, each request with its own proof. The proofs are
         # made just before their variant runs (their iat must stay within the window).
         dpop_issuer = {**jwt_issuer, "dpop": {"mode": "required", "iat_window_s": 600}}
-        for alg in DPOP_ALGS:
+        for alg in (alg for alg in DPOP_ALGS if self.wanted(f"dpop {alg}")):
             lua = self.dpop_lua(alg)
             self.side_by_side([(f"dpop {alg}", {"issuer": dpop_issuer}, lua)])
+
+    def wanted(self, variant: str) -> bool:
+        """Whether ``--variants`` (substrings of the names; none = all) picks this variant."""
+        picks = [pick for pick in self.args.variants.split(",") if pick]
+        return not picks or any(pick in variant for pick in picks)
 
     def dpop_lua(self, alg: str) -> Path:
         """A wrk script sending the JWT bound to the ``alg`` key with a fresh proof each time
@@ -685,6 +691,9 @@ def main() -> int:
                         help="seconds per run of the other phases")  # fmt: skip
     parser.add_argument("--side-rounds", type=int, default=2)
     parser.add_argument("--only", default=",".join(PHASES), help=f"comma list of {PHASES}")
+    parser.add_argument("--variants", default="",
+                        help="features: only the variants whose names contain one of these "
+                        "comma-separated strings (e.g. 'conditions,tracing off')")  # fmt: skip
     parser.add_argument("--quick", action="store_true",
                         help="one main round of 6 s, side runs of 4 s (a smoke run)")  # fmt: skip
     parser.add_argument("--profile", metavar="DIR",
