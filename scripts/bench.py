@@ -524,6 +524,8 @@ class Bench:
 
     def side_by_side(self, variants: list[tuple[str, dict[str, Any], Path]]) -> None:
         """Each variant, then the defaults again, so each has a reference measured beside it."""
+        if not variants:  # --variants left none: no reference gateway to start
+            return
         reference = self.gateway("defaults-ref")
         pin(reference.pids, LOAD_CORE)
         try:
