@@ -157,7 +157,7 @@ class ToolCalls:
                 scopes=decision.required_scopes, missing=decision.missing_scopes
             )
         if tool.closed_arguments:  # only tools with fixed or hidden arguments pay for this
-            closed = sorted(tool.closed_arguments.intersection(message.arguments or ()))
+            closed = tool.refused_arguments(message.arguments or ())
             if closed:
                 raise ArgumentNotSettable(arguments=tuple(closed))
         # Conditions see the arguments the backend will get (fixed ones included).

@@ -3,8 +3,10 @@ listen streams of subscriptions, and the :class:`Backend` Protocol (``gateway/ba
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+import unicodedata
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -38,6 +40,7 @@ __all__ = [
     "ToolDef",
     "ToolOverride",
     "UpstreamListen",
+    "fold_argument",
 ]
 
 Era = Literal["modern", "legacy"]
@@ -83,10 +86,40 @@ class ToolDef:
     argument name -> JSON value). Empty for a tool without such an override."""
     closed_arguments: frozenset[str] = frozenset()
     """Argument names a caller may not set (fixed and hidden ones): a ``tools/call`` that sets
-    one is refused (``argument_not_settable``). Empty: nothing to check on a call."""
+    one, or a near-miss spelling of one (:meth:`refused_arguments`), is refused
+    (``argument_not_settable``). Empty: nothing to check on a call."""
     origin: ToolDef | None = None
     """The backend's own definition when a policy ``override:`` changed this one (the backend
     validates arguments and derives ``Mcp-Param-*`` headers from it); None: not overridden."""
+
+    def refused_arguments(self, names: Iterable[str]) -> tuple[str, ...]:
+        """The closed arguments (their policy names, sorted) that a call setting ``names``
+        would reach: a name equal to one, or equal to one after :func:`fold_argument`.
+
+        A backend whose schema admits extra properties gets every key the caller sends; one
+        that folds keys (Go's ``encoding/json`` matches them case-insensitively, Unicode
+        folding included; .NET binders and Jackson can be set to) would read ``Env``, ``env ``
+        or ``ｅｎｖ`` as the pinned ``env``. Such a key is refused like the name itself."""
+        closed = self.closed_arguments
+        folds = {fold_argument(name): name for name in closed}
+        found = {name if name in closed else folds.get(fold_argument(name), "") for name in names}
+        found.discard("")
+        return tuple(sorted(found))
+
+
+@functools.lru_cache(maxsize=4096)
+def fold_argument(name: str) -> str:
+    """``name`` as a case- and compatibility-insensitive key: Unicode's compatibility caseless
+    match (Unicode §3.13 D146: NFKD(casefold(NFKD(casefold(NFD(name)))))), then trimmed of
+    white space. Two names fold equal when they differ only in case (``Env``), in compatibility
+    forms (fullwidth ``ｅｎｖ``, the Kelvin sign, ``ſ``) or in surrounding spaces (``env ``).
+    Letters of other scripts that merely look alike (Cyrillic ``е``) stay distinct: no JSON
+    decoder folds them, so a backend never reads them as the Latin name. Memoised (bounded):
+    the names come from clients."""
+    if name.isascii():
+        return name.lower().strip()  # NFKD and casefold of ASCII are lower()
+    nfd = unicodedata.normalize("NFD", name).casefold()
+    return unicodedata.normalize("NFKD", unicodedata.normalize("NFKD", nfd).casefold()).strip()
 
 
 ANNOTATION_HINTS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")

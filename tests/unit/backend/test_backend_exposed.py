@@ -10,6 +10,7 @@ import pytest
 from gateway.backend.catalog import build_catalog
 from gateway.backend.exposed import OverrideMisfit, exposed_definition, exposed_tool
 from gateway.seams import ToolDef, ToolOverride
+from gateway.seams.backends import fold_argument
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -92,6 +93,35 @@ def test_fixed_and_hidden_leave_the_advertised_schema() -> None:
     # The Tenant header belongs to a fixed property: the caller sends none.
     assert [p.header for p in exposed.header_params] == ["Query"]
     assert [p.header for p in tool.header_params] == ["Query", "Tenant"]
+
+
+@pytest.mark.parametrize(
+    ("sent", "refused"),
+    [
+        (["tenant"], ("tenant",)),
+        (["Tenant", "query"], ("tenant",)),  # case
+        (["tenant ", " DEBUG\t"], ("debug", "tenant")),  # surrounding white space
+        (["\uff54\uff45\uff4e\uff41\uff4e\uff54"], ("tenant",)),  # fullwidth (NFKC)
+        (["TENAN\u0162"], ()),  # T with cedilla: another letter, not a compatibility form
+        (["t\u0435nant"], ()),  # Cyrillic e: looks alike, no decoder folds it
+        (["query", "limit", "tenants"], ()),
+    ],
+)
+def test_near_miss_spellings_of_a_closed_argument_are_refused_under_its_name(
+    sent: list[str], refused: tuple[str, ...]
+) -> None:
+    exposed = exposed_tool(
+        backend_tool(), override(fixed=MappingProxyType({"tenant": "acme"}), hidden=("debug",))
+    )
+    assert exposed.refused_arguments(sent) == refused
+
+
+def test_fold_is_unicode_compatibility_caseless_matching() -> None:
+    # The Kelvin sign and the long s fold like Go's encoding/json folds them; ß like "ss".
+    assert fold_argument("\u212aey") == fold_argument("KEY") == "key"
+    assert fold_argument("\u017fort") == "sort"
+    assert fold_argument("Stra\u00dfe") == fold_argument("STRASSE")
+    assert fold_argument("\u3000env\u00a0") == "env"  # ideographic and no-break spaces
 
 
 def test_required_emptied_is_dropped() -> None:
