@@ -209,7 +209,7 @@ def _policy_warnings(config: Config | None, policy: PolicySet | None) -> list[st
     ``scope_map`` against the scopes the policy names."""
     if config is None or policy is None:
         return []
-    return scope_map_warnings(config.issuers, policy.known_scopes)
+    return scope_map_warnings(config.issuers, policy.known_scopes, policy.baseline_scopes)
 
 
 def _demo_warnings(sources: Sequence[str]) -> list[str]:

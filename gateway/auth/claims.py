@@ -37,7 +37,7 @@ from gateway.config import Config, DpopMode, IssuerConfig, RolesConfig, canonica
 from gateway.errors import InvalidToken
 from gateway.seams import Principal, frozen_claims
 
-from .scopes import IDENTITY, ScopeVocabulary, derive_scopes
+from .scopes import IDENTITY, ScopeVocabulary, derive_scopes, granted
 
 __all__ = [
     "ACCESS_TOKEN_TYPES",
@@ -240,7 +240,7 @@ def check_claims(
     return Principal(
         subject=subject,
         client_id=client_id,
-        scopes=frozenset(d.scope for d in scopes),
+        scopes=granted(scopes),
         expires_at=exp,
         issuer=rules.issuer,
         fingerprint=fingerprint,

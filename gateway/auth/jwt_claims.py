@@ -45,7 +45,14 @@ from .claims import (
     refuse_id_token,
     token_binding,
 )
-from .scopes import IDENTITY, MAX_SCOPES, DerivedScope, ScopeVocabulary, derive_scopes
+from .scopes import (
+    IDENTITY,
+    MAX_SCOPES,
+    DerivedScope,
+    ScopeVocabulary,
+    derive_scopes,
+    granted,
+)
 
 __all__ = ["ID_TOKEN_CLAIMS", "MAX_SCOPES", "JwtRules", "check_jwt_claims", "derive"]
 
@@ -133,7 +140,7 @@ def check_jwt_claims(
     return Principal(
         subject=subject,
         client_id=client_id,
-        scopes=frozenset(d.scope for d in derive(claims, rules)),
+        scopes=granted(derive(claims, rules)),
         expires_at=exp,
         issuer=base.issuer,
         fingerprint=fingerprint,

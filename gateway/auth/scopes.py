@@ -9,7 +9,8 @@ in this order, one step per :class:`DerivedScope` field:
 2. the prefix (``scope_prefix`` for scopes, the roles' or groups' ``prefix`` for their values):
    the scope as the issuer's clients request it (``spelled``);
 3. ``scope_map`` (:class:`ScopeVocabulary`): the policy's name for it (``scope``); a spelling
-   that is not a key passes unchanged.
+   that is not a key passes unchanged, unless the issuer says ``scope_map_only``: then it is
+   dropped (``scope`` None), so a less trusted issuer grants only what its map names.
 
 Policy code only ever sees the result (``Principal.scopes``); whatever the policy does with the
 scopes afterwards (a scope hierarchy, conditions) starts from the policy vocabulary. Outward
@@ -34,6 +35,7 @@ __all__ = [
     "DerivedScope",
     "ScopeVocabulary",
     "derive_scopes",
+    "granted",
 ]
 
 MAX_SCOPES: Final = 256
@@ -42,11 +44,13 @@ MAX_SCOPE_CHARS: Final = 256
 
 
 class ScopeVocabulary:
-    """One issuer's ``scope_map``: its spellings -> the policy's names, and back."""
+    """One issuer's ``scope_map``: its spellings -> the policy's names, and back.
 
-    __slots__ = ("_inward", "_outward")
+    ``only`` (``scope_map_only``): a spelling that is not a key names no policy scope at all."""
 
-    def __init__(self, entries: Iterable[ScopeMapEntry] = ()) -> None:
+    __slots__ = ("_inward", "_only", "_outward")
+
+    def __init__(self, entries: Iterable[ScopeMapEntry] = (), *, only: bool = False) -> None:
         inward: dict[str, str] = {}
         outward: dict[str, str] = {}
         for entry in entries:
@@ -54,17 +58,23 @@ class ScopeVocabulary:
             outward.setdefault(entry.scope, entry.spelled)  # the first key names it outward
         self._inward: Mapping[str, str] = inward
         self._outward: Mapping[str, str] = outward
+        self._only = only
 
     @classmethod
     def for_issuer(cls, issuer: IssuerConfig) -> ScopeVocabulary:
-        return cls(issuer.scope_map) if issuer.scope_map else IDENTITY
+        if not issuer.scope_map and not issuer.scope_map_only:
+            return IDENTITY
+        return cls(issuer.scope_map, only=issuer.scope_map_only)
 
     def __bool__(self) -> bool:
         """False when the map is empty (every scope is spelled as the policy spells it)."""
         return bool(self._inward)
 
-    def inward(self, spelled: str) -> str:
-        """The policy's name for a scope as this issuer's clients request it."""
+    def inward(self, spelled: str) -> str | None:
+        """The policy's name for a scope as this issuer's clients request it; None when the
+        issuer is ``scope_map_only`` and the spelling is no key (the scope is dropped)."""
+        if self._only:
+            return self._inward.get(spelled)
         return self._inward.get(spelled, spelled)
 
     def outward(self, scopes: Iterable[str]) -> tuple[str, ...]:
@@ -90,8 +100,14 @@ class DerivedScope:
     """As the token says it."""
     spelled: str
     """After the prefix: as the issuer's clients request it (and its challenges name it)."""
-    scope: str
-    """After ``scope_map``: the policy's name, what ``Principal.scopes`` holds."""
+    scope: str | None
+    """After ``scope_map``: the policy's name, what ``Principal.scopes`` holds; None when the
+    issuer's ``scope_map_only`` dropped it (no key spells it)."""
+
+
+def granted(derived: Iterable[DerivedScope]) -> frozenset[str]:
+    """The policy scopes ``derived`` grants (``Principal.scopes``): the dropped ones left out."""
+    return frozenset(d.scope for d in derived if d.scope is not None)
 
 
 def derive_scopes(

@@ -21,7 +21,7 @@ from .claims import ClaimRules, check_claims
 from .introspection import parse_json_object
 from .jws import parse_compact
 from .jwt_claims import JwtRules, check_jwt_claims, derive
-from .scopes import DerivedScope, derive_scopes
+from .scopes import DerivedScope, derive_scopes, granted
 
 __all__ = ["TokenReading", "issuer_for", "parse_token_file", "read_token"]
 
@@ -40,7 +40,7 @@ class TokenReading:
 
     @property
     def policy_scopes(self) -> frozenset[str]:
-        return frozenset(d.scope for d in self.scopes)
+        return granted(self.scopes)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -56,7 +56,8 @@ class TokenReading:
                     "claim": d.claim,
                     "value": d.value,
                     "spelled": d.spelled,
-                    "mapped": d.scope != d.spelled,
+                    "mapped": d.scope is not None and d.scope != d.spelled,
+                    "dropped": d.scope is None,
                     "scope": d.scope,
                 }
                 for d in self.scopes

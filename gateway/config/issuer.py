@@ -7,6 +7,7 @@ key of ``issuer:``. Both at once is an error, and so is neither. Entries must na
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -148,6 +149,11 @@ def build_issuer(
             (*ip, "jwks_min_refresh_s"),
             f"must not be larger than {name}.jwks_max_refresh_s ({max_refresh:g})",
         )
+    if ri.get("scope_map_only") is True and not ri.get("scope_map"):
+        doc.problem(
+            (*ip, "scope_map_only"),
+            "needs a scope_map: without one this issuer's tokens would grant no scope at all",
+        )
     rc = ri.get("cache", {})
     return IssuerConfig(
         url=ri["url"],
@@ -191,6 +197,7 @@ def build_issuer(
             ScopeMapEntry(spelled, scope, doc.where((*ip, "scope_map", spelled)))
             for spelled, scope in ri.get("scope_map", {}).items()
         ),
+        scope_map_only=bool(ri.get("scope_map_only", False)),
         subject_claim=ri.get("subject_claim", "sub"),
         client_id_claims=tuple(ri.get("client_id_claims", ["client_id", "azp", "appid"])),
         max_token_bytes=int(ri.get("max_token_bytes", 8192)),
@@ -217,18 +224,30 @@ def _dpop(b: Builder, raw: str | dict[str, Any], dp: tuple[PathPart, ...]) -> Dp
 
 
 def scope_map_warnings(
-    issuers: tuple[IssuerConfig, ...], policy_scopes: frozenset[str]
+    issuers: tuple[IssuerConfig, ...],
+    policy_scopes: frozenset[str],
+    baseline: Sequence[str] = (),
 ) -> list[str]:
     """``check``'s findings about each ``scope_map`` against the policy's scopes (every scope a
     rule, the baseline, a method or the scope hierarchy names):
 
     - a target the policy never names does nothing (a typo, or a rule that was renamed);
     - a key that is also a policy scope is ambiguous: that issuer's token holding it gets the
-      target instead, so a rule naming the key never matches that issuer's callers.
+      target instead, so a rule naming the key never matches that issuer's callers;
+    - with ``scope_map_only``, a ``baseline`` scope no key maps to: that issuer's callers can
+      never hold it, so every request of theirs is refused.
 
     Two keys with one target are fine (a delegated scope and an app role of one meaning)."""
     warnings: list[str] = []
     for index, issuer in enumerate(issuers):
+        targets = {entry.scope for entry in issuer.scope_map}
+        unreachable = [scope for scope in baseline if scope not in targets]
+        if issuer.scope_map_only and issuer.scope_map and unreachable:
+            warnings.append(
+                f"{issuer.scope_map[0].where}: scope_map: with scope_map_only no key maps to the "
+                f"baseline scope {', '.join(unreachable)}, so every request of this issuer's "
+                f"callers is refused (issuer {index + 1}, {issuer.url})"
+            )
         for entry in issuer.scope_map:
             name = f"scope_map[{entry.spelled!r}]"
             if entry.scope not in policy_scopes:

@@ -206,8 +206,12 @@ class IssuerConfig:
     an Entra group overage is refused (``groups_overage``)."""
     scope_map: tuple[ScopeMapEntry, ...] = ()
     """``scope_map``, in file order: this issuer's spellings -> the policy's names (every mode;
-    scopes not in it pass unchanged). Two entries may share a target; the first one is how the
-    gateway spells that scope back to this issuer's callers."""
+    scopes not in it pass unchanged unless ``scope_map_only``). Two entries may share a target;
+    the first one is how the gateway spells that scope back to this issuer's callers."""
+    scope_map_only: bool = False
+    """``scope_map_only``: only ``scope_map`` keys grant policy scopes; every other scope, role
+    or group of this issuer's tokens is dropped (a less trusted issuer cannot grant a policy
+    scope by minting its name)."""
     subject_claim: str = "sub"
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
     max_token_bytes: int = 8192

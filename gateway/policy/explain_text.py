@@ -68,6 +68,8 @@ def _print_token(token: Mapping[str, Any], out: TextIO) -> None:
     for step in token["derivation"]:
         prefix = {"role": "role prefix", "group": "group prefix"}.get(step["source"], "prefix")
         mapped = f"map -> {step['scope']}" if step["mapped"] else "not mapped"
+        if step.get("dropped"):
+            mapped = "dropped: not in scope_map (scope_map_only)"
         out.write(
             f"  {step['claim']} {step['value']!r} -> {prefix} {step['spelled']} -> {mapped}\n"
         )

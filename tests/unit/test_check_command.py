@@ -354,6 +354,23 @@ def test_check_counts_scope_hierarchy_names_as_policy_scopes(tmp_path: Path) -> 
     ]
 
 
+def test_check_warns_when_a_scope_map_only_issuer_cannot_reach_the_baseline(
+    tmp_path: Path,
+) -> None:
+    gateway = SCOPE_MAP_GATEWAY.replace(
+        '      "notes:write": "notes:admin"\n',
+        '      "notes:write": "notes:write"\n    scope_map_only: true\n',
+    )
+    write(tmp_path, gateway, SCOPE_MAP_POLICY)
+    result = run("check", "--config", "gateway.yaml", "--skip-secrets", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (
+        "warning: gateway.yaml:14:7: scope_map: with scope_map_only no key maps to the baseline "
+        "scope mcp:access, so every request of this issuer's callers is refused (issuer 2, "
+        "https://keycloak.example.com/realms/acme)"
+    ) in result.stderr.splitlines()
+
+
 VALID = """\
 resource: https://mcp.example.com/mcp
 issuer:

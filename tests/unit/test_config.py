@@ -161,6 +161,7 @@ class TestEveryKeyRoundTrips:
             ScopeMapEntry("role:mcp-user", "mcp:access"),
         )
         assert i.scope_map[1].where.endswith("full.yaml:43:5")
+        assert i.scope_map_only is True
         assert (i.max_token_bytes, i.max_token_lifetime_s) == (4096, 7200)
         assert (i.jwks_min_refresh_s, i.jwks_max_refresh_s) == (30.0, 900.0)
         assert i.jwks_unknown_kid_interval_s == 10.0

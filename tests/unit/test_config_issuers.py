@@ -260,3 +260,14 @@ def test_scope_map_applies_in_every_mode_without_a_warning(tmp_path: Path) -> No
     c = load_config(path, ENV)
     assert c.warnings == ()
     assert [(e.spelled, e.scope) for e in c.issuer.scope_map] == [("mcp", "mcp:access")]
+
+
+def test_scope_map_only_needs_a_scope_map(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        "issuer:\n  url: https://a.example.com\n  tokens: jwt\n  scope_map_only: true\n",
+    )
+    assert problems(path) == [
+        f"{path}:5:3: issuer.scope_map_only: needs a scope_map: without one this issuer's "
+        "tokens would grant no scope at all"
+    ]

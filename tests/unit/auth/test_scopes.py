@@ -50,6 +50,20 @@ class TestVocabulary:
             f"{API}mcp.access", f"{API}notes.read", "admin",
         )  # fmt: skip
 
+    def test_scope_map_only_drops_every_spelling_that_is_no_key(self) -> None:
+        vocabulary = ScopeVocabulary.for_issuer(entra(scope_map_only=True))
+        assert vocabulary.inward(f"{API}mcp.access") == "mcp:access"
+        assert vocabulary.inward("mcp:access") is None  # the policy's own name grants nothing
+        assert vocabulary.inward(f"{API}other") is None
+        rules = JwtRules.for_issuer(RESOURCE, entra(scope_map_only=True))
+        principal = check_jwt_claims(
+            claims(scp="mcp.access admin", roles=["Notes.Reader", "Admin"]), rules,
+            now=time.time(), fingerprint="f",
+        )  # fmt: skip
+        assert principal.scopes == {"mcp:access", "notes:read"}
+        dropped = [d.spelled for d in derive(claims(scp="admin"), rules) if d.scope is None]
+        assert dropped == [f"{API}admin"]  # kept in the derivation, for policy explain
+
     def test_no_map_is_the_identity(self) -> None:
         assert ScopeVocabulary.for_issuer(entra(scope_map=())) is IDENTITY
         assert not IDENTITY

@@ -85,6 +85,24 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def test_a_scope_map_only_issuer_shows_each_scope_it_drops(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = config.read_text().replace(
+        "subject_claim: oid\n", "subject_claim: oid\n    scope_map_only: true\n"
+    )
+    config.write_text(text)
+    token = tmp_path / "token.json"
+    token.write_text(json.dumps(entra_claims()))
+    code, out, err = run(capsys, "--config", str(config), "--token-file", str(token), "--all")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert (
+        f"  scp 'offline' -> prefix {API}offline -> dropped: not in scope_map (scope_map_only)"
+    ) in lines
+    assert "policy scopes: mcp:access notes:read" in lines
+
+
 def test_a_jwt_file_prints_claim_prefix_role_map_and_the_decisions(
     config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -123,7 +141,7 @@ def test_json_names_each_step_and_an_expired_token_is_flagged_not_refused(
     assert report["token"]["refusal"] == "token expired"
     assert report["token"]["derivation"][0] == {
         "source": "scope", "claim": "scp", "value": "mcp.access", "spelled": f"{API}mcp.access",
-        "mapped": True, "scope": "mcp:access",
+        "mapped": True, "dropped": False, "scope": "mcp:access",
     }  # fmt: skip
     assert report["principal"]["scopes"] == [f"{API}offline", "mcp:access", "notes:read"]
     assert report["results"][0]["decision"] == "allow"
