@@ -5,11 +5,14 @@ the gateway does (its service credential, its deadlines; no background refresh, 
 stream), and compares them with the lock file (:mod:`gateway.backend.lock_file`):
 
 * ``pin [--output FILE]``: write the lock from what the backends offer now (all of it);
-* ``diff [--lock FILE]``: print a unified diff per item (description and schema), lock against
-  live; exit 0 when they agree, 1 when they differ;
+* ``diff [--lock FILE]``: print a unified diff per item (every member: text line by line,
+  structures as indented JSON), lock against live; exit 0 when they agree, 1 when they differ;
 * ``approve [--lock FILE] [NAME...]``: take the live definitions into the lock, all of them or
   the named items (``NAME``, or ``KIND:NAME`` with kind ``tool``, ``prompt`` or ``template``;
   a removed item is dropped from the lock); the file is then a reviewable change to commit.
+
+A lock of an older format (``version: 1``) is read with a note on stderr
+(:data:`~gateway.backend.lock_file.OUTDATED`); ``pin`` and ``approve`` write the current one.
 
 Exit codes: 0 success (``diff``: no difference), 1 ``diff``: differences, 2 usage errors, an
 invalid configuration or lock file (its problems as ``file:line:col: message``), a backend that
@@ -29,7 +32,14 @@ from pathlib import Path
 from typing import Any, Final
 
 import gateway
-from gateway.backend.lock_file import EMPTY_LOCK, Lock, load_lock, write_lock
+from gateway.backend.lock_file import (
+    EMPTY_LOCK,
+    FORMAT_VERSION,
+    OUTDATED,
+    Lock,
+    load_lock,
+    write_lock,
+)
 from gateway.backend.lock_watch import CatalogLock
 from gateway.backend.pinning import KINDS, Difference, Item, compare, render_diff
 from gateway.backend.proxy import UpstreamBackend
@@ -186,9 +196,16 @@ def _pin(config: Config, output: str | None) -> int:
     return 0
 
 
+def _load(path: Path) -> Lock:
+    lock = load_lock(path)
+    if lock.format != FORMAT_VERSION:
+        print(f"{path}: {OUTDATED}", file=sys.stderr)
+    return lock
+
+
 def _diff(config: Config, given: str | None) -> int:
     path = lock_path(config, given)
-    live = asyncio.run(fetch_live(config, load_lock(path)))
+    live = asyncio.run(fetch_live(config, _load(path)))
     sys.stdout.write(render_diff(live.differences))
     if not live.differences:
         print(f"{path}: the backends offer exactly what the lock pins", file=sys.stderr)
@@ -199,7 +216,7 @@ def _diff(config: Config, given: str | None) -> int:
 
 def _approve(config: Config, given: str | None, names: Sequence[str]) -> int:
     path = lock_path(config, given)
-    lock = load_lock(path)
+    lock = _load(path)
     live = asyncio.run(fetch_live(config, lock))
     chosen = list(live.differences)
     if names:
@@ -213,6 +230,10 @@ def _approve(config: Config, given: str | None, names: Sequence[str]) -> int:
                 raise _Failed(f"{name!r}: no such tool, prompt or template (nothing was written)")
             chosen.extend(d for d in matched if d not in chosen)
     if not chosen:
+        if lock.format != FORMAT_VERSION:  # the same items, in the current format
+            write_lock(path, lock.items.values())
+            print(f"{path}: nothing to approve; rewritten as lock version {FORMAT_VERSION}")
+            return 0
         print(f"{path}: nothing to approve")
         return 0
     items = dict(lock.items)

@@ -4,18 +4,26 @@ diff in version control).
 
 Format (YAML; ``mcp-gateway catalog pin`` writes it, ``catalog approve`` updates it)::
 
-    version: 1
+    version: 2
     items:
     - kind: tool                 # tool | prompt | template
       backend: default           # the configured backend name
       name: search_docs          # exposed name (a template: its uriTemplate)
       sha256: 6f1e...            # of the definition's canonical JSON (gateway.backend.pinning)
-      definition: {...}          # what the model is shown, as the backend sent it
+      definition: {...}          # every member clients are shown, as the backend sent it
 
 Items are sorted by (kind, backend, name). Strings are written with every non-ASCII character
 escaped (``"\\u200B"``), so a hidden character is visible in the file and in its diff.
 A hand edit that leaves ``sha256`` and ``definition`` disagreeing is a load error: the hash is
 what the gateway compares, the definition what a reviewer reads, and they must be the same.
+
+A ``version: 1`` lock (written before every served member was pinned: its definitions hold
+only the name, title, description, schemas, annotations and arguments) is still read, so an
+upgraded gateway keeps serving what it pinned; its :attr:`Lock.format` is 1 and
+:data:`OUTDATED` says what to do. It is never upgraded in place (the missing members can only
+come from the live backends, which is what a review is for): each item that carries other
+members differs from it and is held until approved, and the next ``catalog pin`` or
+``catalog approve`` writes version 2.
 """
 
 from __future__ import annotations
@@ -35,9 +43,26 @@ from gateway.backend.pinning import KINDS, Item, Key, Kind, digest
 from gateway.errors import ConfigError
 from gateway.yaml_source import load_yaml
 
-__all__ = ["EMPTY_LOCK", "FORMAT_VERSION", "Lock", "dump_lock", "load_lock", "write_lock"]
+__all__ = [
+    "EMPTY_LOCK",
+    "FORMAT_VERSION",
+    "OUTDATED",
+    "Lock",
+    "dump_lock",
+    "load_lock",
+    "write_lock",
+]
 
-FORMAT_VERSION: Final = 1
+FORMAT_VERSION: Final = 2
+_READ_VERSIONS: Final = (1, FORMAT_VERSION)
+OUTDATED: Final = (
+    "lock version 1 pins only part of each definition; every member a client is shown "
+    "(_meta, icons, execution, ...) is compared now, so an item with other members is held "
+    "until approved: review with `mcp-gateway catalog diff`, then `catalog approve` (or "
+    "`catalog pin`) writes version 2"
+)
+"""What a ``version: 1`` lock means for the operator (logged by ``serve``, printed by the
+``catalog`` commands)."""
 _SHA256: Final = re.compile(r"[0-9a-f]{64}")
 _HEADER: Final = (
     "# mcp-gateway catalog lock: the tool, prompt and resource template definitions this\n"
@@ -53,6 +78,8 @@ class Lock:
     items: Mapping[Key, Item] = field(default_factory=dict)
     version: str = ""
     source: str = ""
+    format: int = FORMAT_VERSION
+    """The file's ``version:`` (1: :data:`OUTDATED`)."""
 
     def for_backend(self, backend: str) -> list[Item]:
         return [item for key, item in self.items.items() if key[1] == backend]
@@ -69,10 +96,11 @@ def load_lock(path: Path) -> Lock:
         raise ConfigError(list(doc.problems))
     value = doc.value
     if not isinstance(value, dict):
-        doc.problem((), "a catalog lock is a mapping with version: 1 and items:")
+        doc.problem((), f"a catalog lock is a mapping with version: {FORMAT_VERSION} and items:")
         raise ConfigError(list(doc.problems))
-    if value.get("version") != FORMAT_VERSION:
-        doc.problem(("version",), f"must be {FORMAT_VERSION}")
+    form = value.get("version")
+    if not isinstance(form, int) or isinstance(form, bool) or form not in _READ_VERSIONS:
+        doc.problem(("version",), f"must be {FORMAT_VERSION} (or 1, an older lock)")
     for key in sorted(set(value) - {"version", "items"}):
         doc.problem((key,), "unknown key")
     raw_items = value.get("items", [])
@@ -91,8 +119,9 @@ def load_lock(path: Path) -> Lock:
         items[item.key] = item
     if doc.problems:
         raise ConfigError(list(doc.problems))
+    assert isinstance(form, int)  # a problem above otherwise
     version = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
-    return Lock(items, version, str(path))
+    return Lock(items, version, str(path), form)
 
 
 def _item(raw: Any, where: tuple[str | int, ...], doc: Any) -> Item | None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from gateway.backend.lock_file import Lock, load_lock
+from gateway.backend.lock_file import FORMAT_VERSION, OUTDATED, Lock, load_lock
 from gateway.backend.pinning import KINDS, Difference, Key
 from gateway.config import OnChange
 from gateway.errors import ConfigError
@@ -61,7 +61,10 @@ class CatalogLock:
         self._metrics = metrics
         self._audit = audit
         self._signature = self.signature()
-        self._lock = lock if lock is not None else load_lock(path)
+        if lock is None:
+            lock = load_lock(path)
+            _warn_outdated(lock)
+        self._lock = lock
         self._listeners: list[Callable[[], None]] = []
         self._reported: dict[str, dict[Key, Difference]] = {}
 
@@ -114,6 +117,7 @@ class CatalogLock:
         self._count("success")
         _log.info("catalog.lock_reloaded", path=str(self.path), version=loaded.version,
                   items=len(loaded.items))  # fmt: skip
+        _warn_outdated(loaded)
         for relock in self._listeners:
             try:
                 relock()
@@ -188,3 +192,9 @@ class CatalogLock:
                              self._lock.version),
                 time.time(),
             )  # fmt: skip
+
+
+def _warn_outdated(lock: Lock) -> None:
+    if lock.format != FORMAT_VERSION:
+        _log.warning("catalog.lock_outdated", path=lock.source, format=lock.format,
+                     detail=OUTDATED)  # fmt: skip

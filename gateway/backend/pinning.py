@@ -3,11 +3,16 @@ comparison of what a backend offers now with the lock, and the readable diff of 
 
 An *item* is a tool, a prompt or a resource template of one backend, keyed by
 ``(kind, backend, name)``: ``name`` is the exposed (prefixed) name of a tool or prompt, and a
-template's ``uriTemplate`` as the backend lists it. Its pinned definition holds only the
-members that reach the model (:data:`MEMBERS`), exactly as the backend sent them, *before* the
-description hygiene of :mod:`.hygiene`: a backend that adds invisible characters has changed
-its definition, which a review must see, although the gateway would strip them. The hash is
-the SHA-256 of the definition's canonical JSON (keys sorted, no whitespace, UTF-8).
+template's ``uriTemplate`` as the backend lists it. Its pinned definition is the whole object
+the gateway serves to clients, every member of it (``_meta``, ``icons``, ``execution`` and
+members no revision defines included: a client sees them all, an MCP Apps host renders what
+``_meta`` points to), with the backend's text as it sent it, *before* the description hygiene
+of :mod:`.hygiene`: a backend that adds invisible characters has changed its definition, which
+a review must see, although the gateway would strip them. A tool is served with every member
+the backend listed; a prompt or template with the members :mod:`.surface_catalog` keeps
+(:func:`~gateway.backend.surface_catalog.served_definition`), so a member the gateway drops is
+neither served nor pinned. The hash is the SHA-256 of the definition's canonical JSON (keys
+sorted, no whitespace, UTF-8).
 
 A tool is pinned as clients are shown it: with the policy's ``override:`` applied
 (:func:`gateway.backend.exposed.exposed_definition`), under its exposed (renamed) name.
@@ -27,11 +32,11 @@ from typing import Any, Final, Literal, Protocol
 
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
 from gateway.backend.exposed import exposed_definition
+from gateway.backend.surface_catalog import served_definition
 from gateway.seams import ToolOverride
 
 __all__ = [
     "KINDS",
-    "MEMBERS",
     "Change",
     "Difference",
     "Item",
@@ -50,15 +55,6 @@ KINDS: Final[tuple[Kind, ...]] = ("tool", "prompt", "template")
 Key = tuple[str, str, str]
 """(kind, backend, name)."""
 Change = Literal["changed", "new", "removed"]
-
-MEMBERS: Final[Mapping[str, tuple[str, ...]]] = {
-    "tool": ("name", "title", "description", "inputSchema", "outputSchema", "annotations"),
-    "prompt": ("name", "title", "description", "arguments"),
-    "template": ("uriTemplate", "name", "title", "description", "mimeType"),
-}
-"""The members of each kind's pinned definition (others, e.g. ``icons`` or ``_meta``, are not
-pinned: they are not text the model reads as instructions)."""
-_ARGUMENT_MEMBERS: Final = ("name", "title", "description", "required")
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,22 +123,17 @@ def pin(
     max_description_chars: int = DEFAULT_MAX_DESCRIPTION_CHARS,
 ) -> Item:
     """The pinned item of one raw listed object (already accepted by the catalog builders, so
-    plain JSON): its :data:`MEMBERS`, ``name`` the exposed one (a template keeps its own).
+    plain JSON): every member the gateway serves of it (module docstring), ``name`` the
+    exposed one (a template keeps its own).
 
     A tool's ``override`` is applied first (:func:`gateway.backend.exposed.exposed_definition`,
     the function the merge uses), so the lock pins what clients are shown and an override
     change is a reviewed change too; a renamed tool is pinned under its new name. Raises
     :class:`~gateway.backend.exposed.OverrideMisfit` when the override does not fit (the tool
     is not exposed at all then)."""
-    definition: dict[str, Any] = {key: raw[key] for key in MEMBERS[kind] if key in raw}
+    definition = dict(raw) if kind == "tool" else served_definition(kind, raw)
     if kind != "template":
         definition["name"] = exposed_name
-    if kind == "prompt" and isinstance(definition.get("arguments"), list):
-        definition["arguments"] = [
-            {k: a[k] for k in _ARGUMENT_MEMBERS if k in a}
-            for a in definition["arguments"]
-            if isinstance(a, Mapping)
-        ]
     if kind == "tool" and override is not None:
         definition = exposed_definition(
             definition, override, max_description_chars=max_description_chars

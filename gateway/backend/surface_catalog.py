@@ -30,7 +30,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, escaped, valid_tool_name
 from gateway.backend.hygiene import clean_item, has_hidden
@@ -43,6 +43,7 @@ __all__ = [
     "MAX_ITEM_BYTES",
     "SurfacePart",
     "build_surface",
+    "served_definition",
     "valid_uri",
 ]
 
@@ -146,6 +147,15 @@ def build_surface(
         dropped=tuple(dropped),
         sanitised=tuple(sanitised),
     )
+
+
+def served_definition(kind: Literal["prompt", "template"], raw: Any) -> dict[str, Any]:
+    """The definition :func:`build_surface` serves for one listed prompt or template, before
+    the description hygiene, under the backend's own name: every member it keeps (the pinned
+    catalog hashes exactly this, :mod:`.pinning`). Raises ``ValueError`` for an item that
+    :func:`build_surface` refuses."""
+    item = _prompt(raw, "", "") if kind == "prompt" else _template(raw, "")
+    return dict(item.definition)
 
 
 def _common(raw: Mapping[str, Any]) -> dict[str, Any]:

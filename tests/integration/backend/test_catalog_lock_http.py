@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,15 @@ from gateway.backend.lock_watch import CatalogLock
 from gateway.backend.proxy import UpstreamBackend
 from gateway.outbound import Outbound
 from gateway.seams import ToolOverride
+from tests.support.catalog_lock import (
+    catalog_cli,
+    eventually,
+    member,
+    names,
+    ops,
+    pin_first,
+    raw,
+)
 from tests.support.federation import federated_stack
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.upstreams import ModernUpstream, echo_tool
@@ -73,69 +82,6 @@ def upstream_with_surface() -> ModernUpstream:
     return upstream
 
 
-async def catalog_cli(config: Path, *args: str) -> tuple[int, str, str]:
-    """``mcp-gateway catalog ARGS --config CONFIG`` as a process (the upstream keeps serving)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway.cli",
-        "catalog",
-        *args,
-        "--config",
-        str(config),
-        cwd=config.parent,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
-
-
-def pin_first(done: list[str]) -> Callable[[Path], Awaitable[None]]:
-    async def prepare(config: Path) -> None:
-        code, out, err = await catalog_cli(config, "pin")
-        assert code == 0, (out, err)
-        lock = (config.parent / "catalog.lock.yaml").read_text()
-        # Stable: a second pin of the same catalog writes the same bytes.
-        assert (await catalog_cli(config, "pin"))[0] == 0
-        assert (config.parent / "catalog.lock.yaml").read_text() == lock
-        done.append(out)
-
-    return prepare
-
-
-def member(server: GatewayServer) -> UpstreamBackend:
-    federation = server.services.backend
-    assert isinstance(federation, FederatedBackend)
-    backend = federation.member("default")
-    assert isinstance(backend, UpstreamBackend)
-    return backend
-
-
-async def names(stack: LiveStack, server: GatewayServer, method: str, key: str) -> list[str]:
-    status, _, text = await raw(stack, server, method, {})
-    assert status == 200, text
-    field = "uriTemplate" if key == "resourceTemplates" else "name"
-    return sorted(item[field] for item in json.loads(text)["result"][key])
-
-
-async def raw(
-    stack: LiveStack,
-    server: GatewayServer,
-    method: str,
-    params: dict[str, Any],
-    name: str | None = None,
-) -> tuple[int, dict[str, str], str]:
-    """One 2026-07-28 request to ``server`` (either replica) with the stack's token."""
-    original = stack.server
-    stack.server = server
-    try:
-        return await stack.modern(stack.token(), method, params, name=name)
-    finally:
-        stack.server = original
-
-
 def stable_headers(headers: dict[str, str]) -> dict[str, str]:
     return {k.lower(): v for k, v in headers.items() if k.lower() not in VOLATILE}
 
@@ -145,19 +91,6 @@ def sample(metrics: str, name: str, **labels: str) -> float | None:
         if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
             return float(line.rsplit(" ", 1)[1])
     return None
-
-
-async def ops(stack: LiveStack, server: GatewayServer, path: str) -> str:
-    async with stack.session.get(server.ops_url + path) as response:
-        return await response.text()
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], timeout_s: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout_s
-    while not await check():
-        if asyncio.get_running_loop().time() > deadline:
-            pytest.fail("the condition never held")
-        await asyncio.sleep(0.05)
 
 
 def audit_events(path: Path, prefix: str = "catalog_item_") -> list[dict[str, Any]]:

@@ -27,34 +27,52 @@ TOOL = {
 }
 
 
-def test_a_tool_pins_its_model_visible_members_under_the_exposed_name() -> None:
-    item = pin("tool", "docs", TOOL, "docs__search")
+def test_a_tool_pins_every_member_it_is_served_with_under_the_exposed_name() -> None:
+    item = pin("tool", "docs", {**TOOL, "x-vendor": {"ui": 1}}, "docs__search")
     assert item.key == ("tool", "docs", "docs__search")
-    assert set(item.definition) == {"name", "title", "description", "inputSchema"}
-    assert item.definition["name"] == "docs__search"
-    canonical = json.dumps(item.definition, sort_keys=True, separators=(",", ":")).encode()
+    assert item.definition == {**TOOL, "x-vendor": {"ui": 1}, "name": "docs__search"}
+    canonical = json.dumps(
+        item.definition, sort_keys=True, separators=(",", ":"), ensure_ascii=False
+    ).encode()
     assert item.sha256 == hashlib.sha256(canonical).hexdigest()
-    # Members that are not pinned change nothing; key order changes nothing.
-    again = pin("tool", "docs", {**dict(reversed(TOOL.items())), "icons": []}, "docs__search")
+    # Key order changes nothing; any member a client is shown does.
+    again = pin("tool", "docs", {**dict(reversed(TOOL.items())), "x-vendor": {"ui": 1}},
+                "docs__search")  # fmt: skip
     assert again.sha256 == item.sha256
+    for member, value in (
+        ("icons", []),
+        ("_meta", {"ui": {"resourceUri": "ui://evil"}}),
+        ("execution", {"taskSupport": "required"}),
+        ("outputSchema", {"type": "object"}),
+        ("x-vendor", {"ui": 2}),
+    ):
+        changed = pin("tool", "docs", {**TOOL, "x-vendor": {"ui": 1}, member: value},
+                      "docs__search")  # fmt: skip
+        assert changed.sha256 != item.sha256, member
 
 
-def test_prompts_and_templates_pin_their_own_members() -> None:
+def test_prompts_and_templates_pin_the_members_they_are_served_with() -> None:
     prompt = pin(
         "prompt",
         "b",
         {
             "name": "greet",
             "description": "Hi",
-            "arguments": [{"name": "who", "required": True, "x-extra": 1}],
+            "arguments": [{"name": "who", "required": True, "x-extra": 1}, {"name": "why",
+                          "required": False}],
             "icons": [],
+            "_meta": {"k": "v"},
+            "x-unserved": 1,
         },
         "p_greet",
-    )
+    )  # fmt: skip
+    # As build_surface serves it: unknown members (and required: false) are not served.
     assert prompt.definition == {
         "name": "p_greet",
         "description": "Hi",
-        "arguments": [{"name": "who", "required": True}],
+        "arguments": [{"name": "who", "required": True}, {"name": "why"}],
+        "icons": [],
+        "_meta": {"k": "v"},
     }
     template = pin(
         "template",
@@ -64,11 +82,13 @@ def test_prompts_and_templates_pin_their_own_members() -> None:
             "name": "file",
             "mimeType": "text/plain",
             "annotations": {"a": 1},
+            "_meta": {"k": 1},
+            "x-unserved": 1,
         },
         "f:///{x}",
     )
     assert template.name == "f:///{x}"
-    assert set(template.definition) == {"uriTemplate", "name", "mimeType"}
+    assert set(template.definition) == {"uriTemplate", "name", "mimeType", "annotations", "_meta"}
 
 
 def test_an_invisible_character_is_a_change_and_the_diff_shows_it() -> None:
@@ -116,9 +136,10 @@ def test_the_lock_file_is_sorted_stable_and_round_trips(tmp_path: Path) -> None:
             lambda t: t.replace("description: Search the docs.", "description: Search all."),
             ":9:3: items[0].sha256: does not match the definition",
         ),
-        (lambda t: t.replace("version: 1", "version: 2"), ":4:1: version: must be 1"),
+        (lambda t: t.replace("version: 2", "version: 3"), ":4:1: version: must be 2"),
+        (lambda t: t.replace("version: 2", "version: true"), ":4:1: version: must be 2"),
         (lambda t: t.replace("kind: tool", "kind: widget"), ":6:3: items[0].kind: must be one of"),
-        (lambda t: t + "extra: 1\n", ":18:1: extra: unknown key"),
+        (lambda t: t + "extra: 1\n", ":22:1: extra: unknown key"),
         (
             lambda t: t.replace("  name: search\n", "  name: other\n", 1),
             ":10:3: items[0].definition: definition.name is not the item's name",
