@@ -2,7 +2,8 @@
 
 One :class:`CallLimits` per endpoint: the pre-auth and per-principal rates of steps 4 and 9, and
 for ``tools/call`` the policy's per-subject ``rate_limit`` and ``max_concurrency`` of a tool, for
-one call or for every call of a 2025-03-26 batch at once. Counted in
+one call or for every call of a 2025-03-26 batch at once. Per-subject keys name the issuer too
+(:func:`~gateway.limits.keys.principal_key`). Counted in
 ``rate_limited_total{scope}``.
 """
 
@@ -14,6 +15,7 @@ from typing import Final
 
 from gateway.errors import RateLimited
 from gateway.http.turn import BACKEND_GRACE_S, Turn
+from gateway.limits.keys import principal_key
 from gateway.limits.memory import MemoryLeases, retry_after_seconds
 from gateway.observability.metrics import Metrics
 from gateway.seams import ConcurrencyLimiter, Lease, RateLimiter
@@ -52,7 +54,7 @@ class CallLimits:
 
     async def admit_call(self, turn: Turn, name: str) -> Lease | None:
         """The tool's rate limit, then its concurrency cap; the lease (if capped) to release."""
-        key = f"tool:{turn.principal.subject}:{name}"
+        key = f"tool:{principal_key(turn.principal)}:{name}"
         rate = turn.policy.rate_limit(name)
         if rate is not None:
             await self.enforce_rate(key, rate[0], rate[1], "tool")
@@ -92,7 +94,7 @@ class CallLimits:
         refusal the leases already taken are released before the 429 is raised.
         """
         names = list(names)
-        policy, subject = turn.policy, turn.principal.subject
+        policy, subject = turn.policy, principal_key(turn.principal)
         for name in names:
             rate = policy.rate_limit(name)
             if rate is not None:

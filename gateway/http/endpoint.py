@@ -61,7 +61,7 @@ from gateway.http.legacy_stream import serve_session
 from gateway.http.request_record import PROXY_WARNING_INTERVAL_S, RequestRecord
 from gateway.http.traced import adopt_meta
 from gateway.http.turn import Turn
-from gateway.limits.keys import client_key
+from gateway.limits.keys import client_key, principal_key
 from gateway.limits.memory import Slots
 from gateway.observability import spans
 from gateway.observability.metrics import Metrics
@@ -192,7 +192,7 @@ class McpEndpoint:
         ctx.extra[DETACHED] = True
         self._ip_slots.release(client_key(ctx.client_ip))
         if ctx.principal is not None:
-            self._principal_slots.release(f"sub:{ctx.principal.subject}")
+            self._principal_slots.release(f"sub:{principal_key(ctx.principal)}")
         self._in_flight -= 1
         if self._metrics is not None:
             self._metrics.in_flight.dec()
@@ -290,7 +290,7 @@ class McpEndpoint:
         if not principal.scopes.issuperset(baseline):  # step 8
             missing = tuple(scope for scope in baseline if scope not in principal.scopes)
             raise InsufficientScope(scopes=tuple(baseline), missing=missing)
-        subject_key = f"sub:{principal.subject}"
+        subject_key = f"sub:{principal_key(principal)}"
         if self._principal_rate is not None:  # step 9
             rate = self._principal_rate
             await self._limits.enforce_rate(subject_key, rate.count, rate.per_s, "principal")

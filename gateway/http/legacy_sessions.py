@@ -53,6 +53,7 @@ from gateway.http.progress import ProgressRelay
 from gateway.http.subscription_hub import Slot, SubscriptionHub
 from gateway.http.subscription_plan import listen_capabilities
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
+from gateway.limits.keys import principal_key
 from gateway.protocol.messages import McpMessage
 from gateway.seams import Backend, Era, Listening, Policy, Principal
 
@@ -181,7 +182,7 @@ class LegacySessions:
         if found is None:
             if not create:
                 raise SessionNotFound()
-            found = LegacySession(raw, self.hub.admit(who.subject, 0))
+            found = LegacySession(raw, self.hub.admit(principal_key(who), 0))
             self._live[raw] = found
             self.idle(found)
         return found

@@ -1,7 +1,8 @@
 """The replica's open subscription streams: their bounds, policy reloads and the drain.
 
 Per replica: ``limits.max_subscriptions_per_principal`` streams and
-``limits.max_subscribed_uris_per_principal`` URIs per subject (429 ``too_many_subscriptions``),
+``limits.max_subscribed_uris_per_principal`` URIs per principal (429 ``too_many_subscriptions``;
+counted under :func:`~gateway.limits.keys.principal_key`, the issuer and the subject),
 ``limits.max_subscriptions`` streams (503 ``over_capacity``). Each admitted stream holds a slot
 with its own queue; a policy reload and the drain are told to every slot through it.
 """
@@ -26,7 +27,8 @@ RELOAD_POLL_S: Final = 0.5
 class Slot:
     """One admitted stream: whose, how many URIs it counts, and its event queue."""
 
-    subject: str
+    principal: str
+    """The principal's limiter key (:func:`~gateway.limits.keys.principal_key`)."""
     uris: int
     queue: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
 
@@ -49,32 +51,33 @@ class SubscriptionHub:
     def __len__(self) -> int:
         return len(self._open)
 
-    def admit(self, subject: str, uris: int) -> Slot:
-        """Take a stream slot for ``subject`` or raise the row of the bound it passes."""
+    def admit(self, principal: str, uris: int) -> Slot:
+        """Take a stream slot for ``principal`` (its limiter key) or raise the row of the bound
+        it passes."""
         if self.draining or len(self._open) >= self._max:
             raise OverCapacity(retry_after=1)
         if (
-            self._streams.get(subject, 0) >= self._per_principal
-            or self._uris.get(subject, 0) + uris > self._uris_per_principal
+            self._streams.get(principal, 0) >= self._per_principal
+            or self._uris.get(principal, 0) + uris > self._uris_per_principal
         ):
             raise TooManySubscriptions()
-        slot = Slot(subject, uris)
+        slot = Slot(principal, uris)
         self._open.add(slot)
-        self._streams[subject] = self._streams.get(subject, 0) + 1
-        self._uris[subject] = self._uris.get(subject, 0) + uris
+        self._streams[principal] = self._streams.get(principal, 0) + 1
+        self._uris[principal] = self._uris.get(principal, 0) + uris
         if self._watch is None and self._policy is not None:
             self._watch = asyncio.create_task(self._watch_policy(), name="subscription-policy")
         return slot
 
     def grow(self, slot: Slot, uris: int) -> None:
         """``slot`` subscribes ``uris`` more (a legacy ``resources/subscribe``), within the
-        subject's URI bound, or raise ``too_many_subscriptions``."""
+        principal's URI bound, or raise ``too_many_subscriptions``."""
         if slot not in self._open:
             return
-        if self._uris.get(slot.subject, 0) + uris > self._uris_per_principal:
+        if self._uris.get(slot.principal, 0) + uris > self._uris_per_principal:
             raise TooManySubscriptions()
         slot.uris += uris
-        self._uris[slot.subject] = self._uris.get(slot.subject, 0) + uris
+        self._uris[slot.principal] = self._uris.get(slot.principal, 0) + uris
 
     def shrink(self, slot: Slot, uris: int) -> None:
         """``slot`` gave up ``uris`` of its URIs (unsubscribed, or access taken away)."""
@@ -82,22 +85,22 @@ class SubscriptionHub:
         if slot not in self._open or uris <= 0:
             return
         slot.uris -= uris
-        left = self._uris.get(slot.subject, 0) - uris
+        left = self._uris.get(slot.principal, 0) - uris
         if left > 0:
-            self._uris[slot.subject] = left
+            self._uris[slot.principal] = left
         else:
-            self._uris.pop(slot.subject, None)
+            self._uris.pop(slot.principal, None)
 
     def release(self, slot: Slot) -> None:
         if slot not in self._open:
             return
         self._open.discard(slot)
         for counts, n in ((self._streams, 1), (self._uris, slot.uris)):
-            left = counts.get(slot.subject, 0) - n
+            left = counts.get(slot.principal, 0) - n
             if left > 0:
-                counts[slot.subject] = left
+                counts[slot.principal] = left
             else:
-                counts.pop(slot.subject, None)
+                counts.pop(slot.principal, None)
 
     def drain(self) -> None:
         """A graceful stop began: every stream ends with the graceful result now."""

@@ -27,6 +27,7 @@ from gateway.http.progress import ProgressRelay
 from gateway.http.subscription_hub import SubscriptionHub
 from gateway.http.subscription_plan import intersect, parse_filter, plan
 from gateway.http.turn import Route, Turn, check_expiry, require_method_scopes
+from gateway.limits.keys import principal_key
 from gateway.observability.logging import get_logger
 from gateway.protocol.messages import McpMessage
 from gateway.seams import (
@@ -75,7 +76,7 @@ class SubscriptionRoutes:
         require_method_scopes(turn, message.method)
         wanted = parse_filter(message.params, self._max_uris)
         who = turn.principal
-        slot = self.hub.admit(who.subject, len(wanted.uris))
+        slot = self.hub.admit(principal_key(who), len(wanted.uris))
         try:
             granted = plan(
                 turn.policy, who, wanted, offers, self._backend, client_ip=turn.ctx.client_ip

@@ -51,6 +51,7 @@ from gateway.http.turn import (
     bounded_success,
     check_expiry,
 )
+from gateway.limits.keys import principal_key
 from gateway.observability.metrics import Metrics
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import shape_surface_result
@@ -293,7 +294,7 @@ class SurfaceRoutes:
         rate, concurrency = turn.policy.limits(section, decision.rule)
         scope = section[:-1]
         lease = await self._limits.admit_rule(
-            turn, f"{scope}:{turn.principal.subject}:{key}", rate, concurrency, scope
+            turn, f"{scope}:{principal_key(turn.principal)}:{key}", rate, concurrency, scope
         )
         try:
             check_expiry(turn, admitted)
