@@ -35,29 +35,67 @@ class Glob:
     pattern: str
     specificity: tuple[int, int] = field(init=False)
     """(literal characters, ``?`` count); larger is more specific."""
-    _regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+    _pieces: tuple[_Piece, ...] = field(init=False, repr=False, compare=False)
+    """The pattern split at its ``*``: the first piece is anchored at the start, the last at
+    the end (one piece: no ``*``, the whole name)."""
 
     def __post_init__(self) -> None:
         literals = sum(1 for char in self.pattern if char not in WILDCARDS)
         singles = self.pattern.count("?")
         object.__setattr__(self, "specificity", (literals, singles))
-        object.__setattr__(self, "_regex", _compile(self.pattern))
+        object.__setattr__(self, "_pieces", tuple(map(_Piece, self.pattern.split("*"))))
 
     def matches(self, name: str) -> bool:
-        return self._regex.fullmatch(name) is not None
+        """Whether ``name`` matches, in at most (name length) x (pattern length) steps.
+
+        No backtracking regex: ``*a*b*c`` over a long name was cubic there, and names (tools,
+        subjects, a condition's ``glob`` over an argument) come from callers. Each piece
+        between two stars is taken at its leftmost place after the previous one: that leaves
+        the most room for the rest, so no other placement needs trying."""
+        pieces = self._pieces
+        first, last = pieces[0], pieces[-1]
+        if len(pieces) == 1:
+            return len(name) == first.length and first.at(name, 0)
+        end = len(name) - last.length
+        if end < first.length or not first.at(name, 0) or not last.at(name, end):
+            return False
+        position = first.length
+        for piece in pieces[1:-1]:
+            found = piece.find(name, position, end)
+            if found < 0:
+                return False
+            position = found + piece.length
+        return True
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    parts = []
-    for char in pattern:
-        if char == "*":
-            parts.append(".*")
-        elif char == "?":
-            parts.append(".")
-        else:
-            parts.append(re.escape(char))
-    # DOTALL: a name containing a newline is still one name; "*" must not stop at it.
-    return re.compile("".join(parts), re.DOTALL)
+class _Piece:
+    """The text between two ``*`` of a pattern: literal characters and ``?`` (any one)."""
+
+    __slots__ = ("_regex", "length", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.length = len(text)
+        # A "?" needs a regex (no quantifier in it: it matches in `length` steps at most);
+        # DOTALL: a name containing a newline is still one name, "?" matches it too.
+        self._regex = (
+            re.compile("".join("." if c == "?" else re.escape(c) for c in text), re.DOTALL)
+            if "?" in text
+            else None
+        )
+
+    def at(self, name: str, position: int) -> bool:
+        """Whether the piece matches ``name`` at ``position``."""
+        if self._regex is None:
+            return name.startswith(self.text, position)
+        return self._regex.match(name, position) is not None
+
+    def find(self, name: str, start: int, end: int) -> int:
+        """The leftmost place in ``name[start:end]`` where the piece matches, or -1."""
+        if self._regex is None:
+            return name.find(self.text, start, end)
+        found = self._regex.search(name, start, end)
+        return -1 if found is None else found.start()
 
 
 def overlap(first: str, second: str) -> str | None:

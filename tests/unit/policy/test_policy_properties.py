@@ -8,7 +8,9 @@ lets the caller in, in one round, and visibility never depends on the scopes a t
 from __future__ import annotations
 
 import math
+import re
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -151,3 +153,26 @@ def test_overlap_finds_a_common_name_exactly_when_one_exists(first: str, second:
         for name in frontier:
             assert not (Glob(first).matches(name) and Glob(second).matches(name)), name
         frontier = [name + char for name in frontier for char in "abx"]
+
+
+def _reference(pattern: str) -> re.Pattern[str]:
+    """The pattern language as a regex (exact, but backtracking: a reference for tests)."""
+    text = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
+    return re.compile(text, re.DOTALL)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.text(alphabet="ab*?\n", max_size=7), st.text(alphabet="ab\n", max_size=9))
+def test_glob_matches_exactly_the_names_its_pattern_describes(pattern: str, name: str) -> None:
+    assert Glob(pattern).matches(name) == (_reference(pattern).fullmatch(name) is not None)
+
+
+def test_glob_takes_no_time_to_refuse_a_long_name_with_many_stars() -> None:
+    # A backtracking regex takes about 25 s on 800 characters here (the time grows with the
+    # fourth power of the length); names reach a glob from callers (issue 43).
+    began = time.perf_counter()
+    assert not Glob("*a*a*a*b").matches("a" * 800)
+    assert time.perf_counter() - began < 0.5
+    assert not Glob("*a?a*a??*b").matches("a" * 65_536)
+    assert Glob("*a*a*a*b").matches("a" * 65_536 + "b")
+    assert time.perf_counter() - began < 0.5
