@@ -1,14 +1,15 @@
 """Offline verification of audit files: every chain intact, or the first break of each chain as
 ``FILE:LINE: reason`` (``mcp-gateway audit verify``, :mod:`gateway.app.audit_command`).
 
-Files are read as bytes and split on ``\\n``; a line is an audit event when it is a JSON object
-with ``"log": "audit"`` (other lines, e.g. the application log beside the stdout sink, are
-skipped and counted). Events are grouped by ``chain``; a chain's events in one file are one
-segment, in line order, and the segments of a chain (rotated files, given in any order) are put
-in order by their lowest ``seq``. Then each chain is walked: ``seq`` must count up by one and
-``prev`` must be the :func:`~gateway.observability.audit_chain.digest` of the event before.
-Which line is to blame for a broken link is decided from its neighbours (a single edited event
-breaks the link after it; one whose ``prev`` was edited breaks both of its links).
+Files are read as bytes and split on ``\\n`` (:mod:`.audit_events`); a line is an audit event
+when it is a JSON object with ``"log": "audit"`` (other lines, e.g. the application log beside
+the stdout sink, are skipped and counted). Events are grouped by ``chain``; a chain's events
+in one file are one segment, in line order, and the segments of a chain (rotated files, given
+in any order) are put in order by their lowest ``seq``. Then each chain is walked: ``seq``
+must count up by one and ``prev`` must be the
+:func:`~gateway.observability.audit_chain.digest` of the event before. Which line is to blame
+for a broken link is decided from its neighbours (a single edited event breaks the link after
+it; one whose ``prev`` was edited breaks both of its links).
 
 Given public keys (``kid`` -> key), every ``audit_checkpoint`` event's signature is checked
 (:func:`~gateway.observability.audit_chain.signed_bytes`). How many events follow a chain's
@@ -20,145 +21,29 @@ boundary).
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
 
-import orjson
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+from gateway.observability.audit_chain import GENESIS
+from gateway.observability.audit_events import (
+    Break,
+    ChainReport,
+    Event,
+    Keys,
+    Report,
+    read_events,
+)
 
-from gateway.observability.audit_chain import CHECKPOINT_EVENT, GENESIS, digest, signed_bytes
-
-__all__ = ["Break", "ChainReport", "Event", "Report", "read_events", "verify_files"]
-
-_MARK: Final = b'"log":"audit"'
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    path: str
-    line: int
-    chain: str
-    seq: int
-    prev: str
-    digest: str
-    record: dict[str, Any]
-    signature: str | None = None
-    """A checkpoint's signature check: None (not a checkpoint, or no keys given), ``ok``, or
-    why it failed."""
-
-    @property
-    def checkpoint(self) -> bool:
-        return self.record.get("event") == CHECKPOINT_EVENT
-
-    @property
-    def where(self) -> str:
-        return f"{self.path}:{self.line}"
-
-
-@dataclass(frozen=True, slots=True)
-class Break:
-    path: str
-    line: int
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.reason}"
-
-
-@dataclass(slots=True)
-class ChainReport:
-    chain: str
-    events: int = 0
-    first_seq: int = 0
-    last_seq: int = 0
-    files: list[str] = field(default_factory=list)
-    checkpoints: int = 0
-    after_checkpoint: int = 0
-    """Events after the last checkpoint (all of them when there is none)."""
-    closed: bool = False
-    """The chain ends with a ``final`` checkpoint."""
-
-
-@dataclass(slots=True)
-class Report:
-    events: int = 0
-    skipped: int = 0
-    """Lines that are not audit events (other JSON lines, blank or foreign text)."""
-    chains: list[ChainReport] = field(default_factory=list)
-    breaks: list[Break] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    signatures: int = 0
-    """Checkpoint signatures verified."""
-
-    @property
-    def intact(self) -> bool:
-        return not self.breaks
-
-
-def _loads(line: bytes) -> Any:
-    try:
-        return orjson.loads(line)
-    except orjson.JSONDecodeError:
-        # orjson refuses an escaped lone surrogate, which the writer may emit; json takes it.
-        return json.loads(line.decode("utf-8", "surrogateescape"))
-
-
-Keys = dict[str, Ed25519PublicKey]
-
-
-def _check_signature(line: bytes, record: dict[str, Any], keys: Keys) -> str:
-    key = keys.get(str(record.get("kid")))
-    if key is None:
-        return f"checkpoint signed by an unknown key (kid {record.get('kid')!r})"
-    parts = signed_bytes(line)
-    if parts is None:
-        return "bad checkpoint: no signature"
-    try:
-        key.verify(parts[1], parts[0])
-    except InvalidSignature:
-        return "forged checkpoint: its signature does not verify"
-    return "ok"
-
-
-def read_events(path: str, data: bytes, report: Report, keys: Keys | None = None) -> list[Event]:
-    """The audit events of one file's bytes; damaged lines become breaks in ``report``."""
-    lines = data.split(b"\n")
-    unterminated = lines[-1] != b""
-    if not unterminated:
-        lines.pop()
-    events: list[Event] = []
-    for number, line in enumerate(lines, 1):
-        last = number == len(lines)
-        try:
-            record = _loads(line)
-        except ValueError:
-            if last and unterminated and line:
-                report.breaks.append(
-                    Break(path, number, "line cut in half (the file ends inside an event)")
-                )
-            elif _MARK in line:
-                report.breaks.append(Break(path, number, "damaged event: not valid JSON"))
-            else:
-                report.skipped += 1
-            continue
-        if not isinstance(record, dict) or record.get("log") != "audit":
-            report.skipped += 1
-            continue
-        chain, seq, prev = record.get("chain"), record.get("seq"), record.get("prev")
-        if not (isinstance(chain, str) and type(seq) is int and isinstance(prev, str)):
-            report.breaks.append(
-                Break(path, number, "audit event without its chain fields (chain, seq, prev)")
-            )
-            continue
-        signature = None
-        if keys is not None and record.get("event") == CHECKPOINT_EVENT:
-            signature = _check_signature(line, record, keys)
-        events.append(Event(path, number, chain, seq, prev, digest(line), record, signature))
-    return events
+__all__ = [
+    "Break",
+    "ChainReport",
+    "Event",
+    "Keys",
+    "Report",
+    "read_events",
+    "read_files",
+    "verify_files",
+]
 
 
 def _walk(events: Sequence[Event], report: Report) -> Break | None:
