@@ -2,9 +2,10 @@
 check the audit files' hash chains and checkpoint signatures offline
 (:mod:`gateway.observability.audit_verify`).
 
-Exit 0 when every chain is intact (and, given a key, every checkpoint verified), 1 with each
-chain's first break as ``FILE:LINE: reason``, 2 for usage errors, a file or key that cannot be
-read.
+Exit 0 when every chain is intact (and, given a key, every checkpoint verified and every event
+covered by a signature but the open tail a live file's cadence allows), 1 with each chain's
+first break as ``FILE:LINE: reason`` or where its unsigned events start as ``FILE:LINE:
+unverified: ...``, 2 for usage errors, a file or key that cannot be read.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key, l
 import gateway
 from gateway import b64url
 from gateway.observability.audit_chain import public_jwk
+from gateway.observability.audit_events import seq_span
 from gateway.observability.audit_verify import Keys, Report, read_files, verify_files
 from gateway.outbound import Destination, Outbound, OutboundError
 
@@ -46,9 +48,11 @@ def register(subparsers: Any) -> None:
         help="check the hash chains and checkpoint signatures of audit files",
         description="Check the hash chain of every replica's events in FILE... (the rotated "
         "files of one sink, several replicas' files, or a captured stdout, together) and, with "
-        "--key or --jwks, every checkpoint's signature. Exit 0 when every chain is intact, 1 "
-        "with the first break of each broken chain as FILE:LINE: reason, 2 for usage errors or "
-        "a file or key that cannot be read.",
+        "--key or --jwks, every checkpoint's signature and that signatures cover every event "
+        "at the cadence the checkpoints declare (all but the open tail of a live file). Exit 0 "
+        "when every chain is intact (and, with a key, verified), 1 with the first break of "
+        "each broken chain as FILE:LINE: reason and the first unsigned event of each "
+        "unverified one, 2 for usage errors or a file or key that cannot be read.",
     )
     verify.add_argument("files", nargs="+", metavar="FILE", help="audit files (any order)")
     key = verify.add_mutually_exclusive_group()
@@ -144,7 +148,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
         return _fail(f"cannot read {exc.filename}: {exc.strerror}")
     report = verify_files(files, keys, complete=args.complete)
     _print(report, keys is not None)
-    return 0 if report.intact else 1
+    return 0 if report.verified else 1
 
 
 def _plural(count: int, word: str) -> str:
@@ -154,19 +158,31 @@ def _plural(count: int, word: str) -> str:
 def _print(report: Report, signed: bool) -> None:
     for broken in report.breaks:
         print(broken)
+    for unsigned in report.unverified:
+        print(unsigned)
     for note in report.notes:
         print(f"note: {note}")
     for chain in report.chains:
         state = "closed by its final checkpoint" if chain.closed else (
             f"{_plural(chain.after_checkpoint, 'event')} after the last checkpoint"
         )  # fmt: skip
+        cadence = f" (every {chain.every})" if chain.every is not None else ""
+        unsigned_span = ""
+        if chain.uncovered is not None:
+            unsigned_span = f", no signature covers seq {seq_span(*chain.uncovered)}"
         print(
             f"chain {chain.chain}: {_plural(chain.events, 'event')}, seq {chain.first_seq}-"
-            f"{chain.last_seq}, {_plural(chain.checkpoints, 'checkpoint')}, {state} "
-            f"({', '.join(chain.files)})"
+            f"{chain.last_seq}, {_plural(chain.checkpoints, 'checkpoint')}{cadence}, {state}"
+            f"{unsigned_span} ({', '.join(chain.files)})"
         )
     skipped = f"; {_plural(report.skipped, 'other line')} skipped" if report.skipped else ""
-    verdict = "intact" if report.intact else f"BROKEN ({_plural(len(report.breaks), 'break')})"
+    verdicts = []
+    if report.breaks:
+        verdicts.append(f"BROKEN ({_plural(len(report.breaks), 'break')})")
+    if report.unverified:
+        count = _plural(len(report.unverified), "chain")
+        verdicts.append(f"UNVERIFIED ({count} not covered by signatures)")
+    verdict = ", ".join(verdicts) or "intact"
     signatures = (
         f"{_plural(report.signatures, 'checkpoint signature')} verified"
         if signed

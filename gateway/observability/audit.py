@@ -410,9 +410,11 @@ class AuditSink:
 
     def _checkpoint(self, signer: Signer, ts: float, *, final: bool) -> None:
         """A signed ``audit_checkpoint`` (chain lock held): ``events`` is how many events of
-        the chain precede it."""
+        the chain precede it, ``every`` the cadence (``audit verify`` holds the chain to it:
+        a file declares how many of its last events may be unsigned)."""
         record = {"ts": _rfc3339(ts), "log": "audit", "event": CHECKPOINT_EVENT,
-                  "kid": signer.kid, "final": final, "events": self._chain.seq}  # fmt: skip
+                  "kid": signer.kid, "final": final, "events": self._chain.seq,
+                  "every": signer.every}  # fmt: skip
         self._write(self._chain.link(_dumps(record), signer.sign))
         self._since_checkpoint = 0
 

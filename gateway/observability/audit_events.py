@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from gateway.observability.audit_chain import CHECKPOINT_EVENT, digest, signed_bytes
 
-__all__ = ["Break", "ChainReport", "Event", "Keys", "Report", "read_events"]
+__all__ = ["Break", "ChainReport", "Event", "Keys", "Report", "read_events", "seq_span"]
 
 _MARK: Final = b'"log":"audit"'
 
@@ -65,6 +65,15 @@ class ChainReport:
     """Events after the last checkpoint (all of them when there is none)."""
     closed: bool = False
     """The chain ends with a ``final`` checkpoint."""
+    every: int | None = None
+    """The checkpoint cadence the chain's checkpoints declare (None: none, or not checked)."""
+    uncovered: tuple[int, int] | None = None
+    """With keys: the ``seq`` range no checkpoint signature covers (None: every event)."""
+
+
+def seq_span(first: int, last: int) -> str:
+    """``N`` or ``N-M``: a range of ``seq``."""
+    return str(first) if first == last else f"{first}-{last}"
 
 
 @dataclass(slots=True)
@@ -74,13 +83,22 @@ class Report:
     """Lines that are not audit events (other JSON lines, blank or foreign text)."""
     chains: list[ChainReport] = field(default_factory=list)
     breaks: list[Break] = field(default_factory=list)
+    unverified: list[Break] = field(default_factory=list)
+    """With keys: per chain whose events are not covered by signatures at the declared cadence,
+    where the uncovered events start and why (``audit_verify._coverage``)."""
     notes: list[str] = field(default_factory=list)
     signatures: int = 0
     """Checkpoint signatures verified."""
 
     @property
     def intact(self) -> bool:
+        """No chain is broken."""
         return not self.breaks
+
+    @property
+    def verified(self) -> bool:
+        """No chain is broken, and (with keys) every chain is covered by signatures."""
+        return not self.breaks and not self.unverified
 
 
 def _loads(line: bytes) -> Any:

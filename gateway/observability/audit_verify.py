@@ -12,8 +12,14 @@ for a broken link is decided from its neighbours (a single edited event breaks t
 it; one whose ``prev`` was edited breaks both of its links).
 
 Given public keys (``kid`` -> key), every ``audit_checkpoint`` event's signature is checked
-(:func:`~gateway.observability.audit_chain.signed_bytes`). How many events follow a chain's
-last checkpoint is reported; with ``complete`` a chain that does not end with a ``final``
+(:func:`~gateway.observability.audit_chain.signed_bytes`), and the chain must be covered by
+signatures at the cadence its checkpoints declare (:func:`_coverage`): a checkpoint's signature
+covers every event before it, so what no signature covers is the chain's tail after its last
+checkpoint. That tail may be at most the checkpoint's ``every`` events (the open tail of a live
+file: its next checkpoint is not due yet); a longer one, one after the ``final`` checkpoint, or
+a chain with no checkpoint at all is *unverified* (someone without the key dropped checkpoints
+and recomputed the chain: the hashes alone cannot tell). How many events follow a chain's last
+checkpoint is reported; with ``complete`` a chain that does not end with a ``final``
 checkpoint, or does not start at ``seq`` 1, is a break (an archived file cut at an event
 boundary).
 """
@@ -32,6 +38,7 @@ from gateway.observability.audit_events import (
     Keys,
     Report,
     read_events,
+    seq_span,
 )
 
 __all__ = [
@@ -146,15 +153,20 @@ def _first_link_break(events: Sequence[Event]) -> int:
 
 
 def _close(
-    chain: ChainReport, events: Sequence[Event], complete: bool, report: Report
+    chain: ChainReport, events: Sequence[Event], complete: bool, signed: bool, report: Report
 ) -> Break | None:
-    """Checkpoint coverage of an unbroken chain; with ``complete``, a break unless it is whole."""
+    """Checkpoint coverage of an unbroken chain (with keys: an unverified one is added to
+    ``report``); with ``complete``, a break unless it is whole."""
     checkpoints = [event for event in events if event.checkpoint]
     chain.checkpoints = len(checkpoints)
     report.signatures += sum(1 for event in checkpoints if event.signature == "ok")
     last = events[-1]
     chain.closed = last.checkpoint and last.record.get("final") is True
     chain.after_checkpoint = last.seq - checkpoints[-1].seq if checkpoints else len(events)
+    if signed:
+        unverified = _coverage(chain, events, checkpoints)
+        if unverified is not None:
+            report.unverified.append(unverified)
     if not complete:
         return None
     if events[0].seq != 1:
@@ -171,6 +183,54 @@ def _close(
             f"checkpoint, {chain.after_checkpoint} events after the last checkpoint "
             "(truncated, or the gateway did not stop cleanly) (--complete)",
         )
+    return None
+
+
+def _coverage(
+    chain: ChainReport, events: Sequence[Event], checkpoints: Sequence[Event]
+) -> Break | None:
+    """Where an unbroken chain's events stop being covered by a checkpoint signature, when more
+    of them follow than the declared cadence leaves open; ``chain.uncovered`` is that range."""
+    first, last = events[0], events[-1]
+    if not checkpoints:
+        chain.uncovered = (first.seq, last.seq)
+        return Break(first.path, first.line, "unverified: no signature covers seq "
+                     f"{seq_span(first.seq, last.seq)}: the chain has no checkpoint")  # fmt: skip
+    latest = checkpoints[-1]
+    chain.every = _cadence(events, checkpoints)
+    if latest is last:
+        return None
+    tail = events[events.index(latest) + 1]
+    chain.uncovered = (tail.seq, last.seq)
+    after = last.seq - latest.seq
+    if latest.record.get("final") is True:
+        reason = f"they follow the final checkpoint ({latest.where})"
+    elif chain.every is None:
+        reason = (f"they follow the last checkpoint ({latest.where}), whose cadence the "
+                  "checkpoints do not declare")  # fmt: skip
+    elif after > chain.every:
+        reason = (
+            f"{after} events follow the last checkpoint ({latest.where}), more than its "
+            f"cadence leaves unsigned (every {chain.every}): checkpoints dropped?"
+        )
+    else:
+        return None  # the open tail of a live file: its next checkpoint is not due yet
+    span = seq_span(tail.seq, last.seq)
+    return Break(tail.path, tail.line, f"unverified: no signature covers seq {span}: {reason}")
+
+
+def _cadence(events: Sequence[Event], checkpoints: Sequence[Event]) -> int | None:
+    """The ``every`` the last checkpoint declares (signed with it). Checkpoints written before
+    they declared it: read from where the signed checkpoints stand (a non-final one follows
+    exactly ``every`` events after the checkpoint before it, or after the chain's start)."""
+    declared = checkpoints[-1].record.get("every")
+    if type(declared) is int and declared > 0:
+        return declared
+    before = 0 if events[0].seq == 1 else None
+    for checkpoint in checkpoints:
+        if before is not None and checkpoint.record.get("final") is not True:
+            return checkpoint.seq - before - 1
+        before = checkpoint.seq
     return None
 
 
@@ -202,10 +262,11 @@ def verify_files(
         )
         broken = _walk(events, report)
         if broken is None:
-            broken = _close(report.chains[-1], events, complete, report)
+            broken = _close(report.chains[-1], events, complete, keys is not None, report)
         if broken is not None:
             report.breaks.append(broken)
     report.breaks.sort(key=lambda item: (item.path, item.line))
+    report.unverified.sort(key=lambda item: (item.path, item.line))
     return report
 
 

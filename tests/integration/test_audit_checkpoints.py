@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from datetime import datetime
 from pathlib import Path
 
 import aiohttp
@@ -106,6 +107,28 @@ def events(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_bytes().splitlines()]
 
 
+def relink(path: Path, written: list[dict[str, object]], forger: Signer | None = None) -> None:
+    """Write ``written`` to ``path`` as one chain recomputed from its first event (what anyone
+    who can write the file can do); checkpoints re-signed by ``forger`` under their genuine
+    ``kid``, else keeping their genuine signature (valid while nothing before them changed)."""
+    replica, _, stamp = str(written[0]["chain"]).rpartition("@")
+    chain = Chain(replica, datetime.fromisoformat(stamp).timestamp())  # the same chain id
+    assert chain.id == written[0]["chain"]
+    lines = []
+    for event in written:
+        body = {k: v for k, v in event.items() if k not in ("chain", "seq", "prev", "sig")}
+        rendered = json.dumps(body, separators=(",", ":"))
+        sign = None
+        if is_checkpoint(event):
+            sign = forger.sign if forger is not None else (lambda _, sig=event["sig"]: str(sig))
+        lines.append(chain.link(rendered, sign) + "\n")
+    path.write_text("".join(lines))
+
+
+def is_checkpoint(event: dict[str, object]) -> bool:
+    return event["event"] == "audit_checkpoint"
+
+
 class TestCheckpoints:
     async def test_the_ops_listener_publishes_the_checkpoint_key(self, stopped: Files) -> None:
         (jwk,) = [k for k in stopped.jwks["keys"] if k.get("kty") == "OKP"]  # type: ignore[attr-defined]
@@ -130,7 +153,8 @@ class TestCheckpoints:
     ) -> None:
         code, out = stopped.live
         assert code == 0, out
-        assert "2 events after the last checkpoint" in out
+        # The open tail of a live file (fewer than every 3): named, not refused.
+        assert "(every 3), 2 events after the last checkpoint, no signature covers seq 9-10" in out
         assert "2 checkpoint signatures verified" in out
         code, out = stopped.live_complete
         assert code == 1, out
@@ -167,24 +191,79 @@ class TestCheckpoints:
         # another key: the chain is intact, only the signatures tell.
         written = events(stopped.audit)
         written[1]["outcome"] = "denied"
-        forger = Signer(Ed25519PrivateKey.generate(), EVERY)
-        chain = Chain()
-        lines = []
-        for event in written:
-            body = {k: v for k, v in event.items() if k not in ("chain", "seq", "prev", "sig")}
-            if event["event"] == "audit_checkpoint":
-                body["kid"] = json.loads(json.dumps(event["kid"]))  # keep the genuine kid
-                line = chain.link(json.dumps(body, separators=(",", ":")), forger.sign)
-            else:
-                line = chain.link(json.dumps(body, separators=(",", ":")))
-            lines.append(line + "\n")
-        stopped.audit.write_text("".join(lines))
+        relink(stopped.audit, written, Signer(Ed25519PrivateKey.generate(), EVERY))
         code, out = verify(capsys, stopped.audit)
         assert code == 0, out  # without a key the rewrite cannot be told
         code, out = verify(capsys, "--key", stopped.public, stopped.audit)
         assert code == 1
         assert out.splitlines()[0] == (
             f"{stopped.audit}:4: forged checkpoint: its signature does not verify"
+        ), out
+
+    async def test_checkpoints_dropped_and_the_chain_recomputed_is_unverified_with_a_key(
+        self, stopped: Files, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """Issue 43 item 4: every checkpoint dropped, an event edited, the chain recomputed.
+        Intact as a chain, so only the signatures can tell: with the key it is unverified."""
+        jwks = stopped.audit.with_name("jwks.json")
+        jwks.write_text(json.dumps(stopped.jwks))
+        written = [event for event in events(stopped.audit) if not is_checkpoint(event)]
+        written[1]["outcome"] = "denied"
+        relink(stopped.audit, written)
+        code, out = verify(capsys, stopped.audit)
+        assert code == 0, out  # the chain itself is intact
+        code, out = verify(capsys, "--jwks", jwks, stopped.audit)
+        assert code == 1, out
+        assert out.splitlines()[0] == (
+            f"{stopped.audit}:1: unverified: no signature covers seq 1-8: the chain has no "
+            "checkpoint"
+        ), out
+        assert (
+            "0 checkpoints, 8 events after the last checkpoint, no signature covers seq 1-8" in out
+        )
+        assert out.splitlines()[-1].startswith(
+            "1 chain, 8 events: UNVERIFIED (1 chain not covered by signatures)"
+        ), out
+
+    async def test_the_later_checkpoints_dropped_outrun_the_declared_cadence(
+        self, stopped: Files, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        """The first (genuine) checkpoint kept, the later ones dropped, an event after it
+        edited and the chain recomputed: more events follow the last signature than the
+        checkpoints' cadence (every 3) ever leaves unsigned."""
+        written = events(stopped.audit)
+        assert [e.get("every") for e in written if is_checkpoint(e)] == [EVERY] * 3
+        kept = [e for e in written if not is_checkpoint(e) or e["seq"] == EVERY + 1]
+        kept[5]["outcome"] = "denied"
+        relink(stopped.audit, kept)
+        jwks = stopped.audit.with_name("jwks.json")
+        jwks.write_text(json.dumps(stopped.jwks))
+        code, out = verify(capsys, "--jwks", jwks, stopped.audit)
+        assert code == 1, out
+        assert out.splitlines()[0] == (
+            f"{stopped.audit}:5: unverified: no signature covers seq 5-9: 5 events follow the "
+            f"last checkpoint ({stopped.audit}:4), more than its cadence leaves unsigned "
+            "(every 3): checkpoints dropped?"
+        ), out
+        assert "1 checkpoint signature verified" in out
+        # The same file cut to the open tail a live file may have (3 events): not refused, and
+        # the events no signature covers are named.
+        stopped.audit.write_bytes(b"".join(stopped.audit.read_bytes().splitlines(True)[:7]))
+        code, out = verify(capsys, "--jwks", jwks, stopped.audit)
+        assert code == 0, out
+        assert "(every 3), 3 events after the last checkpoint, no signature covers seq 5-7" in out
+
+    async def test_events_after_the_final_checkpoint_are_unverified(
+        self, stopped: Files, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        written = events(stopped.audit)
+        extra = dict(written[0])
+        relink(stopped.audit, [*written, extra])
+        code, out = verify(capsys, "--key", stopped.public, stopped.audit)
+        assert code == 1, out  # the signatures verify (the chain before them is untouched)
+        assert out.splitlines()[0] == (
+            f"{stopped.audit}:12: unverified: no signature covers seq 12: they follow the "
+            f"final checkpoint ({stopped.audit}:11)"
         ), out
 
     async def test_another_key_is_an_unknown_key_and_a_bad_key_file_is_exit_2(

@@ -8,6 +8,7 @@ import io
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
@@ -156,4 +157,45 @@ class TestCheckpoints:
         kid = Signer(key, 1).kid
         assert [str(b) for b in verify_files([("f", data)], {kid: key.public_key()}).breaks] == [
             "f:2: bad checkpoint: it counts 5 events before it, the chain 1"
+        ]
+
+    def legacy(
+        self, every: int, events: int, checkpoints: int = 1_000
+    ) -> tuple[list[bytes], dict[str, Any]]:
+        """A chain as the gateway wrote it before checkpoints declared ``every`` (and, with
+        ``checkpoints``, as it reads once the later ones were dropped and the chain relinked)."""
+        key = Ed25519PrivateKey.generate()
+        signer = Signer(key, every)
+        chain = Chain()
+        lines = []
+        for n in range(1, events + 1):
+            lines.append(chain.link(event(n).to_json(0.0)))
+            if n % every == 0 and n // every <= checkpoints:
+                record = {"log": "audit", "event": "audit_checkpoint", "kid": signer.kid,
+                          "final": False, "events": chain.seq}  # fmt: skip
+                lines.append(chain.link(json.dumps(record, separators=(",", ":")), signer.sign))
+        return [(line + "\n").encode() for line in lines], {signer.kid: key.public_key()}
+
+    def test_a_legacy_chain_s_cadence_is_read_from_where_its_checkpoints_stand(self) -> None:
+        lines, keys = self.legacy(3, 6)  # checkpoints at seq 4 and 8, the last line
+        report = verify_files([("f", b"".join(lines))], keys)
+        assert report.verified and report.chains[0].every == 3
+        assert report.chains[0].uncovered is None
+        lines, keys = self.legacy(3, 8)  # seq 9 and 10 after the last checkpoint: open
+        report = verify_files([("f", b"".join(lines))], keys)
+        assert report.verified and report.chains[0].uncovered == (9, 10)
+        # The start rotated away: two checkpoints still say how far apart they stand.
+        assert verify_files([("f", b"".join(lines[3:]))], keys).verified
+        # One checkpoint without the chain's start declares no cadence: its tail is unverified.
+        report = verify_files([("f", b"".join(lines[5:]))], keys)
+        assert report.intact and not report.verified
+        assert [str(b) for b in report.unverified] == [
+            "f:4: unverified: no signature covers seq 9-10: they follow the last checkpoint "
+            "(f:3), whose cadence the checkpoints do not declare"
+        ]
+        lines, keys = self.legacy(3, 8, checkpoints=1)  # the later checkpoints never written
+        report = verify_files([("f", b"".join(lines))], keys)
+        assert [str(b) for b in report.unverified] == [
+            "f:5: unverified: no signature covers seq 5-9: 5 events follow the last checkpoint "
+            "(f:4), more than its cadence leaves unsigned (every 3): checkpoints dropped?"
         ]
