@@ -17,6 +17,7 @@ from aiohttp import web
 from gateway.errors import GatewayError
 from gateway.http.dispatch import Dispatcher
 from gateway.http.errors import internal_error
+from gateway.http.legacy_sessions import SESSION_HEADER
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import Turn
 from gateway.protocol.envelope import error_body
@@ -39,6 +40,8 @@ async def answer_single(
     ctx.method = message.method
     ctx.jsonrpc_id = message.id
     ctx.tool = message.tool_name
+    if message.era == "legacy":
+        dispatcher.sessions.refuse_ended(turn.request.headers.get(SESSION_HEADER), message.id)
     if message.is_notification:
         # streamable-http.mdx: an accepted notification is 202 with no body; dropped.
         return web.Response(status=202, headers=EMPTY_HEADERS)
@@ -96,6 +99,7 @@ async def answer_batch(
     ctx = turn.ctx
     first = messages[0]
     ctx.era, ctx.protocol_version, ctx.method = first.era, first.version, "batch"
+    dispatcher.sessions.refuse_ended(turn.request.headers.get(SESSION_HEADER), None)
     requests = [message for message in messages if not message.is_notification]
     held = await dispatcher.admit_batch(messages, turn)
     try:

@@ -12,7 +12,9 @@ everything else, so a session here is only what a subscription needs:
   (this process's random key) over the nonce and the principal (issuer, subject, client id).
   Nothing is stored when it is minted. Only this process can verify it, and only for that
   principal: a token of anyone else presenting it gets 404 ``session_not_found``, as does an id
-  from another replica or one that ended. Every other request ignores the header (stateless).
+  from another replica or one that ended. Every other request ignores the header (stateless),
+  except that an id this replica ended is 404 on any legacy request (:meth:`LegacySessions.
+  refuse_ended`).
 - **The state**, created on this replica by the session's first ``resources/subscribe`` or GET:
   the subscribed URIs (exposed form) and one slot of the
   :class:`~gateway.http.subscription_hub.SubscriptionHub`, so a session counts as one stream
@@ -43,6 +45,7 @@ from gateway.config import Config
 from gateway.deadlines import deadline_at
 from gateway.errors import (
     BackendFailure,
+    JsonRpcId,
     LegacyResourceNotFound,
     MethodNotFound,
     SessionNotFound,
@@ -186,6 +189,14 @@ class LegacySessions:
             self._live[raw] = found
             self.idle(found)
         return found
+
+    def refuse_ended(self, raw: str | None, request_id: JsonRpcId | None) -> None:
+        """Any legacy request naming a session this replica ended gets 404: "the server MAY
+        terminate the session at any time, after which it MUST respond to requests containing
+        that session ID with HTTP 404" (2025-11-25 basic/transports.mdx §Session Management 3).
+        Other ids are ignored outside the session's own requests (stateless)."""
+        if raw is not None and raw in self._ended:
+            raise SessionNotFound(request_id=request_id, era="legacy")
 
     def held(self, raw: str | None, who: Principal) -> LegacySession | None:
         """The caller's session named by ``raw`` if this replica holds its state; None for a

@@ -73,15 +73,21 @@ SCENARIOS = tuple(
         "completion-complete",
     ).split()
 )
-"""Every 2026-07-28 server scenario about prompts, resources, completion and caching."""
+"""Every 2026-07-28 server scenario about prompts, resources, completion and caching (and,
+below, the 2025-11-25 session lifecycle)."""
 
 
 def _remove(path: str) -> None:
     Path(path).unlink(missing_ok=True)
 
 
+PASSED_BACK = ("content-type", "cache-control", "www-authenticate", "retry-after", "mcp-session-id")
+"""The answer's headers the forwarder passes back to the suite."""
+
+
 def _forwarder(target: str, token: str) -> web.Application:
-    """POSTs to ``/mcp`` go to the gateway with ``Authorization`` added, answers come back."""
+    """Requests to ``/mcp`` go to the gateway with ``Authorization`` added, answers come back
+    (with the session id a legacy ``initialize`` may carry)."""
     session: dict[str, aiohttp.ClientSession] = {}
 
     async def forward(request: web.Request) -> web.StreamResponse:
@@ -94,8 +100,7 @@ def _forwarder(target: str, token: str) -> web.Application:
         body = await request.read()
         async with client.request(request.method, target, data=body, headers=headers) as up:
             payload = await up.read()
-            out = {k: v for k, v in up.headers.items() if k.lower() in ("content-type",
-                   "cache-control", "www-authenticate", "retry-after")}  # fmt: skip
+            out = {k: v for k, v in up.headers.items() if k.lower() in PASSED_BACK}
             return web.Response(status=up.status, body=payload, headers=out)
 
     async def close(_: web.Application) -> None:
@@ -108,10 +113,20 @@ def _forwarder(target: str, token: str) -> web.Application:
     return app
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize(
+    ("scenario", "version"),
+    [*((s, None) for s in SCENARIOS), ("server-session-lifecycle", "2025-11-25")],
+)
 async def test_the_conformance_scenario_passes_through_the_gateway(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, scenario: str
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    scenario: str,
+    version: str | None,
 ) -> None:
+    """``version``: the wire the suite speaks (its default when None). On 2025-11-25 the
+    session lifecycle: the gateway mints a session (the caller hears the tools'
+    ``list_changed``), and after ``DELETE`` a request with that id is 404."""
     async with (
         sdk_upstream(conformance=True) as sdk,
         live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
@@ -124,6 +139,7 @@ async def test_the_conformance_scenario_passes_through_the_gateway(
         process = await asyncio.create_subprocess_exec(
             *command, "server", "--url", str(front.make_url("/mcp")),
             "--scenario", scenario, "--output-dir", str(out),
+            *(("--spec-version", version) if version else ()),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         printed, _ = await asyncio.wait_for(process.communicate(), timeout=120)
@@ -139,3 +155,6 @@ async def test_the_conformance_scenario_passes_through_the_gateway(
     failed = [c for c in checks if c.get("status") == "FAILURE"]
     assert checks, text
     assert failed == [], text
+    if version is not None:  # a session was minted and ended: not skipped as stateless
+        passed = {c.get("id") for c in checks if c.get("status") == "SUCCESS"}
+        assert "server-session-terminated-returns-404" in passed, text

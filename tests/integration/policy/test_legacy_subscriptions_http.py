@@ -425,9 +425,11 @@ async def test_a_reload_that_takes_the_method_away_ends_the_session(
         async with asyncio.timeout(10):
             assert await response.content.read() == b""  # the stream ended
     await eventually(lambda: listeners(sdk) == 0)
-    assert (await live.post(token, subscribe(GUIDE), headers))[0] == 403  # step-up first
+    # The session ended: its id is 404 before any other check of the request (a step-up
+    # would only lead the client back to it), with or without the scope.
+    assert (await live.post(token, subscribe(GUIDE), headers))[0] == 404
     stepped = live.token("mcp:access docs:read subs:listen")  # the same principal
-    assert (await live.post(stepped, subscribe(GUIDE), headers))[0] == 404  # the session ended
+    assert (await live.post(stepped, subscribe(GUIDE), headers))[0] == 404
 
 
 async def test_a_graceful_stop_ends_sessions_and_their_streams(
@@ -503,6 +505,52 @@ async def test_delete_ends_the_session_and_its_stream(stack: tuple[LiveStack, Sd
     # Without a session, DELETE stays the pre-authentication 405.
     async with live.session.delete(live.server.mcp_url) as response:
         assert response.status == 405
+
+
+@pytest.mark.row("session_not_found")
+async def test_every_request_naming_an_ended_session_is_404(
+    stack: tuple[LiveStack, SdkUpstream], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """transports.mdx §Session Management 3: once the session is terminated the server MUST
+    answer 404 to requests containing its id, not only to the session's own methods."""
+    live, _ = stack
+    token = live.token("mcp:access docs:read tools:echo")
+    sid = (await initialize(live, token))[0]["Mcp-Session-Id"]
+    session = {"Mcp-Session-Id": sid, **LEGACY}
+    tools_list = {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}}
+    status, _, text = await live.post(token, tools_list, session)  # live: ignored, served
+    assert status == 200 and "tools" in json.loads(text)["result"], text
+    async with live.session.delete(
+        live.server.mcp_url, headers={"Authorization": f"Bearer {token}", **session}
+    ) as response:
+        assert response.status == 204
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    ping = {"jsonrpc": "2.0", "id": "p", "method": "ping"}
+    for body, rid in ((tools_list, 5), (ping, "p"), (initialized, None)):
+        status, headers, text = await live.post(token, body, session)
+        assert status == 404, text
+        assert headers["Cache-Control"] == "no-store"
+        assert json.loads(text) == {
+            "jsonrpc": "2.0", "id": rid, "error": {"code": -31404, "message": "Session not found"},
+        }  # fmt: skip
+    batch = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-03-26"}
+    status, _, text = await live.post(token, [ping, tools_list], batch)
+    assert status == 404 and json.loads(text)["error"]["code"] == -31404, text
+    # A new session (initialize without the id) is served; so is a 2026-07-28 request, whose era
+    # has no sessions, whatever it carries.
+    assert (await initialize(live, token))[0]["Mcp-Session-Id"] != sid
+    status, _, _ = await live.modern(token, "tools/list", headers={"Mcp-Session-Id": sid})
+    assert status == 200
+    # A session the gateway ended itself (no GET for IDLE_S) answers the same.
+    monkeypatch.setattr(legacy_sessions, "IDLE_S", 0.2)
+    idle = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
+    assert (await live.post(token, subscribe(GUIDE), idle))[0] == 200
+    for _ in range(100):
+        status, _, text = await live.post(token, tools_list, idle)
+        if status != 200:
+            break
+        await asyncio.sleep(0.05)
+    assert status == 404 and json.loads(text)["error"]["code"] == -31404, text
 
 
 @pytest.mark.parametrize("off_by", ["worker", "config"])
