@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.config.secrets import Secret, resolve_secret
+from gateway.config.secrets import SKIPPED, Secret, resolve_secret
 from gateway.config.urls import is_loopback_url, is_private_url
 from gateway.yaml_source import Located, PathPart
 
@@ -38,7 +38,7 @@ class Builder:
 
     def secret(self, raw: Any, path: tuple[PathPart, ...]) -> Secret | None:
         if not self.resolve_secrets and isinstance(raw, dict):
-            return Secret("", "skipped")  # not read; the schema checked the reference's form
+            return Secret("", SKIPPED)  # not read; the schema checked the reference's form
         return resolve_secret(
             raw,
             path,

@@ -76,7 +76,7 @@ def build_identity(
         )
     alg = rassertion.get("alg", "EdDSA")
     key = b.secret(rassertion["key"], (*ap, "key"))
-    if key is not None and key.source != "skipped":
+    if key is not None and not key.skipped:
         try:
             parse_signing_key(key.reveal(), alg)
         except KeyProblem as exc:

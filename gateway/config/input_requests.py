@@ -84,7 +84,8 @@ def build_input_requests(
         secret = b.secret(entry["key"], (*kp, "key"))
         if secret is None:
             continue
-        decoded = decode_seal_key(secret.reveal())
+        # Not read (check --skip-secrets): a placeholder of the right size stands in for it.
+        decoded = bytes(KEY_BYTES) if secret.skipped else decode_seal_key(secret.reveal())
         if decoded is None:
             # The problem names the rule, never the value.
             b.doc.problem(

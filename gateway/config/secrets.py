@@ -13,7 +13,10 @@ from typing import Any, ClassVar
 
 from gateway.yaml_source import Located, PathPart
 
-__all__ = ["Secret", "resolve_secret"]
+__all__ = ["SKIPPED", "Secret", "resolve_secret"]
+
+SKIPPED = "skipped"
+"""The :attr:`Secret.source` of a reference that was not read (``resolve_secrets=False``)."""
 
 
 class Secret:
@@ -31,13 +34,19 @@ class Secret:
     def __init__(self, value: str, source: str, mtime: float | None = None) -> None:
         self._value = value
         self.source = source
-        """``env:NAME``, ``file:PATH`` or ``literal``."""
+        """``env:NAME``, ``file:PATH``, ``literal`` or :data:`SKIPPED`."""
         self._mtime = mtime
         self._path = Path(source[5:]) if source.startswith("file:") else None
         self._checked = time.monotonic()
 
     def reveal(self) -> str:
         return self._value
+
+    @property
+    def skipped(self) -> bool:
+        """A reference ``check --skip-secrets`` did not read: its value is empty, so no check
+        of the value applies (the schema checked the reference's form)."""
+        return self.source == SKIPPED
 
     def current(self, *, force: bool = False) -> str:
         """The value, re-read from its file when the file changed (checked once a second, or

@@ -113,7 +113,7 @@ def build_audit(b: Builder, raw_audit: dict[str, Any]) -> AuditConfig:
         raw_checkpoint = ra.pop("checkpoint")
         where: tuple[PathPart, ...] = ("audit", "checkpoint", "key")
         key = b.secret(raw_checkpoint["key"], where)
-        if key is not None and key.source != "skipped":
+        if key is not None and not key.skipped:
             problem = checkpoint_key_problem(key.reveal())
             if problem is not None:
                 b.doc.problem(where, problem)

@@ -53,11 +53,12 @@ def _build_redis(b: Builder, raw: dict[str, Any], rp: tuple[PathPart, ...]) -> R
     tls = build_tls(b, raw.get("tls", {}), (*rp, "tls"))
     if url is None:
         return None
-    # The URL may carry a password: problems name the scheme rule, never the value.
-    scheme = urlsplit(url.reveal()).scheme
-    if scheme not in REDIS_SCHEMES:
+    # The URL may carry a password: problems name the scheme rule, never the value. Not read
+    # (check --skip-secrets): nothing to check it against.
+    scheme = None if url.skipped else urlsplit(url.reveal()).scheme
+    if scheme is not None and scheme not in REDIS_SCHEMES:
         b.doc.problem((*rp, "url"), "must be a redis://, rediss:// (TLS) or unix:// URL")
-    if raw.get("tls") and scheme != "rediss":
+    if raw.get("tls") and scheme is not None and scheme != "rediss":
         b.doc.problem((*rp, "tls"), "needs a rediss:// url (TLS)")
     return RedisConfig(
         url=url,
@@ -70,7 +71,7 @@ def _build_redis(b: Builder, raw: dict[str, Any], rp: tuple[PathPart, ...]) -> R
 def build_admin(b: Builder, raw: dict[str, Any], cache: CacheConfig) -> AdminConfig:
     ap: tuple[PathPart, ...] = ("admin",)
     token = b.secret(raw.get("token"), (*ap, "token"))
-    if token is not None and len(token.reveal()) < MIN_ADMIN_TOKEN_CHARS:
+    if token is not None and not token.skipped and len(token.reveal()) < MIN_ADMIN_TOKEN_CHARS:
         b.doc.problem(
             (*ap, "token"),
             f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters (e.g. openssl rand -hex 32)",

@@ -189,6 +189,28 @@ def test_groups_print_their_prefix_and_an_overage_is_flagged(
     assert "warning: the gateway would refuse this token now: group overage" in out
 
 
+def test_secret_references_whose_values_are_checked_are_not_read_either(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 43: an unread admin.token was "shorter than 32 characters", an unread
+    # state.redis.url "not a redis:// URL", an unread seal key "not 32 bytes": exit 1.
+    unset = "{env: EXPLAIN_TOKEN_UNSET_SECRET}"
+    (config.parent / "ca.pem").write_text("not read either\n")
+    with config.open("a") as extra:
+        extra.write(
+            f"admin: {{token: {unset}}}\n"
+            f"state: {{backend: redis, redis: {{url: {unset}, tls: {{ca_file: ca.pem}}}}}}\n"
+            f"input_requests: {{seal_keys: [{{id: k1, key: {unset}}}]}}\n"
+        )
+    token = tmp_path / "token.jwt"
+    token.write_text(compact(entra_claims()) + "\n")
+    code, out, err = run(
+        capsys, "--config", str(config), "--token-file", str(token), "--tool", "search_notes"
+    )
+    assert code == 0, err
+    assert "search_notes  allow" in out
+
+
 @pytest.mark.parametrize(
     ("content", "extra", "message"),
     [
