@@ -194,14 +194,15 @@ def _print_problems(problems: Sequence[str], path: Path) -> None:
     print(f"{path}: {count} problem{'s' if count != 1 else ''}", file=sys.stderr)
 
 
-def _load_policies(paths: Sequence[Path]) -> tuple[list[str], PolicySet | None, tuple[str, ...]]:
+def _load_policies(
+    paths: Sequence[Path],
+) -> tuple[list[str], PolicySet | None, tuple[str, ...], PolicySet | None]:
     """Validate the policy files: (problems, the policy set or None, the files that declare
-    themselves a demo)."""
-    try:
-        policy = policy_loader.load_policy(paths)
-    except ConfigError as exc:
-        return list(exc.problems), None, policy_loader.demo_sources(paths)
-    return [], policy, policy.demo_sources
+    themselves a demo, the set merged from what the files got right even with problems)."""
+    report = policy_loader.inspect_policy(paths)
+    if report.problems or report.policy is None:
+        return list(report.problems), None, policy_loader.demo_sources(paths), report.policy
+    return [], report.policy, report.policy.demo_sources, report.policy
 
 
 def _policy_warnings(config: Config | None, policy: PolicySet | None) -> list[str]:
@@ -234,17 +235,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
     path = _require_config(args)
     report = inspect_config(path, resolve_secrets=not args.skip_secrets)
     problems = list(report.problems)
-    policy = None
+    policy = partial = None
     demos: tuple[str, ...] = ()
     if report.policy_paths is not None:
-        policy_problems, policy, demos = _load_policies(report.policy_paths)
+        # partial: what the files got right, for the warnings a mistake must not hide.
+        policy_problems, policy, demos, partial = _load_policies(report.policy_paths)
         problems.extend(policy_problems)
     else:
         print(f"note: {path}: the policy files were not checked (policy: is unreadable)",
               file=sys.stderr)  # fmt: skip
     problems.extend(check_lock(report.config))
     cross = _policy_warnings(report.config, policy)
-    unreachable = _unreachable_rules(policy, report.backend_prefixes)
+    unreachable = _unreachable_rules(partial, report.backend_prefixes)
     for warning in (*report.warnings, *cross, *_demo_warnings(demos), *unreachable):
         print(f"warning: {warning}", file=sys.stderr)
     if problems:
@@ -287,7 +289,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc.problems, path)
         return 1
-    problems, policy, demos = _load_policies(config.policy_paths)
+    problems, policy, demos, _ = _load_policies(config.policy_paths)
     if problems:
         _print_problems(problems, path)
         return 1

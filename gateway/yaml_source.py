@@ -45,6 +45,8 @@ class Located:
     marks: dict[tuple[PathPart, ...], tuple[int, int]] = field(default_factory=dict)
     """Key path -> (line, column), both 1-based. For mappings the key's own position is used."""
     problems: list[str] = field(default_factory=list)
+    flawed: list[tuple[PathPart, ...]] = field(default_factory=list)
+    """The key path of each :meth:`problem` (what a checker may leave out to go on)."""
 
     def where(self, path: tuple[PathPart, ...]) -> str:
         """``file:line:col`` of the deepest known node on ``path``."""
@@ -56,6 +58,7 @@ class Located:
 
     def problem(self, path: tuple[PathPart, ...], message: str) -> None:
         self.problems.append(f"{self.where(path)}: {format_path(path)}: {message}")
+        self.flawed.append(path)
 
 
 def format_path(path: tuple[PathPart, ...]) -> str:

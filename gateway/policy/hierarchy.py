@@ -4,7 +4,7 @@ MCP 2026-07-28 authorization (scope challenge handling): servers MUST account fo
 hierarchies when deciding whether the granted scopes suffice. The hierarchy only widens what a
 token's scopes *satisfy*; rules, baselines and challenges keep naming the scopes they need, so
 a step-up challenge still asks for the least-privilege scope (``tickets:read``), never for a
-scope that merely implies it (``admin``). Cycles are load errors (:func:`find_cycle`), so the
+scope that merely implies it (``admin``). Cycles are load errors (:func:`find_cycles`), so the
 closure is a finite DAG walk done once per policy set.
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Final
 
-__all__ = ["EXPANSION_CACHE_SIZE", "NO_HIERARCHY", "ScopeHierarchy", "find_cycle"]
+__all__ = ["EXPANSION_CACHE_SIZE", "NO_HIERARCHY", "ScopeHierarchy", "find_cycle", "find_cycles"]
 
 EXPANSION_CACHE_SIZE: Final = 1024
 """Memoised expansions (one per distinct granted scope set); the memo starts over when full."""
@@ -117,3 +117,24 @@ def find_cycle(declared: Mapping[str, Iterable[str]]) -> list[str] | None:
             if found is not None:
                 return found
     return None
+
+
+def find_cycles(declared: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """One cycle (:func:`find_cycle`'s form) per group of scopes that lead back to each other,
+    so that every group is reported at once; groups in the order of their first declared scope.
+    """
+    graph = {scope: tuple(implied) for scope, implied in declared.items()}
+    reach = {scope: _reach(graph, scope) for scope in graph}
+    cycles: list[list[str]] = []
+    covered: set[str] = set()
+    for scope in graph:
+        if scope in covered or scope not in reach[scope]:
+            continue
+        group = {other for other in reach[scope] if other in graph and scope in reach[other]}
+        covered |= group
+        inside = {s: tuple(t for t in implied if t in group) for s, implied in graph.items()
+                  if s in group}  # fmt: skip
+        found = find_cycle({scope: inside[scope], **inside})
+        if found is not None:
+            cycles.append(found)
+    return cycles

@@ -9,9 +9,12 @@ Order of work, all findings collected before anything is returned:
 3. merge: ``version``, ``baseline_scopes`` and ``listing`` must agree between the files that
    state them, and a tool, prompt or resource key, a method rule or a ``scope_hierarchy`` entry
    may be defined in one file only (resource keys compared in normal form: ``FILE:///a`` and
-   ``file:///a`` are one key); a cycle in the merged ``scope_hierarchy`` is an error;
+   ``file:///a`` are one key); each cycle in the merged ``scope_hierarchy`` is an error;
 4. ties: two patterns of one section with equal specificity that can match the same name (or
    URI) are rejected, with an example.
+
+A file with problems takes part in steps 3 and 4 with the rules and entries it got right, so a
+mistake in one rule hides no cycle, duplicate or tie elsewhere (:func:`inspect_policy`).
 
 Every finding reads ``file:line:col: key.path: message``; :func:`load_policy` raises
 :class:`~gateway.errors.ConfigError` with all of them, so an operator fixes a file in one pass.
@@ -23,6 +26,7 @@ import hashlib
 import json
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
@@ -32,7 +36,7 @@ from gateway.errors import ConfigError
 from gateway.policy import overrides, uri
 from gateway.policy.condition_checks import conditions_of
 from gateway.policy.glob import Glob, has_wildcard, overlap
-from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycle
+from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycles
 from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
@@ -42,7 +46,9 @@ __all__ = [
     "POLICY_SCHEMA",
     "SECTIONS",
     "SUFFIXES",
+    "PolicyReport",
     "demo_sources",
+    "inspect_policy",
     "load_policy",
     "policy_files",
 ]
@@ -97,28 +103,73 @@ def policy_files(paths: Sequence[Path], problems: list[str]) -> list[Path]:
     return files
 
 
+@dataclass(frozen=True, slots=True)
+class PolicyReport:
+    """What :func:`inspect_policy` found: every problem, and the policy set."""
+
+    problems: tuple[str, ...]
+    policy: PolicySet | None
+    """Without problems, the set to serve. With problems, the set merged from what the files
+    got right (for warnings that must not wait for the last fix: ``check``); never served.
+    None when nothing could be merged."""
+
+
 def load_policy(paths: Sequence[Path]) -> PolicySet:
     """Read, validate and merge ``paths``; raise ConfigError listing every problem."""
+    report = inspect_policy(paths)
+    if report.problems or report.policy is None:
+        raise ConfigError(list(report.problems) or ["policy: no valid policy file"])
+    return report.policy
+
+
+def inspect_policy(paths: Sequence[Path]) -> PolicyReport:
+    """Read, validate and merge ``paths``, reporting every problem in one pass.
+
+    A file with problems still takes part in the checks across files (duplicates, scope
+    hierarchy cycles, ties) with what it got right (:func:`_salvage`): one mistake must not
+    hide another until the next run.
+    """
     problems: list[str] = []
     files = policy_files(paths, problems)
     validator = SchemaValidator.packaged(POLICY_SCHEMA)
-    valid: list[Located] = []
+    merged: list[Located] = []
+    salvaged = False
     for file in files:
         doc = load_yaml(file)
-        if not doc.problems:
-            if not isinstance(doc.value, dict):
-                doc.problem((), "a policy file must be a mapping with version: 1 (docs/policy.md)")
-            else:
-                validator.check(doc)
-                _check_file(doc)
-                doc.problems[:] = sorted(doc.problems, key=_position)
-        problems.extend(doc.problems)
-        if not doc.problems:
-            valid.append(doc)
-    policy = _merge(valid, problems)
-    if problems or policy is None:
-        raise ConfigError(problems or ["policy: no valid policy file"])
-    return policy
+        if doc.problems:  # unreadable: nothing of it can be trusted
+            problems.extend(doc.problems)
+            continue
+        if not isinstance(doc.value, dict):
+            doc.problem((), "a policy file must be a mapping with version: 1 (docs/policy.md)")
+            problems.extend(doc.problems)
+            continue
+        validator.check(doc)
+        _check_file(doc)
+        problems.extend(sorted(doc.problems, key=_position))
+        salvaged = salvaged or bool(doc.problems)
+        merged.append(_salvage(doc) if doc.problems else doc)
+    policy = _merge(merged, problems, partial=salvaged)
+    return PolicyReport(tuple(problems), policy)
+
+
+_ENTRIES: Final = (*SECTIONS, "methods", "scope_hierarchy")
+"""Top-level keys whose entries stand alone: a problem in one leaves out that entry only."""
+
+
+def _salvage(doc: Located) -> Located:
+    """``doc`` less every part a problem was found in: the entry (a rule, a method, a hierarchy
+    entry) or else the whole top-level key. What is left is schema-valid."""
+    value: dict[str, Any] = dict(doc.value)
+    for path in doc.flawed:
+        if not path:
+            continue  # a problem of the file as a whole (a required key): nothing to leave out
+        top = str(path[0])
+        entries = value.get(top)
+        if top in _ENTRIES and len(path) > 1 and isinstance(entries, dict):
+            value[top] = {key: body for key, body in entries.items() if key != path[1]}
+        else:
+            value.pop(top, None)
+    return Located(doc.file, value, doc.marks)
 
 
 def demo_sources(paths: Sequence[Path]) -> tuple[str, ...]:
@@ -177,8 +228,10 @@ def _position(problem: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
-def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
-    """Merge validated files; conflicts and pattern ties are appended to ``problems``."""
+def _merge(docs: list[Located], problems: list[str], *, partial: bool) -> PolicySet | None:
+    """Merge validated files; conflicts, cycles and pattern ties are appended to ``problems``.
+    ``partial``: some files lost parts to their problems (a missing ``baseline_scopes`` is then
+    theirs to report)."""
     if not docs:
         return None
     baseline: tuple[str, ...] | None = None
@@ -232,18 +285,16 @@ def _merge(docs: list[Located], problems: list[str]) -> PolicySet | None:
                 rules[index] = rule
         problems.extend(doc.problems)
         doc.problems.clear()
-    if baseline is None:
+    if baseline is None and not partial:
         problems.append(
             f"{docs[0].file}:1:1: baseline_scopes: required (in at least one policy file)"
         )
-        return None
-    cycle = find_cycle(hierarchy)
-    if cycle is not None:
+    for cycle in find_cycles(hierarchy):
         problems.append(
             f"{hierarchy_where[cycle[0]]}: scope_hierarchy.{cycle[0]}: is part of a cycle "
             f"({' -> '.join(cycle)}); a scope hierarchy must not lead back to a scope"
         )
-        return None
+    baseline = baseline or ()
     tables = {section: _table(section, rules, problems) for section, rules in sections.items()}
     known = set(baseline)
     for scope, implied in hierarchy.items():

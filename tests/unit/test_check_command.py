@@ -402,3 +402,42 @@ def test_check_reads_the_catalog_lock_as_serve_would(tmp_path: Path) -> None:
         ok = run(*check, cwd=tmp_path)
         assert ok.returncode == 0, ok.stdout + ok.stderr
         assert "OK" in ok.stdout
+
+
+HIDDEN = """\
+version: 1
+baseline_scopes: [mcp:access]
+scope_hierarchy:
+  admin: [ops]
+  ops: [admin]
+  writer: [editor]
+  editor: [writer]
+tools:
+  docs__search: {scopes: [], rate_limit: often}
+  wiki__search: {scopes: []}
+"""
+
+
+def test_a_mistake_in_one_rule_hides_no_cycle_and_no_rule_that_can_never_match(
+    tmp_path: Path,
+) -> None:
+    # Issue 43: with any other error in the file, check reported neither the hierarchy's
+    # cycles nor the rule no backend can match; and of two cycles only the first.
+    write(tmp_path, FEDERATED, HIDDEN)
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 1
+    assert findings(result.stdout) == [
+        'tools.docs__search.rate_limit: "often" is not a rate: write N/second, N/minute or N/hour',
+        "scope_hierarchy.admin: is part of a cycle (admin -> ops -> admin); a scope hierarchy "
+        "must not lead back to a scope",
+        "scope_hierarchy.writer: is part of a cycle (writer -> editor -> writer); a scope "
+        "hierarchy must not lead back to a scope",
+    ]
+    assert "3 problems" in result.stderr
+    assert "tools.wiki__search: can never match" in result.stderr
+    # A file that is fine still merges with one that is not: a key defined twice is found.
+    (tmp_path / "policies" / "other.yaml").write_text(
+        "version: 1\ntools:\n  wiki__search: {scopes: []}\n  docs__x: {scopes: [nope nope]}\n"
+    )
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert any(f.startswith("tools.wiki__search: also defined at") for f in findings(result.stdout))

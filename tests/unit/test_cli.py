@@ -17,7 +17,6 @@ import pytest
 from gateway import cli, errors, seams
 from gateway.cli import main
 from gateway.config import Config
-from gateway.errors import ConfigError
 from gateway.policy import loader as policy_loader
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
@@ -101,11 +100,12 @@ class TestCheck:
     ) -> None:
         seen: list[object] = []
 
-        def load_policy(paths: object) -> object:
+        def inspect_policy(paths: object) -> object:
             seen.append(paths)
-            raise ConfigError(["policy.yaml:3:3: tools.search_docs.scopes: must be a list"])
+            problem = "policy.yaml:3:3: tools.search_docs.scopes: must be a list"
+            return policy_loader.PolicyReport((problem,), None)
 
-        monkeypatch.setattr(policy_loader, "load_policy", load_policy)
+        monkeypatch.setattr(policy_loader, "inspect_policy", inspect_policy)
         assert main(["check", "--config", str(FIXTURES / "minimal.yaml")]) == 1
         out, err = capsys.readouterr()
         assert out.splitlines() == ["policy.yaml:3:3: tools.search_docs.scopes: must be a list"]

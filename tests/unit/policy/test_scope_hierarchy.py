@@ -13,7 +13,7 @@ import pytest
 from gateway.errors import ConfigError
 from gateway.policy.explain import explain
 from gateway.policy.explain_text import print_text
-from gateway.policy.hierarchy import ScopeHierarchy, find_cycle
+from gateway.policy.hierarchy import ScopeHierarchy, find_cycle, find_cycles
 from gateway.policy.loader import load_policy
 from tests.support.policy import policy_from, who, write_text
 
@@ -162,6 +162,12 @@ def test_find_cycle() -> None:
     # A long chain is walked without hitting the recursion limit at the schema's bound.
     chain = {f"s{i}": [f"s{i + 1}"] for i in range(256)}
     assert find_cycle(chain) is None
+
+
+def test_find_cycles_gives_one_per_group_of_scopes_leading_to_each_other() -> None:
+    declared = {"a": ["b"], "b": ["a", "c"], "c": ["d"], "d": ["c"], "x": ["x"], "y": ["a"]}
+    assert find_cycles(declared) == [["a", "b", "a"], ["c", "d", "c"], ["x", "x"]]
+    assert find_cycles({f"s{i}": [f"s{i + 1}"] for i in range(256)}) == []
 
 
 def test_explain_prints_the_hierarchy_and_what_it_adds(tmp_path: Path) -> None:
