@@ -28,6 +28,7 @@ from gateway import b64url
 from gateway.observability.audit_chain import public_jwk
 from gateway.observability.audit_events import seq_span
 from gateway.observability.audit_verify import Keys, Report, read_files, verify_files
+from gateway.observability.lines import printable
 from gateway.outbound import Destination, Outbound, OutboundError
 
 __all__ = ["load_jwks", "load_pem_key", "register"]
@@ -156,12 +157,15 @@ def _plural(count: int, word: str) -> str:
 
 
 def _print(report: Report, signed: bool) -> None:
-    for broken in report.breaks:
-        print(broken)
-    for unsigned in report.unverified:
-        print(unsigned)
-    for note in report.notes:
-        print(f"note: {note}")
+    """The report on stdout, every line through :func:`printable`: a chain id, a ``kid`` or a
+    path comes from the files, whose writer may be the one being caught."""
+    for line in _report_lines(report, signed):
+        print(printable(line))
+
+
+def _report_lines(report: Report, signed: bool) -> list[str]:
+    lines = [str(item) for item in (*report.breaks, *report.unverified)]
+    lines.extend(f"note: {note}" for note in report.notes)
     for chain in report.chains:
         state = "closed by its final checkpoint" if chain.closed else (
             f"{_plural(chain.after_checkpoint, 'event')} after the last checkpoint"
@@ -170,7 +174,7 @@ def _print(report: Report, signed: bool) -> None:
         unsigned_span = ""
         if chain.uncovered is not None:
             unsigned_span = f", no signature covers seq {seq_span(*chain.uncovered)}"
-        print(
+        lines.append(
             f"chain {chain.chain}: {_plural(chain.events, 'event')}, seq {chain.first_seq}-"
             f"{chain.last_seq}, {_plural(chain.checkpoints, 'checkpoint')}{cadence}, {state}"
             f"{unsigned_span} ({', '.join(chain.files)})"
@@ -188,7 +192,8 @@ def _print(report: Report, signed: bool) -> None:
         if signed
         else "signatures not checked (no --key or --jwks given)"
     )
-    print(
+    lines.append(
         f"{_plural(len(report.chains), 'chain')}, {report.events} events: {verdict}{skipped}; "
         f"{signatures}"
     )
+    return lines

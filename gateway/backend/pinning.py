@@ -33,6 +33,7 @@ from typing import Any, Final, Literal, Protocol
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
 from gateway.backend.exposed import exposed_definition
 from gateway.backend.surface_catalog import served_definition
+from gateway.observability.lines import printable
 from gateway.seams import ToolOverride
 
 __all__ = [
@@ -173,14 +174,14 @@ def review_text(definition: Mapping[str, Any] | None) -> list[str]:
         if isinstance(value, str):
             text = value.split("\n")
             if len(text) == 1:
-                lines.append(f"{key}: {_visible(value)}")
+                lines.append(f"{key}: {printable(value)}")
             else:
                 lines.append(f"{key}: |")
-                lines.extend("  " + _visible(line) for line in text)
+                lines.extend("  " + printable(line) for line in text)
         else:
             rendered = json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
             lines.append(f"{key}:")
-            lines.extend("  " + _visible(line) for line in rendered.split("\n"))
+            lines.extend("  " + printable(line) for line in rendered.split("\n"))
     return lines
 
 
@@ -199,9 +200,3 @@ def render_diff(differences: Iterable[Difference]) -> str:
             )
         )
     return "\n".join(out) + ("\n" if out else "")
-
-
-def _visible(text: str) -> str:
-    if text.isascii() and text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)

@@ -25,7 +25,6 @@ sets or argument values; arguments appear only as a key -> type-name shape when
 
 from __future__ import annotations
 
-import json
 import logging
 import logging.handlers
 import sys
@@ -35,12 +34,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TextIO
 
-import orjson
-
 from gateway.config import AuditConfig
 from gateway.config.audit_key import load_checkpoint_key
 from gateway.observability.audit_chain import CHECKPOINT_EVENT, Chain, Signer
-from gateway.observability.lines import stdout_writer
+from gateway.observability.lines import json_line, stdout_writer
 
 __all__ = [
     "AUDIT_LOGGER",
@@ -228,7 +225,7 @@ class AuditEvent:
             record["exchange"] = dict(self.exchange)
         if self.pdp is not None:
             record["pdp"] = dict(self.pdp)
-        return _dumps(record)
+        return json_line(record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -258,7 +255,7 @@ class RevocationEvent:
             "reached": self.reached,
             "peer": self.peer,
         }
-        return _dumps(record)
+        return json_line(record)
 
 
 @dataclass(frozen=True, slots=True)
@@ -292,16 +289,7 @@ class CatalogEvent:
             "locked_sha256": self.locked_sha256,
             "lock_version": self.lock_version,
         }
-        return _dumps(record)
-
-
-def _dumps(record: dict[str, Any]) -> str:
-    """Compact JSON, UTF-8 left as is; a lone surrogate (orjson refuses them) takes the slow
-    path of the standard encoder."""
-    try:
-        return orjson.dumps(record).decode()
-    except TypeError:
-        return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+        return json_line(record)
 
 
 def _rfc3339(ts: float) -> str:
@@ -415,7 +403,7 @@ class AuditSink:
         record = {"ts": _rfc3339(ts), "log": "audit", "event": CHECKPOINT_EVENT,
                   "kid": signer.kid, "final": final, "events": self._chain.seq,
                   "every": signer.every}  # fmt: skip
-        self._write(self._chain.link(_dumps(record), signer.sign))
+        self._write(self._chain.link(json_line(record), signer.sign))
         self._since_checkpoint = 0
 
     def close(self) -> None:

@@ -109,8 +109,9 @@ class Chain:
         try:
             data = line.encode()
         except UnicodeEncodeError:
-            # A lone surrogate (the stdlib fallback of _dumps keeps them): written as the JSON
-            # escape it stands for, so the bytes written are the bytes hashed.
+            # A lone surrogate (lines.json_line escapes them; a rendered string from elsewhere
+            # may not): written as the JSON escape it stands for, so the bytes written are the
+            # bytes hashed.
             line = line.encode("utf-8", "backslashreplace").decode()
             data = line.encode()
         if sign is not None:

@@ -11,6 +11,10 @@ writes what is pending; ``serve()`` calls it after the drain and an ``atexit`` h
 interpreter exit, so SIGTERM (and an exception leaving ``asyncio.run``) loses nothing; only a
 SIGKILL can lose the lines of the iteration it interrupts.
 
+What a line may contain is decided here too: :func:`json_line` renders every JSON log line
+the gateway writes itself (the access line, :func:`~.logging.emit_info`) and every audit event
+(:mod:`.audit`), and :func:`printable` every line a command prints from untrusted text.
+
 Every write holds whole lines and, when several lines go together, at most ``PIPE_BUF``
 (4096) bytes: the workers of ``serve --workers N`` share one stdout, and a write of at most
 ``PIPE_BUF`` bytes to a pipe is atomic (POSIX), so their lines never interleave mid-line. (A
@@ -23,17 +27,57 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import json
+import re
 import sys
 import threading
-from typing import Final, TextIO
+from collections.abc import Mapping
+from typing import Any, Final, TextIO
 
-__all__ = ["PIPE_BUF", "LineWriter", "stdout_writer"]
+import orjson
+
+__all__ = ["PIPE_BUF", "LineWriter", "json_line", "printable", "stdout_writer"]
 
 PIPE_BUF: Final = 4096
 """POSIX guarantees atomic pipe writes up to PIPE_BUF bytes; 4096 on Linux (512 minimum)."""
 
 _FLUSH_AT: Final = 256 * 1024
 """Pending bytes (roughly) that force a write before the iteration ends (bounded memory)."""
+
+
+_BREAKS: Final = re.compile("[\x7f-\x9f\u2028\u2029]")
+"""What JSON leaves raw that a reader can take for the end of a line or a terminal control:
+DEL and the C1 controls (U+0085 NEL is a line break to some log shippers and editors, U+009B a
+CSI to some terminals), U+2028 LINE SEPARATOR, U+2029 PARAGRAPH SEPARATOR (line breaks to
+JavaScript and to many viewers). The C0 controls JSON escapes itself."""
+
+
+def _escape(match: re.Match[str]) -> str:
+    return f"\\u{ord(match.group()):04x}"
+
+
+def json_line(record: Mapping[str, Any]) -> str:
+    """One log or audit line: compact JSON, UTF-8 as is, every control character and line or
+    paragraph separator written as its ``\\uXXXX`` escape (:data:`_BREAKS`: the same string once
+    parsed), so no value a client sent can end a line early or reach a terminal raw. A lone
+    surrogate or a value orjson does not take (it raises ``TypeError``) goes through the
+    standard encoder, all non-ASCII escaped."""
+    try:
+        line = orjson.dumps(record).decode()
+    except TypeError:
+        line = json.dumps(record, separators=(",", ":"), default=repr)
+    if line.isascii():
+        return line if "\x7f" not in line else _BREAKS.sub(_escape, line)
+    return _BREAKS.sub(_escape, line)
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: every character that prints as nothing or acts on the terminal
+    (controls, format characters such as bidirectional overrides, line and paragraph
+    separators) as ``\\uXXXX``; other text as is."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else f"\\u{ord(c):04x}" for c in text)
 
 
 class LineWriter:

@@ -11,7 +11,6 @@ invariant 4). It masks the values of secret-named keys and any ``Bearer <credent
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -19,11 +18,10 @@ import warnings
 from collections.abc import Mapping
 from typing import Any, Final, Literal, TextIO
 
-import orjson
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
-from gateway.observability.lines import stdout_writer
+from gateway.observability.lines import json_line, stdout_writer
 
 __all__ = [
     "REDACTED",
@@ -252,9 +250,10 @@ def emit_info(
     With the JSON configuration of :func:`configure` in force the line is rendered here, not
     through structlog's generic chain: the same fields and redaction (:func:`redact_secrets`),
     the static fields, ``event``, ``level`` and ``timestamp`` (``context``: and the bound
-    request_id/trace_id, like any structlog line), compact JSON, one write to the configured
-    stream. Otherwise (console format, a level above INFO, structlog reconfigured,
-    e.g. by ``structlog.testing.capture_logs``) it goes through ``logger`` like any line.
+    request_id/trace_id, like any structlog line), compact JSON (:func:`~.lines.json_line`: line
+    breaks and controls escaped), one write to the configured stream. Otherwise (console format,
+    a level above INFO, structlog reconfigured, e.g. by ``structlog.testing.capture_logs``) it
+    goes through ``logger`` like any line.
     """
     direct = _direct[0] if _direct else None
     if (
@@ -272,11 +271,7 @@ def emit_info(
     for key, value in direct.static.items():
         fields.setdefault(key, value)
     redact_secrets(None, "info", fields)
-    try:
-        line = orjson.dumps(fields).decode()
-    except TypeError:  # a lone surrogate or an exotic value: the standard encoder copes
-        line = json.dumps(fields, default=repr)
-    direct.out.write(line + "\n")
+    direct.out.write(json_line(fields) + "\n")
 
 
 def _log_warning(  # noqa: PLR0917 - the signature of warnings.showwarning

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from gateway.cli import build_parser
-from gateway.observability.audit_chain import GENESIS, digest
+from gateway.observability.audit_chain import GENESIS, Chain, digest
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.replicas import replica_stack
 
@@ -251,3 +251,24 @@ async def test_several_replicas_stdout_captures_verify_together(
     code, out = verify(capsys, write(tmp_path / "merged.log", merged))
     assert code == 0, out
     assert "2 chains, 6 events: intact" in out
+
+
+async def test_a_chain_id_from_the_file_is_printed_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 43 item 9: what ``audit verify`` prints of a file (a chain id, a ``kid``) comes
+    from whoever wrote the file: a terminal escape sequence or a line break in it is printed as
+    ``\\uXXXX``, never raw."""
+    hostile = "gw\x1b]0;pwned\x07\x1b[2J\u2028\u0085\u202e:1"
+    chain = Chain(replica=hostile, started=1_796_000_000.0)
+    lines = [chain.link('{"log":"audit","event":"tool_call"}') for _ in range(3)]
+    path = write(tmp_path / "audit.jsonl", [f"{line}\n".encode() for line in lines[:2]])
+    code, out = verify(capsys, path)
+    assert code == 0, out
+    assert all(c.isprintable() for c in out.replace("\n", "")), out
+    assert "chain gw\\u001b]0;pwned\\u0007\\u001b[2J\\u2028\\u0085\\u202e:1@2026-11-30" in out
+    # A note (the chain starts after seq 1 in the files given) names the chain too.
+    path = write(tmp_path / "audit.jsonl", [f"{line}\n".encode() for line in lines[1:]])
+    code, out = verify(capsys, path)
+    assert code == 0 and "note: chain gw\\u001b]0;pwned" in out, out
+    assert all(c.isprintable() for c in out.replace("\n", "")), out

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from gateway.observability.lines import PIPE_BUF, LineWriter
+from gateway.observability.lines import PIPE_BUF, LineWriter, json_line, printable
 from gateway.observability.logging import REDACTED, configure, emit_info, get_logger
 from tests.support.streams import Recorder
 
@@ -129,6 +129,23 @@ def test_a_lone_surrogate_in_a_header_value_still_renders() -> None:
     configure("json", "info", stream=out)  # type: ignore[arg-type]
     emit_info(get_logger("gateway.access"), "mcp.request", {"protocol_version": "2026\udcff"})
     assert json.loads(out.writes[0])["protocol_version"] == "2026\udcff"
+
+
+@pytest.mark.parametrize("char", ["\u2028", "\u2029", "\u0085", "\x7f", "\x9b", "\x80"])
+def test_json_line_escapes_what_a_reader_takes_for_a_line_break_or_a_control(char: str) -> None:
+    record = {"tool": f"a{char}b", "plain": "caf\u00e9 \u200b", "ctl": "\x1b"}
+    line = json_line(record)
+    assert char not in line and f"\\u{ord(char):04x}" in line
+    assert "caf\u00e9 \u200b" in line  # other text stays UTF-8 as it is
+    assert json.loads(line) == record  # the same strings once parsed
+    assert json_line({"x": f"{char}\udcff"}) == json.dumps(  # the fallback escapes too
+        {"x": f"{char}\udcff"}, separators=(",", ":")
+    ).replace("\x7f", "\\u007f")
+
+
+def test_printable_shows_controls_separators_and_format_characters_as_escapes() -> None:
+    assert printable("chain gw-0:1 caf\u00e9") == "chain gw-0:1 caf\u00e9"
+    assert printable("a\x1b[2J\u2028\u0085\u202eb") == "a\\u001b[2J\\u2028\\u0085\\u202eb"
 
 
 def test_capture_logs_console_and_a_higher_level_take_the_structlog_path() -> None:
