@@ -24,28 +24,18 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_NO_CACHE_DIR=1 \
     PYTHONDONTWRITEBYTECODE=1
 WORKDIR /src
-# A C compiler (and the interpreter's headers where the base lacks them: a plain Debian base)
-# for the compiled core, in this stage only: the runtime stage copies the venv, not the tools.
-RUN apt-get update \
- && apt-get install -y --no-install-recommends gcc libc6-dev \
- && if ! python -c 'import pathlib, sys, sysconfig; sys.exit(not pathlib.Path(sysconfig.get_paths()["include"], "Python.h").exists())'; \
-    then apt-get install -y --no-install-recommends python3-dev; fi \
- && rm -rf /var/lib/apt/lists/*
 RUN python -m venv /opt/venv
-# Only what the wheel needs: metadata, the build backend (setup.py: opt-in mypyc), the README it
-# embeds, and the package.
-COPY pyproject.toml setup.py build_backend.py README.md LICENSE ./
+# Only what the wheel needs: metadata, the README and LICENSE it embeds, and the package (pure
+# Python: no compiler in either stage).
+COPY pyproject.toml README.md LICENSE ./
 COPY gateway ./gateway
 # The venv's own pip builds the wheel: the base needs only python3 + venv (no system pip), so a
 # plain Debian base (scripts/image_test.sh builds one with debootstrap) works as well as -slim.
 # With the `otel` extra: `tracing:` (OpenTelemetry export) works in the image as configured.
-# MCP_GATEWAY_COMPILE=1: the typed core compiled with mypyc (setup.py's COMPILED_MODULES); the
-# build fails unless `mcp-gateway version` then says so.
-RUN MCP_GATEWAY_COMPILE=1 /opt/venv/bin/python -m pip wheel --no-deps --wheel-dir /wheels . \
+RUN /opt/venv/bin/python -m pip wheel --no-deps --wheel-dir /wheels . \
  && /opt/venv/bin/pip install --only-binary=:all: "$(echo /wheels/*.whl)[otel]" \
  && /opt/venv/bin/pip uninstall --yes pip \
- && /opt/venv/bin/mcp-gateway version \
- && /opt/venv/bin/mcp-gateway version | grep -qx 'core: compiled (mypyc)'
+ && /opt/venv/bin/mcp-gateway version
 
 # --- runtime: no compilers, no build tools, no pip; a non-root user --------------------------
 FROM ${PYTHON_IMAGE} AS runtime

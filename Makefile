@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck bench bench-quick bench-micro build-compiled test-compiled clean
+.PHONY: demo test check lint typecheck bench bench-quick bench-micro clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -48,32 +48,5 @@ bench-quick: $(STAMP)
 bench-micro: $(STAMP)
 	$(BIN)/python scripts/bench_micro.py
 
-# The mypyc-compiled core (setup.py's COMPILED_MODULES), non-editable, in its own venv so that
-# `make test` keeps running the pure-Python reference; needs a C compiler and the Python headers.
-# The wheel is built once (build/compiled-wheel/) and installed from there, so adding the test
-# extras (test-compiled) never rebuilds it uncompiled.
-COMPILED_VENV := .venv-compiled
-COMPILED_WHEEL_DIR := build/compiled-wheel
-COMPILED_EXTRAS ?=
-
-build-compiled:
-	test -x $(COMPILED_VENV)/bin/python || $(PYTHON) -m venv $(COMPILED_VENV)
-	rm -rf build  # setuptools reuses build/lib: a module dropped from the list would stay compiled
-	MCP_GATEWAY_COMPILE=1 $(COMPILED_VENV)/bin/python -m pip wheel --quiet --no-deps \
-		--wheel-dir $(COMPILED_WHEEL_DIR) .
-	$(COMPILED_VENV)/bin/python -m pip install --quiet --no-deps --force-reinstall $(COMPILED_WHEEL_DIR)/*.whl
-	$(COMPILED_VENV)/bin/python -m pip install --quiet "$$(echo $(COMPILED_WHEEL_DIR)/*.whl)$(COMPILED_EXTRAS)"
-	$(COMPILED_VENV)/bin/mcp-gateway version | grep -qx 'core: compiled (mypyc)' || \
-		{ $(COMPILED_VENV)/bin/mcp-gateway version; echo "error: the build is not compiled" >&2; exit 1; }
-	$(COMPILED_VENV)/bin/mcp-gateway version
-
-# The suite (or COMPILED_TESTS, a subset) against that compiled install: MCP_GATEWAY_COMPILED=1
-# makes tests/conftest.py import the installed package instead of the checkout's gateway/.
-COMPILED_TESTS ?=
-
-test-compiled:
-	$(MAKE) build-compiled COMPILED_EXTRAS='[dev]'
-	MCP_GATEWAY_COMPILED=1 $(COMPILED_VENV)/bin/pytest -q $(PYTEST_OPTS) $(COMPILED_TESTS)
-
 clean:
-	rm -rf $(VENV) $(COMPILED_VENV) build .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

@@ -19,28 +19,23 @@ import asyncio
 import os
 import sys
 from collections.abc import Callable, Sequence
-from importlib import machinery, metadata
+from importlib import metadata
 from pathlib import Path
-from types import ModuleType
 from typing import Any, Final
 
 import gateway
-from gateway import deadlines, demo
+from gateway import demo
 from gateway.app import admin_client, audit_command, event_loop, policy_explain, serve
 from gateway.app.catalog_command import check_lock
 from gateway.app.catalog_command import register as register_catalog
-from gateway.auth import claims
 from gateway.config import Config, load_config
 from gateway.config.issuer import scope_map_warnings
 from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
-from gateway.observability import access
 from gateway.observability.logging import configure, get_logger
 from gateway.policy import loader as policy_loader
-from gateway.policy import model as policy_model
 from gateway.policy.model import PolicySet
 from gateway.policy.overrides import rename_warnings
-from gateway.protocol import envelope, jsonrpc
 from gateway.wiring import build_services
 from gateway.workers.supervisor import Supervisor
 from gateway.workers.worker import EarlyHangup, WorkerSpec, worker_server
@@ -367,31 +362,9 @@ def _bind_failed(exc: OSError) -> int:
     return 1
 
 
-# One module of each group that setup.py's COMPILED_MODULES compiles (issue 34); the `core:` line
-# reports whether they were loaded from extension modules rather than .py files.
-CORE_MODULES: Final = (deadlines, envelope, jsonrpc, policy_model, claims, access)
-
-
 def _cmd_version(args: argparse.Namespace) -> int:
     print(f"mcp-gateway {_version()}")
-    print(f"core: {core_build(CORE_MODULES)}")
     return 0
-
-
-def core_build(modules: Sequence[ModuleType]) -> str:
-    """``compiled (mypyc)`` when every one of ``modules`` is an extension module, else
-    ``pure-python``; a partly compiled core (an edited install) names what is compiled."""
-    compiled = [module.__name__ for module in modules if _is_extension(module)]
-    if not compiled:
-        return "pure-python"
-    if len(compiled) == len(modules):
-        return "compiled (mypyc)"
-    return f"partly compiled (mypyc: {', '.join(compiled)})"
-
-
-def _is_extension(module: ModuleType) -> bool:
-    origin = getattr(module, "__file__", None) or ""
-    return origin.endswith(tuple(machinery.EXTENSION_SUFFIXES))
 
 
 def _version() -> str:

@@ -25,9 +25,6 @@ the external decision point,
 cached and not; a
 ``prompts/get`` and a ``resources/read`` beside a
 ``tools/call``; signed audit checkpoints; tracing off and on at ratio 1.0),
-``compiled`` (the mypyc-compiled core from ``make build-compiled``'s ``.venv-compiled``
-beside this checkout's pure-Python gateway, both at the defaults, alternating with the bare
-backend, at c64 and at one connection; ``--compiled-python`` names another interpreter),
 ``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
 unpinned: every process shares both cores). At the defaults the whole run takes about 11
 minutes (``--quick``: about 3).
@@ -46,7 +43,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import functools
 import hashlib
 import json
 import os
@@ -83,7 +79,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from joserfc import jws
 from joserfc.jwk import ECKey, OKPKey
 
-PHASES = ("main", "compiled", "floor", "c1", "legacy", "401", "features", "sweep", "workers")
+PHASES = ("main", "floor", "c1", "legacy", "401", "features", "sweep", "workers")
 DPOP_ALGS = ("ES256", "EdDSA")
 DPOP_MAX_RPS = 4000
 """Requests per second a DPoP variant's proofs are made for (more than one pinned core serves
@@ -190,19 +186,15 @@ class Bench:
         *,
         tuned: bool = False,
         source: str | None = None,
-        python: str | None = None,
         **overrides: Any,
     ) -> Proc:
-        """A gateway pinned to the target core; ``source``: another checkout's ``gateway``;
-        ``python``: another venv's interpreter and the ``gateway`` installed there."""
+        """A gateway pinned to the target core; ``source``: another checkout's ``gateway``."""
         config = self.config(**overrides)
         if tuned:
             config["audit"] = {"sink": "off"}
         log = None if tuned else self.work / f"{name}.log"
         env = {"PYTHONPATH": source} if source is not None else None
-        return start_gateway(
-            name, config, self.work, core=TARGET_CORE, stdout=log, extra_env=env, python=python
-        )
+        return start_gateway(name, config, self.work, core=TARGET_CORE, stdout=log, extra_env=env)
 
     # --- measuring -----------------------------------------------------------------------------
 
@@ -288,43 +280,6 @@ class Bench:
                   connections=connections)  # fmt: skip
         spy.wait(timeout=60)
         print(f"  profile written to {out / (proc.name + '.txt')}")
-
-    def phase_compiled(self) -> None:
-        """The compiled core beside the pure one (both at the defaults) and the bare backend."""
-        python = self.args.compiled_python
-        core = subprocess.run(  # noqa: S603
-            [python, "-m", "gateway.cli", "version"], capture_output=True, text=True, check=False,
-            env={**os.environ, "PYTHONSAFEPATH": "1"}, cwd=self.work,
-        ).stdout.splitlines()[-1:]  # fmt: skip
-        if core != ["core: compiled (mypyc)"]:
-            raise SystemExit(f"{python} runs no compiled core ({core}); run make build-compiled")
-        print(f"compiled: {python} ({core[0]}) beside the pure gateway, both at the defaults")
-        pure = self.gateway("defaults-pure")
-        compiled = self.gateway("defaults-compiled", python=python)
-        duration = self.args.side_duration
-        c1 = max(5.0, self.args.duration / 3)
-        try:
-            for index in range(self.args.side_rounds):
-                order = ["bare", "pure", "compiled"]
-                for which in order if index % 2 == 0 else reversed(order):
-                    for connections, seconds, suffix in ((64, duration, ""), (1, c1, " c1")):
-                        if which == "bare":
-                            self.with_backend_on_target(
-                                functools.partial(
-                                    self.load, f"bare (compiled phase){suffix}", self.backend,
-                                    self.backend_url, self.lua["bare"], connections=connections,
-                                    duration=seconds, warm=1,
-                                )
-                            )  # fmt: skip
-                            continue
-                        proc, other = (pure, compiled) if which == "pure" else (compiled, pure)
-                        pin(other.pids, LOAD_CORE)
-                        self.load(f"{which}{suffix}", proc, proc.url, self.lua["modern"],
-                                  connections=connections, duration=seconds)  # fmt: skip
-                        pin(proc.pids, LOAD_CORE)
-        finally:
-            pure.stop()
-            compiled.stop()
 
     def phase_floor(self) -> None:
         """The design's floor beside the bare backend and the defaults, alternating."""
@@ -655,13 +610,6 @@ def summary(bench: Bench) -> None:
                 print(f"  gateway {key}: {m(key, 'rps'):,.0f} req/s, {m(key):.0f} µs CPU per call "
                       f"= {m(key) / bare:.2f}x the bare backend; p50 {m(key, 'p50_ms'):.2f} ms, "
                       f"p99 {m(key, 'p99_ms'):.2f} ms")  # fmt: skip
-    if "compiled" in r:
-        bare = m("bare (compiled phase)")
-        for key in ("pure", "compiled"):
-            added = m(f"{key} c1", "p50_ms") - m("bare (compiled phase) c1", "p50_ms")
-            print(f"  {key} core: {m(key, 'rps'):,.0f} req/s, {m(key):.0f} µs CPU per call = "
-                  f"{m(key) / bare:.2f}x the bare backend ({bare:.0f} µs); added p50 at c1 "
-                  f"{added:.3f} ms")  # fmt: skip
     if "floor" in r:
         bare, floor, full = m("bare (floor phase)"), m("floor"), m("defaults (floor phase)")
         print(
@@ -703,8 +651,6 @@ def main() -> int:
     parser.add_argument("--ab", metavar="DIR",
                         help="main: measure the checkout in DIR at the defaults instead of the "
                         "tuned case (before/after figures in one run)")  # fmt: skip
-    parser.add_argument("--compiled-python", default=str(ROOT / ".venv-compiled/bin/python"),
-                        help="compiled phase: the compiled build's interpreter")  # fmt: skip
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
     args = parser.parse_args()
     if args.quick:

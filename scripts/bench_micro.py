@@ -15,18 +15,12 @@ Usage::
 
     .venv/bin/python scripts/bench_micro.py                 # every part, default sizes
     .venv/bin/python scripts/bench_micro.py jwt --rounds 3  # one part, its own options
-    MCP_GATEWAY_BENCH_INSTALLED=1 .venv-compiled/bin/python scripts/bench_micro.py protocol
-
-``MCP_GATEWAY_BENCH_INSTALLED=1`` measures the ``gateway`` package installed in the
-interpreter's venv (``make build-compiled``: the compiled core) instead of the checkout's source
-(the checkout then only provides ``tests/support/``); the ``core:`` line printed first says which.
 
 Timings are printed, never asserted. Figures: docs/performance.md.
 """
 
 from __future__ import annotations
 
-import os
 import runpy
 import sys
 from pathlib import Path
@@ -36,13 +30,7 @@ PARTS = ("front_door", "protocol", "observer", "jwt", "assertion", "conditions")
 
 
 def main() -> int:
-    if os.environ.get("MCP_GATEWAY_BENCH_INSTALLED") == "1":
-        sys.path.append(str(HERE.parent))  # tests/support/ only: gateway/ is the installed one
-    else:
-        sys.path[:0] = [str(HERE.parent)]  # the repository root: gateway/ and tests/support/
-    from gateway import cli  # noqa: PLC0415 - after the path is set
-
-    print(f"core: {cli.core_build(cli.CORE_MODULES)}", flush=True)
+    sys.path[:0] = [str(HERE.parent)]  # the repository root: gateway/ and tests/support/
     args = sys.argv[1:]
     if args and args[0] in ("-h", "--help"):
         print(__doc__)

@@ -296,21 +296,13 @@ def start_gateway(
     stdout: Path | None,
     workers: int = 1,
     extra_env: Mapping[str, str] | None = None,
-    python: str | None = None,
 ) -> Proc:
-    """``mcp-gateway serve`` with ``config``; stdout to ``stdout`` (a file) or /dev/null.
-
-    ``python``: another venv's interpreter running the ``gateway`` package installed there
-    (the compiled build), not this checkout's: no PYTHONPATH, and PYTHONSAFEPATH keeps the
-    working directory off its path."""
+    """``mcp-gateway serve`` with ``config``; stdout to ``stdout`` (a file) or /dev/null."""
     path = work / f"{name}.yaml"
     path.write_text(json.dumps(config))
     out = stdout.open("ab") if stdout is not None else Path(os.devnull).open("wb")  # noqa: SIM115
     env = {**ENV, **(extra_env or {})}
-    if python is not None:
-        env.pop("PYTHONPATH", None)
-        env["PYTHONSAFEPATH"] = "1"
-    command = [python or PYTHON, "-m", "gateway.cli", "serve", "--config", str(path)]
+    command = [PYTHON, "-m", "gateway.cli", "serve", "--config", str(path)]
     if workers != 1:
         command += ["--workers", str(workers)]
     if core is not None:

@@ -262,8 +262,7 @@ def refuse_id_token(doc: Mapping[str, Any], *, token_uses: frozenset[str]) -> No
     token's claims, as Keycloak's does) describes an ID or refresh token, not an access token:
     an ID token's claims (:data:`ID_TOKEN_CLAIMS`), a Keycloak-style ``typ`` claim other than
     ``Bearer`` (``ID``, ``Refresh``, ``Logout``), or a ``token_use`` not in ``token_uses``."""
-    # isdisjoint, not ``&``: frozenset & dict_keys is a set (dict_keys.__rand__), not the frozenset
-    # the annotation promises, which the compiled build checks.
+    # isdisjoint, not ``&``: frozenset & dict_keys is a set (dict_keys.__rand__), not a frozenset.
     if not ID_TOKEN_CLAIMS.isdisjoint(doc.keys()):
         raise InvalidToken(detail="an ID token presented as bearer")
     typ = doc.get("typ")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import _asyncio
-import _json
 import json
 import os
 import shutil
@@ -14,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway import cli, errors, seams
+from gateway import cli
 from gateway.cli import main
 from gateway.config import Config
 from gateway.policy import loader as policy_loader
@@ -126,26 +124,7 @@ class TestCommands:
     ) -> None:
         assert main(["version"]) == 0
         lines = capsys.readouterr().out.splitlines()
-        assert lines[0] == f"mcp-gateway {cli._version()}"
-        assert lines[1] == f"core: {cli.core_build(cli.CORE_MODULES)}"
-
-    def test_core_line_is_pure_python_for_source_modules(self) -> None:
-        assert cli.core_build((errors, seams)) == "pure-python"
-
-    def test_core_line_names_extension_modules_compiled(self) -> None:
-        # Modules loaded from C extension files stand in for a mypyc build here; the next test
-        # checks the real line against the build under test.
-        extensions = (_json, _asyncio)
-        if not all(cli._is_extension(name) for name in extensions):
-            pytest.skip("this Python has _json/_asyncio built in, not as extension files")
-        assert cli.core_build(extensions) == "compiled (mypyc)"
-        assert cli.core_build((_json, errors)) == ("partly compiled (mypyc: _json)")
-
-    def test_core_line_matches_the_build_under_test(self) -> None:
-        # CI's compiled run sets MCP_GATEWAY_COMPILED=1; every other run is the pure reference.
-        compiled = os.environ.get("MCP_GATEWAY_COMPILED") == "1"
-        want = "compiled (mypyc)" if compiled else "pure-python"
-        assert cli.core_build(cli.CORE_MODULES) == want
+        assert lines == [f"mcp-gateway {cli._version()}"]  # one line: no build variants
 
     @pytest.mark.parametrize(
         "argv",
@@ -308,29 +287,14 @@ class TestContainerImage:
         assert "pip install" not in final_stage
         assert "apt-get" not in final_stage
 
-    def test_the_image_builds_the_compiled_core_with_a_compiler_only_in_the_builder(self) -> None:
+    def test_the_image_builds_the_pure_package_without_a_compiler(self) -> None:
         builder, final_stage = self.dockerfile.rsplit("\nFROM ", 1)
-        assert "MCP_GATEWAY_COMPILE=1 /opt/venv/bin/python -m pip wheel" in builder
-        assert "grep -qx 'core: compiled (mypyc)'" in builder
-        assert "install -y --no-install-recommends gcc" in builder
-        assert "gcc" not in final_stage
+        assert "/opt/venv/bin/python -m pip wheel --no-deps" in builder
+        assert "/opt/venv/bin/mcp-gateway version" in builder
+        for word in ("gcc", "python3-dev", "MCP_GATEWAY_COMPILE", "mypyc", "apt-get"):
+            assert word not in self.dockerfile, word
         assert "COPY --from=builder /opt/venv /opt/venv" in final_stage
 
     def test_the_healthcheck_probes_the_default_ops_listener(self) -> None:
         ops = Config.__dataclass_fields__["ops_listen"].default
         assert f"http://127.0.0.1:{ops.port}/healthz" in self.dockerfile  # type: ignore[attr-defined]
-
-
-def test_the_version_line_checks_modules_the_compiled_build_compiles() -> None:
-    """setup.py's COMPILED_MODULES (what MCP_GATEWAY_COMPILE=1 compiles) covers CORE_MODULES."""
-    import ast
-
-    tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
-    listed = next(
-        ast.literal_eval(node.value)
-        for node in tree.body
-        if isinstance(node, ast.Assign)
-        and any(isinstance(t, ast.Name) and t.id == "COMPILED_MODULES" for t in node.targets)
-    )
-    names = {path.removesuffix(".py").replace("/", ".") for path in listed}
-    assert {module.__name__ for module in cli.CORE_MODULES} <= names

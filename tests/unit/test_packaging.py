@@ -6,8 +6,6 @@ import re
 import tomllib
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
 
@@ -30,26 +28,15 @@ def test_the_wheel_carries_the_demo_policy_and_the_image_build_has_the_license()
     assert "dev/demo-policy.yaml" in PYPROJECT["tool"]["setuptools"]["package-data"]["gateway"]
     assert (ROOT / "gateway" / "dev" / "demo-policy.yaml").is_file()
     dockerfile = (ROOT / "Dockerfile").read_text(encoding="utf-8")
-    # setup.py and build_backend.py (the in-tree PEP 517 backend) are needed for any build.
-    assert re.search(
-        r"^COPY pyproject.toml setup.py build_backend.py README.md LICENSE \./$",
-        dockerfile,
-        re.MULTILINE,
-    )
-    assert PYPROJECT["build-system"]["backend-path"] == ["."]
+    assert re.search(r"^COPY pyproject.toml README.md LICENSE \./$", dockerfile, re.MULTILINE)
 
 
-def test_a_compiled_build_requires_mypy_and_the_stubs_only_when_asked(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    import build_backend
-
-    monkeypatch.chdir(ROOT)
-    monkeypatch.delenv("MCP_GATEWAY_COMPILE", raising=False)
-    assert build_backend._compile_requires() == []
-    monkeypatch.setenv("MCP_GATEWAY_COMPILE", "1")
-    wanted = build_backend._compile_requires()
-    dev = PYPROJECT["project"]["optional-dependencies"]["dev"]
-    # mypyc type-checks the compiled modules, which reach yaml: mypy and the stubs as dev pins them.
-    assert {r for r in dev if r.startswith(("mypy", "types-PyYAML"))} <= set(wanted)
-    assert set(PYPROJECT["project"]["dependencies"]) <= set(wanted)
+def test_the_build_is_plain_setuptools_and_needs_no_compiler() -> None:
+    """`pip install .` builds the pure package with setuptools alone (no in-tree backend, no
+    setup.py, no extension modules)."""
+    build = PYPROJECT["build-system"]
+    assert build["build-backend"] == "setuptools.build_meta"
+    assert "backend-path" not in build
+    assert [r.split(">=")[0] for r in build["requires"]] == ["setuptools"]
+    assert not (ROOT / "setup.py").exists()
+    assert not (ROOT / "build_backend.py").exists()

@@ -184,9 +184,7 @@ class TestLimitsLookups:
 
 
 class _ExplodingScopes:
-    """Not a frozenset subclass: the compiled build (mypyc) tests frozenset membership in C,
-    past an overridden ``__contains__``; there this object fails the type check instead, which
-    is an evaluation error all the same."""
+    """Scopes whose every use raises: an evaluation error."""
 
     def __contains__(self, item: object) -> bool:
         raise RuntimeError("boom")
@@ -307,7 +305,7 @@ class TestLookupMemo:
     def test_the_lookup_memo_stays_bounded_and_decisions_stay_right(
         self, policy: PolicySet
     ) -> None:
-        # The real bound, not a monkeypatched one: the compiled build (mypyc) inlines the Final.
+        # The real bound, not a monkeypatched one.
         caller = who("mcp:access docs:read")
         names = LOOKUP_CACHE_SIZE + 10
         for round_ in range(2):
