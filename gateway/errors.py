@@ -22,6 +22,7 @@ __all__ = [
     "RATE_LIMITED_CODE",
     "UNAUTHORIZED_CODE",
     "UNSUPPORTED_MEDIA_TYPE_CODE",
+    "AmbiguousResourceUri",
     "ArgumentNotSettable",
     "BackendFailure",
     "BodyTooLarge",
@@ -685,6 +686,17 @@ class ResourceNotFound(GatewayError):
     revision answers -32602 (server/resources.mdx §Error Handling; -32002 is retired)."""
 
     row, status, jsonrpc_code, message = "resource_not_found", 400, -32602, "Resource not found"
+
+
+class AmbiguousResourceUri(GatewayError):
+    """A resource URI with no one normal form (an encoded ``/`` or ``\\``, a backslash, an empty
+    path segment, a dot segment above the root, a control character): a server that decodes or
+    collapses it could read another resource than the one the policy decided on. Refused in both
+    eras with -32602 before any rule is looked at (it depends on the URI's bytes only)."""
+
+    row, status, jsonrpc_code = "ambiguous_resource_uri", 400, -32602
+    message = "Ambiguous resource URI"
+    legacy_status = 200
 
 
 class LegacyResourceNotFound(GatewayError):

@@ -187,7 +187,9 @@ class FederatedBackend:
         return SurfaceReply(result=checked)
 
     def route_uri(self, uri: str) -> tuple[str, str] | None:
-        """(backend, its own URI) for a URI a client sends, or None when no backend owns it."""
+        """(backend, its own URI) for a URI a client sends (in normal form, so the part after
+        ``mcp-gw://<backend>/`` is the wrapped URI's own normal form), or None when no backend
+        owns it."""
         if not self.rewrites_uris:
             return self._list[0].name, uri
         found = upstream_uri(uri)

@@ -19,12 +19,9 @@ from typing import Any, Final
 
 from gateway.backend.surface_catalog import SurfacePart
 from gateway.observability.logging import get_logger
-from gateway.seams import PromptDef, ResourceDef, Surface
+from gateway.seams import GATEWAY_SCHEME, PromptDef, ResourceDef, Surface
 
 __all__ = ["GATEWAY_SCHEME", "gateway_uri", "merge_surface", "rewrite_links", "upstream_uri"]
-
-GATEWAY_SCHEME: Final = "mcp-gw"
-"""The scheme of the resource URIs the gateway owns when several backends offer resources."""
 
 _log = get_logger("gateway.backend.federation")
 

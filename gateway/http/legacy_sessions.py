@@ -16,7 +16,7 @@ everything else, so a session here is only what a subscription needs:
   except that an id this replica ended is 404 on any legacy request (:meth:`LegacySessions.
   refuse_ended`).
 - **The state**, created on this replica by the session's first ``resources/subscribe`` or GET:
-  the subscribed URIs (exposed form) and one slot of the
+  the subscribed URIs (exposed form, normalised) and one slot of the
   :class:`~gateway.http.subscription_hub.SubscriptionHub`, so a session counts as one stream
   against ``limits.max_subscriptions_per_principal`` / ``max_subscriptions`` and each URI
   against ``max_subscribed_uris_per_principal``, exactly like a ``subscriptions/listen``.
@@ -268,8 +268,9 @@ class LegacySessions:
         if not self._subscribable():
             raise MethodNotFound()
         require_method_scopes(turn, SUBSCRIPTION_METHOD)
-        who, uri = turn.principal, message.uri
+        who = turn.principal
         session = self.session(turn.request.headers.get(SESSION_HEADER), who)
+        uri = _normal(turn.policy, message.uri)
         if uri is None or not self.may_subscribe(turn.policy, who, uri, turn.ctx.client_ip):
             raise LegacyResourceNotFound()
         check_expiry(turn, admitted)
@@ -310,9 +311,15 @@ class LegacySessions:
         require_method_scopes(turn, SUBSCRIPTION_METHOD)
         session = self.held(turn.request.headers.get(SESSION_HEADER), turn.principal)
         check_expiry(turn, admitted)
-        uri = message.uri
+        uri = _normal(turn.policy, message.uri)
         if session is not None and uri is not None and uri in session.uris:
             self.forget(session, uri)
             if session.stream is not None:
                 session.slot.queue.put_nowait(("refilter", None))
         return bounded_success(message, {}, self._cap)  # not subscribed: nothing to undo
+
+
+def _normal(policy: Policy, uri: str | None) -> str | None:
+    """A subscription is held, asked for and matched under the URI's normal form, the one a
+    ``resources/read`` decides on and forwards; None for no URI (raises for an ambiguous one)."""
+    return None if uri is None else policy.resource_uri(uri)

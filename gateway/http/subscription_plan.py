@@ -19,6 +19,7 @@ notification on by the same rule (:func:`relayed_method`).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from gateway.errors import InvalidParams, TooManySubscriptions
@@ -42,6 +43,7 @@ __all__ = [
     "MAX_URI_CHARS",
     "intersect",
     "listen_capabilities",
+    "normal_filter",
     "parse_filter",
     "plan",
     "relayed_method",
@@ -70,7 +72,8 @@ def plan(
     client_ip: str = "",
 ) -> dict[str, ListenFilter]:
     """Per backend, the part of ``wanted`` this caller may have (module docstring); a URI only
-    when its resource rule's scopes and ``when:`` conditions let the caller read it."""
+    when its resource rule's scopes and ``when:`` conditions let the caller read it. The URIs
+    are in normal form (:func:`normal_filter`): each is decided on and handed on as it is."""
     listing = policy.listing
     kinds: dict[str, set[str]] = {}
     need = {k for k in ("tools", "prompts", "resources") if getattr(wanted, k)}
@@ -185,6 +188,16 @@ def parse_filter(params: Mapping[str, Any], max_uris: int) -> ListenFilter:
     if len(uris) > max_uris:
         raise TooManySubscriptions()
     return ListenFilter(uris=tuple(dict.fromkeys(uris)), **flags)
+
+
+def normal_filter(policy: Policy, wanted: ListenFilter) -> ListenFilter:
+    """``wanted`` with each URI in its normal form, the one a ``resources/read`` decides on and
+    forwards (so :func:`plan` decides on, and the backend is asked for, the same bytes): one
+    that is no URI is left out (no rule grants it), an ambiguous one refuses the whole listen
+    (``ambiguous_resource_uri``)."""
+    found = (policy.resource_uri(uri) for uri in wanted.uris)
+    uris = tuple(dict.fromkeys(uri for uri in found if uri is not None))
+    return replace(wanted, uris=uris)
 
 
 def intersect(asked: ListenFilter, acked: ListenFilter) -> ListenFilter:

@@ -25,7 +25,7 @@ from gateway.errors import MethodNotFound
 from gateway.http.listen_stream import ListenStream
 from gateway.http.progress import ProgressRelay
 from gateway.http.subscription_hub import SubscriptionHub
-from gateway.http.subscription_plan import intersect, parse_filter, plan
+from gateway.http.subscription_plan import intersect, normal_filter, parse_filter, plan
 from gateway.http.turn import Route, Turn, check_expiry, require_method_scopes
 from gateway.limits.keys import principal_key
 from gateway.observability.logging import get_logger
@@ -74,7 +74,7 @@ class SubscriptionRoutes:
         if listening is None or not any(o.list_changed or o.subscribe for o in offers):
             raise MethodNotFound()
         require_method_scopes(turn, message.method)
-        wanted = parse_filter(message.params, self._max_uris)
+        wanted = normal_filter(turn.policy, parse_filter(message.params, self._max_uris))
         who = turn.principal
         slot = self.hub.admit(principal_key(who), len(wanted.uris))
         try:

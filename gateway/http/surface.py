@@ -12,7 +12,9 @@ Every method exists only when some backend advertises its capability (``prompts`
   the prompt's declared arguments (``invalid_prompt_arguments``), the rule's rate limit and
   concurrency, the expiry re-check, the external decision point (``policy_external``, when
   configured: it can only narrow), and the backend request.
-- ``resources/read``: decided on the URI's normal form; hidden or absent is
+- ``resources/read``: decided on the URI's normal form, which is also what the backend is asked
+  for (``gateway.policy.uri``; a URI without one is ``ambiguous_resource_uri``, -32602 in both
+  eras); hidden or absent is
   ``resource_not_found`` (2026-07-28: -32602) / ``legacy_resource_not_found`` (2025: -32002),
   answered without asking any backend when hidden; step-up, limits, expiry and the external
   decision point as above. The result's contents
@@ -33,6 +35,7 @@ from typing import Any, Final
 
 from gateway.config import Config
 from gateway.errors import (
+    AmbiguousResourceUri,
     BackendFailure,
     ConditionDenied,
     ExternalPolicyDenied,
@@ -168,7 +171,18 @@ class SurfaceRoutes:
         self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
     ) -> bytes:
         self._offered(message, "resources")
-        uri = message.uri or ""
+        sent = message.uri or ""
+        turn.ctx.extra["audit_target"] = ("resource_read", "uri", sent[:MAX_AUDITED_URI])
+        try:
+            uri = turn.policy.resource_uri(sent)
+        except AmbiguousResourceUri:
+            self._count(message.method, None, "invalid_arguments")
+            raise
+        if uri is None:
+            self._count(message.method, None, "not_found")
+            raise not_found(message.era)
+        # From here on only the normal form: what the policy, the conditions, the external
+        # decision point and the audit trail see is the URI the backend is asked for.
         turn.ctx.extra["audit_target"] = ("resource_read", "uri", uri[:MAX_AUDITED_URI])
         decision = turn.policy.decide_resource(turn.principal, uri)
         turn.ctx.decision = decision

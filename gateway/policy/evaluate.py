@@ -24,8 +24,9 @@ Any exception while evaluating denies and hides (``error``): fail closed.
 
 Prompts (``prompts/get``) and resources (``resources/read``) walk the same ladder over their own
 section; a hidden prompt is answered like an unknown prompt (``-32602``), a hidden resource like
-one that does not exist (``-32002``). A resource URI is normalised first
-(:func:`gateway.policy.uri.normalize_uri`); one that does not parse has no rule. A resource
+one that does not exist (``-32602`` / legacy ``-32002``). A resource URI is normalised first
+(:func:`gateway.policy.uri.normalize_uri`); one that has no normal form has no rule (the front
+door refuses an ambiguous one before asking: :func:`gateway.policy.uri.resource_uri`). A resource
 template is decided by :func:`evaluate_template` for listing and completion only.
 """
 
@@ -107,6 +108,13 @@ def evaluate_conditions(
     """
     rule: Rule | None = None
     try:
+        if section == "resources":
+            # The condition reads the URI the rule was decided on (a listing passes the
+            # backend's spelling): its normal form; one with none has no rule.
+            normalized = normalize_uri(name)
+            if normalized is None:
+                return None
+            name = normalized
         rule = _governing(policy, section, name)
         if rule is None or not rule.when:
             return None

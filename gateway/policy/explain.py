@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from gateway.config import load_config
-from gateway.errors import ConfigError
+from gateway.errors import AmbiguousResourceUri, ConfigError
 from gateway.policy.explain_conditions import explain_conditions
 from gateway.policy.explain_text import LEGEND, print_text
 from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
 from gateway.policy.overrides import explain_overrides
+from gateway.policy.uri import resource_uri
 from gateway.seams import Decision, Listing, Principal, listed
 from gateway.yaml_source import load_yaml
 
@@ -204,6 +205,7 @@ def explain(
     elif resource is not None:
         items = [Explained(resource, policy.decide_resource(principal, resource))]
         subject = "resource"
+        warnings = _spelling(resource)
     elif catalog is not None:
         names = sorted(set(catalog))
         items = [Explained(name, policy.decide_tool(principal, name)) for name in names]
@@ -264,6 +266,17 @@ def explain(
         "warnings": warnings,
         **({"token": dict(token)} if token is not None else {}),
     }
+
+
+def _spelling(uri: str) -> list[str]:
+    """What the gateway makes of a resource URI before any rule (docs/policy.md#resources)."""
+    try:
+        normal = resource_uri(uri)
+    except AmbiguousResourceUri:
+        return ["ambiguous URI: refused before any rule (-32602, ambiguous_resource_uri)"]
+    if normal is None or normal == uri:
+        return []
+    return [f"decided on, and sent to the backend as, its normal form {normal}"]
 
 
 def _hierarchy(policy: PolicySet, principal: Principal) -> dict[str, Any]:

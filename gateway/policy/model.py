@@ -17,7 +17,7 @@ from gateway.policy import evaluate
 from gateway.policy.conditions import Condition
 from gateway.policy.glob import WILDCARDS, Glob, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
-from gateway.policy.uri import UriPattern
+from gateway.policy.uri import UriPattern, resource_uri
 from gateway.seams import TOOL_NAME, Decision, Listing, Principal, ToolOverride
 
 __all__ = ["EMPTY_TABLE", "LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule", "RuleTable"]
@@ -205,6 +205,9 @@ class PolicySet:
 
     def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
         return evaluate.evaluate_prompt(self, principal, prompt)
+
+    def resource_uri(self, uri: str) -> str | None:
+        return resource_uri(uri)
 
     def decide_resource(self, principal: Principal, uri: str) -> Decision:
         return evaluate.evaluate_resource(self, principal, uri)

@@ -1,9 +1,11 @@
-"""Resource URI patterns: normalisation, ``*`` / ``**`` matching, specificity and overlap.
+"""Resource URIs: their one normal form, and ``*`` / ``**`` patterns, specificity and overlap.
 
 MCP resources are named by URIs (2026-07-28 server/resources.mdx); the ``resources:`` section of
 a policy keys its rules by URI or URI pattern. Two spellings of one URI must meet the same rule,
-so URIs and patterns are both brought to one form first (RFC 3986 §6.2.2, syntax-based
-normalisation), and matching runs on that form:
+and the backend must be asked for the URI the rule was decided on, so every URI a client sends
+is brought to one form first (RFC 3986 §6.2.2, syntax-based normalisation) by
+:func:`resource_uri`; the gateway decides on that form *and forwards it*, never the client's
+spelling:
 
 1. the URI must parse as ``scheme ":" ["//" authority] path ["?" query]`` (RFC 3986 §3) and hold
    only printable ASCII (a client sends non-ASCII percent-encoded); a fragment (``#``) is refused:
@@ -12,18 +14,29 @@ normalisation), and matching runs on that form:
 3. percent-encodings use upper-case hex, and those of unreserved characters (``A-Z a-z 0-9 - . _
    ~``) are decoded (§6.2.2.2): ``%2e%2e`` is ``..``, ``%7E`` is ``~``; a ``%`` not followed by two
    hex digits makes the URI invalid;
-4. dot segments are removed from the path (§5.2.4): ``/docs/../secret`` is ``/secret``.
+4. dot segments are removed from the path (§5.2.4), never above its root: ``/docs/../secret`` is
+   ``/secret``;
+5. ``mcp-gw://<backend>/<URI>`` (the gateway's own form with several backends) wraps a backend's
+   URI: the wrapped URI is normalised on its own (steps 1-4), so a dot segment never crosses
+   its authority or the backend's name.
 
-An invalid URI matches no rule (denied and hidden). ``%2F`` (an encoded ``/``) stays encoded, as
-RFC 3986 requires: it is a character of its segment, and ``*`` does not match it either (a server
-that decodes it before resolving a path must not turn one segment into two behind a rule).
+An invalid URI matches no rule (denied and hidden: not found). A URI that has no single meaning
+is **ambiguous** and refused outright (:class:`gateway.errors.AmbiguousResourceUri`): a server
+that decodes ``%2F``, reads ``\\`` as ``/``, collapses ``//`` or clamps ``..`` at the root would
+read another path than the one decided on, one a narrower rule may protect. Ambiguous are: a
+control character (raw, or ``%00``-``%1F``, ``%7F`` anywhere), a backslash (raw anywhere, or
+``%5C`` in the authority or path), an encoded ``/`` (``%2F``) in the authority or path, an empty
+path segment (``//``; a trailing ``/`` is no such segment), and a ``..`` that would climb above
+the path's root. A normal form is never ambiguous, and normalising it again changes nothing.
 
 Patterns: ``*`` matches any run of characters within one path segment (no ``/``, no ``?``, no
-``%2F``); ``**`` matches any run of characters, across segments and into the query. Every other
-character is literal and case-sensitive (after normalisation). In a policy key the scheme and the
-authority are literal: wildcards may appear only after them. Specificity orders patterns that
-match the same URI: more literal characters first, then fewer ``**``. :func:`overlap` decides
-exactly whether two patterns can match one URI and builds that URI as a witness.
+``%2F``);
+``**`` matches any run of characters, across segments and into the query. Every other
+character is literal and case-sensitive (after normalisation; a key that is ambiguous is a load
+error). In a policy key the scheme and the authority are literal: wildcards may appear only
+after them. Specificity orders patterns that match the same URI: more literal characters first,
+then fewer ``**``. :func:`overlap` decides exactly whether two patterns can match one URI and
+builds that URI as a witness.
 """
 
 from __future__ import annotations
@@ -33,6 +46,9 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Final
 
+from gateway.errors import AmbiguousResourceUri
+from gateway.seams import GATEWAY_SCHEME
+
 __all__ = [
     "MAX_PATTERN_LENGTH",
     "MAX_URI_LENGTH",
@@ -41,6 +57,7 @@ __all__ = [
     "has_uri_wildcard",
     "normalize_uri",
     "overlap",
+    "resource_uri",
     "template_pattern",
 ]
 
@@ -49,17 +66,39 @@ MAX_URI_LENGTH: Final = 2048
 MAX_PATTERN_LENGTH: Final = 400
 """Longest pattern (a policy key, or a template's pattern): bounds the exact overlap walk."""
 
-_URI: Final = re.compile(
-    r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*):(?://(?P<authority>[^/?#]*))?(?P<path>[^?#]*)"
-    r"(?:\?(?P<query>[^#]*))?"
-)
+_REST: Final = r":(?://(?P<authority>[^/?#]*))?(?P<path>[^?#]*)(?:\?(?P<query>[^#]*))?"
+_URI: Final = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)" + _REST)
+_PATTERN_URI: Final = re.compile(r"(?P<scheme>[A-Za-z*][A-Za-z0-9+.\-*]*)" + _REST)
+"""A pattern's scheme may hold ``*`` (a template's ``{x}``, a wrapped ``mcp-gw://b/*://h/``);
+a policy key's own scheme may not (:func:`compile_pattern` refuses it first)."""
 _UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 _PERCENT: Final = re.compile(r"%(?P<hex>[0-9A-Fa-f]{2})")
 _STRAY_PERCENT: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
+_ENCODED_CONTROL: Final = re.compile(r"%(?:[01][0-9A-F]|7F)")
+_ENCODED_SEPARATOR: Final = re.compile(r"%(?:2F|5C)")
+"""On text already through :func:`_percent` (upper-case hex)."""
 _STAR: Final = "\x00"
 _DOUBLE: Final = "\x01"
 """Internal tokens for ``*`` and ``**`` (never part of a valid URI, which is printable ASCII)."""
 _SEGMENT_STOPS: Final = frozenset("/?")
+
+
+@dataclass(frozen=True, slots=True)
+class _Refused:
+    reason: str
+    """Fixed text, for a policy key's load error."""
+    ambiguous: bool
+    """True: refused outright (:class:`AmbiguousResourceUri`); False: not a URI (no rule)."""
+
+
+_INVALID: Final = _Refused(
+    "not a valid URI (printable ASCII, percent-encodings as %XX, no fragment)", ambiguous=False
+)
+_CONTROL: Final = _Refused("ambiguous: a control character (raw or %00-%1F, %7F)", True)
+_BACKSLASH: Final = _Refused("ambiguous: a backslash (\\ or %5C) reads as / on some servers", True)
+_ENCODED_SLASH: Final = _Refused("ambiguous: an encoded / (%2F) in the authority or path", True)
+_EMPTY_SEGMENT: Final = _Refused("ambiguous: an empty path segment (//)", True)
+_CLIMB: Final = _Refused("ambiguous: a dot segment (..) above the root of the path", True)
 
 
 def has_uri_wildcard(text: str) -> bool:
@@ -67,27 +106,86 @@ def has_uri_wildcard(text: str) -> bool:
 
 
 def normalize_uri(uri: str) -> str | None:
-    """The normal form of ``uri`` (module docstring), or None when it is not a valid URI."""
-    return _normalize(uri)
+    """The normal form of ``uri`` (module docstring), or None when it has none (not a URI, or
+    ambiguous): such a URI matches no rule."""
+    found = _normalize(uri, pattern=False)
+    return found if isinstance(found, str) else None
 
 
-def _normalize(text: str) -> str | None:
-    if not text or len(text) > MAX_URI_LENGTH or not all(" " < c < "\x7f" for c in text):
-        return None
-    if "#" in text or _STRAY_PERCENT.search(text):
-        return None
-    match = _URI.fullmatch(text)
+def resource_uri(uri: str) -> str | None:
+    """The spelling of a URI a client sent that the gateway decides on and forwards: its normal
+    form, or None when it is not a URI (no rule: not found). Raises
+    :class:`~gateway.errors.AmbiguousResourceUri` when it has no single meaning."""
+    found = _normalize(uri, pattern=False)
+    if isinstance(found, str):
+        return found
+    if found.ambiguous:
+        raise AmbiguousResourceUri()
+    return None
+
+
+def _normalize(text: str, *, pattern: bool) -> str | _Refused:
+    """``pattern``: a policy key or a template's pattern, where a wrapped ``mcp-gw://`` part may
+    be a bare pattern (``mcp-gw://wiki/**``) rather than a URI."""
+    if not text or len(text) > MAX_URI_LENGTH:
+        return _INVALID
+    if any(c < " " or c == "\x7f" for c in text):
+        return _CONTROL
+    if "\\" in text:
+        return _BACKSLASH
+    if not all(" " < c < "\x7f" for c in text) or "#" in text or _STRAY_PERCENT.search(text):
+        return _INVALID
+    match = (_PATTERN_URI if pattern else _URI).fullmatch(text)
     if match is None:
-        return None
+        return _INVALID
+    scheme = match.group("scheme").lower()
     authority = match.group("authority")
-    path = _percent(match.group("path"))
-    query = match.group("query")
-    out = match.group("scheme").lower() + ":"
+    head = scheme + ":"
     if authority is not None:
-        out += "//" + _authority(_percent(authority))
-    out += _remove_dot_segments(path)
+        authority = _percent(authority)
+        if _ENCODED_CONTROL.search(authority):
+            return _CONTROL
+        if _ENCODED_SEPARATOR.search(authority):
+            return _BACKSLASH if "%5C" in authority else _ENCODED_SLASH
+        head += "//" + _authority(authority)
+        if scheme == GATEWAY_SCHEME:
+            return _wrapped(head, text[match.end("authority") :], pattern=pattern)
+    return _path_and_query(head, match.group("path"), match.group("query"))
+
+
+def _wrapped(head: str, rest: str, *, pattern: bool) -> str | _Refused:
+    """``head`` + ``/`` + the wrapped URI's own normal form (``rest`` starts after the backend)."""
+    if not rest.startswith("/") or rest == "/":
+        return _INVALID
+    inner = rest[1:]
+    found = _normalize(inner, pattern=pattern)
+    if pattern and found is _INVALID and _PATTERN_URI.fullmatch(inner) is None:
+        path, mark, query = inner.partition("?")  # a bare pattern: its path and query
+        found = _path_and_query("", path, query if mark else None)
+        if isinstance(found, str) and (not found or _PATTERN_URI.fullmatch(found)):
+            # Dot segments removed, it is empty or now reads as a URI: normalise that once
+            # more, so the form is its own normal form.
+            found = _normalize(found, pattern=True) if found else _INVALID
+    return found if isinstance(found, _Refused) else head + "/" + found
+
+
+def _path_and_query(head: str, path: str, query: str | None) -> str | _Refused:
+    path = _percent(path)
+    if _ENCODED_CONTROL.search(path):
+        return _CONTROL
+    if _ENCODED_SEPARATOR.search(path):
+        return _BACKSLASH if "%5C" in path else _ENCODED_SLASH
+    if "" in path.split("/")[1:-1]:
+        return _EMPTY_SEGMENT
+    normal = _remove_dot_segments(path)
+    if normal is None:
+        return _CLIMB
+    out = head + normal
     if query is not None:
-        out += "?" + _percent(query)
+        query = _percent(query)
+        if _ENCODED_CONTROL.search(query):
+            return _CONTROL
+        out += "?" + query
     return out
 
 
@@ -112,8 +210,10 @@ def _authority(authority: str) -> str:
     return userinfo + at + host.lower() + port
 
 
-def _remove_dot_segments(path: str) -> str:
-    """RFC 3986 §5.2.4, on segments (the same output as the algorithm's buffer loop)."""
+def _remove_dot_segments(path: str) -> str | None:
+    """RFC 3986 §5.2.4, on segments (the same output as the algorithm's buffer loop); None when
+    a ``..`` would climb above the path's root, which the algorithm silently drops (a server
+    resolving the path against a base directory may not)."""
     if "." not in path:
         return path
     absolute = path.startswith("/")
@@ -125,8 +225,9 @@ def _remove_dot_segments(path: str) -> str:
             if last:
                 out.append("")
         elif segment == "..":
-            if out:
-                out.pop()
+            if not out:
+                return None
+            out.pop()
             if last:
                 out.append("")
         else:
@@ -173,9 +274,9 @@ def compile_pattern(key: str) -> tuple[UriPattern | None, str | None]:
         return None, 'not a URI: write scheme:[//authority]path, e.g. "file:///docs/**"'
     if "*" in match.group("scheme") or "*" in (match.group("authority") or ""):
         return None, "the scheme and the authority are matched literally: no * in them"
-    normalized = _normalize(key)
-    if normalized is None:
-        return None, "not a valid URI (printable ASCII, percent-encodings as %XX, no fragment)"
+    normalized = _normalize(key, pattern=True)
+    if isinstance(normalized, _Refused):
+        return None, normalized.reason
     return UriPattern(normalized), None
 
 
@@ -273,5 +374,5 @@ def template_pattern(template: str) -> UriPattern | None:
     text = "".join(pieces)
     if "{" in text or "}" in text:
         return None
-    normalized = _normalize(text)
-    return UriPattern(normalized) if normalized is not None else None
+    normalized = _normalize(text, pattern=True)
+    return UriPattern(normalized) if isinstance(normalized, str) else None

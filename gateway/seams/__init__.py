@@ -11,6 +11,7 @@ from __future__ import annotations
 from gateway.seams.backends import (
     ANNOTATION_HINTS,
     EMPTY_SURFACE,
+    GATEWAY_SCHEME,
     TOOL_NAME,
     Backend,
     Catalog,
@@ -72,6 +73,7 @@ __all__ = [
     "ANNOTATION_HINTS",
     "AUTH_METHODS",
     "EMPTY_SURFACE",
+    "GATEWAY_SCHEME",
     "NO_CLAIMS",
     "TOOL_NAME",
     "AccessQuestion",

@@ -9,7 +9,7 @@ import unicodedata
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from gateway.seams.identity import NO_CLAIMS, CallerToken, Principal
 
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ANNOTATION_HINTS",
     "EMPTY_SURFACE",
+    "GATEWAY_SCHEME",
     "TOOL_NAME",
     "Backend",
     "Catalog",
@@ -232,6 +233,12 @@ class ToolCall:
 # --- prompts, resources, completions ----------------------------------------------------------
 
 
+GATEWAY_SCHEME: Final = "mcp-gw"
+"""The scheme of the resource URIs the gateway owns when several backends offer resources,
+``mcp-gw://<backend>/<the backend's URI>`` (``gateway/backend/surface_merge.py`` writes them;
+``gateway/policy/uri.py`` normalises the inner URI on its own)."""
+
+
 @dataclass(frozen=True, slots=True)
 class PromptDef:
     """One prompt as the gateway advertises it (name already carries any backend prefix)."""
@@ -405,8 +412,9 @@ class Backend(Protocol):
         ...
 
     def route_uri(self, uri: str) -> tuple[str, str] | None:
-        """(backend, the backend's own URI) for a resource URI a client sends, or None when no
-        backend can own it."""
+        """(backend, the backend's own URI) for a resource URI a client sends, already in normal
+        form (``Policy.resource_uri``: the backend is asked for the URI the policy decided on),
+        or None when no backend can own it."""
         ...
 
     async def call_tool(

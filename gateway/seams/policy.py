@@ -92,8 +92,15 @@ class Policy(Protocol):
         """``prompts:`` rules; a hidden prompt is answered as an unknown one (-32602)."""
         ...
 
+    def resource_uri(self, uri: str) -> str | None:
+        """The one spelling of a resource URI a client sent that is decided on *and* forwarded
+        (its RFC 3986 normal form, docs/policy.md#resources); None when it is not a URI (no rule
+        governs it: not found). Raises ``AmbiguousResourceUri`` (-32602) when it has no single
+        meaning (an encoded ``/``, a backslash, ``//``, ``..`` above the root, a control)."""
+        ...
+
     def decide_resource(self, principal: Principal, uri: str) -> Decision:
-        """``resources:`` rules on the URI's normal form; hidden = not found (-32002)."""
+        """``resources:`` rules on the URI's normal form; hidden = not found."""
         ...
 
     def decide_template(self, principal: Principal, uri_template: str) -> Decision:

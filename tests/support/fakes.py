@@ -25,6 +25,7 @@ from gateway.errors import (
     NoCredentials,
     TokenInQuery,
 )
+from gateway.policy.uri import resource_uri
 from gateway.seams import (
     EMPTY_SURFACE,
     AuthRequest,
@@ -212,6 +213,9 @@ class FakePolicy:
     # Prompts and resources: the fake governs tools only, so they are all hidden (no rule).
     def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
         return Decision(allowed=False, visible=False, rule=None, reason="no_rule")
+
+    def resource_uri(self, uri: str) -> str | None:
+        return resource_uri(uri)
 
     def decide_resource(self, principal: Principal, uri: str) -> Decision:
         return Decision(allowed=False, visible=False, rule=None, reason="no_rule")

@@ -424,7 +424,7 @@ async def test_prompts_get_and_resources_read_are_narrowed_too(
                    for e in _audit(stack) if "pdp" in e]  # fmt: skip
         assert targets == [
             ("prompt_get", "greet", "allow"), ("prompt_get", "plan", "deny"),
-            ("resource_read", URI, "allow"), ("resource_read", spelled, "deny"),
+            ("resource_read", URI, "allow"), ("resource_read", "file:///secret/x.txt", "deny"),
         ]  # fmt: skip
 
 

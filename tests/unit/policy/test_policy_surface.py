@@ -55,7 +55,7 @@ class TestNormalisation:
             ("HTTPS://Wiki.Example.COM/pages/x", "https://wiki.example.com/pages/x"),
             ("https://example.com:/a", "https://example.com/a"),
             ("https://User@EXAMPLE.com:8443/a", "https://User@example.com:8443/a"),
-            ("file:///a/%7e/b%2fc", "file:///a/~/b%2Fc"),
+            ("file:///a/%7e/b?c=%2f", "file:///a/~/b?c=%2F"),
             ("urn:example:thing", "urn:example:thing"),
             ("ui://weather/./view.html", "ui://weather/view.html"),
             ("weather://Paris/now?units=%6Detric", "weather://paris/now?units=metric"),
@@ -80,7 +80,6 @@ class TestNormalisation:
             ("file:///docs/a", True, True),
             ("file:///docs/", True, True),
             ("file:///docs/a/b", False, True),
-            ("file:///docs/a%2Fb", False, True),  # an encoded "/" is no part of a segment
             ("file:///docs/a?x=1", False, True),
             ("file:///docsx/a", False, False),
         ]:
@@ -97,7 +96,6 @@ class TestNormalisation:
         assert overlap(pattern("file:///*/x"), pattern("file:///a/*")) == "file:///a/x"
         assert overlap(pattern("file:///a/*"), pattern("file:///a/b/c")) is None
         assert overlap(pattern("file:///a/**"), pattern("file:///a/b/c")) == "file:///a/b/c"
-        assert overlap(pattern("file:///*"), pattern("file:///a%2Fb")) is None
         assert overlap(pattern("file:///a*"), pattern("file:///*b")) == "file:///ab"
 
     @settings(max_examples=300, deadline=None)
@@ -340,6 +338,9 @@ class TestExplainAndCheck:
             "visible": False, "rule": None, "reason": "no_rule", "required_scopes": None,
             "missing_scopes": [], "listed": False,
         }  # fmt: skip
+        assert report["warnings"] == [
+            "decided on, and sent to the backend as, its normal form file:///etc/passwd"
+        ]
 
     def test_all_shows_every_section_and_the_list_methods(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
