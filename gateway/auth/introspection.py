@@ -16,16 +16,15 @@ An HTTP 400 whose JSON body is an RFC 6749 §5.2 error naming the token (``inval
 node ``oidc-provider`` answers so for id_tokens, for JWT access tokens it does not introspect and
 for forged JWTs. It raises :class:`TokenRefused` (the caller answers 401 ``invalid_token`` and
 charges the failed-auth budget). Any other failure to get a usable answer (timeout, refused
-connection, redirect, another non-200, a non-JSON content type, a body over 16 KiB or nested
-deeper than 8, not an object, no boolean ``active``) raises :class:`IntrospectionFailed`; the
-caller turns it into 503 + ``Retry-After``, never 401. Both carry the HTTP status and a bounded
-OAuth ``error`` code for the log line.
+connection, redirect, another non-200, a non-JSON content type, a body over 16 KiB, not strict
+JSON (:mod:`gateway.jsonkit`) or nested deeper than 8, not an object, no boolean ``active``)
+raises :class:`IntrospectionFailed`; the caller turns it into 503 + ``Retry-After``, never
+401. Both carry the HTTP status and a bounded OAuth ``error`` code for the log line.
 """
 
 from __future__ import annotations
 
 import base64
-import json
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -35,6 +34,7 @@ from authlib.oauth2.rfc7523 import private_key_jwt_sign
 from joserfc.jwk import ECKey, RSAKey
 
 from gateway.config import IssuerConfig
+from gateway.jsonkit import JsonError, answer, is_json, loads_object, peer_limits
 from gateway.outbound import (
     Outbound,
     OutboundConnectionError,
@@ -53,13 +53,13 @@ __all__ = [
     "Introspector",
     "TokenRefused",
     "oauth_error_code",
-    "parse_json_object",
 ]
 
 MAX_RESPONSE_BYTES: Final = 16_384
 """Largest introspection response read (16 KiB); larger -> issuer failure (503)."""
 MAX_DEPTH: Final = 8
 """Deepest JSON nesting accepted in an introspection response."""
+_LIMITS: Final = peer_limits(MAX_DEPTH)
 ASSERTION_LIFETIME_S: Final = 60
 """Lifetime of a private_key_jwt client assertion (RFC 7523 §3: short)."""
 JWT_BEARER_ASSERTION: Final = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
@@ -74,8 +74,8 @@ def oauth_error_code(body: bytes) -> str | None:
     """The ``error`` member of an OAuth error body, bounded for logs: ``None`` without one,
     ``"other"`` when it is not 1-64 characters of ``[a-z_]`` (never issuer text verbatim)."""
     try:
-        doc = parse_json_object(body)
-    except ValueError:
+        doc = loads_object(body, _LIMITS)
+    except JsonError:
         return None
     code = doc.get("error")
     if code is None:
@@ -106,42 +106,6 @@ class TokenRefused(Exception):
         super().__init__("issuer refused the token")
         self.status = status
         self.error = error
-
-
-def _refuse_constant(name: str) -> Any:
-    # RFC 8259 §6: NaN and Infinity are not JSON numbers (json accepts them by default, and a
-    # NaN "exp" would pass every comparison).
-    raise ValueError("non-finite number")
-
-
-def _unique_members(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    # SECURITY: {"active": false, "active": true} must not be read differently by us and by a
-    # proxy or logger in front of us (RFC 8259 §4: names SHOULD be unique).
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        raise ValueError("duplicate member name")
-    return result
-
-
-def parse_json_object(body: bytes, *, max_depth: int = MAX_DEPTH) -> dict[str, Any]:
-    """Decode a JSON object no deeper than ``max_depth``; raise ValueError otherwise.
-
-    Also refused: duplicate member names, NaN/Infinity, and numbers that overflow to infinity.
-    """
-    try:
-        value = json.loads(body, object_pairs_hook=_unique_members, parse_constant=_refuse_constant)
-    except (ValueError, RecursionError) as exc:
-        raise ValueError("not JSON") from exc
-    if not isinstance(value, dict):
-        raise ValueError("not a JSON object")
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > max_depth:
-            raise ValueError("JSON nested too deeply")
-        children = node.values() if isinstance(node, dict) else node
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
-    return value
 
 
 class ClientAuthenticator:
@@ -245,7 +209,7 @@ class Introspector:
             raise IntrospectionFailed("refused", "introspection request failed") from exc
         status = response.status
         if status != 200:
-            error = oauth_error_code(response.body) if _is_json(response.content_type) else None
+            error = oauth_error_code(response.body) if is_json(response.content_type) else None
             if status == 400 and error in TOKEN_REFUSALS:
                 raise TokenRefused(status, error)
             if status in (401, 403):
@@ -259,13 +223,13 @@ class Introspector:
             raise IntrospectionFailed(
                 "http_error", "introspection answered a non-200 status", status=status, error=error
             )
-        if response.content_type != "application/json":
-            raise IntrospectionFailed(
-                "content_type", "introspection answer is not JSON", status=200
-            )
         try:
-            doc = parse_json_object(response.body)
-        except ValueError as exc:
+            doc = answer(response.content_type, response.body, _LIMITS)
+        except JsonError as exc:
+            if exc.kind == "content_type":
+                raise IntrospectionFailed(
+                    "content_type", "introspection answer is not JSON", status=200
+                ) from None
             raise IntrospectionFailed(
                 "malformed", "introspection answer is malformed", status=200
             ) from exc
@@ -273,8 +237,3 @@ class Introspector:
         if not isinstance(doc.get("active"), bool):
             raise IntrospectionFailed("malformed", "introspection answer lacks active", status=200)
         return doc
-
-
-def _is_json(content_type: str) -> bool:
-    # RFC 6749 §5.2 error bodies are application/json; some issuers say problem+json.
-    return content_type == "application/json" or content_type.endswith("+json")

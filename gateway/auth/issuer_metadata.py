@@ -29,9 +29,8 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from gateway.config import IssuerConfig, is_loopback_url
+from gateway.jsonkit import JsonError, answer, peer_limits
 from gateway.outbound import Outbound, OutboundError
-
-from .introspection import parse_json_object
 
 __all__ = [
     "MAX_METADATA_BYTES",
@@ -44,7 +43,7 @@ __all__ = [
 
 MAX_METADATA_BYTES: Final = 65_536
 """Largest metadata document read (64 KiB)."""
-_MAX_METADATA_DEPTH: Final = 16
+_LIMITS: Final = peer_limits(16)
 
 
 class DiscoveryFailed(Exception):
@@ -164,11 +163,11 @@ async def discover(
             continue  # not served at this location; try the next form
         if response.status != 200:
             raise DiscoveryFailed("issuer metadata answered an error status")
-        if response.content_type != "application/json":
-            raise DiscoveryFailed("issuer metadata is not application/json")
         try:
-            doc = parse_json_object(response.body, max_depth=_MAX_METADATA_DEPTH)
-        except ValueError as exc:
+            doc = answer(response.content_type, response.body, _LIMITS)
+        except JsonError as exc:
+            if exc.kind == "content_type":
+                raise DiscoveryFailed("issuer metadata is not application/json") from None
             raise DiscoveryFailed("issuer metadata is not a JSON object") from exc
         # RFC 8414 §3.3 / OIDC Discovery §4.3: identical, character for character.
         if doc.get("issuer") != config.url:

@@ -39,12 +39,11 @@ from typing import Any, Final
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from gateway.config import IssuerConfig
+from gateway.jsonkit import JsonError, answer, loads_object, peer_limits
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound, OutboundError
 from gateway.retry import backoff_s, sleep_or_wake
-
-from .introspection import parse_json_object
 
 __all__ = [
     "MAX_JWKS_BYTES",
@@ -73,7 +72,7 @@ _KTY_CURVES: Final[Mapping[str, frozenset[str]]] = {
 }
 _PRIVATE_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 _MAX_AGE: Final = re.compile(r"(?:^|,)\s*max-age\s*=\s*\"?(\d{1,10})\"?\s*(?:,|$)", re.IGNORECASE)
-_JSON_TYPES: Final = frozenset({"application/json", "application/jwk-set+json"})
+_LIMITS: Final = peer_limits(6)
 
 _log = get_logger("gateway.auth")
 
@@ -174,9 +173,14 @@ def _vet(member: Any, algorithms: Collection[str]) -> _Entry | None:
 def parse_jwks(body: bytes, algorithms: Collection[str]) -> tuple[KeySet, int]:
     """(vetted key set, number of keys skipped); raise JwksFailed when nothing is usable."""
     try:
-        doc = parse_json_object(body, max_depth=6)
-    except ValueError:
+        doc = loads_object(body, _LIMITS)
+    except JsonError:
         raise JwksFailed("jwks is not a JSON object") from None
+    return _key_set(doc, algorithms)
+
+
+def _key_set(doc: Mapping[str, Any], algorithms: Collection[str]) -> tuple[KeySet, int]:
+    """:func:`parse_jwks` of a JWK Set already read."""
     members = doc.get("keys")
     if not isinstance(members, list):
         raise JwksFailed("jwks has no keys array")
@@ -332,10 +336,14 @@ class JwksCache:
             raise JwksFailed("jwks unreachable") from None
         if response.status != 200:
             raise JwksFailed("jwks answered an error status")
-        content_type = response.content_type
-        if content_type not in _JSON_TYPES and not content_type.endswith("+json"):
-            raise JwksFailed("jwks is not JSON")
-        keys, skipped = parse_jwks(response.body, self._issuer.algorithms)
+        try:
+            # RFC 7517 §8.5: application/jwk-set+json; application/json is what most serve.
+            doc = answer(response.content_type, response.body, _LIMITS)
+        except JsonError as exc:
+            raise JwksFailed(
+                "jwks is not JSON" if exc.kind == "content_type" else "jwks is not a JSON object"
+            ) from None
+        keys, skipped = _key_set(doc, self._issuer.algorithms)
         interval = refresh_interval(
             response.headers,
             lower=self._issuer.jwks_min_refresh_s,

@@ -31,14 +31,13 @@ from typing import Any, Final
 
 from gateway import b64url
 from gateway.errors import InvalidToken
-
-from .introspection import parse_json_object
+from gateway.jsonkit import JsonError, loads_object, peer_limits
 
 __all__ = ["MAX_HEADER_CHARS", "CompactJws", "parse_compact"]
 
 MAX_HEADER_CHARS: Final = 2048
 """Longest protected header read (base64url characters); real ones are under 200."""
-_MAX_DEPTH: Final = 8
+_LIMITS: Final = peer_limits(8)
 """JOSE headers and access-token payloads are shallow (Keycloak's ``realm_access.roles`` is 3)."""
 
 
@@ -90,8 +89,8 @@ def parse_compact(token: str) -> CompactJws | None:
     if decoded is None or not decoded[0].startswith(b"{"):
         return None
     try:
-        header = parse_json_object(decoded[0], max_depth=_MAX_DEPTH)
-    except ValueError:
+        header = loads_object(decoded[0], _LIMITS)
+    except JsonError:
         # Looked like a JOSE header ("{" after decoding) but is not one: refuse, do not route.
         raise InvalidToken(detail="malformed JWS header") from None
     if not isinstance(header.get("alg"), str):
@@ -100,8 +99,8 @@ def parse_compact(token: str) -> CompactJws | None:
     raw_payload = _canonical(payload_b64)
     signature = _canonical(signature_b64)
     try:
-        claims = parse_json_object(raw_payload, max_depth=_MAX_DEPTH)
-    except ValueError:
+        claims = loads_object(raw_payload, _LIMITS)
+    except JsonError:
         raise InvalidToken(detail="JWS payload is not a JSON object") from None
     return CompactJws(
         header=header,

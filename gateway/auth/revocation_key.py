@@ -38,15 +38,14 @@ from dataclasses import dataclass
 from typing import Final
 
 from gateway.config import IssuerConfig
-
-from .introspection import parse_json_object
+from gateway.jsonkit import JsonError, loads_object, peer_limits
 
 __all__ = ["KEY_BYTES", "RevocationTarget", "kept_until", "revocation_key", "revocation_target"]
 
 KEY_BYTES: Final = 32
 _LABEL: Final = b"mcp-gateway/revocation/v1"
 _NOT_ALPHABET: Final = re.compile(r"[^A-Za-z0-9_\-+/]")
-_MAX_DEPTH: Final = 8
+_LIMITS: Final = peer_limits(8)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +80,8 @@ def _header(raw: bytes | None) -> dict[str, object] | None:
     if raw is None or not raw.startswith(b"{"):
         return None
     try:
-        return parse_json_object(raw, max_depth=_MAX_DEPTH)
-    except ValueError:
+        return loads_object(raw, _LIMITS)
+    except JsonError:
         return None
 
 
@@ -117,8 +116,8 @@ def revocation_target(token: str) -> RevocationTarget:
 
 def _jws_target(header: bytes, payload: bytes) -> RevocationTarget:
     try:
-        claims = parse_json_object(payload, max_depth=_MAX_DEPTH)
-    except ValueError:
+        claims = loads_object(payload, _LIMITS)
+    except JsonError:
         claims = {}
     iss, jti, exp = claims.get("iss"), claims.get("jti"), claims.get("exp")
     issuer = iss if isinstance(iss, str) else None

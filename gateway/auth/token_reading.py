@@ -16,9 +16,10 @@ from typing import Any
 
 from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken
+from gateway.jsonkit import loads_object, peer_limits
 
 from .claims import ClaimRules, check_claims
-from .introspection import parse_json_object
+from .introspection import MAX_DEPTH
 from .jws import parse_compact
 from .jwt_claims import JwtRules, check_jwt_claims, derive
 from .scopes import DerivedScope, derive_scopes, granted
@@ -70,7 +71,7 @@ def parse_token_file(text: str) -> dict[str, Any]:
     """The claims of a token file (see the module docstring); ValueError when it is neither."""
     text = text.strip()
     if text.startswith("{"):
-        return parse_json_object(text.encode("utf-8"))
+        return loads_object(text, peer_limits(MAX_DEPTH))
     try:
         jws = parse_compact(text)
     except InvalidToken as exc:

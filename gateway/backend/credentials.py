@@ -18,7 +18,6 @@ Errors raise :class:`CredentialError` with a fixed message (never a secret or a 
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections.abc import Callable
@@ -40,6 +39,7 @@ from gateway.config import (
     Secret,
     is_loopback_url,
 )
+from gateway.jsonkit import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.outbound import Outbound, OutboundError
 
@@ -192,8 +192,8 @@ class ClientCredentials:
             )
             raise CredentialError("token endpoint refused the request")
         try:
-            payload = json.loads(response.body)
-        except (ValueError, RecursionError) as exc:
+            payload = answer(response.content_type, response.body)
+        except JsonError as exc:
             raise CredentialError("token endpoint answered malformed JSON") from exc
         token, lifetime = parse_token_response(payload)
         margin = min(float(self._cred.refresh_margin_s), lifetime / 2)
@@ -227,10 +227,10 @@ async def discover_token_endpoint(outbound: Outbound, issuer: IssuerConfig, dead
                 headers={"Accept": "application/json"},
                 max_body=_MAX_TOKEN_RESPONSE,
             )
-            metadata = json.loads(response.body) if response.status == 200 else None
-        except (OutboundError, ValueError, RecursionError):
-            continue
-        if not isinstance(metadata, dict):
+            if response.status != 200:
+                continue
+            metadata = answer(response.content_type, response.body)
+        except (OutboundError, JsonError):
             continue
         # RFC 8414 §3.3: the issuer in the document must be the one we asked.
         if str(metadata.get("issuer", "")).rstrip("/") != base:
@@ -292,10 +292,10 @@ def oauth_error_code(body: bytes) -> str | None:
     ``None`` without one, ``"other"`` unless it is 1-64 characters of ``[a-z_]`` (never the
     issuer's text verbatim), so an operator sees ``invalid_client`` or ``invalid_target``."""
     try:
-        doc = json.loads(body)
-    except (ValueError, RecursionError):
+        doc = loads_object(body)
+    except JsonError:
         return None
-    code = doc.get("error") if isinstance(doc, dict) else None
+    code = doc.get("error")
     if code is None:
         return None
     return code if isinstance(code, str) and _OAUTH_ERROR_CODE.fullmatch(code) else "other"

@@ -14,13 +14,13 @@ connection, which aborts the upstream request.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from gateway.backend.sse import SseError, SseParser, SseTooLarge
 from gateway.errors import JsonRpcId
+from gateway.jsonkit import UNBOUNDED, JsonError, loads, peer_limits
 from gateway.outbound import (
     Outbound,
     OutboundConnectionError,
@@ -97,23 +97,17 @@ def encode_json(value: Any) -> bytes:
     return compact(value, sort_keys=True)
 
 
-def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    result = dict(pairs)
-    if len(result) != len(pairs):
-        raise ValueError("duplicate key")
-    return result
-
-
-def _no_constants(name: str) -> Any:
-    raise ValueError("non-finite number")
+_REPLY_LIMITS: Final = peer_limits(UNBOUNDED)
+"""A reply is bounded by ``max_bytes`` as it is read; its depth only by the interpreter's
+recursion limit (a reply nested that deep is garbled)."""
 
 
 def decode_json(data: bytes | str) -> Any:
-    """Strict decoding of an upstream reply: UTF-8, no duplicate keys, no NaN/Infinity."""
+    """Strict decoding of an upstream reply (:func:`gateway.jsonkit.loads`): UTF-8 without a
+    byte order mark, no duplicate keys, no NaN/Infinity, no lone surrogates."""
     try:
-        text = data.decode("utf-8") if isinstance(data, bytes) else data
-        return json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constants)
-    except (ValueError, RecursionError) as exc:
+        return loads(data, _REPLY_LIMITS)
+    except JsonError as exc:
         raise UpstreamFault("garbled") from exc
 
 

@@ -32,11 +32,8 @@ endpoint; the exchanged token only to this backend.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
 import dataclasses
 import hashlib
-import json
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -44,6 +41,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlencode
 
+from gateway import b64url
 from gateway.backend.credentials import (
     TOKEN_DESTINATION,
     ClientCredentials,
@@ -56,6 +54,7 @@ from gateway.backend.credentials import (
 from gateway.config import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT, Config, CredentialConfig
 from gateway.errors import EXCHANGE_REFUSALS, ExchangeRefused, ExchangeUnavailable, InternalError
 from gateway.flights import SingleFlight
+from gateway.jsonkit import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound, OutboundError
@@ -239,8 +238,9 @@ class TokenExchange:
             _log.warning("token_exchange_failed", backend=self._backend, reason=type(exc).__name__)
             return self._unavailable()
         try:
-            payload = json.loads(response.body)
-        except (ValueError, RecursionError):
+            # RFC 6749 §5.1/§5.2: the answer and the refusal alike are a JSON object.
+            payload: Any = answer(response.content_type, response.body)
+        except JsonError:
             payload = None
         if response.status != 200:
             return self._refusal(response.status, payload)
@@ -349,11 +349,14 @@ def _actor_of(token: str) -> str | None:
     parts = token.split(".")
     if len(parts) != 3 or len(parts[1]) > 16_384:
         return None
-    try:
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-    except (ValueError, binascii.Error, RecursionError):
+    decoded = b64url.decode(parts[1])
+    if decoded is None:
         return None
-    act = claims.get("act") if isinstance(claims, dict) else None
+    try:
+        claims = loads_object(decoded[0])
+    except JsonError:
+        return None
+    act = claims.get("act")
     actor = act.get("sub") if isinstance(act, dict) else None
     return actor if isinstance(actor, str) and 0 < len(actor) <= _MAX_ACTOR else None
 

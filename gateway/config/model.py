@@ -15,6 +15,7 @@ from gateway.config.catalog import CatalogConfig
 from gateway.config.identity_model import IdentityConfig, IdentityJwksConfig
 from gateway.config.policy_external_model import PolicyExternalConfig
 from gateway.config.secrets import Secret
+from gateway.jsonkit import JsonLimits
 
 __all__ = [
     "ACCESS_TOKEN_TYPE",
@@ -308,17 +309,6 @@ class BackendConfig:
             if name == tool:
                 return seconds
         return self.timeout_s
-
-
-@dataclass(frozen=True, slots=True)
-class JsonLimits:
-    """Caps for the strict JSON decoder; see docs/protocol.md for why these defaults."""
-
-    max_depth: int = 32
-    max_members: int = 256
-    max_array_length: int = 1024
-    max_string_bytes: int = 65_536
-    max_number_chars: int = 32
 
 
 @dataclass(frozen=True, slots=True)

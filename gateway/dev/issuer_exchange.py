@@ -77,6 +77,8 @@ class ExchangeFaults:
     """Answer with this HTTP status and ``{"error": "temporarily_unavailable"}``."""
     body: bytes | None = None
     """Answer 200 with these bytes (garbage) instead of a token."""
+    content_type: str = "application/json"
+    """The ``Content-Type`` of :attr:`body`."""
     delay_s: float = 0.0
     """Wait this long before answering (a slow issuer)."""
     error: str | None = None
@@ -96,7 +98,8 @@ class ExchangeFaults:
             body = {"error": "temporarily_unavailable", "error_description": "Try again later."}
             return web.json_response(body, status=self.status, headers=headers)
         if self.body is not None:
-            return web.Response(body=self.body, content_type="application/json", headers=headers)
+            headers["Content-Type"] = self.content_type
+            return web.Response(body=self.body, headers=headers)
         if self.error is not None:
             body = {"error": self.error, "error_description": "Refused (test knob)."}
             return web.json_response(body, status=400, headers=headers)

@@ -148,7 +148,9 @@ class JwksPublisher:
         self.status: int | None = None
         """Answer with this HTTP status instead (an outage)."""
         self.body: bytes | None = None
-        """Answer 200 ``application/json`` with these bytes instead (garbage, a bad set)."""
+        """Answer 200 with these bytes instead (garbage, a bad set)."""
+        self.content_type = "application/json"
+        """The ``Content-Type`` of :attr:`body`."""
         self.max_age_s: int | None = 300
         """``Cache-Control: max-age`` of the answer; None sends no cache header."""
 
@@ -158,7 +160,8 @@ class JwksPublisher:
             return web.json_response({"error": "temporarily_unavailable"}, status=self.status)
         headers = {} if self.max_age_s is None else {"Cache-Control": f"max-age={self.max_age_s}"}
         if self.body is not None:
-            return web.Response(body=self.body, content_type="application/json", headers=headers)
+            headers["Content-Type"] = self.content_type
+            return web.Response(body=self.body, headers=headers)
         return web.json_response(self.keys.jwks(), headers=headers)
 
 

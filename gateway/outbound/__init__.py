@@ -26,6 +26,7 @@ import aiohttp
 from multidict import CIMultiDictProxy
 
 from gateway.deadlines import deadline_at
+from gateway.jsonkit import JsonError, answer, media_type
 from gateway.observability import spans
 from gateway.outbound.http1 import Http1Pool
 from gateway.outbound.http1_codec import Http1Error, Http1Response
@@ -100,7 +101,7 @@ class Response:
 
     @property
     def content_type(self) -> str:
-        return self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        return media_type(self.headers.get("Content-Type", ""))
 
 
 class _Body:
@@ -150,7 +151,7 @@ class StreamingResponse:
 
     @property
     def content_type(self) -> str:
-        return self.headers.get("Content-Type", "").split(";", 1)[0].strip().lower()
+        return media_type(self.headers.get("Content-Type", ""))
 
     async def read(self) -> bytes:
         """The whole body (capped). One read when the length is declared, else chunk by chunk."""
@@ -431,7 +432,6 @@ async def post_json_once(
     finally:
         await outbound.close()
     try:
-        reply = json.loads(response.body)
-    except ValueError:
-        reply = {}
-    return response.status, reply if isinstance(reply, dict) else {}
+        return response.status, answer(response.content_type, response.body)
+    except JsonError:
+        return response.status, {}

@@ -45,6 +45,7 @@ import orjson
 from gateway.config import PolicyExternalConfig
 from gateway.errors import ExternalPolicyDenied, PolicyUnavailable
 from gateway.flights import SingleFlight
+from gateway.jsonkit import JsonError, answer
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound, OutboundError
@@ -234,7 +235,7 @@ class AuthZenDecisionPoint:
         finally:
             if self._metrics is not None:
                 self._metrics.policy_external_duration_seconds.observe(time.monotonic() - began)
-        decision = _decision(response.status, response.body)
+        decision = _decision(response.status, response.content_type, response.body)
         if decision is None:
             # The status only: a PDP's body may carry its own diagnostics about the subject.
             _log.warning("policy_external_failed", reason="not_a_decision", status=response.status)
@@ -282,13 +283,14 @@ def _claim(claims: Mapping[str, Any], name: str) -> Any:
     return value
 
 
-def _decision(status: int, body: bytes) -> bool | None:
-    """AuthZEN 1.0 §6.2: HTTP 200 and a JSON object whose ``decision`` is a boolean."""
+def _decision(status: int, content_type: str, body: bytes) -> bool | None:
+    """AuthZEN 1.0 §6.2: HTTP 200 and a JSON object (``application/json``, read strictly: a
+    second ``decision`` member must not overrule the first) whose ``decision`` is a boolean."""
     if status != 200:
         return None
     try:
-        answer = json.loads(body)
-    except (ValueError, RecursionError):
+        found = answer(content_type, body)
+    except JsonError:
         return None
-    decision = answer.get("decision") if isinstance(answer, dict) else None
+    decision = found.get("decision")
     return decision if isinstance(decision, bool) else None

@@ -39,6 +39,8 @@ class PdpFaults:
     """Answer this status (with a JSON error body) instead of a decision."""
     body: bytes | None = None
     """Answer 200 with these bytes instead of a decision."""
+    content_type: str = "application/json"
+    """The ``Content-Type`` of :attr:`body`."""
     delay_s: float = 0.0
 
 
@@ -77,7 +79,9 @@ class AuthZenPdp:
         if self.faults.status is not None:
             return web.json_response({"error": "pdp fault"}, status=self.faults.status)
         if self.faults.body is not None:
-            return web.Response(body=self.faults.body, content_type="application/json")
+            return web.Response(
+                body=self.faults.body, headers={"Content-Type": self.faults.content_type}
+            )
         decision = self.rule(body)
         answer: dict[str, Any] = {"decision": decision}
         if not decision:  # §6.2: a context with reasons, one never meant for the user

@@ -11,9 +11,12 @@ key: signature, ``iss``/``sub``, ``aud`` = issuer, ``exp``, unique ``jti``).
 Fault modes (``fault``): ``slow`` (sleeps ``slow_s`` before answering), ``5xx``, ``oversized``
 (a 20 KiB JSON body), ``redirect`` (307 to another endpoint), ``wrong_content_type``,
 ``malformed`` (not JSON), ``deep`` (JSON nested past the cap), ``no_active``, ``refuse_token``
-(HTTP 400 ``{"error": "invalid_token"}``, as oidc-provider answers for JWTs). A closed port
+(HTTP 400 ``{"error": "invalid_token"}``, as oidc-provider answers for JWTs), and the token's
+answer spelled as a lenient reader takes it: ``byte_order_mark``, ``utf16``, ``overflow``
+(``exp`` 1e400), ``lone_surrogate`` (in ``sub``). A closed port
 stands in for "down". Metadata modes: ``rfc8414`` (default), ``oidc_insert``, ``oidc_append``,
-``none`` (404 everywhere); ``metadata_issuer`` overrides the ``issuer`` member (mismatch tests).
+``none`` (404 everywhere); ``metadata_issuer`` overrides the ``issuer`` member (mismatch tests);
+``metadata_spelling`` serves the metadata with a BOM, in UTF-16 or as ``text/plain``.
 """
 
 from __future__ import annotations
@@ -46,6 +49,10 @@ Fault = Literal[
     "deep",
     "no_active",
     "refuse_token",
+    "byte_order_mark",
+    "utf16",
+    "overflow",
+    "lone_surrogate",
 ]
 
 
@@ -85,6 +92,7 @@ class IssuerStub:
     """Overrides the advertised endpoint (e.g. another origin)."""
     fault: Fault | None = None
     metadata_fault: Literal["5xx", "slow"] | None = None
+    metadata_spelling: Literal["byte_order_mark", "utf16", "text_plain"] | None = None
     slow_s: float = 0.5
     tokens: dict[str, dict[str, Any]] = field(default_factory=dict)
     base_url: str = ""
@@ -159,18 +167,19 @@ class IssuerStub:
             await asyncio.sleep(self.slow_s)
         if request.path != self._metadata_path():
             return web.json_response({"error": "not_found"}, status=404)
-        return web.json_response(
-            {
-                "issuer": self.metadata_issuer if self.metadata_issuer is not None else self.issuer,
-                "token_endpoint": self.issuer + "/token",
-                "introspection_endpoint": self.introspection_endpoint or self.endpoint,
-                "introspection_endpoint_auth_methods_supported": [
-                    "client_secret_basic",
-                    "client_secret_post",
-                    "private_key_jwt",
-                ],
-            }
-        )
+        doc = {
+            "issuer": self.metadata_issuer if self.metadata_issuer is not None else self.issuer,
+            "token_endpoint": self.issuer + "/token",
+            "introspection_endpoint": self.introspection_endpoint or self.endpoint,
+            "introspection_endpoint_auth_methods_supported": [
+                "client_secret_basic",
+                "client_secret_post",
+                "private_key_jwt",
+            ],
+        }
+        if self.metadata_spelling is not None:
+            return _spelled(doc, self.metadata_spelling)
+        return web.json_response(doc)
 
     def _client_ok(self, request: web.Request, form: dict[str, str]) -> bool:
         if self.client_auth == "client_secret_basic":
@@ -250,4 +259,23 @@ class IssuerStub:
             return web.json_response({"sub": "alice"})
         elif fault == "refuse_token":
             return web.json_response({"error": "invalid_token"}, status=400)
-        return web.json_response(self.tokens.get(form["token"], {"active": False}))
+        doc = self.tokens.get(form["token"], {"active": False})
+        if fault in ("byte_order_mark", "utf16", "overflow", "lone_surrogate"):
+            return _spelled(doc, fault)
+        return web.json_response(doc)
+
+
+def _spelled(doc: dict[str, Any], spelling: str) -> web.Response:
+    """``doc`` as JSON a lenient reader (``json.loads`` of the bytes) takes, a strict one not."""
+    text = json.dumps(doc)
+    content_type = "application/json"
+    if spelling == "overflow":  # an exp past the double range: inf to json.loads
+        text = text.replace('"exp": ', '"exp": 1e400, "was": ', 1)
+    elif spelling == "lone_surrogate":
+        text = text.replace('"sub": "', '"sub": "\\ud800', 1)
+    elif spelling == "text_plain":
+        content_type = "text/plain"
+    body = text.encode("utf-16") if spelling == "utf16" else text.encode()
+    if spelling == "byte_order_mark":
+        body = b"\xef\xbb\xbf" + body
+    return web.Response(body=body, headers={"Content-Type": content_type})

@@ -11,6 +11,7 @@
 the gateway closes cancels the handler (``disconnected`` is then set). Both MCP servers require
 ``Authorization: Bearer <one of accepted>``, record every request (headers and body bytes) and
 have fault modes set through ``fault``: ``slow``, ``500``, ``oversized``, ``garbled_json``,
+``lone_surrogate``, ``overflow`` (JSON only a lenient reader takes),
 ``garbled_sse``, ``wrong_id``, ``redirect``, ``401_once``, ``unknown_tool``, ``rpc_error``,
 ``bad_result``, ``list_fails``, ``cursor_loop``, ``wrong_id_sse``, ``missing_capability``
 (modern: -32021 requiring ``elicitation`` unless the call declared it). With ``list_changed``
@@ -183,6 +184,10 @@ class _Base:
             )
         if fault == "garbled_json":
             return web.Response(body=b'{"jsonrpc":"2.0","id":', content_type="application/json")
+        if fault in ("lone_surrogate", "overflow"):  # what only a lenient reader takes
+            value = '"\\ud800"' if fault == "lone_surrogate" else "1e400"
+            body = '{"jsonrpc":"2.0","id":' + json.dumps(rid) + ',"result":{"content":[],"x":'
+            return web.Response(body=f"{body}{value}}}}}".encode(), content_type="application/json")
         if fault == "wrong_id":
             return web.json_response(
                 {"jsonrpc": "2.0", "id": "not-yours", "result": {"content": []}}
@@ -512,6 +517,11 @@ class TokenServer:
     grant_to: set[str] | None = None
     """The upstream's accepted-token set: issued tokens are added to it."""
     issuer: str = ""
+    raw_token: tuple[bytes, str] | None = None
+    """Answer a granted token request with these bytes and this ``Content-Type`` instead
+    (``{token}`` in the bytes is replaced by the token it issues)."""
+    raw_metadata: tuple[bytes, str] | None = None
+    """Serve the metadata as these bytes and ``Content-Type`` (``{issuer}`` replaced)."""
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -520,6 +530,10 @@ class TokenServer:
         return app
 
     async def metadata(self, request: web.Request) -> web.Response:
+        if self.raw_metadata is not None:
+            body, content_type = self.raw_metadata
+            raw = body.replace(b"{issuer}", self.issuer.encode())
+            return web.Response(body=raw, headers={"Content-Type": content_type})
         return web.json_response({"issuer": self.issuer, "token_endpoint": self.issuer + "/token"})
 
     async def token(self, request: web.Request) -> web.Response:
@@ -546,6 +560,10 @@ class TokenServer:
         self.issued.append(value)
         if self.grant_to is not None:
             self.grant_to.add(value)
+        if self.raw_token is not None:
+            body, content_type = self.raw_token
+            raw = body.replace(b"{token}", value.encode())
+            return web.Response(body=raw, headers={"Content-Type": content_type})
         return web.json_response(
             {"access_token": value, "token_type": "Bearer", "expires_in": self.expires_in}
         )

@@ -169,7 +169,7 @@ class TestIssuerFaults:
     @pytest.mark.parametrize(
         "fault",
         ["slow", "5xx", "oversized", "redirect", "wrong_content_type", "malformed", "deep",
-         "no_active"],
+         "no_active", "byte_order_mark", "utf16", "overflow", "lone_surrogate"],
     )  # fmt: skip
     async def test_an_issuer_fault_is_503_with_retry_after(
         self, stub: IssuerStub, make_rs: MakeRS, fault: str
@@ -272,6 +272,18 @@ class TestDiscovery:
         rs = await make_rs(introspection_endpoint=f"http://evil@{host}/introspect")
         with pytest.raises(IssuerUnavailable):
             await rs.authenticate(req())
+
+    @pytest.mark.parametrize("spelling", ["byte_order_mark", "utf16", "text_plain"])
+    async def test_metadata_a_lenient_reader_takes_is_refused(
+        self, stub: IssuerStub, make_rs: MakeRS, spelling: str
+    ) -> None:
+        stub.metadata_spelling = spelling  # type: ignore[assignment]
+        stub.grant(TOKEN)
+        rs = await make_rs()
+        assert not rs.ready
+        with pytest.raises(IssuerUnavailable):
+            await rs.authenticate(req())
+        assert stub.introspection_calls == 0
 
     async def test_discovery_is_retried_until_the_issuer_answers(
         self, stub: IssuerStub, make_rs: MakeRS

@@ -238,6 +238,68 @@ async def test_a_refusal_is_logged_with_the_issuers_error_code_and_nothing_else(
     assert "s3cret" not in repr(logs)
 
 
+LENIENT_TOKEN_ANSWERS = {
+    # Each was a usable token to a lenient reader: the last member wins, NaN and a BOM are
+    # accepted, the content type is not looked at. None is one to a strict reader.
+    "duplicate member": (
+        b'{"access_token": "{token}", "token_type": "N_A", "token_type": "Bearer"}',
+        "application/json",
+    ),
+    "NaN expires_in": (
+        b'{"access_token": "{token}", "token_type": "Bearer", "expires_in": NaN}',
+        "application/json",
+    ),
+    "byte order mark": (
+        b'\xef\xbb\xbf{"access_token": "{token}", "token_type": "Bearer"}',
+        "application/json",
+    ),
+    "text/plain": (b'{"access_token": "{token}", "token_type": "Bearer"}', "text/plain"),
+}
+
+
+@pytest.mark.parametrize("answer", list(LENIENT_TOKEN_ANSWERS))
+async def test_a_token_answer_is_read_strictly(token_setup, backend_factory, answer: str) -> None:
+    upstream, url, tokens, issuer = token_setup
+    tokens.raw_token = LENIENT_TOKEN_ANSWERS[answer]
+    backend = await backend_factory(cc_config(url, issuer, token_endpoint=issuer + "/token"))
+    assert tokens.issued == ["cc-token-1"]  # asked, answered, and the answer refused
+    assert not backend.ready
+    assert upstream.requests == []
+
+
+LENIENT_METADATA = {
+    "duplicate member": (
+        b'{"issuer": "{issuer}", "token_endpoint": "https://elsewhere.example/token", '
+        b'"token_endpoint": "{issuer}/token"}',
+        "application/json",
+    ),
+    "byte order mark": (
+        b'\xef\xbb\xbf{"issuer": "{issuer}", "token_endpoint": "{issuer}/token"}',
+        "application/json",
+    ),
+    "UTF-16": (
+        '{"issuer": "{issuer}", "token_endpoint": "{issuer}/token"}'.encode("utf-16"),
+        "application/json",
+    ),
+    "text/plain": (b'{"issuer": "{issuer}", "token_endpoint": "{issuer}/token"}', "text/plain"),
+}
+
+
+@pytest.mark.parametrize("answer", list(LENIENT_METADATA))
+async def test_issuer_metadata_is_read_strictly_when_discovering_the_token_endpoint(
+    token_setup, backend_factory, answer: str
+) -> None:
+    upstream, url, tokens, issuer = token_setup
+    body, content_type = LENIENT_METADATA[answer]
+    if answer == "UTF-16":  # the placeholder is spelled in UTF-16 too
+        body = body.decode("utf-16").replace("{issuer}", issuer).encode("utf-16")
+    tokens.raw_metadata = (body, content_type)
+    backend = await backend_factory(cc_config(url, issuer))
+    assert not backend.ready
+    assert tokens.issued == []  # no token endpoint was found, so none was asked
+    assert upstream.requests == []
+
+
 @pytest.mark.parametrize(
     ("body", "code"),
     [

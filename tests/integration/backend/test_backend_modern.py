@@ -224,6 +224,8 @@ async def test_invalid_arguments_become_an_error_result_without_an_upstream_call
         ("500", "Upstream tool failed", "upstream_error"),
         ("oversized", "Upstream reply too large", "too_large"),
         ("garbled_json", "Upstream tool failed", "upstream_error"),
+        ("lone_surrogate", "Upstream tool failed", "upstream_error"),
+        ("overflow", "Upstream tool failed", "upstream_error"),
         ("wrong_id", "Upstream tool failed", "upstream_error"),
         ("redirect", "Upstream tool failed", "upstream_error"),
         ("bad_result", "Upstream tool failed", "upstream_error"),

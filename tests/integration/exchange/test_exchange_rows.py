@@ -103,8 +103,10 @@ async def test_the_issuers_own_policy_refusals_reach_the_caller(
 
 @pytest.mark.row("exchange_unavailable")
 @pytest.mark.parametrize(
-    "fault", ["status_503", "status_500", "garbage", "slow", "no_token_type", "echo", "not_bearer"]
-)
+    "fault",
+    ["status_503", "status_500", "garbage", "slow", "no_token_type", "echo", "not_bearer",
+     "duplicate_member", "nan", "byte_order_mark", "text_plain"],
+)  # fmt: skip
 async def test_an_issuer_that_fails_is_a_503_with_retry_after(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
@@ -129,12 +131,31 @@ async def test_an_issuer_that_fails_is_a_503_with_retry_after(
             faults.body = json.dumps(answer).encode()
         elif fault == "slow":
             faults.delay_s = 2.0
+        elif fault in _LENIENT:
+            # Each of these was a usable token to a lenient reader (the last member wins, NaN
+            # and a BOM are accepted, the content type was not looked at); strictly, none is.
+            faults.body = _LENIENT[fault]
+            if fault == "text_plain":
+                faults.content_type = "text/plain"
         _assert_unavailable(*(await stack.call(token)))
         assert upstream.calls_seen() == []
         assert (
             await metric(stack, "token_exchanges_total", backend="default", result="unavailable")
             == 1
         )
+
+
+_ISSUED = b'"issued_token_type": "urn:ietf:params:oauth:token-type:access_token"'
+_LENIENT = {
+    "duplicate_member": b'{"access_token": "abc", "token_type": "N_A", "token_type": "Bearer", '
+    + _ISSUED
+    + b"}",
+    "nan": b'{"access_token": "abc", "token_type": "Bearer", "expires_in": NaN, ' + _ISSUED + b"}",
+    "byte_order_mark": b'\xef\xbb\xbf{"access_token": "abc", "token_type": "Bearer", '
+    + _ISSUED
+    + b"}",
+    "text_plain": b'{"access_token": "abc", "token_type": "Bearer", ' + _ISSUED + b"}",
+}
 
 
 @pytest.mark.row("exchange_unavailable")

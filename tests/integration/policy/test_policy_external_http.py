@@ -322,7 +322,7 @@ async def test_a_slow_decision_point_is_a_503_with_retry_after_in_both_eras(
 @pytest.mark.parametrize(
     "fault",
     ["status_500", "status_404", "html", "decision_not_boolean", "not_an_object", "no_decision",
-     "gone"],
+     "gone", "duplicate_decision", "nan", "byte_order_mark", "text_plain"],
 )  # fmt: skip
 async def test_a_failing_or_garbled_decision_point_is_a_503(
     tmp_path: Path,
@@ -335,11 +335,20 @@ async def test_a_failing_or_garbled_decision_point_is_a_503(
     bodies = {
         "html": b"<html>oops</html>", "decision_not_boolean": b'{"decision": "true"}',
         "not_an_object": b"[true]", "no_decision": b'{"context": {}}',
+        # Read leniently, each of these was an allow (the last "decision" wins, NaN and a BOM
+        # are accepted by json.loads, the content type was not looked at): a strict reader
+        # refuses them all, so the PDP has given no decision.
+        "duplicate_decision": b'{"decision": false, "decision": true}',
+        "nan": b'{"decision": true, "context": {"score": NaN}}',
+        "byte_order_mark": b'\xef\xbb\xbf{"decision": true}',
+        "text_plain": b'{"decision": true}',
     }  # fmt: skip
     if fault.startswith("status_"):
         pdp.faults.status = int(fault[7:])
     elif fault in bodies:
         pdp.faults.body = bodies[fault]
+        if fault == "text_plain":
+            pdp.faults.content_type = "text/plain; charset=utf-8"
     async with (
         authzen_pdp(aiohttp_server, pdp),
         _stack(tmp_path, aiohttp_server, monkeypatch, pdp) as (stack, upstream),

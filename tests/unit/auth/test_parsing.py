@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -11,7 +10,7 @@ from hypothesis import strategies as st
 
 from gateway.auth.bearer import extract_bearer
 from gateway.auth.claims import ClaimRules, check_claims
-from gateway.auth.introspection import MAX_DEPTH, oauth_error_code, parse_json_object
+from gateway.auth.introspection import oauth_error_code
 from gateway.auth.issuer_metadata import DiscoveryFailed, check_endpoint, metadata_urls
 from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken, NoCredentials, TokenInQuery
@@ -35,27 +34,6 @@ class TestOAuthErrorCode:
     )
     def test_the_logged_code_is_bounded(self, body: bytes, code: str | None) -> None:
         assert oauth_error_code(body) == code
-
-
-class TestJson:
-    def test_an_object_at_the_depth_limit_is_accepted_and_one_deeper_refused(self) -> None:
-        at_limit: Any = {}
-        for _ in range(MAX_DEPTH - 1):
-            at_limit = {"n": at_limit}
-        assert parse_json_object(json.dumps(at_limit).encode())
-        with pytest.raises(ValueError, match="deeply"):
-            parse_json_object(json.dumps({"n": at_limit}).encode())
-
-    @pytest.mark.parametrize(
-        "body",
-        [b"[]", b'"x"', b"{", b'{"a":NaN}', b'{"a":Infinity}', b'{"a":1,"a":2}',
-         b"[" * 5000 + b"]" * 5000],
-        ids=["array", "string", "truncated", "NaN", "Infinity", "duplicate member",
-             "5000 nested arrays"],
-    )  # fmt: skip
-    def test_non_objects_and_non_standard_json_are_refused(self, body: bytes) -> None:
-        with pytest.raises(ValueError):
-            parse_json_object(body)
 
 
 class TestDiscoveryUrls:
