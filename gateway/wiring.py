@@ -28,6 +28,7 @@ from gateway.backend.lock_watch import CatalogLock
 from gateway.backend.proxy import UpstreamBackend
 from gateway.config import Config, StoreErrorPolicy
 from gateway.config.loader import backend_prefixes
+from gateway.config.sections import TRACING_PACKAGES
 from gateway.errors import ConfigError
 from gateway.http.endpoint import McpEndpoint
 from gateway.http.routes import add_mcp_routes, ops_jwks
@@ -280,9 +281,7 @@ def _tracing(config: Config, metrics: Metrics) -> Tracing | None:
     try:
         from gateway.observability.otel import Tracing  # noqa: PLC0415 - the otel extra
     except ImportError as exc:
-        raise ConfigError(
-            ["tracing: needs the OpenTelemetry packages: pip install 'mcp-resource-gateway[otel]'"]
-        ) from exc
+        raise ConfigError([f"tracing: {TRACING_PACKAGES}"]) from exc
     return Tracing(config.tracing, metrics=metrics)
 
 

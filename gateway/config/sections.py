@@ -7,9 +7,10 @@ problems through the :class:`~gateway.config.builder.Builder`.
 
 from __future__ import annotations
 
+import importlib.util
 import ipaddress
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from gateway.config.audit_key import checkpoint_key_problem
@@ -27,6 +28,7 @@ from gateway.config.urls import canonical_uri
 from gateway.yaml_source import PathPart
 
 __all__ = [
+    "TRACING_PACKAGES",
     "build_allowed_origins",
     "build_audit",
     "build_limits",
@@ -34,6 +36,7 @@ __all__ = [
     "build_resource",
     "build_tracing",
     "build_trusted_proxies",
+    "otel_installed",
 ]
 
 
@@ -125,6 +128,28 @@ def build_audit(b: Builder, raw_audit: dict[str, Any]) -> AuditConfig:
     )
 
 
+TRACING_PACKAGES: Final = (
+    "needs the OpenTelemetry packages (the otel extra, which the container image has): "
+    "pip install '.[otel]' in a clone of the gateway"
+)
+_OTEL_MODULES: Final = {
+    "http/protobuf": ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.http"),
+    "grpc": ("opentelemetry.sdk.trace", "opentelemetry.exporter.otlp.proto.grpc"),
+}
+
+
+def otel_installed(protocol: str) -> bool:
+    """Whether the OpenTelemetry modules ``tracing:`` with ``protocol`` imports are installed
+    (found, not imported: ``check`` and ``serve`` say so before anything starts)."""
+    for name in _OTEL_MODULES.get(protocol, _OTEL_MODULES["http/protobuf"]):
+        try:
+            if importlib.util.find_spec(name) is None:
+                return False
+        except ImportError:  # a parent package is missing
+            return False
+    return True
+
+
 def build_tracing(b: Builder, raw: dict[str, Any] | None) -> TracingConfig | None:
     """``tracing:`` (None when absent: no tracing at all). The OTLP endpoint is an outbound
     URL like the issuers' (``http`` only to loopback or private addresses: a collector is
@@ -139,10 +164,13 @@ def build_tracing(b: Builder, raw: dict[str, Any] | None) -> TracingConfig | Non
         secret = b.secret(ref, (*tp, "headers", name))
         if secret is not None:
             headers.append((name.lower(), secret))
+    protocol = otlp.get("protocol", "http/protobuf")
+    if not otel_installed(protocol):
+        b.doc.problem(("tracing",), TRACING_PACKAGES)
     return TracingConfig(
         otlp=OtlpConfig(
             endpoint=endpoint,
-            protocol=otlp.get("protocol", "http/protobuf"),
+            protocol=protocol,
             headers=tuple(headers),
             timeout_s=float(otlp.get("timeout_s", 10.0)),
         ),

@@ -43,8 +43,13 @@ tools:
 """
 
 
-def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CHECK_TEST_")}
+def run(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("CHECK_TEST_")},
+        **(env or {}),
+    }
     env.pop("MCP_GATEWAY_CONFIG", None)
     return subprocess.run(
         [sys.executable, "-m", "gateway.cli", *args],
@@ -441,3 +446,30 @@ def test_a_mistake_in_one_rule_hides_no_cycle_and_no_rule_that_can_never_match(
     )
     result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
     assert any(f.startswith("tools.wiki__search: also defined at") for f in findings(result.stdout))
+
+
+def test_tracing_without_the_opentelemetry_packages_is_a_problem_check_reports(
+    tmp_path: Path,
+) -> None:
+    # Issue 43: check said OK and serve then exited 1, suggesting a command that is wrong in a
+    # clone. An empty `opentelemetry` package ahead on the path hides the installed one.
+    hidden = tmp_path / "no-otel" / "opentelemetry"
+    hidden.mkdir(parents=True)
+    (hidden / "__init__.py").write_text("")
+    write(tmp_path, FEDERATED + "tracing: {otlp: {endpoint: http://127.0.0.1:4318}}\n",
+          "version: 1\nbaseline_scopes: [mcp:access]\n")  # fmt: skip
+    env = {"PYTHONPATH": str(hidden.parent), "CHECK_TEST_S": "t" * 40}
+    result = run("check", "--config", "gateway.yaml", cwd=tmp_path, env=env)
+    assert result.returncode == 1
+    problem = (
+        "tracing: needs the OpenTelemetry packages (the otel extra, which the container image "
+        "has): pip install '.[otel]' in a clone of the gateway"
+    )
+    assert findings(result.stdout) == [problem]
+    serve = run("serve", "--config", "gateway.yaml", cwd=tmp_path, env=env)
+    assert serve.returncode == 1
+    assert findings(serve.stdout) == [problem]
+    installed = run(
+        "check", "--config", "gateway.yaml", cwd=tmp_path, env={**env, "PYTHONPATH": ""}
+    )
+    assert installed.returncode == 0, installed.stdout + installed.stderr
