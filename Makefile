@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck bench bench-quick bench-micro clean
+.PHONY: demo test check lint typecheck interop bench bench-quick bench-micro clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -32,8 +32,26 @@ check: lint typecheck
 
 PYTEST_OPTS ?=
 
-test: check
-	$(BIN)/pytest -q $(PYTEST_OPTS)
+# The npm packages some tests run with node (DIR:PACKAGE), installed exactly as their lock files
+# pin them when npm is there. Every other tool the suite drives is a Debian package: README.md
+# names them; the run's header and summary name those missing (their tests skip, -rs says why).
+INTEROP := tests/interop/oidc-provider:oidc-provider \
+	tests/interop/conformance:@modelcontextprotocol/conformance
+
+interop:
+	@for entry in $(INTEROP); do \
+		dir=$${entry%%:*}; package=$${entry#*:}; \
+		test -e "$$dir/node_modules/$$package/package.json" && continue; \
+		if command -v npm >/dev/null 2>&1; then \
+			echo "npm ci --prefix $$dir"; \
+			npm ci --prefix "$$dir" --no-audit --no-fund --loglevel=error || exit 1; \
+		else \
+			echo "note: npm is not installed, so $$package is not (apt-get install -y nodejs npm)"; \
+		fi; \
+	done
+
+test: check interop
+	$(BIN)/pytest -q -rs $(PYTEST_OPTS)
 
 # The comparison of issue 18 at the defaults and the tuned case, beside a bare aiohttp backend:
 # gateway pinned to core 0, wrk on core 1 (needs wrk and taskset); about 11 minutes.

@@ -14,6 +14,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 import structlog
@@ -22,7 +23,20 @@ _NPM_TOOLS = {
     "oidc-provider": Path(__file__).parent / "interop" / "oidc-provider",
     "@modelcontextprotocol/conformance": Path(__file__).parent / "interop" / "conformance",
 }
-"""npm packages the tests run with node: found when ``npm ci --prefix <dir>`` installed them."""
+"""npm packages the tests run with node: found when ``npm ci --prefix <dir>`` installed them
+(``make test`` does, when npm is installed)."""
+
+TOOLS: Final = {
+    "redis-server": "redis-server",
+    "nginx": "nginx",
+    "promtool": "prometheus",
+    "chromium": "chromium",
+    "oidc-provider": "nodejs npm",
+    "@modelcontextprotocol/conformance": "nodejs npm",
+}
+"""Every external tool some tests drive, and the Debian packages that bring it (README.md, "Two
+commands"; ``.ci/run`` installs and requires them all). Where one is missing its tests skip,
+and the run's header and summary name it (:func:`pytest_report_header`)."""
 
 
 def _found(tool: str) -> bool:
@@ -39,6 +53,31 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"MCP_GATEWAY_TEST_REQUIRE names tools that are not installed: {' '.join(missing)}"
         )
+
+
+def _missing_tools() -> list[str]:
+    """What a developer's run lacks of :data:`TOOLS`, and how to install it (empty when nothing
+    is missing)."""
+    missing = [tool for tool in TOOLS if not _found(tool)]
+    if not missing:
+        return []
+    packages = " ".join(dict.fromkeys(TOOLS[tool] for tool in missing))
+    lines = [
+        f"not installed, so their tests skip: {', '.join(missing)}",
+        f"install: apt-get install -y {packages}",
+    ]
+    if any(tool in _NPM_TOOLS for tool in missing):
+        lines.append("then `make test` installs the npm packages (npm ci in tests/interop/*)")
+    return lines
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    return _missing_tools()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for line in _missing_tools():
+        terminalreporter.write_line(line, yellow=True)
 
 
 @pytest.fixture
