@@ -22,8 +22,6 @@ Every finding reads ``file:line:col: key.path: message``; :func:`load_policy` ra
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from typing import Any, Final
 from gateway.config import parse_rate
 from gateway.errors import ConfigError
 from gateway.policy import overrides, uri
+from gateway.policy.canonical import policy_version
 from gateway.policy.condition_checks import conditions_of
 from gateway.policy.glob import Glob, has_wildcard, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycles
@@ -309,7 +308,7 @@ def _merge(docs: list[Located], problems: list[str], *, partial: bool) -> Policy
                 known.update(alternative)
     tools = tables["tools"]
     return PolicySet(
-        version=_version(baseline, methods, sections, listing or "allowed", hierarchy),
+        version=policy_version(baseline, methods, sections, listing or "allowed", hierarchy),
         baseline_scopes=baseline,
         listing=listing or "allowed",
         exact=tools.exact,
@@ -397,46 +396,3 @@ def _ties(section: str, globs: list[Rule]) -> list[str]:
                     f"({described}); add an exact rule or make one pattern more specific"
                 )
     return found
-
-
-def _version(
-    baseline: tuple[str, ...],
-    methods: dict[str, MethodRule],
-    sections: dict[str, dict[str, Rule]],
-    listing: Listing,
-    hierarchy: dict[str, tuple[str, ...]],
-) -> str:
-    """First 12 hex digits of SHA-256 over the canonical JSON of the merged policy.
-
-    ``prompts``, ``resources`` and ``scope_hierarchy`` enter only when the policy has them, so a
-    policy without them keeps the version it had before those sections existed. The order of a
-    hierarchy's implied scopes means nothing, so it is sorted.
-    """
-    canonical: dict[str, Any] = {
-        "version": 1,
-        "baseline_scopes": list(baseline),
-        **({"listing": listing} if listing != "allowed" else {}),
-        "methods": {name: list(rule.scopes) for name, rule in methods.items()},
-    }
-    for section, rules in sections.items():
-        if section == "tools" or rules:
-            canonical[section] = {rule.key: _canonical_rule(rule) for rule in rules.values()}
-    if hierarchy:
-        canonical["scope_hierarchy"] = {scope: sorted(set(i)) for scope, i in hierarchy.items()}
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:12]
-
-
-def _canonical_rule(rule: Rule) -> dict[str, Any]:
-    return {
-        "scopes": list(rule.scopes),
-        "any_of": [list(alternative) for alternative in rule.any_of],
-        "clients": sorted(rule.clients) if rule.clients is not None else None,
-        "subjects": [g.pattern for g in rule.subjects] if rule.subjects else None,
-        "deny": rule.deny,
-        "rate_limit": list(rule.rate_limit) if rule.rate_limit else None,
-        "max_concurrency": rule.max_concurrency,
-        "description": rule.description,
-        **({"when": [c.source for c in rule.when]} if rule.when else {}),
-        **({"override": overrides.canonical_override(rule.override)} if rule.override else {}),
-    }
