@@ -34,6 +34,7 @@ from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure, get_logger
 from gateway.policy import loader as policy_loader
+from gateway.policy.issuers import issuer_warnings
 from gateway.policy.model import PolicySet
 from gateway.policy.overrides import rename_warnings
 from gateway.wiring import build_services
@@ -190,11 +191,12 @@ def _print_problems(problems: Sequence[str], path: Path) -> None:
 
 
 def _load_policies(
-    paths: Sequence[Path],
+    paths: Sequence[Path], issuers: Sequence[str]
 ) -> tuple[list[str], PolicySet | None, tuple[str, ...], PolicySet | None]:
-    """Validate the policy files: (problems, the policy set or None, the files that declare
-    themselves a demo, the set merged from what the files got right even with problems)."""
-    report = policy_loader.inspect_policy(paths)
+    """Validate the policy files for these issuers' urls: (problems, the policy set or None, the
+    files that declare themselves a demo, the set merged from what the files got right even
+    with problems)."""
+    report = policy_loader.inspect_policy(paths, issuers=issuers)
     if report.problems or report.policy is None:
         return list(report.problems), None, policy_loader.demo_sources(paths), report.policy
     return [], report.policy, report.policy.demo_sources, report.policy
@@ -217,11 +219,15 @@ def _demo_warnings(sources: Sequence[str]) -> list[str]:
 
 
 def _unreachable_rules(policy: PolicySet | None, prefixes: Sequence[str] | None) -> list[str]:
-    """Rules no configured backend can ever match, renames into another backend's prefix
-    (warnings: docs/policy.md)."""
-    if policy is None or prefixes is None:
+    """Rules no configured backend can ever match, renames into another backend's prefix, and
+    ``subjects``/``clients`` entries whose issuer is ambiguous or not configured (warnings:
+    docs/policy.md)."""
+    if policy is None:
         return []
-    return [*policy.unreachable_rules(prefixes), *rename_warnings(policy, prefixes)]
+    found = issuer_warnings(policy)
+    if prefixes is None:
+        return found
+    return [*policy.unreachable_rules(prefixes), *rename_warnings(policy, prefixes), *found]
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
@@ -234,7 +240,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     demos: tuple[str, ...] = ()
     if report.policy_paths is not None:
         # partial: what the files got right, for the warnings a mistake must not hide.
-        policy_problems, policy, demos, partial = _load_policies(report.policy_paths)
+        policy_problems, policy, demos, partial = _load_policies(
+            report.policy_paths, report.issuer_urls
+        )
         problems.extend(policy_problems)
     else:
         print(f"note: {path}: the policy files were not checked (policy: is unreadable)",
@@ -284,7 +292,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         _print_problems(exc.problems, path)
         return 1
-    problems, policy, demos, _ = _load_policies(config.policy_paths)
+    problems, policy, demos, _ = _load_policies(config.policy_paths, config.issuer_urls)
     if problems:
         _print_problems(problems, path)
         return 1

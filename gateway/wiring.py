@@ -42,6 +42,7 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
+from gateway.policy.issuers import issuer_warnings
 from gateway.policy.model import PolicySet
 from gateway.policy.overrides import rename_warnings
 from gateway.policy.reload import PolicyReloader
@@ -322,7 +323,9 @@ def _policy_source(
     config: Config, metrics: Metrics, swapped: list[Callable[[PolicySet], None]]
 ) -> PolicyReloader:
     """The policy files, hot-reloaded. A rule no configured backend can ever match is logged
-    (``policy.rule_unreachable``) at startup and after every reload that changes the set."""
+    (``policy.rule_unreachable``) at startup and after every reload that changes the set, and so
+    is a ``subjects``/``clients`` entry whose issuer is ambiguous or not configured
+    (``policy.entry_issuer``)."""
     report = policy_reload_reporter(metrics)
     prefixes = backend_prefixes(config.backends)
 
@@ -331,6 +334,8 @@ def _policy_source(
             log.warning("policy.rule_unreachable", detail=warning)
         for warning in rename_warnings(current, prefixes):
             log.warning("policy.rename_ambiguous", detail=warning)
+        for warning in issuer_warnings(current):
+            log.warning("policy.entry_issuer", detail=warning)
 
     def on_reload(outcome: str, current: PolicySet | None, problems: list[str]) -> None:
         if outcome == "success" and current is not None:
@@ -340,7 +345,7 @@ def _policy_source(
         if outcome == "success" and current is not None:
             warn(current)
 
-    reloader = PolicyReloader(config.policy_paths, on_reload=on_reload)
+    reloader = PolicyReloader(config.policy_paths, issuers=config.issuer_urls, on_reload=on_reload)
     warn(reloader.current())
     return reloader
 

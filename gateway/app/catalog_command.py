@@ -116,7 +116,7 @@ async def fetch_live(config: Config, lock: Lock) -> Live:
     applied); raises :class:`_Failed` naming each backend whose tools (or prompts and
     templates) could not be listed, :class:`ConfigError` for an invalid policy."""
     # The policy's tool overrides are part of what is pinned (what clients are shown).
-    policy = load_policy(config.policy_paths)
+    policy = load_policy(config.policy_paths, issuers=config.issuer_urls)
     outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
     pins = CatalogLock(lock_path(config, None), "allow", lock=lock)
     members = [

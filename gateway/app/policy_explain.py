@@ -38,17 +38,15 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--issuer",
         metavar="URL",
-        help="with --token-file: the issuers: entry whose rules read it (default: the one "
-        "its iss names, or the only one)",
+        help="the issuers: entry of the principal: with --token-file the one whose rules read "
+        "it (default: the one its iss names, or the only one); with --sub/--client-id the "
+        "issuer that gave those names (default: the first); needs --config",
     )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.token_file is None:
-        if args.issuer is not None:
-            print("policy explain: --issuer needs --token-file", file=sys.stderr)
-            return 2
         return explain.run_explain(args)
     if args.scopes or args.sub or args.client_id:
         print(
@@ -87,5 +85,9 @@ def run(args: argparse.Namespace) -> int:
         claims=frozen_claims({k: v for k, v in claims.items() if k != "active"}),
     )
     return explain.run_explain(
-        args, principal=principal, token=reading.as_json(), paths=config.policy_paths
+        args,
+        principal=principal,
+        token=reading.as_json(),
+        paths=config.policy_paths,
+        issuers=config.issuer_urls,
     )

@@ -66,14 +66,15 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class ConfigReport:
     """Everything :func:`inspect_config` found: the config (None when it is invalid), every
-    problem of every stage, the warnings, and the policy paths and the backends' name prefixes
-    when they could be read."""
+    problem of every stage, the warnings, and the policy paths, the backends' name prefixes and
+    the issuers' urls when they could be read."""
 
     config: Config | None
     problems: tuple[str, ...]
     warnings: tuple[str, ...]
     policy_paths: tuple[Path, ...] | None
     backend_prefixes: tuple[str, ...] | None = None
+    issuer_urls: tuple[str, ...] = ()
 
 
 def load_config(
@@ -121,6 +122,7 @@ def inspect_config(
             config.warnings,
             config.policy_paths,
             backend_prefixes(config.backends),
+            config.issuer_urls,
         )
     sections = _sections(b, doc.value, guarded=True)
     return ConfigReport(
@@ -129,6 +131,7 @@ def inspect_config(
         tuple(b.warnings),
         sections.get("policy_paths"),
         backend_prefixes(sections["backends"]) if "backends" in sections else None,
+        tuple(i.url for i in (sections.get("issuer"), *sections.get("more_issuers", ())) if i),
     )
 
 

@@ -570,6 +570,12 @@ class Config:
         """Every trusted issuer, in configuration order (``issuer:`` is a list of one)."""
         return (self.issuer, *self.more_issuers)
 
+    @property
+    def issuer_urls(self) -> tuple[str, ...]:
+        """Every trusted issuer's ``url``, in order: what the policy qualifies its ``subjects``
+        and ``clients`` entries by (a plain entry is the first issuer's)."""
+        return tuple(issuer.url for issuer in self.issuers)
+
     def __post_init__(self) -> None:
         if not self.backends and self.backend is not None:
             # The single `backend:` is the one backend (frozen: set once, here).

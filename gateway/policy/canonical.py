@@ -9,6 +9,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from gateway.policy import overrides
+from gateway.policy.issuers import canonical_entries
 from gateway.seams import Listing
 
 if TYPE_CHECKING:
@@ -49,8 +50,8 @@ def _canonical_rule(rule: Rule) -> dict[str, Any]:
     return {
         "scopes": list(rule.scopes),
         "any_of": [list(alternative) for alternative in rule.any_of],
-        "clients": sorted(rule.clients) if rule.clients is not None else None,
-        "subjects": [g.pattern for g in rule.subjects] if rule.subjects else None,
+        "clients": canonical_entries("clients", rule.clients),
+        "subjects": canonical_entries("subjects", rule.subjects) or None,
         "deny": rule.deny,
         "rate_limit": list(rule.rate_limit) if rule.rate_limit else None,
         "max_concurrency": rule.max_concurrency,

@@ -11,8 +11,9 @@ The ladder for a tool, first match wins:
 1. no rule governs the name                     -> hidden  ``no_rule``
 2. two equally specific patterns match (a tie)  -> hidden  ``tie`` (rejected at load; defence)
 3. the rule says ``deny: true``                 -> hidden  ``deny``
-4. ``clients`` set and client_id not in it       -> hidden  ``client``
+4. ``clients`` set and no entry names client_id -> hidden  ``client``
 5. ``subjects`` set and no entry matches sub     -> hidden  ``subject``
+   (an entry applies to one issuer's principals: :mod:`.issuers`)
 6. scopes cover baseline + ``scopes`` (+ one ``any_of`` set) -> allowed ``allow``
 7. otherwise                                    -> forbidden ``scope`` (step-up)
 
@@ -37,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from gateway.policy.conditions import ConditionFailed, call_values, conditions_hold
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
+from gateway.policy.issuers import admits_client, admits_subject
 from gateway.policy.uri import UriPattern, normalize_uri, overlap, template_pattern
 from gateway.seams import Decision, Principal
 
@@ -236,10 +238,12 @@ def evaluate_rule(
     if rule.deny:
         # An explicit deny hides the tool, whatever else the rule says.
         return Decision(allowed=False, visible=False, rule=rule.key, reason="deny")
-    if rule.clients is not None and principal.client_id not in rule.clients:
+    # Each entry names a client or subject of one issuer (.issuers): another issuer's
+    # "ops-console" or "alice" is not on the list.
+    if rule.clients is not None and not admits_client(rule.clients, principal):
         # Not an allow-listed client: do not reveal the tool exists (no step-up hint either).
         return Decision(allowed=False, visible=False, rule=rule.key, reason="client")
-    if rule.subjects is not None and not any(g.matches(principal.subject) for g in rule.subjects):
+    if rule.subjects is not None and not admits_subject(rule.subjects, principal):
         return Decision(allowed=False, visible=False, rule=rule.key, reason="subject")
     held = principal.scopes
     granted = hierarchy.expand(held)

@@ -25,7 +25,9 @@ from typing import Any, Final
 from gateway.config import load_config
 from gateway.errors import AmbiguousResourceUri, ConfigError
 from gateway.policy.explain_conditions import explain_conditions
+from gateway.policy.explain_entries import FIRST_ISSUER, explain_entries
 from gateway.policy.explain_text import LEGEND, print_text
+from gateway.policy.issuers import issuer_warnings
 from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
 from gateway.policy.overrides import explain_overrides
@@ -139,13 +141,20 @@ def run_explain(
     principal: Principal | None = None,
     token: Mapping[str, Any] | None = None,
     paths: Sequence[Path] | None = None,
+    issuers: Sequence[str] | None = None,
 ) -> int:
     """``principal`` (with ``token``, what was derived from a token file): instead of the one
-    ``--scopes``, ``--client-id`` and ``--sub`` describe; ``paths``: the policy files of a
-    configuration the caller loaded already."""
+    ``--scopes``, ``--client-id``, ``--sub`` and ``--issuer`` describe; ``paths`` and
+    ``issuers``: the policy files and the issuers' urls of a configuration the caller loaded
+    already."""
     try:
-        paths = list(paths) if paths is not None and not args.policy else _policy_paths(args)
-        policy = load_policy(paths)
+        if paths is None or args.policy:
+            paths, configured = _configured(args)
+            issuers = configured if issuers is None else issuers
+        issuers = tuple(issuers or ())
+        issuer = principal.issuer if principal is not None else _principal_issuer(args, issuers)
+        # Without a configuration the first issuer has no url: the principal stands for it.
+        policy = load_policy(paths, issuers=issuers or (issuer,))
         catalog = _read_catalog(args.catalog_file) if args.catalog_file else None
         arguments = _arguments(args.arguments)
     except ConfigError as exc:
@@ -157,7 +166,7 @@ def run_explain(
         client_id=args.client_id,
         scopes=frozenset(args.scopes.split()),
         expires_at=math.inf,
-        issuer="policy-explain",
+        issuer=issuer,
         fingerprint="-",
     )
     report = explain(
@@ -241,12 +250,16 @@ def explain(
         policy, principal, results, section=section, by_key=subject == "rules",
         arguments=arguments,
     )  # fmt: skip
+    explain_entries(policy, results, section=section, by_key=subject == "rules")
+    if policy.issuers and policy.issuers[0] != FIRST_ISSUER:
+        warnings += issuer_warnings(policy)
     prompt_rows = [item.as_json(policy.listing) for item in prompts]
     resource_rows = [item.as_json(policy.listing) for item in resources]
     for rows, rows_section in ((prompt_rows, "prompts"), (resource_rows, "resources")):
         explain_conditions(
             policy, principal, rows, section=rows_section, by_key=True, arguments=arguments
         )
+        explain_entries(policy, rows, section=rows_section, by_key=True)
     return {
         "policy_version": policy.version,
         "sources": list(policy.sources),
@@ -254,6 +267,7 @@ def explain(
         "principal": {
             "sub": principal.subject,
             "client_id": principal.client_id,
+            "issuer": principal.issuer,
             "scopes": sorted(principal.scopes),
         },
         **_hierarchy(policy, principal),
@@ -291,19 +305,20 @@ def _hierarchy(policy: PolicySet, principal: Principal) -> dict[str, Any]:
     }
 
 
-def _policy_paths(args: argparse.Namespace) -> list[Path]:
+def _configured(args: argparse.Namespace) -> tuple[list[Path], tuple[str, ...]]:
+    """The policy paths and the configured issuers' urls (none with ``--policy``)."""
     if args.policy:
-        return list(args.policy)
+        return list(args.policy), ()
     if not args.config:
         raise ConfigError(
             [f"policy explain: pass --config PATH, --policy PATH or set {CONFIG_ENV}"]
         )
     config_path = Path(args.config)
     try:
-        return list(load_config(config_path).policy_paths)
+        config = load_config(config_path)
     except ConfigError as exc:
-        # explain needs only the policy paths; a workstation often lacks the secrets the full
-        # configuration references, so fall back to the policy: key alone and say so.
+        # explain needs only the policy paths and the issuers' urls; a workstation often lacks
+        # the secrets the full configuration references, so fall back to those keys alone.
         paths = _policy_key(config_path)
         if paths is None:
             raise
@@ -312,7 +327,31 @@ def _policy_paths(args: argparse.Namespace) -> list[Path]:
             "using its policy: paths anyway",
             file=sys.stderr,
         )
-        return paths
+        return paths, _issuer_urls(config_path)
+    return list(config.policy_paths), config.issuer_urls
+
+
+def _principal_issuer(args: argparse.Namespace, issuers: tuple[str, ...]) -> str:
+    """``--issuer`` (one of the configured urls), else the first configured issuer, else (no
+    configuration) :data:`FIRST_ISSUER`."""
+    wanted: str | None = getattr(args, "issuer", None)
+    if wanted is None:
+        return issuers[0] if issuers else FIRST_ISSUER
+    if wanted not in issuers:
+        shown = ", ".join(issuers) or "none: pass --config"
+        raise ConfigError([f"--issuer {wanted}: no configured issuer has this url ({shown})"])
+    return wanted
+
+
+def _issuer_urls(config_path: Path) -> tuple[str, ...]:
+    """The ``url`` of ``issuer:`` or of each ``issuers:`` entry, read as written."""
+    doc = load_yaml(config_path)
+    raw = doc.value if isinstance(doc.value, dict) else {}
+    entries = [raw.get("issuer")] if "issuer" in raw else raw.get("issuers")
+    if not isinstance(entries, list):
+        return ()
+    found = [e.get("url") for e in entries if isinstance(e, dict)]
+    return tuple(url for url in found if isinstance(url, str))
 
 
 def _policy_key(config_path: Path) -> list[Path] | None:

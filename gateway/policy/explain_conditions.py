@@ -19,7 +19,7 @@ from gateway.policy.model import PolicySet, Rule
 from gateway.policy.uri import normalize_uri
 from gateway.seams import Principal
 
-__all__ = ["condition_lines", "explain_conditions"]
+__all__ = ["condition_lines", "explain_conditions", "row_rule"]
 
 
 def explain_conditions(
@@ -35,7 +35,7 @@ def explain_conditions(
     keys (``--all`` without a catalog), not names."""
     for row in rows:
         name = row["name"]
-        rule = _rule(policy, section, name, row.get("rule"), by_key=by_key)
+        rule = row_rule(policy, section, name, by_key=by_key)
         if rule is None or not rule.when:
             continue
         row["conditions"] = [
@@ -81,9 +81,9 @@ def _one(
     return shown
 
 
-def _rule(
-    policy: PolicySet, section: str, name: str, key: str | None, *, by_key: bool
-) -> Rule | None:
+def row_rule(policy: PolicySet, section: str, name: str, *, by_key: bool) -> Rule | None:
+    """The rule an explained row stands for: ``name`` is a rule key (``by_key``) or a name
+    the rule governs."""
     if section == "tools":
         if by_key:
             return policy.exact.get(name) or next((r for r in policy.globs if r.key == name), None)

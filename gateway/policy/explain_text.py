@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
 from gateway.policy.explain_conditions import condition_lines
+from gateway.policy.explain_entries import entry_lines
 from gateway.policy.overrides import override_lines
 
 __all__ = ["LEGEND", "print_text"]
@@ -25,7 +26,7 @@ def print_text(report: dict[str, Any], out: TextIO) -> None:
     out.write(f"policy {report['policy_version']} from {', '.join(report['sources'])}\n")
     out.write(
         f"principal: sub={who['sub'] or '-'} client_id={who['client_id'] or '-'} "
-        f"scopes={' '.join(who['scopes']) or '-'}\n"
+        f"issuer={who['issuer']} scopes={' '.join(who['scopes']) or '-'}\n"
     )
     if "token" in report:
         _print_token(report["token"], out)
@@ -52,6 +53,9 @@ def print_text(report: dict[str, Any], out: TextIO) -> None:
         _table(out, "METHOD", report["methods"])
     for line in override_lines(report["results"]):
         out.write(f"{line}\n")
+    for rows in (report["results"], report["prompts"], report["resources"]):
+        for line in entry_lines(rows):
+            out.write(f"{line}\n")
     for rows in (report["results"], report["prompts"], report["resources"]):
         for line in condition_lines(rows):
             out.write(f"{line}\n")

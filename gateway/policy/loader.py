@@ -36,6 +36,7 @@ from gateway.policy.canonical import policy_version
 from gateway.policy.condition_checks import conditions_of
 from gateway.policy.glob import Glob, has_wildcard, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycles
+from gateway.policy.issuers import NO_CLASSES, Entry, Kind, check_entries, entries
 from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
@@ -64,7 +65,7 @@ MAX_KEY_LENGTH: Final = 256
 SECTIONS: Final = ("tools", "prompts", "resources")
 """The rule sections: one rule type, one ladder (:mod:`gateway.policy.evaluate`)."""
 
-_NO_CLASSES: Final = "character classes ([...]) are not supported; use * and ?"
+_NO_CLASSES: Final = NO_CLASSES
 _POSITION: Final = re.compile(r":(\d+):(\d+): ")
 
 
@@ -113,15 +114,19 @@ class PolicyReport:
     None when nothing could be merged."""
 
 
-def load_policy(paths: Sequence[Path]) -> PolicySet:
-    """Read, validate and merge ``paths``; raise ConfigError listing every problem."""
-    report = inspect_policy(paths)
+def load_policy(paths: Sequence[Path], *, issuers: Sequence[str] = ()) -> PolicySet:
+    """Read, validate and merge ``paths``; raise ConfigError listing every problem.
+
+    ``issuers``: the configured issuers' urls, in order (``Config.issuer_urls``): a plain
+    ``subjects`` / ``clients`` entry applies to the first. Without them such an entry applies
+    to no principal (:mod:`gateway.policy.issuers`)."""
+    report = inspect_policy(paths, issuers=issuers)
     if report.problems or report.policy is None:
         raise ConfigError(list(report.problems) or ["policy: no valid policy file"])
     return report.policy
 
 
-def inspect_policy(paths: Sequence[Path]) -> PolicyReport:
+def inspect_policy(paths: Sequence[Path], *, issuers: Sequence[str] = ()) -> PolicyReport:
     """Read, validate and merge ``paths``, reporting every problem in one pass.
 
     A file with problems still takes part in the checks across files (duplicates, scope
@@ -147,7 +152,7 @@ def inspect_policy(paths: Sequence[Path]) -> PolicyReport:
         problems.extend(sorted(doc.problems, key=_position))
         salvaged = salvaged or bool(doc.problems)
         merged.append(_salvage(doc) if doc.problems else doc)
-    policy = _merge(merged, problems, partial=salvaged)
+    policy = _merge(merged, problems, partial=salvaged, configured=tuple(issuers))
     return PolicyReport(tuple(problems), policy)
 
 
@@ -213,10 +218,7 @@ def _check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
         return
     if "scopes" not in raw and "any_of" not in raw and raw.get("deny", False) is False:
         doc.problem(path, "a rule needs scopes (use [] for the baseline only), any_of or deny")
-    subjects = raw.get("subjects")
-    for index, subject in enumerate(subjects if isinstance(subjects, list) else []):
-        if isinstance(subject, str) and ("[" in subject or "]" in subject):
-            doc.problem((*path, "subjects", index), _NO_CLASSES)
+    check_entries(doc, path, raw)
     overrides.check_override(doc, section, key, raw)
     conditions_of(doc, path, section, raw.get("when"), problems=True)
 
@@ -227,7 +229,9 @@ def _position(problem: str) -> tuple[int, int]:
     return (int(match.group(1)), int(match.group(2))) if match else (0, 0)
 
 
-def _merge(docs: list[Located], problems: list[str], *, partial: bool) -> PolicySet | None:
+def _merge(
+    docs: list[Located], problems: list[str], *, partial: bool, configured: tuple[str, ...]
+) -> PolicySet | None:
     """Merge validated files; conflicts, cycles and pattern ties are appended to ``problems``.
     ``partial``: some files lost parts to their problems (a missing ``baseline_scopes`` is then
     theirs to report)."""
@@ -276,7 +280,7 @@ def _merge(docs: list[Located], problems: list[str], *, partial: bool) -> Policy
             hierarchy_where[scope] = doc.where(("scope_hierarchy", scope))
         for section, rules in sections.items():
             for key, body in raw.get(section, {}).items():
-                rule = _rule(doc, section, key, body)
+                rule = _rule(doc, section, key, body, configured)
                 index = _index_key(rule)
                 if index in rules:
                     doc.problem((section, key), f"also defined at {rules[index].where}")
@@ -321,6 +325,7 @@ def _merge(docs: list[Located], problems: list[str], *, partial: bool) -> Policy
         resources=tables["resources"],
         hierarchy=ScopeHierarchy(hierarchy) if hierarchy else NO_HIERARCHY,
         aliases=MappingProxyType(overrides.rename_aliases(tools.exact, problems)),
+        issuers=configured,
     )
 
 
@@ -344,7 +349,9 @@ def _table(section: str, rules: dict[str, Rule], problems: list[str]) -> RuleTab
     return RuleTable(MappingProxyType(exact), tuple(patterns))
 
 
-def _rule(doc: Located, section: str, key: str, body: dict[str, Any]) -> Rule:
+def _rule(
+    doc: Located, section: str, key: str, body: dict[str, Any], configured: tuple[str, ...]
+) -> Rule:
     rate = parse_rate(body.get("rate_limit"))
     pattern: Glob | uri.UriPattern | None = None
     if section == "resources":
@@ -357,8 +364,8 @@ def _rule(doc: Located, section: str, key: str, body: dict[str, Any]) -> Rule:
         where=doc.where((section, key)),
         scopes=tuple(body.get("scopes", ())),
         any_of=tuple(tuple(alternative) for alternative in body.get("any_of", ())),
-        clients=frozenset(body["clients"]) if "clients" in body else None,
-        subjects=tuple(Glob(s) for s in body["subjects"]) if "subjects" in body else None,
+        clients=_entries(doc, (section, key), "clients", body, configured),
+        subjects=_entries(doc, (section, key), "subjects", body, configured),
         deny=bool(body.get("deny", False)),
         rate_limit=(rate.count, rate.per_s) if rate else None,
         max_concurrency=body.get("max_concurrency"),
@@ -368,6 +375,17 @@ def _rule(doc: Located, section: str, key: str, body: dict[str, Any]) -> Rule:
         when=conditions_of(doc, (section, key), section, body.get("when"), problems=False),
         override=overrides.parse_override(doc, (section, key), body.get("override")),
     )
+
+
+def _entries(
+    doc: Located,
+    path: tuple[str, str],
+    kind: Kind,
+    body: dict[str, Any],
+    configured: tuple[str, ...],
+) -> tuple[Entry, ...] | None:
+    raw = body.get(kind)
+    return None if raw is None else entries(doc, path, kind, raw, configured)
 
 
 def _ties(section: str, globs: list[Rule]) -> list[str]:

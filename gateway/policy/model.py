@@ -17,6 +17,7 @@ from gateway.policy import evaluate
 from gateway.policy.conditions import Condition
 from gateway.policy.glob import WILDCARDS, Glob, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
+from gateway.policy.issuers import Entry
 from gateway.policy.uri import UriPattern, resource_uri
 from gateway.seams import TOOL_NAME, Decision, Listing, Principal, ToolOverride
 
@@ -42,10 +43,11 @@ class Rule:
     """All of these are required (besides the baseline)."""
     any_of: tuple[tuple[str, ...], ...] = ()
     """When non-empty, one of these sets is required in addition to ``scopes``."""
-    clients: frozenset[str] | None = None
-    """client_id allowlist; None means any client."""
-    subjects: tuple[Glob, ...] | None = None
-    """``sub`` allowlist (names or patterns); None means any subject."""
+    clients: tuple[Entry, ...] | None = None
+    """client_id allowlist, each entry of one issuer (:mod:`.issuers`); None means any client."""
+    subjects: tuple[Entry, ...] | None = None
+    """``sub`` allowlist (names or patterns), each entry of one issuer; None means any
+    subject."""
     deny: bool = False
     rate_limit: tuple[int, float] | None = None
     """(count, per_seconds) per subject."""
@@ -173,6 +175,9 @@ class PolicySet:
     aliases: Mapping[str, Rule] = field(default_factory=lambda: MappingProxyType({}))
     """Renamed tool name -> the exact rule whose ``override.rename`` exposes a tool under it:
     that rule governs the new name (:func:`.overrides.rename_aliases`)."""
+    issuers: tuple[str, ...] = ()
+    """The configured issuers' urls the set was loaded for, in order: a plain ``subjects`` or
+    ``clients`` entry applies to the first (:mod:`.issuers`); empty: to no principal."""
     _lookups: dict[str, tuple[Rule | None, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )

@@ -45,13 +45,21 @@ class PolicyReloader:
     ``on_reload`` may be called from a worker thread when :meth:`run` reloads.
     """
 
-    def __init__(self, paths: Sequence[Path], *, on_reload: ReloadCallback | None = None) -> None:
+    def __init__(
+        self,
+        paths: Sequence[Path],
+        *,
+        issuers: Sequence[str] = (),
+        on_reload: ReloadCallback | None = None,
+    ) -> None:
         self.paths = tuple(Path(p) for p in paths)
+        self.issuers = tuple(issuers)
+        """The configured issuers' urls (:func:`~gateway.policy.loader.load_policy`)."""
         self._on_reload = on_reload
         self._lock = threading.Lock()
         """Serialises reloads (SIGHUP on the loop thread, polling in a worker thread)."""
         self._signature = self.signature()
-        self._policy = load_policy(self.paths)
+        self._policy = load_policy(self.paths, issuers=self.issuers)
 
     def current(self) -> PolicySet:
         """The active set; a plain attribute read, so a concurrent swap is never seen half-done."""
@@ -74,7 +82,7 @@ class PolicyReloader:
         # Take the signature before reading, so a write during the load is seen next poll.
         self._signature = self.signature()
         try:
-            policy = load_policy(self.paths)
+            policy = load_policy(self.paths, issuers=self.issuers)
         except ConfigError as exc:
             return "failure", None, list(exc.problems)
         except Exception as exc:  # SECURITY: a loader bug must not take the old policy down

@@ -10,7 +10,11 @@ from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
 from gateway.seams import Principal
 
-__all__ = ["policy_from", "who", "write_text"]
+__all__ = ["ISSUER", "policy_from", "who", "write_text"]
+
+ISSUER = "https://id.example.com"
+"""The issuer of :func:`who`'s principals, and the first (only) one :func:`policy_from` loads
+the policy for: plain ``subjects`` / ``clients`` entries are its names."""
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -20,17 +24,21 @@ def write_text(path: Path, text: str) -> Path:
     return path
 
 
-def policy_from(text: str, directory: Path, name: str = "policy.yaml") -> PolicySet:
-    return load_policy([write_text(directory / name, text)])
+def policy_from(
+    text: str, directory: Path, name: str = "policy.yaml", *, issuers: tuple[str, ...] = (ISSUER,)
+) -> PolicySet:
+    return load_policy([write_text(directory / name, text)], issuers=issuers)
 
 
-def who(scopes: str = "", *, sub: str = "alice", client_id: str | None = "cli") -> Principal:
+def who(
+    scopes: str = "", *, sub: str = "alice", client_id: str | None = "cli", issuer: str = ISSUER
+) -> Principal:
     """A principal for evaluation (never expires; the policy does not look at expiry)."""
     return Principal(
         subject=sub,
         client_id=client_id,
         scopes=frozenset(scopes.split()),
         expires_at=math.inf,
-        issuer="https://id.example.com",
+        issuer=issuer,
         fingerprint="fp",
     )

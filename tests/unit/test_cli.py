@@ -98,7 +98,7 @@ class TestCheck:
     ) -> None:
         seen: list[object] = []
 
-        def inspect_policy(paths: object) -> object:
+        def inspect_policy(paths: object, **_: object) -> object:
             seen.append(paths)
             problem = "policy.yaml:3:3: tools.search_docs.scopes: must be a list"
             return policy_loader.PolicyReport((problem,), None)

@@ -113,8 +113,12 @@ async def pgw(aiohttp_server: Any, aiohttp_client: Any, tmp_path: Path) -> Polic
     policy_file = tmp_path / "policy.yaml"
     policy_file.write_text(POLICY, encoding="utf-8")
     reports: list[Report] = []
-    reloader = PolicyReloader([policy_file], on_reload=lambda *report: reports.append(report))
     config = harness_config()
+    reloader = PolicyReloader(
+        [policy_file],
+        issuers=config.issuer_urls,  # as the wiring passes them: plain entries are its names
+        on_reload=lambda *report: reports.append(report),
+    )
     backend = FakeBackend()
     endpoint = McpEndpoint(
         config=config,

@@ -74,7 +74,7 @@ class TestText:
             f"from {config.parent / 'policies' / 'main.yaml'}"
         )
         assert lines[1:] == [
-            "principal: sub=- client_id=- scopes=mcp:access",
+            "principal: sub=- client_id=- issuer=https://id.example.com scopes=mcp:access",
             "",
             "TOOL         DECISION  RULE         REASON  MISSING SCOPES",
             "search_docs  step-up   search_docs  scope   docs:read",
@@ -107,7 +107,9 @@ class TestText:
             "me_*           allow     me_*           allow   -",
             "METHOD           DECISION  RULE        REASON  MISSING SCOPES\n"
             "server/discover  allow     -           allow   -\n"
-            "tools/list       step-up   tools/list  scope   catalog:read",
+            "tools/list       step-up   tools/list  scope   catalog:read\n"
+            "who: admin_*: clients 'ops-console' of the first issuer (https://id.example.com)\n"
+            "who: me_*: subjects '*@example.com' of the first issuer (https://id.example.com)",
         ]
 
     def test_a_catalog_file_is_explained_tool_by_tool_with_warnings(
@@ -165,6 +167,7 @@ class TestJson:
         assert report["principal"] == {
             "sub": "",
             "client_id": None,
+            "issuer": "https://id.example.com",
             "scopes": ["mcp:access", "tickets:write"],
         }
         assert report["results"] == [

@@ -244,4 +244,6 @@ def test_token_file_usage_errors(
     both = ("--config", str(config), "--token-file", str(token), "--scopes", "a", "--all")
     assert run(capsys, *both)[0] == 2
     assert run(capsys, "--token-file", str(token), "--all", "--policy", str(config))[0] == 2
-    assert run(capsys, "--config", str(config), "--issuer", ENTRA, "--all")[0] == 2
+    # Without --token-file, --issuer names the principal's issuer: one of the configured.
+    code, _, err = run(capsys, "--config", str(config), "--issuer", "https://x.example", "--all")
+    assert code == 1 and "--issuer https://x.example: no configured issuer" in err

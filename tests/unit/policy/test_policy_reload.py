@@ -123,7 +123,7 @@ class TestReload:
         reloader = PolicyReloader([policy_file], on_reload=recorder)
         old = reloader.current()
 
-        def explode(paths: object) -> PolicySet:
+        def explode(paths: object, **_: object) -> PolicySet:
             raise RuntimeError("secret detail")
 
         # Fault injection: the real loader has no input that makes it crash.

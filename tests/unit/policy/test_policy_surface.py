@@ -360,8 +360,11 @@ class TestExplainAndCheck:
         assert "file:///docs/private/**           step-up" in tables[3]
         assert [line.split()[0] for line in tables[4].splitlines()[1:]] == [
             "server/discover", "tools/list", "prompts/list", "resources/list",
-            "resources/templates/list",
+            "resources/templates/list", "who:",
         ]  # fmt: skip
+        # No configuration: the principal stands for the first issuer, whose names plain
+        # entries are.
+        assert "who: ops_*: clients 'ops-console' of the first issuer" in tables[4]
         code, out = self.run(
             capsys, "--policy", str(path), "--scopes", "mcp:access", "--all", "--json"
         )
