@@ -18,7 +18,7 @@ about plain entries under several issuers and about issuers no configuration has
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -80,9 +80,13 @@ def check_entries(doc: Located, path: tuple[str, str], raw: Any) -> None:
 
 
 def entries(
-    doc: Located, path: tuple[str, str], kind: Kind, raw: list[Any], issuers: Sequence[str]
-) -> tuple[Entry, ...]:
-    """A validated rule's ``subjects`` or ``clients``, each entry resolved to its issuer."""
+    doc: Located, path: tuple[str, str], kind: Kind, body: Mapping[str, Any], issuers: Sequence[str]
+) -> tuple[Entry, ...] | None:
+    """A validated rule's ``subjects`` or ``clients`` (None: the rule has none), each entry
+    resolved to its issuer."""
+    raw = body.get(kind)
+    if raw is None:
+        return None
     first = issuers[0] if issuers else None
     found = []
     for index, item in enumerate(raw):

@@ -36,7 +36,7 @@ from gateway.policy.canonical import policy_version
 from gateway.policy.condition_checks import conditions_of
 from gateway.policy.glob import Glob, has_wildcard, overlap
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycles
-from gateway.policy.issuers import NO_CLASSES, Entry, Kind, check_entries, entries
+from gateway.policy.issuers import NO_CLASSES, check_entries, entries
 from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
@@ -364,8 +364,8 @@ def _rule(
         where=doc.where((section, key)),
         scopes=tuple(body.get("scopes", ())),
         any_of=tuple(tuple(alternative) for alternative in body.get("any_of", ())),
-        clients=_entries(doc, (section, key), "clients", body, configured),
-        subjects=_entries(doc, (section, key), "subjects", body, configured),
+        clients=entries(doc, (section, key), "clients", body, configured),
+        subjects=entries(doc, (section, key), "subjects", body, configured),
         deny=bool(body.get("deny", False)),
         rate_limit=(rate.count, rate.per_s) if rate else None,
         max_concurrency=body.get("max_concurrency"),
@@ -375,17 +375,6 @@ def _rule(
         when=conditions_of(doc, (section, key), section, body.get("when"), problems=False),
         override=overrides.parse_override(doc, (section, key), body.get("override")),
     )
-
-
-def _entries(
-    doc: Located,
-    path: tuple[str, str],
-    kind: Kind,
-    body: dict[str, Any],
-    configured: tuple[str, ...],
-) -> tuple[Entry, ...] | None:
-    raw = body.get(kind)
-    return None if raw is None else entries(doc, path, kind, raw, configured)
 
 
 def _ties(section: str, globs: list[Rule]) -> list[str]:
