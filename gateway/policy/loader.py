@@ -34,10 +34,11 @@ from gateway.errors import ConfigError
 from gateway.policy import overrides, uri
 from gateway.policy.canonical import policy_version
 from gateway.policy.condition_checks import conditions_of
-from gateway.policy.glob import Glob, has_wildcard, overlap
+from gateway.policy.glob import Glob, has_wildcard
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycles
 from gateway.policy.issuers import NO_CLASSES, check_entries, entries
 from gateway.policy.model import MethodRule, PolicySet, Rule, RuleTable
+from gateway.policy.ties import pattern_ties
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
 
@@ -344,7 +345,7 @@ def _table(section: str, rules: dict[str, Rule], problems: list[str]) -> RuleTab
         key=lambda rule: rule.glob.specificity if rule.glob else (0, 0),
         reverse=True,
     )
-    problems.extend(_ties(section, patterns))
+    problems.extend(pattern_ties(section, patterns))
     exact = {index: rule for index, rule in rules.items() if rule.glob is None}
     return RuleTable(MappingProxyType(exact), tuple(patterns))
 
@@ -375,31 +376,3 @@ def _rule(
         when=conditions_of(doc, (section, key), section, body.get("when"), problems=False),
         override=overrides.parse_override(doc, (section, key), body.get("override")),
     )
-
-
-def _ties(section: str, globs: list[Rule]) -> list[str]:
-    """Every pair of equally specific patterns that can match one name (exact, with a witness)."""
-    found = []
-    for index, first in enumerate(globs):
-        for second in globs[index + 1 :]:
-            a, b = first.glob, second.glob
-            if a is None or b is None:
-                continue
-            if a.specificity != b.specificity:
-                break  # sorted by specificity: no later pattern has the same one
-            if isinstance(a, uri.UriPattern) and isinstance(b, uri.UriPattern):
-                witness = uri.overlap(a, b)
-                described = a.describe()
-            elif isinstance(a, Glob) and isinstance(b, Glob):
-                witness = overlap(first.key, second.key)
-                literals, singles = a.specificity
-                described = f"literal characters: {literals}, '?': {singles}"
-            else:
-                continue
-            if witness is not None:
-                found.append(
-                    f"{second.where}: {section}.{second.key}: ties with {section}.{first.key} at "
-                    f"{first.where}: both match {witness!r} with the same specificity "
-                    f"({described}); add an exact rule or make one pattern more specific"
-                )
-    return found
