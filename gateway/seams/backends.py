@@ -103,9 +103,33 @@ class ToolDef:
         or ``ｅｎｖ`` as the pinned ``env``. Such a key is refused like the name itself."""
         closed = self.closed_arguments
         folds = {fold_argument(name): name for name in closed}
-        found = {name if name in closed else folds.get(fold_argument(name), "") for name in names}
-        found.discard("")
+        found: set[str] = set()
+        for name in names:
+            if name in closed:
+                found.add(name)
+                continue
+            folded = fold_argument(name)
+            if folded in folds:
+                found.add(folds[folded])
+            elif not folded.isascii():
+                found.update(folds[f] for f in folds if _looks_like(folded, f))
         return tuple(sorted(found))
+
+
+def _looks_like(folded: str, closed: str) -> bool:
+    """Whether a non-ASCII key could be read as the closed name ``closed`` by eye: with its
+    invisible characters (format controls, combining marks) removed, it has the same length
+    and the same ASCII characters in the same places, any other character standing for any.
+    This catches letters of another script that look like Latin ones (Cyrillic ``е`` in
+    ``еnv``, Greek ``ν``) without a confusables table (Unicode TR39 has no maintained Python
+    implementation): a look-alike is a different key to a JSON decoder, but not to the model
+    or the person reading the call, and a tool with pinned arguments refuses what could pass
+    for one. The price is that such a tool also refuses an unrelated non-ASCII key of the same
+    length and shape, which its schema does not declare anyway."""
+    visible = [c for c in folded if unicodedata.category(c) not in ("Cf", "Mn", "Me")]
+    if len(visible) != len(closed):
+        return False
+    return all(a == b or not a.isascii() for a, b in zip(visible, closed, strict=True))
 
 
 @functools.lru_cache(maxsize=4096)
@@ -114,9 +138,9 @@ def fold_argument(name: str) -> str:
     match (Unicode §3.13 D146: NFKD(casefold(NFKD(casefold(NFD(name)))))), then trimmed of
     white space. Two names fold equal when they differ only in case (``Env``), in compatibility
     forms (fullwidth ``ｅｎｖ``, the Kelvin sign, ``ſ``) or in surrounding spaces (``env ``).
-    Letters of other scripts that merely look alike (Cyrillic ``е``) stay distinct: no JSON
-    decoder folds them, so a backend never reads them as the Latin name. Memoised (bounded):
-    the names come from clients."""
+    Letters of other scripts that merely look alike (Cyrillic ``е``) stay distinct here (no JSON
+    decoder folds them); :meth:`ToolDef.refused_arguments` refuses them by shape. Memoised
+    (bounded): the names come from clients."""
     if name.isascii():
         return name.lower().strip()  # NFKD and casefold of ASCII are lower()
     nfd = unicodedata.normalize("NFD", name).casefold()

@@ -35,6 +35,11 @@ NEAR_MISSES = [
     "\tenv",
     "\uff45\uff4e\uff56",  # fullwidth: NFKC makes it "env"
     "eNv",
+    "\u0435nv",  # Cyrillic small ie: another script's letter that looks like "e"
+    "\u0435\u043d\u0432",  # all Cyrillic, same length
+    "e\u200bnv",  # a zero-width space inside
+    "en\u0306v",  # a combining mark on the n
+    "\u03b5nv",  # Greek epsilon
 ]
 
 
