@@ -10,12 +10,16 @@ still arriving, a tool call running) ends at that moment at the latest, so the r
 - a tool call still running becomes the fixed "did not answer before the request deadline" tool
   error (it may have run: no automatic retry is invited).
 
-The hot path pays one set insertion and removal per wait.
+The hot path pays one set insertion and removal per wait (none for a body already buffered).
 """
 
 from __future__ import annotations
 
-from gateway.deadlines import Deadline
+from aiohttp import web
+
+from gateway.deadlines import Deadline, deadline_at
+from gateway.errors import Draining, RequestTimeout
+from gateway.http.admission import read_body
 
 __all__ = ["DrainBound"]
 
@@ -53,3 +57,21 @@ class DrainBound:
             when = timer.when()
             if when is None or when > at:
                 timer.reschedule(at)
+
+    async def read_body(self, request: web.Request, cap: int, deadline: float) -> bytes:
+        """The request's body (at most ``cap`` bytes, :func:`~gateway.http.admission.read_body`)
+        by ``deadline`` (``time.monotonic()``), else ``408 request_timeout``; or ``503
+        draining`` when a stop cut the wait short (nothing ran yet: the client may retry on
+        another replica)."""
+        if request.content.is_eof():
+            # The whole body is already buffered: no read can block, skip the timer.
+            return await read_body(request, cap)
+        try:
+            with deadline_at(self.bound(deadline)) as timer:
+                self.watch(timer)
+                try:
+                    return await read_body(request, cap)
+                finally:
+                    self.unwatch(timer)
+        except TimeoutError:
+            raise (Draining(retry_after=1) if self.cut(deadline) else RequestTimeout()) from None

@@ -31,9 +31,7 @@ from typing import Final
 from aiohttp import web
 
 from gateway.config import Config
-from gateway.deadlines import deadline_at
 from gateway.errors import (
-    Draining,
     GatewayError,
     InsufficientScope,
     InvalidToken,
@@ -41,14 +39,12 @@ from gateway.errors import (
     NoCredentials,
     OverCapacity,
     RateLimited,
-    RequestTimeout,
 )
 from gateway.http.admission import (
     accepts,
     check_content_encoding,
     check_content_type,
     check_origin,
-    read_body,
 )
 from gateway.http.answer import EMPTY_HEADERS, answer_batch, answer_single
 from gateway.http.call_limits import CONCURRENCY_RETRY_S, CallLimits
@@ -337,23 +333,7 @@ class McpEndpoint:
         accept = accepts(headers.getall("Accept", ()))  # step 11
         check_content_type(headers.get("Content-Type"))
         check_content_encoding(headers.getall("Content-Encoding", ()))
-        if request.content.is_eof():
-            # The whole body is already buffered: no read can block, skip the timer.
-            body = await read_body(request, self._body_cap)
-        else:
-            drain = self._drain
-            try:
-                with deadline_at(drain.bound(deadline)) as timer:
-                    drain.watch(timer)
-                    try:
-                        body = await read_body(request, self._body_cap)
-                    finally:
-                        drain.unwatch(timer)
-            except TimeoutError:
-                # Nothing ran yet: a stopping replica invites a retry elsewhere (503).
-                raise (
-                    Draining(retry_after=1) if drain.cut(deadline) else RequestTimeout()
-                ) from None
+        body = await self._drain.read_body(request, self._body_cap, deadline)
         ctx.bytes_in = len(body)
         message = decode(body, self._json_limits)  # step 12
         turn = Turn(
