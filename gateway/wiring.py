@@ -86,6 +86,7 @@ def build_services(
         # digest, which the backends are told directly as well.
         authenticator.forget(key)
         backend.forget_caller(key)
+        endpoint.revoked(key)  # and its open streams end
 
     limiter = state.limiter
     swapped: list[Callable[[PolicySet], None]] = []

@@ -15,7 +15,8 @@ is a JSON object with one of:
 Every spelling of the token is refused by this replica at once and, with ``state.backend:
 redis``, by every replica within about a second (``gateway/state/revocation.py``), until the
 later of ``admin.revocation_ttl_s`` from now and, for a JWT, its ``exp`` (bounded by the
-issuer's ``max_token_lifetime_s``, :func:`~gateway.auth.revocation_key.kept_until`). Answers
+issuer's ``max_token_lifetime_s``, :func:`~gateway.auth.revocation_key.kept_until`); the
+streams still open on it end as fast (``McpEndpoint.revoked``). Answers
 (JSON, ``no-store``):
 
 * 200 ``{"revoked": "all_replicas" | "this_replica", "token_fp", "revocation_key", "until"}``:

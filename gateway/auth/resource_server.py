@@ -324,6 +324,18 @@ class ResourceServer:
         )
         return CallerToken(token, token_digest(token)[0])
 
+    def revocation_key(self, request: AuthRequest) -> bytes:
+        """The revocation key of an accepted request's token; InvalidToken once it is revoked
+        here (a stream registers under the key right after, with no wait in between)."""
+        _, token = extract_credentials(
+            request, max_bytes=self._max_token_bytes, dpop=self._dpop is not None
+        )
+        key = revocation_key(token)
+        if self._sharing.revoked_locally(key):
+            fingerprint = token_digest(token)[1]
+            raise self._rejected(request.client_ip, InvalidToken(detail=_REVOKED), fingerprint)
+        return key
+
     def on_token_dropped(self, listener: Callable[[bytes], None]) -> None:
         """Call ``listener(digest)`` whenever an accepted token's cache entry is dropped
         (expired, evicted, forgotten): what was derived from that token goes with it."""

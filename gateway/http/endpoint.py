@@ -24,6 +24,7 @@ Decisions documented in docs/errors.md:
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Callable
 from typing import Final
@@ -170,6 +171,11 @@ class McpEndpoint:
         self._dispatcher.subscriptions.hub.drain()  # listen streams end gracefully now
         self._dispatcher.sessions.drain()  # and legacy sessions with their GET streams
 
+    def revoked(self, token: bytes) -> None:
+        """The token with this revocation key was revoked (here, or pushed from another
+        replica): every stream running on it ends now (listen and legacy GET streams)."""
+        self._dispatcher.subscriptions.hub.revoked(token)
+
     @property
     def subscriptions(self) -> int:
         """Open ``subscriptions/listen`` streams."""
@@ -302,7 +308,10 @@ class McpEndpoint:
             if self._metrics is not None:
                 self._metrics.in_flight.inc()
             try:
-                return await self._admitted(request, ctx, started, policy, principal, caller=caller)
+                token_key = functools.partial(self._auth.revocation_key, auth_request)
+                return await self._admitted(
+                    request, ctx, started, policy, principal, caller=caller, token_key=token_key
+                )
             finally:
                 if DETACHED not in ctx.extra:
                     self._in_flight -= 1
@@ -321,12 +330,13 @@ class McpEndpoint:
         principal: Principal,
         *,
         caller: CallerToken | None,
+        token_key: Callable[[], bytes],
     ) -> web.StreamResponse:
         headers = request.headers
         deadline = started + self._deadline_s
         if request.method != "POST":  # a session's GET or DELETE: no body
             turn = Turn(request=request, ctx=ctx, policy=policy, principal=principal,
-                        deadline=deadline, accepts_sse=True)  # fmt: skip
+                        deadline=deadline, accepts_sse=True, token_key=token_key)  # fmt: skip
             return await serve_session(
                 self._dispatcher.sessions, turn, source=self._policy, detach=self._detach
             )
@@ -343,6 +353,7 @@ class McpEndpoint:
             principal=principal,
             deadline=deadline,
             accepts_sse=accept.sse,
+            token_key=token_key,
             caller_token=caller,
         )
         # Steps 13-14; the lookup hides tools the caller may not see (no existence leak).

@@ -11,9 +11,10 @@ revisions define them (no ``_meta`` subscription id), ``notifications/resources/
 for a URI the caller may read under the policy in force.
 
 The stream ends (the session stays, the client reconnects: transports.mdx "the server MAY close
-the SSE stream at any time") at ``limits.subscription_lifetime_s`` or the token's expiry, when a
-backend ends its listen, when a newer GET of the same session attaches, and when a client stops
-reading (:data:`~gateway.http.listen_stream.MAX_QUEUED`). It ends with the session at a reload
+the SSE stream at any time") at ``limits.subscription_lifetime_s`` or the token's expiry, when
+the token is revoked (here or on another replica), when a backend ends its listen, when a
+newer GET of the same session attaches, and when a client stops reading
+(:data:`~gateway.http.listen_stream.MAX_QUEUED`). It ends with the session at a reload
 that takes away the baseline or the subscription method's scopes, at ``DELETE`` and at a
 graceful stop. The stream never carries a JSON-RPC response (§Listening 4).
 """
@@ -136,7 +137,9 @@ class _SessionStream:
             await asyncio.wait({previous}, timeout=2.0)
         if session.ended:  # ended while this GET waited (idle, DELETE, reload, drain)
             raise SessionNotFound()
+        token = turn.token_key()  # 401 if revoked meanwhile; bound with no wait in between
         session.stream = asyncio.current_task()
+        self._sessions.hub.bind(session.slot, token)
         if session.idle is not None:
             session.idle.cancel()
         pending = self._stale_events()
@@ -159,6 +162,7 @@ class _SessionStream:
             self._ups.clear()
             if session.stream is asyncio.current_task():
                 session.stream = None
+                self._sessions.hub.bind(session.slot, None)
                 _settle(self._stale_events(), None)
                 if not session.ended:
                     self._sessions.idle(session)
@@ -187,7 +191,7 @@ class _SessionStream:
                 if time.monotonic() < ends_at:
                     await self._write(b": keepalive\n\n")
                 continue
-            if kind in ("drain", "end", "overflow"):
+            if kind in ("drain", "end", "overflow", "revoked"):
                 return
             if kind == "reload":
                 self._policy = value

@@ -6,7 +6,8 @@ current policy (the spec allows a sub-resource URI). The stream ends:
 
 - when the client goes away (every backend stream is closed with it);
 - with the graceful ``subscriptions/listen`` result (§Graceful Closure) at
-  ``limits.subscription_lifetime_s`` or the token's expiry, at a graceful stop (drain), and
+  ``limits.subscription_lifetime_s`` or the token's expiry, when the token is revoked (here or
+  on another replica: the next listen with it is 401), at a graceful stop (drain), and
   after a policy reload that takes away anything the acknowledgment granted (the client
   listens again and gets what the new policy allows);
 - when a backend ends its stream: gracefully if the backend did, abruptly otherwise (the client
@@ -125,7 +126,7 @@ class ListenStream:
                 if time.monotonic() < ends_at:
                     await self._write(b": keepalive\n\n")
                 continue
-            if kind == "drain":
+            if kind in ("drain", "revoked"):
                 return True
             if kind == "overflow":
                 return False

@@ -4,7 +4,10 @@ Per replica: ``limits.max_subscriptions_per_principal`` streams and
 ``limits.max_subscribed_uris_per_principal`` URIs per principal (429 ``too_many_subscriptions``;
 counted under :func:`~gateway.limits.keys.principal_key`, the issuer and the subject),
 ``limits.max_subscriptions`` streams (503 ``over_capacity``). Each admitted stream holds a slot
-with its own queue; a policy reload and the drain are told to every slot through it.
+with its own queue; a policy reload and the drain are told to every slot through it, and a
+token's revocation (this replica's ``/admin/revoke``, or another's pushed over Redis) to every
+slot whose stream runs on that token (:meth:`SubscriptionHub.bind`, :meth:`~SubscriptionHub.
+revoked`), so no stream outlives its token by more than a loop turn.
 """
 
 from __future__ import annotations
@@ -31,6 +34,8 @@ class Slot:
     """The principal's limiter key (:func:`~gateway.limits.keys.principal_key`)."""
     uris: int
     queue: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
+    token: bytes | None = None
+    """The revocation key of the token its open stream runs on (None: no stream open)."""
 
 
 class SubscriptionHub:
@@ -45,6 +50,8 @@ class SubscriptionHub:
         self._open: set[Slot] = set()
         self._streams: dict[str, int] = {}
         self._uris: dict[str, int] = {}
+        self._tokens: dict[bytes, set[Slot]] = {}
+        """Revocation key -> the slots whose stream runs on that token."""
         self._watch: asyncio.Task[None] | None = None
         self.draining = False
 
@@ -91,9 +98,29 @@ class SubscriptionHub:
         else:
             self._uris.pop(slot.principal, None)
 
+    def bind(self, slot: Slot, token: bytes | None) -> None:
+        """``slot``'s stream now runs on the token with the revocation key ``token`` (None: its
+        stream ended). Call it with the key the request's token was just re-checked under
+        (:meth:`gateway.seams.Authenticator.revocation_key`), with no wait in between."""
+        if slot.token is not None:
+            holders = self._tokens.get(slot.token)
+            if holders is not None:
+                holders.discard(slot)
+                if not holders:
+                    del self._tokens[slot.token]
+        slot.token = token if slot in self._open else None
+        if slot.token is not None:
+            self._tokens.setdefault(slot.token, set()).add(slot)
+
+    def revoked(self, token: bytes) -> None:
+        """The token with this revocation key was revoked: every stream running on it ends."""
+        for slot in self._tokens.get(token, ()):
+            slot.queue.put_nowait(("revoked", None))
+
     def release(self, slot: Slot) -> None:
         if slot not in self._open:
             return
+        self.bind(slot, None)
         self._open.discard(slot)
         for counts, n in ((self._streams, 1), (self._uris, slot.uris)):
             left = counts.get(slot.principal, 0) - n

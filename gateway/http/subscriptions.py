@@ -76,7 +76,9 @@ class SubscriptionRoutes:
         require_method_scopes(turn, message.method)
         wanted = normal_filter(turn.policy, parse_filter(message.params, self._max_uris))
         who = turn.principal
+        token = turn.token_key()  # 401 if revoked meanwhile; bound below with no wait between
         slot = self.hub.admit(principal_key(who), len(wanted.uris))
+        self.hub.bind(slot, token)
         try:
             granted = plan(
                 turn.policy, who, wanted, offers, self._backend, client_ip=turn.ctx.client_ip

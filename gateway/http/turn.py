@@ -46,6 +46,10 @@ class Turn:
     deadline: float
     """``time.monotonic()`` instant by which the whole request must be answered."""
     accepts_sse: bool
+    token_key: Callable[[], bytes]
+    """The revocation key of the request's token, re-checked (401 once revoked here): what a
+    stream that outlives the request is bound under (:meth:`gateway.seams.Authenticator.
+    revocation_key`)."""
     decisions: dict[str, Decision] = field(default_factory=dict)
     caller_token: CallerToken | None = None
     """The caller's token, wrapped; only when a backend exchanges it (``Dispatcher.exchanging``)."""

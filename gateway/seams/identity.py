@@ -183,6 +183,13 @@ class Authenticator(Protocol):
         """The bearer token of a request :meth:`authenticate` accepted (for token exchange)."""
         ...
 
+    def revocation_key(self, request: AuthRequest) -> bytes:
+        """The revocation key of the token of a request :meth:`authenticate` accepted: what a
+        revocation names (:class:`Revocations`), under which a stream that outlives its request
+        is ended when the token is revoked. Raises InvalidToken when this replica has learnt of
+        that revocation since the token was accepted (the request waited meanwhile)."""
+        ...
+
     def outward_scopes(self, scopes: Sequence[str], principal: Principal | None) -> tuple[str, ...]:
         """``scopes`` (the policy's names) as the issuer of ``principal``'s token spells them
         (the reverse of its ``scope_map``); without a principal, as the first issuer does (the

@@ -128,6 +128,9 @@ class FakeAuthenticator:
         token = request.authorization[0].partition(" ")[2].strip()
         return CallerToken(token, hashlib.sha256(token.encode()).digest())
 
+    def revocation_key(self, request: AuthRequest) -> bytes:
+        return self.caller_token(request).digest  # no revocations here
+
     def outward_scopes(self, scopes: Sequence[str], principal: Principal | None) -> tuple[str, ...]:
         return tuple(scopes)  # one issuer, no scope_map
 

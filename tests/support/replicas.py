@@ -348,16 +348,20 @@ async def replica_stack(
     hold_s: float = 1.0,
     serve_args: tuple[str, ...] = (),
     issuer_options: Mapping[str, Any] | None = None,
+    list_changed: bool = False,
 ) -> AsyncIterator[ReplicaStack]:
     """Issuer + upstream in this process, ``replicas`` gateway processes. ``overrides`` are
     merged (recursively) into every replica's gateway.yaml, e.g. ``{"limits": {...}}``.
     ``redis=None``: ``state.backend: memory``. ``serve_args`` go on every ``serve`` command
     line (``("--workers", "2")``); ``issuer_options`` go to the :class:`DevIssuer` (e.g.
-    ``token_format="jwt"``)."""
+    ``token_format="jwt"``); ``list_changed``: the upstream advertises ``tools.listChanged``
+    and serves ``subscriptions/listen`` (``stack.upstream.announce()``)."""
     ports = [(free_port(), free_port()) for _ in range(replicas)]
     resource = f"http://127.0.0.1:{ports[0][0]}/mcp"
     issuer = DevIssuer("127.0.0.1", 0, resources=[resource], **dict(issuer_options or {}))
-    upstream = HoldUpstream(tools=[echo_tool("echo"), echo_tool("hold")], hold_s=hold_s)
+    upstream = HoldUpstream(
+        tools=[echo_tool("echo"), echo_tool("hold")], hold_s=hold_s, list_changed=list_changed
+    )
     await issuer.start()
     upstream_runner, upstream_base = await bind_site(upstream.app(), "127.0.0.1", 0)
     session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))

@@ -71,3 +71,22 @@ def test_the_filter_is_parsed_strictly() -> None:
     parse_filter({"notifications": {"resourceSubscriptions": ["u://1", "u://2"]}}, 2)
     with pytest.raises(TooManySubscriptions):
         parse_filter({"notifications": {"resourceSubscriptions": ["u://1", "u://2", "u://3"]}}, 2)
+
+
+def test_a_revocation_reaches_the_streams_bound_to_the_token_while_they_are_open() -> None:
+    h = hub()
+    one, two, other = h.admit("ann", 0), h.admit("ann", 0), h.admit("bob", 0)
+    for slot, token in ((one, b"t1"), (two, b"t1"), (other, b"t2")):
+        h.bind(slot, token)
+    h.revoked(b"t1")
+    assert one.queue.get_nowait() == two.queue.get_nowait() == ("revoked", None)
+    assert other.queue.empty()
+    h.bind(one, b"t3")  # its next stream runs on another token
+    h.bind(two, None)  # its stream ended
+    h.release(other)
+    h.bind(other, b"t1")  # released: nothing to bind
+    h.revoked(b"t1")
+    h.revoked(b"t2")
+    assert one.queue.empty() and two.queue.empty() and other.queue.empty()
+    h.revoked(b"t3")
+    assert one.queue.get_nowait() == ("revoked", None)
