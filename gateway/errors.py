@@ -26,6 +26,7 @@ __all__ = [
     "ArgumentNotSettable",
     "BackendFailure",
     "BodyTooLarge",
+    "ConditionArgumentsTooLarge",
     "ConditionDenied",
     "ConfigError",
     "DpopReplayUnavailable",
@@ -439,6 +440,29 @@ class ConditionDenied(GatewayError):
 
     def body_message(self) -> str:
         return f"Denied by a policy condition of rule {self.rule!r}"
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return {"rule": self.rule}
+
+
+class ConditionArgumentsTooLarge(GatewayError):
+    """The arguments a rule's ``when:`` conditions read are larger than they may be given.
+
+    A condition's cost is bounded at load over arguments of at most a fixed size
+    (docs/policy.md#cost); larger ones are refused before any condition runs, never evaluated
+    (the library cannot stop an evaluation). -32602 like any invalid ``tools/call`` params;
+    the body names the rule key, never a value."""
+
+    row, status, jsonrpc_code = "condition_arguments_too_large", 400, -32602
+    message = "Arguments too large for a policy condition"
+    legacy_status = 200
+
+    def __init__(self, *, rule: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rule = rule
+
+    def body_message(self) -> str:
+        return f"Arguments too large for the policy conditions of rule {self.rule!r}"
 
     def body_data(self) -> Mapping[str, Any] | None:
         return {"rule": self.rule}

@@ -2,7 +2,9 @@
 log and count a condition that cannot be evaluated.
 
 A refusal is 403 ``condition_denied`` naming the rule, without a challenge: more scopes would
-not help, so a client must not be sent into a step-up loop. A condition that cannot be evaluated
+not help, so a client must not be sent into a step-up loop. Arguments larger than the
+conditions may read are 400 ``condition_arguments_too_large`` (docs/policy.md#cost), before
+any condition runs. A condition that cannot be evaluated
 (a missing claim without ``has()``, a wrong type) refuses the same way, never allows and never
 answers 500; it is logged once per (policy version, rule) with its reason, which names the
 expression's position and never a value, and counted in
@@ -19,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gateway.errors import ConditionDenied
+from gateway.errors import ConditionArgumentsTooLarge, ConditionDenied
 from gateway.http.turn import Turn
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
@@ -64,7 +66,8 @@ class ConditionGate:
     ) -> None:
         """At the call, after the ladder allowed: raise ``condition_denied`` unless every
         condition of the rule governing ``name`` holds (``arguments=None``: a request that has
-        no arguments of the rule's kind, such as a completion: the conditions that read none)."""
+        no arguments of the rule's kind, such as a completion: the conditions that read none),
+        ``condition_arguments_too_large`` when the arguments they read are over the bound."""
         refused = turn.policy.decide_conditions(
             turn.principal, name, arguments,
             section=section, backend=backend or "", client_ip=turn.ctx.client_ip,
@@ -72,6 +75,8 @@ class ConditionGate:
         if refused is None:
             return
         turn.ctx.decision = refused
+        if refused.reason == "arguments_too_large":
+            raise ConditionArgumentsTooLarge(rule=refused.rule or name)
         if refused.reason == "condition_error":
             self._errored(turn.policy.version, section, refused)
         raise ConditionDenied(rule=refused.rule or name)

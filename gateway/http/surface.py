@@ -37,6 +37,7 @@ from gateway.config import Config
 from gateway.errors import (
     AmbiguousResourceUri,
     BackendFailure,
+    ConditionArgumentsTooLarge,
     ConditionDenied,
     ExternalPolicyDenied,
     InvalidPromptArguments,
@@ -288,7 +289,7 @@ class SurfaceRoutes:
         """The rule's ``when:`` conditions (403 ``condition_denied``, no step-up)."""
         try:
             self._conditions.enforce(turn, section, name, arguments, backend)
-        except ConditionDenied:
+        except (ConditionDenied, ConditionArgumentsTooLarge):
             self._count(message.method, decision.rule, "denied")
             raise
 

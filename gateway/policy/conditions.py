@@ -15,6 +15,12 @@ and the per-call values (the tool, prompt or resource name, ``arguments``, ``bac
 which the library binds per evaluation without touching the cached variables; a per-call value
 is converted only when an expression reads it.
 
+Size. The library cannot be given a cost limit, so :mod:`.condition_cost` bounds each
+expression at load over the largest inputs it can get; for ``arguments`` (the caller's) that
+bound holds because only the arguments the rule's conditions read are given to them, and the
+call is refused when those are over :data:`MAX_ARGUMENT_VALUES` values or
+:data:`MAX_ARGUMENT_CHARACTERS` characters (:class:`ArgumentsTooLarge`).
+
 Run time: every condition of the rule must evaluate to ``true``. Anything else, ``false``, a
 non-boolean, or an evaluation error (a missing map key without ``has()``, a wrong type) is a
 refusal: fail closed, never an allow.
@@ -38,8 +44,12 @@ from gateway.seams import Principal
 
 __all__ = [
     "CALL_VARIABLES",
+    "MAX_ARGUMENT_CHARACTERS",
+    "MAX_ARGUMENT_VALUES",
+    "MAX_GLOB_PATTERN",
     "TOKEN_CONTEXTS",
     "TOKEN_VARIABLES",
+    "ArgumentsTooLarge",
     "Condition",
     "ConditionFailed",
     "call_values",
@@ -78,6 +88,11 @@ class Condition:
     program: Any = field(compare=False, repr=False)
     reads: tuple[str, ...] = ()
     """The variables the expression references (of :func:`variables_of`)."""
+    argument_keys: frozenset[str] | None = field(default=None, compare=False)
+    """The argument names it reads (``arguments.env``), None: ``arguments`` as a whole (both
+    derived from ``source``, so left out of comparisons and the hash: it is hashed per call)."""
+    cost: int = field(default=0, compare=False)
+    """Its worst-case cost (:mod:`.condition_cost`)."""
 
     @property
     def listable(self) -> bool:
@@ -87,6 +102,18 @@ class Condition:
 
 class ConditionFailed(Exception):
     """A condition could not be evaluated (the message is for the log, never the client)."""
+
+
+class ArgumentsTooLarge(Exception):
+    """The arguments a rule's conditions read are over the bound of their cost (module
+    docstring, Size): the call is refused before any condition runs."""
+
+
+MAX_ARGUMENT_VALUES: Final = 256
+"""The most values of ``arguments`` a rule's conditions are given: each map, map entry, list,
+string, number, boolean and null counts one."""
+MAX_ARGUMENT_CHARACTERS: Final = 8192
+"""The most characters (strings and map keys) of ``arguments`` a rule's conditions are given."""
 
 
 def call_values(
@@ -99,14 +126,19 @@ def call_values(
     client_ip: str,
 ) -> dict[str, Any]:
     """The per-call values the conditions read, and only those (a value nobody reads is
-    never converted). ``now`` is a UTC timestamp, read once per call."""
-    read = {variable for condition in conditions for variable in condition.reads}
+    never converted). ``now`` is a UTC timestamp, read once per call. ``arguments``: those the
+    conditions name (all of them if one reads the map as a whole); raises
+    :class:`ArgumentsTooLarge` when they are over the bound."""
+    read, keys = _reads(conditions)
     values: dict[str, Any] = {}
     named = NAMED[section]
     if named in read:
         values[named] = name
     if "arguments" in read and arguments is not None:
-        values["arguments"] = arguments
+        given = arguments if keys is None else {k: arguments[k] for k in keys if k in arguments}
+        if _oversized(given):
+            raise ArgumentsTooLarge
+        values["arguments"] = given
     if "backend" in read:
         values["backend"] = backend
     if "request" in read:
@@ -155,6 +187,43 @@ def conditions_hold(
         return None
     finally:
         token.call.clear()  # no call's arguments outlive it in the cached context
+
+
+@lru_cache(maxsize=1024)  # one entry per conditioned rule (and listing subset): bounded
+def _reads(conditions: tuple[Condition, ...]) -> tuple[frozenset[str], frozenset[str] | None]:
+    """The variables the conditions read, and the argument names (None: one of them reads
+    the whole map)."""
+    read = frozenset(variable for condition in conditions for variable in condition.reads)
+    keys: set[str] = set()
+    for condition in conditions:
+        if "arguments" in condition.reads:
+            if condition.argument_keys is None:
+                return read, None
+            keys |= condition.argument_keys
+    return read, frozenset(keys)
+
+
+def _oversized(arguments: Mapping[str, Any]) -> bool:
+    """Whether ``arguments`` has more than :data:`MAX_ARGUMENT_VALUES` values or
+    :data:`MAX_ARGUMENT_CHARACTERS` characters (stops counting there). JSON's dict and list
+    are tested first: an ABC's isinstance costs more than the rest of a call's check."""
+    values = characters = 0
+    stack: list[Any] = [arguments]
+    while stack:
+        item = stack.pop()
+        values += 1
+        if isinstance(item, str):
+            characters += len(item)
+        elif isinstance(item, dict) or (not isinstance(item, list) and isinstance(item, Mapping)):
+            values += len(item)
+            for key in item:
+                characters += len(key)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        if values > MAX_ARGUMENT_VALUES or characters > MAX_ARGUMENT_CHARACTERS:
+            return True
+    return False
 
 
 @lru_cache(maxsize=1024)  # one entry per conditioned rule (and listing subset): bounded
@@ -228,12 +297,19 @@ TOKEN_CONTEXTS: Final = 4096
 _recent: OrderedDict[int, Principal] = OrderedDict()
 
 
+MAX_GLOB_PATTERN: Final = 128
+"""The longest ``glob`` pattern (a longer one is an evaluation error): a pattern may come from a
+claim or an argument, and matching costs up to its length times the name's."""
+
+
 def glob_matches(value: object, pattern: object) -> bool:
     """The ``glob`` helper: ``subject.glob("*@example.com")``, ``glob(tool, "admin_*")``. The
     policy's own pattern rules (:mod:`.glob`: ``*`` any run, ``?`` one character, the rest
     literal, case-sensitive); ``[`` and ``]`` are refused, as in rule keys."""
     if not isinstance(value, str) or not isinstance(pattern, str):
         raise TypeError("glob(string, string)")
+    if len(pattern) > MAX_GLOB_PATTERN:
+        raise ValueError(f"glob patterns are at most {MAX_GLOB_PATTERN} characters")
     return _glob(pattern).matches(value)
 
 

@@ -36,7 +36,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from gateway.policy.conditions import ConditionFailed, call_values, conditions_hold
+from gateway.policy.conditions import (
+    ArgumentsTooLarge,
+    ConditionFailed,
+    call_values,
+    conditions_hold,
+)
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
 from gateway.policy.issuers import admits_client, admits_subject
 from gateway.policy.uri import UriPattern, normalize_uri, overlap, template_pattern
@@ -61,7 +66,7 @@ __all__ = [
 
 REASONS: Final = (
     "allow", "scope", "no_rule", "tie", "deny", "client", "subject", "error",
-    "condition", "condition_error",
+    "condition", "condition_error", "arguments_too_large",
 )  # fmt: skip
 """Every ``Decision.reason`` this module produces (a bounded set: safe as a metric label)."""
 
@@ -105,8 +110,10 @@ def evaluate_conditions(
     A condition that is false refuses with ``condition``; one that cannot be evaluated (a
     missing key without ``has()``, a non-boolean result) with ``condition_error``: both are
     visible refusals without step-up (more scopes would not help). Never an allow on error.
-    ``arguments=None`` is a listing (``tools/list``, ``prompts/list``): only the conditions
-    that do not read ``arguments`` are decided there, the others wait for the call.
+    Arguments the conditions read that are over their bound refuse with
+    ``arguments_too_large`` before any condition runs. ``arguments=None`` is a listing
+    (``tools/list``, ``prompts/list``): only the conditions that do not read ``arguments`` are
+    decided there, the others wait for the call.
     """
     rule: Rule | None = None
     try:
@@ -131,6 +138,9 @@ def evaluate_conditions(
         if conditions_hold(conditions, principal, call) is None:
             return None
         return Decision(allowed=False, visible=True, rule=rule.key, reason="condition")
+    except ArgumentsTooLarge:
+        return Decision(allowed=False, visible=True, rule=rule.key if rule else None,
+                        reason="arguments_too_large")  # fmt: skip
     except ConditionFailed as exc:
         return Decision(
             allowed=False,

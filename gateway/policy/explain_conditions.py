@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.policy.conditions import Condition, ConditionFailed, call_values, conditions_hold
+from gateway.policy.conditions import (
+    ArgumentsTooLarge,
+    Condition,
+    ConditionFailed,
+    call_values,
+    conditions_hold,
+)
 from gateway.policy.model import PolicySet, Rule
 from gateway.policy.uri import normalize_uri
 from gateway.seams import Principal
@@ -71,7 +77,11 @@ def _one(
     if not condition.listable and arguments is None:
         shown["result"] = "not evaluated: needs --arguments"
         return shown
-    call = call_values((condition,), section, name, arguments, backend="", client_ip="")
+    try:
+        call = call_values((condition,), section, name, arguments, backend="", client_ip="")
+    except ArgumentsTooLarge:
+        shown["result"] = "refused: the arguments it reads are too large"
+        return shown
     try:
         failed = conditions_hold((condition,), principal, call)
     except ConditionFailed as exc:

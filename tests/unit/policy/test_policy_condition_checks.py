@@ -106,14 +106,14 @@ def test_the_cost_bound_holds_at_and_just_past_each_limit() -> None:
     assert refused("[" + "(" * past + "1" + ")" * past + "] == [1]") == (
         f"nested deeper than {MAX_NESTING} brackets"
     )
-    nested = "claims.a.exists(x, claims.b.exists(y, x == y))"
+    nested = "[1, 2].exists(x, [2, 3].exists(y, x == y))"
     assert MAX_COMPREHENSION_NESTING == 2
     accepted(nested)
-    three = "claims.a.exists(x, claims.b.exists(y, claims.c.exists(z, x == y && y == z)))"
+    three = "[1].exists(x, [2].exists(y, [3].exists(z, x == y && y == z)))"
     assert refused(three).startswith("comprehensions nested 3 deep (at most 2)")
-    many = " && ".join(f"claims.l{i}.exists(x, x == 1)" for i in range(MAX_COMPREHENSIONS))
+    many = " && ".join(f"[{i}].exists(x, x == 1)" for i in range(MAX_COMPREHENSIONS))
     accepted(many)
-    more = many + " && claims.z.all(x, x == 1)"
+    more = many + " && [7].all(x, x == 1)"
     assert refused(more) == f"{MAX_COMPREHENSIONS + 1} comprehensions (at most 6)"
     # Brackets and macro names inside string literals are text, not structure.
     accepted("subject == '((((((((((((((((((((((((((.exists(' && subject != \"]]]\"")
