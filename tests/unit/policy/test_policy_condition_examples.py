@@ -87,3 +87,36 @@ def test_business_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert not _holds(policy, "pager__notify", {})
     monkeypatch.setattr(conditions, "wall_clock", lambda: WEDNESDAY_NOON + 6 * 3600)  # 18:00Z
     assert not _holds(policy, "pager__notify", {})
+
+
+def test_the_type_safe_argument_conditions_refuse_what_a_negative_test_lets_through(
+    tmp_path: Path,
+) -> None:
+    chapter = DOC.split("#### Conditions over arguments", 1)[1].split("\n#### ", 1)[0]
+    [block] = re.findall(r"```yaml\n(.*?)```", chapter, re.DOTALL)
+    policy = policy_from(block, tmp_path, "arguments.yaml")
+    good = {"env": "dev", "replicas": 3}
+
+    def holds(**changed: Any) -> bool:
+        arguments = {k: v for k, v in {**good, **changed}.items() if v is not _ABSENT}
+        return _holds(policy, "deploy", {}, arguments=arguments)
+
+    assert holds() and holds(env="test", force=False)
+    for env in (None, ["dev"], {"name": "dev"}, "Dev", 5, "prod", _ABSENT):
+        assert not holds(env=env), env
+    for replicas in ("3", 11, 3.0, None, _ABSENT):
+        assert not holds(replicas=replicas), replicas
+    for force in (True, None, 0, "false", []):
+        assert not holds(force=force), force
+    # What the chapter warns about: a negative test lets null and lists through.
+    negative = policy_from(
+        "version: 1\nbaseline_scopes: [mcp:access]\n"
+        "tools:\n  deploy: {scopes: [], when: 'arguments.env != \"prod\"'}\n",
+        tmp_path,
+        "negative.yaml",
+    )
+    for env in (None, ["prod"], {"name": "prod"}, "Prod"):
+        assert _holds(negative, "deploy", {}, arguments={"env": env}), env
+
+
+_ABSENT = object()
