@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -72,9 +73,12 @@ async def _run(args: argparse.Namespace) -> int:
             stack.backend.url,
             stack.vault.url if stack.vault is not None else "",
         )
-        banner = render_banner(endpoints, stack.tokens, str(state_file), stack.auth_mode)
+        # The banner's `demo token` / `demo proof` lines must find this state file.
+        option = "" if args.state_file is None else f" --state-file {shlex.quote(str(state_file))}"
+        banner = render_banner(endpoints, stack.tokens, str(state_file), stack.auth_mode,
+                               state_option=option)  # fmt: skip
         if stack.dpop_token is not None:
-            banner += render_dpop_banner(stack.mcp_url, stack.dpop_token)
+            banner += render_dpop_banner(stack.mcp_url, stack.dpop_token, state_option=option)
         print(banner, flush=True)
         await stop.wait()
         print("mcp-gateway demo: stopping", file=sys.stderr, flush=True)

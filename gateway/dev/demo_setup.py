@@ -127,8 +127,12 @@ def render_banner(
     tokens: Mapping[str, str],
     state_file: str,
     auth_mode: str = "introspection",
+    *,
+    state_option: str = "",
 ) -> str:
-    """What ``mcp-gateway demo`` prints once everything is ready."""
+    """What ``mcp-gateway demo`` prints once everything is ready. ``state_option``: what the
+    ``demo token`` lines must add to find this demo (`` --state-file PATH`` unless the state file
+    is the default one)."""
     url = endpoints.mcp_url
     reader, writer = tokens["reader"], tokens["writer"]
     mcp_json = json.dumps(
@@ -157,6 +161,7 @@ def render_banner(
         '-d \'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes_list",'
         f'"arguments":{{}},{_META}}}}}\''
     )
+    mint = f'mcp-gateway demo token{state_option} --scopes "mcp:access notes:read"'
     return f"""
 MCP gateway demo is running (development only; Ctrl-C stops it).
 
@@ -192,12 +197,12 @@ Codex (~/.codex/config.toml), with DEMO_MCP_TOKEN exported:
   # or OAuth: codex mcp add demo-oauth --url {url}
 
 A writer token can add notes:   export DEMO_MCP_TOKEN={writer}
-Mint other tokens:              mcp-gateway demo token --scopes "mcp:access notes:read"
+Mint other tokens:              {mint}
 Tools that ask the user:        notes_compose (writer), notes_summarize, workspace_roots
                                 (a 2026-07-28 client with elicitation/sampling/roots; see
                                 docs/quickstart.md, "The Python SDK")
-Prompts and resources (reader token): the prompt summarize_notes (Claude Code:
-                                /mcp__demo__summarize_notes <topic>); the resources
+Prompts and resources (reader token): the prompt summarize_notes (Claude Code's / menu
+                                lists it as demo:summarize_notes (MCP)); the resources
                                 mcp-gw://notes/demo://notes/readme (text) and
                                 mcp-gw://notes/demo://images/logo.png (a blob), in Claude
                                 Code @demo:mcp-gw://notes/demo://notes/readme; the template
@@ -210,11 +215,13 @@ Prompts and resources (reader token): the prompt summarize_notes (Claude Code:
 """
 
 
-def render_dpop_banner(url: str, token: str) -> str:
-    """The ``demo --dpop`` lines: a DPoP-bound token and how to send it with a fresh proof."""
+def render_dpop_banner(url: str, token: str, *, state_option: str = "") -> str:
+    """The ``demo --dpop`` lines: a DPoP-bound token and how to send it with a fresh proof
+    (``state_option`` as in :func:`render_banner`)."""
     call = (
         f'curl -sS {url} -H "Authorization: DPoP $DEMO_DPOP_TOKEN" '
-        f'-H "DPoP: $(mcp-gateway demo proof --token=$DEMO_DPOP_TOKEN)" {_MODERN_HEADERS} '
+        f'-H "DPoP: $(mcp-gateway demo proof{state_option} --token=$DEMO_DPOP_TOKEN)" '
+        f"{_MODERN_HEADERS} "
         "-H 'Mcp-Method: tools/call' -H 'Mcp-Name: notes_list' "
         '-d \'{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"notes_list",'
         f'"arguments":{{}},{_META}}}}}\''
@@ -224,7 +231,7 @@ DPoP (RFC 9449): the gateway also accepts tokens bound to the demo client's key 
 file). Each request needs a fresh proof; the same token sent as Bearer is refused.
   export DEMO_DPOP_TOKEN={token}
   {call}
-  More bound tokens: mcp-gateway demo token --dpop --scopes "mcp:access notes:read"
+  More bound tokens: mcp-gateway demo token{state_option} --dpop --scopes "mcp:access notes:read"
 """
 
 

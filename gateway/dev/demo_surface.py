@@ -3,7 +3,7 @@
 What ``mcp-gateway demo`` shows beside its tools (docs/policy.md#prompts, #resources):
 
 - prompt ``summarize_notes`` with a required ``topic`` and an optional ``style`` argument
-  (Claude Code lists it as the slash command ``/mcp__demo__summarize_notes``);
+  (Claude Code's ``/`` menu lists it as ``demo:summarize_notes (MCP)``);
 - resources ``demo://notes/readme`` (markdown text), ``demo://images/logo.png`` (a PNG blob) and
   ``demo://notes/latest`` (the newest note: it changes with ``notes_add``, and a
   ``subscriptions/listen`` naming it is told ``notifications/resources/updated``,

@@ -7,19 +7,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import select
 import signal
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 from tests.e2e.test_demo_command import STOP_S, _demo_command, _wait_for_state
 from tests.support.demo_stack import modern_body, modern_headers
 from tests.support.dev_http import http_client
-
-
-def _cli(*args: str) -> str:
-    result = subprocess.run(_demo_command(*args), capture_output=True, timeout=30, check=False)
-    assert result.returncode == 0, result.stderr
-    return result.stdout.decode().strip()
 
 
 async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) -> None:
@@ -38,12 +36,15 @@ async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) 
         dpop = state["dpop"]
         assert isinstance(dpop, dict) and "d" in dpop["key"]  # the client's key (dev only)
         ready = str(dpop["token"])
-        minted = _cli(
-            "token", "--dpop", "--scopes", "mcp:access notes:read", "--state-file", str(state_file)
-        )
+        # Issue 43: the banner's commands, run exactly as printed, find this demo's state file.
+        banner = _banner(process, "  More bound tokens: ")
+        minted = _shell(_after(banner, "  More bound tokens: "))
+        assert len(_shell(_after(banner, "Mint other tokens:"))) >= 32
+        proof_command = re.search(r'"DPoP: \$\((mcp-gateway demo proof [^)]*)\)"', banner)
+        assert proof_command is not None, banner
         async with http_client() as http:
             for token in (ready, minted):
-                proof = _cli("proof", f"--token={token}", "--state-file", str(state_file))
+                proof = _shell(proof_command.group(1), DEMO_DPOP_TOKEN=token)
                 headers = modern_headers(None, "tools/list")
                 headers |= {"Authorization": f"DPoP {token}", "DPoP": proof}
                 reply = await http.post(mcp_url, json=modern_body("tools/list"), headers=headers)
@@ -72,13 +73,45 @@ async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) 
             )
             assert plain.status == 200, await plain.text()
         process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=STOP_S)
+        _, stderr = process.communicate(timeout=STOP_S)
     finally:
         if process.poll() is None:
             process.kill()
             process.communicate()
     assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
-    banner = stdout.decode()
-    assert "export DEMO_DPOP_TOKEN=" in banner
+    assert f"export DEMO_DPOP_TOKEN={ready}" in banner
     # "=": a token may begin with "-", which argparse would take for an option.
-    assert "mcp-gateway demo proof --token=$DEMO_DPOP_TOKEN" in banner
+    assert f"mcp-gateway demo proof --state-file {state_file} --token=$DEMO_DPOP_TOKEN" in banner
+
+
+def _banner(process: subprocess.Popen[bytes], last: str) -> str:
+    """The banner the running demo printed, up to the line starting with ``last`` (read from the
+    pipe's descriptor: a buffered reader would hide what it read ahead from select)."""
+    assert process.stdout is not None
+    fd = process.stdout.fileno()
+    text = ""
+    deadline = time.monotonic() + STOP_S
+    while "\n" + last not in text or not text.endswith("\n"):
+        ready, _, _ = select.select([fd], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, "the demo printed no banner:\n" + text
+        chunk = os.read(fd, 65536)
+        assert chunk, "the demo closed its output:\n" + text
+        text += chunk.decode()
+    return text
+
+
+def _after(banner: str, label: str) -> str:
+    """The command printed after ``label`` on its line."""
+    line = next(line for line in banner.splitlines() if line.startswith(label))
+    return line.removeprefix(label).strip()
+
+
+def _shell(command: str, **env: str) -> str:
+    """``command`` as a user pastes it into a shell, with this interpreter's scripts on PATH."""
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    result = subprocess.run(
+        ["bash", "-c", command], capture_output=True, timeout=30, check=False,
+        env={**os.environ, "PATH": path, **env},
+    )  # fmt: skip
+    assert result.returncode == 0, (command, result.stderr)
+    return result.stdout.decode().strip()
