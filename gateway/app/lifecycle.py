@@ -6,8 +6,9 @@ connections instead of having them closed under a request it is writing); the pu
 keeps serving for ``limits.shutdown_delay_s`` (load balancers and Kubernetes endpoint
 controllers stop routing new requests only after they see /readyz fail or the pod terminate;
 requests they still send in that window are served; a second SIGTERM/SIGINT ends the delay at
-once); then it stops accepting (the connections already queued are accepted and served, not
-reset; idle kept-alive ones close), in-flight requests get ``limits.drain_timeout_s`` to be answered
+once); then it stops accepting (no new connection can start, those whose handshake began are
+accepted and served, none is reset: :mod:`gateway.app.syn_filter`; idle kept-alive ones close),
+in-flight requests get ``limits.drain_timeout_s`` to be answered
 (a body still arriving is answered ``503 draining`` just before the deadline, a running tool call
 the timeout tool error; what is left is then cancelled), background tasks stop, outbound client
 sessions are closed, and the ops listener goes last so probes see "draining" until the end. The
@@ -35,6 +36,7 @@ from gateway.app.ops import build_ops_app
 from gateway.app.public import build_public_app
 from gateway.app.server import GuardedServer, ListenerRunner
 from gateway.app.services import Readiness, ReadinessCheck, Services
+from gateway.app.syn_filter import HANDSHAKE_GRACE_S
 from gateway.config import Config, Listen
 from gateway.observability.lines import stdout_writer
 from gateway.observability.logging import get_logger
@@ -222,6 +224,12 @@ class GatewayServer:
         deadline = time.monotonic() + drain_s  # the drain starts when accepting stops
         if runner is not None:
             server = runner.server
+            refused = []
+            if isinstance(server, GuardedServer):
+                refused = [server.refuse_new(site) for site in runner.sites]
+            if refused and all(refused):
+                # No new handshake starts; the ones under way complete and are served.
+                await asyncio.sleep(HANDSHAKE_GRACE_S)
             for site in list(runner.sites):
                 if isinstance(server, GuardedServer):
                     server.take_pending(site)  # queued connections are served, not reset

@@ -20,6 +20,7 @@ from aiohttp.web_protocol import RequestHandler
 from gateway.app.connection_limits import ConnectionCounts, ListenerLimits, LogThrottle
 from gateway.app.fast_path import mcp_lane
 from gateway.app.listener import LINGER_S, MAX_HEADER_FIELD_BYTES, GuardedRequestHandler
+from gateway.app.syn_filter import refuse_new_connections
 from gateway.observability.metrics import Metrics
 
 __all__ = ["GuardedServer", "ListenerRunner"]
@@ -64,6 +65,15 @@ class GuardedServer(web.Server):
             message = message._replace(should_close=True)
         return self._make(message, payload, protocol, writer, task)
 
+    def refuse_new(self, site: web.BaseSite) -> bool:
+        """Let no new connection start on ``site``'s listening sockets while the handshakes
+        under way complete and are accepted (:mod:`gateway.app.syn_filter`); True when done for
+        every one of them. Called when the listener stops accepting, before
+        :meth:`take_pending` and the close."""
+        sockets = getattr(site._server, "sockets", None) or ()
+        attached = [refuse_new_connections(listening) for listening in sockets]  # each one
+        return bool(attached) and all(attached)
+
     def take_pending(self, site: web.BaseSite) -> int:
         """Accept the connections queued on ``site``'s listening sockets and serve them, just
         before the site closes; how many were taken.
@@ -71,9 +81,10 @@ class GuardedServer(web.Server):
         Closing a listening socket resets the connections the kernel has completed but the
         loop has not accepted yet, and a proxy has usually written its request on them
         already (a 502: nginx does not retry a POST it sent). Taken here, they are served
-        like any other (their answers close them); only a connection completed between this
-        and the close, microseconds later, can still be reset. ``BaseSite._server`` is the
-        site's asyncio server (guarded in :mod:`gateway.app.aiohttp_internals`).
+        like any other (their answers close them); after :meth:`refuse_new` no connection
+        can complete between this and the close (without it, one can: a replica descheduled
+        in between resets all of them). ``BaseSite._server`` is the site's asyncio server
+        (guarded in :mod:`gateway.app.aiohttp_internals`).
         """
         listener = site._server
         loop = asyncio.get_running_loop()

@@ -8,7 +8,11 @@ gateway had not accepted yet, with nginx's request already on them. Now every an
 delay carries ``Connection: close``, so nginx moves off its pooled connections to the stopping
 replica while that replica still serves; idle connections are closed only after the delay,
 queued ones are accepted and served before the listening socket closes, and a connection
-accepted at that moment gets to deliver its request.
+accepted at that moment gets to deliver its request. Issue 43: still 2 of 3,560 requests got a
+502 ("recv() failed (104: Connection reset by peer) while reading response header"): handshakes
+kept completing between taking the queue and closing the socket, a window a loaded host widens
+by descheduling the replica there; new connections are now kept from starting first
+(gateway/app/syn_filter.py; tests/integration/test_drain.py simulates the descheduling).
 
 Several ``mcp-gateway serve`` processes behind one nginx (``keepalive 32`` towards them, as
 deploy/nginx.conf); clients keep POSTing ``tools/call`` through nginx on kept-alive connections
