@@ -34,7 +34,7 @@ from authlib.oauth2.rfc7523 import private_key_jwt_sign
 from joserfc.jwk import ECKey, RSAKey
 
 from gateway.config import IssuerConfig
-from gateway.jsonkit import JsonError, answer, is_json, loads_object, peer_limits
+from gateway.jsonkit.read import JsonError, answer, is_json, loads_object, peer_limits
 from gateway.outbound import (
     Outbound,
     OutboundConnectionError,

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from yarl import URL
 
 from gateway.config import IssuerConfig, is_loopback_url
-from gateway.jsonkit import JsonError, answer, peer_limits
+from gateway.jsonkit.read import JsonError, answer, peer_limits
 from gateway.outbound import Outbound, OutboundError
 
 __all__ = [

@@ -39,7 +39,7 @@ from typing import Any, Final
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from gateway.config import IssuerConfig
-from gateway.jsonkit import JsonError, answer, loads_object, peer_limits
+from gateway.jsonkit.read import JsonError, answer, loads_object, peer_limits
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound, OutboundError

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 from gateway import b64url
 from gateway.errors import InvalidToken
-from gateway.jsonkit import JsonError, loads_object, peer_limits
+from gateway.jsonkit.read import JsonError, loads_object, peer_limits
 
 __all__ = ["MAX_HEADER_CHARS", "CompactJws", "parse_compact"]
 

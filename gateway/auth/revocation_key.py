@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from gateway.config import IssuerConfig
-from gateway.jsonkit import JsonError, loads_object, peer_limits
+from gateway.jsonkit.read import JsonError, loads_object, peer_limits
 
 __all__ = ["KEY_BYTES", "RevocationTarget", "kept_until", "revocation_key", "revocation_target"]
 

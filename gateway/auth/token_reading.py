@@ -16,7 +16,7 @@ from typing import Any
 
 from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken
-from gateway.jsonkit import loads_object, peer_limits
+from gateway.jsonkit.read import loads_object, peer_limits
 
 from .claims import ClaimRules, check_claims
 from .introspection import MAX_DEPTH

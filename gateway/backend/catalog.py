@@ -31,7 +31,6 @@ asked, and can refuse remote references. Validators are compiled once per catalo
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -40,6 +39,8 @@ import jsonschema_rs
 
 from gateway.backend.hygiene import clean_item, has_hidden
 from gateway.backend.tool_headers import header_params
+from gateway.jsonkit.read import JsonError
+from gateway.jsonkit.write import canonical, plain_copy
 from gateway.seams import TOOL_NAME, ToolDef
 
 __all__ = [
@@ -113,7 +114,7 @@ class ToolCatalog:
         self._names: frozenset[str] = frozenset(self._entries)
         digest = hashlib.sha256()
         for tool in self._order:
-            digest.update(_canonical(tool.definition))
+            digest.update(canonical(tool.definition))
             digest.update(b"\n")
         self.version: str = digest.hexdigest()[:16]
 
@@ -230,13 +231,14 @@ def _validate_tool(
     if output is not None and not isinstance(output, Mapping):
         raise ValueError("outputSchema must be an object")
     try:
-        encoded = _canonical({**raw, "name": advertised})
-    except (ValueError, TypeError, RecursionError) as exc:
+        # A private deep copy: the catalog never shares mutable objects with the parser.
+        definition: dict[str, Any] = plain_copy(
+            {**raw, "name": advertised}, sort_keys=True, max_bytes=MAX_TOOL_BYTES
+        )
+    except JsonError as exc:
+        if exc.kind == "limit":
+            raise ValueError("tool definition exceeds the size limit") from exc
         raise ValueError("tool definition is not plain JSON") from exc
-    if len(encoded) > MAX_TOOL_BYTES:
-        raise ValueError("tool definition exceeds the size limit")
-    # A private deep copy: the catalog never shares mutable objects with the parser.
-    definition: dict[str, Any] = json.loads(encoded)
     changes = clean_item(definition, max_chars)
     params = header_params(definition["inputSchema"])
     validator = compile_validator(definition["inputSchema"])
@@ -248,9 +250,3 @@ def _validate_tool(
         backend=backend,
     )
     return tool, validator, changes
-
-
-def _canonical(value: Any) -> bytes:
-    return json.dumps(
-        value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")

@@ -39,7 +39,7 @@ from gateway.config import (
     Secret,
     is_loopback_url,
 )
-from gateway.jsonkit import JsonError, answer, loads_object
+from gateway.jsonkit.read import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.outbound import Outbound, OutboundError
 

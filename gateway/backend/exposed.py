@@ -26,13 +26,13 @@ and logs why.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
 
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, compile_validator
 from gateway.backend.hygiene import clean_text
 from gateway.backend.tool_headers import header_params
+from gateway.jsonkit.write import plain_copy
 from gateway.seams import NO_CLAIMS, ToolDef, ToolOverride
 
 __all__ = ["OverrideMisfit", "exposed_definition", "exposed_tool"]
@@ -56,7 +56,7 @@ def exposed_definition(
 
     Raises :class:`OverrideMisfit` when the override does not fit (module docstring).
     """
-    exposed: dict[str, Any] = json.loads(json.dumps(definition))  # private deep copy
+    exposed: dict[str, Any] = plain_copy(definition)  # private deep copy
     if override.rename is not None:
         exposed["name"] = override.rename
     for key, text in (("title", override.title), ("description", override.description)):
@@ -152,5 +152,5 @@ def exposed_tool(
 
 def _frozen(fixed: Mapping[str, Any]) -> Mapping[str, Any]:
     """A private plain copy (the call path copies it again into each request's arguments)."""
-    copied: dict[str, Any] = json.loads(json.dumps(dict(fixed)))
+    copied: dict[str, Any] = plain_copy(fixed)
     return copied

@@ -24,13 +24,13 @@ A rename is verbatim: ``override.rename`` is the whole exposed name, no backend 
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
 from gateway.backend.exposed import OverrideMisfit, exposed_tool
+from gateway.jsonkit.write import canonical
 from gateway.seams import Catalog, ToolDef, ToolOverride
 
 __all__ = [
@@ -157,7 +157,7 @@ def merge_catalogs(
                 digest.update(f"refused\0{tool.name}\n".encode())
                 continue
             tools.append(shown)
-            digest.update(_canonical(shown.definition) + b"\n")
+            digest.update(canonical(shown.definition) + b"\n")
         exposed.append((part, tools))
     found = _ambiguous(exposed, parts)
     kept: list[ToolDef] = []
@@ -206,7 +206,3 @@ def _ambiguous(
                     found[tool.name] = Collision(tool.name, owners, "prefix")
                     break
     return found
-
-
-def _canonical(value: object) -> bytes:
-    return json.dumps(value, separators=(",", ":"), sort_keys=True, ensure_ascii=False).encode()

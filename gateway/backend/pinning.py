@@ -33,6 +33,7 @@ from typing import Any, Final, Literal, Protocol
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
 from gateway.backend.exposed import exposed_definition
 from gateway.backend.surface_catalog import served_definition
+from gateway.jsonkit.write import canonical, plain_copy
 from gateway.observability.lines import printable
 from gateway.seams import ToolOverride
 
@@ -94,12 +95,6 @@ class Difference:
         return self.item.key
 
 
-def canonical(value: Any) -> bytes:
-    return json.dumps(
-        value, separators=(",", ":"), sort_keys=True, ensure_ascii=False, allow_nan=False
-    ).encode("utf-8")
-
-
 def digest(definition: Mapping[str, Any]) -> str:
     """The hex SHA-256 of the definition's canonical JSON."""
     return hashlib.sha256(canonical(definition)).hexdigest()
@@ -140,7 +135,7 @@ def pin(
             definition, override, max_description_chars=max_description_chars
         )
     # A private copy (nothing shared with the parser), in canonical form.
-    plain: dict[str, Any] = json.loads(canonical(definition))
+    plain: dict[str, Any] = plain_copy(definition, sort_keys=True)
     name = str(raw.get("uriTemplate", exposed_name)) if kind == "template" else plain["name"]
     return Item(kind, backend, name, plain, digest(plain))
 

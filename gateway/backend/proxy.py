@@ -44,6 +44,7 @@ from gateway.backend.tool_call import UpstreamToolCall
 from gateway.backend.upstream import UpstreamLink
 from gateway.config import BackendConfig, Config
 from gateway.errors import InvalidRequestState
+from gateway.jsonkit.write import plain_copy
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
@@ -312,7 +313,9 @@ class UpstreamBackend:
         outcome: Outcome = "upstream_error"
         called = False
         try:
-            arguments = _plain(call.arguments)  # fixed arguments already in (http/tool_call)
+            # A private plain copy (fixed arguments already in, http/tool_call): jsonschema-rs
+            # and the encoder want concrete dicts and lists.
+            arguments = plain_copy(call.arguments)
             validator = self._validator(own)
             if validator is None or not validator.is_valid(arguments):
                 outcome = "invalid_arguments"
@@ -381,17 +384,3 @@ class UpstreamBackend:
             self._signer.forget(digest)
         if self._exchange is not None:
             self._exchange.forget(digest)
-
-
-def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
-    """A private plain-dict copy of the arguments (the upstream body is built from it)."""
-    return {str(k): _plain_value(v) for k, v in value.items()}
-
-
-def _plain_value(value: Any) -> Any:
-    """Mappings/sequences as plain dicts/lists (jsonschema-rs and json want concrete types)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain_value(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain_value(v) for v in value]
-    return value

@@ -20,7 +20,8 @@ from typing import Any, Final, Literal
 
 from gateway.backend.sse import SseError, SseParser, SseTooLarge
 from gateway.errors import JsonRpcId
-from gateway.jsonkit import UNBOUNDED, JsonError, loads, peer_limits
+from gateway.jsonkit.read import UNBOUNDED, JsonError, loads, peer_limits
+from gateway.jsonkit.write import compact
 from gateway.outbound import (
     Outbound,
     OutboundConnectionError,
@@ -30,7 +31,6 @@ from gateway.outbound import (
     ResponseTooLarge,
     StreamingResponse,
 )
-from gateway.protocol.jsonencode import compact
 
 __all__ = [
     "LIST_CHANGED",

@@ -26,7 +26,6 @@ name with hidden characters is refused (``name_refused``), never rewritten.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,6 +34,8 @@ from typing import Any, Final, Literal
 from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, escaped, valid_tool_name
 from gateway.backend.hygiene import clean_item, has_hidden
 from gateway.backend.surface_results import valid_media_type
+from gateway.jsonkit.read import JsonError
+from gateway.jsonkit.write import plain_copy
 from gateway.seams import PromptDef, ResourceDef
 
 __all__ = [
@@ -262,11 +263,9 @@ def _media(raw: Mapping[str, Any], definition: dict[str, Any]) -> None:
 def _plain(definition: dict[str, Any]) -> dict[str, Any]:
     """A private canonical copy, bounded (nothing shared with the parser)."""
     try:
-        encoded = json.dumps(definition, separators=(",", ":"), sort_keys=True,
-                             ensure_ascii=False, allow_nan=False)  # fmt: skip
-    except (TypeError, ValueError, RecursionError) as exc:
+        copy: dict[str, Any] = plain_copy(definition, sort_keys=True, max_bytes=MAX_ITEM_BYTES)
+    except JsonError as exc:
+        if exc.kind == "limit":
+            raise ValueError("definition exceeds the size limit") from exc
         raise ValueError("definition is not plain JSON") from exc
-    if len(encoded.encode("utf-8")) > MAX_ITEM_BYTES:
-        raise ValueError("definition exceeds the size limit")
-    copy: dict[str, Any] = json.loads(encoded)
     return copy

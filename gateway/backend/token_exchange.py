@@ -54,7 +54,7 @@ from gateway.backend.credentials import (
 from gateway.config import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT, Config, CredentialConfig
 from gateway.errors import EXCHANGE_REFUSALS, ExchangeRefused, ExchangeUnavailable, InternalError
 from gateway.flights import SingleFlight
-from gateway.jsonkit import JsonError, answer, loads_object
+from gateway.jsonkit.read import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound, OutboundError

@@ -15,7 +15,7 @@ from gateway.config.catalog import CatalogConfig
 from gateway.config.identity_model import IdentityConfig, IdentityJwksConfig
 from gateway.config.policy_external_model import PolicyExternalConfig
 from gateway.config.secrets import Secret
-from gateway.jsonkit import JsonLimits
+from gateway.jsonkit.read import JsonLimits
 
 __all__ = [
     "ACCESS_TOKEN_TYPE",

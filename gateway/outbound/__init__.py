@@ -26,7 +26,7 @@ import aiohttp
 from multidict import CIMultiDictProxy
 
 from gateway.deadlines import deadline_at
-from gateway.jsonkit import JsonError, answer, media_type
+from gateway.jsonkit.read import JsonError, answer, media_type
 from gateway.observability import spans
 from gateway.outbound.http1 import Http1Pool
 from gateway.outbound.http1_codec import Http1Error, Http1Response

@@ -5,9 +5,9 @@ change it; any change of meaning does."""
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import TYPE_CHECKING, Any
 
+from gateway.jsonkit.write import canonical as canonical_json
 from gateway.policy import overrides
 from gateway.policy.issuers import canonical_entries
 from gateway.seams import Listing
@@ -42,8 +42,7 @@ def policy_version(
             canonical[section] = {rule.key: _canonical_rule(rule) for rule in rules.values()}
     if hierarchy:
         canonical["scope_hierarchy"] = {scope: sorted(set(i)) for scope, i in hierarchy.items()}
-    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()[:12]
+    return hashlib.sha256(canonical_json(canonical, ascii_only=True)).hexdigest()[:12]
 
 
 def _canonical_rule(rule: Rule) -> dict[str, Any]:

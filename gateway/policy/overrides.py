@@ -22,11 +22,12 @@ to that rule, and the policy looks the name up there first (:meth:`PolicySet.loo
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Collection, Mapping
 from types import MappingProxyType
 from typing import Any
 
+from gateway.jsonkit.read import JsonError
+from gateway.jsonkit.write import plain_copy
 from gateway.policy.glob import has_wildcard
 from gateway.policy.model import PolicySet, Rule
 from gateway.seams import ToolOverride
@@ -77,10 +78,10 @@ def check_override(doc: Located, section: str, key: str, rule: Mapping[str, Any]
 
 def _plain_json(value: Any) -> bool:
     try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
+        plain_copy(value)
+    except JsonError:
         return False
-    return not (isinstance(value, float) and not math.isfinite(value))
+    return True
 
 
 def parse_override(doc: Located, path: tuple[str, str], raw: Any) -> ToolOverride | None:
@@ -96,7 +97,7 @@ def parse_override(doc: Located, path: tuple[str, str], raw: Any) -> ToolOverrid
         description=raw.get("description"),
         annotations=MappingProxyType(dict(annotations)),
         rename=raw.get("rename"),
-        fixed=MappingProxyType(json.loads(json.dumps(fixed))),
+        fixed=MappingProxyType(plain_copy(fixed)),
         hidden=tuple(arguments.get("hidden") or ()),
     )
 

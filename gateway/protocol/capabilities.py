@@ -20,9 +20,11 @@ Anything else (unknown keys, wrong types) is dropped without an error: capabilit
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, Final
+
+from gateway.jsonkit.read import JsonError
+from gateway.jsonkit.write import canonical, plain_copy
 
 __all__ = [
     "MAX_DEPTH",
@@ -83,12 +85,11 @@ def _valid_name(name: Any) -> bool:
 
 def _settings(value: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        encoded = json.dumps(value, sort_keys=True, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError, RecursionError):
+        copy: Any = plain_copy(value, sort_keys=True)  # nothing shared with the parser
+    except JsonError:
         return {}
-    if len(encoded.encode("utf-8")) > MAX_SETTINGS_BYTES:
+    if _size(copy) > MAX_SETTINGS_BYTES:
         return {}
-    copy: Any = json.loads(encoded)  # a private plain copy: nothing shared with the parser
     return copy if isinstance(copy, dict) and _depth(copy) <= MAX_DEPTH else {}
 
 
@@ -102,4 +103,5 @@ def _depth(value: Any, level: int = 1) -> int:
 
 
 def _size(value: Any) -> int:
-    return len(json.dumps(value, sort_keys=True, separators=(",", ":")).encode("utf-8"))
+    # Measured with non-ASCII escaped, as these bounds always were.
+    return len(canonical(value, ascii_only=True))

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gateway.errors import InternalError, JsonRpcId
-from gateway.protocol.jsonencode import compact
+from gateway.jsonkit.write import compact
 
 __all__ = ["error_body", "success_body"]
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from gateway.config import JsonLimits
 from gateway.errors import InvalidRequest, ParseError
-from gateway.jsonkit import JsonError, loads
+from gateway.jsonkit.read import JsonError, loads
 
 __all__ = ["decode"]
 

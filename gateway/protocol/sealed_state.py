@@ -30,7 +30,6 @@ checks its own name again before it sends anything.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -46,6 +45,8 @@ from gateway import b64url
 from gateway.config import SealKey
 from gateway.config.input_requests import MAX_CLAIMS_BYTES, max_sealed_chars
 from gateway.errors import InvalidRequestState
+from gateway.jsonkit.read import loads
+from gateway.jsonkit.write import canonical
 
 __all__ = [
     "VERSION",
@@ -107,10 +108,7 @@ class Binding:
 
 def arguments_digest(arguments: Mapping[str, Any]) -> str:
     """SHA-256 of the arguments' canonical JSON (sorted keys, no whitespace), base64url."""
-    text = json.dumps(
-        dict(arguments), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    )
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+    digest = hashlib.sha256(canonical(dict(arguments))).digest()
     return b64url.encode(digest)
 
 
@@ -166,9 +164,7 @@ class Sealer:
 
     def seal(self, claims: Claims) -> str:
         """The envelope text; raises :class:`SealError` past the size bounds."""
-        body = json.dumps(
-            _claims_object(claims), sort_keys=True, separators=(",", ":"), ensure_ascii=False
-        ).encode("utf-8", "surrogatepass")
+        body = canonical(_claims_object(claims))
         if len(body) > MAX_CLAIMS_BYTES:
             raise SealError("bindings over MAX_CLAIMS_BYTES")
         plaintext = body
@@ -236,7 +232,7 @@ def _parse_claims(plaintext: bytes) -> Claims:
     # Only the gateway can produce an authentic plaintext; still, read it defensively.
     body, sep, state = plaintext.partition(b"\x00")
     try:
-        obj = json.loads(body.decode("utf-8"))
+        obj = loads(body)
         decoded_state = state.decode("utf-8", "surrogatepass") if sep else None
         claims = Claims(
             subject=_typed(obj["sub"], str),

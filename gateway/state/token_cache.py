@@ -23,7 +23,6 @@ yourself", a failed write is dropped; each is counted in
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections.abc import Awaitable, Callable
@@ -31,6 +30,8 @@ from typing import Any, Final, TypeVar
 
 import redis.asyncio as aioredis
 
+from gateway.jsonkit.read import UNBOUNDED, JsonError, loads_object, peer_limits
+from gateway.jsonkit.write import compact
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.seams import AUTH_METHODS, CachedPrincipal, Principal, frozen_claims
@@ -52,6 +53,8 @@ binding refuses an entry of another version, so it can never read a bound token 
 POLL_S: Final = 0.02
 """How often a replica waiting for another one's introspection looks for the result."""
 MAX_ENTRY_BYTES: Final = 16_384
+_ENTRY_LIMITS: Final = peer_limits(UNBOUNDED)
+"""An entry is bounded by :data:`MAX_ENTRY_BYTES`; its claims by the token's own reading."""
 MAX_ACTOR_CHARS: Final = 256
 """``act.sub`` is bounded like ``sub`` by the claim checks (gateway/auth/claims.py)."""
 MAX_SKEW_S: Final = 600
@@ -82,7 +85,7 @@ def encode_entry(entry: CachedPrincipal) -> bytes:
         # An entry past MAX_ENTRY_BYTES is a miss there (it re-checks the token itself).
         **({"claims": dict(p.claims)} if p.claims else {}),
     }
-    return json.dumps(document, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return compact(document)
 
 
 def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | None:
@@ -90,10 +93,10 @@ def decode_entry(raw: bytes, digest: bytes, now: float) -> CachedPrincipal | Non
     if len(raw) > MAX_ENTRY_BYTES:
         return None
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+        doc = loads_object(raw, _ENTRY_LIMITS)
+    except JsonError:
         return None
-    if not isinstance(doc, dict) or doc.get("v") not in (FORMAT_VERSION, BOUND_FORMAT_VERSION):
+    if doc.get("v") not in (FORMAT_VERSION, BOUND_FORMAT_VERSION):
         return None
     sub, client_id, scopes = doc.get("sub"), doc.get("client_id"), doc.get("scopes")
     exp, iss, fp, until = doc.get("exp"), doc.get("iss"), doc.get("fp"), doc.get("until")

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.jsonkit import (
+from gateway.jsonkit.read import (
     PEER,
     UNBOUNDED,
     JsonError,
