@@ -291,3 +291,26 @@ async def test_subscriptions_refuse_an_ambiguous_uri_and_ask_for_the_normal_form
             await sdk.bus.publish(ResourceUpdated(uri="docs://guide/intro"))
             heard = await next_event(sub)
             assert isinstance(heard, ResourceUpdated) and heard.uri == "docs://guide/intro"
+
+
+async def test_a_pattern_of_many_wildcards_over_a_long_uri_answers_at_once(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Resource patterns were backtracking regexes: ``file:///**a**a**a**b`` against a
+    2,000-character URI held the event loop for minutes (0.8 s at 400 characters), and the URI
+    is the caller's. Both answers come back now, through the pattern's linear automaton."""
+    policy = DOCS_POLICY.replace(
+        '"file:///docs/private/**"',
+        '"file:///**a**a**a**b": {scopes: []}\n  "file:///docs/private/**"',
+    )
+    upstream = recording("file:///x")
+    upstream.accepted = {"service-secret"}
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy
+    ) as live:
+        token = live.token("mcp:access")
+        status, _, body = await read(live, token, "file:///" + "a" * 2000, "modern")
+        assert status == 400 and body["error"]["code"] == -32602  # matches no rule: unknown
+        status, _, body = await read(live, token, "file:///" + "a" * 1999 + "b", "modern")
+        assert status == 200, body
+        assert received(upstream) == ["file:///" + "a" * 1999 + "b"]

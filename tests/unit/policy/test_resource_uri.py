@@ -22,6 +22,7 @@ from gateway.cli import main
 from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig, Secret
 from gateway.errors import AmbiguousResourceUri, ConfigError
 from gateway.outbound import Outbound
+from gateway.policy import uri as uri_module
 from gateway.policy.loader import load_policy
 from gateway.policy.uri import compile_pattern, normalize_uri, resource_uri, template_pattern
 from tests.support.policy import policy_from, who, write_text
@@ -199,3 +200,27 @@ async def test_a_federation_forwards_exactly_the_wrapped_part_of_the_decided_uri
         check()
     finally:
         await outbound.close()
+
+
+_SYMBOLS = st.sampled_from(["a", "b", "/", "?", "%", "2", "F", "*", "**"])
+
+
+@given(st.lists(_SYMBOLS, max_size=8), st.text(alphabet="ab/?%2F", max_size=12))
+@settings(max_examples=600)
+def test_the_linear_automaton_matches_exactly_what_the_regex_does(
+    symbols: list[str], text: str
+) -> None:
+    """Patterns with two or more wildcards run on a bit-set automaton instead of a regex that
+    can backtrack (issue 43 item 1's finding, in resource patterns); both must agree."""
+    tokens = uri_module._tokenize("".join(symbols).replace("***", "**"))
+    automaton = uri_module._Automaton(tokens)
+    assert automaton.matches(text) == (uri_module._compile(tokens).fullmatch(text) is not None)
+
+
+def test_many_wildcards_over_a_long_uri_stay_linear() -> None:
+    """``**a**a**a**b`` over a 2,000-character URI: the regex took minutes (quartic)."""
+    pattern, reason = uri_module.compile_pattern("file:///**a**a**a**b")
+    assert pattern is not None, reason
+    uri = "file:///" + "a" * 2000
+    assert not pattern.matches(uri)
+    assert pattern.matches(uri + "b")
