@@ -104,7 +104,7 @@ async def test_a_revocation_here_ends_the_tokens_streams_and_only_those(
         token = live.token("mcp:access")
         other = live.token("mcp:access")  # the same caller's other token
         listen, get = await open_streams(http, live.server.mcp_url, token)
-        kept, _ = await open_streams(http, live.server.mcp_url, other)
+        kept, kept_get = await open_streams(http, live.server.mcp_url, other)
         started = time.monotonic()
         async with http.post(
             live.server.ops_url + "/admin/revoke", json={"token": token},
@@ -123,6 +123,8 @@ async def test_a_revocation_here_ends_the_tokens_streams_and_only_those(
                      "Accept": "application/json, text/event-stream"},
         ) as again:  # fmt: skip
             assert again.status == 401
+        kept.close()
+        kept_get.close()
 
 
 async def in_flight(http: aiohttp.ClientSession, ops_url: str) -> float:
