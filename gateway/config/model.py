@@ -329,9 +329,11 @@ class Limits:
     max_in_flight_per_ip: int | None = None
     """None: a quarter of ``max_in_flight`` (see :attr:`ip_in_flight`)."""
     max_subscriptions: int = 1024
-    """Open ``subscriptions/listen`` streams per replica (also each backend's listen pool)."""
+    """Open ``subscriptions/listen`` and legacy GET streams per replica (also each backend's
+    listen pool); a quarter of it, the legacy GET streams one subject may have attached."""
     max_subscriptions_per_principal: int = 4
-    """Open ``subscriptions/listen`` streams one subject may hold on a replica."""
+    """Open ``subscriptions/listen`` streams one subject may hold on a replica (legacy sessions
+    take none)."""
     max_subscribed_uris_per_principal: int = 64
     """``resourceSubscriptions`` URIs one subject may hold across its streams on a replica."""
     subscription_lifetime_s: float = 900.0

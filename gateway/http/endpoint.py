@@ -178,7 +178,7 @@ class McpEndpoint:
 
     @property
     def subscriptions(self) -> int:
-        """Open ``subscriptions/listen`` streams."""
+        """Open streams: ``subscriptions/listen`` and legacy sessions' GET streams."""
         return len(self._dispatcher.subscriptions.hub)
 
     @property

@@ -15,18 +15,21 @@ everything else, so a session here is only what a subscription needs:
   from another replica or one that ended. Every other request ignores the header (stateless),
   except that an id this replica ended is 404 on any legacy request (:meth:`LegacySessions.
   refuse_ended`).
-- **The state**, created on this replica by the session's first ``resources/subscribe`` or GET:
-  the subscribed URIs (exposed form, normalised) and one slot of the
-  :class:`~gateway.http.subscription_hub.SubscriptionHub`, so a session counts as one stream
-  against ``limits.max_subscriptions_per_principal`` / ``max_subscriptions`` and each URI
-  against ``max_subscribed_uris_per_principal``, exactly like a ``subscriptions/listen``.
+- **The state**, held on this replica while the session has a subscribed URI or a GET stream
+  (created by its first ``resources/subscribe`` or GET, dropped without ending the session when
+  it has neither: the id stays valid): the subscribed URIs (exposed form, normalised) and a slot
+  of the :class:`~gateway.http.subscription_hub.SubscriptionHub`, so each URI counts against
+  ``limits.max_subscribed_uris_per_principal`` with the listen streams' URIs, and an attached GET
+  counts as a stream of the replica while it is attached. A session takes none of the
+  principal's ``max_subscriptions_per_principal`` listen slots: a client that only opens the
+  GET stream holds nothing once it leaves.
 - **The stream** (:mod:`gateway.http.legacy_stream`): while a GET is attached, the gateway holds
   listens at the backends (the 2026 path's machinery, :class:`gateway.seams.Listening`, with the
   gateway's credential) for what :func:`~gateway.http.subscription_plan.plan` grants.
 
-A session ends (and answers 404 after) on ``DELETE``, when no GET has been attached for
-:data:`IDLE_S`, at a policy reload that takes away the baseline or the subscription method's
-scopes, and at a graceful stop. Its requests must reach the replica that holds it: legacy
+A session ends (and answers 404 after) on ``DELETE``, when it kept subscriptions without a GET
+attached for :data:`IDLE_S`, at a policy reload that takes away the baseline or the subscription
+method's scopes, and at a graceful stop. Its requests must reach the replica that holds it: legacy
 subscriptions need session affinity (docs/protocol.md#legacy-subscriptions).
 """
 
@@ -74,7 +77,8 @@ SESSION_HEADER: Final = "Mcp-Session-Id"
 SUBSCRIPTION_METHOD: Final = "subscriptions/listen"
 """The ``methods:`` key whose scopes govern subscriptions in both eras (docs/policy.md)."""
 IDLE_S: Final = 30.0
-"""A session with no GET stream attached is kept this long (the client reconnecting), then ends."""
+"""A session with subscriptions and no GET stream is kept this long (the client reconnecting),
+then ends."""
 ENDED_KEPT: Final = 8192
 """Ended session ids remembered (404) per replica; the oldest are forgotten first."""
 MAX_ID_CHARS: Final = 64
@@ -185,9 +189,8 @@ class LegacySessions:
         if found is None:
             if not create:
                 raise SessionNotFound()
-            found = LegacySession(raw, self.hub.admit(principal_key(who), 0))
+            found = LegacySession(raw, self.hub.hold(principal_key(who)))
             self._live[raw] = found
-            self.idle(found)
         return found
 
     def refuse_ended(self, raw: str | None, request_id: JsonRpcId | None) -> None:
@@ -230,15 +233,31 @@ class LegacySessions:
         elif raw is not None:
             self._ended[raw] = None
 
-    def idle(self, session: LegacySession) -> None:
-        """No stream is attached: the session ends unless one attaches within :data:`IDLE_S`."""
-        if session.idle is not None:
-            session.idle.cancel()
-        session.idle = asyncio.get_running_loop().call_later(IDLE_S, self._expire, session)
+    def settle(self, session: LegacySession) -> None:
+        """After a request of the session: with no GET stream attached, its state is dropped at
+        once when it has no URI (nothing to keep; the id stays valid), else the session ends
+        unless a GET attaches within :data:`IDLE_S` of the first moment it had none."""
+        if session.stream is not None or session.ended:
+            return
+        if not session.uris:
+            self._drop(session)
+        elif session.idle is None:
+            loop = asyncio.get_running_loop()
+            session.idle = loop.call_later(IDLE_S, self._expire, session)
 
     def _expire(self, session: LegacySession) -> None:
+        session.idle = None
         if session.stream is None:
             self.end(session)
+
+    def _drop(self, session: LegacySession) -> None:
+        """Forget the state of a session that holds nothing; unlike :meth:`end`, its id stays
+        valid (a later subscribe or GET creates the state again)."""
+        session.ended = True  # this object is done; the id is not
+        if session.idle is not None:
+            session.idle.cancel()
+        self._live.pop(session.id, None)
+        self.hub.release(session.slot)
 
     def drain(self) -> None:
         """A graceful stop began: every session ends (the streams with the hub's drain)."""
@@ -270,14 +289,17 @@ class LegacySessions:
         require_method_scopes(turn, SUBSCRIPTION_METHOD)
         who = turn.principal
         session = self.session(turn.request.headers.get(SESSION_HEADER), who)
-        uri = _normal(turn.policy, message.uri)
-        if uri is None or not self.may_subscribe(turn.policy, who, uri, turn.ctx.client_ip):
-            raise LegacyResourceNotFound()
-        check_expiry(turn, admitted)
-        if uri not in session.uris:
-            self.hub.grow(session.slot, 1)
-            session.uris[uri] = None
-            await self._confirm(session, uri, turn.deadline)
+        try:
+            uri = _normal(turn.policy, message.uri)
+            if uri is None or not self.may_subscribe(turn.policy, who, uri, turn.ctx.client_ip):
+                raise LegacyResourceNotFound()
+            check_expiry(turn, admitted)
+            if uri not in session.uris:
+                self.hub.grow(session.slot, 1)
+                session.uris[uri] = None
+                await self._confirm(session, uri, turn.deadline)
+        finally:
+            self.settle(session)  # a refused URI leaves no state behind
         return bounded_success(message, {}, self._cap)
 
     async def _confirm(self, session: LegacySession, uri: str, deadline: float) -> None:
@@ -316,6 +338,7 @@ class LegacySessions:
             self.forget(session, uri)
             if session.stream is not None:
                 session.slot.queue.put_nowait(("refilter", None))
+            self.settle(session)
         return bounded_success(message, {}, self._cap)  # not subscribed: nothing to undo
 
 

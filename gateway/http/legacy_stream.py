@@ -81,11 +81,14 @@ async def serve_session(
         raise StreamNotAcceptable()
     require_method_scopes(turn, SUBSCRIPTION_METHOD)
     session = sessions.session(raw, turn.principal)
-    check_expiry(turn)
-    if sessions.hub.draining or sessions.listening is None:
-        raise OverCapacity(retry_after=1)
-    stream = _SessionStream(sessions, sessions.listening, session, turn, source)
-    return await stream.run(detach)
+    try:
+        check_expiry(turn)
+        if sessions.hub.draining or sessions.listening is None:
+            raise OverCapacity(retry_after=1)
+        stream = _SessionStream(sessions, sessions.listening, session, turn, source)
+        return await stream.run(detach)
+    finally:
+        sessions.settle(session)  # no URI: nothing is held once the stream is gone
 
 
 @dataclass(eq=False)
@@ -130,23 +133,27 @@ class _SessionStream:
         )
 
     async def run(self, detach: Callable[[RequestContext], None] | None) -> web.StreamResponse:
-        session, turn = self._session, self._turn
-        previous = session.stream
-        if previous is not None and not previous.done():
-            previous.cancel()  # a newer GET of the session replaces it (a half-dead connection)
-            await asyncio.wait({previous}, timeout=2.0)
-        if session.ended:  # ended while this GET waited (idle, DELETE, reload, drain)
-            raise SessionNotFound()
-        token = turn.token_key()  # 401 if revoked meanwhile; bound with no wait in between
-        session.stream = asyncio.current_task()
-        self._sessions.hub.bind(session.slot, token)
+        session, turn, hub = self._session, self._turn, self._sessions.hub
+        previous, me = session.stream, asyncio.current_task()
+        session.stream = me  # claimed before any wait: a replaced stream leaves it to this one
         if session.idle is not None:
             session.idle.cancel()
-        pending = self._stale_events()
-        who = turn.principal
-        lifetime = min(self._sessions.hub.lifetime_s, max(0.0, who.expires_at - time.time()))
-        ends_at = time.monotonic() + lifetime
+            session.idle = None
+        attached = False
         try:
+            if previous is not None and not previous.done():
+                previous.cancel()  # a newer GET of the session replaces it (half-dead connection)
+                await asyncio.wait({previous}, timeout=2.0)
+            if session.ended:  # ended while this GET waited (DELETE, reload, drain)
+                raise SessionNotFound()
+            token = turn.token_key()  # 401 if revoked meanwhile; bound with no wait in between
+            hub.attach(session.slot)  # a stream of the replica and of the principal: 503 / 429
+            attached = True
+            hub.bind(session.slot, token)
+            pending = self._stale_events()
+            who = turn.principal
+            lifetime = min(hub.lifetime_s, max(0.0, who.expires_at - time.time()))
+            ends_at = time.monotonic() + lifetime
             await self._response.prepare(turn.request)
             turn.ctx.status = 200
             if detach is not None:
@@ -160,12 +167,12 @@ class _SessionStream:
             for up in self._ups.values():
                 await up.close()
             self._ups.clear()
-            if session.stream is asyncio.current_task():
+            if attached:
+                hub.detach(session.slot)
+            if session.stream is me:
                 session.stream = None
-                self._sessions.hub.bind(session.slot, None)
+                hub.bind(session.slot, None)
                 _settle(self._stale_events(), None)
-                if not session.ended:
-                    self._sessions.idle(session)
         with contextlib.suppress(ConnectionError):
             await self._response.write_eof()
         return self._response

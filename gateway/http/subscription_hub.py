@@ -1,13 +1,24 @@
-"""The replica's open subscription streams: their bounds, policy reloads and the drain.
+"""The replica's subscriptions: their bounds, policy reloads, revocations and the drain.
 
-Per replica: ``limits.max_subscriptions_per_principal`` streams and
-``limits.max_subscribed_uris_per_principal`` URIs per principal (429 ``too_many_subscriptions``;
-counted under :func:`~gateway.limits.keys.principal_key`, the issuer and the subject),
-``limits.max_subscriptions`` streams (503 ``over_capacity``). Each admitted stream holds a slot
-with its own queue; a policy reload and the drain are told to every slot through it, and a
-token's revocation (this replica's ``/admin/revoke``, or another's pushed over Redis) to every
-slot whose stream runs on that token (:meth:`SubscriptionHub.bind`, :meth:`~SubscriptionHub.
-revoked`), so no stream outlives its token by more than a loop turn.
+What is counted, per replica, under :func:`~gateway.limits.keys.principal_key` (the issuer and
+the subject) for the per-principal bounds:
+
+- a ``subscriptions/listen`` stream (:meth:`SubscriptionHub.admit`): one of the principal's
+  ``limits.max_subscriptions_per_principal`` listens, from admission to its end;
+- a subscribed URI, of a listen or of a legacy session: one of the principal's
+  ``limits.max_subscribed_uris_per_principal``, while it is subscribed;
+- a legacy session's GET stream (:meth:`~SubscriptionHub.attach`), while it is attached: one of
+  the principal's GET streams, at most a quarter of ``limits.max_subscriptions`` (the share
+  rule of the in-flight and connection bounds), so one caller cannot take the replica's streams.
+  A session counts no listen slot: a GET stream with nothing subscribed holds only its GET.
+
+Past a per-principal bound: 429 ``too_many_subscriptions``. Listens and attached GET streams
+together hold at most ``limits.max_subscriptions`` streams (each keeps listens open at the
+backends, whose pools have that size): 503 ``over_capacity`` past it, and while draining. Each
+listen and each session has a slot with its own queue; a policy reload and the drain are told to
+every slot through it, and a token's revocation (this replica's ``/admin/revoke``, or another's
+pushed over Redis) to every slot whose stream runs on that token (:meth:`SubscriptionHub.bind`,
+:meth:`~SubscriptionHub.revoked`), so no stream outlives its token by more than a loop turn.
 """
 
 from __future__ import annotations
@@ -28,27 +39,36 @@ RELOAD_POLL_S: Final = 0.5
 
 @dataclass(eq=False)
 class Slot:
-    """One admitted stream: whose, how many URIs it counts, and its event queue."""
+    """A listen stream, or a legacy session: whose, what it counts, and its event queue."""
 
     principal: str
     """The principal's limiter key (:func:`~gateway.limits.keys.principal_key`)."""
     uris: int
+    listen: bool = True
+    """A ``subscriptions/listen`` stream; False for a legacy session (:meth:`SubscriptionHub.
+    hold`), which counts its URIs and, while attached, its GET streams."""
+    attached: int = 0
+    """A session's GET streams counted now (one; two for a moment while one replaces another)."""
     queue: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
     token: bytes | None = None
     """The revocation key of the token its open stream runs on (None: no stream open)."""
 
 
 class SubscriptionHub:
-    """Every open listen stream of this replica: the bounds, policy reloads and the drain."""
+    """Every listen stream and legacy session of this replica (module docstring)."""
 
     def __init__(self, limits: Limits, policy: PolicySource | None) -> None:
         self._max = limits.max_subscriptions
         self._per_principal = limits.max_subscriptions_per_principal
+        self._gets_per_principal = max(1, limits.max_subscriptions // 4)
         self._uris_per_principal = limits.max_subscribed_uris_per_principal
         self.lifetime_s = limits.subscription_lifetime_s
         self._policy = policy
         self._open: set[Slot] = set()
-        self._streams: dict[str, int] = {}
+        self._streams = 0
+        """Open listens and attached GET streams (the replica's bound)."""
+        self._listens: dict[str, int] = {}
+        self._gets: dict[str, int] = {}
         self._uris: dict[str, int] = {}
         self._tokens: dict[bytes, set[Slot]] = {}
         """Revocation key -> the slots whose stream runs on that token."""
@@ -56,25 +76,48 @@ class SubscriptionHub:
         self.draining = False
 
     def __len__(self) -> int:
-        return len(self._open)
+        """Open streams: listens and attached GET streams."""
+        return self._streams
 
     def admit(self, principal: str, uris: int) -> Slot:
-        """Take a stream slot for ``principal`` (its limiter key) or raise the row of the bound
-        it passes."""
-        if self.draining or len(self._open) >= self._max:
-            raise OverCapacity(retry_after=1)
+        """A listen stream of ``principal`` (its limiter key) with ``uris`` URIs, or the row of
+        the bound it passes."""
+        self._check_capacity()
         if (
-            self._streams.get(principal, 0) >= self._per_principal
+            self._listens.get(principal, 0) >= self._per_principal
             or self._uris.get(principal, 0) + uris > self._uris_per_principal
         ):
             raise TooManySubscriptions()
-        slot = Slot(principal, uris)
-        self._open.add(slot)
-        self._streams[principal] = self._streams.get(principal, 0) + 1
-        self._uris[principal] = self._uris.get(principal, 0) + uris
-        if self._watch is None and self._policy is not None:
-            self._watch = asyncio.create_task(self._watch_policy(), name="subscription-policy")
+        slot = self._add(Slot(principal, uris))
+        _add(self._listens, principal, 1)
+        _add(self._uris, principal, uris)
+        self._streams += 1
         return slot
+
+    def hold(self, principal: str) -> Slot:
+        """A legacy session's slot: it counts nothing until it subscribes (:meth:`grow`) or a GET
+        attaches (:meth:`attach`). Refused (503) while draining."""
+        if self.draining:
+            raise OverCapacity(retry_after=1)
+        return self._add(Slot(principal, 0, listen=False))
+
+    def attach(self, slot: Slot) -> None:
+        """A GET stream attaches to the session of ``slot``: one of its principal's GET streams
+        and one of the replica's streams, or the row of the bound it passes."""
+        self._check_capacity()
+        if self._gets.get(slot.principal, 0) >= self._gets_per_principal:
+            raise TooManySubscriptions()
+        slot.attached += 1
+        _add(self._gets, slot.principal, 1)
+        self._streams += 1
+
+    def detach(self, slot: Slot) -> None:
+        """A GET stream of the session of ``slot`` ended (nothing if the slot was released)."""
+        if slot.attached <= 0:
+            return
+        slot.attached -= 1
+        _add(self._gets, slot.principal, -1)
+        self._streams -= 1
 
     def grow(self, slot: Slot, uris: int) -> None:
         """``slot`` subscribes ``uris`` more (a legacy ``resources/subscribe``), within the
@@ -84,7 +127,7 @@ class SubscriptionHub:
         if self._uris.get(slot.principal, 0) + uris > self._uris_per_principal:
             raise TooManySubscriptions()
         slot.uris += uris
-        self._uris[slot.principal] = self._uris.get(slot.principal, 0) + uris
+        _add(self._uris, slot.principal, uris)
 
     def shrink(self, slot: Slot, uris: int) -> None:
         """``slot`` gave up ``uris`` of its URIs (unsubscribed, or access taken away)."""
@@ -92,11 +135,7 @@ class SubscriptionHub:
         if slot not in self._open or uris <= 0:
             return
         slot.uris -= uris
-        left = self._uris.get(slot.principal, 0) - uris
-        if left > 0:
-            self._uris[slot.principal] = left
-        else:
-            self._uris.pop(slot.principal, None)
+        _add(self._uris, slot.principal, -uris)
 
     def bind(self, slot: Slot, token: bytes | None) -> None:
         """``slot``'s stream now runs on the token with the revocation key ``token`` (None: its
@@ -118,22 +157,33 @@ class SubscriptionHub:
             slot.queue.put_nowait(("revoked", None))
 
     def release(self, slot: Slot) -> None:
+        """The listen ended, or the session: everything it counted is given back."""
         if slot not in self._open:
             return
         self.bind(slot, None)
+        while slot.attached:
+            self.detach(slot)
         self._open.discard(slot)
-        for counts, n in ((self._streams, 1), (self._uris, slot.uris)):
-            left = counts.get(slot.principal, 0) - n
-            if left > 0:
-                counts[slot.principal] = left
-            else:
-                counts.pop(slot.principal, None)
+        if slot.listen:
+            _add(self._listens, slot.principal, -1)
+            self._streams -= 1
+        _add(self._uris, slot.principal, -slot.uris)
 
     def drain(self) -> None:
         """A graceful stop began: every stream ends with the graceful result now."""
         self.draining = True
         for slot in self._open:
             slot.queue.put_nowait(("drain", None))
+
+    def _check_capacity(self) -> None:
+        if self.draining or self._streams >= self._max:
+            raise OverCapacity(retry_after=1)
+
+    def _add(self, slot: Slot) -> Slot:
+        self._open.add(slot)
+        if self._watch is None and self._policy is not None:
+            self._watch = asyncio.create_task(self._watch_policy(), name="subscription-policy")
+        return slot
 
     async def _watch_policy(self) -> None:
         assert self._policy is not None
@@ -148,3 +198,12 @@ class SubscriptionHub:
                         slot.queue.put_nowait(("reload", current))
         finally:
             self._watch = None
+
+
+def _add(counts: dict[str, int], key: str, n: int) -> None:
+    """``counts[key] += n``, the key gone at zero (a principal with nothing open costs nothing)."""
+    left = counts.get(key, 0) + n
+    if left > 0:
+        counts[key] = left
+    else:
+        counts.pop(key, None)

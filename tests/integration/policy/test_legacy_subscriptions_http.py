@@ -4,9 +4,9 @@ The SDK's ``Client(mode="legacy")`` initializes, gets the gateway's ``Mcp-Sessio
 the session's GET stream; ``subscribe_resource`` / ``unsubscribe_resource`` are POSTs of that
 session. Behind the gateway the SDK's ``MCPServer`` publishes on its subscription bus; the
 gateway listens there with its own credential (the 2026 path's machinery) and passes on, on the
-GET stream, only what the caller may read. Sessions are bounded like listen streams, bound to
-the principal, and end on DELETE, at a reload that takes the subscription away, at a graceful
-stop; a client that goes away releases the backend listens at once.
+GET stream, only what the caller may read. Sessions are bound to the principal, and end on
+DELETE, at a reload that takes the subscription away, at a graceful stop; a client that goes
+away releases the backend listens at once. Their bounds: test_legacy_session_bounds.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 from prometheus_client import generate_latest
 
 from gateway import wiring
-from gateway.errors import BAD_REQUEST_CODE, RATE_LIMITED_CODE, BackendFailure
+from gateway.errors import BAD_REQUEST_CODE, BackendFailure
 from gateway.http import legacy_sessions
 from tests.support import sdk_stack as shared
 from tests.support import wired
@@ -260,87 +260,6 @@ async def test_a_get_that_does_not_accept_a_stream_is_406(
     ) as response:  # fmt: skip
         assert response.status == 401
         assert "resource_metadata=" in response.headers["WWW-Authenticate"]
-
-
-@pytest.mark.row("too_many_subscriptions")
-async def test_uris_and_sessions_per_principal_at_and_past_the_bound(
-    stack: tuple[LiveStack, SdkUpstream],
-) -> None:
-    live, _ = stack
-    token = live.token("mcp:access docs:read")
-    first = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
-    for i, uri in enumerate((GUIDE, "docs://guide/a", "docs://guide/b")):  # at the bound (3)
-        status, _, text = await live.post(token, subscribe(uri, rid=i), first)
-        assert status == 200 and "error" not in json.loads(text), text
-    again = await live.post(token, subscribe(GUIDE, rid=7), first)
-    assert again[0] == 200 and "error" not in json.loads(again[2])  # already counted
-    status, headers, text = await live.post(token, subscribe("docs://guide/c"), first)
-    assert status == 429, text
-    assert "Retry-After" not in headers and headers["Cache-Control"] == "no-store"
-    assert json.loads(text)["error"] == {
-        "code": RATE_LIMITED_CODE, "message": "Too many subscriptions",
-    }  # fmt: skip
-    # An unsubscribe gives its URI back.
-    assert (await live.post(token, subscribe("docs://guide/b", method="resources/unsubscribe"),
-                            first))[0] == 200  # fmt: skip
-    status, _, text = await live.post(token, subscribe("docs://guide/c"), first)
-    assert status == 200 and "error" not in json.loads(text), text
-    # Sessions count as streams: two per principal (with the listen streams). Room for URIs
-    # first, so that only the session bound can refuse.
-    for uri in ("docs://guide/a", "docs://guide/c"):
-        unsubscribe = subscribe(uri, method="resources/unsubscribe")
-        assert (await live.post(token, unsubscribe, first))[0] == 200
-    second = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
-    status, _, text = await live.post(token, subscribe("docs://guide/b"), second)
-    assert status == 200 and "error" not in json.loads(text), text  # 2 URIs, 2 sessions
-    third = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"], **LEGACY}
-    # An unsubscribe creates nothing (so it is no refusal), a subscribe would take a third slot.
-    unsubscribe = subscribe(GUIDE, method="resources/unsubscribe")
-    assert (await live.post(token, unsubscribe, third))[0] == 200
-    status, headers, text = await live.post(token, subscribe(GUIDE), third)
-    assert status == 429, text
-    assert "Retry-After" not in headers
-    assert json.loads(text)["error"]["code"] == RATE_LIMITED_CODE
-    async with live.session.get(
-        live.server.mcp_url, headers=stream_headers(token, third["Mcp-Session-Id"])
-    ) as response:
-        assert response.status == 429  # its GET too
-        assert (await response.json())["error"]["code"] == RATE_LIMITED_CODE
-    # A DELETE of the first frees its slot (and its URI) for the third.
-    async with live.session.delete(
-        live.server.mcp_url,
-        headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": first["Mcp-Session-Id"]},
-    ) as response:  # fmt: skip
-        assert response.status == 204
-    assert (await live.post(token, subscribe(GUIDE), third))[0] == 200
-    # Another subject has its own share.
-    bob = live.token("mcp:access docs:read", sub="bob")
-    bob_sid = {"Mcp-Session-Id": (await initialize(live, bob))[0]["Mcp-Session-Id"], **LEGACY}
-    assert (await live.post(bob, subscribe(GUIDE), bob_sid))[0] == 200
-
-
-@pytest.mark.row("over_capacity")
-async def test_sessions_per_replica_at_and_past_the_bound(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with sdk_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
-        policy=POLICY,
-        gateway={"limits": {"max_subscriptions": 2}},
-    ) as (live, _sdk):
-        for n, sub in enumerate("abc"):
-            token = live.token("mcp:access docs:read", sub=sub)
-            sid = {"Mcp-Session-Id": (await initialize(live, token))[0]["Mcp-Session-Id"],
-                   **LEGACY}  # fmt: skip
-            status, headers, text = await live.post(token, subscribe(GUIDE), sid)
-            if n < 2:
-                assert status == 200, text
-            else:
-                assert status == 503, text
-                assert headers["Retry-After"] == "1"
-                assert json.loads(text)["error"] == "over_capacity"
 
 
 async def test_a_client_that_goes_away_releases_the_backend_listens_then_the_session(

@@ -77,7 +77,7 @@ def test_a_non_canonical_spelling_of_the_same_bytes_is_refused() -> None:
 
 def test_a_sessions_uris_count_against_the_subjects_bound() -> None:
     hub = SubscriptionHub(Limits(max_subscribed_uris_per_principal=3), None)
-    first, second = hub.admit("ann", 0), hub.admit("ann", 1)  # a session, a listen stream
+    first, second = hub.hold("ann"), hub.admit("ann", 1)  # a session, a listen stream
     hub.grow(first, 2)  # at the bound (2 + 1)
     with pytest.raises(TooManySubscriptions):
         hub.grow(first, 1)

@@ -90,3 +90,37 @@ def test_a_revocation_reaches_the_streams_bound_to_the_token_while_they_are_open
     assert one.queue.empty() and two.queue.empty() and other.queue.empty()
     h.revoked(b"t3")
     assert one.queue.get_nowait() == ("revoked", None)
+
+
+def test_a_session_counts_no_listen_and_its_get_streams_only_while_attached() -> None:
+    h = hub(max_subscriptions=8, max_subscriptions_per_principal=1)  # GET share: 8 // 4 = 2
+    sessions = [h.hold("ann") for _ in range(3)]
+    assert len(h) == 0  # sessions without a stream hold none of the replica's streams
+    h.admit("ann", 0)  # the one listen: sessions took none of the listen slots
+    with pytest.raises(TooManySubscriptions):
+        h.admit("ann", 0)
+    h.attach(sessions[0])
+    h.attach(sessions[1])  # at the share
+    with pytest.raises(TooManySubscriptions):
+        h.attach(sessions[2])
+    h.attach(h.hold("bob"))  # another principal has its own share
+    assert len(h) == 4
+    h.detach(sessions[1])  # that stream ended: its share is back
+    h.detach(sessions[1])  # twice is once
+    h.attach(sessions[2])
+    h.release(sessions[2])  # a session ended with its stream attached
+    h.detach(sessions[2])  # the stream's own end afterwards changes nothing
+    assert len(h) == 3
+
+
+def test_listens_and_get_streams_share_the_replicas_bound() -> None:
+    h = hub(max_subscriptions=2)  # GET share: at least 1
+    h.attach(h.hold("a"))
+    h.admit("b", 0)
+    session = h.hold("c")  # a session: no stream yet, so room for it
+    for over in (lambda: h.attach(session), lambda: h.admit("c", 0)):
+        with pytest.raises(OverCapacity):
+            over()
+    h.drain()
+    with pytest.raises(OverCapacity):
+        h.hold("d")
