@@ -2,12 +2,13 @@
 
 Evaluates the same pure functions the gateway uses (:mod:`gateway.policy.evaluate`) for a
 principal described on the command line, and prints one line per tool, prompt, resource or rule:
-``allow``, ``step-up`` (403 ``insufficient_scope``: more scopes would let the caller in) or
-``hidden`` (answered like an unknown tool or prompt, ``-32602``, or a resource not found:
-``-32602``, on the 2025 revisions ``-32002``), with the matched rule, the reason and the
-missing scopes. ``--json`` prints the same as one JSON document. Exit 0 when the policy
-loaded; 1 when the configuration or the policy is invalid (every problem is printed to
-stderr); 2 usage errors.
+``allow``, ``step-up`` (403 ``insufficient_scope``: more scopes would let the caller in),
+``denied`` (403 ``condition_denied``: the scopes allow, a ``when:`` condition of the rule does
+not; the conditions a listing decides, and with ``--arguments`` all of them) or ``hidden``
+(answered like an unknown tool or prompt, ``-32602``, or a resource not found: ``-32602``, on the
+2025 revisions ``-32002``), with the matched rule, the reason and the missing scopes.
+``--json`` prints the same as one JSON document. Exit 0 when the policy loaded; 1 when the
+configuration or the policy is invalid (every problem is printed to stderr); 2 usage errors.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ __all__ = ["Explained", "explain", "register", "run_explain"]
 CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
 """Same default as the other subcommands (``gateway.cli.CONFIG_ENV``)."""
 
+CONDITION_REASONS: Final = ("condition", "condition_error")
+"""``Decision.reason`` of a ``when:`` refusal (403 ``condition_denied``, no step-up)."""
 METHODS: Final = ("server/discover", "tools/list")
 """Methods shown with ``--all`` (their extra scopes come from ``methods:``)."""
 SURFACE_METHODS: Final = ("prompts/list", "resources/list", "resources/templates/list")
@@ -52,17 +55,25 @@ class Explained:
 
     name: str
     decision: Decision
+    listed_after_conditions: bool | None = None
+    """When the scopes allowed: whether the listing still shows it (its ``when:`` conditions
+    that a listing decides hold). None: the listing follows :attr:`decision`."""
 
     @property
     def verdict(self) -> str:
         if self.decision.allowed:
             return "allow"
+        if self.decision.reason in CONDITION_REASONS:
+            return "denied"
         return "step-up" if self.decision.visible else "hidden"
 
     def as_json(self, listing: Listing | None = None) -> dict[str, Any]:
         """``listing`` (tools only): say whether ``tools/list`` shows the tool."""
         d = self.decision
-        shown = {} if listing is None else {"listed": listed(d, listing)}
+        shown_now = self.listed_after_conditions
+        if shown_now is None and listing is not None:
+            shown_now = listed(d, listing)
+        shown = {} if listing is None else {"listed": shown_now}
         return {
             "name": self.name,
             "decision": self.verdict,
@@ -205,19 +216,25 @@ def explain(
     one = tool is not None or prompt is not None or resource is not None
     prompts: list[Explained] = []
     resources: list[Explained] = []
+
+    def decided(name: str, ladder: Decision, section: str = "tools") -> Explained:
+        return _with_conditions(
+            policy, principal, name, ladder, section=section, arguments=arguments
+        )
+
     if tool is not None:
-        items = [Explained(tool, policy.decide_tool(principal, tool))]
+        items = [decided(tool, policy.decide_tool(principal, tool))]
         subject = "tool"
     elif prompt is not None:
-        items = [Explained(prompt, policy.decide_prompt(principal, prompt))]
+        items = [decided(prompt, policy.decide_prompt(principal, prompt), "prompts")]
         subject = "prompt"
     elif resource is not None:
-        items = [Explained(resource, policy.decide_resource(principal, resource))]
+        items = [decided(resource, policy.decide_resource(principal, resource), "resources")]
         subject = "resource"
         warnings = _spelling(resource)
     elif catalog is not None:
         names = sorted(set(catalog))
-        items = [Explained(name, policy.decide_tool(principal, name)) for name in names]
+        items = [decided(name, policy.decide_tool(principal, name)) for name in names]
         warnings = policy.unmatched_rules(names)
         warnings += [
             f"catalog tool {name!r} has no rule: denied and hidden"
@@ -225,15 +242,15 @@ def explain(
         ]
         subject = "catalog"
     else:
-        items = [Explained(r.key, policy.decide_rule(principal, r.key)) for r in policy.rules]
+        items = [decided(r.key, policy.decide_rule(principal, r.key)) for r in policy.rules]
         subject = "rules"
     if not one:
         prompts = [
-            Explained(r.key, policy.decide_rule(principal, r.key, "prompts"))
+            decided(r.key, policy.decide_rule(principal, r.key, "prompts"), "prompts")
             for r in policy.prompts.rules
         ]
         resources = [
-            Explained(r.key, policy.decide_rule(principal, r.key, "resources"))
+            decided(r.key, policy.decide_rule(principal, r.key, "resources"), "resources")
             for r in policy.resources.rules
         ]
     shown_methods: tuple[str, ...] = METHODS
@@ -291,6 +308,28 @@ def _spelling(uri: str) -> list[str]:
     if normal is None or normal == uri:
         return []
     return [f"decided on, and sent to the backend as, its normal form {normal}"]
+
+
+def _with_conditions(
+    policy: PolicySet,
+    principal: Principal,
+    name: str,
+    ladder: Decision,
+    *,
+    section: str,
+    arguments: Mapping[str, Any] | None,
+) -> Explained:
+    """What the gateway decides after the scopes allowed: the ``when:`` conditions of the rule,
+    by its own function (those a listing decides; with ``--arguments`` all of them). A refusal
+    replaces the allow (403 ``condition_denied``); the listing leaves the item out when one of
+    the conditions it decides refuses."""
+    if not ladder.allowed:
+        return Explained(name, ladder)
+    at_listing = policy.decide_conditions(principal, name, None, section=section)
+    refused = at_listing
+    if arguments is not None:
+        refused = policy.decide_conditions(principal, name, arguments, section=section)
+    return Explained(name, refused or ladder, listed_after_conditions=at_listing is None)
 
 
 def _hierarchy(policy: PolicySet, principal: Principal) -> dict[str, Any]:

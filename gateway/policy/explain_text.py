@@ -13,6 +13,7 @@ __all__ = ["LEGEND", "print_text"]
 
 LEGEND: Final = (
     "step-up = 403 insufficient_scope naming every scope the tool needs; "
+    "denied = 403 condition_denied (a when: condition refuses; no step-up); "
     "hidden = answered like an unknown tool (-32602)"
 )
 _SURFACE_LEGEND: Final = (

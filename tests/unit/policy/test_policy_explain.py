@@ -24,6 +24,7 @@ tools:
 
 LEGEND = (
     "step-up = 403 insufficient_scope naming every scope the tool needs; "
+    "denied = 403 condition_denied (a when: condition refuses; no step-up); "
     "hidden = answered like an unknown tool (-32602)"
 )
 

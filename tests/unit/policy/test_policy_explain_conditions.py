@@ -24,6 +24,8 @@ tools:
       - 'has(claims.groups) && "sre" in claims.groups'
       - 'arguments.env != "prod"'
       - 'claims.department == "ops"'
+  deploy: {scopes: [], when: 'arguments.env != "prod"'}
+  reports: {scopes: [], when: 'claims.tid == "t-2"'}
 prompts:
   brief: {scopes: [], when: 'claims.tid == "t-1"'}
 """
@@ -87,3 +89,30 @@ def test_arguments_must_be_a_json_object(
     for bad, message in (("[1]", "must be a JSON object"), ("{", "not JSON")):
         code, _, err = _explain(config, tmp_path, capsys, "--all", "--arguments", bad)
         assert code == 1 and message in err
+
+
+def test_a_condition_that_refuses_makes_the_decision_denied_and_the_tool_unlisted(
+    config: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 43: explain said allow and listed: true for a tool whose when: was false for the
+    # token, though the gateway hides it from tools/list and refuses the call (403).
+    code, out, err = _explain(config, tmp_path, capsys, "--all", "--json")
+    assert code == 0, err
+    rows = {row["name"]: row for row in json.loads(out)["results"]}
+    assert {
+        name: (row["decision"], row["reason"], row["listed"]) for name, row in rows.items()
+    } == {
+        "restart_service": ("denied", "condition_error", False),  # no department claim
+        "reports": ("denied", "condition", False),  # tid is t-1
+        "deploy": ("allow", "allow", True),  # reads the arguments: decided at the call
+    }
+    assert rows["reports"]["allowed"] is False and rows["reports"]["visible"] is True
+    code, out, err = _explain(config, tmp_path, capsys, "--tool", "deploy", "--arguments",
+                              '{"env": "prod"}', "--json")  # fmt: skip
+    assert code == 0, err
+    (row,) = json.loads(out)["results"]
+    # Refused at the call, still listed: tools/list decides no condition that reads arguments.
+    assert (row["decision"], row["reason"], row["listed"]) == ("denied", "condition", True)
+    code, out, err = _explain(config, tmp_path, capsys, "--tool", "reports")
+    assert code == 0, err
+    assert "reports  denied    reports  condition  -" in out.splitlines()
