@@ -206,6 +206,7 @@ class GatewayObserver:
             "rule": None if dec is None else dec.rule,
             "subject": None if principal is None else self._subject(principal.subject),
             "client_id": None if principal is None else principal.client_id,
+            "issuer": None if principal is None else principal.issuer,
             "token_fp": None if principal is None else principal.fingerprint,
             "client_ip": ctx.client_ip,
             "duration_ms": round(duration_s * 1000.0, 3),

@@ -55,12 +55,15 @@ _SECRET_SUFFIXES: Final = (
 ``client_secret``, ``upstream_authorization``, ... (``token_fp`` is a fingerprint and stays)."""
 
 # RFC 6750 §2.1: credentials = "Bearer" 1*SP b64token. The scheme is case-insensitive
-# (RFC 9110 §11.1); the whole credential up to the next separator is masked. The English words
-# the gateway's own messages put after "bearer" ("not a bearer access token") are prose, not
-# credentials: a whole word from _PROSE (followed by a separator or the end) is left alone, so
-# "Bearer token-abc" or "Bearer access.x" are still masked.
+# (RFC 9110 §11.1); the whole credential up to the next separator is masked. What cannot start a
+# b64token ("(", "[", ...) is no credential: "not Bearer (refresh or ID token)" stays as written.
+# The English words the gateway's own messages put after "bearer" ("not a bearer access token")
+# are prose, not credentials: a whole word from _PROSE (followed by a separator or the end) is
+# left alone, so "Bearer token-abc" or "Bearer access.x" are still masked.
 _PROSE: Final = "access|token|tokens|credential|credentials|scheme|challenge|authentication"
-_BEARER: Final = re.compile(rf"(?i)\bbearer[ \t]+(?!(?:{_PROSE})(?:[\s\"',;]|$))[^\s\"',;]+")
+_BEARER: Final = re.compile(
+    rf"(?i)\bbearer[ \t]+(?!(?:{_PROSE})(?:[\s\"',;]|$))(?=[A-Za-z0-9\-._~+/])[^\s\"',;]+"
+)
 _BEARER_MASK: Final = "Bearer " + REDACTED
 
 _MAX_DEPTH: Final = 4

@@ -26,6 +26,8 @@ from gateway.config import load_config
 from gateway.dev.issuer import DevIssuer
 from gateway.observability.logging import configure
 from gateway.wiring import build_services
+from tests.support.jwt_forge import access_claims
+from tests.support.jwt_stack import jwt_stack
 from tests.support.live_stack import ServerFactory, live_stack
 
 
@@ -145,3 +147,26 @@ async def test_token_rejected_lines_carry_the_request_id_also_from_the_negative_
         assert len(line["fingerprint"]) == 12
         assert line["trace_id"]
     assert token not in json_log.getvalue()
+
+
+async def test_the_typ_refusal_reads_as_written_and_the_access_line_names_the_issuer(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    json_log: io.StringIO,
+) -> None:
+    # Issue 43: the redactor took "(refresh" after "Bearer" for a credential ("typ claim is not
+    # Bearer [REDACTED] or ID token)"); the access line did not say which issuer admitted the
+    # caller, so with two issuers the access log could not tell.
+    async with jwt_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+        dev = stack.issuer
+        refresh = dev.sign_jwt(access_claims(dev.url, stack.config.resource, typ="Refresh"))
+        status, _, _ = await stack.modern(refresh, "tools/list")
+        assert status == 401
+        status, _, _ = await stack.modern(stack.token(), "tools/list")
+        assert status == 200
+    (rejected,) = lines(json_log, "token_rejected")
+    assert rejected["reason"] == "typ claim is not Bearer (refresh or ID token)"
+    refused, served = lines(json_log, "mcp.request")
+    assert (refused["status"], refused["issuer"]) == (401, None)
+    assert (served["status"], served["issuer"]) == (200, dev.url)
