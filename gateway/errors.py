@@ -19,6 +19,7 @@ __all__ = [
     "BAD_REQUEST_CODE",
     "EXCHANGE_REFUSALS",
     "FORBIDDEN_CODE",
+    "NOT_IMPLEMENTED_CODE",
     "RATE_LIMITED_CODE",
     "UNAUTHORIZED_CODE",
     "UNSUPPORTED_MEDIA_TYPE_CODE",
@@ -93,6 +94,8 @@ BAD_REQUEST_CODE = -31400
 UNSUPPORTED_MEDIA_TYPE_CODE = -31415
 """JSON-RPC code of the 415 bodies (``unsupported_media_type``,
 ``unsupported_content_encoding``)."""
+NOT_IMPLEMENTED_CODE = -31501
+"""JSON-RPC code of the 501 body (``unsupported_transfer_coding``)."""
 RATE_LIMITED_CODE = -31429
 """JSON-RPC code of the 429 body (``rate_limited``).
 
@@ -244,6 +247,7 @@ class UnsupportedTransferCoding(GatewayError):
         501,
         "Transfer codings other than chunked are not supported",
     )
+    body_code = NOT_IMPLEMENTED_CODE
 
 
 class HeadersTooLarge(GatewayError):

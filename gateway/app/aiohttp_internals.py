@@ -50,7 +50,7 @@ INTERNALS: Final[tuple[tuple[str, frozenset[str]], ...]] = (
             }
         ),
     ),
-    ("aiohttp.web_protocol", frozenset({"_ErrInfo"})),
+    ("aiohttp.web_protocol", frozenset({"_ErrInfo", "ERROR"})),
     ("aiohttp.web_protocol._ErrInfo", frozenset({"status", "exc", "message"})),
     ("aiohttp.streams", frozenset({"EMPTY_PAYLOAD"})),
     ("aiohttp.streams.StreamReader", frozenset({"is_eof"})),

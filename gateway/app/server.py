@@ -9,13 +9,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from typing import Any
+from typing import Any, Final
 
-from aiohttp import web
+from aiohttp import HttpVersion11, web
 from aiohttp.abc import AbstractStreamWriter
 from aiohttp.http_parser import RawRequestMessage
 from aiohttp.streams import StreamReader
-from aiohttp.web_protocol import RequestHandler
+from aiohttp.web_protocol import ERROR, RequestHandler
 
 from gateway.app.connection_limits import ConnectionCounts, ListenerLimits, LogThrottle
 from gateway.app.fast_path import mcp_lane
@@ -24,6 +24,9 @@ from gateway.app.syn_filter import refuse_new_connections
 from gateway.observability.metrics import Metrics
 
 __all__ = ["GuardedServer", "ListenerRunner"]
+
+_ERROR_11: Final = ERROR._replace(version=HttpVersion11)
+"""aiohttp's placeholder for the requests it answers itself, as HTTP/1.1."""
 
 
 class GuardedServer(web.Server):
@@ -59,6 +62,11 @@ class GuardedServer(web.Server):
         writer: AbstractStreamWriter,
         task: asyncio.Task[None],
     ) -> web.BaseRequest:
+        if message is ERROR:
+            # What aiohttp answers itself (a malformed request, the listener's refusals) is
+            # built on this placeholder message, whose version, 1.0, the status line copies.
+            # RFC 9112 §2.3: answer in the highest version the server supports.
+            message = _ERROR_11
         if self.closing:
             # The request's keep-alive decides its response's, streamed (SSE) ones included,
             # which are prepared inside the handler.

@@ -19,6 +19,8 @@ class RawResponse:
     status: int
     headers: CIMultiDict[str]
     body: bytes
+    version: str = ""
+    """The status line's HTTP version (``HTTP/1.1``), when parsed from the bytes."""
 
     def json(self) -> Any:
         return json.loads(self.body)
@@ -52,7 +54,8 @@ def parse_response(raw: bytes) -> RawResponse:
     length = headers.get("Content-Length")
     if length is not None:
         body = body[: int(length)]
-    return RawResponse(int(status_line.split(" ", 2)[1]), headers, body)
+    version, status, *_ = status_line.split(" ", 2)
+    return RawResponse(int(status), headers, body, version)
 
 
 async def exchange(port: int, data: bytes, *, timeout_s: float = 10.0) -> RawResponse:

@@ -71,7 +71,7 @@ async def read_one(reader: asyncio.StreamReader) -> RawResponse:
     head = await reader.readuntil(b"\r\n\r\n")
     response = parse_response(head)
     body = await reader.readexactly(int(response.headers["Content-Length"]))
-    return RawResponse(response.status, response.headers, body)
+    return dataclasses.replace(response, body=body)
 
 
 ROWS = {cls.row: cls for cls in all_rows()}
@@ -86,6 +86,8 @@ def assert_row(response: RawResponse, status: int, error: str, *, listener: bool
     assert response.headers["Cache-Control"] == "no-store"
     if listener:
         assert re.fullmatch(r"[0-9a-f]{32}", response.headers["X-Request-Id"])
+        # RFC 9112 §2.3: the highest version the server supports (issue 43: these said 1.0).
+        assert response.version == "HTTP/1.1"
     assert response.headers["Content-Type"] == "application/json"
     body = response.json()
     code = ROWS[error].body_code
@@ -511,9 +513,13 @@ class TestTransferCodings:
         body = gzip.compress(DISCOVER) if "gzip" in coding else DISCOVER
         response = await exchange(gw.server.port, chunked_request(coding, body))
         assert_row(response, 501, "unsupported_transfer_coding")
-        assert response.json() == {
-            "error": "unsupported_transfer_coding",
-            "error_description": "Transfer codings other than chunked are not supported",
+        assert response.json() == {  # JSON-RPC, like every listener answer an SDK must read
+            "jsonrpc": "2.0",
+            "id": None,
+            "error": {
+                "code": -31501,
+                "message": "Transfer codings other than chunked are not supported",
+            },
         }
         assert "WWW-Authenticate" not in response.headers
         assert gw.authenticator.calls == 0
