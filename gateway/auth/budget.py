@@ -17,10 +17,10 @@ guesses at one issuer does not get a fresh budget at the next. A refusal is char
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
 
+from gateway.bounded import BoundedMap
 from gateway.config import Rate
 from gateway.errors import RateLimited
 from gateway.limits.memory import retry_after_seconds
@@ -47,21 +47,21 @@ class FailedAuthBudget:
         self._limiter = limiter
         self._metrics = metrics
         self._clock = clock
-        self._blocked: OrderedDict[str, tuple[float, float, float]] = OrderedDict()
-        """Over-budget client keys -> (blocked until, next probe allowed at, probe interval)."""
+        self._blocked: BoundedMap[str, tuple[float, float, float]] = BoundedMap(MAX_BLOCKED_IPS)
+        """Over-budget client keys -> (blocked until, next probe allowed at, probe interval),
+        expiring when the block ends."""
 
     def check(self, budget_key: str, client_ip: str, fingerprint: str) -> None:
         """Let an uncached token from ``budget_key`` go to an issuer, or raise 429."""
-        blocked = self._blocked.get(budget_key)
+        if budget_key not in self._blocked:
+            return
+        now = self._clock()
+        blocked = self._blocked.peek(budget_key, now)
         if blocked is None:
             return
         until, next_probe, interval = blocked
-        now = self._clock()
-        if now >= until:
-            del self._blocked[budget_key]
-            return
         if interval > 0 and now >= next_probe:
-            self._blocked[budget_key] = (until, now + interval, interval)
+            self._blocked.put(budget_key, (until, now + interval, interval), until)
             _log.info("failed_auth_probe", client_ip=client_ip, fingerprint=fingerprint)
             return
         if self._metrics is not None:
@@ -80,10 +80,7 @@ class FailedAuthBudget:
         if wait is None:
             return
         now = self._clock()
-        previous = self._blocked.get(budget_key)
+        previous = self._blocked.peek(budget_key, now)
         # A fresh block probes one interval from now; an extended one keeps its next probe.
         next_probe = now + probe_interval_s if previous is None else previous[1]
-        self._blocked[budget_key] = (now + wait, next_probe, probe_interval_s)
-        self._blocked.move_to_end(budget_key)
-        while len(self._blocked) > MAX_BLOCKED_IPS:
-            self._blocked.popitem(last=False)
+        self._blocked.put(budget_key, (now + wait, next_probe, probe_interval_s), now + wait)

@@ -24,11 +24,11 @@ uncached token share one introspection.
 from __future__ import annotations
 
 import hashlib
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from gateway.bounded import BoundedMap
 from gateway.config import CacheConfig
 from gateway.flights import SingleFlight
 from gateway.seams import Principal
@@ -86,8 +86,11 @@ class TokenCache:
             raise ValueError("cache max_entries and negative_max_entries must be >= 1")
         self._settings = settings
         self._on_drop = on_drop
-        self._positive: OrderedDict[bytes, _Positive] = OrderedDict()
-        self._negative: OrderedDict[bytes, float] = OrderedDict()
+        self._positive: BoundedMap[bytes, _Positive] = BoundedMap(
+            settings.max_entries, on_drop=self._evicted
+        )
+        """Expiring at ``keep_until``; fresh until ``fresh_until``."""
+        self._negative: BoundedMap[bytes, bool] = BoundedMap(settings.negative_max_entries)
         self._by_revocation: dict[bytes, set[bytes]] = {}
         """revocation key -> digests of the accepted spellings of that token."""
 
@@ -100,23 +103,17 @@ class TokenCache:
 
     def lookup(self, key: bytes, now: float) -> CacheLookup:
         """A fresh result for ``key`` or a miss. O(1)."""
-        entry = self._positive.get(key)
-        if entry is not None:
-            if now < entry.fresh_until:
-                self._positive.move_to_end(key)
-                return CacheLookup(entry.principal, entry.revocation_key)
-            if now >= entry.keep_until:
-                self._drop_positive(key)
-        negative_until = self._negative.get(key)
-        if negative_until is not None:
-            if now < negative_until:
-                return _NEGATIVE
-            del self._negative[key]
+        entry = self._positive.peek(key, now)
+        if entry is not None and now < entry.fresh_until:
+            self._positive.touch(key)
+            return CacheLookup(entry.principal, entry.revocation_key)
+        if self._negative.peek(key, now) is not None:
+            return _NEGATIVE
         return _MISS
 
     def stale(self, key: bytes, now: float) -> CacheLookup | None:
         """A positive result past its fresh lifetime but within stale-if-error (and its expiry)."""
-        entry = self._positive.get(key)
+        entry = self._positive.peek(key)
         if entry is None or now >= entry.keep_until or entry.principal.expired(now):
             return None
         return CacheLookup(entry.principal, entry.revocation_key)
@@ -134,7 +131,7 @@ class TokenCache:
         disables); return that instant, or None when it is not cached. ``until``: the fresh
         lifetime of a result another replica introspected (sharing never extends it).
         ``revocation_key``: the token's (default: ``key``, an opaque token's)."""
-        self._negative.pop(key, None)
+        self._negative.pop(key)
         max_ttl = self._settings.max_ttl_s
         if max_ttl <= 0:
             return None
@@ -144,14 +141,12 @@ class TokenCache:
             return None
         keep_until = min(valid_until, fresh_until + self._settings.stale_if_error_s)
         revocation = key if revocation_key is None else revocation_key
-        old = self._positive.get(key)
+        old = self._positive.peek(key)
         if old is not None and old.revocation_key != revocation:
             self._unindex(key, old.revocation_key)
-        self._positive[key] = _Positive(principal, revocation, fresh_until, keep_until)
-        self._positive.move_to_end(key)
         self._by_revocation.setdefault(revocation, set()).add(key)
-        while len(self._positive) > self._settings.max_entries:
-            self._drop_positive(next(iter(self._positive)))
+        entry = _Positive(principal, revocation, fresh_until, keep_until)
+        self._positive.put(key, entry, keep_until)  # the least recently used past the bound go
         return fresh_until
 
     def store_negative(self, key: bytes, now: float) -> None:
@@ -161,14 +156,11 @@ class TokenCache:
             return
         # A refusal supersedes an earlier acceptance (e.g. the token was revoked).
         self._drop_positive(key)
-        self._negative[key] = now + ttl
-        self._negative.move_to_end(key)
-        while len(self._negative) > self._settings.negative_max_entries:
-            self._negative.popitem(last=False)
+        self._negative.put(key, True, now + ttl)
 
     def forget(self, key: bytes) -> None:
         self._drop_positive(key)
-        self._negative.pop(key, None)
+        self._negative.pop(key)
 
     def forget_revoked(self, revocation_key: bytes) -> None:
         """Drop every accepted spelling of the token with this revocation key."""
@@ -185,10 +177,14 @@ class TokenCache:
             self._dropped(key)
 
     def _drop_positive(self, key: bytes) -> None:
-        entry = self._positive.pop(key, None)
+        entry = self._positive.pop(key)
         if entry is not None:
-            self._unindex(key, entry.revocation_key)
-            self._dropped(key)
+            self._evicted(key, entry)
+
+    def _evicted(self, key: bytes, entry: _Positive) -> None:
+        """An accepted token's entry left (evicted, expired or dropped)."""
+        self._unindex(key, entry.revocation_key)
+        self._dropped(key)
 
     def _unindex(self, key: bytes, revocation_key: bytes) -> None:
         spellings = self._by_revocation.get(revocation_key)

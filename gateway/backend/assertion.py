@@ -32,7 +32,6 @@ import json
 import math
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -40,6 +39,7 @@ from typing import Any, Final
 from joserfc.jws import JWSRegistry
 
 from gateway.backend.assertion_keys import AssertionKey, GatewayKeys, b64url
+from gateway.bounded import BoundedMap
 from gateway.config import AssertionConfig, BackendConfig, Config
 from gateway.observability.metrics import Metrics
 from gateway.seams import Principal, RequestContext, ToolDef
@@ -78,7 +78,8 @@ class AssertionSigner:
         self._algorithm = JWSRegistry.algorithms[key.alg]
         self._issuer = issuer
         self._clock = clock
-        self._minted: OrderedDict[tuple[str, str], _Minted] = OrderedDict()
+        self._minted: BoundedMap[tuple[str, str], _Minted] = BoundedMap(MAX_REUSED)
+        """Reusable assertions, expiring at their ``reuse_until``."""
         self._counters = (
             (
                 metrics.identity_assertions_total.labels(backend=backend, result="signed"),
@@ -93,19 +94,16 @@ class AssertionSigner:
         now = self._clock()
         slot = (principal.fingerprint, tool.name)
         if self._reuse:
-            found = self._minted.get(slot)
+            found = self._minted.get(slot, now)
             # Equal principals carry equal claims; a fingerprint collision is just a miss.
-            if found is not None and now < found.reuse_until and found.principal == principal:
-                self._minted.move_to_end(slot)
+            if found is not None and found.principal == principal:
                 if self._counters is not None:
                     self._counters[1].inc()
                 return found.value
         value, issued, expires = self._sign(tool, principal, ctx, now)
         if self._reuse:
-            self._minted[slot] = _Minted(principal, value, issued + (expires - issued) / 2)
-            self._minted.move_to_end(slot)
-            while len(self._minted) > MAX_REUSED:
-                self._minted.popitem(last=False)
+            reuse_until = issued + (expires - issued) / 2
+            self._minted.put(slot, _Minted(principal, value, reuse_until), reuse_until)
         if self._counters is not None:
             self._counters[0].inc()
         return value
@@ -115,7 +113,7 @@ class AssertionSigner:
         revoked; a principal's fingerprint is the start of the digest's hex form)."""
         text = digest.hex()
         for slot in [slot for slot in self._minted if text.startswith(slot[0])]:
-            del self._minted[slot]
+            self._minted.pop(slot)
 
     def _sign(
         self, tool: ToolDef, principal: Principal, ctx: RequestContext, now: float

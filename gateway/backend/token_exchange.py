@@ -35,7 +35,6 @@ import asyncio
 import dataclasses
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -51,6 +50,7 @@ from gateway.backend.credentials import (
     discover_token_endpoint,
     parse_token_response,
 )
+from gateway.bounded import BoundedMap
 from gateway.config import ACCESS_TOKEN_TYPE, TOKEN_EXCHANGE_GRANT, Config, CredentialConfig
 from gateway.errors import EXCHANGE_REFUSALS, ExchangeRefused, ExchangeUnavailable, InternalError
 from gateway.flights import SingleFlight
@@ -129,7 +129,8 @@ class TokenExchange:
         }
         self._client_auth = build_client_auth(credential)
         self._endpoints: dict[str, str] = {}
-        self._cache: OrderedDict[bytes, Exchanged] = OrderedDict()
+        self._cache: BoundedMap[bytes, Exchanged] = BoundedMap(MAX_EXCHANGED)
+        """Expiring at each token's ``fresh_until``."""
         self._flights: SingleFlight[_Outcome] = SingleFlight()
         self._counters = (
             {
@@ -161,12 +162,9 @@ class TokenExchange:
         """The token for this caller at this backend: cached, or exchanged now (one flight per
         caller token). Raises :class:`ExchangeRefused` or :class:`ExchangeUnavailable`."""
         key = caller.digest
-        found = self._cache.get(key)
+        found = self._cache.get(key, self._clock())
         if found is not None:
-            if self._clock() < found.fresh_until:
-                self._cache.move_to_end(key)
-                return dataclasses.replace(found, exchanged=False)
-            del self._cache[key]
+            return dataclasses.replace(found, exchanged=False)
         if self._cred.issuer is not None and principal.issuer != self._cred.issuer:
             self._count("refused")
             raise ExchangeRefused(data={"reason": "issuer_not_accepted"})
@@ -200,13 +198,13 @@ class TokenExchange:
 
     def discard(self, caller: CallerToken, token: str) -> None:
         """The backend refused ``token`` (401): exchange again next time."""
-        found = self._cache.get(caller.digest)
+        found = self._cache.peek(caller.digest)
         if found is not None and found.token == token:
-            del self._cache[caller.digest]
+            self._cache.pop(caller.digest)
 
     def forget(self, digest: bytes) -> None:
         """The caller's token was revoked or left the authenticator's cache."""
-        self._cache.pop(digest, None)
+        self._cache.pop(digest)
 
     # --- the exchange -----------------------------------------------------------------------
 
@@ -269,10 +267,7 @@ class TokenExchange:
             token_fp=result.fingerprint, expires_in=lifetime, issued_token_type=issued,
         )  # fmt: skip
         if fresh_until > self._clock():
-            self._cache[caller.digest] = result
-            self._cache.move_to_end(caller.digest)
-            while len(self._cache) > MAX_EXCHANGED:
-                self._cache.popitem(last=False)
+            self._cache.put(caller.digest, result, fresh_until)
         return result
 
     async def _endpoint(self, issuer_url: str, deadline: float) -> str:

@@ -39,11 +39,11 @@ import asyncio
 import hashlib
 import hmac
 import secrets
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Final
 
 from gateway import b64url
+from gateway.bounded import BoundedMap
 from gateway.config import Config
 from gateway.deadlines import deadline_at
 from gateway.errors import (
@@ -156,7 +156,8 @@ class LegacySessions:
         self._cap = config.limits.max_response_bytes
         self._ids = SessionIds()
         self._live: dict[str, LegacySession] = {}
-        self._ended: OrderedDict[str, None] = OrderedDict()
+        self._ended: BoundedMap[str, bool] = BoundedMap(ENDED_KEPT)
+        """Ids this replica ended (the oldest forgotten first)."""
 
     def __len__(self) -> int:
         return len(self._live)
@@ -219,9 +220,7 @@ class LegacySessions:
         if session.idle is not None:
             session.idle.cancel()
         self._live.pop(session.id, None)
-        self._ended[session.id] = None
-        while len(self._ended) > ENDED_KEPT:
-            self._ended.popitem(last=False)
+        self._ended.put(session.id, True)
         self.hub.release(session.slot)
         session.slot.queue.put_nowait(("end", None))  # an attached stream stops
 
@@ -231,7 +230,7 @@ class LegacySessions:
         if session is not None:
             self.end(session)
         elif raw is not None:
-            self._ended[raw] = None
+            self._ended.put(raw, True)
 
     def settle(self, session: LegacySession) -> None:
         """After a request of the session: with no GET stream attached, its state is dropped at

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Final
+
+from gateway.bounded import BoundedMap
 
 __all__ = ["MemoryLeases", "MemoryRateLimiter", "Slots", "retry_after_seconds", "window_wait"]
 
@@ -21,9 +22,8 @@ class MemoryRateLimiter:
     """
 
     def __init__(self, *, max_keys: int = MAX_KEYS, clock: Callable[[], float] = time.monotonic):
-        self._windows: OrderedDict[str, tuple[int, int, int]] = OrderedDict()
+        self._windows: BoundedMap[str, tuple[int, int, int]] = BoundedMap(max_keys)
         """key -> (window index, count in that window, count in the previous window)"""
-        self._max_keys = max_keys
         self._clock = clock
 
     async def hit(self, key: str, count: int, per_s: float) -> float | None:
@@ -32,23 +32,18 @@ class MemoryRateLimiter:
     def hit_now(self, key: str, count: int, per_s: float) -> float | None:
         now = self._clock()
         index = int(now // per_s)
-        window, current, previous = self._windows.get(key, (index, 0, 0))
+        found = self._windows.peek(key)
+        window, current, previous = (index, 0, 0) if found is None else found
         if window != index:
             previous = current if window == index - 1 else 0
             current = 0
         elapsed = (now - index * per_s) / per_s
         estimated = previous * (1.0 - elapsed) + current
         if estimated + 1 > count:
-            self._store(key, (index, current, previous))
+            self._windows.put(key, (index, current, previous))
             return max(window_wait(now, per_s, current, previous, count), 0.001)
-        self._store(key, (index, current + 1, previous))
+        self._windows.put(key, (index, current + 1, previous))
         return None
-
-    def _store(self, key: str, value: tuple[int, int, int]) -> None:
-        self._windows[key] = value
-        self._windows.move_to_end(key)
-        if len(self._windows) > self._max_keys:
-            self._windows.popitem(last=False)
 
 
 def window_wait(now: float, per_s: float, current: int, previous: int, count: int) -> float:

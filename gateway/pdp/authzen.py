@@ -35,10 +35,10 @@ import base64
 import dataclasses
 import hashlib
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from gateway.bounded import BoundedMap
 from gateway.config import PolicyExternalConfig
 from gateway.errors import ExternalPolicyDenied, PolicyUnavailable
 from gateway.flights import SingleFlight
@@ -91,7 +91,7 @@ class AuthZenDecisionPoint:
         self._tools = (
             None if config.tools is None else tuple(Glob(pattern) for pattern in config.tools)
         )
-        self._cache: OrderedDict[bytes, tuple[float, bool]] = OrderedDict()
+        self._cache: BoundedMap[bytes, bool] = BoundedMap(max(1, config.cache_max_entries))
         self._flights: SingleFlight[bool | None] = SingleFlight()
         self._counters = (
             {outcome: metrics.policy_external_decisions_total.labels(outcome=outcome)
@@ -187,14 +187,7 @@ class AuthZenDecisionPoint:
         return compact(request, sort_keys=True)
 
     def _cached(self, key: bytes) -> bool | None:
-        found = self._cache.get(key)
-        if found is None:
-            return None
-        if self._clock() >= found[0]:
-            del self._cache[key]
-            return None
-        self._cache.move_to_end(key)
-        return found[1]
+        return self._cache.get(key, self._clock())
 
     async def _ask(self, body: bytes, key: bytes, deadline: float, request_id: str) -> bool | None:
         """One evaluation request: the decision, or None when there is none to be had."""
@@ -234,10 +227,7 @@ class AuthZenDecisionPoint:
             _log.warning("policy_external_failed", reason="not_a_decision", status=response.status)
             return None
         if config.cache_ttl_s > 0:
-            self._cache[key] = (self._clock() + config.cache_ttl_s, decision)
-            self._cache.move_to_end(key)
-            while len(self._cache) > config.cache_max_entries:
-                self._cache.popitem(last=False)
+            self._cache.put(key, decision, self._clock() + config.cache_ttl_s)
         return decision
 
     def _authorization(self) -> str | None:

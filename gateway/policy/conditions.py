@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import re
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -39,6 +38,7 @@ from typing import Any, Final
 
 import cel
 
+from gateway.bounded import BoundedMap
 from gateway.policy.glob import Glob
 from gateway.seams import Principal
 
@@ -281,20 +281,23 @@ def _token_context(principal: Principal) -> _TokenContext | str:
         except Exception as exc:
             found = f"token claims are not CEL values: {type(exc).__name__}"
         memo.conditions = found
-        _recent[key] = principal
-        if len(_recent) > TOKEN_CONTEXTS:
-            _, evicted = _recent.popitem(last=False)
-            evicted.memo.conditions = None
+        _recent.put(key, principal)  # the least recently used past the bound lose theirs
     elif key in _recent:
-        _recent.move_to_end(key)
+        _recent.touch(key)
     else:  # defence: a memo filled elsewhere joins the bound
-        _recent[key] = principal
+        _recent.put(key, principal)
     return found  # type: ignore[no-any-return]
 
 
 TOKEN_CONTEXTS: Final = 4096
 """Principals whose CEL context is kept (least recently used first out): about 60 MB."""
-_recent: OrderedDict[int, Principal] = OrderedDict()
+
+
+def _forget_context(_key: int, principal: Principal) -> None:
+    principal.memo.conditions = None
+
+
+_recent: BoundedMap[int, Principal] = BoundedMap(TOKEN_CONTEXTS, on_drop=_forget_context)
 
 
 MAX_GLOB_PATTERN: Final = 128

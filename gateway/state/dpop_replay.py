@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from gateway.bounded import BoundedMap
 from gateway.config import StoreErrorPolicy
 from gateway.errors import DpopReplayUnavailable
 from gateway.observability.metrics import Metrics
@@ -33,9 +34,9 @@ class MemoryReplays:
     def __init__(
         self, *, max_entries: int = MAX_REMEMBERED, clock: Callable[[], float] = time.time
     ) -> None:
-        self._seen: dict[bytes, float] = {}
-        """key -> Unix time it may be forgotten; insertion order is (about) time order."""
-        self._max = max_entries
+        self._seen: BoundedMap[bytes, bool] = BoundedMap(max_entries)
+        """Proofs seen, expiring at the Unix time they may be forgotten; insertion order is
+        (about) time order."""
         self._clock = clock
 
     def __len__(self) -> int:
@@ -46,17 +47,10 @@ class MemoryReplays:
 
     def record(self, key: bytes, until: float) -> bool:
         now = self._clock()
-        seen = self._seen
-        known = seen.get(key)
-        if known is not None and known > now:
+        if self._seen.peek(key, now) is not None:
             return False
-        seen[key] = until
-        # Forget what has ended from the oldest end, then the oldest past the bound.
-        while seen:
-            oldest = next(iter(seen))
-            if seen[oldest] > now and len(seen) <= self._max:
-                break
-            del seen[oldest]
+        self._seen.put(key, True, until)  # past the bound, the oldest is forgotten
+        self._seen.trim(now)  # and what has ended, from the oldest end
         return True
 
 

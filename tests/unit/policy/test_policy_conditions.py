@@ -207,8 +207,8 @@ def test_only_the_most_recent_principals_keep_their_context(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     policy = policy_from(HEAD + "tools:\n  t: {scopes: [], when: 'claims.n > 1'}\n", tmp_path)
-    monkeypatch.setattr(conditions, "TOKEN_CONTEXTS", 2)
-    monkeypatch.setattr(conditions, "_recent", conditions.OrderedDict())
+    bounded = conditions.BoundedMap(2, on_drop=conditions._forget_context)
+    monkeypatch.setattr(conditions, "_recent", bounded)
     first, second, third = (caller({"n": n}) for n in (2, 3, 0))
     for principal in (first, second, first, third):
         policy.decide_conditions(principal, "t", {})
