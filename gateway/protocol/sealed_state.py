@@ -4,25 +4,16 @@ mrtr.mdx §Server Requirements 4-5: ``requestState`` comes back through the clie
 attacker-controlled input; a server MUST protect its integrity when it matters and SHOULD bind
 it to the authenticated principal, a short expiry and the originating request. A backend behind
 the gateway sees only the service credential and cannot bind anything to the user, so the
-gateway wraps the upstream's state in an AEAD envelope that binds it:
-
-    envelope = version (1 byte, 0x01) | key-id length (1 byte) | key id (ASCII, 1-16)
-               | nonce (12 random bytes) | AES-256-GCM ciphertext and tag
-    text     = base64url(envelope), no padding (one canonical spelling is accepted)
-
-Associated data (authenticated, not sent): a fixed label, the gateway's ``resource`` URI (so a
-deployment sharing keys with another cannot replay its states) and the envelope header
-(version and key id, so neither can be swapped). The plaintext is the bindings as canonical
+gateway wraps the upstream's state in an AEAD envelope that binds it (:mod:`.seal_ring`, label
+``mcp-gateway/requestState/v1``). The plaintext is the bindings as canonical
 JSON, then, when the upstream sent one, a NUL byte and the upstream's state::
 
     {"v":1,"sub":..., "iss":..., "cid":..., "tool":..., "be":..., "args":..., "pv":...,
      "iat":..., "exp":..., "r":..., "req":{key: kind}}
 
 Everything is inside the ciphertext: the client learns nothing about the upstream's state or
-the bindings, and AEAD makes every byte tamper-evident. The key id is in the clear because it
-picks the key (rotation: every configured key opens, one seals). Each key is derived from the
-configured secret with HKDF-SHA256 (info: label and key id), so one secret never keys two
-purposes. Opening checks authenticity only; :func:`check_bindings` compares the bindings with
+the bindings, and AEAD makes every byte tamper-evident (rotation and key derivation: the ring's).
+Opening checks authenticity only; :func:`check_bindings` compares the bindings with
 the retry (expiry, subject, issuer, client id, tool, arguments, the owning backend); the backend
 checks its own name again before it sends anything.
 """
@@ -30,16 +21,9 @@ checks its own name again before it sends anything.
 from __future__ import annotations
 
 import hashlib
-import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
-
-from cryptography.exceptions import InvalidTag
-from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-from cryptography.hazmat.primitives.hashes import SHA256
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from gateway import b64url
 from gateway.config import SealKey
@@ -47,6 +31,7 @@ from gateway.config.input_requests import MAX_CLAIMS_BYTES, max_sealed_chars
 from gateway.errors import InvalidRequestState
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import canonical
+from gateway.protocol.seal_ring import VERSION, EnvelopeError, SealRing
 
 __all__ = [
     "VERSION",
@@ -58,11 +43,7 @@ __all__ = [
     "check_bindings",
 ]
 
-VERSION: Final = 1
-NONCE_BYTES: Final = 12
 LABEL: Final = b"mcp-gateway/requestState/v1"
-_TEXT: Final = re.compile(r"[A-Za-z0-9_-]+")
-_MAX_KEY_ID: Final = 16
 
 
 class SealError(ValueError):
@@ -141,18 +122,7 @@ class Sealer:
         max_state_bytes: int,
         max_text_chars: int | None = None,
     ) -> None:
-        ring: dict[bytes, AESGCM] = {}
-        for key in keys:
-            kid = key.id.encode("ascii")
-            if not 0 < len(kid) <= _MAX_KEY_ID:
-                raise ValueError("seal key ids are 1-16 ASCII characters")
-            ring[kid] = AESGCM(_derive(key.key, kid))
-        sealing = seal_key_id.encode("ascii")
-        if sealing not in ring:
-            raise ValueError("seal_key_id names no configured key")
-        self._ring = ring
-        self._sealing = sealing
-        self._context = LABEL + b"\x00" + resource.encode("utf-8") + b"\x00"
+        self._ring = SealRing(keys, seal_key_id, label=LABEL, resource=resource)
         self._max_state_bytes = max_state_bytes
         bound = max_sealed_chars(max_state_bytes)
         # A state the client could not send back (limits.json.max_string_bytes) is never issued.
@@ -160,7 +130,7 @@ class Sealer:
 
     @property
     def seal_key_id(self) -> str:
-        return self._sealing.decode("ascii")
+        return self._ring.seal_key_id
 
     def seal(self, claims: Claims) -> str:
         """The envelope text; raises :class:`SealError` past the size bounds."""
@@ -173,10 +143,7 @@ class Sealer:
             if len(state) > self._max_state_bytes:
                 raise SealError("requestState over max_state_bytes")
             plaintext += b"\x00" + state
-        header = bytes((VERSION, len(self._sealing))) + self._sealing
-        nonce = os.urandom(NONCE_BYTES)
-        sealed = self._ring[self._sealing].encrypt(nonce, plaintext, self._context + header)
-        text = b64url.encode(header + nonce + sealed)
+        text = self._ring.seal(plaintext)
         if len(text) > self._max_chars:
             raise SealError("sealed state longer than a client may send back")
         return text
@@ -188,25 +155,10 @@ class Sealer:
         base64url, unknown version or key id, or failed authentication. The reason goes to
         ``detail`` (logs) only.
         """
-        if len(text) > self._max_chars or not _TEXT.fullmatch(text):
-            raise _invalid("not a sealed state")
-        raw = b64url.decode_canonical(text)  # a flipped padding bit is another text
-        if raw is None or len(raw) < 2:
-            raise _invalid("not canonical base64url")
-        if raw[0] != VERSION:
-            raise _invalid("unknown envelope version")
-        kid_end = 2 + raw[1]
-        kid = raw[2:kid_end]
-        aead = self._ring.get(kid) if raw[1] else None
-        if aead is None:
-            raise _invalid("unknown seal key id")
-        nonce, sealed = raw[kid_end : kid_end + NONCE_BYTES], raw[kid_end + NONCE_BYTES :]
-        if len(nonce) != NONCE_BYTES or len(sealed) < 16:
-            raise _invalid("truncated envelope")
         try:
-            plaintext = aead.decrypt(nonce, sealed, self._context + raw[:kid_end])
-        except InvalidTag:
-            raise _invalid("authentication failed") from None
+            plaintext = self._ring.open(text, max_chars=self._max_chars)
+        except EnvelopeError as refused:
+            raise _invalid(str(refused)) from None
         return _parse_claims(plaintext)
 
 
@@ -259,10 +211,6 @@ def _typed(value: Any, kind: type) -> Any:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise TypeError("claim type")
     return value
-
-
-def _derive(secret: bytes, kid: bytes) -> bytes:
-    return HKDF(algorithm=SHA256(), length=32, salt=None, info=LABEL + b"|" + kid).derive(secret)
 
 
 def _invalid(detail: str) -> InvalidRequestState:
