@@ -189,6 +189,9 @@ def build_services(
     )
     services.add_readiness_check("issuer", lambda: authenticator.ready)
     services.add_readiness_check("backend_catalog", lambda: backend.ready)
+    if state.store is not None:
+        # A first answer from Redis (or the end of the startup window) before any request.
+        services.add_readiness_check("state_store", lambda: state.settled)
     services.background.extend(
         [
             authenticator.start,

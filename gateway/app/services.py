@@ -96,7 +96,8 @@ class Services:
     readiness: Readiness = field(default_factory=Readiness)
     state_report: Callable[[], dict[str, Any]] | None = None
     """The ``state`` member of ``/readyz``: where shared state lives and whether it answers
-    (informational; a Redis outage follows ``state.on_store_error``, it does not fail readiness)."""
+    (informational; a Redis outage follows ``state.on_store_error``, it does not fail readiness:
+    only a starting replica waits for Redis, through the ``state_store`` check)."""
     backend_report: Callable[[], dict[str, Any]] | None = None
     """The ``backends`` member of ``/readyz``: each backend's readiness, era, tools and catalog
     age (the ``backend_catalog`` check itself follows ``backend_readiness``)."""

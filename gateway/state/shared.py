@@ -39,9 +39,14 @@ class SharedState:
     dpop_replays: DpopReplays
     store: RedisStore | None = None
     token_cache: RedisTokenCache | None = None
+    settled: bool = False
+    """The startup contact with Redis is over (answered, or tried for its whole window): the
+    ``state_store`` readiness check. Never false again: a later outage follows
+    ``state.on_store_error``."""
 
     def report(self) -> dict[str, Any]:
-        """The ``state`` member of ``/readyz`` (informational: it never fails readiness)."""
+        """The ``state`` member of ``/readyz`` (informational: readiness waits only for the
+        startup contact, :attr:`settled`)."""
         report: dict[str, Any] = {"backend": self.backend}
         if self.store is not None:
             report["reachable"] = self.store.up
@@ -51,11 +56,14 @@ class SharedState:
         return report
 
     async def run(self) -> None:
-        """Check Redis once, then apply every replica's revocations until cancelled."""
+        """Reach Redis (the replica is not ready before: :meth:`RedisStore.connect`), then
+        apply every replica's revocations until cancelled."""
         if self.store is None:
+            self.settled = True
             return
-        if await self.store.ping():
+        if await self.store.connect():
             _log.info("state_store.connected", key_prefix=self.store.prefix)
+        self.settled = True
         await self.revocations.run()
 
     async def close(self) -> None:

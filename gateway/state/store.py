@@ -30,10 +30,14 @@ from gateway.config import RedisConfig
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 
-__all__ = ["RETRY_S", "RedisStore", "StoreUnavailable"]
+__all__ = ["RETRY_S", "STARTUP_WAIT_S", "RedisStore", "StoreUnavailable"]
 
 RETRY_S: Final = 1.0
 """After a failed call, calls fail at once for this long before Redis is tried again."""
+STARTUP_WAIT_S: Final = 5.0
+"""At startup, how long :meth:`RedisStore.connect` tries for a first answer (readiness waits)."""
+STARTUP_RETRY_S: Final = 0.1
+"""Between two of those tries: a first connection may time out on a host still busy starting."""
 LISTEN_RETRY_MAX_S: Final = 5.0
 """Longest wait between two attempts to (re)subscribe."""
 PUBSUB_PING_S: Final = 5
@@ -134,13 +138,25 @@ class RedisStore:
         if self._metrics is not None:
             self._metrics.state_store_up.set(1)
 
-    async def ping(self) -> bool:
-        """One PING within the deadline (startup and readiness reporting)."""
-        try:
-            await self.call(lambda client: client.ping())
-        except StoreUnavailable:
-            return False
-        return True
+    async def connect(self) -> bool:
+        """At startup, before the replica is ready: PING until Redis answers, at most
+        :data:`STARTUP_WAIT_S`; True when it did. The first call also opens the connection,
+        which on a host busy starting can take longer than ``timeout_ms``: one such timeout must
+        not put the store in back-off (every call refused for :data:`RETRY_S`) right when
+        the replica starts to serve. Only the last failure counts as an outage."""
+        deadline = self._clock() + STARTUP_WAIT_S
+        while True:
+            try:
+                async with asyncio.timeout(self.timeout_s):
+                    await self._client.ping()
+            except (RedisError, OSError, TimeoutError) as exc:
+                if self._clock() + STARTUP_RETRY_S >= deadline:
+                    self._failed(exc)
+                    return False
+                await asyncio.sleep(STARTUP_RETRY_S)
+                continue
+            self._recovered()
+            return True
 
     async def listen(
         self,

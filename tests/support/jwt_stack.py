@@ -45,6 +45,7 @@ async def jwt_stack(
     dev: DevIssuer | None = None,
     policy: str | None = None,
     ready_timeout_s: float = 10.0,
+    wait_ready: bool = True,
 ) -> AsyncIterator[LiveStack]:
     dev = dev or DevIssuer(token_format="jwt", introspection=False)
     section = {"tokens": "jwt", "client_id": None, "client_secret": None, **(issuer or {})}
@@ -55,6 +56,7 @@ async def jwt_stack(
         issuer=dev,
         gateway={"issuer": section, **(gateway or {})},
         ready_timeout_s=ready_timeout_s,
+        wait_ready=wait_ready,
         **({"policy": policy} if policy is not None else {}),
     ) as stack:
         yield stack

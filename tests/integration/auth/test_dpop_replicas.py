@@ -9,7 +9,9 @@ other. With Redis unreachable, ``deny`` (the default) answers 503 ``dpop_replay_
 
 from __future__ import annotations
 
+import asyncio
 import json
+import signal
 from pathlib import Path
 
 import pytest
@@ -17,7 +19,7 @@ import pytest
 from gateway.dev.issuer import DevIssuer
 from tests.integration.auth.test_dpop_http import RESOURCE, assert_bad_proof, dpop, send
 from tests.support.dpop_client import DpopKey
-from tests.support.jwt_stack import jwt_stack, metric
+from tests.support.jwt_stack import jwt_stack, metric, readyz
 from tests.support.live_stack import ServerFactory
 from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer, redis_server, unique_prefix
@@ -111,3 +113,34 @@ async def test_an_unreachable_store_fails_closed_unless_told_local(
         status, _, text = await send(stack, dpop(token, proof))
         assert status == 200, text
         assert_bad_proof(*await send(stack, dpop(token, proof)))  # this replica remembers
+
+
+async def test_a_replica_is_ready_only_once_redis_answered_so_its_first_proof_is_checked(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 43: a freshly started replica answered 503 dpop_replay_unavailable while /readyz
+    # was 200: its first Redis call (the connection's) timed out on a busy host and put the
+    # store in back-off. Redis answering late is made real here: the server is stopped
+    # (SIGSTOP) while the replica starts, and resumed a little later.
+    server = RedisServer.launch(tmp_path / "redis")
+    process = server.process
+    assert process is not None
+    key = DpopKey()
+    try:
+        process.send_signal(signal.SIGSTOP)
+        resumed = asyncio.get_running_loop().call_later(0.8, process.send_signal, signal.SIGCONT)
+        async with jwt_stack(
+            tmp_path, aiohttp_server, monkeypatch, issuer={"dpop": "allowed"},
+            gateway=_state(server.url, unique_prefix()), wait_ready=False,
+        ) as stack:  # fmt: skip
+            while (answer := await readyz(stack.server, stack.session))[0] != 200:
+                assert answer[1]["checks"].get("state_store") is not True, answer
+                await asyncio.sleep(0.02)
+            assert answer[1]["checks"]["state_store"] is True
+            token = stack.token(jkt=key.jkt)
+            status, _, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
+            assert status == 200, text
+        resumed.cancel()
+    finally:
+        process.send_signal(signal.SIGCONT)
+        server.stop()
