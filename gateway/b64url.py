@@ -15,13 +15,18 @@ import binascii
 import re
 from typing import Final
 
-__all__ = ["decode", "decode_canonical", "encode"]
+__all__ = ["decode", "decode_canonical", "encode", "encode_bytes"]
 
 _ALPHABET: Final = re.compile(r"[A-Za-z0-9_-]*")
 
 
 def encode(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def encode_bytes(raw: bytes) -> bytes:
+    """:func:`encode` as ASCII bytes (a JWS signing input is bytes)."""
+    return base64.urlsafe_b64encode(raw).rstrip(b"=")
 
 
 def decode(text: str) -> tuple[bytes, bool] | None:

@@ -25,6 +25,8 @@ from typing import Any, Final
 import jsonschema_rs
 import yaml
 
+from gateway.jsonkit.read import UNBOUNDED, loads, peer_limits
+
 __all__ = ["MAX_DEPTH", "Located", "SchemaValidator", "format_path", "load_yaml"]
 
 PathPart = str | int
@@ -216,8 +218,8 @@ class SchemaValidator:
     @classmethod
     @cache
     def packaged(cls, name: str) -> SchemaValidator:
-        text = resources.files("gateway.schema").joinpath(name).read_text(encoding="utf-8")
-        return cls(json.loads(text), _DOCS.get(name, "the documentation"))
+        data = resources.files("gateway.schema").joinpath(name).read_bytes()
+        return cls(loads(data, peer_limits(UNBOUNDED)), _DOCS.get(name, "the documentation"))
 
     def check(self, doc: Located, base: tuple[PathPart, ...] = ()) -> None:
         for path, message in self._errors(doc.value):

@@ -31,7 +31,6 @@ Each revocation is one audit event (``token_revoked``) and one log line.
 from __future__ import annotations
 
 import hmac
-import json
 import math
 import re
 import time
@@ -44,6 +43,7 @@ from aiohttp import web
 from gateway.app.request_id import REQUEST_ID
 from gateway.auth.revocation_key import kept_until, revocation_target
 from gateway.config import Config
+from gateway.jsonkit.read import loads
 from gateway.observability.audit import AuditSink, RevocationEvent
 from gateway.observability.logging import get_logger
 
@@ -139,8 +139,8 @@ def add_admin_routes(
             return _refuse(400, "invalid_request", "the body could not be read")
         raw = b"".join(chunks)
         try:
-            doc = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+            doc = loads(raw)
+        except ValueError:
             return _refuse(400, "invalid_request", "the body is not JSON")
         target = _target_of(doc, config, time.time())
         if isinstance(target, str):

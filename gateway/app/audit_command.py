@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -25,6 +24,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key, l
 
 import gateway
 from gateway import b64url
+from gateway.jsonkit.read import loads
 from gateway.observability.audit_chain import public_jwk
 from gateway.observability.audit_events import seq_span
 from gateway.observability.audit_verify import Keys, Report, read_files, verify_files
@@ -133,7 +133,7 @@ def _keys(args: argparse.Namespace) -> Keys | None:
         data = asyncio.run(_fetch(source))
     else:
         data = Path(source).read_bytes()
-    return load_jwks(json.loads(data))
+    return load_jwks(loads(data))
 
 
 def _cmd_verify(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from gateway import b64url
 from gateway.config import IssuerConfig
 from gateway.jsonkit.read import JsonError, loads_object, peer_limits
 
@@ -72,10 +73,6 @@ def _decode(segment: str) -> bytes | None:
         return None
 
 
-def _canonical(raw: bytes) -> bytes:
-    return base64.urlsafe_b64encode(raw).rstrip(b"=")
-
-
 def _header(raw: bytes | None) -> dict[str, object] | None:
     if raw is None or not raw.startswith(b"{"):
         return None
@@ -108,7 +105,7 @@ def revocation_target(token: str) -> RevocationTarget:
                 return _jws_target(raw_header or b"", payload)
         elif header is not None and len(segments) == 5 and isinstance(header.get("enc"), str):
             raw = [_decode(segment) for segment in segments]
-            parts = [_canonical(part) for part in raw if part is not None]
+            parts = [b64url.encode_bytes(part) for part in raw if part is not None]
             if len(parts) == 5:
                 return RevocationTarget(_hash(b"jwe", *parts))
     return RevocationTarget(hashlib.sha256(token.encode("utf-8", "surrogatepass")).digest())
@@ -129,7 +126,7 @@ def _jws_target(header: bytes, payload: bytes) -> RevocationTarget:
             b"jti", issuer.encode("utf-8", "surrogatepass"), jti.encode("utf-8", "surrogatepass")
         )
     else:
-        key = _hash(b"jws", _canonical(header) + b"." + _canonical(payload))
+        key = _hash(b"jws", b64url.encode_bytes(header) + b"." + b64url.encode_bytes(payload))
     return RevocationTarget(key, issuer, expires)
 
 

@@ -28,7 +28,6 @@ mints one per call.
 
 from __future__ import annotations
 
-import json
 import math
 import secrets
 import time
@@ -38,9 +37,11 @@ from typing import Any, Final
 
 from joserfc.jws import JWSRegistry
 
-from gateway.backend.assertion_keys import AssertionKey, GatewayKeys, b64url
+from gateway import b64url
+from gateway.backend.assertion_keys import AssertionKey, GatewayKeys
 from gateway.bounded import BoundedMap
 from gateway.config import AssertionConfig, BackendConfig, Config
+from gateway.jsonkit.write import compact
 from gateway.observability.metrics import Metrics
 from gateway.seams import Principal, RequestContext, ToolDef
 
@@ -140,10 +141,14 @@ class AssertionSigner:
             "request_id": ctx.request_id,
         }
         key, header = self._key.current()
-        payload = b64url(json.dumps(claims, separators=(",", ":"), ensure_ascii=False).encode())
+        payload = b64url.encode_bytes(compact(claims))
         signing_input = header + b"." + payload
         signature = self._algorithm.sign(signing_input, key)
-        return (signing_input + b"." + b64url(signature)).decode("ascii"), issued, expires
+        return (
+            (signing_input + b"." + b64url.encode_bytes(signature)).decode("ascii"),
+            issued,
+            expires,
+        )
 
 
 def signer_for(

@@ -17,12 +17,11 @@ public halves are ever published.
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Final
 
+from gateway import b64url
 from gateway.config import AssertionConfig, Config, Secret
 from gateway.config.signing_keys import (
     JoseKey,
@@ -31,20 +30,16 @@ from gateway.config.signing_keys import (
     parse_signing_key,
     public_jwk,
 )
+from gateway.jsonkit.write import compact
 from gateway.observability.logging import get_logger
 
-__all__ = ["ASSERTION_TYP", "AssertionKey", "GatewayKeys", "b64url"]
+__all__ = ["ASSERTION_TYP", "AssertionKey", "GatewayKeys"]
 
 ASSERTION_TYP: Final = "mcp-gateway-assertion+jwt"
 """The JOSE ``typ`` of a caller assertion (RFC 8725 §3.11: explicit typing, so an assertion
 can never be mistaken for an access token or an ID token)."""
 
 _log = get_logger("gateway.backend.identity")
-
-
-def b64url(raw: bytes) -> bytes:
-    """Unpadded base64url (RFC 7515 §2)."""
-    return base64.urlsafe_b64encode(raw).rstrip(b"=")
 
 
 class AssertionKey:
@@ -68,7 +63,7 @@ class AssertionKey:
     def _encode_header(self) -> bytes:
         # RFC 7515 §4.1: alg, kid and the dedicated typ; fixed per key, so encoded once.
         header = {"alg": self._alg, "kid": self._kid, "typ": ASSERTION_TYP}
-        return b64url(json.dumps(header, separators=(",", ":")).encode("ascii"))
+        return b64url.encode_bytes(compact(header))
 
     def current(self) -> tuple[JoseKey, bytes]:
         """The key to sign with now and its encoded protected header."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import shlex
 import signal
 import sys
@@ -23,6 +22,7 @@ from gateway.demo.stack import default_state_file, start_demo, wait_ready, write
 from gateway.dev.demo_setup import DemoEndpoints, render_banner, render_dpop_banner
 from gateway.dev.dpop_proofs import sign_proof
 from gateway.errors import ConfigError
+from gateway.jsonkit.read import loads
 from gateway.observability.logging import configure
 from gateway.outbound import OutboundError, post_json_once
 
@@ -112,7 +112,7 @@ def log_settings(args: argparse.Namespace) -> tuple[LogFormat, LogLevel]:
 def _state(args: argparse.Namespace, command: str) -> dict[str, Any] | None:
     path = Path(args.state_file) if args.state_file else default_state_file()
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        state = loads(path.read_bytes())
         if not isinstance(state, dict):
             raise ValueError("not an object")
         return state

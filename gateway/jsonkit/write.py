@@ -39,7 +39,7 @@ import orjson
 
 from gateway.jsonkit.read import UNBOUNDED, JsonError
 
-__all__ = ["canonical", "compact", "plain_copy"]
+__all__ = ["canonical", "compact", "compact_ascii", "plain_copy"]
 
 _OPTIONS: Final = (
     orjson.OPT_PASSTHROUGH_DATACLASS
@@ -57,6 +57,7 @@ _REFERENCE: Final = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separa
 _REFERENCE_SORTED: Final = json.JSONEncoder(
     ensure_ascii=False, allow_nan=False, separators=(",", ":"), sort_keys=True
 )
+_ASCII: Final = json.JSONEncoder(allow_nan=False, separators=(",", ":"))
 _ASCII_SORTED: Final = json.JSONEncoder(allow_nan=False, separators=(",", ":"), sort_keys=True)
 
 
@@ -76,6 +77,12 @@ def compact(value: Any, *, sort_keys: bool = False) -> bytes:
             return out
     encoder = _REFERENCE_SORTED if sort_keys else _REFERENCE
     return encoder.encode(value).encode("utf-8")
+
+
+def compact_ascii(value: Any) -> bytes:
+    """:func:`compact` with every non-ASCII character a ``\\u`` escape: what can still be
+    written when a lone surrogate makes UTF-8 impossible (the envelope's fallback)."""
+    return _ASCII.encode(value).encode("ascii")
 
 
 def canonical(value: Any, *, ascii_only: bool = False) -> bytes:

@@ -25,6 +25,7 @@ from typing import Any, Final
 
 from gateway.config import load_config
 from gateway.errors import AmbiguousResourceUri, ConfigError
+from gateway.jsonkit.read import UNBOUNDED, loads, peer_limits
 from gateway.policy.explain_conditions import explain_conditions
 from gateway.policy.explain_entries import FIRST_ISSUER, explain_entries
 from gateway.policy.explain_text import LEGEND, print_text
@@ -406,7 +407,7 @@ def _policy_key(config_path: Path) -> list[Path] | None:
 def _read_catalog(path: Path) -> list[str]:
     problem = f"{path}: expected a JSON list of tool names, of Tool objects, or a tools/list result"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads(path.read_bytes(), peer_limits(UNBOUNDED))
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise ConfigError([f"{path}: cannot read catalog file: {type(exc).__name__}"]) from None
     if isinstance(data, dict):
@@ -428,7 +429,7 @@ def _arguments(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
     try:
-        value = json.loads(text)
+        value = loads(text, peer_limits(UNBOUNDED))
     except ValueError as exc:
         raise ConfigError([f"--arguments: not JSON: {exc}"]) from None
     if not isinstance(value, dict):

@@ -8,16 +8,13 @@ string that cannot be encoded as UTF-8 (a lone surrogate from an upstream) falls
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from gateway.errors import InternalError, JsonRpcId
-from gateway.jsonkit.write import compact
+from gateway.jsonkit.write import compact, compact_ascii
 
 __all__ = ["error_body", "success_body"]
-
-_COMPACT_ASCII: Final = json.JSONEncoder(ensure_ascii=True, allow_nan=False, separators=(",", ":"))
 
 
 def success_body(request_id: JsonRpcId | None, result: Mapping[str, Any]) -> bytes:
@@ -57,6 +54,6 @@ def _encode(envelope: dict[str, Any], request_id: JsonRpcId | None) -> bytes:
     except (TypeError, ValueError, RecursionError):
         raise InternalError(request_id=request_id, detail="unserialisable result") from None
     try:
-        return _COMPACT_ASCII.encode(envelope).encode("ascii")
+        return compact_ascii(envelope)
     except (TypeError, ValueError, RecursionError):
         raise InternalError(request_id=request_id, detail="unserialisable result") from None

@@ -24,7 +24,6 @@ rebuilds what it passes on from plain parsed JSON (canonical forwarding):
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -34,6 +33,7 @@ from urllib.parse import urlsplit
 import jsonschema_rs
 
 from gateway.errors import InvalidRequestState
+from gateway.jsonkit.read import UNBOUNDED, loads, peer_limits
 
 __all__ = [
     "DISABLED_TEXT",
@@ -111,7 +111,7 @@ class InputRound:
 @functools.cache
 def _validators() -> dict[str, jsonschema_rs.Validator]:
     text = resources.files("gateway.schema").joinpath("mcp-input-requests.schema.json")
-    document = json.loads(text.read_text(encoding="utf-8"))
+    document = loads(text.read_bytes(), peer_limits(UNBOUNDED))
     out: dict[str, jsonschema_rs.Validator] = {}
     for name in (*_REQUEST_DEFS.values(), *_RESULT_DEFS.values()):
         schema = {"$schema": document["$schema"], "$defs": document["$defs"]}

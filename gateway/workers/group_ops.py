@@ -31,6 +31,7 @@ from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.backend.assertion_keys import GatewayKeys
 from gateway.config import Config
 from gateway.http.routes import add_jwks_route, ops_jwks
+from gateway.jsonkit.read import loads
 from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import OPENMETRICS, GroupMetrics, parse_exposition
 from gateway.observability.logging import get_logger
@@ -112,7 +113,7 @@ class WorkerLink:
         pid = self.slot.pid
         try:
             status, body = await self.request("GET", path, timeout_s=PROBE_TIMEOUT_S)
-            doc = json.loads(body)
+            doc = loads(body)
         except (OutboundError, ValueError):
             return None
         self.answered_pid = pid
@@ -226,7 +227,7 @@ class GroupRevocations:
                     "POST", REVOKE_PATH, timeout_s=REVOKE_TIMEOUT_S,
                     doc={"revocation_key": digest.hex(), "until": until},
                 )  # fmt: skip
-                answer = json.loads(body)
+                answer = loads(body)
             except (OutboundError, ValueError):
                 continue
             if status == 200 and isinstance(answer, dict):

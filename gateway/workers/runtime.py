@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from gateway.jsonkit.read import loads
+
 __all__ = ["REVOCATIONS_FILE", "read_revocations", "socket_path", "write_revocations"]
 
 REVOCATIONS_FILE: Final = "revocations.json"
@@ -36,7 +38,7 @@ def write_revocations(runtime_dir: Path, revoked: Mapping[bytes, float]) -> None
 def read_revocations(runtime_dir: Path) -> dict[bytes, float]:
     """The live entries of the file (none when it does not exist yet)."""
     with contextlib.suppress(FileNotFoundError):
-        data = json.loads((runtime_dir / REVOCATIONS_FILE).read_text())
+        data = loads((runtime_dir / REVOCATIONS_FILE).read_bytes())
         now = time.time()
         found: dict[bytes, float] = {}
         for member, until in data.items():

@@ -30,6 +30,7 @@ from aiohttp import web
 
 from gateway.app import SERVICES, GatewayServer, Services, build_ops_app
 from gateway.config import Config
+from gateway.jsonkit.read import loads
 from gateway.observability.logging import get_logger
 from gateway.workers.runtime import read_revocations, socket_path
 
@@ -90,7 +91,7 @@ def _bad_request(text: str) -> web.Response:
 
 async def _document(request: web.Request) -> dict[str, Any] | None:
     try:
-        doc = await request.json()
+        doc = loads(await request.read())
     except ValueError:
         return None
     return doc if isinstance(doc, dict) else None
