@@ -44,6 +44,7 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound, OutboundError
 from gateway.retry import backoff_s, sleep_or_wake
+from gateway.tasks import Background
 
 __all__ = [
     "MAX_JWKS_BYTES",
@@ -248,7 +249,7 @@ class JwksCache:
         self._next_in: float = 0.0
         self._fetching: asyncio.Task[bool] | None = None
         self._kid_fetch_at: float | None = None
-        self._loop: asyncio.Task[None] | None = None
+        self._loop = Background(f"jwks-refresh:{issuer.url}")
         self._wake = asyncio.Event()
 
     @property
@@ -264,18 +265,18 @@ class JwksCache:
 
     async def start(self) -> None:
         """Fetch once (if the URI is known) and start the refresher; never raises."""
-        if self._loop is not None:
+        if self._loop.started:
             return
         if self.uri is not None:
             await self.fetch()
-        self._loop = asyncio.get_running_loop().create_task(self._refresh_loop())
+        self._loop.start(self._refresh_loop)
 
     async def close(self) -> None:
-        loop, self._loop = self._loop, None
-        for task in (loop, self._fetching):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
+        await self._loop.close()
+        fetching, self._fetching = self._fetching, None
+        if fetching is not None:
+            fetching.cancel()
+            await asyncio.gather(fetching, return_exceptions=True)
 
     async def fetch(self) -> bool:
         """Fetch now, or join the fetch in flight; True when it yielded a usable set."""

@@ -35,6 +35,7 @@ from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound
 from gateway.retry import backoff_s
 from gateway.seams import Principal
+from gateway.tasks import Background
 
 from .cache import TokenCache
 from .claims import ClaimRules, check_claims
@@ -122,7 +123,7 @@ class TrustedIssuer:
             )
         self.last_error: str | None = None
         """Why the last discovery (or JWK Set fetch) failed (fixed text), None after a success."""
-        self._refresher: asyncio.Task[None] | None = None
+        self._refresher = Background(f"issuer-metadata-refresh:{config.url}")
         self._started = False
 
     @property
@@ -156,15 +157,12 @@ class TrustedIssuer:
         self._started = True
         if self._needs_discovery:
             await self._discover_once()
-            self._refresher = asyncio.get_running_loop().create_task(self._refresh_loop())
+            self._refresher.start(self._refresh_loop)
         if self.jwks is not None:
             await self.jwks.start()
 
     async def close(self) -> None:
-        refresher, self._refresher = self._refresher, None
-        if refresher is not None:
-            refresher.cancel()
-            await asyncio.gather(refresher, return_exceptions=True)
+        await self._refresher.close()
         if self.jwks is not None:
             await self.jwks.close()
 

@@ -24,7 +24,6 @@ the catalog refresher coalesces.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
@@ -35,6 +34,7 @@ from gateway.backend.sse import SseError, SseParser
 from gateway.backend.upstream import UpstreamLink
 from gateway.observability.logging import get_logger
 from gateway.outbound import OutboundError, OutboundTimeout
+from gateway.tasks import Background
 
 __all__ = [
     "MAX_BACKOFF_S",
@@ -67,23 +67,16 @@ class ChangeListener:
     def __init__(self, link: UpstreamLink, *, on_change: Callable[[], None]) -> None:
         self._link = link
         self._on_change = on_change
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background(f"backend-change-listener:{link.backend}")
         self._refused_generation: int | None = None
         self.acknowledged = 0
         """Subscriptions the upstream acknowledged (also counts re-opened streams)."""
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(
-                self._run(), name=f"backend-change-listener:{self._link.backend}"
-            )
+        self._task.start(self._run)
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.close()
 
     async def _run(self) -> None:
         failures = 0

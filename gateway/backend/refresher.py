@@ -31,7 +31,6 @@ prompts and resources (and is logged) without failing the tool catalog.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -55,6 +54,7 @@ from gateway.config import BackendConfig
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.retry import sleep_or_wake
+from gateway.tasks import Background
 
 __all__ = [
     "EARLY_REFRESH_GAP_S",
@@ -125,7 +125,7 @@ class CatalogRefresher:
         """Seconds between timed fetches, as last computed by :func:`refresh_interval`."""
         self._lock = asyncio.Lock()
         self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._task = Background(f"backend-catalog-refresh:{self._backend}")
         self.ready = False
         """True once the first fetch succeeded (readiness)."""
         self.surface_failed = False
@@ -201,17 +201,10 @@ class CatalogRefresher:
 
     def start(self) -> None:
         """Run the refresh loop in the background (after the first :meth:`refresh`)."""
-        if self._task is None:
-            self._task = asyncio.create_task(
-                self._loop(), name=f"backend-catalog-refresh:{self._backend}"
-            )
+        self._task.start(self._loop)
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await self._task.close()
 
     def request_refresh(self) -> None:
         """Ask for a fetch soon (coalesced; see the module docstring)."""

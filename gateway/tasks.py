@@ -1,0 +1,43 @@
+"""The one owner of a background task: started once, cancelled and awaited on close (imports
+nothing from the gateway, so every layer may use it).
+
+A refresher, a listener or a poll loop holds a :class:`Background`; ``start`` creates the task
+on the running loop unless it runs already, ``close`` cancels it and waits until it has ended
+(its ``finally`` blocks ran), so nothing it does outlives the component that started it. An
+exception the task ended with is not raised again by ``close``: a loop logs its own failures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+__all__ = ["Background"]
+
+
+class Background:
+    """One named background task (module docstring)."""
+
+    __slots__ = ("_name", "_task")
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+        self._task: asyncio.Task[Any] | None = None
+
+    @property
+    def started(self) -> bool:
+        """Started and not closed since (the task may have ended on its own)."""
+        return self._task is not None
+
+    def start(self, work: Callable[[], Coroutine[Any, Any, Any]]) -> None:
+        """Run ``work()`` in a task of the running loop, unless this one was started already."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(work(), name=self._name)
+
+    async def close(self) -> None:
+        """Cancel the task and wait for its end; a no-op when not started (or closed)."""
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
