@@ -304,7 +304,9 @@ CATALOG_FIT_POLL_S: Final = 1.0
 async def _watch_catalog_fit(policy: PolicyReloader, backend: FederatedBackend) -> None:
     """Warn when a rule matches no catalog tool, and (once per tool) when a catalog tool has
     no rule and is therefore hidden; re-checked whenever the catalog or the policy changes.
-    Only once every backend has its catalog: a rule for a backend still starting is fine."""
+    Only once every backend has its catalog: a rule for a backend still starting is fine. A
+    tool the catalog lock holds back is no mistake of the policy: its rule is not reported
+    (the hold is: ``catalog.item_held``)."""
     seen: tuple[str, str] | None = None
     hidden_logged: set[str] = set()
     while True:
@@ -314,7 +316,7 @@ async def _watch_catalog_fit(policy: PolicyReloader, backend: FederatedBackend) 
             if versions != seen:
                 seen = versions
                 names = [tool.name for tool in catalog]
-                for warning in current.unmatched_rules(names):
+                for warning in current.unmatched_rules([*names, *backend.held_tools()]):
                     log.warning("policy.rule_matches_no_tool", detail=warning)
                 for tool in current.unruled_tools(names):
                     if tool not in hidden_logged:

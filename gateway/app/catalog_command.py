@@ -14,6 +14,9 @@ stream), and compares them with the lock file (:mod:`gateway.backend.lock_file`)
 A lock of an older format (``version: 1``) is read with a note on stderr
 (:data:`~gateway.backend.lock_file.OUTDATED`); ``pin`` and ``approve`` write the current one.
 
+Of the configuration's secret references only the backends' are read (their credentials):
+reviewing needs no issuer secret, admin token or Redis URL.
+
 Exit codes: 0 success (``diff``: no difference), 1 ``diff``: differences, 2 usage errors, an
 invalid configuration or lock file (its problems as ``file:line:col: message``), a backend that
 could not be fetched, a ``NAME`` that matches nothing. Nothing is written on an error: a lock
@@ -52,6 +55,8 @@ from gateway.policy.loader import load_policy
 __all__ = ["DEFAULT_LOCK", "Live", "check_lock", "fetch_live", "register"]
 
 DEFAULT_LOCK: Final = "catalog.lock.yaml"
+BACKEND_SECTIONS: Final = ("backend", "backends")
+"""The sections whose secret references the commands read (the service credentials)."""
 _CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
 
 
@@ -172,7 +177,9 @@ def _cmd_catalog(args: argparse.Namespace) -> int:
     try:
         if not args.config:
             raise _Failed(f"no configuration: pass --config PATH or set {_CONFIG_ENV}")
-        config = load_config(Path(args.config))
+        # The backends' credentials only: nothing here calls an issuer, serves or stores state,
+        # so a workstation without the issuer's secret (or admin, Redis...) can review.
+        config = load_config(Path(args.config), resolve_secrets=BACKEND_SECTIONS)
         if args.catalog_command == "pin":
             return _pin(config, args.output)
         if args.catalog_command == "diff":

@@ -248,6 +248,10 @@ class FederatedBackend:
     def all_ready(self) -> bool:
         return all(m.ready for m in self._list)
 
+    def held_tools(self) -> frozenset[str]:
+        """Every backend's tools the catalog lock holds back now (``on_change: hold``)."""
+        return frozenset().union(*(m.refresher.held_tools() for m in self._list))
+
     def readiness(self) -> dict[str, bool]:
         return {m.name: m.ready for m in self._list}
 

@@ -180,6 +180,15 @@ class CatalogRefresher:
         """The last comparison with the lock (with a lock; else empty)."""
         return self._differences
 
+    def held_tools(self) -> frozenset[str]:
+        """The tools ``catalog.on_change: hold`` leaves out of :meth:`catalog` now, by every name
+        a policy rule may use for them (the exposed one and the catalog's)."""
+        if self._pins is None or self._pins.mode != "hold":
+            return frozenset()
+        held = [d.key for d in self._differences if d.change != "removed" and d.key[0] == "tool"]
+        names = self._tool_names
+        return frozenset(name for key in held for name in (key[2], names.get(key, key[2])))
+
     def lock_report(self) -> dict[str, Any] | None:
         """The ``catalog_lock`` member of this backend's ``/readyz`` entry (None: no lock)."""
         return None if self._pins is None else lock_report(self._pins, self._differences)

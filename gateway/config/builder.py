@@ -7,6 +7,7 @@ are collected here and end up in :attr:`Config.warnings <gateway.config.model.Co
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,17 +28,22 @@ class Builder:
         base_dir: Path,
         environ: dict[str, str],
         *,
-        resolve_secrets: bool = True,
+        resolve_secrets: bool | Collection[str] = True,
     ) -> None:
         self.doc = doc
         self.base_dir = base_dir
         self.environ = environ
         self.resolve_secrets = resolve_secrets
-        """False for ``check --skip-secrets``: references are taken as given, not read."""
+        """False for ``check --skip-secrets``: references are taken as given, not read; a
+        collection of top-level keys: only the references under those are read (the
+        ``catalog`` commands need the backends' credentials and nothing else)."""
         self.warnings: list[str] = []
 
     def secret(self, raw: Any, path: tuple[PathPart, ...]) -> Secret | None:
-        if not self.resolve_secrets and isinstance(raw, dict):
+        reads = self.resolve_secrets
+        if not isinstance(reads, bool):
+            reads = bool(path) and path[0] in reads
+        if not reads and isinstance(raw, dict):
             return Secret("", SKIPPED)  # not read; the schema checked the reference's form
         return resolve_secret(
             raw,

@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -78,7 +78,10 @@ class ConfigReport:
 
 
 def load_config(
-    path: str | Path, environ: dict[str, str] | None = None, *, resolve_secrets: bool = True
+    path: str | Path,
+    environ: dict[str, str] | None = None,
+    *,
+    resolve_secrets: bool | Collection[str] = True,
 ) -> Config:
     """Load ``path``; raise :class:`ConfigError` listing every problem (file:line:col)."""
     report = inspect_config(path, environ, resolve_secrets=resolve_secrets)
@@ -88,7 +91,10 @@ def load_config(
 
 
 def inspect_config(
-    path: str | Path, environ: dict[str, str] | None = None, *, resolve_secrets: bool = True
+    path: str | Path,
+    environ: dict[str, str] | None = None,
+    *,
+    resolve_secrets: bool | Collection[str] = True,
 ) -> ConfigReport:
     """Every problem of ``path`` in one pass, as ``mcp-gateway check`` reports them.
 
@@ -96,7 +102,7 @@ def inspect_config(
     found problems, each section on its own, so a missing secret is one finding among the
     others; a section too malformed to check is left to the schema's findings. With
     ``resolve_secrets=False`` secret references are taken as given (``check --skip-secrets``,
-    for CI without production secrets).
+    for CI without production secrets); a collection of top-level keys reads only theirs.
     """
     file_path = Path(path)
     doc = load_yaml(file_path)

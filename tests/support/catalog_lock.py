@@ -18,8 +18,11 @@ from gateway.backend.proxy import UpstreamBackend
 from tests.support.live_stack import LiveStack
 
 
-async def catalog_cli(config: Path, *args: str) -> tuple[int, str, str]:
-    """``mcp-gateway catalog ARGS --config CONFIG`` as a process (the upstream keeps serving)."""
+async def catalog_cli(
+    config: Path, *args: str, env: dict[str, str] | None = None
+) -> tuple[int, str, str]:
+    """``mcp-gateway catalog ARGS --config CONFIG`` as a process (the upstream keeps serving);
+    ``env``: its whole environment (default: this process's)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -29,6 +32,7 @@ async def catalog_cli(config: Path, *args: str) -> tuple[int, str, str]:
         "--config",
         str(config),
         cwd=config.parent,
+        env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

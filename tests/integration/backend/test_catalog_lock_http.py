@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -584,3 +585,48 @@ async def test_a_changed_template_is_held_and_allow_only_reports(
             assert report["held"] == (1 if mode == "hold" else 0)
             flagged = [e for e in logs if str(e["event"]).startswith("catalog.item_")]
             assert len(flagged) == (1 if mode == "hold" else 0), flagged
+
+
+EXACT_POLICY = """
+version: 1
+baseline_scopes: [mcp:access]
+tools:
+  echo: {scopes: [tools:echo]}
+  search: {scopes: [tools:echo]}
+  stable: {scopes: [tools:echo]}
+  ghost: {scopes: [tools:echo]}
+"""
+
+
+async def test_review_needs_no_issuer_secret_and_a_held_tool_is_no_policy_mistake(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 43: catalog diff/approve demanded the issuer's secret, which they never use; and
+    # a held tool logged policy.rule_matches_no_tool, pointing the operator at the policy.
+    upstream = upstream_with_surface()
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=EXACT_POLICY,
+        gateway={"catalog": {"lock": "catalog.lock.yaml", "poll_s": 0.1}},
+        prepare=pin_first([]),
+    ) as stack:  # fmt: skip
+        # Only the backend's credential in the environment, as on a reviewer's workstation.
+        reviewer = {k: v for k, v in os.environ.items() if k != "LIVE_STACK_GW_SECRET"}
+        code, out, err = await catalog_cli(stack.config_path, "diff", env=reviewer)
+        assert code == 0, out + err
+        upstream.tools[0]["description"] = "echo tool, changed"
+        with structlog.testing.capture_logs() as logs:
+            assert await member(stack.server).refresh()
+
+            async def checked_again() -> bool:  # the catalog's new version was compared
+                return any("tools.ghost:" in str(e.get("detail")) for e in logs)
+
+            await eventually(checked_again)
+        unmatched = [e["detail"] for e in logs if e["event"] == "policy.rule_matches_no_tool"]
+        assert [d.split(": ", 1)[1] for d in unmatched] == [
+            "tools.ghost: rule matches no tool in the backend catalog"
+        ]
+        assert [(e["item"], e["change"]) for e in logs if e["event"] == "catalog.item_held"] == [
+            ("echo", "changed")
+        ]
+        code, out, err = await catalog_cli(stack.config_path, "approve", "echo", env=reviewer)
+        assert code == 0, out + err
