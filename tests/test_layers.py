@@ -198,7 +198,7 @@ def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
     assert RULES["cli"] == ANYTHING and RULES["wiring"] == ANYTHING
     assert RULES[""] == TABLE.foundation
     # The shared mechanisms (one of each) and the version: importable from every layer.
-    assert {"", "schema", "b64url", "jsonkit", "bounded", "tasks"} <= NEUTRAL_TARGETS
+    assert {"", "schema", "b64url", "jsonkit", "bounded", "tasks", "filewatch"} <= NEUTRAL_TARGETS
     assert all(RULES[name] == frozenset() for name in NEUTRAL_TARGETS - {""})
     # The decision point's client: only the composition root builds it; http/ sees the seam.
     assert RULES["pdp"] == TABLE.foundation | {"outbound", "policy"}

@@ -1,9 +1,10 @@
 """The catalog lock a replica serves by (``catalog:``): loaded at start, hot-reloaded, and the
 one place where a difference from it is logged, audited and counted.
 
-Every replica watches its own copy of the file (a mounted ConfigMap, a file in the image): a
-cheap stat signature (mtime, size, inode) is compared every ``catalog.poll_s``; when it changed,
-the file is parsed and checked in a worker thread, and only a valid lock replaces the current
+Every replica watches its own copy of the file (a mounted ConfigMap, a file in the image) with
+the one file watcher (:mod:`gateway.filewatch`): a cheap stat signature (mtime, size, inode) is
+compared every ``catalog.poll_s``; when it changed, the file is parsed and checked in a worker
+thread, and only a valid lock replaces the current
 one (one attribute assignment). An invalid file keeps the old lock, is logged with its
 ``file:line`` problems and counted (``catalog_lock_reloads_total{result="failure"}``). After a
 swap every backend's refresher re-applies the lock to the catalog it already has (no upstream
@@ -16,8 +17,6 @@ once when it appears (and again when its live definition changes), and once when
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -27,13 +26,13 @@ from gateway.backend.lock_file import FORMAT_VERSION, OUTDATED, Lock, load_lock
 from gateway.backend.pinning import KINDS, Difference, Key
 from gateway.config import OnChange
 from gateway.errors import ConfigError
+from gateway.filewatch import FileWatch, Signature, stat_signature
 from gateway.observability.audit import CatalogEvent
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 
-__all__ = ["CatalogLock", "LockSignature"]
+__all__ = ["CatalogLock"]
 
-LockSignature = tuple[int, int, int]
 MAX_LOGGED_PROBLEMS: Final = 20
 
 _log = get_logger("gateway.catalog")
@@ -60,7 +59,7 @@ class CatalogLock:
         self.mode: OnChange = mode
         self._metrics = metrics
         self._audit = audit
-        self._signature = self.signature()
+        self._watch = FileWatch(self.signature, self._read, self.swap)
         if lock is None:
             lock = load_lock(path)
             _warn_outdated(lock)
@@ -81,19 +80,17 @@ class CatalogLock:
 
     # --- reload -----------------------------------------------------------------------
 
-    def signature(self) -> LockSignature:
-        try:
-            info = self.path.stat()  # follows symlinks: a ConfigMap swaps the link's target
-        except OSError:
-            return (-1, -1, -1)
-        return (info.st_mtime_ns, info.st_size, info.st_ino)
+    def signature(self) -> Signature:
+        return stat_signature((self.path,))
 
     def changed(self) -> bool:
-        return self.signature() != self._signature
+        return self._watch.changed()
 
     def load(self) -> Lock | list[str]:
         """Read the file now (any thread): the lock, or the problems (the old lock stays)."""
-        self._signature = self.signature()  # before reading: a write meanwhile is seen next poll
+        return self._watch.load()
+
+    def _read(self) -> Lock | list[str]:
         try:
             return load_lock(self.path)
         except ConfigError as exc:
@@ -127,17 +124,11 @@ class CatalogLock:
 
     async def reload(self) -> bool:
         """Read the file now (in a worker thread) and swap it in when valid and new (SIGHUP)."""
-        return self.swap(await asyncio.to_thread(self.load))
+        return await self._watch.reload()
 
     async def run(self, poll_s: float) -> None:
         """Poll every ``poll_s`` seconds (``<= 0``: never) until cancelled."""
-        if poll_s <= 0:
-            return
-        while True:
-            await asyncio.sleep(poll_s)
-            if self.changed():
-                with contextlib.suppress(Exception):
-                    await self.reload()
+        await self._watch.run(poll_s)
 
     def _count(self, result: str) -> None:
         if self._metrics is not None:

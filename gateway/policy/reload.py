@@ -1,8 +1,9 @@
 """Hot reload of the policy set: validate in full, then swap one reference (never half a policy).
 
 Triggers are SIGHUP (``gateway/wiring.py`` calls :meth:`PolicyReloader.reload`) and cheap polling
-(:meth:`PolicyReloader.run`), which compares a stat signature of every policy file (mtime, size,
-inode) and of every configured directory's listing, and reloads only when it changed.
+(:meth:`PolicyReloader.run`, the one file watcher of :mod:`gateway.filewatch`), which compares a
+stat signature of every policy file (mtime, size, inode) and of every configured directory's
+listing, and reloads only when it changed (parsing in a worker thread, the swap on the loop).
 
 A reload parses and validates the whole set first; only a valid set replaces the current one, by
 assigning one attribute (atomic under the GIL). A request that already took the old
@@ -13,14 +14,13 @@ the caller logs them and counts the failure. This module does no logging or metr
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, Literal
 
 from gateway.errors import ConfigError
+from gateway.filewatch import FileWatch, Signature, stat_signature
 from gateway.policy.loader import SUFFIXES, load_policy
 from gateway.policy.model import PolicySet
 
@@ -31,8 +31,7 @@ ReloadCallback = Callable[[str, PolicySet | None, list[str]], None]
 """``on_reload(outcome, policy, problems)``: ``policy`` is the new set on success, the running set
 when unchanged, None on failure (when ``problems`` lists what is wrong)."""
 
-Signature = tuple[tuple[str, int, int, int], ...]
-"""(path, mtime_ns, size, inode) per file and directory; -1s for a path that is missing."""
+_Loaded = tuple[Outcome, PolicySet | None, list[str]]
 
 _INTERNAL: Final = "policy: internal error while loading the policy set ({name}); kept the old one"
 
@@ -42,7 +41,8 @@ class PolicyReloader:
 
     The constructor loads the set once and raises :class:`ConfigError` when it is invalid (the
     gateway must not start on a half-valid policy); it does not call ``on_reload``.
-    ``on_reload`` may be called from a worker thread when :meth:`run` reloads.
+    ``on_reload`` is called where the swap happens: on the event loop (:meth:`run`) or in the
+    caller of :meth:`reload`.
     """
 
     def __init__(
@@ -57,8 +57,8 @@ class PolicyReloader:
         """The configured issuers' urls (:func:`~gateway.policy.loader.load_policy`)."""
         self._on_reload = on_reload
         self._lock = threading.Lock()
-        """Serialises reloads (SIGHUP on the loop thread, polling in a worker thread)."""
-        self._signature = self.signature()
+        """Serialises loads (SIGHUP on the loop thread, polling in a worker thread)."""
+        self._watch = FileWatch(self.signature, self._load, self._install)
         self._policy = load_policy(self.paths, issuers=self.issuers)
 
     def current(self) -> PolicySet:
@@ -71,29 +71,33 @@ class PolicyReloader:
         Outcomes (reported to ``on_reload``): ``success`` (new version active), ``unchanged``
         (valid, same content hash; nothing swapped), ``failure`` (old policy kept).
         """
+        return self._install(self._watch.load())
+
+    def _load(self) -> _Loaded:
         with self._lock:
-            outcome, policy, problems = self._load()
-            if outcome == "success" and policy is not None:
+            try:
+                policy = load_policy(self.paths, issuers=self.issuers)
+            except ConfigError as exc:
+                return "failure", None, list(exc.problems)
+            except Exception as exc:  # SECURITY: a loader bug must not take the old policy down
+                return "failure", None, [_INTERNAL.format(name=type(exc).__name__)]
+        return "success", policy, []
+
+    def _install(self, loaded: _Loaded) -> bool:
+        outcome, policy, problems = loaded
+        if outcome == "success" and policy is not None:
+            # Compared here, at the swap: two loads of one change (SIGHUP during a poll) report
+            # one success and one "unchanged".
+            if policy.version == self._policy.version:
+                outcome, policy = "unchanged", self._policy
+            else:
                 self._policy = policy
         self._report(outcome, policy, problems)
         return outcome == "success"
 
-    def _load(self) -> tuple[Outcome, PolicySet | None, list[str]]:
-        # Take the signature before reading, so a write during the load is seen next poll.
-        self._signature = self.signature()
-        try:
-            policy = load_policy(self.paths, issuers=self.issuers)
-        except ConfigError as exc:
-            return "failure", None, list(exc.problems)
-        except Exception as exc:  # SECURITY: a loader bug must not take the old policy down
-            return "failure", None, [_INTERNAL.format(name=type(exc).__name__)]
-        if policy.version == self._policy.version:
-            return "unchanged", self._policy, []
-        return "success", policy, []
-
     def changed(self) -> bool:
         """Whether the files differ from what the last load or reload attempt saw."""
-        return self.signature() != self._signature
+        return self._watch.changed()
 
     async def run(self, poll_s: float) -> None:
         """Poll every ``poll_s`` seconds and reload on change; ``poll_s <= 0`` disables polling.
@@ -102,40 +106,25 @@ class PolicyReloader:
         thread so a large policy does not stall requests. An exception raised by ``on_reload``
         does not stop polling (the swap, if any, has already happened).
         """
-        if poll_s <= 0:
-            return
-        while True:
-            await asyncio.sleep(poll_s)
-            if self.changed():
-                with contextlib.suppress(Exception):
-                    await asyncio.to_thread(self.reload)
+        await self._watch.run(poll_s)
 
     def signature(self) -> Signature:
         """Stat every configured path, and for directories every policy file in them."""
-        entries: list[tuple[str, int, int, int]] = []
+        watched: list[Path] = []
         for path in self.paths:
-            entries.append(_stat(path))
+            watched.append(path)
             if path.is_dir():
                 try:
                     children = sorted(path.iterdir())
                 except OSError:
                     continue
-                entries.extend(
-                    _stat(child)
+                watched.extend(
+                    child
                     for child in children
                     if child.suffix in SUFFIXES and not child.name.startswith(".")
                 )
-        return tuple(entries)
+        return stat_signature(watched)
 
     def _report(self, outcome: Outcome, policy: PolicySet | None, problems: list[str]) -> None:
         if self._on_reload is not None:
             self._on_reload(outcome, policy, problems)
-
-
-def _stat(path: Path) -> tuple[str, int, int, int]:
-    try:
-        # stat() follows symlinks: a Kubernetes ConfigMap swaps the target, not the link.
-        info = path.stat()
-    except OSError:
-        return (str(path), -1, -1, -1)
-    return (str(path), info.st_mtime_ns, info.st_size, info.st_ino)
