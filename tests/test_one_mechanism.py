@@ -32,6 +32,9 @@ class Mechanism:
     """``json.dumps(..., sort_keys=True)`` is a copy of it (a canonical form of its own)."""
     body_json: bool = False
     """``await request.json()`` (aiohttp's lenient reading) is a copy of it."""
+    literals: frozenset[bytes] = frozenset()
+    """Bytes constants that start with one of these are a copy of it (an event written by
+    hand)."""
 
 
 MECHANISMS: Final = (
@@ -46,6 +49,10 @@ MECHANISMS: Final = (
     ),
     Mechanism("the bounded map", "gateway/bounded.py", frozenset({"collections.OrderedDict"}),
               names=frozenset({"OrderedDict"})),
+    Mechanism(
+        "the SSE event writer", "gateway/http/sse.py", frozenset(),
+        literals=frozenset({b"event: message", b": keepalive"}),
+    ),
     Mechanism(
         "unpadded base64url", "gateway/b64url.py",
         frozenset({"base64.urlsafe_b64encode", "base64.urlsafe_b64decode"}),
@@ -89,6 +96,12 @@ def copies(source: str, mechanism: Mechanism) -> list[tuple[int, str]]:
                     found.append((node.lineno, spelling))
         elif isinstance(node, ast.Name) and node.id in mechanism.names:
             found.append((node.lineno, node.id))
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, bytes)
+            and any(node.value.startswith(prefix) for prefix in mechanism.literals)
+        ):
+            found.append((node.lineno, "SSE bytes"))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             func = node.func
             if (
@@ -151,6 +164,7 @@ def test_every_allowed_exception_still_exists() -> None:
         ("from collections import OrderedDict\nc: OrderedDict[str, int] = OrderedDict()\n",
          "OrderedDict"),
         ("import base64\nbase64.urlsafe_b64encode(b)\n", "base64.urlsafe_b64encode"),
+        ('w(b"event: message\\ndata: " + d)\n', "SSE bytes"),
     ],
 )  # fmt: skip
 def test_the_scan_finds_each_spelling(source: str, expected: str) -> None:

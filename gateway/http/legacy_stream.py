@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from gateway.http.legacy_sessions import (
     Subscribed,
 )
 from gateway.http.listen_stream import KEEPALIVE_S, MAX_QUEUED
-from gateway.http.progress import SSE_HEADERS
+from gateway.http.sse import KEEPALIVE, SSE_HEADERS, json_event
 from gateway.http.subscription_plan import intersect, plan, relayed_method
 from gateway.http.turn import Turn, check_expiry, require_method_scopes
 from gateway.observability.logging import get_logger
@@ -196,7 +195,7 @@ class _SessionStream:
                 kind, value = await asyncio.wait_for(queue.get(), min(left, KEEPALIVE_S))
             except TimeoutError:
                 if time.monotonic() < ends_at:
-                    await self._write(b": keepalive\n\n")
+                    await self._write(KEEPALIVE)
                 continue
             if kind in ("drain", "end", "overflow", "revoked"):
                 return
@@ -304,8 +303,7 @@ class _SessionStream:
         return {"jsonrpc": "2.0", "method": method}
 
     async def _send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-        await self._write(b"event: message\ndata: " + data + b"\n\n")
+        await self._write(json_event(message))
 
     async def _write(self, chunk: bytes) -> None:
         self._turn.ctx.bytes_out += len(chunk)

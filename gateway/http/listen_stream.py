@@ -18,14 +18,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from aiohttp import web
 
-from gateway.http.progress import SSE_HEADERS
+from gateway.http.sse import KEEPALIVE, SSE_HEADERS, json_event
 from gateway.http.subscription_hub import Slot
 from gateway.http.subscription_plan import FILTER_KEYS, LIST_CHANGED, plan, relayed_method
 from gateway.http.turn import Turn
@@ -124,7 +123,7 @@ class ListenStream:
                 kind, value = await asyncio.wait_for(queue.get(), min(left, KEEPALIVE_S))
             except TimeoutError:
                 if time.monotonic() < ends_at:
-                    await self._write(b": keepalive\n\n")
+                    await self._write(KEEPALIVE)
                 continue
             if kind in ("drain", "revoked"):
                 return True
@@ -202,8 +201,7 @@ class ListenStream:
         return out
 
     async def _send(self, message: dict[str, Any]) -> None:
-        data = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
-        await self._write(b"event: message\ndata: " + data + b"\n\n")
+        await self._write(json_event(message))
 
     async def _write(self, chunk: bytes) -> None:
         self._turn.ctx.bytes_out += len(chunk)

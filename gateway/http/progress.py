@@ -10,23 +10,15 @@ has already run by then, and a call that sends no progress is answered with plai
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 from aiohttp import web
 
-from gateway import SERVER_PRODUCT
+from gateway.http.sse import SSE_HEADERS, message_event
+from gateway.jsonkit.write import compact
 
-__all__ = ["SSE_HEADERS", "ProgressRelay"]
-
-SSE_HEADERS: Final = {
-    "Server": SERVER_PRODUCT,  # prepared here, past the listener's own stamping
-    "Content-Type": "text/event-stream",
-    "Cache-Control": "no-store",
-    # streamable-http.mdx: SHOULD be set so nginx does not buffer the stream.
-    "X-Accel-Buffering": "no",
-}
+__all__ = ["ProgressRelay"]
 
 
 class ProgressRelay:
@@ -48,7 +40,7 @@ class ProgressRelay:
         if self._closed:
             return  # progress.mdx: notifications stop after the request completed
         message = {"jsonrpc": "2.0", "method": "notifications/progress", "params": params}
-        await self._event(json.dumps(message, separators=(",", ":")).encode())
+        await self._event(compact(message))
 
     async def finish(self, body: bytes) -> web.StreamResponse:
         """Send ``body`` (the final JSON-RPC response) as the last event and end the stream."""
@@ -63,7 +55,7 @@ class ProgressRelay:
             response = web.StreamResponse(status=200, headers=SSE_HEADERS)
             await response.prepare(self._request)
             self.response = response
-        chunk = b"event: message\ndata: " + data + b"\n\n"
+        chunk = message_event(data)
         self.bytes_out += len(chunk)
         await self.response.write(chunk)
 
