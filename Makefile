@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint typecheck interop bench bench-quick bench-micro clean
+.PHONY: demo test test-fast check lint typecheck interop bench bench-quick bench-micro clean
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
@@ -31,6 +31,11 @@ typecheck: $(STAMP)
 check: lint typecheck
 
 PYTEST_OPTS ?=
+# Test workers (pytest-xdist). The tests mostly wait on loopback I/O and child processes, so on
+# two cores three workers were fastest (README.md, Tests). loadgroup: test by test, except
+# the modules marked xdist_group, which share one expensive module fixture on one worker.
+PYTEST_WORKERS ?= 3
+PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The npm packages some tests run with node (DIR:PACKAGE), installed exactly as their lock files
 # pin them when npm is there. Every other tool the suite drives is a Debian package: README.md
@@ -50,8 +55,13 @@ interop:
 		fi; \
 	done
 
+# Every test (CI runs this); each worker picks ports from its own slice (tests/support/ports.py).
 test: check interop
-	$(BIN)/pytest -q -rs $(PYTEST_OPTS)
+	$(BIN)/pytest -q -rs $(PYTEST_PARALLEL) $(PYTEST_OPTS)
+
+# For developers: without the slow interop, load and gateway-process tests.
+test-fast: check
+	$(BIN)/pytest -q -rs $(PYTEST_PARALLEL) -m "not slow" $(PYTEST_OPTS)
 
 # The comparison of issue 18 at the defaults and the tuned case, beside a bare aiohttp backend:
 # gateway pinned to core 0, wrk on core 1 (needs wrk and taskset); about 11 minutes.

@@ -19,6 +19,8 @@ from typing import Final
 import pytest
 import structlog
 
+from tests.support.ports import share_among_workers
+
 _NPM_TOOLS = {
     "oidc-provider": Path(__file__).parent / "interop" / "oidc-provider",
     "@modelcontextprotocol/conformance": Path(__file__).parent / "interop" / "conformance",
@@ -47,6 +49,7 @@ def _found(tool: str) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    share_among_workers()
     required = os.environ.get("MCP_GATEWAY_TEST_REQUIRE", "").split()
     missing = [tool for tool in required if not _found(tool)]
     if missing:

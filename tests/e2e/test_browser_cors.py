@@ -96,9 +96,10 @@ def _skip_reason() -> str | None:
 
 # Required (.ci/run): no skip, a missing piece fails the test instead.
 _REQUIRED = "chromium" in os.environ.get("MCP_GATEWAY_TEST_REQUIRE", "").split()
-pytestmark = pytest.mark.skipif(
-    not _REQUIRED and _skip_reason() is not None, reason=_skip_reason() or ""
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not _REQUIRED and _skip_reason() is not None, reason=_skip_reason() or ""),
+]
 
 
 async def _page_server(aiohttp_server: ServerFactory) -> str:

@@ -33,10 +33,13 @@ ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "tests/interop/conformance/node_modules/@modelcontextprotocol/conformance/dist"
 SHIM = ROOT / "tests/support/conformance/globsync.mjs"
 GLOB_IMPORT = "import{existsSync as i,globSync as a,"
-pytestmark = pytest.mark.skipif(
-    not (DIST / "index.js").exists() or shutil.which("node") is None,
-    reason="the conformance suite is not installed (npm ci --prefix tests/interop/conformance)",
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (DIST / "index.js").exists() or shutil.which("node") is None,
+        reason="the conformance suite is not installed (npm ci --prefix tests/interop/conformance)",
+    ),
+]
 
 
 def cli(directory: Path) -> list[str]:
@@ -45,8 +48,10 @@ def cli(directory: Path) -> list[str]:
     if GLOB_IMPORT in source:
         shimmed = f'import{{globSync as a}}from"{SHIM.as_uri()}";import{{existsSync as i,'
         source = source.replace(GLOB_IMPORT, shimmed, 1)
-    patched = DIST / f"index-{directory.name}.mjs"
-    patched.write_text(source, encoding="utf-8")  # beside index.js: its imports resolve there
+    # Beside index.js (its imports resolve there); named by process too: tmp_path names repeat
+    # across parallel test workers.
+    patched = DIST / f"index-{os.getpid()}-{directory.name}.mjs"
+    patched.write_text(source, encoding="utf-8")
     return ["node", str(patched)]
 
 

@@ -23,6 +23,12 @@ def _demo_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "gateway.cli", "demo", *args]
 
 
+def _demo_ports() -> list[str]:
+    """The demo's own listeners on ports of this test worker's slice (tests/support/ports.py):
+    the command would choose from the whole range, which other workers choose from too."""
+    return ["--port", str(free_port()), "--vault-port", str(free_port())]
+
+
 def _wait_for_state(path: Path, process: subprocess.Popen[bytes]) -> dict[str, object]:
     deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
@@ -40,9 +46,9 @@ async def test_the_demo_command_starts_writes_its_state_and_stops_cleanly_on_sig
     state_file = tmp_path / "demo-state.json"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # Both backends on fixed ports (issue 32 item 9: the second one, the vault, had no flag).
-    backend_port, vault_port = free_port(), free_port()
+    port, backend_port, vault_port = free_port(), free_port(), free_port()
     command = _demo_command(
-        "--port", "0", "--state-file", str(state_file), "--log-level", "warning",
+        "--port", str(port), "--state-file", str(state_file), "--log-level", "warning",
         "--backend-port", str(backend_port), "--vault-port", str(vault_port),
     )  # fmt: skip
     process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves

@@ -15,16 +15,20 @@ import sys
 import time
 from pathlib import Path
 
-from tests.e2e.test_demo_command import STOP_S, _demo_command, _wait_for_state
+import pytest
+
+from tests.e2e.test_demo_command import STOP_S, _demo_command, _demo_ports, _wait_for_state
 from tests.support.demo_stack import modern_body, modern_headers
 from tests.support.dev_http import http_client
+
+pytestmark = pytest.mark.slow
 
 
 async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) -> None:
     state_file = tmp_path / "demo-state.json"
     process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves
         _demo_command(
-            "--dpop", "--port", "0", "--state-file", str(state_file), "--log-level", "warning"
+            "--dpop", *_demo_ports(), "--state-file", str(state_file), "--log-level", "warning"
         ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

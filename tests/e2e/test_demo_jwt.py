@@ -23,7 +23,7 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.demo import DemoStack, start_demo, wait_ready
 from gateway.errors import FORBIDDEN_CODE
-from tests.e2e.test_demo_command import STOP_S, _wait_for_state
+from tests.e2e.test_demo_command import STOP_S, _demo_ports, _wait_for_state
 from tests.support.demo_stack import READER_TOOLS, modern_body, modern_headers
 from tests.support.dev_http import http_client
 from tests.support.oauth_flow import Pkce, authorize, exchange_code, register_public_client
@@ -119,7 +119,7 @@ async def test_the_demo_command_runs_in_jwt_mode(tmp_path: Path) -> None:
     state_file = tmp_path / "demo-state.json"
     command = [sys.executable, "-m", "gateway.cli", "demo"]
     process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves
-        [*command, "--port", "0", "--tokens", "jwt", "--state-file", str(state_file),
+        [*command, *_demo_ports(), "--tokens", "jwt", "--state-file", str(state_file),
          "--log-level", "warning"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

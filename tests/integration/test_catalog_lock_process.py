@@ -17,7 +17,10 @@ from tests.integration.test_yaml_constructs_process import wait_for_event
 from tests.support.replicas import ReplicaStack, replica_stack
 from tests.support.upstreams import echo_tool
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGHUP")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGHUP"),
+]
 BOUND_S = 20.0
 
 

@@ -29,9 +29,12 @@ from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.issuer import DevIssuer
 from tests.support.raw_http import parse_response
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status and sends SIGTERM"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"), reason="reads /proc/<pid>/status and sends SIGTERM"
+    ),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 RESOURCE = "https://mcp.example.test/mcp"

@@ -25,7 +25,10 @@ from gateway.dev.issuer import DevIssuer
 from tests.support.ports import free_port
 from tests.support.upstreams import ModernUpstream
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGTERM")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGTERM"),
+]
 
 RESOURCE = "https://mcp.example.test/mcp"
 SECRET = "lines-process-introspection-secret"

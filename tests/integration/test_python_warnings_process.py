@@ -14,7 +14,11 @@ import time
 import warnings
 from pathlib import Path
 
+import pytest
+
 from tests.support.replicas import replica_stack
+
+pytestmark = pytest.mark.slow
 
 
 async def test_joserfcs_security_warning_for_a_weak_key_is_a_json_log_line(

@@ -44,9 +44,10 @@ from tests.support.replicas import META, MODERN, Replica, ReplicaStack, replica_
 NGINX: Final = shutil.which("nginx") or (
     "/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None
 )
-pytestmark = pytest.mark.skipif(
-    NGINX is None, reason="nginx is not installed (.ci/run installs it)"
-)
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(NGINX is None, reason="nginx is not installed (.ci/run installs it)"),
+]
 
 REPLICAS: Final = 5
 ROUNDS: Final = REPLICAS - 1

@@ -24,7 +24,10 @@ import pytest
 from tests.support.replicas import replica_stack
 from tests.support.yaml_bombs import LAUGHS
 
-pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGHUP")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGHUP"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 20.0

@@ -35,6 +35,9 @@ K8S_VERSION: Final = "1.30"
 """The oldest Kubernetes release the base must work on (autoscaling/v2, policy/v1)."""
 DOCKERFILE_UID: Final = 10001
 
+# One worker renders the base once (the module fixture) for every test here.
+pytestmark = pytest.mark.xdist_group("kubernetes")
+
 
 @pytest.fixture(scope="module")
 def documents() -> list[dict[str, Any]]:

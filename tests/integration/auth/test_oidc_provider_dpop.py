@@ -35,7 +35,7 @@ from tests.support.ports import free_port
 from tests.support.upstreams import ModernUpstream
 from tests.support.wired import wired_gateway
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::ResourceWarning")]
 
 INTEROP: Final = Path(__file__).resolve().parents[2] / "interop" / "oidc-provider"
 GATEWAY_SECRET: Final = "oidc-provider-gateway-secret-0123"

@@ -146,11 +146,10 @@ async def test_a_garbled_event_stream_maps_to_the_failure_text(legacy, backend_f
 async def test_an_upstream_that_is_down_at_start_becomes_ready_later(
     aiohttp_server, backend_factory
 ) -> None:
-    from aiohttp.test_utils import unused_port
-
+    from tests.support.ports import free_port
     from tests.support.upstreams import LegacyUpstream
 
-    port = unused_port()
+    port = free_port()  # bound later: below the ephemeral range, this worker's own
     url = f"http://127.0.0.1:{port}/mcp"
     backend = await backend_factory(make_config(url, catalog_refresh_s=1.0))
     assert not backend.ready and len(backend.catalog()) == 0

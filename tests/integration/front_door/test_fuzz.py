@@ -171,6 +171,10 @@ class LiveGateway:
             return int(lines[0].split(" ", 2)[1]), headers, body[: max(length, 0)]
 
 
+# One worker starts the live gateway (the module fixtures) for every test here.
+pytestmark = pytest.mark.xdist_group("fuzz")
+
+
 @pytest.fixture(scope="module")
 def log() -> Iterator[CapturedLog]:
     captured = CapturedLog()

@@ -23,6 +23,8 @@ from tests.support.authzen_pdp import EVALUATION_PATH, AuthZenPdp
 from tests.support.ports import free_port
 from tests.support.upstreams import ModernUpstream, echo_tool
 
+pytestmark = pytest.mark.slow
+
 RESOURCE = "https://mcp.example.test/mcp"
 SECRET = "pdp-process-introspection-secret"
 PDP_SECRET = "pdp-process-credential"

@@ -13,8 +13,12 @@ import asyncio
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import replica_stack
+
+pytestmark = pytest.mark.slow
 
 __all__ = ["redis_server"]  # the fixture, imported for pytest
 

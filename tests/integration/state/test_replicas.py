@@ -18,6 +18,8 @@ import pytest
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import Replica, ReplicaStack, replica_stack
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["redis_server"]
 
 

@@ -29,6 +29,8 @@ from tests.support.jwt_forge import high_s, respell_ecdsa
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import Replica, ReplicaStack, replica_stack
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["redis_server"]
 
 JWT_ONLY = {"issuer": {"tokens": "jwt", "client_id": None, "client_secret": None}}

@@ -13,7 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.replicas import ROOT, ReplicaStack, replica_stack
+
+pytestmark = pytest.mark.slow
 
 
 def revoke(*args: str, stdin: str, cwd: Path) -> subprocess.CompletedProcess[str]:

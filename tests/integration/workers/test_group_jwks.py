@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from gateway.observability.audit_chain import public_jwk
 from tests.integration.workers.test_workers import fresh_call, group, log_lines, ops, until
+
+pytestmark = pytest.mark.slow
 
 
 async def test_the_groups_jwks_carries_the_audit_checkpoint_key(tmp_path: Path) -> None:

@@ -29,6 +29,8 @@ from tests.support.jwt_forge import respell_ecdsa
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import META, MODERN, Replica, ReplicaStack, replica_stack
 
+pytestmark = pytest.mark.slow
+
 __all__ = ["redis_server"]
 
 WORKERS: Final = ("--workers", "2")
