@@ -9,16 +9,20 @@ pass on skipped tests.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
 import pytest
 import structlog
+from structlog._config import BoundLoggerLazyProxy
 
+from gateway.observability.logging import configure
 from tests.support.ports import share_among_workers
 
 _NPM_TOOLS = {
@@ -92,5 +96,40 @@ def restore_logging() -> Iterator[None]:
     handlers, level = root.handlers[:], root.level
     yield
     structlog.configure(**saved)
+    _forget_cached_loggers()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def _forget_cached_loggers() -> None:
+    """Let the gateway's module-level loggers pick up the configuration in force now.
+
+    ``configure()`` caches each logger on first use (the proxy keeps the logger it built), so a
+    logger first used under an earlier test's configuration would keep writing to that test's
+    stream. Which test came first depends on how the tests are spread over workers."""
+    for name, module in list(sys.modules.items()):
+        if module is None or not name.startswith("gateway"):
+            continue
+        for value in vars(module).values():
+            if isinstance(value, BoundLoggerLazyProxy):
+                vars(value).pop("bind", None)
+
+
+@pytest.fixture
+def json_log() -> Iterator[io.StringIO]:
+    """The production logging configuration (JSON lines, redaction) writing into a buffer, at
+    debug level; restored afterwards."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    buffer = io.StringIO()
+    configure("json", "debug", stream=buffer)
+    # Loggers must not be cached on first use: a cached logger would keep writing into this
+    # buffer in later tests and escape their capture_logs().
+    structlog.configure(cache_logger_on_first_use=False)
+    _forget_cached_loggers()
+    yield buffer
+    structlog.reset_defaults()
+    _forget_cached_loggers()
+    structlog.contextvars.clear_contextvars()
     root.handlers[:] = handlers
     root.setLevel(level)

@@ -22,6 +22,8 @@ from gateway.app import GatewayServer
 from gateway.config import Config
 from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.issuer import DevIssuer
+from tests.support.mcp_client import McpTestClient
+from tests.support.serve_process import gateway_config, write_config
 from tests.support.wired import wired_gateway
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +35,7 @@ CANARY_ROOT = "file:///canary-root-only-the-backend-may-see"
 
 
 @dataclass
-class Stack:
+class Stack(McpTestClient):
     issuer: DevIssuer
     backend: DemoBackend
     server: GatewayServer
@@ -46,44 +48,9 @@ class Stack:
             sub=sub, scopes=scopes, audience=self.config.resource, **kwargs
         )
 
-    async def post(
-        self,
-        token: str | None,
-        body: dict[str, Any] | bytes,
-        *,
-        headers: dict[str, str] | None = None,
-    ) -> tuple[int, dict[str, str], str]:
-        sent = {"Content-Type": "application/json", "Accept": "application/json"}
-        if token is not None:
-            sent["Authorization"] = f"Bearer {token}"
-        sent.update(headers or {})
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        async with self.session.post(self.server.mcp_url, data=data, headers=sent) as response:
-            return response.status, dict(response.headers), await response.text()
-
-    async def modern(
-        self,
-        token: str | None,
-        method: str,
-        params: dict[str, Any] | None = None,
-        capabilities: dict[str, Any] | None = None,
-    ) -> tuple[int, dict[str, str], str]:
-        meta = {
-            "io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-        }
-        headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
-        if method in ("tools/call", "prompts/get"):
-            headers["Mcp-Name"] = (params or {})["name"]
-        elif method == "resources/read":
-            headers["Mcp-Name"] = (params or {})["uri"]
-        body = {
-            "jsonrpc": "2.0",
-            "id": 7,
-            "method": method,
-            "params": {**(params or {}), "_meta": meta},
-        }
-        return await self.post(token, body, headers=headers)
+    @property
+    def mcp_url(self) -> str:
+        return self.server.mcp_url
 
     async def metrics(self) -> str:
         async with self.session.get(self.server.ops_url + "/metrics") as response:
@@ -92,7 +59,7 @@ class Stack:
 
 @pytest.fixture
 async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Stack]:
-    async with _stack(tmp_path, monkeypatch, "") as running:
+    async with _stack(tmp_path, monkeypatch) as running:
         yield running
 
 
@@ -100,13 +67,13 @@ async def stack(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterato
 async def stack_logging_arguments(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[Stack]:
-    async with _stack(tmp_path, monkeypatch, "logging: {log_arguments: true}\n") as running:
+    async with _stack(tmp_path, monkeypatch, logging={"log_arguments": True}) as running:
         yield running
 
 
 @contextlib.asynccontextmanager
 async def _stack(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, extra_yaml: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, **extra: Any
 ) -> AsyncIterator[Stack]:
     issuer = DevIssuer()
     backend = DemoBackend(service_token=SERVICE_TOKEN)
@@ -117,26 +84,18 @@ async def _stack(
     (tmp_path / "service-token").write_text(SERVICE_TOKEN)
     (tmp_path / "seal-key").write_text(SEAL_KEY)
     audit_file = tmp_path / "audit.log"
-    (tmp_path / "gateway.yaml").write_text(
-        f"""
-resource: https://mcp.example.test/mcp
-listen: {{host: 127.0.0.1, port: 0}}
-ops_listen: {{host: 127.0.0.1, port: 0}}
-issuer:
-  url: {issuer.url}
-  client_id: mcp-gateway
-  client_secret: {{env: FULL_STACK_GW_SECRET}}
-  allow_insecure_http: true
-  cache: {{max_ttl_s: 60}}
-backend:
-  url: {backend.url}
-  allow_insecure_http: true
-  credential: {{type: bearer, token: {{file: service-token}}}}
-policy: {ROOT / "gateway" / "dev" / "demo-policy.yaml"}
-audit: {{sink: file, path: {audit_file}}}
-input_requests: {{seal_keys: [{{id: k1, key: {{file: seal-key}}}}]}}
-{extra_yaml}"""
+    config = gateway_config(
+        issuer_url=issuer.url,
+        backend_url=backend.url,
+        secret={"env": "FULL_STACK_GW_SECRET"},
+        credential={"file": "service-token"},
+        issuer={"cache": {"max_ttl_s": 60}},
+        policy=str(ROOT / "gateway" / "dev" / "demo-policy.yaml"),
+        audit={"sink": "file", "path": str(audit_file)},
+        input_requests={"seal_keys": [{"id": "k1", "key": {"file": "seal-key"}}]},
+        **extra,
     )
+    write_config(tmp_path, config)
     try:
         async with wired_gateway(tmp_path / "gateway.yaml") as (server, session):
             yield Stack(issuer, backend, server, server.config, audit_file, session)
@@ -255,7 +214,7 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
         # An input round (2026-07-28 roots), its retry, and a tampered retry.
         roots = {"roots": {}}
         call = {"name": "workspace_roots", "arguments": {}}
-        status, headers, text = await stack.modern(reader, "tools/call", call, roots)
+        status, headers, text = await stack.modern(reader, "tools/call", call, capabilities=roots)
         assert status == 200 and '"input_required"' in text, text
         bodies.append(text)
         header_values.extend(headers.values())
@@ -263,7 +222,9 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
         answer = {"roots": {"roots": [{"uri": CANARY_ROOT}]}}
         for state in (sealed, sealed[:-2] + "AA"):
             retry = {**call, "requestState": state, "inputResponses": answer}
-            status, headers, text = await stack.modern(reader, "tools/call", retry, roots)
+            status, headers, text = await stack.modern(
+                reader, "tools/call", retry, capabilities=roots
+            )
             assert status in {200, 400}, text
             bodies.append(text.replace(CANARY_ROOT, "<the tool's own result>"))
             header_values.extend(headers.values())

@@ -10,25 +10,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import structlog
-from aiohttp.test_utils import TestServer
 
-from gateway.app import GatewayServer
-from gateway.config import Config
-from gateway.dev.issuer import DevIssuer
+from tests.support.live_stack import LEGACY, MODERN, LiveStack, ServerFactory, live_stack
 from tests.support.schemas import validate_response
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
-from tests.support.wired import wired_gateway
 
-MODERN = "2026-07-28"
-LEGACY = "2025-06-18"
 SERVICE = "service-secret"
 POLICY = """
 version: 1
@@ -37,87 +28,10 @@ tools:
   echo: {scopes: [tools:echo]}
 """
 
-ServerFactory = Callable[..., Awaitable[TestServer]]
 Upstream = ModernUpstream | LegacyUpstream
 
 
-@dataclass
-class Gateway:
-    server: GatewayServer
-    config: Config
-    issuer: DevIssuer
-    upstream: Upstream
-    session: aiohttp.ClientSession
-
-    def token(self, scopes: str = "mcp:access tools:echo") -> str:
-        return self.issuer.mint_token(sub="erin", scopes=scopes, audience=self.config.resource)
-
-    async def post(
-        self, token: str, body: dict[str, Any] | bytes, headers: dict[str, str]
-    ) -> tuple[int, dict[str, str], str]:
-        sent = {
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            **headers,
-        }
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        async with self.session.post(self.server.mcp_url, data=data, headers=sent) as response:
-            return response.status, dict(response.headers), await response.text()
-
-    async def call(
-        self,
-        era: str,
-        token: str,
-        arguments: dict[str, Any],
-        *,
-        extra: dict[str, str] | None = None,
-    ) -> tuple[int, dict[str, str], str]:
-        """``tools/call echo`` the way a client of ``era`` sends it (legacy: after initialize)."""
-        if era == "modern":
-            params: dict[str, Any] = {
-                "name": "echo",
-                "arguments": arguments,
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                },
-            }
-            headers = {
-                "MCP-Protocol-Version": MODERN,
-                "Mcp-Method": "tools/call",
-                "Mcp-Name": "echo",
-            }
-        else:
-            status, _, text = await self.post(
-                token,
-                {
-                    "jsonrpc": "2.0",
-                    "id": 0,
-                    "method": "initialize",
-                    "params": {
-                        "protocolVersion": LEGACY,
-                        "capabilities": {},
-                        "clientInfo": {"name": "legacy-client", "version": "1"},
-                    },
-                },
-                {},
-            )
-            assert status == 200, text
-            status, _, _ = await self.post(
-                token,
-                {"jsonrpc": "2.0", "method": "notifications/initialized"},
-                {"MCP-Protocol-Version": LEGACY},
-            )
-            assert status == 202
-            params = {"name": "echo", "arguments": arguments}
-            headers = {"MCP-Protocol-Version": LEGACY}
-        body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params}
-        return await self.post(token, body, {**headers, **(extra or {})})
-
-
-@contextlib.asynccontextmanager
-async def running_gateway(
+def running_gateway(
     tmp_path: Path,
     aiohttp_server: ServerFactory,
     monkeypatch: pytest.MonkeyPatch,
@@ -125,38 +39,25 @@ async def running_gateway(
     *,
     backend_timeout_s: float = 10.0,
     policy: str = POLICY,
-) -> AsyncIterator[Gateway]:
-    issuer = DevIssuer()
-    await issuer.start()
-    issuer.register_client("mcp-gateway", "gw-secret", can_introspect=True)
-    upstream_server = await aiohttp_server(upstream.app())
-    monkeypatch.setenv("UPSTREAM_TEST_GW_SECRET", "gw-secret")
-    monkeypatch.setenv("UPSTREAM_TEST_SERVICE", SERVICE)
-    (tmp_path / "policy.yaml").write_text(policy)
-    (tmp_path / "gateway.yaml").write_text(
-        f"""
-resource: https://mcp.example.test/mcp
-listen: {{host: 127.0.0.1, port: 0}}
-ops_listen: {{host: 127.0.0.1, port: 0}}
-issuer:
-  url: {issuer.url}
-  client_id: mcp-gateway
-  client_secret: {{env: UPSTREAM_TEST_GW_SECRET}}
-  allow_insecure_http: true
-backend:
-  url: {upstream_server.make_url("/mcp")}
-  allow_insecure_http: true
-  timeout_s: {backend_timeout_s}
-  credential: {{type: bearer, token: {{env: UPSTREAM_TEST_SERVICE}}}}
-policy: policy.yaml
-audit: {{sink: "off"}}
-"""
+) -> contextlib.AbstractAsyncContextManager[LiveStack]:
+    gateway = {"backend": {"timeout_s": backend_timeout_s}}
+    return live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy, gateway=gateway
     )
-    try:
-        async with wired_gateway(tmp_path / "gateway.yaml") as (server, session):
-            yield Gateway(server, server.config, issuer, upstream, session)
-    finally:
-        await issuer.stop()
+
+
+async def call_echo(
+    gw: LiveStack,
+    era: str,
+    token: str,
+    arguments: dict[str, Any],
+    *,
+    extra: dict[str, str] | None = None,
+) -> tuple[int, dict[str, str], str]:
+    """``tools/call echo`` the way a client of ``era`` sends it (legacy: after initialize)."""
+    if era == "modern":
+        return await gw.call(token, "echo", arguments, headers=extra)
+    return await gw.legacy_call(token, "echo", arguments, capabilities={}, headers=extra)
 
 
 def _upstream(kind: str) -> Upstream:
@@ -175,7 +76,8 @@ async def test_each_upstream_serves_each_client_era_with_the_service_credential_
     upstream = _upstream(upstream_kind)
     async with running_gateway(tmp_path, aiohttp_server, monkeypatch, upstream) as gw:
         token = gw.token()
-        status, headers, text = await gw.call(
+        status, headers, text = await call_echo(
+            gw,
             client_era,
             token,
             {"text": "hi"},
@@ -261,7 +163,7 @@ async def test_upstream_faults_become_fixed_tool_errors_without_internals(
         tmp_path, aiohttp_server, monkeypatch, upstream, backend_timeout_s=1.0
     ) as gw:
         upstream.fault = fault
-        status, headers, body = await gw.call("modern", gw.token(), {"text": "x"})
+        status, headers, body = await call_echo(gw, "modern", gw.token(), {"text": "x"})
         assert status == 200
         assert headers["Cache-Control"] == "no-store"
         result = json.loads(body)["result"]
@@ -277,7 +179,7 @@ async def test_a_client_disconnect_aborts_the_upstream_call(
     upstream = ModernUpstream()
     upstream.fault = "slow"
     async with running_gateway(tmp_path, aiohttp_server, monkeypatch, upstream) as gw:
-        call = asyncio.create_task(gw.call("modern", gw.token(), {"text": "x"}))
+        call = asyncio.create_task(call_echo(gw, "modern", gw.token(), {"text": "x"}))
         await asyncio.wait_for(upstream.slow_started.wait(), 5)
         call.cancel()  # the client goes away mid-call
         with contextlib.suppress(asyncio.CancelledError):

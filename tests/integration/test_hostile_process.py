@@ -12,22 +12,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
+import yaml
 
 from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.issuer import DevIssuer
 from tests.support.raw_http import parse_response
+from tests.support.serve_process import gateway_config, serve_process, write_config
 
 pytestmark = [
     pytest.mark.slow,
@@ -70,60 +70,27 @@ class Running:
 
 @contextlib.asynccontextmanager
 async def serve(tmp_path: Path, limits: str) -> AsyncIterator[Running]:
-    issuer = DevIssuer()
-    backend = DemoBackend(service_token=SERVICE_TOKEN)
-    await issuer.start()
-    await backend.start()
-    issuer.register_client("mcp-gateway", SECRET, can_introspect=True)
-    (tmp_path / "service-token").write_text(SERVICE_TOKEN)
-    (tmp_path / "gateway.yaml").write_text(
-        f"""
-resource: {RESOURCE}
-listen: {{host: 127.0.0.1, port: 0}}
-ops_listen: {{host: 127.0.0.1, port: 0}}
-issuer:
-  url: {issuer.url}
-  client_id: mcp-gateway
-  client_secret: {{env: HOSTILE_GW_SECRET}}
-  allow_insecure_http: true
-backend:
-  url: {backend.url}
-  allow_insecure_http: true
-  credential: {{type: bearer, token: {{file: service-token}}}}
-policy: {ROOT / "gateway" / "dev" / "demo-policy.yaml"}
-audit: {{sink: off}}
-limits: {limits}
-"""
-    )
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "serve", "--config", str(tmp_path / "gateway.yaml"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "HOSTILE_GW_SECRET": SECRET}, cwd=tmp_path,
-    )  # fmt: skip
-    assert process.stdout is not None
-    try:
-        started: dict[str, Any] = {}
-        while started.get("event") != "gateway.started":
-            raw = await asyncio.wait_for(process.stdout.readline(), 30)
-            assert raw, "serve exited before it started"
-            started = json.loads(raw)
-        port = urlsplit(started["mcp_url"]).port  # http://127.0.0.1:<port>/mcp
-        ops_port = int(started["ops"].rsplit(":", 1)[1])
-        async with aiohttp.ClientSession() as session:
-            for _ in range(200):
-                async with session.get(f"http://127.0.0.1:{ops_port}/readyz") as response:
-                    if response.status == 200:
-                        break
-                await asyncio.sleep(0.05)
-            else:
-                pytest.fail("the gateway never became ready")
-        yield Running(process, port, ops_port, issuer)
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
-        await backend.stop()
-        await issuer.stop()
+    async with DevIssuer() as issuer, DemoBackend(service_token=SERVICE_TOKEN) as backend:
+        issuer.register_client("mcp-gateway", SECRET, can_introspect=True)
+        (tmp_path / "service-token").write_text(SERVICE_TOKEN)
+        config = gateway_config(
+            issuer_url=issuer.url,
+            backend_url=backend.url,
+            secret={"env": "HOSTILE_GW_SECRET"},
+            credential={"file": "service-token"},
+            resource=RESOURCE,
+            policy=str(ROOT / "gateway" / "dev" / "demo-policy.yaml"),
+            audit={"sink": "off"},
+            limits=yaml.safe_load(limits),
+        )
+        path = write_config(tmp_path, config)
+        async with serve_process(path, env={"HOSTILE_GW_SECRET": SECRET}) as serving:
+            mcp_url, ops_url = await serving.started()
+            await serving.until_ready(ops_url)
+            port = urlsplit(mcp_url).port  # http://127.0.0.1:<port>/mcp
+            ops_port = urlsplit(ops_url).port
+            assert port is not None and ops_port is not None
+            yield Running(serving.process, port, ops_port, issuer)
 
 
 async def flood(port: int) -> None:

@@ -6,7 +6,6 @@ import asyncio
 import dataclasses
 import ipaddress
 import json
-import os
 import re
 import signal
 import sys
@@ -23,6 +22,7 @@ from aiohttp import web
 from gateway.app import GatewayServer, Services
 from gateway.config import Config, Listen, load_config
 from gateway.outbound import Destination, Outbound, OutboundConnectionError, Response
+from tests.support.serve_process import serve_process
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
@@ -367,42 +367,24 @@ async def test_mcp_gateway_serve_exits_0_on_sigterm_within_the_drain_timeout(
         "limits: {drain_timeout_s: 3}\n"
     )
     (tmp_path / "gateway.yaml").write_text(config, encoding="utf-8")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "serve", "--config", str(tmp_path / "gateway.yaml"),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **ENV}, cwd=tmp_path,
-    )  # fmt: skip
-    assert process.stdout is not None
-    lines: list[dict[str, Any]] = []
-    try:
-        while not any(line.get("event") == "gateway.started" for line in lines):
-            raw = await asyncio.wait_for(process.stdout.readline(), 30)
-            assert raw, "serve exited before it started"
-            lines.append(json.loads(raw))
-        started = next(line for line in lines if line["event"] == "gateway.started")
-        ops_port = int(started["ops"].rsplit(":", 1)[1])
+    async with serve_process(tmp_path / "gateway.yaml", env=ENV) as gw:
+        _, ops_url = await gw.started()
         client = Outbound()
         client.add(Destination("test"))
         try:
-            health = await client.request(
-                "test", "GET", f"http://127.0.0.1:{ops_port}/healthz", timeout_s=5
-            )
+            health = await client.request("test", "GET", f"{ops_url}/healthz", timeout_s=5)
         finally:
             await client.close()
         assert health.status == 200
 
         sent = time.monotonic()
-        process.send_signal(signal.SIGTERM)
-        rest, _ = await asyncio.wait_for(process.communicate(), 3 + 5)
-        assert process.returncode == 0
+        gw.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(gw.process.wait(), 3 + 5) == 0
         assert time.monotonic() - sent < 3 + 5
-        events = [json.loads(line)["event"] for line in rest.splitlines() if line.strip()]
+        await gw.wait_for("gateway.stopped", 5)  # the reader has the last lines too
+        events = [line["event"] for line in gw.lines]
         assert events[-1] == "gateway.stopped"
         assert "gateway.draining" in events
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
 
 
 async def test_a_failed_start_releases_the_services_and_the_bound_listener() -> None:

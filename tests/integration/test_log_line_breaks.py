@@ -9,36 +9,18 @@ from __future__ import annotations
 
 import io
 import json
-import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from gateway.cli import build_parser
-from gateway.observability.logging import configure
 from tests.support.live_stack import ServerFactory, live_stack
 
 BREAKS = "\u2028\u2029\u0085"
 TOOL = f'echo{BREAKS}{{"event":"forged"}}'
 SUBJECT = f"erin{BREAKS}admin"
 RAW = tuple(c.encode() for c in BREAKS)
-
-
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    """Production logging config (JSON, redaction) into a buffer; restored afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    buffer = io.StringIO()
-    configure("json", "info", stream=buffer)
-    yield buffer
-    structlog.reset_defaults()
-    structlog.contextvars.clear_contextvars()
-    root.handlers[:] = handlers
-    root.setLevel(level)
 
 
 def read_lines(data: bytes) -> list[dict[str, Any]]:

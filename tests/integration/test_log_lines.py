@@ -11,39 +11,21 @@ import asyncio
 import dataclasses
 import io
 import json
-import logging
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
-import structlog
 
 from gateway.app import GatewayServer
 from gateway.config import load_config
 from gateway.dev.issuer import DevIssuer
-from gateway.observability.logging import configure
 from gateway.wiring import build_services
 from tests.support.jwt_forge import access_claims
 from tests.support.jwt_stack import jwt_stack
 from tests.support.live_stack import ServerFactory, live_stack
-
-
-@pytest.fixture
-def json_log() -> Iterator[io.StringIO]:
-    """Production logging config (JSON, redaction) into a buffer; restored afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    buffer = io.StringIO()
-    configure("json", "debug", stream=buffer)
-    structlog.configure(cache_logger_on_first_use=False)
-    yield buffer
-    structlog.reset_defaults()
-    structlog.contextvars.clear_contextvars()
-    root.handlers[:] = handlers
-    root.setLevel(level)
+from tests.support.serve_process import gateway_config, write_config
 
 
 def lines(buffer: io.StringIO, event: str) -> list[dict[str, Any]]:
@@ -76,25 +58,14 @@ async def test_an_issuer_mismatch_names_the_issuer_the_metadata_declared(
         issuer.register_client("mcp-gateway", "s3cret", can_introspect=True)
         monkeypatch.setenv("LOG_TEST_SECRET", "s3cret")
         configured = issuer.url + "/"  # the metadata says issuer.url, without the slash
-        (tmp_path / "policy.yaml").write_text("version: 1\nbaseline_scopes: [mcp:access]\n")
-        (tmp_path / "gateway.yaml").write_text(
-            f"""
-resource: https://mcp.example.test/mcp
-listen: {{host: 127.0.0.1, port: 0}}
-ops_listen: {{host: 127.0.0.1, port: 0}}
-issuer:
-  url: {configured}
-  client_id: mcp-gateway
-  client_secret: {{env: LOG_TEST_SECRET}}
-  allow_insecure_http: true
-backend:
-  url: http://127.0.0.1:9/mcp
-  allow_insecure_http: true
-  credential: {{type: bearer, token: {{env: LOG_TEST_SECRET}}}}
-policy: policy.yaml
-audit: {{sink: "off"}}
-"""
+        settings = gateway_config(
+            issuer_url=configured,
+            backend_url="http://127.0.0.1:9/mcp",
+            secret={"env": "LOG_TEST_SECRET"},
+            credential={"env": "LOG_TEST_SECRET"},
+            audit={"sink": "off"},
         )
+        write_config(tmp_path, settings, "version: 1\nbaseline_scopes: [mcp:access]\n")
         config = load_config(tmp_path / "gateway.yaml")
         server = GatewayServer(config, build_services(config))
         await server.start()

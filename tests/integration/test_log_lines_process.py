@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
 from gateway.dev.issuer import DevIssuer
+from tests.support.mcp_client import McpAt
 from tests.support.ports import free_port
+from tests.support.serve_process import gateway_config, serve_process, write_config
 from tests.support.upstreams import ModernUpstream
 
 pytestmark = [
@@ -32,17 +32,6 @@ pytestmark = [
 
 RESOURCE = "https://mcp.example.test/mcp"
 SECRET = "lines-process-introspection-secret"
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-}
-
-
-def call(i: int) -> bytes:
-    params = {"name": "echo", "arguments": {"text": f"call {i}"}, "_meta": META}
-    message = {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": params}
-    return json.dumps(message).encode()
 
 
 async def wait_for_line(path: Path, event: str, timeout_s: float = 30) -> dict[str, Any]:
@@ -69,77 +58,46 @@ async def test_sigterm_with_calls_in_flight_leaves_every_access_line_and_audit_e
     token = issuer.mint_token(sub="alice", scopes="mcp:access", audience=RESOURCE)
     port, ops_port = free_port(), free_port()
     (tmp_path / "svc").write_text("svc-token")
-    (tmp_path / "policy.yaml").write_text(
-        "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  echo: {scopes: []}\n"
+    config = gateway_config(
+        issuer_url=issuer.url,
+        backend_url=str(backend.make_url("/mcp")),
+        secret={"env": "LINES_GW_SECRET"},
+        credential={"file": "svc"},
+        resource=RESOURCE,
+        port=port,
+        ops_port=ops_port,
+        limits={"principal_rate": None, "pre_auth_rate": None},
     )
-    (tmp_path / "gateway.yaml").write_text(
-        json.dumps(
-            {
-                "resource": RESOURCE,
-                "listen": {"host": "127.0.0.1", "port": port},
-                "ops_listen": {"host": "127.0.0.1", "port": ops_port},
-                "issuer": {
-                    "url": issuer.url,
-                    "client_id": "mcp-gateway",
-                    "client_secret": {"env": "LINES_GW_SECRET"},
-                    "allow_insecure_http": True,
-                },
-                "backend": {
-                    "url": str(backend.make_url("/mcp")),
-                    "allow_insecure_http": True,
-                    "credential": {"type": "bearer", "token": {"file": "svc"}},
-                },
-                "policy": "policy.yaml",
-                "limits": {"principal_rate": None, "pre_auth_rate": None},
-            }
-        )
-    )
-    log = tmp_path / "stdout.log"
-    with log.open("wb") as out:  # the operator's `> file`
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway.cli", "serve", "--config", "gateway.yaml",
-            "--workers", str(workers), *(["--event-loop", "asyncio"] if workers > 1 else []),
-            stdout=out, stderr=asyncio.subprocess.PIPE,
-            env={**os.environ, "LINES_GW_SECRET": SECRET}, cwd=tmp_path,
-        )  # fmt: skip
+    log = tmp_path / "stdout.log"  # the operator's `> file`
+    serving = serve_process(
+        write_config(tmp_path, config), "--workers", str(workers),
+        *(["--event-loop", "asyncio"] if workers > 1 else []),
+        env={"LINES_GW_SECRET": SECRET}, stdout=log,
+    )  # fmt: skip
     try:
-        started = await wait_for_line(log, "gateway.started")
-        # The default (auto) with uvloop installed; --event-loop reaches the workers too.
-        assert started["event_loop"] == ("uvloop" if workers == 1 else "asyncio")
-        url = f"http://127.0.0.1:{port}/mcp"
-        headers = {
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "MCP-Protocol-Version": "2026-07-28",
-            "Mcp-Method": "tools/call",
-            "Mcp-Name": "echo",
-        }
-        async with aiohttp.ClientSession() as session:
-            await _until_ready(session, f"http://127.0.0.1:{ops_port}/readyz")
+        async with serving as gw:
+            started = await wait_for_line(log, "gateway.started")
+            # The default (auto) with uvloop installed; --event-loop reaches the workers too.
+            assert started["event_loop"] == ("uvloop" if workers == 1 else "asyncio")
+            await gw.until_ready(f"http://127.0.0.1:{ops_port}")
+            client = McpAt(f"http://127.0.0.1:{port}/mcp")
             n = 40
-
-            async def one(i: int) -> int:
-                async with session.post(url, data=call(i), headers=headers) as response:
-                    await response.read()
-                    return response.status
-
-            calls = [asyncio.ensure_future(one(i)) for i in range(n)]
-            deadline = time.monotonic() + 20
-            while len(upstream.calls("tools/call")) < n and time.monotonic() < deadline:  # noqa: ASYNC110
-                await asyncio.sleep(0.02)
-            assert len(upstream.calls("tools/call")) == n  # all in flight at the signal
-            process.send_signal(signal.SIGTERM)
-            statuses = await asyncio.wait_for(asyncio.gather(*calls), 30)
-        assert statuses == [200] * n
-        assert await asyncio.wait_for(process.wait(), 30) == 0
-        assert process.stderr is not None
-        errors = (await process.stderr.read()).decode()
-        assert "Traceback" not in errors, errors
+            async with client:
+                calls = [
+                    asyncio.ensure_future(client.call(token, "echo", {"text": f"call {i}"}, rid=i))
+                    for i in range(n)
+                ]
+                deadline = time.monotonic() + 20
+                while len(upstream.calls("tools/call")) < n and time.monotonic() < deadline:  # noqa: ASYNC110
+                    await asyncio.sleep(0.02)
+                assert len(upstream.calls("tools/call")) == n  # all in flight at the signal
+                gw.process.send_signal(signal.SIGTERM)
+                answers = await asyncio.wait_for(asyncio.gather(*calls), 30)
+            assert [status for status, _, _ in answers] == [200] * n
+            assert await asyncio.wait_for(gw.process.wait(), 30) == 0
+            errors = await gw.errors()
+            assert "Traceback" not in errors, errors
     finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
         await issuer.stop()
         await backend.close()
     lines = [json.loads(raw) for raw in log.read_text().splitlines()]  # each one whole JSON
@@ -155,12 +113,3 @@ async def test_sigterm_with_calls_in_flight_leaves_every_access_line_and_audit_e
     else:
         assert {x.get("worker") for x in access} <= {0, 1}
         assert lines[-1]["event"] == "supervisor.stopped"
-
-
-async def _until_ready(session: aiohttp.ClientSession, ops: str) -> None:
-    for _ in range(400):
-        async with session.get(ops) as response:
-            if response.status == 200:
-                return
-        await asyncio.sleep(0.05)
-    pytest.fail("never ready")

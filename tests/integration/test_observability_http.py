@@ -12,14 +12,12 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import logging
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-import structlog
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
@@ -33,7 +31,6 @@ from gateway.http.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.access import ACCESS_EVENT, GatewayObserver
 from gateway.observability.audit import AuditSink
-from gateway.observability.logging import configure
 from gateway.observability.metrics import Metrics
 from gateway.seams import Principal
 from tests.support.fakes import FakeAuthenticator, FakeBackend, FakePolicySource, default_policy
@@ -106,26 +103,7 @@ def delta(
 
 
 @pytest.fixture
-def structlog_into_buffer() -> Iterator[io.StringIO]:
-    """Production logging config (JSON, redaction) into a buffer; restored afterwards."""
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    buffer = io.StringIO()
-    configure("json", "debug", stream=buffer)
-    # Loggers must not be cached on first use: a cached logger would keep writing into this
-    # buffer in later tests and escape their capture_logs().
-    structlog.configure(cache_logger_on_first_use=False)
-    yield buffer
-    structlog.reset_defaults()
-    structlog.contextvars.clear_contextvars()
-    root.handlers[:] = handlers
-    root.setLevel(level)
-
-
-@pytest.fixture
-async def stack(
-    aiohttp_server: Any, aiohttp_client: Any, structlog_into_buffer: io.StringIO
-) -> Stack:
+async def stack(aiohttp_server: Any, aiohttp_client: Any, json_log: io.StringIO) -> Stack:
     config = harness_config()
     metrics = Metrics()
     metrics.set_catalog_names({"search_docs", "create_ticket", "echo"})
@@ -172,7 +150,7 @@ async def stack(
         public=await aiohttp_client(public_server),
         ops=await aiohttp_client(ops_server),
         metrics=metrics,
-        logs=structlog_into_buffer,
+        logs=json_log,
         audit=audit_stream,
         backend=backend,
         mcp_path=config.mcp_path,

@@ -9,23 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
-import yaml
 
 from gateway.dev.issuer import DevIssuer
 from tests.support.live_stack import MODERN, ServerFactory, modern_meta
 from tests.support.raw_http import RawResponse, parse_response, request_bytes
+from tests.support.serve_process import ServeProcess, gateway_config, serve_process, write_config
 from tests.support.upstreams import ModernUpstream
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -33,71 +30,24 @@ pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 POLICY = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  echo: {scopes: []}\n"
 
 
-@dataclass
-class Serving:
-    process: asyncio.subprocess.Process
-    lines: list[dict[str, Any]] = field(default_factory=list)
-
-    def event(self, name: str) -> dict[str, Any] | None:
-        return next((line for line in self.lines if line.get("event") == name), None)
-
-    async def wait_for(self, name: str, timeout_s: float = 30.0) -> dict[str, Any]:
-        async with asyncio.timeout(timeout_s):
-            while (found := self.event(name)) is None:  # noqa: ASYNC110 - reading a log
-                await asyncio.sleep(0.02)
-        return found
-
-
 @asynccontextmanager
 async def serve(
     tmp_path: Path, aiohttp_server: ServerFactory, limits: dict[str, float]
-) -> AsyncIterator[tuple[Serving, DevIssuer]]:
+) -> AsyncIterator[tuple[ServeProcess, DevIssuer]]:
     upstream_server = await aiohttp_server(ModernUpstream().app())
     async with DevIssuer() as issuer:
         issuer.register_client("mcp-gateway", "gw-secret", can_introspect=True)
-        (tmp_path / "policy.yaml").write_text(POLICY)
-        config = {
-            "resource": "https://mcp.example.test/mcp",
-            "listen": {"host": "127.0.0.1", "port": 0},
-            "ops_listen": {"host": "127.0.0.1", "port": 0},
-            "issuer": {
-                "url": issuer.url,
-                "client_id": "mcp-gateway",
-                "client_secret": {"env": "SD_GW_SECRET"},
-                "allow_insecure_http": True,
-            },
-            "backend": {
-                "url": str(upstream_server.make_url("/mcp")),
-                "allow_insecure_http": True,
-                "credential": {"type": "bearer", "token": {"env": "SD_SERVICE"}},
-            },
-            "policy": "policy.yaml",
-            "limits": limits,
-            "audit": {"sink": "off"},
-        }
-        (tmp_path / "gateway.yaml").write_text(yaml.safe_dump(config))
-        env = {**os.environ, "SD_GW_SECRET": "gw-secret", "SD_SERVICE": "service-secret"}
-        process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway.cli", "serve", "--config", "gateway.yaml",
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL, env=env,
-            cwd=tmp_path,
-        )  # fmt: skip
-        serving = Serving(process)
-
-        async def read() -> None:
-            assert process.stdout is not None
-            while raw := await process.stdout.readline():
-                if raw.startswith(b"{"):
-                    serving.lines.append(json.loads(raw))
-
-        reader = asyncio.create_task(read())
-        try:
+        config = gateway_config(
+            issuer_url=issuer.url,
+            backend_url=str(upstream_server.make_url("/mcp")),
+            secret={"env": "SD_GW_SECRET"},
+            credential={"env": "SD_SERVICE"},
+            limits=limits,
+            audit={"sink": "off"},
+        )
+        env = {"SD_GW_SECRET": "gw-secret", "SD_SERVICE": "service-secret"}
+        async with serve_process(write_config(tmp_path, config, POLICY), env=env) as serving:
             yield serving, issuer
-        finally:
-            if process.returncode is None:
-                process.kill()
-            await process.wait()
-            await reader
 
 
 async def ready(session: aiohttp.ClientSession, ops: str) -> int:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from gateway.app import GatewayServer
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.proxy import UpstreamBackend
 from tests.support.live_stack import LiveStack
+from tests.support.serve_process import run_command
 
 
 async def catalog_cli(
@@ -23,22 +23,7 @@ async def catalog_cli(
 ) -> tuple[int, str, str]:
     """``mcp-gateway catalog ARGS --config CONFIG`` as a process (the upstream keeps serving);
     ``env``: its whole environment (default: this process's)."""
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway.cli",
-        "catalog",
-        *args,
-        "--config",
-        str(config),
-        cwd=config.parent,
-        env=env,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode is not None
-    return process.returncode, out.decode(), err.decode()
+    return await run_command("catalog", *args, "--config", str(config), cwd=config.parent, env=env)
 
 
 def pin_first(done: list[str]) -> Callable[[Path], Awaitable[None]]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.live_stack import LEGACY, LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, TokenServer, echo_tool
 
 __all__ = [
@@ -77,22 +77,11 @@ class Federation:
         self, token: str, method: str, params: Mapping[str, Any] | None = None, rid: int = 7
     ) -> tuple[int, Any]:
         """One request of an initialized 2025-06-18 client (the gateway keeps no session)."""
-        body = {"jsonrpc": "2.0", "id": rid, "method": method, "params": dict(params or {})}
-        status, _, text = await self.stack.post(token, body, {"MCP-Protocol-Version": LEGACY})
+        status, _, text = await self.stack.legacy(token, method, params, rid=rid)
         return status, json.loads(text) if text else None
 
     async def legacy_initialize(self, token: str) -> None:
-        params = {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": {"name": "legacy-client", "version": "1"},
-        }
-        body = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": params}
-        status, _, text = await self.stack.post(token, body)
-        assert status == 200, text
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        status, _, _ = await self.stack.post(token, note, {"MCP-Protocol-Version": LEGACY})
-        assert status == 202
+        await self.stack.legacy_initialize(token)
 
     async def listed(self, token: str | None = None, era: str = "modern") -> list[str]:
         """Every exposed tool name, all pages followed."""

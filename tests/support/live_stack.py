@@ -10,7 +10,6 @@ exactly as ``mcp-gateway serve`` wires it (:func:`tests.support.wired.wired_gate
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +23,7 @@ from aiohttp.test_utils import TestServer
 from gateway.app import GatewayServer
 from gateway.config import Config
 from gateway.dev.issuer import DevIssuer
+from tests.support.mcp_client import LEGACY, MODERN, McpTestClient, modern_meta
 from tests.support.upstreams import LegacyUpstream, ModernUpstream
 from tests.support.wired import wired_gateway
 
@@ -39,8 +39,6 @@ __all__ = [
     "other_issuer",
 ]
 
-MODERN = "2026-07-28"
-LEGACY = "2025-06-18"
 SERVICE = "service-secret"
 GATEWAY_SECRET = "live-stack-introspection-secret"
 OTHER_SECRET = "other-introspection-secret"
@@ -55,16 +53,8 @@ ServerFactory = Callable[..., Awaitable[TestServer]]
 Upstream = ModernUpstream | LegacyUpstream
 
 
-def modern_meta(capabilities: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": dict(capabilities or {}),
-        "io.modelcontextprotocol/clientInfo": {"name": "live-stack", "version": "1"},
-    }
-
-
 @dataclass
-class LiveStack:
+class LiveStack(McpTestClient):
     server: GatewayServer
     config: Config
     issuer: DevIssuer
@@ -75,79 +65,9 @@ class LiveStack:
     def token(self, scopes: str = "mcp:access tools:echo", sub: str = "erin", **kw: Any) -> str:
         return self.issuer.mint_token(sub=sub, scopes=scopes, audience=self.config.resource, **kw)
 
-    async def post(
-        self,
-        token: str | None,
-        body: Mapping[str, Any] | bytes,
-        headers: Mapping[str, str] | None = None,
-    ) -> tuple[int, dict[str, str], str]:
-        sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        if token is not None:
-            sent["Authorization"] = f"Bearer {token}"
-        sent.update(headers or {})
-        data = body if isinstance(body, bytes) else json.dumps(body).encode()
-        async with self.session.post(self.server.mcp_url, data=data, headers=sent) as response:
-            return response.status, dict(response.headers), await response.text()
-
-    async def modern(
-        self,
-        token: str | None,
-        method: str,
-        params: Mapping[str, Any] | None = None,
-        *,
-        name: str | None = None,
-        capabilities: Mapping[str, Any] | None = None,
-        rid: int | str = 1,
-        headers: Mapping[str, str] | None = None,
-    ) -> tuple[int, dict[str, str], str]:
-        """One 2026-07-28 request with the mirrored headers and the required ``_meta``."""
-        body = {
-            "jsonrpc": "2.0",
-            "id": rid,
-            "method": method,
-            "params": {**(params or {}), "_meta": modern_meta(capabilities)},
-        }
-        sent = {"MCP-Protocol-Version": MODERN, "Mcp-Method": method}
-        if name is not None:
-            sent["Mcp-Name"] = name
-        sent.update(headers or {})
-        return await self.post(token, body, sent)
-
-    async def call(
-        self, token: str | None, tool: str = "echo", arguments: Mapping[str, Any] | None = None,
-        **kw: Any,
-    ) -> tuple[int, dict[str, str], str]:  # fmt: skip
-        params = {"name": tool, "arguments": dict(arguments or {})}
-        return await self.modern(token, "tools/call", params, name=tool, **kw)
-
-    async def legacy_call(
-        self, token: str, tool: str = "echo", arguments: Mapping[str, Any] | None = None
-    ) -> tuple[int, dict[str, str], str]:
-        """``initialize`` + ``notifications/initialized`` + ``tools/call`` as a 2025 client."""
-        status, _, text = await self.post(
-            token,
-            {
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": LEGACY,
-                    "capabilities": {"elicitation": {}},
-                    "clientInfo": {"name": "legacy-client", "version": "1"},
-                },
-            },
-        )
-        assert status == 200, text
-        headers = {"MCP-Protocol-Version": LEGACY}
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert (await self.post(token, note, headers))[0] == 202
-        body = {
-            "jsonrpc": "2.0",
-            "id": 5,
-            "method": "tools/call",
-            "params": {"name": tool, "arguments": dict(arguments or {})},
-        }
-        return await self.post(token, body, headers)
+    @property
+    def mcp_url(self) -> str:
+        return self.server.mcp_url
 
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,10 +12,8 @@ Every difference is a log event, an audit event, a metric and a ``/readyz`` entr
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -41,6 +39,7 @@ from tests.support.catalog_lock import (
 )
 from tests.support.federation import federated_stack
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.serve_process import run_command
 from tests.support.upstreams import ModernUpstream, echo_tool
 from tests.support.wired import wired_gateway
 
@@ -398,36 +397,16 @@ async def test_a_bad_lock_at_startup_is_a_load_error_with_its_line(
         ):
             pass
     (tmp_path / "catalog.lock.yaml").write_text("version: 1\nitems:\n- kind: tool\n  name: x\n")
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway.cli",
-        "serve",
-        "--config",
-        str(config[0]),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 1, (out, err)
+    code, out, err = await run_command("serve", "--config", str(config[0]))
+    assert code == 1, (out, err)
     lock = tmp_path / "catalog.lock.yaml"
-    assert f"{lock}:3:3: items[0].backend: must be a non-empty string" in out.decode()
-    assert f"{lock}:3:3: items[0].definition: must be a mapping" in out.decode()
+    assert f"{lock}:3:3: items[0].backend: must be a non-empty string" in out
+    assert f"{lock}:3:3: items[0].definition: must be a mapping" in out
     # A missing lock is a load error too: a gateway configured with a lock never runs without.
     lock.unlink()
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway.cli",
-        "serve",
-        "--config",
-        str(config[0]),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await asyncio.wait_for(process.communicate(), 60)
-    assert process.returncode == 1
-    assert f"{lock}:1:1: cannot read file" in out.decode()
+    code, out, err = await run_command("serve", "--config", str(config[0]))
+    assert code == 1
+    assert f"{lock}:1:1: cannot read file" in out
 
 
 class _Stop(Exception):

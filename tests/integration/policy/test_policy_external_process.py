@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import sys
 from pathlib import Path
 
-import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
 from gateway.dev.issuer import DevIssuer
 from tests.support.authzen_pdp import EVALUATION_PATH, AuthZenPdp
+from tests.support.mcp_client import McpAt
 from tests.support.ports import free_port
+from tests.support.serve_process import gateway_config, serve_process, write_config
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 pytestmark = pytest.mark.slow
@@ -28,11 +27,6 @@ pytestmark = pytest.mark.slow
 RESOURCE = "https://mcp.example.test/mcp"
 SECRET = "pdp-process-introspection-secret"
 PDP_SECRET = "pdp-process-credential"
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-    "io.modelcontextprotocol/clientInfo": {"name": "test", "version": "1"},
-}
 
 
 @pytest.mark.parametrize("workers", [1, 2])
@@ -51,77 +45,44 @@ async def test_serve_starts_with_a_decision_point_and_asks_it(tmp_path: Path, wo
     await issuer.start()
     issuer.register_client("mcp-gateway", SECRET, can_introspect=True)
     token = issuer.mint_token(sub="alice", scopes="mcp:access", audience=RESOURCE)
-    port, ops_port = free_port(), free_port()
+    port, ops_port = free_port(), free_port()  # a group of workers logs no single address
     (tmp_path / "svc").write_text("svc-token")
     (tmp_path / "pdp-token").write_text(PDP_SECRET + "\n")
-    (tmp_path / "policy.yaml").write_text(
-        "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*': {scopes: []}\n"
-    )
-    config = {
-        "resource": RESOURCE,
-        "listen": {"host": "127.0.0.1", "port": port},
-        "ops_listen": {"host": "127.0.0.1", "port": ops_port},
-        "issuer": {"url": issuer.url, "client_id": "mcp-gateway",
-                   "client_secret": {"env": "PDP_GW_SECRET"}, "allow_insecure_http": True},
-        "backend": {"url": str(backend.make_url("/mcp")), "allow_insecure_http": True,
-                    "credential": {"type": "bearer", "token": {"file": "svc"}}},
-        "policy": "policy.yaml",
-        "policy_external": {
+    config = gateway_config(
+        issuer_url=issuer.url,
+        backend_url=str(backend.make_url("/mcp")),
+        secret={"env": "PDP_GW_SECRET"},
+        credential={"file": "svc"},
+        resource=RESOURCE,
+        port=port,
+        ops_port=ops_port,
+        policy_external={
             "url": str(pdp_server.make_url(EVALUATION_PATH)), "allow_insecure_http": True,
             "credential": {"type": "bearer", "token": {"file": "pdp-token"}},
         },
-    }  # fmt: skip
-    (tmp_path / "gateway.yaml").write_text(json.dumps(config))
-    process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", "serve", "--config", "gateway.yaml",
-        "--workers", str(workers), *(["--event-loop", "asyncio"] if workers > 1 else []),
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PDP_GW_SECRET": SECRET}, cwd=tmp_path,
+    )  # fmt: skip
+    serving = serve_process(
+        write_config(tmp_path, config), "--workers", str(workers),
+        *(["--event-loop", "asyncio"] if workers > 1 else []), env={"PDP_GW_SECRET": SECRET},
     )  # fmt: skip
     try:
-        async with aiohttp.ClientSession() as session:
-            await _until_ready(session, f"http://127.0.0.1:{ops_port}/readyz", process)
-            answers = {}
-            for tool in ("echo", "danger"):
-                params = {"name": tool, "arguments": {"text": "x"}, "_meta": META}
-                body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-                headers = {
-                    "Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                    "Accept": "application/json", "MCP-Protocol-Version": "2026-07-28",
-                    "Mcp-Method": "tools/call", "Mcp-Name": tool,
-                }  # fmt: skip
-                url = f"http://127.0.0.1:{port}/mcp"
-                async with session.post(url, json=body, headers=headers) as response:
-                    answers[tool] = (response.status, await response.json())
+        async with serving as gw:
+            await gw.until_ready(f"http://127.0.0.1:{ops_port}")
+            async with McpAt(f"http://127.0.0.1:{port}/mcp") as client:
+                answers = {
+                    tool: await client.call(token, tool, {"text": "x"})
+                    for tool in ("echo", "danger")
+                }
+            gw.process.terminate()
+            await asyncio.wait_for(gw.process.wait(), 30)
+            errors = await gw.errors()
         assert answers["echo"][0] == 200, answers
         assert answers["danger"][0] == 403
-        assert answers["danger"][1]["error"]["code"] == -31403
+        assert json.loads(answers["danger"][2])["error"]["code"] == -31403
         assert [seen.headers["Authorization"] for seen in pdp.seen] == [f"Bearer {PDP_SECRET}"] * 2
         assert [r.json["params"]["name"] for r in upstream.calls("tools/call")] == ["echo"]
     finally:
-        if process.returncode is None:
-            process.terminate()
-            await asyncio.wait_for(process.wait(), 30)
         await issuer.stop()
         await backend.close()
         await pdp_server.close()
-    assert process.stderr is not None
-    errors = (await process.stderr.read()).decode()
     assert "Traceback" not in errors, errors
-
-
-async def _until_ready(
-    session: aiohttp.ClientSession, ops: str, process: asyncio.subprocess.Process
-) -> None:
-    for _ in range(400):
-        if process.returncode is not None:
-            assert process.stderr is not None
-            pytest.fail(f"serve exited: {(await process.stderr.read()).decode()[-2000:]}")
-        try:
-            async with session.get(ops) as response:
-                if response.status == 200:
-                    return
-        except aiohttp.ClientConnectionError:
-            pass
-        await asyncio.sleep(0.05)
-    pytest.fail("never ready")
