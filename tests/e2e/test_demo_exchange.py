@@ -12,12 +12,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from gateway.demo import DemoStack, start_demo, wait_ready
 from tests.support.dev_http import http_client
+from tests.support.sdk_stack import sdk_session
 
 
 @pytest.fixture(params=["introspection", "jwt"])
@@ -37,10 +35,7 @@ async def test_vault_whoami_shows_the_caller_of_an_issuer_minted_token(
     vault = demo.vault
     assert vault is not None
     token = demo.tokens["reader"]
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(demo.mcp_url, http_client=http), mode=mode) as client,
-    ):
+    async with sdk_session(demo.mcp_url, token, mode) as client:
         assert "vault__whoami" in {tool.name for tool in (await client.list_tools()).tools}
         for _ in range(2):  # the second call reuses the exchanged token
             result = await client.call_tool("vault__whoami", {})

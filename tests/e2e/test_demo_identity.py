@@ -7,13 +7,11 @@ JWK Set from the ops listener, and its ``whoami`` tool shows the verified caller
 from __future__ import annotations
 
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 
 from gateway.demo import DemoStack
 from tests.support.demo_stack import demo_stack
 from tests.support.dev_http import http_client
+from tests.support.sdk_stack import sdk_session
 
 __all__ = ["demo_stack"]  # the fixture, imported for pytest
 
@@ -23,10 +21,7 @@ async def test_whoami_shows_the_caller_the_backend_verified(
     demo_stack: DemoStack, mode: str
 ) -> None:
     token = demo_stack.tokens["writer"]
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode) as client,
-    ):
+    async with sdk_session(demo_stack.mcp_url, token, mode) as client:
         result = await client.call_tool("whoami", {})
         assert result.is_error is False, result
         caller = result.structured_content

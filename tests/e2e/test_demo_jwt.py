@@ -16,9 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway.demo import DemoStack, start_demo, wait_ready
@@ -27,6 +24,7 @@ from tests.e2e.test_demo_command import STOP_S, _demo_ports, _wait_for_state
 from tests.support.demo_stack import READER_TOOLS, modern_body, modern_headers
 from tests.support.dev_http import http_client
 from tests.support.oauth_flow import Pkce, authorize, exchange_code, register_public_client
+from tests.support.sdk_stack import sdk_session
 
 
 @pytest.fixture
@@ -54,10 +52,7 @@ async def test_the_sdk_works_with_a_jwt_and_the_issuer_is_never_asked(
     token = jwt_demo.tokens["reader"]
     assert jose_header(token)["typ"] == "at+jwt"
     assert "introspection_endpoint" not in jwt_demo.issuer.metadata()
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(jwt_demo.mcp_url, http_client=http), mode=mode) as client,
-    ):
+    async with sdk_session(jwt_demo.mcp_url, token, mode) as client:
         listed = await client.list_tools()
         assert {tool.name for tool in listed.tools} == READER_TOOLS
         result = await client.call_tool("echo", {"text": "signed, not introspected"})

@@ -10,9 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway.demo import DemoStack
@@ -26,6 +23,7 @@ from tests.support.demo_stack import (
     parse_challenge,
 )
 from tests.support.dev_http import http_client
+from tests.support.sdk_stack import sdk_session
 
 __all__ = ["demo_stack"]  # the fixture, imported for pytest
 
@@ -41,10 +39,7 @@ async def test_a_reader_sees_only_reader_tools_and_can_call_one(
     demo_stack: DemoStack, mode: str, version: str
 ) -> None:
     token = demo_stack.tokens["reader"]
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode) as client,
-    ):
+    async with sdk_session(demo_stack.mcp_url, token, mode) as client:
         assert client.session.protocol_version == version
         listed = await client.list_tools()
         assert {tool.name for tool in listed.tools} == READER_TOOLS
@@ -67,10 +62,7 @@ async def test_a_reader_calling_a_writer_tool_is_refused_by_the_sdk(
     demo_stack: DemoStack, mode: str, version: str
 ) -> None:
     token = demo_stack.tokens["reader"]
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode) as client,
-    ):
+    async with sdk_session(demo_stack.mcp_url, token, mode) as client:
         # The Python SDK hides the HTTP status (client-behaviour.md §5) but shows a JSON-RPC
         # error body: the user reads which scope is missing (issue 11 item 4).
         with pytest.raises(MCPError) as caught:
@@ -91,10 +83,7 @@ async def test_a_refused_token_reaches_the_sdk_user_as_a_readable_error(
     bogus = "not-a-token-the-issuer-knows"
     # The SDK raises from inside its task group: the MCPError may arrive wrapped in a group.
     with pytest.raises((MCPError, BaseExceptionGroup)) as caught:
-        async with (
-            create_mcp_http_client(headers={"Authorization": f"Bearer {bogus}"}) as http,
-            Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode),
-        ):
+        async with sdk_session(demo_stack.mcp_url, bogus, mode):
             pass  # the handshake itself is refused
     error = _mcp_error(caught.value)
     assert str(error) == "Invalid or expired access token"
@@ -143,15 +132,9 @@ async def test_a_writer_tool_call_with_a_reader_token_is_answered_403_with_the_s
 
 async def test_a_writer_token_adds_a_note_that_a_reader_then_lists(demo_stack: DemoStack) -> None:
     writer, reader = demo_stack.tokens["writer"], demo_stack.tokens["reader"]
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {writer}"}) as http,
-        Client(streamable_http_client(demo_stack.mcp_url, http_client=http)) as client,
-    ):
+    async with sdk_session(demo_stack.mcp_url, writer) as client:
         added = await client.call_tool("notes_add", {"text": "written via the gateway"})
         assert added.is_error is False
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {reader}"}) as http,
-        Client(streamable_http_client(demo_stack.mcp_url, http_client=http)) as client,
-    ):
+    async with sdk_session(demo_stack.mcp_url, reader) as client:
         listed = await client.call_tool("notes_list", {})
         assert "written via the gateway" in listed.content[0].text  # type: ignore[union-attr]

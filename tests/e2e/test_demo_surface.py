@@ -12,9 +12,6 @@ import asyncio
 import base64
 
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import ResourceTemplateReference
 
@@ -22,6 +19,7 @@ from gateway.demo import DemoStack
 from gateway.dev.demo_surface import LOGO_PNG
 from gateway.errors import FORBIDDEN_CODE
 from tests.support.demo_stack import demo_stack
+from tests.support.sdk_stack import sdk_session
 
 __all__ = ["demo_stack"]  # the fixture, imported for pytest
 
@@ -31,10 +29,7 @@ async def test_a_reader_uses_the_demo_prompts_and_resources(
     demo_stack: DemoStack, mode: str
 ) -> None:
     token = demo_stack.tokens["reader"]
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(demo_stack.mcp_url, http_client=http), mode=mode) as client,
-    ):
+    async with sdk_session(demo_stack.mcp_url, token, mode) as client:
         prompts = await client.list_prompts()
         assert [p.name for p in prompts.prompts] == ["summarize_notes"]  # admin_report: step-up
         got = await client.get_prompt("summarize_notes", {"topic": "the roadmap"})
@@ -68,10 +63,7 @@ LATEST = "mcp-gw://notes/demo://notes/latest"
 async def test_a_subscriber_is_told_when_the_newest_note_changes(demo_stack: DemoStack) -> None:
     """The demo's changing resource: a 2026-07-28 listen naming it hears every notes_add."""
     token = demo_stack.tokens["writer"]
-    async with (
-        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-        Client(streamable_http_client(demo_stack.mcp_url, http_client=http)) as client,
-    ):
+    async with sdk_session(demo_stack.mcp_url, token) as client:
         async with client.listen(resource_subscriptions=[LATEST]) as sub:
             assert sub.honored.resource_subscriptions == [LATEST]
             await client.call_tool("notes_add", {"text": "subscribed"})

@@ -12,13 +12,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway.errors import RATE_LIMITED_CODE
 from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.sdk_stack import sdk_session
 
 POLICY = """
 version: 1
@@ -35,10 +33,7 @@ async def test_a_rate_limited_tool_call_reaches_the_sdk_user_as_a_readable_error
 ) -> None:
     async with live_stack(tmp_path, aiohttp_server, monkeypatch, policy=POLICY) as stack:
         token = stack.token()
-        async with (
-            create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
-            Client(streamable_http_client(stack.server.mcp_url, http_client=http), mode=mode) as c,
-        ):
+        async with sdk_session(stack.server.mcp_url, token, mode) as c:
             first = await c.call_tool("echo", {"text": "once"})
             assert first.is_error is False
             with pytest.raises(MCPError) as caught:

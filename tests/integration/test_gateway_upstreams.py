@@ -16,17 +16,18 @@ from typing import Any
 import pytest
 import structlog
 
-from tests.support.live_stack import LEGACY, MODERN, LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import (
+    LEGACY,
+    MODERN,
+    POLICY,
+    LiveStack,
+    ServerFactory,
+    live_stack,
+)
 from tests.support.schemas import validate_response
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
 
 SERVICE = "service-secret"
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: [tools:echo]}
-"""
 
 Upstream = ModernUpstream | LegacyUpstream
 
@@ -191,22 +192,9 @@ async def test_progress_from_a_legacy_sse_upstream_reaches_a_modern_client_that_
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with running_gateway(tmp_path, aiohttp_server, monkeypatch, LegacyUpstream()) as gw:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 9,
-            "method": "tools/call",
-            "params": {
-                "name": "echo",
-                "arguments": {"text": "p", "steps": 3},
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                    "progressToken": "client-progress-1",
-                },
-            },
-        }
-        headers = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
-        status, response_headers, text = await gw.post(gw.token(), body, headers)
+        status, response_headers, text = await gw.call(
+            gw.token(), "echo", {"text": "p", "steps": 3}, rid=9, progressToken="client-progress-1"
+        )
         assert status == 200
         assert response_headers["Content-Type"].startswith("text/event-stream")
         events = [

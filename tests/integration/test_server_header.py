@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gateway import SERVER_PRODUCT
-from tests.support.live_stack import MODERN, ServerFactory, live_stack
+from tests.support.live_stack import ServerFactory, live_stack
 from tests.support.raw_http import exchange
 from tests.support.upstreams import LegacyUpstream
 
@@ -44,22 +44,9 @@ async def test_every_answer_of_both_listeners_names_only_the_product(
         assert status == 401
         assert_product(headers, "401")
 
-        body = {
-            "jsonrpc": "2.0",
-            "id": 9,
-            "method": "tools/call",
-            "params": {
-                "name": "echo",
-                "arguments": {"text": "p", "steps": 2},
-                "_meta": {
-                    "io.modelcontextprotocol/protocolVersion": MODERN,
-                    "io.modelcontextprotocol/clientCapabilities": {},
-                    "progressToken": "p-1",
-                },
-            },
-        }
-        sse = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
-        status, headers, _ = await stack.post(token, body, sse)
+        status, headers, _ = await stack.call(
+            token, "echo", {"text": "p", "steps": 2}, rid=9, progressToken="p-1"
+        )
         assert (status, headers["Content-Type"]) == (200, "text/event-stream")
         assert_product(headers, "SSE stream")
 

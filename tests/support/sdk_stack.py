@@ -29,6 +29,7 @@ __all__ = [
     "next_event",
     "quiet",
     "sdk_client",
+    "sdk_session",
     "sdk_stack",
 ]
 
@@ -86,6 +87,19 @@ async def federated_sdk_stack(
         ) as live,
     ):  # fmt: skip
         yield live, docs, wiki
+
+
+@contextlib.asynccontextmanager
+async def sdk_session(
+    url: str, token: str, mode: str = "auto", **options: Any
+) -> AsyncIterator[Client]:
+    """A connected SDK client of the gateway at ``url`` with ``token`` (``mode``: ``auto`` or
+    ``legacy``; ``options`` for :class:`mcp.client.Client`)."""
+    async with (
+        create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
+    ):
+        yield client
 
 
 def sdk_client(live: LiveStack, token: str, mode: str = "auto") -> tuple[Any, Client]:

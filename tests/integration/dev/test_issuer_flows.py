@@ -104,38 +104,32 @@ class TestClientCredentials:
         assert info["token_type"] == "Bearer"
         assert info["iat"] <= info["nbf"] < info["exp"]
 
-    async def test_an_unknown_resource_is_refused_with_invalid_target(
-        self, issuer: DevIssuer, http: HttpClient
+    @pytest.mark.parametrize(
+        ("data", "secret", "status", "error"),
+        [
+            ({"resource": "https://elsewhere.example/mcp"}, GATEWAY_SECRET, 400, "invalid_target"),
+            ({}, "wrong", 401, "invalid_client"),
+            ({"scope": "admin"}, GATEWAY_SECRET, 400, "invalid_scope"),
+        ],
+        ids=["an unknown resource", "a wrong client secret", "a scope never registered"],
+    )
+    async def test_a_refused_client_credentials_request_names_the_oauth_error(
+        self,
+        *,
+        issuer: DevIssuer,
+        http: HttpClient,
+        data: dict[str, str],
+        secret: str,
+        status: int,
+        error: str,
     ) -> None:
         response = await http.post(
             f"{issuer.url}/token",
-            data={"grant_type": "client_credentials", "resource": "https://elsewhere.example/mcp"},
-            headers=basic(GATEWAY_ID, GATEWAY_SECRET),
+            data={"grant_type": "client_credentials", **data},
+            headers=basic(GATEWAY_ID, secret),
         )
-        assert response.status == 400
-        assert (await response.json())["error"] == "invalid_target"
-
-    async def test_a_wrong_client_secret_is_answered_401_invalid_client(
-        self, issuer: DevIssuer, http: HttpClient
-    ) -> None:
-        response = await http.post(
-            f"{issuer.url}/token",
-            data={"grant_type": "client_credentials"},
-            headers=basic(GATEWAY_ID, "wrong"),
-        )
-        assert response.status == 401
-        assert (await response.json())["error"] == "invalid_client"
-
-    async def test_a_scope_the_client_was_not_registered_for_is_refused(
-        self, issuer: DevIssuer, http: HttpClient
-    ) -> None:
-        response = await http.post(
-            f"{issuer.url}/token",
-            data={"grant_type": "client_credentials", "scope": "admin"},
-            headers=basic(GATEWAY_ID, GATEWAY_SECRET),
-        )
-        assert response.status == 400
-        assert (await response.json())["error"] == "invalid_scope"
+        assert response.status == status
+        assert (await response.json())["error"] == error
 
 
 class TestRegistration:
