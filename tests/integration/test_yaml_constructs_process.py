@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.policy import minimal_config
 from tests.support.replicas import replica_stack
 from tests.support.yaml_bombs import LAUGHS
 
@@ -29,23 +30,12 @@ pytestmark = [
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGHUP"),
 ]
 
+LISTEN = "listen: {host: 127.0.0.1, port: 0}\nops_listen: {host: 127.0.0.1, port: 0}\n"
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 20.0
 """Far above the ~1 s a refused file takes on a loaded machine, far below the old minutes."""
 
-GATEWAY = """\
-resource: https://mcp.example.com/mcp
-listen: {host: 127.0.0.1, port: 0}
-ops_listen: {host: 127.0.0.1, port: 0}
-issuer:
-  url: https://id.example.com
-  client_id: mcp-gateway
-  client_secret: {env: YAML_TEST_SECRET}
-backend:
-  url: https://tools.example.com/mcp
-  credential: {type: bearer, token: {env: YAML_TEST_SECRET}}
-policy: policy.yaml
-"""
+
 ANCHOR = "YAML anchors (&{}) are not supported: write the value out"
 MERGE = "YAML merge keys (<<) are not supported: write the keys out"
 POLICY = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  echo: {scopes: []}\n"
@@ -66,7 +56,9 @@ def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize("command", ["check", "serve"])
 def test_a_billion_laughs_policy_is_refused_with_its_position(tmp_path: Path, command: str) -> None:
-    (tmp_path / "gateway.yaml").write_text(GATEWAY)
+    minimal_config(
+        tmp_path / "gateway.yaml", "YAML_TEST_SECRET", policy="policy.yaml", extra=LISTEN
+    )
     (tmp_path / "policy.yaml").write_text(POLICY + LAUGHS)
     result = run(tmp_path, command)
     assert result.returncode == 1
@@ -87,7 +79,9 @@ def test_a_billion_laughs_policy_is_refused_with_its_position(tmp_path: Path, co
 def test_a_config_with_aliases_or_a_merge_key_is_refused_with_its_position(
     tmp_path: Path, command: str, extra: str, expected: str
 ) -> None:
-    (tmp_path / "gateway.yaml").write_text(GATEWAY + extra)
+    minimal_config(
+        tmp_path / "gateway.yaml", "YAML_TEST_SECRET", policy="policy.yaml", extra=LISTEN + extra
+    )
     (tmp_path / "policy.yaml").write_text(POLICY)
     result = run(tmp_path, command)
     assert result.returncode == 1

@@ -10,7 +10,7 @@ from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
 from gateway.seams import Principal
 
-__all__ = ["ISSUER", "policy_from", "who", "write_text"]
+__all__ = ["ISSUER", "minimal_config", "policy_from", "who", "write_text"]
 
 ISSUER = "https://id.example.com"
 """The issuer of :func:`who`'s principals, and the first (only) one :func:`policy_from` loads
@@ -22,6 +22,28 @@ def write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return path
+
+
+def minimal_config(
+    path: Path, secret_env: str, *, policy: str = "policies", extra: str = ""
+) -> Path:
+    """The smallest valid ``gateway.yaml`` (tests/fixtures/config/minimal.yaml's keys) at
+    ``path``: both secrets read from ``$secret_env``, the policy at ``policy`` (relative to the
+    file), ``extra`` YAML lines after them."""
+    return write_text(
+        path,
+        f"""\
+resource: https://mcp.example.com/mcp
+issuer:
+  url: {ISSUER}
+  client_id: mcp-gateway
+  client_secret: {{env: {secret_env}}}
+backend:
+  url: https://tools.example.com/mcp
+  credential: {{type: bearer, token: {{env: {secret_env}}}}}
+policy: {policy}
+{extra}""",
+    )
 
 
 def policy_from(

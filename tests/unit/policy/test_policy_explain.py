@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from tests.support.policy import write_text
+from tests.support.policy import minimal_config, write_text
 
 POLICY = """
 version: 1
@@ -40,20 +40,7 @@ def _keep_logging_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
 def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("EXPLAIN_SECRET", "s3cret")
     write_text(tmp_path / "policies" / "main.yaml", POLICY)
-    return write_text(
-        tmp_path / "gateway.yaml",
-        """
-        resource: https://mcp.example.com/mcp
-        issuer:
-          url: https://id.example.com
-          client_id: mcp-gateway
-          client_secret: {env: EXPLAIN_SECRET}
-        backend:
-          url: https://tools.example.com/mcp
-          credential: {type: bearer, token: {env: EXPLAIN_SECRET}}
-        policy: policies
-        """,
-    )
+    return minimal_config(tmp_path / "gateway.yaml", "EXPLAIN_SECRET")
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

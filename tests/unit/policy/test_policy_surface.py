@@ -15,7 +15,7 @@ from gateway.cli import main
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from gateway.policy.uri import compile_pattern, normalize_uri, overlap, template_pattern
-from tests.support.policy import policy_from, who, write_text
+from tests.support.policy import minimal_config, policy_from, who, write_text
 
 HEAD = "version: 1\nbaseline_scopes: [mcp:access]\n"
 
@@ -379,20 +379,7 @@ class TestExplainAndCheck:
         policy = write_text(
             tmp_path / "policies" / "main.yaml", SURFACE + '  "ui://*/x": {scopes: []}\n'
         )
-        config = write_text(
-            tmp_path / "gateway.yaml",
-            """
-            resource: https://mcp.example.com/mcp
-            issuer:
-              url: https://id.example.com
-              client_id: mcp-gateway
-              client_secret: {env: SURFACE_SECRET}
-            backend:
-              url: https://tools.example.com/mcp
-              credential: {type: bearer, token: {env: SURFACE_SECRET}}
-            policy: policies
-            """,
-        )
+        config = minimal_config(tmp_path / "gateway.yaml", "SURFACE_SECRET")
         assert main(["check", "--config", str(config)]) == 1
         out, _ = capsys.readouterr()
         assert f"{policy}:16:3: resources.ui://*/x: the scheme and the authority" in out
