@@ -12,6 +12,7 @@ from typing import Any, Final
 import pytest
 
 from gateway.demo import DemoStack, start_demo, wait_ready
+from tests.support.mcp_client import legacy_headers, modern_headers
 
 __all__ = [
     "CACHE_BOUND_S",
@@ -41,31 +42,6 @@ async def demo_stack() -> AsyncIterator[DemoStack]:
         yield stack
     finally:
         await stack.stop()
-
-
-def modern_headers(token: str | None, method: str, name: str | None = None) -> dict[str, str]:
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": method,
-    }
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    if name is not None:
-        headers["Mcp-Name"] = name
-    return headers
-
-
-def legacy_headers(token: str | None, version: str = "2025-06-18") -> dict[str, str]:
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-        "MCP-Protocol-Version": version,
-    }
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    return headers
 
 
 def modern_body(method: str, params: dict[str, Any] | None = None, rid: int = 1) -> dict[str, Any]:

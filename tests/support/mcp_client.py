@@ -18,8 +18,10 @@ __all__ = [
     "MODERN",
     "McpAt",
     "McpTestClient",
+    "legacy_headers",
     "legacy_initialize_body",
     "modern_body",
+    "modern_headers",
     "modern_meta",
 ]
 
@@ -56,6 +58,32 @@ def modern_body(
         "method": method,
         "params": {**(params or {}), "_meta": modern_meta(capabilities, **meta)},
     }
+
+
+def modern_headers(token: str | None, method: str, name: str | None = None) -> dict[str, str]:
+    """The headers of a 2026-07-28 request (``Mcp-Name`` when given), with ``token``."""
+    headers = {
+        "Accept": ACCEPT,
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": MODERN,
+        "Mcp-Method": method,
+    }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    if name is not None:
+        headers["Mcp-Name"] = name
+    return headers
+
+
+def legacy_headers(token: str | None, version: str = LEGACY) -> dict[str, str]:
+    headers = {
+        "Accept": ACCEPT,
+        "Content-Type": "application/json",
+        "MCP-Protocol-Version": version,
+    }
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    return headers
 
 
 def legacy_initialize_body(

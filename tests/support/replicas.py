@@ -37,6 +37,7 @@ from aiohttp import web
 
 from gateway.dev.issuer import DevIssuer
 from gateway.dev.loopback import bind_site
+from tests.support.mcp_client import modern_headers
 from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer, unique_prefix
 from tests.support.upstreams import ModernUpstream, echo_tool
@@ -216,16 +217,7 @@ class ReplicaStack:
         *,
         name: str | None = None,
     ) -> tuple[int, Any, Mapping[str, str]]:
-        headers = {
-            "Content-Type": "application/json",
-            "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": method,
-        }
-        if token is not None:
-            headers["Authorization"] = f"Bearer {token}"
-        if name is not None:
-            headers["Mcp-Name"] = name
+        headers = modern_headers(token, method, name)
         body = {
             "jsonrpc": "2.0",
             "id": 1,
