@@ -21,11 +21,11 @@ import gateway
 from gateway.app import Services
 from gateway.app.request_id import assign_request_id
 from gateway.auth.resource_server import ResourceServer
-from gateway.backend.assertion_keys import GatewayKeys
+from gateway.backend.catalog.lock_watch import CatalogLock
+from gateway.backend.credentials.assertion_keys import GatewayKeys
 from gateway.backend.federated_listen import FederatedListening
 from gateway.backend.federation import FederatedBackend
-from gateway.backend.lock_watch import CatalogLock
-from gateway.backend.proxy import UpstreamBackend
+from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import Config, StoreErrorPolicy
 from gateway.config.loader import backend_prefixes
 from gateway.config.sections import TRACING_PACKAGES

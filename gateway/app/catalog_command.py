@@ -2,7 +2,7 @@
 
 Each command fetches every configured backend's tools, prompts and resource templates once, as
 the gateway does (its service credential, its deadlines; no background refresh, no listen
-stream), and compares them with the lock file (:mod:`gateway.backend.lock_file`):
+stream), and compares them with the lock file (:mod:`gateway.backend.catalog.lock_file`):
 
 * ``pin [--output FILE]``: write the lock from what the backends offer now (all of it);
 * ``diff [--lock FILE]``: print a unified diff per item (every member: text line by line,
@@ -12,7 +12,8 @@ stream), and compares them with the lock file (:mod:`gateway.backend.lock_file`)
   a removed item is dropped from the lock); the file is then a reviewable change to commit.
 
 A lock of an older format (``version: 1``) is read with a note on stderr
-(:data:`~gateway.backend.lock_file.OUTDATED`); ``pin`` and ``approve`` write the current one.
+(:data:`~gateway.backend.catalog.lock_file.OUTDATED`); ``pin`` and ``approve`` write the current
+one.
 
 Of the configuration's secret references only the backends' are read (their credentials):
 reviewing needs no issuer secret, admin token or Redis URL.
@@ -35,7 +36,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import gateway
-from gateway.backend.lock_file import (
+from gateway.backend.catalog.lock_file import (
     EMPTY_LOCK,
     FORMAT_VERSION,
     OUTDATED,
@@ -43,9 +44,9 @@ from gateway.backend.lock_file import (
     load_lock,
     write_lock,
 )
-from gateway.backend.lock_watch import CatalogLock
-from gateway.backend.pinning import KINDS, Difference, Item, compare, render_diff
-from gateway.backend.proxy import UpstreamBackend
+from gateway.backend.catalog.lock_watch import CatalogLock
+from gateway.backend.catalog.pinning import KINDS, Difference, Item, compare, render_diff
+from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure

@@ -1,16 +1,14 @@
-"""Upstream MCP client, tool catalog and service credentials.
+"""Upstream MCP servers behind the ``Backend`` seam: their links, catalogs and credentials.
 
 May import the foundation and ``gateway.protocol`` (wire constants, strict decoding). Never
 imports auth/, policy/, http/ or app.
 
-Public API: :class:`~gateway.backend.proxy.UpstreamBackend` (one upstream),
-:class:`~gateway.backend.federation.FederatedBackend` (every configured upstream behind the
-``Backend`` seam) and :func:`~gateway.backend.tool_headers.header_params` (``x-mcp-header``
-rules).
+Rooms, each standing only on the ones listed before it: ``credentials/`` (who the gateway is
+toward an upstream), ``upstream/`` (the link to one upstream and the requests sent on it),
+``catalog/`` (what the backends offer: validated, overridden, merged, pinned, kept fresh) and
+``listen/`` (streams held open at an upstream). At the top, the composition:
+:mod:`.upstream_backend` (one configured backend), :mod:`.federation` (all of them behind one
+endpoint) and :mod:`.federated_listen` (callers' listen streams across them).
+
+Nothing is re-exported here: import each name from its module (one import path per thing).
 """
-
-from gateway.backend.federation import FederatedBackend
-from gateway.backend.proxy import UpstreamBackend
-from gateway.backend.tool_headers import header_params
-
-__all__ = ["FederatedBackend", "UpstreamBackend", "header_params"]

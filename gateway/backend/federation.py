@@ -1,15 +1,15 @@
 """Several upstream MCP servers behind one endpoint (implements ``gateway.seams.Backend``).
 
-Every configured backend is one :class:`~gateway.backend.proxy.UpstreamBackend` with everything
-of its own: era detection, legacy session, catalog refresh, connection pool, deadlines and
-service credential. :class:`FederatedBackend` puts them behind the one seam the front door uses:
+Every configured backend is one :class:`~gateway.backend.upstream_backend.UpstreamBackend` with
+everything of its own: era detection, legacy session, catalog refresh, connection pool, deadlines
+and service credential. :class:`FederatedBackend` puts them behind the one seam the front door uses:
 
-* **One merged catalog** (:func:`~gateway.backend.merge.merge_catalogs`): every backend's tools
-  under their exposed names (prefixed, then the policy's ``override:`` applied: renamed,
-  retitled, arguments fixed or hidden), as one list sorted by name, so the front door's cursors
-  page across backends like across any catalog. An ambiguous exposed name is hidden from every
-  backend involved (:mod:`.merge`); each new ambiguity is logged once
-  (``backend_tool_collision``), ``catalog_collisions{backend}`` counts the hidden tools. A tool
+* **One merged catalog** (:func:`~gateway.backend.catalog.tool_merge.merge_catalogs`): every
+  backend's tools under their exposed names (prefixed, then the policy's ``override:`` applied:
+  renamed, retitled, arguments fixed or hidden), as one list sorted by name, so the front door's
+  cursors page across backends like across any catalog. An ambiguous exposed name is hidden from
+  every backend involved (:mod:`gateway.backend.catalog.tool_merge`); each new ambiguity is logged
+  once (``backend_tool_collision``), ``catalog_collisions{backend}`` counts the hidden tools. A tool
   its override does not fit is hidden and logged once (``tool_override_refused``). The merge is
   redone when a part's catalog changes or a new policy version is loaded (:meth:`use_policy`), so an
   override change takes effect without a restart, at the next request.
@@ -21,9 +21,9 @@ service credential. :class:`FederatedBackend` puts them behind the one seam the 
 * **Readiness**: per backend (:meth:`FederatedBackend.readiness`); the gateway's own follows
   ``backend_readiness`` (``all``: every backend fetched its catalog once; ``any``: one did).
 
-* **Prompts, resources, templates** (:func:`~gateway.backend.surface_merge.merge_surface`):
+* **Prompts, resources, templates** (:func:`~gateway.backend.catalog.surface_merge.merge_surface`):
   prompts merge like tools; with several backends every resource URI and template is exposed
-  in the gateway's ``mcp-gw://<backend>/...`` form (:mod:`.surface_merge`).
+  in the gateway's ``mcp-gw://<backend>/...`` form (:mod:`gateway.backend.catalog.surface_merge`).
 
 A single ``backend:`` section is a federation of one backend (named ``default``, its
 ``name_prefix`` as prefix), so both configurations run the same code.
@@ -35,19 +35,25 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Final
 
-from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
-from gateway.backend.merge import Collision, MergedCatalog, Part, Refusal, merge_catalogs
-from gateway.backend.pinning import OverrideSource
-from gateway.backend.proxy import UpstreamBackend
-from gateway.backend.results import FAILED_TEXT, error_result
-from gateway.backend.surface_merge import (
+from gateway.backend.catalog.pinning import OverrideSource
+from gateway.backend.catalog.surface_merge import (
     GATEWAY_SCHEME,
     gateway_uri,
     merge_surface,
     rewrite_links,
     upstream_uri,
 )
-from gateway.backend.surface_results import complete_result, prompt_result, read_result
+from gateway.backend.catalog.tool_catalog import DEFAULT_MAX_DESCRIPTION_CHARS
+from gateway.backend.catalog.tool_merge import (
+    Collision,
+    MergedCatalog,
+    Part,
+    Refusal,
+    merge_catalogs,
+)
+from gateway.backend.upstream.surface_results import complete_result, prompt_result, read_result
+from gateway.backend.upstream.tool_results import FAILED_TEXT, error_result
+from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import BackendReadiness
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics

@@ -2,9 +2,9 @@
 
 ``catalog: {lock: catalog.lock.yaml, on_change: hold, poll_s: 2}``. Without the section no lock
 is read and nothing is compared (no cost at all). The lock file itself is read by
-:mod:`gateway.backend.lock_file` when the gateway starts (a missing or invalid file is a startup
-error then), not here: ``mcp-gateway catalog pin`` must load this configuration before the file
-exists.
+:mod:`gateway.backend.catalog.lock_file` when the gateway starts (a missing or invalid file is a
+startup error then), not here: ``mcp-gateway catalog pin`` must load this configuration before the
+file exists.
 """
 
 from __future__ import annotations

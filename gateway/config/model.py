@@ -346,7 +346,7 @@ class Limits:
     """None: a quarter of ``max_connections`` (see :attr:`ip_connections`)."""
     max_description_chars: int = 2048
     """Longest title or description of a backend's tool, prompt or resource, in characters;
-    longer ones are cut (description hygiene, :mod:`gateway.backend.hygiene`)."""
+    longer ones are cut (description hygiene, :mod:`gateway.backend.catalog.hygiene`)."""
 
     @property
     def principal_in_flight(self) -> int:

@@ -2,8 +2,8 @@
 
 Used at load (``identity.assertion.key``, ``identity_jwks.publish_keys``: a mistake is a
 ``file:line`` problem, never a failing request) and again whenever a key file changes (rotation
-without restart, :mod:`gateway.backend.assertion_keys`). Errors are :class:`KeyProblem` with a
-fixed message that never quotes the key.
+without restart, :mod:`gateway.backend.credentials.assertion_keys`). Errors are :class:`KeyProblem`
+with a fixed message that never quotes the key.
 
 Algorithms and key types (RFC 7518 §3.3/§3.4, RFC 8037 §3.1): ``EdDSA`` takes an Ed25519 or
 Ed448 key, ``ES256`` an EC P-256 key, ``RS256`` an RSA key of at least 2048 bits. The ``kid`` of

@@ -171,7 +171,7 @@ locally."""
 POLICY_RELOAD_RESULTS: Final = ("success", "failure")
 CATALOG_REFRESH_RESULTS: Final = ("success", "failure")
 CATALOG_SANITISED_KINDS: Final = ("invisible", "truncated", "name_refused")
-"""``catalog_sanitised_total{kind}`` (description hygiene, ``gateway/backend/hygiene.py``):
+"""``catalog_sanitised_total{kind}`` (description hygiene, ``gateway/backend/catalog/hygiene.py``):
 hidden characters removed from an item's title or description, a text cut at
 ``limits.max_description_chars``, an item hidden because its name has hidden characters."""
 

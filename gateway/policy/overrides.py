@@ -11,8 +11,8 @@ Parsing and the checks a file alone can answer (the JSON Schema did the shapes; 
 
 What needs the backend's schema (is the property there, is a hidden one optional, does a fixed
 value pass the property's schema) is only knowable once the backend listed the tool: the
-federation checks it when it merges the catalogs (:mod:`gateway.backend.exposed`) and hides a
-tool whose override does not fit, logging ``tool_override_refused``.
+federation checks it when it merges the catalogs (:mod:`gateway.backend.catalog.exposed`) and hides
+a tool whose override does not fit, logging ``tool_override_refused``.
 
 A renamed tool is governed by the rule that renamed it: :func:`rename_aliases` maps the new name
 to that rule, and the policy looks the name up there first (:meth:`PolicySet.lookup`), so scopes,
@@ -205,7 +205,8 @@ def override_lines(rows: list[dict[str, Any]]) -> list[str]:
 def rename_warnings(policy: PolicySet, prefixes: Collection[str]) -> list[str]:
     """Renames the configured prefixes already show will collide: a new name inside a longer
     backend prefix than the one the renamed tool's backend has (the merge hides such a tool
-    as ambiguous, :mod:`gateway.backend.merge`). ``check`` and startup warn about them."""
+    as ambiguous, :mod:`gateway.backend.catalog.tool_merge`). ``check`` and startup warn about
+    them."""
     spaces = sorted((p for p in prefixes if p), key=len, reverse=True)
     found = []
     for target, rule in sorted(policy.aliases.items()):

@@ -157,7 +157,8 @@ class ToolOverride:
     """A policy rule's ``override:``: how the gateway exposes the tools the rule governs.
 
     Plain data, parsed by :mod:`gateway.policy.overrides`, applied to a backend definition by
-    :func:`gateway.backend.exposed.exposed_tool` when the catalogs are merged (never per call).
+    :func:`gateway.backend.catalog.exposed.exposed_tool` when the catalogs are merged (never per
+    call).
     """
 
     where: str
@@ -259,8 +260,8 @@ class ToolCall:
 
 GATEWAY_SCHEME: Final = "mcp-gw"
 """The scheme of the resource URIs the gateway owns when several backends offer resources,
-``mcp-gw://<backend>/<the backend's URI>`` (``gateway/backend/surface_merge.py`` writes them;
-``gateway/policy/uri.py`` normalises the inner URI on its own)."""
+``mcp-gw://<backend>/<the backend's URI>`` (``gateway/backend/catalog/surface_merge.py`` writes
+them; ``gateway/policy/uri.py`` normalises the inner URI on its own)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, ed25519, rsa
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 from joserfc.jws import JWSRegistry
 
-from gateway.backend.assertion import AssertionSigner
-from gateway.backend.assertion_keys import AssertionKey
+from gateway.backend.credentials.assertion_keys import AssertionKey
+from gateway.backend.credentials.caller_assertion import AssertionSigner
 from gateway.config import AssertionConfig, Secret
 from gateway.config.identity_model import ASSERTION_ALGS, AssertionAlg
 from gateway.seams import Principal, RequestContext, ToolDef

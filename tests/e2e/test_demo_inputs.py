@@ -16,7 +16,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from gateway.backend.results import CAPABILITY_TEXT
+from gateway.backend.upstream.tool_results import CAPABILITY_TEXT
 from gateway.demo import DemoStack
 from tests.support.demo_stack import demo_stack
 

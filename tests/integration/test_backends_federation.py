@@ -18,7 +18,7 @@ import structlog
 from aiohttp import web
 
 from gateway.backend.federation import FederatedBackend
-from gateway.backend.proxy import UpstreamBackend
+from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.cli import main
 from tests.support.federation import DOCS_SECRET, TICKETS_CLIENT_SECRET, federated_stack, scopes
 from tests.support.federation import POLICY as FEDERATED_POLICY

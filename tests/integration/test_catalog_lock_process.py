@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.backend.lock_file import write_lock
-from gateway.backend.pinning import pin
+from gateway.backend.catalog.lock_file import write_lock
+from gateway.backend.catalog.pinning import pin
 from tests.integration.test_yaml_constructs_process import wait_for_event
 from tests.support.replicas import ReplicaStack, replica_stack
 from tests.support.upstreams import echo_tool

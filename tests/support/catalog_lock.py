@@ -13,7 +13,7 @@ import pytest
 
 from gateway.app import GatewayServer
 from gateway.backend.federation import FederatedBackend
-from gateway.backend.proxy import UpstreamBackend
+from gateway.backend.upstream_backend import UpstreamBackend
 from tests.support.live_stack import LiveStack
 from tests.support.serve_process import run_command
 

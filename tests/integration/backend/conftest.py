@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestServer
 
-from gateway.backend import UpstreamBackend
+from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import Config
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Outbound

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from gateway.backend.credentials import oauth_error_code
+from gateway.backend.credentials.service_credential import oauth_error_code
 from gateway.config import CredentialConfig, IssuerConfig, Secret
 from gateway.seams import ToolCall
 from tests.integration.backend.helpers import context, make_config, principal

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import structlog
 
+from gateway.backend.catalog.hygiene import ELLIPSIS
 from gateway.backend.federation import FederatedBackend
-from gateway.backend.hygiene import ELLIPSIS
-from gateway.backend.proxy import UpstreamBackend
+from gateway.backend.upstream_backend import UpstreamBackend
 from tests.support.live_stack import ServerFactory, live_stack
 from tests.support.upstreams import ModernUpstream, echo_tool
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gateway.backend.results import FAILED_TEXT
+from gateway.backend.upstream.tool_results import FAILED_TEXT
 from gateway.errors import InvalidRequestState
 from gateway.seams import InputRequired, Resume, ToolCall
 from tests.integration.backend.helpers import context, make_config, principal

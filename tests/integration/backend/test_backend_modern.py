@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from gateway.backend.results import INVALID_ARGUMENTS_TEXT
-from gateway.backend.rpc import backend_destination
+from gateway.backend.upstream.rpc import backend_destination
+from gateway.backend.upstream.tool_results import INVALID_ARGUMENTS_TEXT
 from gateway.config import Limits
 from gateway.outbound import Outbound
 from gateway.seams import ToolCall

@@ -14,7 +14,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from gateway.backend.tls import build_ssl_context
+from gateway.backend.credentials.tls import build_ssl_context
 from gateway.config import TlsConfig
 from gateway.errors import ConfigError
 from gateway.seams import ToolCall

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from gateway.backend.catalog.refresher import TTL_FLOOR_S, refresh_interval
 from gateway.backend.federation import FederatedBackend
-from gateway.backend.proxy import UpstreamBackend
-from gateway.backend.refresher import TTL_FLOOR_S, refresh_interval
+from gateway.backend.upstream_backend import UpstreamBackend
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.sdk_upstream import sdk_upstream
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import structlog
 
-from gateway.backend.lock_file import OUTDATED, dump_lock, load_lock
-from gateway.backend.pinning import Item, digest
+from gateway.backend.catalog.lock_file import OUTDATED, dump_lock, load_lock
+from gateway.backend.catalog.pinning import Item, digest
 from tests.support.catalog_lock import catalog_cli, eventually, listed, member, names, pin_first
 from tests.support.live_stack import ServerFactory, live_stack
 from tests.support.upstreams import ModernUpstream, echo_tool

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gateway.backend.results import CAPABILITY_TEXT
+from gateway.backend.upstream.tool_results import CAPABILITY_TEXT
 from gateway.protocol.capabilities import MAX_SETTINGS_BYTES
 from tests.support.live_stack import ServerFactory, live_stack
 from tests.support.schemas import validate_response

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 import pytest
 
-from gateway.backend.results import FAILED_TEXT
+from gateway.backend.upstream.tool_results import FAILED_TEXT
 from gateway.protocol.input_requests import (
     DISABLED_TEXT,
     LEGACY_CLIENT_TEXT,

@@ -16,9 +16,9 @@ import pytest
 import structlog
 
 from gateway.auth.claims import actor_of
-from gateway.backend import assertion as assertion_module
-from gateway.backend.assertion import AssertionSigner
-from gateway.backend.assertion_keys import ASSERTION_TYP, AssertionKey, GatewayKeys
+from gateway.backend.credentials import caller_assertion as assertion_module
+from gateway.backend.credentials.assertion_keys import ASSERTION_TYP, AssertionKey, GatewayKeys
+from gateway.backend.credentials.caller_assertion import AssertionSigner
 from gateway.config import AssertionConfig, Secret
 from gateway.seams import CachedPrincipal, CallerToken, Principal, RequestContext, ToolCall, ToolDef
 from gateway.state.token_cache import decode_entry, encode_entry

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.backend.catalog import MAX_TOOL_BYTES, MAX_TOOLS, build_catalog
+from gateway.backend.catalog.tool_catalog import MAX_TOOL_BYTES, MAX_TOOLS, build_catalog
 
 
 def tool(name: str, **extra: Any) -> dict[str, Any]:

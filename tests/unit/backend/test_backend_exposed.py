@@ -1,4 +1,5 @@
-"""The exposed definition of a tool under a policy ``override:`` (gateway.backend.exposed)."""
+"""The exposed definition of a tool under a policy ``override:``
+(gateway.backend.catalog.exposed)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gateway.backend.catalog import build_catalog
-from gateway.backend.exposed import OverrideMisfit, exposed_definition, exposed_tool
+from gateway.backend.catalog.exposed import OverrideMisfit, exposed_definition, exposed_tool
+from gateway.backend.catalog.tool_catalog import build_catalog
 from gateway.seams import ToolDef, ToolOverride
 from gateway.seams.backends import fold_argument
 

@@ -1,4 +1,4 @@
-"""Description hygiene (gateway/backend/hygiene.py) and its use by the catalog builders."""
+"""Description hygiene (gateway/backend/catalog/hygiene.py) and its use by the catalog builders."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, build_catalog
-from gateway.backend.hygiene import ELLIPSIS, clean_item, clean_text, has_hidden, is_hidden
-from gateway.backend.surface_catalog import build_surface
+from gateway.backend.catalog.hygiene import ELLIPSIS, clean_item, clean_text, has_hidden, is_hidden
+from gateway.backend.catalog.surface_catalog import build_surface
+from gateway.backend.catalog.tool_catalog import DEFAULT_MAX_DESCRIPTION_CHARS, build_catalog
 
 # Every class the docs list, by name (docs/backends.md#description-hygiene).
 HIDDEN = {

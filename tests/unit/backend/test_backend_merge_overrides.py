@@ -5,8 +5,8 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any
 
-from gateway.backend.catalog import build_catalog
-from gateway.backend.merge import Collision, Part, Refusal, merge_catalogs
+from gateway.backend.catalog.tool_catalog import build_catalog
+from gateway.backend.catalog.tool_merge import Collision, Part, Refusal, merge_catalogs
 from gateway.seams import ToolOverride
 
 

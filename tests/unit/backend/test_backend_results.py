@@ -6,8 +6,13 @@ from typing import Any
 
 import pytest
 
-from gateway.backend.results import error_result, fault_outcome, fault_text, sanitize_result
-from gateway.backend.rpc import UpstreamFault, decode_json
+from gateway.backend.upstream.rpc import UpstreamFault, decode_json
+from gateway.backend.upstream.tool_results import (
+    error_result,
+    fault_outcome,
+    fault_text,
+    sanitize_result,
+)
 
 
 def test_only_passthrough_keys_survive_and_server_info_is_dropped() -> None:

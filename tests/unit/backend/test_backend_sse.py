@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.backend.sse import SseError, SseEvent, SseParser, SseTooLarge
+from gateway.backend.upstream.sse_parser import SseError, SseEvent, SseParser, SseTooLarge
 
 
 def feed_all(parser: SseParser, data: bytes, step: int) -> list[SseEvent]:

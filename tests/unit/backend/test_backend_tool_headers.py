@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.backend.tool_headers import (
+from gateway.backend.upstream.tool_headers import (
     encode_header_value,
     header_params,
     param_header_value,

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.backend.catalog import build_catalog
-from gateway.backend.held import pin_tools, without_held
-from gateway.backend.lock_file import dump_lock, load_lock, write_lock
-from gateway.backend.pinning import compare, pin, render_diff
-from gateway.backend.surface_catalog import SurfacePart
+from gateway.backend.catalog.held import pin_tools, without_held
+from gateway.backend.catalog.lock_file import dump_lock, load_lock, write_lock
+from gateway.backend.catalog.pinning import compare, pin, render_diff
+from gateway.backend.catalog.surface_catalog import SurfacePart
+from gateway.backend.catalog.tool_catalog import build_catalog
 from gateway.errors import ConfigError
 from gateway.seams import ToolOverride
 

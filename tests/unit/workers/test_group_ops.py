@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from gateway.backend.assertion_keys import GatewayKeys
+from gateway.backend.credentials.assertion_keys import GatewayKeys
 from gateway.config import load_config
 from gateway.observability.group_metrics import GroupMetrics
 from gateway.outbound import Outbound

@@ -17,7 +17,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import Any, Final
 
-from gateway.backend.surface_catalog import SurfacePart
+from gateway.backend.catalog.surface_catalog import SurfacePart
 from gateway.observability.logging import get_logger
 from gateway.seams import GATEWAY_SCHEME, PromptDef, ResourceDef, Surface
 

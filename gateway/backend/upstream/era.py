@@ -5,7 +5,7 @@
 upstream modern. Any other answer falls back to ``initialize`` with 2025-11-25, then 2025-06-18,
 then 2025-03-26, followed by ``notifications/initialized`` (:meth:`EraDetector.initialize`,
 also used to re-create an expired legacy session). What it found is a :class:`LinkState`, kept by
-:class:`~gateway.backend.upstream.UpstreamLink` until a failure asks to detect again.
+:class:`~gateway.backend.upstream.link.UpstreamLink` until a failure asks to detect again.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway import __version__
-from gateway.backend.rpc import Reply, UpstreamFault, encode_json
+from gateway.backend.upstream.rpc import Reply, UpstreamFault, encode_json
 from gateway.errors import JsonRpcId
 from gateway.observability.logging import get_logger
 from gateway.protocol.versions import LEGACY, MODERN

@@ -1,15 +1,16 @@
 """The upstream MCP server behind the service credential (implements ``gateway.seams.Backend``).
 
 MCP 2026-07-28 server/tools.mdx §Listing Tools and §Calling Tools, client side. The catalog is
-kept by :class:`~gateway.backend.refresher.CatalogRefresher` (timed refresh bounded by
+kept by :class:`~gateway.backend.catalog.refresher.CatalogRefresher` (timed refresh bounded by
 ``backend.catalog_refresh_s`` and the upstream's ``ttlMs``, early refresh on
-``notifications/tools/list_changed``, which :class:`~gateway.backend.listen.ChangeListener`
-receives on a ``subscriptions/listen`` stream or the legacy GET stream).
+``notifications/tools/list_changed``, which
+:class:`~gateway.backend.listen.change_listener.ChangeListener` receives on a
+``subscriptions/listen`` stream or the legacy GET stream).
 
 ``tools/call`` validates the arguments against the tool's compiled inputSchema (no upstream call
 when they do not match), exchanges the caller's token where the backend's credential says so,
 counts the call in the backend metrics, and leaves the request and the reading of its reply to
-:class:`~gateway.backend.tool_call.UpstreamToolCall`.
+:class:`~gateway.backend.upstream.tool_call.UpstreamToolCall`.
 """
 
 from __future__ import annotations
@@ -22,26 +23,30 @@ from typing import Any, Final
 
 import jsonschema_rs
 
-from gateway.backend.assertion import signer_for
-from gateway.backend.assertion_keys import GatewayKeys
-from gateway.backend.catalog import ToolCatalog, compile_validator
-from gateway.backend.credentials import TOKEN_DESTINATION, ServiceCredential, make_credential
-from gateway.backend.listen import ChangeListener
-from gateway.backend.lock_watch import CatalogLock
-from gateway.backend.pinning import OverrideSource
-from gateway.backend.refresher import CatalogRefresher
-from gateway.backend.results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
-from gateway.backend.subscription import (
+from gateway.backend.catalog.lock_watch import CatalogLock
+from gateway.backend.catalog.pinning import OverrideSource
+from gateway.backend.catalog.refresher import CatalogRefresher
+from gateway.backend.catalog.surface_catalog import SurfacePart
+from gateway.backend.catalog.tool_catalog import ToolCatalog, compile_validator
+from gateway.backend.credentials.assertion_keys import GatewayKeys
+from gateway.backend.credentials.caller_assertion import signer_for
+from gateway.backend.credentials.service_credential import (
+    TOKEN_DESTINATION,
+    ServiceCredential,
+    make_credential,
+)
+from gateway.backend.credentials.tls import build_ssl_context
+from gateway.backend.credentials.token_exchange import TokenExchange
+from gateway.backend.listen.caller_listen import (
     LISTEN_DESTINATION_SUFFIX,
     CallerListen,
     open_caller_listen,
 )
-from gateway.backend.surface_call import UpstreamSurfaceCall
-from gateway.backend.surface_catalog import SurfacePart
-from gateway.backend.tls import build_ssl_context
-from gateway.backend.token_exchange import TokenExchange
-from gateway.backend.tool_call import UpstreamToolCall
-from gateway.backend.upstream import UpstreamLink
+from gateway.backend.listen.change_listener import ChangeListener
+from gateway.backend.upstream.link import UpstreamLink
+from gateway.backend.upstream.surface_call import UpstreamSurfaceCall
+from gateway.backend.upstream.tool_call import UpstreamToolCall
+from gateway.backend.upstream.tool_results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
 from gateway.config import BackendConfig, Config
 from gateway.errors import InvalidRequestState
 from gateway.jsonkit.write import plain_copy
@@ -269,7 +274,7 @@ class UpstreamBackend:
         ack_deadline: float,
         deadline: float,
     ) -> AbstractAsyncContextManager[CallerListen]:
-        """A caller's listen stream here (:mod:`gateway.backend.subscription`)."""
+        """A caller's listen stream here (:mod:`gateway.backend.listen.caller_listen`)."""
         return open_caller_listen(
             self._link, wanted, own_uris,
             expose=expose, ack_deadline=ack_deadline, deadline=deadline,
@@ -278,7 +283,8 @@ class UpstreamBackend:
     async def surface_request(
         self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float
     ) -> SurfaceReply:
-        """One prompts/resources/completion request upstream (:mod:`.surface_call`)."""
+        """One prompts/resources/completion request upstream
+        (:mod:`gateway.backend.upstream.surface_call`)."""
         credential = None
         if self._exchange is not None:  # raises exchange_refused / exchange_unavailable
             credential = await self._exchange.for_call(

@@ -9,7 +9,7 @@ Format (YAML; ``mcp-gateway catalog pin`` writes it, ``catalog approve`` updates
     - kind: tool                 # tool | prompt | template
       backend: default           # the configured backend name
       name: search_docs          # exposed name (a template: its uriTemplate)
-      sha256: 6f1e...            # of the definition's canonical JSON (gateway.backend.pinning)
+      sha256: 6f1e...            # of the definition's canonical JSON (pinning.py)
       definition: {...}          # every member clients are shown, as the backend sent it
 
 Items are sorted by (kind, backend, name). Strings are written with every non-ASCII character
@@ -39,7 +39,7 @@ from typing import Any, Final
 
 import yaml
 
-from gateway.backend.pinning import KINDS, Item, Key, Kind, digest
+from gateway.backend.catalog.pinning import KINDS, Item, Key, Kind, digest
 from gateway.errors import ConfigError
 from gateway.yaml_source import load_yaml
 

@@ -9,7 +9,8 @@ item is dropped with a fixed reason and never poisons the rest:
   becomes a slash command), still valid after the prefix; ``arguments`` at most
   :data:`MAX_ARGUMENTS` objects with unique string names (``required`` a boolean);
 - a resource: ``uri`` a URI (:func:`valid_uri`), ``name`` a string, ``mimeType`` a media type
-  (:func:`gateway.backend.surface_results.valid_media_type`), ``size`` a non-negative integer;
+  (:func:`gateway.backend.upstream.surface_results.valid_media_type`), ``size`` a non-negative
+  integer;
 - a template: ``uriTemplate`` a URI template with balanced expressions, ``name`` a string;
 - every item at most :data:`MAX_ITEM_BYTES` of canonical JSON, at most :data:`MAX_ITEMS` per
   kind, duplicates (same name / URI / template) dropped altogether.
@@ -31,9 +32,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, escaped, valid_tool_name
-from gateway.backend.hygiene import clean_item, has_hidden
-from gateway.backend.surface_results import valid_media_type
+from gateway.backend.catalog.hygiene import clean_item, has_hidden
+from gateway.backend.catalog.tool_catalog import (
+    DEFAULT_MAX_DESCRIPTION_CHARS,
+    escaped,
+    valid_tool_name,
+)
+from gateway.backend.upstream.surface_results import valid_media_type
 from gateway.jsonkit.read import JsonError
 from gateway.jsonkit.write import plain_copy
 from gateway.seams import PromptDef, ResourceDef

@@ -22,8 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final
 
-from gateway.backend.lock_file import FORMAT_VERSION, OUTDATED, Lock, load_lock
-from gateway.backend.pinning import KINDS, Difference, Key
+from gateway.backend.catalog.lock_file import FORMAT_VERSION, OUTDATED, Lock, load_lock
+from gateway.backend.catalog.pinning import KINDS, Difference, Key
 from gateway.config import OnChange
 from gateway.errors import ConfigError
 from gateway.filewatch import FileWatch, Signature, stat_signature
@@ -39,7 +39,7 @@ _log = get_logger("gateway.catalog")
 
 
 class CatalogLock:
-    """The current :class:`~gateway.backend.lock_file.Lock` and the ``on_change`` mode.
+    """The current :class:`~gateway.backend.catalog.lock_file.Lock` and the ``on_change`` mode.
 
     The constructor loads the file and raises :class:`ConfigError` (``file:line:col``) when it
     is missing or invalid: a gateway configured with a lock never serves without one.

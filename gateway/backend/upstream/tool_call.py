@@ -4,7 +4,7 @@ MCP 2026-07-28 server/tools.mdx §Calling Tools, client side. :meth:`UpstreamToo
 builds a fresh request (gateway JSON-RPC id and progress token, gateway ``_meta`` with the
 client's known capabilities, canonical JSON, only gateway-chosen headers: :meth:`headers`) under
 the tool's own timeout, and reads the reply as a tool result: every upstream fault is an
-``isError`` result with a fixed text (:mod:`.results`), except a modern ``-32021`` for a modern
+``isError`` result with a fixed text (:mod:`.tool_results`), except a modern ``-32021`` for a modern
 client, which is relayed; an ``input_required`` result is checked and returned as such.
 """
 
@@ -17,10 +17,13 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from gateway.backend.assertion import AssertionSigner
-from gateway.backend.credentials import ServiceCredential
-from gateway.backend.era import LinkState, modern_meta
-from gateway.backend.results import (
+from gateway.backend.credentials.caller_assertion import AssertionSigner
+from gateway.backend.credentials.service_credential import ServiceCredential
+from gateway.backend.upstream.era import LinkState, modern_meta
+from gateway.backend.upstream.link import UpstreamLink
+from gateway.backend.upstream.rpc import ProgressSink, Reply, UpstreamFault
+from gateway.backend.upstream.tool_headers import encode_header_value, is_header_safe, param_values
+from gateway.backend.upstream.tool_results import (
     CAPABILITY_TEXT,
     FAILED_TEXT,
     MISSING_CAPABILITY_CODE,
@@ -33,9 +36,6 @@ from gateway.backend.results import (
     missing_capability_data,
     sanitize_result,
 )
-from gateway.backend.rpc import ProgressSink, Reply, UpstreamFault
-from gateway.backend.tool_headers import encode_header_value, is_header_safe, param_values
-from gateway.backend.upstream import UpstreamLink
 from gateway.config import BackendConfig
 from gateway.errors import MissingClientCapability
 from gateway.observability import spans

@@ -41,7 +41,7 @@ from typing import Any, Final
 from urllib.parse import urlencode
 
 from gateway import b64url
-from gateway.backend.credentials import (
+from gateway.backend.credentials.service_credential import (
     TOKEN_DESTINATION,
     ClientCredentials,
     CredentialError,
@@ -96,8 +96,8 @@ _Outcome = Exchanged | ExchangeRefused | ExchangeUnavailable
 class TokenExchange:
     """One backend's token-exchange credential (see the module docstring).
 
-    Also a :class:`~gateway.backend.credentials.ServiceCredential` (``token``/``invalidate``)
-    for the backend's traffic that has no caller."""
+    Also a :class:`~gateway.backend.credentials.service_credential.ServiceCredential`
+    (``token``/``invalidate``) for the backend's traffic that has no caller."""
 
     def __init__(
         self,
@@ -357,8 +357,8 @@ def _actor_of(token: str) -> str | None:
 
 
 class _CallCredential:
-    """:class:`~gateway.backend.credentials.ServiceCredential` of one call: its exchanged
-    token; after an upstream 401, one fresh exchange."""
+    """:class:`~gateway.backend.credentials.service_credential.ServiceCredential` of one call: its
+    exchanged token; after an upstream 401, one fresh exchange."""
 
     __slots__ = ("_caller", "_exchange", "_next", "_principal")
 

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from gateway.backend.sse import SseError, SseParser, SseTooLarge
+from gateway.backend.upstream.sse_parser import SseError, SseParser, SseTooLarge
 from gateway.errors import JsonRpcId
 from gateway.jsonkit.read import UNBOUNDED, JsonError, loads, peer_limits
 from gateway.jsonkit.write import compact

@@ -28,8 +28,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
-from gateway.backend.exposed import OverrideMisfit, exposed_tool
+from gateway.backend.catalog.exposed import OverrideMisfit, exposed_tool
+from gateway.backend.catalog.tool_catalog import DEFAULT_MAX_DESCRIPTION_CHARS
 from gateway.jsonkit.write import canonical
 from gateway.seams import Catalog, ToolDef, ToolOverride
 

@@ -10,7 +10,8 @@ and never poisons the rest:
 2. ``inputSchema`` is an object schema with ``"type": "object"``; ``outputSchema``, when present,
    is an object;
 3. the serialized definition is at most :data:`MAX_TOOL_BYTES`;
-4. the ``x-mcp-header`` annotations follow the rules of tools.mdx (:mod:`.tool_headers`);
+4. the ``x-mcp-header`` annotations follow the rules of tools.mdx
+   (:mod:`gateway.backend.upstream.tool_headers`);
 5. ``inputSchema`` compiles with jsonschema-rs with network ``$ref`` retrieval disabled
    (basic/index.mdx: implementations MUST NOT auto-dereference network ``$ref``);
 6. at most :data:`MAX_TOOLS` tools; later ones are dropped.
@@ -37,8 +38,8 @@ from typing import Any, Final
 
 import jsonschema_rs
 
-from gateway.backend.hygiene import clean_item, has_hidden
-from gateway.backend.tool_headers import header_params
+from gateway.backend.catalog.hygiene import clean_item, has_hidden
+from gateway.backend.upstream.tool_headers import header_params
 from gateway.jsonkit.read import JsonError
 from gateway.jsonkit.write import canonical, plain_copy
 from gateway.seams import TOOL_NAME, ToolDef

@@ -3,8 +3,8 @@
 :class:`UpstreamLink` knows how to talk to the one configured upstream:
 
 * **Era** (:meth:`UpstreamLink.ensure`): found once (single-flight) by
-  :class:`~gateway.backend.era.EraDetector` and kept until :meth:`UpstreamLink.forget` (called
-  after failures) asks to detect again.
+  :class:`~gateway.backend.upstream.era.EraDetector` and kept until :meth:`UpstreamLink.forget`
+  (called after failures) asks to detect again.
 * **Legacy sessions** (2025-06-18 basic/transports.mdx §Session Management): an ``Mcp-Session-Id``
   minted by ``initialize`` is shared by the whole gateway process, re-created transparently when
   the upstream answers 404 (session expired) and sent a DELETE at shutdown.
@@ -23,9 +23,9 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
-from gateway.backend.credentials import CredentialError, ServiceCredential
-from gateway.backend.era import MODERN_VERSION, EraDetector, LinkState
-from gateway.backend.rpc import (
+from gateway.backend.credentials.service_credential import CredentialError, ServiceCredential
+from gateway.backend.upstream.era import MODERN_VERSION, EraDetector, LinkState
+from gateway.backend.upstream.rpc import (
     ProgressSink,
     Reply,
     UpstreamFault,
@@ -33,7 +33,7 @@ from gateway.backend.rpc import (
     encode_json,
     exchange,
 )
-from gateway.backend.tool_headers import encode_header_value
+from gateway.backend.upstream.tool_headers import encode_header_value
 from gateway.config import DEFAULT_BACKEND
 from gateway.errors import JsonRpcId
 from gateway.observability.logging import get_logger
@@ -220,7 +220,7 @@ class UpstreamLink:
                 raise UpstreamFault("credential", 401) from fault
             raise
 
-    # --- era detection (gateway/backend/era.py) ----------------------------------------
+    # --- era detection (gateway/backend/upstream/era.py) ----------------------------------------
 
     async def _send_with_auth_retry(
         self, body: bytes, headers: dict[str, str], request_id: JsonRpcId | None, deadline: float

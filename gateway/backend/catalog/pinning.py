@@ -10,12 +10,12 @@ members no revision defines included: a client sees them all, an MCP Apps host r
 of :mod:`.hygiene`: a backend that adds invisible characters has changed its definition, which
 a review must see, although the gateway would strip them. A tool is served with every member
 the backend listed; a prompt or template with the members :mod:`.surface_catalog` keeps
-(:func:`~gateway.backend.surface_catalog.served_definition`), so a member the gateway drops is
-neither served nor pinned. The hash is the SHA-256 of the definition's canonical JSON (keys
+(:func:`~gateway.backend.catalog.surface_catalog.served_definition`), so a member the gateway drops
+is neither served nor pinned. The hash is the SHA-256 of the definition's canonical JSON (keys
 sorted, no whitespace, UTF-8).
 
 A tool is pinned as clients are shown it: with the policy's ``override:`` applied
-(:func:`gateway.backend.exposed.exposed_definition`), under its exposed (renamed) name.
+(:func:`gateway.backend.catalog.exposed.exposed_definition`), under its exposed (renamed) name.
 
 Nothing here does I/O, logging or metrics (:mod:`.lock_file` reads and writes lock files,
 :mod:`.lock_watch` keeps one loaded and reports differences).
@@ -30,9 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
-from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS
-from gateway.backend.exposed import exposed_definition
-from gateway.backend.surface_catalog import served_definition
+from gateway.backend.catalog.exposed import exposed_definition
+from gateway.backend.catalog.surface_catalog import served_definition
+from gateway.backend.catalog.tool_catalog import DEFAULT_MAX_DESCRIPTION_CHARS
 from gateway.jsonkit.write import canonical, plain_copy
 from gateway.observability.lines import printable
 from gateway.seams import ToolOverride
@@ -122,11 +122,12 @@ def pin(
     plain JSON): every member the gateway serves of it (module docstring), ``name`` the
     exposed one (a template keeps its own).
 
-    A tool's ``override`` is applied first (:func:`gateway.backend.exposed.exposed_definition`,
-    the function the merge uses), so the lock pins what clients are shown and an override
-    change is a reviewed change too; a renamed tool is pinned under its new name. Raises
-    :class:`~gateway.backend.exposed.OverrideMisfit` when the override does not fit (the tool
-    is not exposed at all then)."""
+    A tool's ``override`` is applied first
+    (:func:`gateway.backend.catalog.exposed.exposed_definition`, the function the merge uses), so
+    the lock pins what clients are shown and an override change is a reviewed change too; a renamed
+    tool is pinned under its new name. Raises
+    :class:`~gateway.backend.catalog.exposed.OverrideMisfit` when the override does not fit (the
+    tool is not exposed at all then)."""
     definition = dict(raw) if kind == "tool" else served_definition(kind, raw)
     if kind != "template":
         definition["name"] = exposed_name

@@ -1,7 +1,7 @@
 """What a catalog lock holds back from one backend's snapshot (``catalog.on_change: hold``).
 
 :func:`pin_tools` and :func:`pin_surface` turn a fetched snapshot into lock items
-(:func:`gateway.backend.pinning.pin`, from the objects exactly as the upstream listed them);
+(:func:`gateway.backend.catalog.pinning.pin`, from the objects exactly as the upstream listed them);
 :func:`without_held` leaves out of the snapshot every item that differs from the lock or is not
 in it, so everything downstream sees it as absent. Pure: the refresher calls these once per
 fetch or lock reload, never per request.
@@ -13,11 +13,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, ToolCatalog
-from gateway.backend.exposed import OverrideMisfit
-from gateway.backend.lock_watch import CatalogLock
-from gateway.backend.pinning import Difference, Item, Key, OverrideSource, pin
-from gateway.backend.surface_catalog import SurfacePart
+from gateway.backend.catalog.exposed import OverrideMisfit
+from gateway.backend.catalog.lock_watch import CatalogLock
+from gateway.backend.catalog.pinning import Difference, Item, Key, OverrideSource, pin
+from gateway.backend.catalog.surface_catalog import SurfacePart
+from gateway.backend.catalog.tool_catalog import DEFAULT_MAX_DESCRIPTION_CHARS, ToolCatalog
 
 __all__ = ["MAX_REPORTED_DIFFERENCES", "lock_report", "pin_surface", "pin_tools", "without_held"]
 

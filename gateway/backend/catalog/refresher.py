@@ -24,7 +24,7 @@ backend did not offer it. The unfiltered snapshot is kept, so a new lock is appl
 The same fetch then lists what else the upstream advertised in its ``server/discover`` or
 ``initialize`` result: ``prompts/list`` (capability ``prompts``), ``resources/list`` and
 ``resources/templates/list`` (capability ``resources``), every page, validated by
-:func:`~gateway.backend.surface_catalog.build_surface`. A failure there keeps the last good
+:func:`~gateway.backend.catalog.surface_catalog.build_surface`. A failure there keeps the last good
 prompts and resources (and is logged) without failing the tool catalog.
 """
 
@@ -36,20 +36,25 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from gateway.backend.catalog import (
+from gateway.backend.catalog.held import lock_report, pin_surface, pin_tools, without_held
+from gateway.backend.catalog.lock_watch import CatalogLock
+from gateway.backend.catalog.pinning import Difference, Item, Key, OverrideSource, compare
+from gateway.backend.catalog.surface_catalog import (
+    EMPTY_PART,
+    MAX_ITEMS,
+    SurfacePart,
+    build_surface,
+)
+from gateway.backend.catalog.tool_catalog import (
     DEFAULT_MAX_DESCRIPTION_CHARS,
     EMPTY_CATALOG,
     MAX_TOOLS,
     ToolCatalog,
     build_catalog,
 )
-from gateway.backend.era import LinkState, modern_meta
-from gateway.backend.held import lock_report, pin_surface, pin_tools, without_held
-from gateway.backend.lock_watch import CatalogLock
-from gateway.backend.pinning import Difference, Item, Key, OverrideSource, compare
-from gateway.backend.rpc import UpstreamFault
-from gateway.backend.surface_catalog import EMPTY_PART, MAX_ITEMS, SurfacePart, build_surface
-from gateway.backend.upstream import UpstreamLink
+from gateway.backend.upstream.era import LinkState, modern_meta
+from gateway.backend.upstream.link import UpstreamLink
+from gateway.backend.upstream.rpc import UpstreamFault
 from gateway.config import BackendConfig
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics

@@ -21,11 +21,11 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
-from gateway.backend.era import modern_meta
-from gateway.backend.listen import SUBSCRIPTION_ID
-from gateway.backend.rpc import UpstreamFault, decode_json, encode_json
-from gateway.backend.sse import SseError, SseParser
-from gateway.backend.upstream import UpstreamLink
+from gateway.backend.listen.change_listener import SUBSCRIPTION_ID
+from gateway.backend.upstream.era import modern_meta
+from gateway.backend.upstream.link import UpstreamLink
+from gateway.backend.upstream.rpc import UpstreamFault, decode_json, encode_json
+from gateway.backend.upstream.sse_parser import SseError, SseParser
 from gateway.deadlines import deadline_at
 from gateway.outbound import OutboundError, OutboundTimeout
 from gateway.seams import ListenEvent, ListenFilter, ListenRefused

@@ -38,7 +38,7 @@ from typing import Any, Final
 from joserfc.jws import JWSRegistry
 
 from gateway import b64url
-from gateway.backend.assertion_keys import AssertionKey, GatewayKeys
+from gateway.backend.credentials.assertion_keys import AssertionKey, GatewayKeys
 from gateway.bounded import BoundedMap
 from gateway.config import AssertionConfig, BackendConfig, Config
 from gateway.jsonkit.write import compact

@@ -29,9 +29,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gateway.backend.catalog import DEFAULT_MAX_DESCRIPTION_CHARS, compile_validator
-from gateway.backend.hygiene import clean_text
-from gateway.backend.tool_headers import header_params
+from gateway.backend.catalog.hygiene import clean_text
+from gateway.backend.catalog.tool_catalog import DEFAULT_MAX_DESCRIPTION_CHARS, compile_validator
+from gateway.backend.upstream.tool_headers import header_params
 from gateway.jsonkit.write import plain_copy
 from gateway.seams import NO_CLAIMS, ToolDef, ToolOverride
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final, Literal
 
-from gateway.backend.rpc import FaultKind
+from gateway.backend.upstream.rpc import FaultKind
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_requests import parse_input_required
 from gateway.seams import InputRequired

@@ -11,7 +11,7 @@ Where an upstream's ``notifications/tools/list_changed`` arrives depends on its 
   every acknowledgment. A JSON-RPC response to the listen request is a graceful end.
 * **2025-03-26 .. 2025-11-25**: on the GET stream of the session (transports.mdx §Listening for
   Messages from the Server; a 405 means the server offers none) or on the SSE reply of any
-  request (handled by :mod:`.rpc`).
+  request (handled by :mod:`gateway.backend.upstream.rpc`).
 
 :class:`ChangeListener` listens only while the detected upstream advertised
 ``capabilities.tools.listChanged: true``. Each stream lives at most :data:`STREAM_LIFETIME_S` and
@@ -28,10 +28,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Final, Literal
 
-from gateway.backend.era import LinkState, modern_meta
-from gateway.backend.rpc import LIST_CHANGED, UpstreamFault, decode_json, encode_json
-from gateway.backend.sse import SseError, SseParser
-from gateway.backend.upstream import UpstreamLink
+from gateway.backend.upstream.era import LinkState, modern_meta
+from gateway.backend.upstream.link import UpstreamLink
+from gateway.backend.upstream.rpc import LIST_CHANGED, UpstreamFault, decode_json, encode_json
+from gateway.backend.upstream.sse_parser import SseError, SseParser
 from gateway.observability.logging import get_logger
 from gateway.outbound import OutboundError, OutboundTimeout
 from gateway.tasks import Background

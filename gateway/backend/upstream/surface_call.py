@@ -16,12 +16,12 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from gateway.backend.assertion import AssertionSigner
-from gateway.backend.credentials import ServiceCredential
-from gateway.backend.era import LinkState, modern_meta
-from gateway.backend.rpc import UpstreamFault
-from gateway.backend.tool_call import gateway_headers, with_trace
-from gateway.backend.upstream import UpstreamLink
+from gateway.backend.credentials.caller_assertion import AssertionSigner
+from gateway.backend.credentials.service_credential import ServiceCredential
+from gateway.backend.upstream.era import LinkState, modern_meta
+from gateway.backend.upstream.link import UpstreamLink
+from gateway.backend.upstream.rpc import UpstreamFault
+from gateway.backend.upstream.tool_call import gateway_headers, with_trace
 from gateway.config import BackendConfig
 from gateway.observability import spans
 from gateway.observability.logging import get_logger
