@@ -54,6 +54,14 @@ MECHANISMS: Final = (
         literals=frozenset({b"event: message", b": keepalive"}),
     ),
     Mechanism(
+        "OAuth client authentication", "gateway/outbound/client_auth.py",
+        frozenset({
+            "authlib.oauth2.auth.ClientAuth", "authlib.oauth2.auth.encode_client_secret_basic",
+            "authlib.oauth2.auth.encode_client_secret_post", "authlib.oauth2.rfc7523.PrivateKeyJWT",
+            "authlib.oauth2.rfc7523.private_key_jwt_sign",
+        }),
+    ),
+    Mechanism(
         "unpadded base64url", "gateway/b64url.py",
         frozenset({"base64.urlsafe_b64encode", "base64.urlsafe_b64decode"}),
     ),
@@ -165,6 +173,7 @@ def test_every_allowed_exception_still_exists() -> None:
          "OrderedDict"),
         ("import base64\nbase64.urlsafe_b64encode(b)\n", "base64.urlsafe_b64encode"),
         ('w(b"event: message\\ndata: " + d)\n', "SSE bytes"),
+        ("from authlib.oauth2.auth import ClientAuth\n", "authlib.oauth2.auth.ClientAuth"),
     ],
 )  # fmt: skip
 def test_the_scan_finds_each_spelling(source: str, expected: str) -> None:

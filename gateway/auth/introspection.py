@@ -24,13 +24,10 @@ raises :class:`IntrospectionFailed`; the caller turns it into 503 + ``Retry-Afte
 
 from __future__ import annotations
 
-import base64
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Final
-from urllib.parse import quote_plus
 
-from authlib.oauth2.rfc7523 import private_key_jwt_sign
 from joserfc.jwk import ECKey, RSAKey
 
 from gateway.config import IssuerConfig
@@ -43,6 +40,7 @@ from gateway.outbound import (
     OutboundTimeout,
     ResponseTooLarge,
 )
+from gateway.outbound.client_auth import ASSERTION_LIFETIME_S, ClientAuthentication
 
 __all__ = [
     "ASSERTION_LIFETIME_S",
@@ -60,9 +58,6 @@ MAX_RESPONSE_BYTES: Final = 16_384
 MAX_DEPTH: Final = 8
 """Deepest JSON nesting accepted in an introspection response."""
 _LIMITS: Final = peer_limits(MAX_DEPTH)
-ASSERTION_LIFETIME_S: Final = 60
-"""Lifetime of a private_key_jwt client assertion (RFC 7523 §3: short)."""
-JWT_BEARER_ASSERTION: Final = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
 
 TOKEN_REFUSALS: Final = frozenset({"invalid_token", "unsupported_token_type", "invalid_grant"})
@@ -109,7 +104,9 @@ class TokenRefused(Exception):
 
 
 class ClientAuthenticator:
-    """Adds the gateway's client authentication to an introspection request."""
+    """Adds the gateway's client authentication to an introspection request: the issuer's
+    settings checked and its key parsed here, the request's fields by the one client
+    authentication (:class:`gateway.outbound.client_auth.ClientAuthentication`)."""
 
     def __init__(self, issuer: IssuerConfig, *, clock: Callable[[], float]) -> None:
         if issuer.client_id is None:
@@ -135,30 +132,13 @@ class ClientAuthenticator:
                 raise ValueError("issuer.private_key holds a public key, not a private key")
         elif issuer.client_secret is None:
             raise ValueError("issuer.client_secret is required with client_secret_*")
+        self._auth = ClientAuthentication(
+            self._client_id, issuer.client_auth, clock=clock, secret=issuer.client_secret,
+            key=self._key, alg=issuer.signing_alg, key_id=issuer.private_key_id,
+        )  # fmt: skip
 
     def apply(self, headers: dict[str, str], form: dict[str, str], audience: str) -> None:
-        issuer = self._issuer
-        if issuer.client_auth == "client_secret_basic" and issuer.client_secret is not None:
-            # RFC 6749 §2.3.1: form-urlencode both parts before joining and base64-encoding.
-            raw = quote_plus(self._client_id) + ":" + quote_plus(issuer.client_secret.current())
-            headers["Authorization"] = "Basic " + base64.b64encode(raw.encode()).decode()
-        elif issuer.client_auth == "client_secret_post" and issuer.client_secret is not None:
-            form["client_id"] = self._client_id
-            form["client_secret"] = issuer.client_secret.current()
-        elif self._key is not None:
-            header = {"kid": issuer.private_key_id} if issuer.private_key_id else {}
-            now = int(self._clock())
-            form["client_assertion_type"] = JWT_BEARER_ASSERTION
-            form["client_assertion"] = private_key_jwt_sign(
-                self._key,
-                self._client_id,
-                audience,
-                alg=issuer.signing_alg,
-                header=header,
-                issued_at=now,
-                expires_at=now + ASSERTION_LIFETIME_S,
-            )
-            form["client_id"] = self._client_id
+        form.update(self._auth.apply(headers, audience))
 
 
 class Introspector:

@@ -26,6 +26,7 @@ import json
 import secrets
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote_plus
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -504,6 +505,18 @@ class LegacyUpstream(_Base):
         return response
 
 
+def _basic_credentials(header: str) -> tuple[str, str] | None:
+    """RFC 6749 §2.3.1: the id and secret of a Basic header, each form-urlencoded."""
+    if not header.startswith("Basic "):
+        return None
+    try:
+        raw = base64.b64decode(header[6:], validate=True).decode()
+    except ValueError:
+        return None
+    user, _, password = raw.partition(":")
+    return unquote_plus(user), unquote_plus(password)
+
+
 @dataclass
 class TokenServer:
     """Client-credentials token endpoint with RFC 8414 metadata."""
@@ -541,9 +554,9 @@ class TokenServer:
         self.forms.append(form)
         header = request.headers.get("Authorization")
         self.auth_headers.append(header)
-        expected = (
-            "Basic " + base64.b64encode(f"{self.client_id}:{self.client_secret}".encode()).decode()
-        )
+        by_basic = header is not None and _basic_credentials(header) == (
+            self.client_id, self.client_secret,
+        )  # fmt: skip
         by_post = (
             form.get("client_id") == self.client_id
             and form.get("client_secret") == self.client_secret
@@ -552,7 +565,7 @@ class TokenServer:
         by_jwt = form.get("client_assertion_type") == (
             "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
         ) and bool(form.get("client_assertion"))
-        if header != expected and not by_post and not by_jwt:
+        if not by_basic and not by_post and not by_jwt:
             return web.json_response({"error": "invalid_client"}, status=401)
         if form.get("grant_type") != "client_credentials":
             return web.json_response({"error": "unsupported_grant_type"}, status=400)

@@ -7,10 +7,11 @@ Two kinds, chosen by ``backend.credential.type``:
   a restart.
 * ``client_credentials`` (:class:`ClientCredentials`): RFC 6749 §4.4 at the issuer's token
   endpoint (``credential.token_endpoint``, else ``issuer.token_endpoint``, else RFC 8414 / OIDC
-  discovery from ``issuer.url``), client authentication by authlib (``client_secret_basic``,
-  ``client_secret_post``, ``private_key_jwt`` per RFC 7523 §2.2), ``scope`` plus RFC 8707
-  ``resource`` and ``audience`` parameters. The token is cached until ``refresh_margin_s`` before
-  it expires; refreshes are single-flight; an upstream 401 discards the token once.
+  discovery from ``issuer.url``), client authentication by :mod:`gateway.outbound.client_auth`
+  (``client_secret_basic``, ``client_secret_post``, ``private_key_jwt`` per RFC 7523 §2.2),
+  ``scope`` plus RFC 8707 ``resource`` and ``audience`` parameters. The token is cached until
+  ``refresh_margin_s`` before it expires; refreshes are single-flight; an upstream 401 discards
+  the token once.
 
 Errors raise :class:`CredentialError` with a fixed message (never a secret or a response body).
 """
@@ -24,8 +25,6 @@ from collections.abc import Callable
 from typing import Any, Final, Protocol
 from urllib.parse import urlencode, urlsplit
 
-from authlib.oauth2.auth import ClientAuth, encode_client_secret_basic, encode_client_secret_post
-from authlib.oauth2.rfc7523 import PrivateKeyJWT
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from joserfc.errors import JoseError
@@ -42,6 +41,7 @@ from gateway.config import (
 from gateway.jsonkit.read import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.outbound import Outbound, OutboundError
+from gateway.outbound.client_auth import ClientAuthentication
 
 __all__ = [
     "DEFAULT_EXPIRES_IN_S",
@@ -131,12 +131,6 @@ class ClientCredentials:
         self.fetches = 0
         """Token requests sent so far (for metrics and tests)."""
 
-    @property
-    def client_auth(self) -> ClientAuth:
-        """The authlib client authentication of this credential's client (token exchange uses
-        the same client at the same endpoint)."""
-        return self._client_auth
-
     async def token(self, deadline: float) -> str:
         if self._token is not None and self._clock() < self._refresh_at:
             return self._token
@@ -165,7 +159,8 @@ class ClientCredentials:
             "Content-Type": "application/x-www-form-urlencoded",
             "Accept": "application/json",
         }
-        _, headers, body = self._client_auth.prepare("POST", endpoint, headers, urlencode(form))
+        form += self._client_auth.apply(headers, endpoint)  # RFC 7523 §3: aud = token endpoint
+        body = urlencode(form)
         self.fetches += 1
         started = self._clock()
         try:
@@ -248,26 +243,26 @@ def _endpoint_allowed(issuer: IssuerConfig, url: str) -> bool:
     return scheme == "http" and issuer.allow_insecure_http and is_loopback_url(url)
 
 
-def build_client_auth(cred: CredentialConfig) -> ClientAuth:
-    """authlib's client authentication for ``cred`` (``client_auth``)."""
+def build_client_auth(cred: CredentialConfig) -> ClientAuthentication:
+    """The client authentication of ``cred`` (``client_auth``): the one of
+    :mod:`gateway.outbound.client_auth` (fresh ``jti``/``exp`` per private_key_jwt request)."""
     client_id = cred.client_id or ""
     if cred.client_auth == "private_key_jwt":
         if cred.private_key is None:
             raise CredentialError("private_key_jwt needs a private_key")
-        headers = {"kid": cred.private_key_id} if cred.private_key_id else None
-        # RFC 7523 §3: aud = the token endpoint; authlib signs a fresh jti/exp each time.
         key, alg = _signing_key(cred.private_key.reveal())
-        return ClientAuth(client_id, key, PrivateKeyJWT(headers=headers, alg=alg))
-    secret = cred.client_secret.reveal() if cred.client_secret is not None else ""
-    method = (
-        encode_client_secret_post
-        if cred.client_auth == "client_secret_post"
-        else encode_client_secret_basic
+        return ClientAuthentication(
+            client_id, "private_key_jwt", clock=time.time, key=key, alg=alg,
+            key_id=cred.private_key_id,
+        )  # fmt: skip
+    if cred.client_secret is None:
+        raise CredentialError(f"{cred.client_auth} needs a client_secret")
+    return ClientAuthentication(
+        client_id, cred.client_auth, clock=time.time, secret=cred.client_secret
     )
-    return ClientAuth(client_id, secret, method)
 
 
-def _signing_key(pem: str) -> tuple[Any, str]:
+def _signing_key(pem: str) -> tuple[RSAKey | ECKey | OKPKey, str]:
     """The private key as a joserfc JWK (what authlib's RFC 7523 signer takes) and its alg."""
     try:
         loaded = load_pem_private_key(pem.encode("utf-8"), password=None)

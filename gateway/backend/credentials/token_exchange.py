@@ -221,7 +221,8 @@ class TokenExchange:
             "Content-Type": "application/x-www-form-urlencoded",
             "Accept": "application/json",
         }
-        _, headers, body = self._client_auth.prepare("POST", endpoint, headers, urlencode(form))
+        form += self._client_auth.apply(headers, endpoint)  # RFC 7523 §3: aud = token endpoint
+        body = urlencode(form)
         issuer = self._issuers.get(principal.issuer, self._config.issuer)
         started = self._clock()
         self.exchanges += 1

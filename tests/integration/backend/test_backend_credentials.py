@@ -97,6 +97,22 @@ async def test_the_token_endpoint_is_discovered_from_issuer_metadata(
     assert tokens.issued == ["cc-token-1"]
 
 
+async def test_client_secret_basic_form_encodes_id_and_secret(token_setup, backend_factory) -> None:
+    # RFC 6749 §2.3.1: each part form-urlencoded before base64; unencoded, "+" reads as a space
+    # and "%41" as "A" at the issuer (authlib 1.9 sends them raw).
+    _, url, tokens, issuer = token_setup
+    tokens.client_secret = "p+ss%41word:x y"
+    credential = CredentialConfig(
+        type="client_credentials", client_id="gateway", token_endpoint=issuer + "/token",
+        client_secret=Secret(tokens.client_secret, "literal"),
+    )  # fmt: skip
+    issuer_cfg = IssuerConfig(url=issuer, client_id="gw", allow_insecure_http=True)
+    backend = await backend_factory(make_config(url, credential=credential, issuer=issuer_cfg))
+    assert backend.ready
+    raw = base64.b64encode(b"gateway:p%2Bss%2541word%3Ax+y").decode()
+    assert tokens.auth_headers[0] == f"Basic {raw}"
+
+
 async def test_client_secret_post_sends_the_secret_in_the_form(
     token_setup, backend_factory
 ) -> None:
