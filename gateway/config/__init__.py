@@ -2,7 +2,10 @@
 
 The package, by job:
 
-* :mod:`~gateway.config.model`: the frozen dataclasses (:class:`Config` and one per section);
+* :mod:`~gateway.config.model` (with ``issuer_model``, ``backend_model``, ``limits_model``,
+  ``state_model``, ``identity_model``, ``policy_external_model``): the frozen dataclasses
+  (:class:`Config` and one per section), whose fields declare the keys of the file once
+  (:mod:`~gateway.config.declare`; the JSON Schema is written from them);
 * :mod:`~gateway.config.loader`: :func:`load_config` (YAML with positions, the JSON Schema, then
   the sections' semantic checks; every problem reported at once as ``file:line:column``);
 * :mod:`~gateway.config.builder`: the state the section builders share (document, directory,
@@ -15,110 +18,36 @@ The package, by job:
   resolution (a ``Secret``'s ``repr`` never shows the value; literal secrets are warnings);
 * :mod:`~gateway.config.urls`: :func:`canonical_uri` (RFC 8707) and :func:`is_loopback_url`.
 
-Import the public names from here (``from gateway.config import Config``).
+Import the public names from here (``from gateway.config import Config``): this face is the
+``__all__`` of each model module, not a list of its own.
 """
 
+from gateway.config import (
+    backend_model,
+    identity_model,
+    issuer_model,
+    limits_model,
+    model,
+    policy_external_model,
+    state_model,
+)
+from gateway.config.backend_model import *  # noqa: F403
 from gateway.config.catalog import CatalogConfig, OnChange
-from gateway.config.identity_model import (
-    AssertionConfig,
-    IdentityConfig,
-    IdentityJwksConfig,
-)
+from gateway.config.identity_model import *  # noqa: F403
+from gateway.config.issuer_model import *  # noqa: F403
+from gateway.config.limits_model import *  # noqa: F403
 from gateway.config.loader import load_config
-from gateway.config.model import (
-    ACCESS_TOKEN_TYPE,
-    DEFAULT_BACKEND,
-    DEFAULT_DPOP_ALGORITHMS,
-    DEFAULT_JWT_ALGORITHMS,
-    JWT_ALGORITHMS,
-    TOKEN_EXCHANGE_GRANT,
-    AdminConfig,
-    AuditCheckpoint,
-    AuditConfig,
-    BackendConfig,
-    BackendReadiness,
-    CacheConfig,
-    Config,
-    CorsConfig,
-    CredentialConfig,
-    DpopConfig,
-    DpopMode,
-    EventLoop,
-    InputRequestsConfig,
-    IssuerConfig,
-    JsonLimits,
-    Limits,
-    Listen,
-    LoggingConfig,
-    OtlpConfig,
-    ProtocolConfig,
-    Rate,
-    RedisConfig,
-    RolesConfig,
-    ScopeMapEntry,
-    SealKey,
-    ServerInfo,
-    StateConfig,
-    StoreErrorPolicies,
-    StoreErrorPolicy,
-    TlsConfig,
-    TokenMode,
-    TracingConfig,
-    parse_rate,
-)
-from gateway.config.policy_external_model import PdpCredential, PolicyExternalConfig
+from gateway.config.model import *  # noqa: F403
+from gateway.config.policy_external_model import *  # noqa: F403
 from gateway.config.secrets import Secret
+from gateway.config.state_model import *  # noqa: F403
 from gateway.config.urls import canonical_uri, is_loopback_url
 
-__all__ = [
-    "ACCESS_TOKEN_TYPE",
-    "DEFAULT_BACKEND",
-    "DEFAULT_DPOP_ALGORITHMS",
-    "DEFAULT_JWT_ALGORITHMS",
-    "JWT_ALGORITHMS",
-    "TOKEN_EXCHANGE_GRANT",
-    "AdminConfig",
-    "AssertionConfig",
-    "AuditCheckpoint",
-    "AuditConfig",
-    "BackendConfig",
-    "BackendReadiness",
-    "CacheConfig",
-    "CatalogConfig",
-    "Config",
-    "CorsConfig",
-    "CredentialConfig",
-    "DpopConfig",
-    "DpopMode",
-    "EventLoop",
-    "IdentityConfig",
-    "IdentityJwksConfig",
-    "InputRequestsConfig",
-    "IssuerConfig",
-    "JsonLimits",
-    "Limits",
-    "Listen",
-    "LoggingConfig",
-    "OnChange",
-    "OtlpConfig",
-    "PdpCredential",
-    "PolicyExternalConfig",
-    "ProtocolConfig",
-    "Rate",
-    "RedisConfig",
-    "RolesConfig",
-    "ScopeMapEntry",
-    "SealKey",
-    "Secret",
-    "ServerInfo",
-    "StateConfig",
-    "StoreErrorPolicies",
-    "StoreErrorPolicy",
-    "TlsConfig",
-    "TokenMode",
-    "TracingConfig",
-    "canonical_uri",
-    "is_loopback_url",
-    "load_config",
-    "parse_rate",
-]
+__all__ = ["CatalogConfig", "OnChange", "Secret", "canonical_uri", "is_loopback_url", "load_config"]
+__all__ += backend_model.__all__
+__all__ += identity_model.__all__
+__all__ += issuer_model.__all__
+__all__ += limits_model.__all__
+__all__ += model.__all__
+__all__ += policy_external_model.__all__
+__all__ += state_model.__all__

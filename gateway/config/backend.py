@@ -15,17 +15,16 @@ from __future__ import annotations
 import re
 from typing import Any, Final
 
-from gateway.config.builder import Builder
-from gateway.config.identity import build_identity, check_assertion_key_ids
-from gateway.config.model import (
+from gateway.config.backend_model import (
     ACCESS_TOKEN_TYPE,
-    CLIENT_AUTHS,
     DEFAULT_BACKEND,
     BackendConfig,
     CredentialConfig,
-    IssuerConfig,
     TlsConfig,
 )
+from gateway.config.builder import Builder
+from gateway.config.identity import build_identity, check_assertion_key_ids
+from gateway.config.issuer_model import CLIENT_AUTHS, IssuerConfig
 from gateway.yaml_source import PathPart
 
 __all__ = [

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from gateway.config.builder import Builder
+from gateway.config.declare import Key
 
 __all__ = ["CatalogConfig", "OnChange", "build_catalog"]
 
@@ -22,13 +23,13 @@ OnChange = Literal["hold", "warn", "allow"]
 
 @dataclass(frozen=True, slots=True)
 class CatalogConfig:
-    lock: Path
+    lock: Annotated[Path, Key(required=True, min_length=1)]
     """The lock file (relative paths: to the configuration file's directory)."""
     on_change: OnChange = "hold"
     """``hold``: an item that differs from the lock (or is not in it) is hidden and refused as
     if absent until approved; ``warn``: served, logged, audited and counted; ``allow``: served,
     only shown by ``/readyz`` and ``catalog diff``."""
-    poll_s: float = 2.0
+    poll_s: Annotated[float, Key(minimum=0, maximum=3600)] = 2.0
     """How often the lock file's stat signature is compared (0: never; reload on restart)."""
 
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Annotated, Final, Literal
 
-from gateway.config.secrets import Secret
+from gateway.config.declare import Key
+from gateway.config.secrets import SecretRef
 
 __all__ = [
     "ASSERTION_ALGS",
@@ -35,15 +36,27 @@ MAX_ASSERTION_TTL_S: Final = 300
 class AssertionConfig:
     """``identity.assertion``: a JWT the gateway signs for every ``tools/call`` it forwards."""
 
-    key: Secret
+    key: Annotated[SecretRef, Key(required=True)]
     """The private signing key (PEM); a ``{file: ...}`` key is re-read when the file changes."""
-    audience: str
+    audience: Annotated[str, Key(min_length=1, max_length=2048)]
     """``aud`` of every assertion (default: the backend's URL)."""
-    header: str = DEFAULT_ASSERTION_HEADER
-    key_id: str | None = None
+    header: Annotated[
+        str,
+        Key(
+            pattern="^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$",
+            message="must be an HTTP header name (RFC 9110 token, at most 64 characters)",
+        ),
+    ] = DEFAULT_ASSERTION_HEADER
+    key_id: Annotated[
+        str | None,
+        Key(
+            pattern="^[A-Za-z0-9._~-]{1,128}$",
+            message="may hold only letters, digits, '.', '_', '~' and '-' (at most 128)",
+        ),
+    ] = None
     """``kid``; None: the RFC 7638 thumbprint of the current key (changes with the key)."""
     alg: AssertionAlg = "EdDSA"
-    ttl_s: int = 60
+    ttl_s: Annotated[int, Key(minimum=1, maximum=MAX_ASSERTION_TTL_S)] = 60
     reuse: bool = True
     """Reuse an assertion for the same caller token and tool while half its lifetime is left."""
 
@@ -61,6 +74,20 @@ class IdentityJwksConfig:
 
     public: bool = False
     """Also serve it on the public listener (it is public-key material only)."""
-    publish_keys: tuple[Path, ...] = field(default_factory=tuple)
+    publish_keys: Annotated[
+        tuple[Path, ...],
+        Key(
+            schema={
+                "type": "array",
+                "maxItems": 8,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["file"],
+                    "properties": {"file": {"type": "string", "minLength": 1}},
+                },
+            }
+        ),
+    ] = field(default_factory=tuple)
     """Files of extra public keys to publish (the next key ahead of a rotation, the previous
     one after it); each holds zero or more PEM keys and is re-read when it changes."""

@@ -21,7 +21,8 @@ import re
 from typing import Any, Final
 
 from gateway.config.builder import Builder
-from gateway.config.model import InputRequestsConfig, JsonLimits, SealKey
+from gateway.config.limits_model import JsonLimits
+from gateway.config.model import InputRequestsConfig, SealKey
 from gateway.yaml_source import PathPart
 
 __all__ = [

@@ -12,7 +12,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from gateway.config.builder import Builder
-from gateway.config.model import (
+from gateway.config.issuer_model import (
     CLIENT_AUTHS,
     DEFAULT_DPOP_ALGORITHMS,
     DEFAULT_JWT_ALGORITHMS,
@@ -22,8 +22,8 @@ from gateway.config.model import (
     IssuerConfig,
     RolesConfig,
     ScopeMapEntry,
-    parse_rate,
 )
+from gateway.config.limits_model import parse_rate
 from gateway.config.urls import canonical_uri
 from gateway.yaml_source import PathPart, format_path
 

@@ -21,18 +21,17 @@ from pathlib import Path
 from typing import Any, Final
 
 from gateway.config.backend import build_backends, check_token_exchange
+from gateway.config.backend_model import BackendConfig
 from gateway.config.builder import Builder
 from gateway.config.catalog import build_catalog
 from gateway.config.identity import build_identity_jwks
 from gateway.config.input_requests import build_input_requests
 from gateway.config.issuer import build_issuers, issuer_allows_insecure_http, issuer_entries
+from gateway.config.issuer_model import CacheConfig, IssuerConfig
 from gateway.config.model import (
-    BackendConfig,
-    CacheConfig,
     Config,
     CorsConfig,
     InputRequestsConfig,
-    IssuerConfig,
     Listen,
     LoggingConfig,
     ProtocolConfig,

@@ -9,11 +9,12 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar, Final
 
+from gateway.config.declare import Key
 from gateway.yaml_source import Located, PathPart
 
-__all__ = ["SKIPPED", "Secret", "resolve_secret"]
+__all__ = ["SECRET", "SKIPPED", "Secret", "SecretRef", "resolve_secret"]
 
 SKIPPED = "skipped"
 """The :attr:`Secret.source` of a reference that was not read (``resolve_secrets=False``)."""
@@ -108,3 +109,25 @@ def resolve_secret(
         doc.problem(where, f"secret file {file_path} is empty")
         return None
     return Secret(value, f"file:{file_path}", mtime)
+
+
+SECRET: Final = Key(
+        ref="secret",
+        schema={
+            "description": "A secret reference: {env: NAME} or {file: PATH}. A plain string "
+            "works but is a warning.",
+            "x-message": "must be a secret reference: {env: NAME} or {file: PATH} (a plain "
+            "string also works, with a warning)",
+            "x-sensitive": True,
+            "oneOf": [
+                {"type": "object", "additionalProperties": False, "required": ["env"],
+                 "properties": {"env": {"type": "string", "minLength": 1}}},
+                {"type": "object", "additionalProperties": False, "required": ["file"],
+                 "properties": {"file": {"type": "string", "minLength": 1}}},
+                {"type": "string", "minLength": 1},
+            ],
+        },
+)  # fmt: skip
+"""The declaration of a secret reference (``x-sensitive``: ``check`` never echoes it)."""
+SecretRef = Annotated[Secret, SECRET]
+"""A key whose value is a secret reference, resolved at load."""

@@ -15,15 +15,8 @@ from urllib.parse import urlsplit
 
 from gateway.config.audit_key import checkpoint_key_problem
 from gateway.config.builder import Builder
-from gateway.config.model import (
-    AuditCheckpoint,
-    AuditConfig,
-    JsonLimits,
-    Limits,
-    OtlpConfig,
-    TracingConfig,
-    parse_rate,
-)
+from gateway.config.limits_model import JsonLimits, Limits, parse_rate
+from gateway.config.model import AuditCheckpoint, AuditConfig, OtlpConfig, TracingConfig
 from gateway.config.urls import canonical_uri
 from gateway.yaml_source import PathPart
 

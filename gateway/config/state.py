@@ -8,10 +8,10 @@ from urllib.parse import urlsplit
 
 from gateway.config.backend import build_tls
 from gateway.config.builder import Builder
-from gateway.config.model import (
+from gateway.config.issuer_model import CacheConfig
+from gateway.config.state_model import (
     DEFAULT_REDIS_TIMEOUT_MS,
     AdminConfig,
-    CacheConfig,
     RedisConfig,
     StateConfig,
     StoreErrorPolicies,
