@@ -13,16 +13,17 @@ its tools that fall inside another backend's prefix are hidden at runtime.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Final
 
 from gateway.config.backend_model import (
-    ACCESS_TOKEN_TYPE,
     DEFAULT_BACKEND,
     BackendConfig,
     CredentialConfig,
     TlsConfig,
 )
 from gateway.config.builder import Builder
+from gateway.config.declare import declared_default, fill
 from gateway.config.identity import build_identity, check_assertion_key_ids
 from gateway.config.issuer_model import CLIENT_AUTHS, IssuerConfig
 from gateway.yaml_source import PathPart
@@ -42,6 +43,10 @@ BACKEND_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 """A ``backends:`` key: a bounded label of metrics, logs and the audit trail."""
 MAX_BACKENDS: Final = 32
 """Backends one gateway fronts (each has its own pool, catalog and label values)."""
+
+
+_NO_PREFIX: Final = declared_default(BackendConfig, "name_prefix")
+"""``backend.name_prefix`` when not written: tools keep their names."""
 
 
 def default_prefix(name: str) -> str:
@@ -131,25 +136,19 @@ def build_backend(
     ``name_prefix``. ``dev_http``: plain http is allowed for a loopback credential token
     endpoint."""
     bp = where
-    insecure_backend = bool(rb.get("allow_insecure_http", False))
-    b.url(rb["url"], (*bp, "url"), insecure_ok=insecure_backend, private_ok=True)
-    credential = build_credential(b, rb["credential"], (*bp, "credential"), dev_http=dev_http)
-    tls = build_tls(b, rb.get("tls", {}), (*bp, "tls"))
-    identity = build_identity(b, rb.get("identity", {}), (*bp, "identity"), backend_url=rb["url"])
-    return BackendConfig(
-        url=rb["url"],
-        credential=credential,
-        allow_insecure_http=insecure_backend,
-        tls=tls,
-        timeout_s=float(rb.get("timeout_s", 10.0)),
-        connect_timeout_s=float(rb.get("connect_timeout_s", 3.0)),
-        catalog_refresh_s=float(rb.get("catalog_refresh_s", 300.0)),
-        name_prefix=rb.get("name_prefix", "") if prefix is None else prefix,
-        identity_headers=bool(rb.get("identity_headers", False)),
-        tool_timeouts_s=tuple((k, float(v)) for k, v in rb.get("tool_timeouts_s", {}).items()),
-        max_connections=int(rb.get("max_connections", 100)),
-        identity=identity,
-        name=name,
+    # The declared keys first; the checked parts below, in the order their problems are reported.
+    backend = fill(
+        b, BackendConfig, rb, bp, leave=("tls", "identity"), credential=None, name=name,
+        name_prefix=prefix if prefix is not None else rb.get("name_prefix", _NO_PREFIX),
+    )  # fmt: skip
+    b.url(rb["url"], (*bp, "url"), insecure_ok=backend.allow_insecure_http, private_ok=True)
+    return replace(
+        backend,
+        credential=build_credential(b, rb["credential"], (*bp, "credential"), dev_http=dev_http),
+        tls=build_tls(b, rb.get("tls", {}), (*bp, "tls")),
+        identity=build_identity(
+            b, rb.get("identity", {}), (*bp, "identity"), backend_url=rb["url"]
+        ),
     )
 
 
@@ -160,7 +159,7 @@ def build_credential(
     if rcred["type"] == "bearer":
         return CredentialConfig(type="bearer", token=b.secret(rcred["token"], (*cp, "token")))
     kind = rcred["type"]
-    cc_auth = rcred.get("client_auth", "client_secret_basic")
+    cc_auth = rcred.get("client_auth", declared_default(CredentialConfig, "client_auth"))
     # check's guarded pass runs here on credentials the schema refused (and reported) already:
     # an unknown type or client_auth gets no checks that depend on it.
     known = kind in ("client_credentials", "token_exchange") and cc_auth in CLIENT_AUTHS
@@ -176,27 +175,16 @@ def build_credential(
             "token_exchange needs audience or resource (or both): the backend the exchanged "
             "token is for, as the issuer names it",
         )
-    return CredentialConfig(
-        type=kind,
-        client_id=rcred["client_id"],
+    return fill(
+        b, CredentialConfig, rcred, cp,
         client_secret=b.secret(rcred.get("client_secret"), (*cp, "client_secret")),
-        client_auth=cc_auth,
         private_key=b.secret(rcred.get("private_key"), (*cp, "private_key")),
-        private_key_id=rcred.get("private_key_id"),
-        token_endpoint=rcred.get("token_endpoint"),
-        scope=rcred.get("scope"),
-        resource=rcred.get("resource"),
-        audience=rcred.get("audience"),
-        refresh_margin_s=int(rcred.get("refresh_margin_s", 30)),
-        requested_token_type=rcred.get("requested_token_type", ACCESS_TOKEN_TYPE),
-        actor=rcred.get("actor", "none"),
-        issuer=rcred.get("issuer"),
-    )
+    )  # fmt: skip
 
 
 def build_tls(b: Builder, rtls: dict[str, Any], tp: tuple[PathPart, ...]) -> TlsConfig:
     doc = b.doc
-    tls = TlsConfig(**{k: str(b.path(v)) for k, v in rtls.items()})
+    tls = TlsConfig(**{k: str(b.path(v)) for k, v in rtls.items()})  # relative to the file
     if (tls.client_cert is None) != (tls.client_key is None):
         doc.problem(tp, "client_cert and client_key go together")
     for key, value in rtls.items():

@@ -1,8 +1,6 @@
 """``backend:`` / ``backends:``, typed and declared: each upstream MCP server, the gateway's
 credential for it and the TLS to it. Built by :mod:`gateway.config.backend`."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import Annotated, Final, Literal
 

@@ -7,14 +7,12 @@ startup error then), not here: ``mcp-gateway catalog pin`` must load this config
 file exists.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from gateway.config.builder import Builder
-from gateway.config.declare import Key
+from gateway.config.declare import Key, fill
 
 __all__ = ["CatalogConfig", "OnChange", "build_catalog"]
 
@@ -36,8 +34,4 @@ class CatalogConfig:
 def build_catalog(b: Builder, raw: dict[str, Any] | None) -> CatalogConfig | None:
     if raw is None:
         return None
-    return CatalogConfig(
-        lock=b.path(raw["lock"]),
-        on_change=raw.get("on_change", "hold"),
-        poll_s=float(raw.get("poll_s", 2.0)),
-    )
+    return fill(b, CatalogConfig, raw, ("catalog",))

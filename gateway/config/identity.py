@@ -16,12 +16,13 @@ What a schema cannot say, each a ``file:line`` problem:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
 from gateway.config.builder import Builder
+from gateway.config.declare import fill
 from gateway.config.identity_model import (
-    DEFAULT_ASSERTION_HEADER,
     AssertionConfig,
     IdentityConfig,
     IdentityJwksConfig,
@@ -66,33 +67,27 @@ def build_identity(
     if rassertion is None:
         return IdentityConfig()
     ap = (*where, "assertion")
-    header = str(rassertion.get("header", DEFAULT_ASSERTION_HEADER))
-    lowered = header.lower()
+    # The declared keys first; the header and the key are checked below, in this order.
+    assertion = fill(
+        b, AssertionConfig, rassertion, ap,
+        key=None, audience=rassertion.get("audience", backend_url),
+    )  # fmt: skip
+    lowered = assertion.header.lower()
     if lowered in RESERVED_HEADERS or lowered.startswith("mcp-param-"):
         b.doc.problem(
             (*ap, "header"),
-            f"{header!r} is a header the gateway sets itself, a hop-by-hop or a credential "
-            "header; choose a name of your own (default X-MCP-Gateway-Assertion)",
+            f"{assertion.header!r} is a header the gateway sets itself, a hop-by-hop or a "
+            "credential header; choose a name of your own (default X-MCP-Gateway-Assertion)",
         )
-    alg = rassertion.get("alg", "EdDSA")
     key = b.secret(rassertion["key"], (*ap, "key"))
     if key is not None and not key.skipped:
         try:
-            parse_signing_key(key.reveal(), alg)
+            parse_signing_key(key.reveal(), assertion.alg)
         except KeyProblem as exc:
             b.doc.problem((*ap, "key"), f"the key {exc}")
-    audience = rassertion.get("audience", backend_url)
+    # A missing key is a recorded problem: no Config is built from this document.
     return IdentityConfig(
-        assertion=AssertionConfig(
-            # A missing key is a recorded problem: no Config is built from this document.
-            key=key if key is not None else Secret("", "missing"),
-            audience=audience,
-            header=header,
-            key_id=rassertion.get("key_id"),
-            alg=alg,
-            ttl_s=int(rassertion.get("ttl_s", 60)),
-            reuse=bool(rassertion.get("reuse", True)),
-        )
+        assertion=replace(assertion, key=key if key is not None else Secret("", "missing"))
     )
 
 
@@ -139,4 +134,4 @@ def build_identity_jwks(
             f"{b.doc.where(('identity_jwks',))}: identity_jwks: no backend has "
             "identity.assertion and no publish_keys are set: there is no JWK Set to serve"
         )
-    return IdentityJwksConfig(public=bool(raw.get("public", False)), publish_keys=tuple(paths))
+    return fill(b, IdentityJwksConfig, raw, ("identity_jwks",), publish_keys=tuple(paths))

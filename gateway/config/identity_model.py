@@ -6,8 +6,6 @@ RFC 8693 token-exchange credential is a kind of ``credential`` (:class:`Credenti
 <gateway.config.model.CredentialConfig>`). Built by :mod:`gateway.config.identity`.
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Final, Literal

@@ -21,6 +21,7 @@ import re
 from typing import Any, Final
 
 from gateway.config.builder import Builder
+from gateway.config.declare import fill
 from gateway.config.limits_model import JsonLimits
 from gateway.config.model import InputRequestsConfig, SealKey
 from gateway.yaml_source import PathPart
@@ -73,7 +74,7 @@ def build_input_requests(
     if not raw:
         return InputRequestsConfig()
     ip: tuple[PathPart, ...] = ("input_requests",)
-    enabled = bool(raw.get("enabled", True))
+    enabled = bool(raw.get("enabled", True))  # the section's presence turns it on
     keys: list[SealKey] = []
     seen: set[str] = set()
     for index, entry in enumerate(raw.get("seal_keys", [])):
@@ -100,20 +101,15 @@ def build_input_requests(
     seal_key_id = raw.get("seal_key_id", keys[0].id if keys else "")
     if "seal_key_id" in raw and seal_key_id not in seen:
         b.doc.problem((*ip, "seal_key_id"), "must be the id of one of seal_keys")
-    max_state = int(raw.get("max_state_bytes", 8192))
-    sealed = max_sealed_chars(max_state)
+    config = fill(
+        b, InputRequestsConfig, raw, ip,
+        enabled=enabled, seal_keys=tuple(keys), seal_key_id=seal_key_id,
+    )  # fmt: skip
+    sealed = max_sealed_chars(config.max_state_bytes)
     if enabled and sealed > json_limits.max_string_bytes:
         b.warnings.append(
             f"input_requests.max_state_bytes: a sealed state may be {sealed} characters, more "
             f"than limits.json.max_string_bytes ({json_limits.max_string_bytes}); rounds whose "
             "sealed state would not fit are refused as tool errors"
         )
-    return InputRequestsConfig(
-        enabled=enabled,
-        seal_keys=tuple(keys),
-        seal_key_id=seal_key_id,
-        ttl_s=int(raw.get("ttl_s", 600)),
-        max_rounds=int(raw.get("max_rounds", 8)),
-        max_state_bytes=max_state,
-        max_input_response_bytes=int(raw.get("max_input_response_bytes", 32768)),
-    )
+    return config

@@ -8,22 +8,20 @@ key of ``issuer:``. Both at once is an error, and so is neither. Entries must na
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from gateway.config.builder import Builder
+from gateway.config.declare import fill
 from gateway.config.issuer_model import (
     CLIENT_AUTHS,
-    DEFAULT_DPOP_ALGORITHMS,
-    DEFAULT_JWT_ALGORITHMS,
     JWT_ALGORITHMS,
-    CacheConfig,
     DpopConfig,
     IssuerConfig,
     RolesConfig,
     ScopeMapEntry,
 )
-from gateway.config.limits_model import parse_rate
 from gateway.config.urls import canonical_uri
 from gateway.yaml_source import PathPart, format_path
 
@@ -59,7 +57,7 @@ def issuer_allows_insecure_http(raw: dict[str, Any]) -> bool:
     plain http (loopback only) for ``resource`` and the backend credential's token endpoint.
     With several issuers, any one of them setting it is enough (it is a development-only setting;
     ``check`` and the docs say so, and each issuer's own URLs follow only its own switch)."""
-    return any(bool(entry.get("allow_insecure_http", False)) for _, entry in issuer_entries(raw))
+    return any(entry.get("allow_insecure_http") is True for _, entry in issuer_entries(raw))
 
 
 def normalise_typ(value: str) -> str:
@@ -99,8 +97,10 @@ def build_issuer(
 ) -> IssuerConfig:
     doc = b.doc
     name = format_path(ip)
-    dev_http = bool(ri.get("allow_insecure_http", False))
-    tokens = ri.get("tokens", "introspection")
+    # Every key without checks of its own is read as declared; the others are built below, in
+    # the order their problems are reported.
+    issuer = fill(b, IssuerConfig, ri, ip, leave=_BUILT_HERE)
+    dev_http, tokens, client_auth = issuer.allow_insecure_http, issuer.tokens, issuer.client_auth
     # Only a valid mode and client_auth get the checks that depend on them: check's guarded pass
     # also runs here on values the schema refused (and reported) already.
     introspects = tokens in ("introspection", "jwt+introspection")
@@ -115,7 +115,6 @@ def build_issuer(
                 f"{doc.where((*ip, key))}: {name}.{key}: not used with tokens: {tokens}"
                 " and is ignored"
             )
-    client_auth = ri.get("client_auth", "client_secret_basic")
     client_secret = b.secret(ri.get("client_secret"), (*ip, "client_secret"))
     private_key = b.secret(ri.get("private_key"), (*ip, "private_key"))
     if introspects and client_auth in CLIENT_AUTHS:
@@ -124,14 +123,13 @@ def build_issuer(
                 doc.problem(ip, "private_key is required with client_auth: private_key_jwt")
         elif "client_secret" not in ri:
             doc.problem(ip, f"client_secret is required with client_auth: {client_auth}")
-    audience = ri.get("assertion_audience", "issuer")
     if "assertion_audience" in ri and client_auth != "private_key_jwt" and introspects:
         b.warnings.append(
             f"{doc.where((*ip, 'assertion_audience'))}: {name}.assertion_audience: applies only "
             "to client_auth: private_key_jwt and is ignored"
         )
     if (
-        audience == "token_endpoint"
+        issuer.assertion_audience == "token_endpoint"
         and "introspection_endpoint" in ri
         and "token_endpoint" not in ri
     ):
@@ -141,86 +139,57 @@ def build_issuer(
             f"token_endpoint needs {name}.token_endpoint when introspection_endpoint is "
             "configured (metadata discovery is skipped)",
         )
-    algorithms = _algorithms(b, ri, ip)
-    min_refresh = float(ri.get("jwks_min_refresh_s", 60.0))
-    max_refresh = float(ri.get("jwks_max_refresh_s", 3600.0))
-    if min_refresh > max_refresh:
+    algorithms = _checked_algs(b, ri["algorithms"], ip) if "algorithms" in ri else None
+    if issuer.jwks_min_refresh_s > issuer.jwks_max_refresh_s:
         doc.problem(
             (*ip, "jwks_min_refresh_s"),
-            f"must not be larger than {name}.jwks_max_refresh_s ({max_refresh:g})",
+            f"must not be larger than {name}.jwks_max_refresh_s ({issuer.jwks_max_refresh_s:g})",
         )
-    if ri.get("scope_map_only") is True and not ri.get("scope_map"):
+    if issuer.scope_map_only and not ri.get("scope_map"):
         doc.problem(
             (*ip, "scope_map_only"),
             "needs a scope_map: without one this issuer's tokens would grant no scope at all",
         )
-    rc = ri.get("cache", {})
-    return IssuerConfig(
-        url=ri["url"],
-        client_id=ri.get("client_id"),
-        client_auth=client_auth,
-        client_secret=client_secret,
-        private_key=private_key,
-        private_key_id=ri.get("private_key_id"),
-        signing_alg=ri.get("signing_alg", "RS256"),
-        assertion_audience=audience,
-        introspection_endpoint=ri.get("introspection_endpoint"),
-        token_endpoint=ri.get("token_endpoint"),
-        timeout_s=float(ri.get("timeout_s", 3.0)),
-        metadata_refresh_s=float(ri.get("metadata_refresh_s", 3600.0)),
-        allow_insecure_http=dev_http,
-        require_iss=bool(ri.get("require_iss", False)),
-        clock_skew_s=int(ri.get("clock_skew_s", 30)),
-        subject_fallback=ri.get("subject_fallback", "none"),
+    built: dict[str, Any] = {
+        "client_secret": client_secret,
+        "private_key": private_key,
+        "algorithms": algorithms,
         # Only URIs are normalised (RFC 8707); plain audience names ("mcp-gateway") stay as is.
-        audiences=tuple(
+        "audiences": tuple(
             canonical_uri(a) if urlsplit(a).netloc else a for a in ri.get("audiences", [])
         ),
-        cache=CacheConfig(**rc),
-        failed_auth_probe_interval_s=float(ri.get("failed_auth_probe_interval_s", 5.0)),
-        **(
-            {"failed_auth_rate": parse_rate(ri["failed_auth_rate"])}
-            if "failed_auth_rate" in ri
-            else {}
+        "accept_typ": tuple(
+            None if typ is None else normalise_typ(typ) for typ in ri.get("accept_typ", ())
         ),
-        tokens=tokens,
-        jwks_uri=ri.get("jwks_uri"),
-        algorithms=algorithms,
-        accept_typ=tuple(
-            None if typ is None else normalise_typ(typ) for typ in ri.get("accept_typ", ["at+jwt"])
-        ),
-        scope_claims=tuple(ri.get("scope_claims", ["scope", "scp"])),
-        scope_prefix=ri.get("scope_prefix", ""),
-        roles=_roles(ri.get("roles")),
-        groups=_roles(ri.get("groups"), "groups"),
-        scope_map=tuple(
+        "roles": _roles(b, ri.get("roles"), (*ip, "roles")),
+        "groups": _roles(b, ri.get("groups"), (*ip, "groups"), GROUPS_CLAIM),
+        "scope_map": tuple(
             ScopeMapEntry(spelled, scope, doc.where((*ip, "scope_map", spelled)))
             for spelled, scope in ri.get("scope_map", {}).items()
         ),
-        scope_map_only=bool(ri.get("scope_map_only", False)),
-        subject_claim=ri.get("subject_claim", "sub"),
-        client_id_claims=tuple(ri.get("client_id_claims", ["client_id", "azp", "appid"])),
-        max_token_bytes=int(ri.get("max_token_bytes", 8192)),
-        max_token_lifetime_s=int(ri.get("max_token_lifetime_s", 86400)),
-        jwks_min_refresh_s=min_refresh,
-        jwks_max_refresh_s=max_refresh,
-        jwks_unknown_kid_interval_s=float(ri.get("jwks_unknown_kid_interval_s", 30.0)),
-        dpop=_dpop(b, ri.get("dpop", "off"), (*ip, "dpop")),
-    )
+        "dpop": _dpop(b, ri["dpop"], (*ip, "dpop")) if "dpop" in ri else None,
+    }
+    # What the file did not write keeps the declared default.
+    return replace(issuer, **{key: value for key, value in built.items() if key in ri})
+
+
+_BUILT_HERE: Final = (
+    "client_secret", "private_key", "algorithms", "audiences", "accept_typ", "roles", "groups",
+    "scope_map", "dpop",
+)  # fmt: skip
+"""IssuerConfig keys :func:`build_issuer` builds itself (secrets, checked or normalised)."""
+GROUPS_CLAIM: Final = "groups"
+"""``issuer.groups.claim`` when not written (``roles.claim``'s default is the field's)."""
+DPOP_MAPPING_MODE: Final = "allowed"
+"""``dpop.mode`` when ``dpop`` is a mapping without it (the string form's default is ``off``)."""
 
 
 def _dpop(b: Builder, raw: str | dict[str, Any], dp: tuple[PathPart, ...]) -> DpopConfig:
     """``dpop: off | allowed | required``, or the mapping with ``mode`` and the proof rules."""
     if isinstance(raw, str):
         return DpopConfig(mode=raw)  # type: ignore[arg-type]  # the schema checked the enum
-    names = raw.get("algorithms")
-    return DpopConfig(
-        mode=raw.get("mode", "allowed"),
-        algorithms=DEFAULT_DPOP_ALGORITHMS if names is None else _checked_algs(b, names, dp),
-        iat_window_s=int(raw.get("iat_window_s", 300)),
-        nonce=bool(raw.get("nonce", False)),
-        nonce_rotation_s=int(raw.get("nonce_rotation_s", 120)),
-    )
+    checked = {"algorithms": _checked_algs(b, raw["algorithms"], dp)} if "algorithms" in raw else {}
+    return fill(b, DpopConfig, raw, dp, mode=raw.get("mode", DPOP_MAPPING_MODE), **checked)
 
 
 def scope_map_warnings(
@@ -265,13 +234,6 @@ def scope_map_warnings(
     return warnings
 
 
-def _algorithms(b: Builder, ri: dict[str, Any], ip: tuple[PathPart, ...]) -> tuple[str, ...]:
-    names = ri.get("algorithms")
-    if names is None:
-        return DEFAULT_JWT_ALGORITHMS
-    return _checked_algs(b, names, ip)
-
-
 def _checked_algs(b: Builder, names: list[str], ip: tuple[PathPart, ...]) -> tuple[str, ...]:
     for index, alg in enumerate(names):
         where = (*ip, "algorithms", index)
@@ -284,11 +246,10 @@ def _checked_algs(b: Builder, names: list[str], ip: tuple[PathPart, ...]) -> tup
     return tuple(dict.fromkeys(names))
 
 
-def _roles(raw: dict[str, Any] | None, default: str = "roles") -> RolesConfig | None:
+def _roles(
+    b: Builder, raw: dict[str, Any] | None, where: tuple[PathPart, ...], claim: str | None = None
+) -> RolesConfig | None:
     if raw is None:
         return None
-    claim = raw.get("claim", default)
-    return RolesConfig(
-        claim=(claim,) if isinstance(claim, str) else tuple(claim),
-        prefix=raw.get("prefix", ""),
-    )
+    default = {} if claim is None or "claim" in raw else {"claim": (claim,)}
+    return fill(b, RolesConfig, raw, where, **default)

@@ -2,8 +2,6 @@
 tokens are checked. Built by :mod:`gateway.config.issuer`; every field that is a key of the file
 is declared here once (:mod:`gateway.config.declare`)."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import Annotated, Any, ClassVar, Final, Literal, get_args
 

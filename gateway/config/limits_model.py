@@ -1,10 +1,8 @@
 """``limits:``, typed and declared: request size, concurrency, deadlines and rate limits, and the
 rate type the issuers' failed-auth budget shares."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
-from typing import Annotated
+from typing import Annotated, Self
 
 from gateway.config.declare import Key, Seconds
 from gateway.jsonkit.read import JsonLimits
@@ -20,7 +18,7 @@ class Rate:
     per_s: float
 
     @classmethod
-    def from_yaml(cls, text: str) -> Rate:
+    def from_yaml(cls, text: str) -> Self:
         number, _, unit = text.partition("/")
         return cls(int(number), {"second": 1.0, "minute": 60.0, "hour": 3600.0}[unit])
 

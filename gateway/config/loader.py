@@ -6,8 +6,12 @@ editors), then the semantic checks of each section (URLs, CIDRs, secret referenc
 finding is collected and reported at once as ``file:line:column: key.path: message``;
 :func:`load_config` raises :class:`~gateway.errors.ConfigError` with all of them.
 
-A new top-level key gets its own ``build_*`` function (``sections.py``, or a module of its own
-when it is as large as ``issuer.py`` or ``backend.py``) and one line in :func:`build_config`.
+A key is declared once, as a field of its section's dataclass (:mod:`gateway.config.declare`):
+a key without checks of its own needs nothing here, :func:`~gateway.config.declare.fill` reads
+it. A section with checks (URLs, secrets, files, keys that depend on each other) has a
+``build_*`` function (``sections.py``, or a module of its own when it is as large as
+``issuer.py`` or ``backend.py``) and one line in :func:`_sections`. docs/architecture.md says
+how to add a key.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import contextlib
 import os
 import re
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,19 +28,12 @@ from gateway.config.backend import build_backends, check_token_exchange
 from gateway.config.backend_model import BackendConfig
 from gateway.config.builder import Builder
 from gateway.config.catalog import build_catalog
+from gateway.config.declare import declared_default, fill
 from gateway.config.identity import build_identity_jwks
 from gateway.config.input_requests import build_input_requests
 from gateway.config.issuer import build_issuers, issuer_allows_insecure_http, issuer_entries
 from gateway.config.issuer_model import CacheConfig, IssuerConfig
-from gateway.config.model import (
-    Config,
-    CorsConfig,
-    InputRequestsConfig,
-    Listen,
-    LoggingConfig,
-    ProtocolConfig,
-    ServerInfo,
-)
+from gateway.config.model import Config, InputRequestsConfig, Listen
 from gateway.config.policy_external import build_policy_external
 from gateway.config.secrets import Secret
 from gateway.config.sections import (
@@ -173,7 +170,8 @@ _OPS_ACCESS: Final = re.compile(r":\d+:\d+: (ops_listen|admin)\b")
 
 
 def _ops_listen(raw: dict[str, Any]) -> Listen:
-    return Listen(**{"host": "127.0.0.1", "port": 9090, **raw.get("ops_listen", {})})
+    default: Listen = declared_default(Config, "ops_listen")
+    return replace(default, **raw.get("ops_listen", {}))
 
 
 def backend_prefixes(backends: Sequence[BackendConfig]) -> tuple[str, ...]:
@@ -189,19 +187,8 @@ def build_config(b: Builder, raw: dict[str, Any], source: str) -> Config:
     sections = _sections(b, raw, guarded=False)
     if "issuer" not in sections:
         raise ConfigError(list(b.doc.problems))
-    return Config(
-        source=source,
-        server=ServerInfo(**raw.get("server", {})),
-        listen=Listen(**{"host": "0.0.0.0", "port": 8080, **raw.get("listen", {})}),  # noqa: S104
-        ops_listen=_ops_listen(raw),
-        policy_poll_s=float(raw.get("policy_poll_s", 2.0)),
-        event_loop=raw.get("event_loop", "auto"),
-        protocol=ProtocolConfig(**raw.get("protocol", {})),
-        cors=CorsConfig(**raw.get("cors", {})),
-        logging=LoggingConfig(**raw.get("logging", {})),
-        warnings=tuple(b.warnings),
-        **sections,
-    )
+    # The keys without checks of their own (server, listen, protocol, ...) are read as declared.
+    return fill(b, Config, raw, (), source=source, warnings=tuple(b.warnings), **sections)
 
 
 def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, Any]:
@@ -241,10 +228,9 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
         "identity_jwks",
         lambda: build_identity_jwks(b, raw.get("identity_jwks", {}), signing=signing),
     )
-    section("backend_readiness", lambda: raw.get("backend_readiness", "all"))
     if not guarded or _valid_policy_key(raw.get("policy")):
         section("policy_paths", lambda: build_policy_paths(b, raw["policy"]))
-    section("limits", lambda: build_limits(raw.get("limits", {})))
+    section("limits", lambda: build_limits(b, raw.get("limits", {})))
     section("trusted_proxies", lambda: build_trusted_proxies(b, raw.get("trusted_proxies", [])))
     section("allowed_origins", lambda: build_allowed_origins(b, raw.get("allowed_origins", [])))
     section("audit", lambda: build_audit(b, raw.get("audit", {})))

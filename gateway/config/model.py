@@ -6,8 +6,6 @@ modules of their own (``issuer_model``, ``backend_model``, ``limits_model``, ``s
 Built by :mod:`gateway.config.loader`; immutable, so a reload builds a new :class:`Config`.
 """
 
-from __future__ import annotations
-
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path

@@ -8,12 +8,13 @@ or ``backend:``.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from gateway.config.builder import Builder
+from gateway.config.declare import fill
 from gateway.config.policy_external_model import (
     PDP_FIXED_PROPERTIES,
-    PDP_METHODS,
     PdpCredential,
     PolicyExternalConfig,
 )
@@ -29,10 +30,11 @@ def build_policy_external(b: Builder, raw: dict[str, Any] | None) -> PolicyExter
     if raw is None:
         return None
     where: tuple[PathPart, ...] = ("policy_external",)
+    # The declared keys first; the checked ones below, in the order their problems are reported.
+    external = fill(b, PolicyExternalConfig, raw, where, leave=("credential", "subject_properties"))
     url = b.url(
-        raw["url"], (*where, "url"),
-        insecure_ok=bool(raw.get("allow_insecure_http", False)), private_ok=True,
-    )  # fmt: skip
+        external.url, (*where, "url"), insecure_ok=external.allow_insecure_http, private_ok=True
+    )
     if "?" in url:
         b.doc.problem((*where, "url"), "must not contain a query")
     properties: list[tuple[str, str]] = []
@@ -44,7 +46,7 @@ def build_policy_external(b: Builder, raw: dict[str, Any] | None) -> PolicyExter
                 f"{name!r} is sent by the gateway itself (one of {fixed})",
             )
         properties.append((name, claim))
-    if raw.get("on_error") == "allow_local":
+    if external.on_error == "allow_local":
         b.warnings.append(
             f"{b.doc.where((*where, 'on_error'))}: policy_external.on_error: allow_local: when "
             "the decision point cannot decide, requests are served on the local policy alone"
@@ -54,21 +56,10 @@ def build_policy_external(b: Builder, raw: dict[str, Any] | None) -> PolicyExter
             f"{b.doc.where(where)}: policy_external: no credential: the decision point cannot "
             "tell the gateway from anyone else who reaches its URL"
         )
-    cache = raw.get("cache", {})
-    return PolicyExternalConfig(
-        url=url,
+    return replace(
+        external,
         credential=_credential(b, raw.get("credential"), (*where, "credential")),
-        timeout_s=float(raw.get("timeout_s", 1.0)),
-        on_error=raw.get("on_error", "deny"),
-        retry_after_s=int(raw.get("retry_after_s", 5)),
-        subject_type=raw.get("subject_type", "user"),
         subject_properties=tuple(properties),
-        send_arguments=bool(raw.get("send_arguments", False)),
-        cache_ttl_s=float(cache.get("ttl_s", 30.0)),
-        cache_max_entries=int(cache.get("max_entries", 10_000)),
-        max_connections=int(raw.get("max_connections", 64)),
-        methods=frozenset(raw.get("methods", PDP_METHODS)),
-        tools=tuple(raw["tools"]) if "tools" in raw else None,
     )
 
 

@@ -1,8 +1,6 @@
 """``policy_external:``, typed: the external decision point (OpenID AuthZEN 1.0) and the
 gateway's credential there. Built by :mod:`gateway.config.policy_external`."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Annotated, Final, Literal
 

@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 from gateway.config.audit_key import checkpoint_key_problem
 from gateway.config.builder import Builder
-from gateway.config.limits_model import JsonLimits, Limits, parse_rate
+from gateway.config.declare import fill
+from gateway.config.limits_model import Limits
 from gateway.config.model import AuditCheckpoint, AuditConfig, OtlpConfig, TracingConfig
 from gateway.config.urls import canonical_uri
 from gateway.yaml_source import PathPart
@@ -60,18 +61,8 @@ def build_policy_paths(b: Builder, raw_policy: str | list[str]) -> tuple[Path, .
     return tuple(policy_paths)
 
 
-def build_limits(raw_limits: dict[str, Any]) -> Limits:
-    rl = dict(raw_limits)
-    for key in ("pre_auth_rate", "principal_rate"):
-        if key in rl:
-            rl[key] = parse_rate(rl[key])
-    for key in (
-        "request_deadline_s", "drain_timeout_s", "shutdown_delay_s", "header_timeout_s",
-        "keepalive_timeout_s",
-    ):  # fmt: skip
-        if key in rl:
-            rl[key] = float(rl[key])
-    return Limits(**{**rl, "json": JsonLimits(**rl.get("json", {}))})
+def build_limits(b: Builder, raw_limits: dict[str, Any]) -> Limits:
+    return fill(b, Limits, raw_limits, ("limits",))
 
 
 def build_trusted_proxies(
@@ -99,26 +90,24 @@ def build_allowed_origins(b: Builder, raw_origins: list[str]) -> frozenset[str]:
 
 
 def build_audit(b: Builder, raw_audit: dict[str, Any]) -> AuditConfig:
-    ra = dict(raw_audit)
-    if ra.get("sink") is False:  # YAML 1.1: a bare `off` is the boolean false
-        ra["sink"] = "off"
-    if ra.get("sink") == "file" and "path" not in ra:
+    given: dict[str, Any] = {"checkpoint": None}
+    if raw_audit.get("sink") is False:  # YAML 1.1: a bare `off` is the boolean false
+        given["sink"] = "off"
+    if raw_audit.get("sink") == "file" and "path" not in raw_audit:
         b.doc.problem(("audit",), "path is required with sink: file")
-    checkpoint = None
-    if "checkpoint" in ra:
-        raw_checkpoint = ra.pop("checkpoint")
-        where: tuple[PathPart, ...] = ("audit", "checkpoint", "key")
-        key = b.secret(raw_checkpoint["key"], where)
+    if "path" in raw_audit:
+        given["path"] = str(b.path(raw_audit["path"]))
+    if "checkpoint" in raw_audit:
+        raw_checkpoint = raw_audit["checkpoint"]
+        where: tuple[PathPart, ...] = ("audit", "checkpoint")
+        key = b.secret(raw_checkpoint["key"], (*where, "key"))
         if key is not None and not key.skipped:
             problem = checkpoint_key_problem(key.reveal())
             if problem is not None:
-                b.doc.problem(where, problem)
+                b.doc.problem((*where, "key"), problem)
         if key is not None:
-            checkpoint = AuditCheckpoint(key, every=int(raw_checkpoint.get("every", 1000)))
-    return AuditConfig(
-        **{**ra, **({"path": str(b.path(ra["path"]))} if "path" in ra else {})},
-        checkpoint=checkpoint,
-    )
+            given["checkpoint"] = fill(b, AuditCheckpoint, raw_checkpoint, where, key=key)
+    return fill(b, AuditConfig, raw_audit, ("audit",), **given)
 
 
 TRACING_PACKAGES: Final = (
@@ -157,17 +146,7 @@ def build_tracing(b: Builder, raw: dict[str, Any] | None) -> TracingConfig | Non
         secret = b.secret(ref, (*tp, "headers", name))
         if secret is not None:
             headers.append((name.lower(), secret))
-    protocol = otlp.get("protocol", "http/protobuf")
-    if not otel_installed(protocol):
+    exporter = fill(b, OtlpConfig, otlp, tp, endpoint=endpoint, headers=tuple(headers))
+    if not otel_installed(exporter.protocol):
         b.doc.problem(("tracing",), TRACING_PACKAGES)
-    return TracingConfig(
-        otlp=OtlpConfig(
-            endpoint=endpoint,
-            protocol=protocol,
-            headers=tuple(headers),
-            timeout_s=float(otlp.get("timeout_s", 10.0)),
-        ),
-        sample_ratio=float(raw.get("sample_ratio", 1.0)),
-        service_name=raw.get("service_name", "mcp-gateway"),
-        max_queue_spans=int(raw.get("max_queue_spans", 2048)),
-    )
+    return fill(b, TracingConfig, raw, ("tracing",), otlp=exporter)

@@ -3,19 +3,15 @@ the ``admin:`` section (the ops listener's admin API and how long a revocation l
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.config.backend import build_tls
 from gateway.config.builder import Builder
+from gateway.config.declare import fill
 from gateway.config.issuer_model import CacheConfig
-from gateway.config.state_model import (
-    DEFAULT_REDIS_TIMEOUT_MS,
-    AdminConfig,
-    RedisConfig,
-    StateConfig,
-    StoreErrorPolicies,
-)
+from gateway.config.state_model import AdminConfig, RedisConfig, StateConfig
 from gateway.yaml_source import PathPart
 
 __all__ = ["REDIS_SCHEMES", "build_admin", "build_state"]
@@ -27,25 +23,19 @@ MIN_ADMIN_TOKEN_CHARS = 32
 
 def build_state(b: Builder, raw: dict[str, Any]) -> StateConfig:
     sp: tuple[PathPart, ...] = ("state",)
-    backend = raw.get("backend", "memory")
+    state = fill(b, StateConfig, raw, sp, leave=("redis",))
     redis = None
     raw_redis = raw.get("redis")
     if raw_redis is not None:
         redis = _build_redis(b, raw_redis, (*sp, "redis"))
-        if backend != "redis":
+        if state.backend != "redis":
             b.warnings.append("state.redis is ignored: state.backend is memory")
             redis = None
-    elif backend == "redis":
+    elif state.backend == "redis":
         b.doc.problem(sp, "backend: redis needs a redis: {url: ...} mapping")
-    share = bool(raw.get("share_token_cache", False))
-    if share and backend != "redis":
+    if state.share_token_cache and state.backend != "redis":
         b.doc.problem((*sp, "share_token_cache"), "needs backend: redis")
-    return StateConfig(
-        backend=backend,
-        redis=redis,
-        share_token_cache=share,
-        on_store_error=StoreErrorPolicies(**raw.get("on_store_error", {})),
-    )
+    return replace(state, redis=redis)
 
 
 def _build_redis(b: Builder, raw: dict[str, Any], rp: tuple[PathPart, ...]) -> RedisConfig | None:
@@ -60,12 +50,7 @@ def _build_redis(b: Builder, raw: dict[str, Any], rp: tuple[PathPart, ...]) -> R
         b.doc.problem((*rp, "url"), "must be a redis://, rediss:// (TLS) or unix:// URL")
     if raw.get("tls") and scheme is not None and scheme != "rediss":
         b.doc.problem((*rp, "tls"), "needs a rediss:// url (TLS)")
-    return RedisConfig(
-        url=url,
-        key_prefix=raw.get("key_prefix", "mcp-gateway:"),
-        timeout_ms=int(raw.get("timeout_ms", DEFAULT_REDIS_TIMEOUT_MS)),
-        tls=tls,
-    )
+    return fill(b, RedisConfig, raw, rp, url=url, tls=tls)
 
 
 def build_admin(b: Builder, raw: dict[str, Any], cache: CacheConfig) -> AdminConfig:
@@ -76,12 +61,12 @@ def build_admin(b: Builder, raw: dict[str, Any], cache: CacheConfig) -> AdminCon
             (*ap, "token"),
             f"must be at least {MIN_ADMIN_TOKEN_CHARS} characters (e.g. openssl rand -hex 32)",
         )
-    ttl = int(raw.get("revocation_ttl_s", 3600))
+    admin = fill(b, AdminConfig, raw, ap, token=token)
     # A replica that missed the broadcast may hold the token this long: the marker must outlive it.
     longest = cache.max_ttl_s + cache.stale_if_error_s
-    if ttl < longest:
+    if admin.revocation_ttl_s < longest:
         b.doc.problem(
             (*ap, "revocation_ttl_s"),
             f"must be at least issuer.cache.max_ttl_s + stale_if_error_s ({longest})",
         )
-    return AdminConfig(token=token, revocation_ttl_s=ttl)
+    return admin

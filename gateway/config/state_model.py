@@ -1,8 +1,6 @@
 """``state:`` and ``admin:``, typed and declared: where the state shared by every replica lives,
 and the ops listener's admin API. Built by :mod:`gateway.config.state`."""
 
-from __future__ import annotations
-
 from dataclasses import dataclass, field
 from typing import Annotated, Final, Literal
 

@@ -25,8 +25,7 @@ from urllib.parse import quote_plus
 from authlib.oauth2.rfc7523 import private_key_jwt_sign
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
-from gateway.config import Secret
-from gateway.config.model import ClientAuth
+from gateway.config import ClientAuth, Secret
 
 __all__ = ["ASSERTION_LIFETIME_S", "JWT_BEARER_ASSERTION", "ClientAuthentication"]
 
