@@ -3,12 +3,15 @@ mints a token through ``demo token``, and stops cleanly on Ctrl-C (SIGINT, exit 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from tests.support.demo_stack import modern_body, modern_headers, parse_challenge
@@ -29,6 +32,38 @@ def _demo_ports() -> list[str]:
     return ["--port", str(free_port()), "--vault-port", str(free_port())]
 
 
+@dataclass
+class DemoRun:
+    process: subprocess.Popen[bytes]
+    state: dict[str, object]
+    stdout: str = ""
+    """What it printed (after it stopped: the rest of it)."""
+
+
+@contextlib.contextmanager
+def running_demo(state_file: Path, *args: str) -> Iterator[DemoRun]:
+    """``mcp-gateway demo ARGS --state-file STATE_FILE`` as a user runs it: started, its state
+    file read, then stopped with Ctrl-C (SIGINT), which must end it with status 0."""
+    process = subprocess.Popen(
+        _demo_command(*args, "--state-file", str(state_file)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    stderr = b""
+    try:
+        run = DemoRun(process, _wait_for_state(state_file, process))
+        yield run
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=STOP_S)
+        run.stdout = stdout.decode()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
+    assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
+
+
 def _wait_for_state(path: Path, process: subprocess.Popen[bytes]) -> dict[str, object]:
     deadline = time.monotonic() + STARTUP_S
     while time.monotonic() < deadline:
@@ -44,21 +79,14 @@ async def test_the_demo_command_starts_writes_its_state_and_stops_cleanly_on_sig
     tmp_path: Path,
 ) -> None:
     state_file = tmp_path / "demo-state.json"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     # Both backends on fixed ports (issue 32 item 9: the second one, the vault, had no flag).
     port, backend_port, vault_port = free_port(), free_port(), free_port()
-    command = _demo_command(
-        "--port", str(port), "--state-file", str(state_file), "--log-level", "warning",
+    demo = running_demo(
+        state_file, "--port", str(port), "--log-level", "warning",
         "--backend-port", str(backend_port), "--vault-port", str(vault_port),
     )  # fmt: skip
-    process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves
-        command,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-    )
-    try:
-        state = _wait_for_state(state_file, process)
+    with demo as run:
+        state = run.state
         assert set(state) >= {"mcp_url", "issuer_url", "ops_url", "tokens"}
         tokens = state["tokens"]
         assert isinstance(tokens, dict)
@@ -94,14 +122,7 @@ async def test_the_demo_command_starts_writes_its_state_and_stops_cleanly_on_sig
         assert minted.returncode == 0, minted.stderr
         assert len(minted.stdout.strip()) >= 32
 
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=STOP_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
-    banner = stdout.decode()
+    banner = run.stdout
     assert mcp_url in banner
     assert f"Backend (private) http://127.0.0.1:{backend_port}/mcp" in banner
     assert f"http://127.0.0.1:{vault_port}/" in banner

@@ -9,7 +9,6 @@ import json
 import os
 import re
 import select
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_demo_command import STOP_S, _demo_command, _demo_ports, _wait_for_state
+from tests.e2e.test_demo_command import STOP_S, _demo_ports, running_demo
 from tests.support.demo_stack import modern_body, modern_headers
 from tests.support.dev_http import http_client
 
@@ -26,16 +25,9 @@ pytestmark = pytest.mark.slow
 
 async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) -> None:
     state_file = tmp_path / "demo-state.json"
-    process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves
-        _demo_command(
-            "--dpop", *_demo_ports(), "--state-file", str(state_file), "--log-level", "warning"
-        ),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    try:
-        state = _wait_for_state(state_file, process)
+    demo = running_demo(state_file, "--dpop", *_demo_ports(), "--log-level", "warning")
+    with demo as run:
+        state, process = run.state, run.process
         mcp_url = str(state["mcp_url"])
         dpop = state["dpop"]
         assert isinstance(dpop, dict) and "d" in dpop["key"]  # the client's key (dev only)
@@ -76,13 +68,6 @@ async def test_demo_dpop_works_end_to_end_from_the_command_line(tmp_path: Path) 
                 headers=modern_headers(reader, "tools/list"),
             )
             assert plain.status == 200, await plain.text()
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=STOP_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
     assert f"export DEMO_DPOP_TOKEN={ready}" in banner
     # "=": a token may begin with "-", which argparse would take for an option.
     assert f"mcp-gateway demo proof --state-file {state_file} --token=$DEMO_DPOP_TOKEN" in banner

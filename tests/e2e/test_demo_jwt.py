@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -20,10 +18,12 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.demo import DemoStack, start_demo, wait_ready
 from gateway.errors import FORBIDDEN_CODE
-from tests.e2e.test_demo_command import STOP_S, _demo_ports, _wait_for_state
+from tests.e2e.test_demo_command import _demo_ports, running_demo
 from tests.support.demo_stack import READER_TOOLS, modern_body, modern_headers
 from tests.support.dev_http import http_client
-from tests.support.oauth_flow import Pkce, authorize, exchange_code, register_public_client
+from tests.support.oauth_flow import (
+    code_flow,
+)
 from tests.support.sdk_stack import sdk_session
 
 
@@ -72,27 +72,11 @@ async def test_an_oauth_client_gets_a_jwt_that_works_and_its_refresh_token_does_
             await http.get(f"{jwt_demo.issuer_url}/.well-known/oauth-authorization-server")
         ).json()
         assert metadata["jwks_uri"] == f"{jwt_demo.issuer_url}/jwks"
-        client = await register_public_client(
-            http, metadata["registration_endpoint"], scope="mcp:access"
+        flow = await code_flow(
+            http, metadata, resource=jwt_demo.mcp_url, token_resource=jwt_demo.mcp_url
         )
-        pkce = Pkce.new()
-        result = await authorize(
-            http,
-            metadata["authorization_endpoint"],
-            client_id=client["client_id"],
-            pkce=pkce,
-            scope="mcp:access",
-            resource=jwt_demo.mcp_url,
-        )
-        status, token = await exchange_code(
-            http,
-            metadata["token_endpoint"],
-            client_id=client["client_id"],
-            code=result.params["code"],
-            verifier=pkce.verifier,
-            resource=jwt_demo.mcp_url,
-        )
-        assert status == 200, token
+        assert flow.status == 200, flow.token
+        token = flow.token
         assert jose_header(token["access_token"])["typ"] == "at+jwt"
         listed = await http.post(
             jwt_demo.mcp_url,
@@ -113,15 +97,10 @@ async def test_an_oauth_client_gets_a_jwt_that_works_and_its_refresh_token_does_
 async def test_the_demo_command_runs_in_jwt_mode(tmp_path: Path) -> None:
     state_file = tmp_path / "demo-state.json"
     command = [sys.executable, "-m", "gateway.cli", "demo"]
-    process = subprocess.Popen(  # noqa: ASYNC220 - a long-running child we signal ourselves
-        [*command, *_demo_ports(), "--tokens", "jwt", "--state-file", str(state_file),
-         "--log-level", "warning"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )  # fmt: skip
-    try:
-        state = _wait_for_state(state_file, process)
+    with running_demo(
+        state_file, *_demo_ports(), "--tokens", "jwt", "--log-level", "warning"
+    ) as run:
+        state = run.state
         assert state["auth_mode"] == "jwt"
         tokens = state["tokens"]
         assert isinstance(tokens, dict)
@@ -140,11 +119,4 @@ async def test_the_demo_command_runs_in_jwt_mode(tmp_path: Path) -> None:
                     headers=modern_headers(token, "tools/list"),
                 )
                 assert reply.status == 200
-        process.send_signal(signal.SIGINT)
-        stdout, stderr = process.communicate(timeout=STOP_S)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.communicate()
-    assert process.returncode == 0, stderr.decode(errors="replace")[-2000:]
-    assert "JWT access tokens (RFC 9068) validated locally" in stdout.decode()
+    assert "JWT access tokens (RFC 9068) validated locally" in run.stdout

@@ -23,7 +23,10 @@ from tests.support.demo_stack import (
     parse_challenge,
 )
 from tests.support.dev_http import HttpClient, http_client
-from tests.support.oauth_flow import Pkce, authorize, exchange_code, register_public_client
+from tests.support.oauth_flow import (
+    code_flow,
+    dev_endpoints,
+)
 
 __all__ = ["demo_stack"]  # the fixture, imported for pytest
 
@@ -61,33 +64,16 @@ async def test_a_client_goes_from_the_401_challenge_to_a_working_token(
         assert metadata["issuer"] == issuer
         assert "S256" in metadata["code_challenge_methods_supported"]
 
-        # 4. Dynamic registration as a public native client.
-        client = await register_public_client(http, metadata["registration_endpoint"], scope=scope)
-
-        # 5. Authorization request with PKCE and resource; auto-approved, read without a browser.
-        pkce = Pkce.new()
-        result = await authorize(
-            http,
-            metadata["authorization_endpoint"],
-            client_id=client["client_id"],
-            pkce=pkce,
-            scope=scope,
-            resource=prm["resource"],
+        # 4-6. Dynamic registration as a public native client; authorization with PKCE and
+        # resource, auto-approved and read without a browser; the code for tokens, with the
+        # same resource (RFC 8707 §2.2).
+        flow = await code_flow(
+            http, metadata, scope=scope, resource=prm["resource"], token_resource=prm["resource"]
         )
-        assert result.status == 302
-        assert result.params["iss"] == issuer  # RFC 9207 §2: mix-up defence
-        assert result.params["state"] == "state-123"
-
-        # 6. Code for tokens, with the same resource (RFC 8707 §2.2).
-        status, token = await exchange_code(
-            http,
-            metadata["token_endpoint"],
-            client_id=client["client_id"],
-            code=result.params["code"],
-            verifier=pkce.verifier,
-            resource=prm["resource"],
-        )
-        assert status == 200, token
+        assert flow.authorization.params["iss"] == issuer  # RFC 9207 §2: mix-up defence
+        assert flow.authorization.params["state"] == "state-123"
+        assert flow.status == 200, flow.token
+        token = flow.token
 
         # 7. The MCP call succeeds; the demo issuer's auto-approval makes the user a reader.
         status, body, _ = await _tools_list(http, demo_stack.mcp_url, token["access_token"])
@@ -110,23 +96,10 @@ async def test_a_token_for_another_audience_is_answered_401_invalid_token(
 
 async def _oauth_token(http: HttpClient, stack: DemoStack) -> tuple[str, dict[str, Any]]:
     """Register, authorize and exchange (the steps of the test above, without the discovery)."""
-    client = await register_public_client(http, f"{stack.issuer_url}/register")
-    pkce = Pkce.new()
-    result = await authorize(
-        http,
-        f"{stack.issuer_url}/authorize",
-        client_id=client["client_id"],
-        pkce=pkce,
-        resource=stack.mcp_url,
-    )
-    status, token = await exchange_code(
-        http,
-        f"{stack.issuer_url}/token",
-        client_id=client["client_id"],
-        code=result.params["code"],
-        verifier=pkce.verifier,
-    )
-    assert status == 200, token
+    flow = await code_flow(http, dev_endpoints(stack.issuer_url), resource=stack.mcp_url)
+    assert flow.status == 200, flow.token
+    token = flow.token
+    client = flow.client
     return client["client_id"], token
 
 

@@ -15,7 +15,16 @@ from urllib.parse import parse_qs, urlsplit
 
 from tests.support.dev_http import HttpClient
 
-__all__ = ["AuthorizationResult", "Pkce", "authorize", "exchange_code", "register_public_client"]
+__all__ = [
+    "AuthorizationResult",
+    "CodeFlow",
+    "Pkce",
+    "authorize",
+    "code_flow",
+    "dev_endpoints",
+    "exchange_code",
+    "register_public_client",
+]
 
 REDIRECT_URI = "http://127.0.0.1:53682/callback"
 
@@ -119,3 +128,55 @@ async def exchange_code(
         form["resource"] = resource
     response = await http.post(token_endpoint, data=form)
     return response.status, await response.json()
+
+
+def dev_endpoints(issuer_url: str) -> dict[str, str]:
+    """The development issuer's endpoints, named as its metadata names them."""
+    return {
+        "registration_endpoint": f"{issuer_url}/register",
+        "authorization_endpoint": f"{issuer_url}/authorize",
+        "token_endpoint": f"{issuer_url}/token",
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class CodeFlow:
+    client: dict[str, Any]
+    authorization: AuthorizationResult
+    status: int
+    """The token endpoint's status."""
+    token: dict[str, Any]
+
+
+async def code_flow(
+    http: HttpClient,
+    metadata: dict[str, Any],
+    *,
+    scope: str = "mcp:access",
+    resource: str | None = None,
+    token_resource: str | None = None,
+) -> CodeFlow:
+    """Register a public client, authorize with PKCE (``resource`` in the request) and exchange
+    the code (``token_resource`` in the token request): each step's answer, for the caller to
+    check. ``metadata`` names the three endpoints (the issuer's metadata, or
+    :func:`dev_endpoints`)."""
+    client = await register_public_client(http, metadata["registration_endpoint"], scope=scope)
+    pkce = Pkce.new()
+    result = await authorize(
+        http,
+        metadata["authorization_endpoint"],
+        client_id=client["client_id"],
+        pkce=pkce,
+        scope=scope,
+        resource=resource,
+    )
+    assert result.status == 302, result
+    status, token = await exchange_code(
+        http,
+        metadata["token_endpoint"],
+        client_id=client["client_id"],
+        code=result.params["code"],
+        verifier=pkce.verifier,
+        resource=token_resource,
+    )
+    return CodeFlow(client, result, status, token)

@@ -15,6 +15,8 @@ from tests.support.dev_http import HttpClient, basic
 from tests.support.oauth_flow import (
     Pkce,
     authorize,
+    code_flow,
+    dev_endpoints,
     exchange_code,
     register_public_client,
 )
@@ -32,27 +34,11 @@ async def _introspect(http: HttpClient, issuer: DevIssuer, token: str) -> dict[s
 async def _code_flow(
     http: HttpClient, issuer: DevIssuer, *, scope: str = "mcp:access"
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    client = await register_public_client(http, f"{issuer.url}/register")
-    pkce = Pkce.new()
-    result = await authorize(
-        http,
-        f"{issuer.url}/authorize",
-        client_id=client["client_id"],
-        pkce=pkce,
-        scope=scope,
-        resource=RESOURCE,
+    flow = await code_flow(
+        http, dev_endpoints(issuer.url), scope=scope, resource=RESOURCE, token_resource=RESOURCE
     )
-    assert result.status == 302, result
-    status, token = await exchange_code(
-        http,
-        f"{issuer.url}/token",
-        client_id=client["client_id"],
-        code=result.params["code"],
-        verifier=pkce.verifier,
-        resource=RESOURCE,
-    )
-    assert status == 200, token
-    return client, token
+    assert flow.status == 200, flow.token
+    return flow.client, flow.token
 
 
 class TestMetadata:
