@@ -6,7 +6,7 @@ HTTP status, its JSON-RPC code (if the row has a JSON-RPC body), its RFC 6750 er
 row has a Bearer challenge) and a short fixed message. Messages never echo input or secrets:
 clients show them to users verbatim.
 
-Rendering to HTTP happens in one place, :mod:`gateway.http.errors`. This module is pure and
+Rendering to HTTP happens in one place, :mod:`gateway.http.error_response`. This module is pure and
 imports nothing from the gateway, so every layer may raise these.
 """
 

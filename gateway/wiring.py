@@ -30,8 +30,8 @@ from gateway.config import Config, StoreErrorPolicy
 from gateway.config.loader import backend_prefixes
 from gateway.config.sections import TRACING_PACKAGES
 from gateway.errors import ConfigError
-from gateway.http.endpoint import McpEndpoint
-from gateway.http.routes import add_mcp_routes, ops_jwks
+from gateway.http.pipeline.endpoint import McpEndpoint
+from gateway.http.pipeline.routes import add_mcp_routes, ops_jwks
 from gateway.limits.fallback import FallbackLeases, FallbackRateLimiter, SharedRateLimiter
 from gateway.limits.memory import MemoryLeases, MemoryRateLimiter
 from gateway.limits.redis import RedisLeases, RedisRateLimiter
@@ -67,7 +67,7 @@ def build_services(
     """Assemble every production component for ``config``.
 
     ``legacy_sessions``: offer legacy ``resources/subscribe`` (off in a worker of
-    ``serve --workers N``: gateway/http/legacy_sessions.py).
+    ``serve --workers N``: gateway/http/subscriptions/legacy_sessions.py).
 
     Raises :class:`~gateway.errors.ConfigError` when the policy set is invalid (the gateway
     never starts on a half-valid policy) and ``OSError`` when the audit file cannot be opened.

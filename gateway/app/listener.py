@@ -62,7 +62,7 @@ from gateway.errors import (
     RequestTimeout,
     UnsupportedTransferCoding,
 )
-from gateway.http.errors import internal_error, render_error
+from gateway.http.error_response import internal_error, render_error
 from gateway.observability.metrics import Metrics
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from gateway.app.admin import add_admin_routes
 from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.app.services import CONFIG, SERVICES, Services
 from gateway.config import Config
-from gateway.http.routes import add_jwks_route
+from gateway.http.pipeline.routes import add_jwks_route
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import metrics_response_body
 

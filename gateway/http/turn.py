@@ -1,10 +1,11 @@
 """What a method handler gets and gives: the :class:`Turn`, the :class:`Route`, shared checks.
 
-A method family (one module: :mod:`gateway.http.listing`, :mod:`gateway.http.handshake`,
-:mod:`gateway.http.tool_call`) contributes one :class:`Route` per JSON-RPC method it answers;
-:class:`gateway.http.dispatch.Dispatcher` looks the method up and runs the route. The checks
-here are the ones every family shares: the per-method scopes (step 15), the expiry re-check
-(step 16) and the response cap on a result the gateway builds itself.
+A method family (one module: :mod:`gateway.http.methods.listing`,
+:mod:`gateway.http.methods.handshake`, :mod:`gateway.http.methods.tool_calls`) contributes one
+:class:`Route` per JSON-RPC method it answers; :class:`gateway.http.pipeline.dispatch.Dispatcher`
+looks the method up and runs the route. The checks here are the ones every family shares: the
+per-method scopes (step 15), the expiry re-check (step 16) and the response cap on a result the
+gateway builds itself.
 """
 
 from __future__ import annotations

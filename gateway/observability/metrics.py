@@ -120,7 +120,7 @@ INPUT_ROUND_EVENTS: Final = (
     "relayed", "resumed", "rejected", "missing_capability", "legacy_client", "too_many_rounds",
     "too_large", "disabled",
 )  # fmt: skip
-"""``input_rounds_total{event}`` (``gateway/http/input_rounds.py``): an upstream input round
+"""``input_rounds_total{event}`` (``gateway/http/methods/input_rounds.py``): an upstream input round
 sealed and ``relayed`` to the client, or refused (``missing_capability``: -32021,
 ``legacy_client``, ``too_many_rounds``, ``too_large``, ``disabled``: the fixed tool errors); a
 retry ``resumed`` (its state opened and checked) or ``rejected`` (the ``invalid_request_state``

@@ -45,7 +45,7 @@ M10. Method params: ``arguments`` not an object, ``cursor`` not a string, ``prog
      completion params (:mod:`gateway.protocol.params`) -> -32602.
 
 Legacy profile (2025-03-26 / 2025-06-18 / 2025-11-25; ``Mcp-Session-Id`` is not read here, only by
-the session's own requests: gateway/http/legacy_sessions.py):
+the session's own requests: gateway/http/subscriptions/legacy_sessions.py):
 
 L1. A JSON array is a batch only without a header or with ``2025-03-26``; otherwise -32600.
     Batch: 1-16 messages, no ``initialize`` inside, no repeated id, every member a valid

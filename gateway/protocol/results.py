@@ -178,7 +178,7 @@ def initialize_result(
     lifecycle.mdx §Version Negotiation: a server that supports the requested version MUST
     answer with it, otherwise with another version it supports (its latest). No
     ``Mcp-Session-Id`` here: the handshake adds one only for a caller that could subscribe
-    (gateway/http/legacy_sessions.py).
+    (gateway/http/subscriptions/legacy_sessions.py).
     """
     result: dict[str, Any] = {
         "protocolVersion": requested if requested in LEGACY else LEGACY[0],

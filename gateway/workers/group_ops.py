@@ -30,7 +30,7 @@ from gateway.app.admin import add_admin_routes
 from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.backend.credentials.assertion_keys import GatewayKeys
 from gateway.config import Config
-from gateway.http.routes import add_jwks_route, ops_jwks
+from gateway.http.pipeline.routes import add_jwks_route, ops_jwks
 from gateway.jsonkit.read import loads
 from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import OPENMETRICS, GroupMetrics, parse_exposition

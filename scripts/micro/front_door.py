@@ -21,7 +21,7 @@ from aiohttp.streams import StreamReader
 from aiohttp.test_utils import make_mocked_request
 
 from gateway.config import Rate
-from gateway.http.endpoint import McpEndpoint
+from gateway.http.pipeline.endpoint import McpEndpoint
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.metrics import Metrics
 from tests.support.fakes import (

@@ -26,9 +26,9 @@ from gateway.app.lifecycle import CANCEL_GRACE_S
 from gateway.app.listener import FRESH_GRACE_S
 from gateway.app.server import GuardedServer
 from gateway.config import Config, Listen, load_config
-from gateway.http.endpoint import McpEndpoint
-from gateway.http.routes import add_mcp_routes
-from gateway.http.tool_call import TIMEOUT_TEXT
+from gateway.http.methods.tool_calls import TIMEOUT_TEXT
+from gateway.http.pipeline.endpoint import McpEndpoint
+from gateway.http.pipeline.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
 from tests.support.fakes import FakeAuthenticator, FakeBackend, FakePolicySource, default_policy
 from tests.support.gateway_harness import default_tokens, modern_headers, modern_request

@@ -26,8 +26,8 @@ from gateway.app import Services, build_ops_app, build_public_app
 from gateway.app.connection_limits import ListenerLimits
 from gateway.app.request_id import assign_request_id
 from gateway.config import AuditConfig, LoggingConfig
-from gateway.http.endpoint import McpEndpoint
-from gateway.http.routes import add_mcp_routes
+from gateway.http.pipeline.endpoint import McpEndpoint
+from gateway.http.pipeline.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.access import ACCESS_EVENT, GatewayObserver
 from gateway.observability.audit import AuditSink

@@ -29,8 +29,8 @@ from gateway.config import (
     ProtocolConfig,
     ServerInfo,
 )
-from gateway.http.endpoint import McpEndpoint
-from gateway.http.routes import add_mcp_routes
+from gateway.http.pipeline.endpoint import McpEndpoint
+from gateway.http.pipeline.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.metrics import Metrics
 from gateway.seams import Observer, Principal, RequestContext

@@ -120,7 +120,7 @@ def input_required(
     result: Mapping[str, Any], *, backend: str, max_state_bytes: int
 ) -> InputRequired:
     """An upstream ``InputRequiredResult`` (2026-07-28 basic/patterns/mrtr.mdx), validated and
-    rebuilt for the front door to seal (:mod:`gateway.http.input_rounds`).
+    rebuilt for the front door to seal (:mod:`gateway.http.methods.input_rounds`).
 
     Raises :class:`~gateway.protocol.input_requests.InvalidInputRequired` when its shape breaks
     a rule of :func:`~gateway.protocol.input_requests.parse_input_required` (the caller answers

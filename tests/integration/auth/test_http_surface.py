@@ -1,7 +1,7 @@
 """The auth rows as clients see them: status, parsed ``WWW-Authenticate``, ``Retry-After``.
 
 A tiny aiohttp app authenticates with the real ResourceServer (against the loopback issuer)
-and renders every rejection with the one renderer, ``gateway.http.errors.render_error``.
+and renders every rejection with the one renderer, ``gateway.http.error_response.render_error``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from gateway.errors import (
     GatewayError,
     InsufficientScope,
 )
-from gateway.http.errors import render_error
+from gateway.http.error_response import render_error
 from gateway.seams import AuthRequest
 from tests.support.auth import RESOURCE, MakeRS
 from tests.support.test_issuer import IssuerStub

@@ -22,7 +22,7 @@ from prometheus_client import generate_latest
 from gateway.auth.resource_server import ResourceServer
 from gateway.config import CacheConfig, Rate, Secret
 from gateway.errors import GatewayError
-from gateway.http.errors import render_error
+from gateway.http.error_response import render_error
 from gateway.observability.metrics import Metrics
 from gateway.seams import AuthRequest
 from tests.support.auth import FakeClock, MakeRS

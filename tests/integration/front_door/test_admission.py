@@ -325,8 +325,8 @@ async def _until(condition: Callable[[], bool]) -> None:
 
 class TestStep11Order:
     """docs/architecture.md step 11: Accept, then Content-Type and Content-Encoding, then the
-    body's size (406 before 415 before 413), as http/endpoint.py checks them (issue 32 item 12:
-    the docs listed Accept last)."""
+    body's size (406 before 415 before 413), as http/pipeline/endpoint.py checks them (issue 32 item
+    12: the docs listed Accept last)."""
 
     CAP = 1024
 

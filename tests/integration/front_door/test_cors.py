@@ -1,4 +1,5 @@
-"""CORS (``cors.enabled``, gateway/http/cors.py) through the real listener, header by header.
+"""CORS (``cors.enabled``, gateway/http/pipeline/cors.py) through the real listener, header by
+header.
 
 The browser side of the same contract is tests/e2e/test_browser_cors.py (Chromium).
 """
@@ -12,8 +13,8 @@ from typing import Any
 import pytest
 
 from gateway.config import Config, CorsConfig, Rate
-from gateway.http.cors import ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_PARAM_HEADERS
-from gateway.http.routes import PRM_ROOT_PATH
+from gateway.http.pipeline.cors import ALLOWED_HEADERS, EXPOSED_HEADERS, MAX_PARAM_HEADERS
+from gateway.http.pipeline.routes import PRM_ROOT_PATH
 from tests.integration.front_door.conftest import MakeGateway
 from tests.support.gateway_harness import Gateway, harness_config, modern_headers, modern_request
 

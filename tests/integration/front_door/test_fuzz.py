@@ -35,8 +35,8 @@ from structlog.testing import LogCapture
 
 from gateway.app.connection_limits import ListenerLimits
 from gateway.app.server import ListenerRunner
-from gateway.http.endpoint import McpEndpoint
-from gateway.http.routes import add_mcp_routes
+from gateway.http.pipeline.endpoint import McpEndpoint
+from gateway.http.pipeline.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
 from tests.support.fakes import FakeAuthenticator, FakeBackend, FakePolicySource, default_policy
 from tests.support.gateway_harness import (

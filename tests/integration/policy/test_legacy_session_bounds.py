@@ -1,12 +1,12 @@
 """The bounds of legacy sessions (2025-11-25 wire), shared with ``subscriptions/listen``.
 
-What counts (gateway/http/subscription_hub.py): a subscribed URI, against the principal's
-``max_subscribed_uris_per_principal`` with the listens' URIs; an attached GET stream, against the
-principal's share of GET streams (a quarter of ``max_subscriptions``) and the replica's
+What counts (gateway/http/subscriptions/subscription_hub.py): a subscribed URI, against the
+principal's ``max_subscribed_uris_per_principal`` with the listens' URIs; an attached GET stream,
+against the principal's share of GET streams (a quarter of ``max_subscriptions``) and the replica's
 ``max_subscriptions``, while it is attached. A session takes none of the principal's listen slots:
-the field finding was a client that only opened the GET stream, took one of its caller's four
-slots and kept it for 30 s after leaving, until the next GET got 429 and the same user's 2026
-listen was refused too. Raw HTTP clients, the official SDK's server behind the gateway.
+the field finding was a client that only opened the GET stream, took one of its caller's four slots
+and kept it for 30 s after leaving, until the next GET got 429 and the same user's 2026 listen was
+refused too. Raw HTTP clients, the official SDK's server behind the gateway.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from gateway.errors import RATE_LIMITED_CODE
-from gateway.http import legacy_sessions
+from gateway.http.subscriptions import legacy_sessions
 from tests.integration.policy.test_legacy_subscriptions_http import (
     GUIDE,
     KEYS,

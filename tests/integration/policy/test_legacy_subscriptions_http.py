@@ -30,7 +30,7 @@ from prometheus_client import generate_latest
 
 from gateway import wiring
 from gateway.errors import BAD_REQUEST_CODE, BackendFailure
-from gateway.http import legacy_sessions
+from gateway.http.subscriptions import legacy_sessions
 from tests.support import sdk_stack as shared
 from tests.support import wired
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack

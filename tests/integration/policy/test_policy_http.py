@@ -22,8 +22,8 @@ from aiohttp.test_utils import TestClient
 
 from gateway.auth.challenge import challenge_for
 from gateway.errors import GatewayError
-from gateway.http.endpoint import McpEndpoint
-from gateway.http.routes import add_mcp_routes
+from gateway.http.pipeline.endpoint import McpEndpoint
+from gateway.http.pipeline.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.policy.model import PolicySet
 from gateway.policy.reload import PolicyReloader

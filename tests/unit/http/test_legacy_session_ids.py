@@ -1,4 +1,5 @@
-"""Legacy session ids (gateway/http/legacy_sessions.py) and the hub's per-URI counting.
+"""Legacy session ids (gateway/http/subscriptions/legacy_sessions.py) and the hub's per-URI
+counting.
 
 Through HTTP in tests/integration/policy/test_legacy_subscriptions_http.py; here what an id
 verifies for, every way one can be spoiled, and the URI count of a session at and past the bound.
@@ -13,8 +14,8 @@ import pytest
 from gateway import b64url
 from gateway.config import Limits
 from gateway.errors import TooManySubscriptions
-from gateway.http.legacy_sessions import MAX_ID_CHARS, SessionIds
-from gateway.http.subscription_hub import SubscriptionHub
+from gateway.http.subscriptions.legacy_sessions import MAX_ID_CHARS, SessionIds
+from gateway.http.subscriptions.subscription_hub import SubscriptionHub
 from gateway.seams import Principal
 
 ANN = Principal(

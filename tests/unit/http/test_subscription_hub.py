@@ -1,4 +1,5 @@
-"""The replica's subscription bounds and the listen filter (http/subscription_hub.py, _plan.py).
+"""The replica's subscription bounds and the listen filter (http/subscriptions/subscription_hub.py,
+_plan.py).
 
 Through HTTP in tests/integration/policy/test_subscriptions_http.py; here each bound at and just
 past its limit, per subject, and what a release gives back.
@@ -10,8 +11,8 @@ import pytest
 
 from gateway.config import Limits
 from gateway.errors import InvalidParams, OverCapacity, TooManySubscriptions
-from gateway.http.subscription_hub import SubscriptionHub
-from gateway.http.subscription_plan import parse_filter
+from gateway.http.subscriptions.subscription_hub import SubscriptionHub
+from gateway.http.subscriptions.subscription_plan import parse_filter
 from gateway.seams import ListenFilter
 
 

@@ -142,7 +142,7 @@ def test_the_dashboard_filters_every_backend_query_by_a_backend_variable() -> No
 
 
 def test_the_latency_panels_show_exemplars_that_link_to_the_trace() -> None:
-    # The gateway labels its duration exemplars trace_id (gateway/http/endpoint.py); the
+    # The gateway labels its duration exemplars trace_id (gateway/http/pipeline/endpoint.py); the
     # provisioned Prometheus data source turns that label into a link to the trace store.
     targets = [
         target

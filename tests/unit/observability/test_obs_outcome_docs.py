@@ -11,8 +11,8 @@ from gateway.observability.metrics import BACKEND_OUTCOMES
 
 ROOT = Path(__file__).resolve().parents[3]
 OPERATIONS = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
-# Set by the front door besides the backend's outcomes (gateway/http/input_rounds.py), and for
-# the audit event only, when nothing was dispatched (gateway/observability/access.py).
+# Set by the front door besides the backend's outcomes (gateway/http/methods/input_rounds.py), and
+# for the audit event only, when nothing was dispatched (gateway/observability/access.py).
 FRONT_DOOR = {"input_refused"}
 AUDIT_ONLY = {"denied", "rejected"}
 

@@ -1,12 +1,12 @@
 """The legacy era's lifecycle methods, answered by the gateway itself: ``initialize``, ``ping``.
 
 MCP 2025-06-18 basic/lifecycle.mdx and basic/utilities/ping.mdx; the 2026-07-28 revision has
-neither (``server/discover`` replaces the handshake: :mod:`gateway.http.listing`).
+neither (``server/discover`` replaces the handshake: :mod:`gateway.http.methods.listing`).
 
 ``initialize`` answers with an ``Mcp-Session-Id`` only when this caller could subscribe to a
 resource or hear a ``list_changed`` on the session's GET stream; the capabilities then say so
 (``resources.subscribe``, ``*.listChanged``), and otherwise stay false: never a capability the
-gateway would refuse (:mod:`gateway.http.legacy_sessions`).
+gateway would refuse (:mod:`gateway.http.subscriptions.legacy_sessions`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from __future__ import annotations
 from typing import Final
 
 from gateway.config import Config
-from gateway.http.legacy_sessions import SESSION_HEADER, LegacySessions
+from gateway.http.methods.surface_lists import surface_capabilities
 from gateway.http.progress import ProgressRelay
-from gateway.http.surface_lists import surface_capabilities
+from gateway.http.subscriptions.legacy_sessions import SESSION_HEADER, LegacySessions
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import initialize_result, ping_result

@@ -1,15 +1,15 @@
 """``subscriptions/listen`` (MCP 2026-07-28 basic/patterns/subscriptions.mdx) under the policy.
 
 The client's request opens one SSE stream. The gateway decides, from the request's policy
-snapshot, what of the filter this caller may have (:func:`gateway.http.subscription_plan.plan`),
-opens one listen per backend concerned with the gateway's own credential
-(:class:`gateway.seams.Listening`), waits for each acknowledgment until the request deadline,
-and acknowledges the intersection to the client, tagged with the client's request id
-(``io.modelcontextprotocol/subscriptionId``). The relay and how the stream ends:
-:mod:`gateway.http.listen_stream`; the replica's bounds, reloads and drain:
-:mod:`gateway.http.subscription_hub`. An acknowledged stream stops holding an in-flight slot
-(it is not work in progress). The legacy era's ``resources/subscribe``:
-:mod:`gateway.http.legacy_sessions` (docs/protocol.md#legacy-subscriptions).
+snapshot, what of the filter this caller may have
+(:func:`gateway.http.subscriptions.subscription_plan.plan`), opens one listen per backend concerned
+with the gateway's own credential (:class:`gateway.seams.Listening`), waits for each acknowledgment
+until the request deadline, and acknowledges the intersection to the client, tagged with the
+client's request id (``io.modelcontextprotocol/subscriptionId``). The relay and how the stream ends:
+:mod:`gateway.http.subscriptions.listen_stream`; the replica's bounds, reloads and drain:
+:mod:`gateway.http.subscriptions.subscription_hub`. An acknowledged stream stops holding an
+in-flight slot (it is not work in progress). The legacy era's ``resources/subscribe``:
+:mod:`gateway.http.subscriptions.legacy_sessions` (docs/protocol.md#legacy-subscriptions).
 """
 
 from __future__ import annotations
@@ -22,10 +22,15 @@ from aiohttp import web
 
 from gateway.config import Limits
 from gateway.errors import MethodNotFound
-from gateway.http.listen_stream import ListenStream
 from gateway.http.progress import ProgressRelay
-from gateway.http.subscription_hub import SubscriptionHub
-from gateway.http.subscription_plan import intersect, normal_filter, parse_filter, plan
+from gateway.http.subscriptions.listen_stream import ListenStream
+from gateway.http.subscriptions.subscription_hub import SubscriptionHub
+from gateway.http.subscriptions.subscription_plan import (
+    intersect,
+    normal_filter,
+    parse_filter,
+    plan,
+)
 from gateway.http.turn import Route, Turn, check_expiry, require_method_scopes
 from gateway.limits.keys import principal_key
 from gateway.observability.logging import get_logger

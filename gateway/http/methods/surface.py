@@ -5,7 +5,7 @@ Every method exists only when some backend advertises its capability (``prompts`
 ``resources``, ``completions``); otherwise it is ``method_not_found`` as before.
 
 - ``prompts/list``, ``resources/list``, ``resources/templates/list`` and the capabilities
-  advertised per caller: :mod:`gateway.http.surface_lists`.
+  advertised per caller: :mod:`gateway.http.methods.surface_lists`.
 - ``prompts/get``: a prompt the caller may not see, or that no backend offers, is
   ``unknown_prompt`` (the same bytes either way); one it could get with more scopes is the same
   403 step-up as a tool (``tool_insufficient_scope``); then the arguments are checked against
@@ -46,9 +46,9 @@ from gateway.errors import (
     UnknownPrompt,
 )
 from gateway.http.call_limits import CallLimits
-from gateway.http.conditions import ConditionGate
+from gateway.http.condition_gate import ConditionGate
+from gateway.http.methods.surface_lists import SurfaceLists, not_found
 from gateway.http.progress import ProgressRelay
-from gateway.http.surface_lists import SurfaceLists, not_found
 from gateway.http.turn import (
     Route,
     Turn,

@@ -2,7 +2,7 @@
 
 - The MCP path (the path of the configured ``resource``) takes every method; the endpoint
   answers anything but POST with 405 ``Allow: POST`` before authentication (with
-  ``cors.enabled``, a trusted origin's CORS preflight with 204: :mod:`gateway.http.cors`).
+  ``cors.enabled``, a trusted origin's CORS preflight with 204: :mod:`gateway.http.pipeline.cors`).
 - Protected Resource Metadata (RFC 9728 §3.1) is served unauthenticated, by GET and HEAD, at
   ``/.well-known/oauth-protected-resource<mcp path>`` and at the root well-known path (MCP
   2025-11-25 authorization.mdx §Protected Resource Metadata Discovery: clients fall back to the
@@ -30,9 +30,9 @@ from aiohttp import HttpVersion11, hdrs, web
 
 from gateway.config import Config
 from gateway.errors import OriginForbidden
-from gateway.http.cors import Cors
-from gateway.http.endpoint import McpEndpoint
-from gateway.http.errors import render_error
+from gateway.http.error_response import render_error
+from gateway.http.pipeline.cors import Cors
+from gateway.http.pipeline.endpoint import McpEndpoint
 
 __all__ = ["JWKS_PATH", "PRM_ROOT_PATH", "add_jwks_route", "add_mcp_routes", "ops_jwks"]
 
@@ -50,7 +50,7 @@ PRM_HEADERS: Final = {
     # Public, non-secret, and stable between deploys: short shared caching is safe.
     "Cache-Control": "public, max-age=300",
     # Browser-based clients fetch it cross-origin (RFC 9728 §3 places no restriction); with
-    # cors.enabled only the trusted origins are named instead (gateway/http/cors.py).
+    # cors.enabled only the trusted origins are named instead (gateway/http/pipeline/cors.py).
     "Access-Control-Allow-Origin": "*",
 }
 
@@ -97,7 +97,7 @@ def add_mcp_routes(
 ) -> None:
     """Register the MCP path, when ``prm_document`` is given both PRM paths, and when
     ``jwks_document`` is given the JWK Set; with ``cors.enabled`` the CORS headers of every
-    answer and the metadata paths' preflight (:mod:`gateway.http.cors`)."""
+    answer and the metadata paths' preflight (:mod:`gateway.http.pipeline.cors`)."""
     app.router.add_route(
         "*", config.mcp_path, endpoint.handle, expect_handler=_expect_continue_only
     )

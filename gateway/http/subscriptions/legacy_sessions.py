@@ -7,25 +7,26 @@ Messages from the Server, §Session Management). The gateway keeps replicas stat
 everything else, so a session here is only what a subscription needs:
 
 - **The id.** ``initialize`` mints an ``Mcp-Session-Id`` only when this caller could subscribe
-  or hear a ``list_changed`` (the capabilities :func:`gateway.http.subscription_plan.
-  listen_capabilities` grants). It is ``<nonce>.<mac>``: 16 random bytes and an HMAC-SHA256
-  (this process's random key) over the nonce and the principal (issuer, subject, client id).
-  Nothing is stored when it is minted. Only this process can verify it, and only for that
-  principal: a token of anyone else presenting it gets 404 ``session_not_found``, as does an id
-  from another replica or one that ended. Every other request ignores the header (stateless),
-  except that an id this replica ended is 404 on any legacy request (:meth:`LegacySessions.
-  refuse_ended`).
+  or hear a ``list_changed`` (the capabilities
+  :func:`gateway.http.subscriptions.subscription_plan.listen_capabilities` grants). It is
+  ``<nonce>.<mac>``: 16 random bytes and an HMAC-SHA256 (this process's random key) over the nonce
+  and the principal (issuer, subject, client id). Nothing is stored when it is minted. Only this
+  process can verify it, and only for that principal: a token of anyone else presenting it gets 404
+  ``session_not_found``, as does an id from another replica or one that ended. Every other request
+  ignores the header (stateless), except that an id this replica ended is 404 on any legacy request
+  (:meth:`LegacySessions. refuse_ended`).
 - **The state**, held on this replica while the session has a subscribed URI or a GET stream
   (created by its first ``resources/subscribe`` or GET, dropped without ending the session when
   it has neither: the id stays valid): the subscribed URIs (exposed form, normalised) and a slot
-  of the :class:`~gateway.http.subscription_hub.SubscriptionHub`, so each URI counts against
-  ``limits.max_subscribed_uris_per_principal`` with the listen streams' URIs, and an attached GET
-  counts as a stream of the replica while it is attached. A session takes none of the
-  principal's ``max_subscriptions_per_principal`` listen slots: a client that only opens the
-  GET stream holds nothing once it leaves.
-- **The stream** (:mod:`gateway.http.legacy_stream`): while a GET is attached, the gateway holds
-  listens at the backends (the 2026 path's machinery, :class:`gateway.seams.Listening`, with the
-  gateway's credential) for what :func:`~gateway.http.subscription_plan.plan` grants.
+  of the :class:`~gateway.http.subscriptions.subscription_hub.SubscriptionHub`, so each URI counts
+  against ``limits.max_subscribed_uris_per_principal`` with the listen streams' URIs, and an
+  attached GET counts as a stream of the replica while it is attached. A session takes none of the
+  principal's ``max_subscriptions_per_principal`` listen slots: a client that only opens the GET
+  stream holds nothing once it leaves.
+- **The stream** (:mod:`gateway.http.subscriptions.legacy_stream`): while a GET is attached, the
+  gateway holds listens at the backends (the 2026 path's machinery,
+  :class:`gateway.seams.Listening`, with the gateway's credential) for what
+  :func:`~gateway.http.subscriptions.subscription_plan.plan` grants.
 
 A session ends (and answers 404 after) on ``DELETE``, when it kept subscriptions without a GET
 attached for :data:`IDLE_S`, at a policy reload that takes away the baseline or the subscription
@@ -54,10 +55,10 @@ from gateway.errors import (
     SessionNotFound,
     SessionRequired,
 )
-from gateway.http.conditions import readable
+from gateway.http.condition_gate import readable
 from gateway.http.progress import ProgressRelay
-from gateway.http.subscription_hub import Slot, SubscriptionHub
-from gateway.http.subscription_plan import listen_capabilities
+from gateway.http.subscriptions.subscription_hub import Slot, SubscriptionHub
+from gateway.http.subscriptions.subscription_plan import listen_capabilities
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
 from gateway.limits.keys import principal_key
 from gateway.protocol.messages import McpMessage

@@ -25,8 +25,13 @@ from typing import Any, Final
 from aiohttp import web
 
 from gateway.http.sse import KEEPALIVE, SSE_HEADERS, json_event
-from gateway.http.subscription_hub import Slot
-from gateway.http.subscription_plan import FILTER_KEYS, LIST_CHANGED, plan, relayed_method
+from gateway.http.subscriptions.subscription_hub import Slot
+from gateway.http.subscriptions.subscription_plan import (
+    FILTER_KEYS,
+    LIST_CHANGED,
+    plan,
+    relayed_method,
+)
 from gateway.http.turn import Turn
 from gateway.observability.logging import get_logger
 from gateway.protocol.messages import McpMessage

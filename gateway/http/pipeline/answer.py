@@ -1,11 +1,10 @@
 """Pipeline steps 15-18 of docs/architecture.md: dispatch a decoded request and answer it.
 
-Split from :mod:`gateway.http.endpoint`, which admits the request (steps 2-14) and records it;
-what happens once it is decoded and classified is here: a single message is dispatched and
-answered with a bounded ``application/json`` body, or an SSE stream once a tool reports
-progress; a JSON-RPC batch (2025-03-26 only) runs its members within one response budget. Plain
-functions called once per request, in place of the endpoint methods they were (no extra call on
-the hot path).
+Split from :mod:`gateway.http.pipeline.endpoint`, which admits the request (steps 2-14) and records
+it; what happens once it is decoded and classified is here: a single message is dispatched and
+answered with a bounded ``application/json`` body, or an SSE stream once a tool reports progress; a
+JSON-RPC batch (2025-03-26 only) runs its members within one response budget. Plain functions called
+once per request, in place of the endpoint methods they were (no extra call on the hot path).
 """
 
 from __future__ import annotations
@@ -15,10 +14,10 @@ from typing import Final
 from aiohttp import web
 
 from gateway.errors import GatewayError
-from gateway.http.dispatch import Dispatcher
-from gateway.http.errors import internal_error
-from gateway.http.legacy_sessions import SESSION_HEADER
+from gateway.http.error_response import internal_error
+from gateway.http.pipeline.dispatch import Dispatcher
 from gateway.http.progress import ProgressRelay
+from gateway.http.subscriptions.legacy_sessions import SESSION_HEADER
 from gateway.http.turn import Turn
 from gateway.protocol.envelope import error_body
 from gateway.protocol.messages import McpMessage

@@ -1,8 +1,8 @@
 """The record of one request on the MCP path: its context when it arrives, its metrics,
 observer callbacks and trace when it ends.
 
-Split from :mod:`gateway.http.endpoint` (which admits and answers the request): the endpoint
-calls :meth:`RequestRecord.context` first and :meth:`RequestRecord.finish` last, once per
+Split from :mod:`gateway.http.pipeline.endpoint` (which admits and answers the request): the
+endpoint calls :meth:`RequestRecord.context` first and :meth:`RequestRecord.finish` last, once per
 request, whatever the outcome (a long-lived ``subscriptions/listen`` stream is finished when it
 ends).
 """
@@ -19,7 +19,7 @@ from aiohttp import web
 from multidict import CIMultiDictProxy
 
 from gateway.http.admission import client_ip, warn_untrusted_proxy
-from gateway.http.traced import begin as begin_trace
+from gateway.http.pipeline.traced import begin as begin_trace
 from gateway.observability import spans
 from gateway.observability.metrics import Metrics, method_label
 from gateway.observability.spans import RequestTracer

@@ -3,18 +3,18 @@ the Server) and its ``DELETE`` (§Session Management 5).
 
 While the GET is attached the gateway holds, per backend, one listen (the 2026 path's
 :class:`gateway.seams.Listening`, with the gateway's own credential) for what
-:func:`~gateway.http.subscription_plan.plan` grants this caller: the ``list_changed`` kinds it
-sees and the session's URIs it may read. A ``resources/subscribe`` / ``unsubscribe`` or a policy
-reload re-plans; a backend whose filter changed gets a new listen, opened before the old one is
-closed (an update may arrive twice, none is lost in between). Notifications go out as the 2025
-revisions define them (no ``_meta`` subscription id), ``notifications/resources/updated`` only
-for a URI the caller may read under the policy in force.
+:func:`~gateway.http.subscriptions.subscription_plan.plan` grants this caller: the ``list_changed``
+kinds it sees and the session's URIs it may read. A ``resources/subscribe`` / ``unsubscribe`` or a
+policy reload re-plans; a backend whose filter changed gets a new listen, opened before the old one
+is closed (an update may arrive twice, none is lost in between). Notifications go out as the 2025
+revisions define them (no ``_meta`` subscription id), ``notifications/resources/updated`` only for a
+URI the caller may read under the policy in force.
 
 The stream ends (the session stays, the client reconnects: transports.mdx "the server MAY close
 the SSE stream at any time") at ``limits.subscription_lifetime_s`` or the token's expiry, when
 the token is revoked (here or on another replica), when a backend ends its listen, when a
 newer GET of the same session attaches, and when a client stops reading
-(:data:`~gateway.http.listen_stream.MAX_QUEUED`). It ends with the session at a reload
+(:data:`~gateway.http.subscriptions.listen_stream.MAX_QUEUED`). It ends with the session at a reload
 that takes away the baseline or the subscription method's scopes, at ``DELETE`` and at a
 graceful stop. The stream never carries a JSON-RPC response (§Listening 4).
 """
@@ -32,16 +32,16 @@ from aiohttp import web
 
 from gateway.errors import OverCapacity, SessionNotFound, StreamNotAcceptable
 from gateway.http.admission import accepts_event_stream
-from gateway.http.legacy_sessions import (
+from gateway.http.sse import KEEPALIVE, SSE_HEADERS, json_event
+from gateway.http.subscriptions.legacy_sessions import (
     SESSION_HEADER,
     SUBSCRIPTION_METHOD,
     LegacySession,
     LegacySessions,
     Subscribed,
 )
-from gateway.http.listen_stream import KEEPALIVE_S, MAX_QUEUED
-from gateway.http.sse import KEEPALIVE, SSE_HEADERS, json_event
-from gateway.http.subscription_plan import intersect, plan, relayed_method
+from gateway.http.subscriptions.listen_stream import KEEPALIVE_S, MAX_QUEUED
+from gateway.http.subscriptions.subscription_plan import intersect, plan, relayed_method
 from gateway.http.turn import Turn, check_expiry, require_method_scopes
 from gateway.observability.logging import get_logger
 from gateway.seams import (

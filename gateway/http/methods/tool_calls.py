@@ -3,8 +3,8 @@
 A tool the caller may not see is ``unknown_tool`` (no existence leak); one it could call with
 more scopes is ``tool_insufficient_scope`` naming every scope it needs; then the per-subject
 rate limit and concurrency cap (429, :mod:`gateway.http.call_limits`), the expiry re-check, a
-2026-07-28 input round's sealed state (:mod:`gateway.http.input_rounds`), the backend call under
-the request deadline (plus a short grace, bounded by a drain), and the response-size cap (an
+2026-07-28 input round's sealed state (:mod:`gateway.http.methods.input_rounds`), the backend call
+under the request deadline (plus a short grace, bounded by a drain), and the response-size cap (an
 oversized result becomes a tool error with a fixed text).
 """
 
@@ -22,9 +22,9 @@ from gateway.errors import (
     UnknownTool,
 )
 from gateway.http.call_limits import CallLimits
-from gateway.http.conditions import ConditionGate
+from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
-from gateway.http.input_rounds import InputRounds
+from gateway.http.methods.input_rounds import InputRounds
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import BACKEND_GRACE_S, Route, Turn, check_expiry
 from gateway.observability.metrics import Metrics

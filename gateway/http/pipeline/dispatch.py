@@ -2,17 +2,18 @@
 
 Each method family is one module contributing its :class:`~gateway.http.turn.Route` objects:
 
-- :mod:`gateway.http.listing`: ``tools/list`` and (2026-07-28) ``server/discover``;
-- :mod:`gateway.http.handshake`: ``initialize`` and ``ping`` (legacy era only);
-- :mod:`gateway.http.tool_call`: ``tools/call`` and the backend call;
-- :mod:`gateway.http.surface`: the prompts, resources and completion methods;
-- :mod:`gateway.http.subscriptions`: ``subscriptions/listen`` (a route that streams);
-- :mod:`gateway.http.legacy_sessions`: legacy ``resources/subscribe`` / ``unsubscribe``.
+- :mod:`gateway.http.methods.listing`: ``tools/list`` and (2026-07-28) ``server/discover``;
+- :mod:`gateway.http.methods.handshake`: ``initialize`` and ``ping`` (legacy era only);
+- :mod:`gateway.http.methods.tool_calls`: ``tools/call`` and the backend call;
+- :mod:`gateway.http.methods.surface`: the prompts, resources and completion methods;
+- :mod:`gateway.http.subscriptions.listen_route`: ``subscriptions/listen`` (a route that streams);
+- :mod:`gateway.http.subscriptions.legacy_sessions`: legacy ``resources/subscribe`` /
+  ``unsubscribe``.
 
 A method no route has (or not in the message's era) is ``method_not_found``. Per-call limits
-are :mod:`gateway.http.call_limits`, a batch's admission :mod:`gateway.http.batch_admission`.
-Everything returned is a serialized JSON-RPC success body; rejections are raised as
-GatewayError rows carrying the message's id and era.
+are :mod:`gateway.http.call_limits`, a batch's admission
+:mod:`gateway.http.pipeline.batch_admission`. Everything returned is a serialized JSON-RPC success
+body; rejections are raised as GatewayError rows carrying the message's id and era.
 """
 
 from __future__ import annotations
@@ -22,17 +23,17 @@ from typing import Final
 
 from gateway.config import Config
 from gateway.errors import BackendFailure, GatewayError, MethodNotFound
-from gateway.http.batch_admission import admit_batch
 from gateway.http.call_limits import CallLimits, release_leases
-from gateway.http.conditions import ConditionGate
+from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
-from gateway.http.handshake import Handshake
-from gateway.http.legacy_sessions import LegacySessions
-from gateway.http.listing import Listing
+from gateway.http.methods.handshake import Handshake
+from gateway.http.methods.listing import Listing
+from gateway.http.methods.surface import SurfaceRoutes
+from gateway.http.methods.tool_calls import ToolCalls
+from gateway.http.pipeline.batch_admission import admit_batch
 from gateway.http.progress import ProgressRelay
-from gateway.http.subscriptions import SubscriptionRoutes
-from gateway.http.surface import SurfaceRoutes
-from gateway.http.tool_call import ToolCalls
+from gateway.http.subscriptions.legacy_sessions import LegacySessions
+from gateway.http.subscriptions.listen_route import SubscriptionRoutes
 from gateway.http.turn import Route, Turn
 from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import error_body
@@ -161,7 +162,8 @@ class Dispatcher:
 
     async def admit_batch(self, messages: tuple[McpMessage, ...], turn: Turn) -> list[Lease]:
         """Every HTTP-level check of a 2025-03-26 batch before any member runs
-        (:mod:`gateway.http.batch_admission`); release the leases with :meth:`release_leases`."""
+        (:mod:`gateway.http.pipeline.batch_admission`); release the leases with
+        :meth:`release_leases`."""
         return await admit_batch(messages, turn, self.route, self._limits)
 
     @staticmethod

@@ -3,12 +3,12 @@
 One :class:`McpEndpoint` instance is the aiohttp handler for every method on the MCP path. It
 admits the request (method, origin, pre-auth rate, authentication, baseline scopes, principal
 rate, in-flight cap, media types, bounded body), decodes and classifies it with
-:mod:`gateway.protocol`, then hands it to :mod:`gateway.http.answer` (steps 15-18), which applies
-the per-method and per-tool policy from the request's one policy snapshot, re-checks token
+:mod:`gateway.protocol`, then hands it to :mod:`gateway.http.pipeline.answer` (steps 15-18), which
+applies the per-method and per-tool policy from the request's one policy snapshot, re-checks token
 expiry, dispatches, and answers with a bounded ``application/json`` body (or an SSE stream once a
 tool reports progress); the endpoint records every request (metrics, observer) and renders every
 rejection. Every rejection is a :class:`~gateway.errors.GatewayError` rendered by
-:func:`gateway.http.errors.render_error`; nothing else writes an error.
+:func:`gateway.http.error_response.render_error`; nothing else writes an error.
 
 Decisions documented in docs/errors.md:
 
@@ -47,16 +47,16 @@ from gateway.http.admission import (
     check_content_type,
     check_origin,
 )
-from gateway.http.answer import EMPTY_HEADERS, answer_batch, answer_single
 from gateway.http.call_limits import CONCURRENCY_RETRY_S, CallLimits
-from gateway.http.cors import Cors
-from gateway.http.dispatch import Dispatcher
 from gateway.http.drain import DrainBound
-from gateway.http.errors import internal_error, render_error
-from gateway.http.legacy_sessions import SESSION_HEADER
-from gateway.http.legacy_stream import serve_session
-from gateway.http.request_record import PROXY_WARNING_INTERVAL_S, RequestRecord
-from gateway.http.traced import adopt_meta
+from gateway.http.error_response import internal_error, render_error
+from gateway.http.pipeline.answer import EMPTY_HEADERS, answer_batch, answer_single
+from gateway.http.pipeline.cors import Cors
+from gateway.http.pipeline.dispatch import Dispatcher
+from gateway.http.pipeline.request_record import PROXY_WARNING_INTERVAL_S, RequestRecord
+from gateway.http.pipeline.traced import adopt_meta
+from gateway.http.subscriptions.legacy_sessions import SESSION_HEADER
+from gateway.http.subscriptions.legacy_stream import serve_session
 from gateway.http.turn import Turn
 from gateway.limits.keys import client_key, principal_key
 from gateway.limits.memory import Slots
@@ -246,9 +246,9 @@ class McpEndpoint:
         if request.method != "POST":
             cors = self._cors
             if cors is not None and cors.is_preflight(request):
-                return cors.preflight(request)  # a browser's CORS preflight (http/cors.py)
+                return cors.preflight(request)  # a browser's CORS preflight (http/pipeline/cors.py)
             # A legacy session's GET stream or DELETE goes on through authentication; any other
-            # (a sessionless GET probe included) is 405 here (http/legacy_stream.py).
+            # (a sessionless GET probe included) is 405 here (http/subscriptions/legacy_stream.py).
             if not (
                 self._sessions and request.method in _SESSION_METHODS
                 and SESSION_HEADER in request.headers

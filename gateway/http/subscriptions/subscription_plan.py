@@ -1,10 +1,10 @@
 """What of a subscription a caller may have, decided from one policy snapshot.
 
 Shared by both subscription paths, so the two eras grant exactly the same things:
-``subscriptions/listen`` (2026-07-28, :mod:`gateway.http.subscriptions`), legacy
-``resources/subscribe`` (:mod:`gateway.http.legacy_stream`) and the advertised capabilities
-(``server/discover``, :mod:`gateway.http.listing`); and both streams pass a backend's
-notification on by the same rule (:func:`relayed_method`).
+``subscriptions/listen`` (2026-07-28, :mod:`gateway.http.subscriptions.listen_route`), legacy
+``resources/subscribe`` (:mod:`gateway.http.subscriptions.legacy_stream`) and the advertised
+capabilities (``server/discover``, :mod:`gateway.http.methods.listing`); and both streams pass a
+backend's notification on by the same rule (:func:`relayed_method`).
 
 - ``toolsListChanged`` / ``promptsListChanged`` / ``resourcesListChanged``: per backend, only
   when that backend advertised ``listChanged`` for the kind *and* the caller sees at least one
@@ -23,7 +23,7 @@ from dataclasses import replace
 from typing import Any, Final
 
 from gateway.errors import InvalidParams, TooManySubscriptions
-from gateway.http.conditions import readable
+from gateway.http.condition_gate import readable
 from gateway.http.turn import Turn
 from gateway.seams import (
     Backend,

@@ -4,21 +4,21 @@ Both carry the policy's per-method scopes (403 step-up). ``tools/list`` shows on
 the caller may call (MCP 2026-07-28 server/tools.mdx §Capabilities: the list MAY vary by
 authorization), or with the policy's ``listing: step_up`` also the ones it could call with more
 scopes; a hidden tool never appears, nor one whose rule has a condition that does not read the
-call's arguments and is false for this caller (:mod:`gateway.http.conditions`).
+call's arguments and is false for this caller (:mod:`gateway.http.condition_gate`).
 ``server/discover`` (server/discover.mdx) describes the gateway and whether it has tools (and
 prompts, resources, completions for this caller:
-:func:`gateway.http.surface_lists.surface_capabilities`), with ``listChanged`` and
+:func:`gateway.http.methods.surface_lists.surface_capabilities`), with ``listChanged`` and
 ``resources.subscribe`` true exactly when this caller's ``subscriptions/listen`` would get them
-(:func:`gateway.http.subscription_plan.listen_capabilities`).
+(:func:`gateway.http.subscriptions.subscription_plan.listen_capabilities`).
 """
 
 from __future__ import annotations
 
 from gateway.config import Config
-from gateway.http.conditions import ConditionGate
+from gateway.http.condition_gate import ConditionGate
+from gateway.http.methods.surface_lists import surface_capabilities
 from gateway.http.progress import ProgressRelay
-from gateway.http.subscription_plan import listen_capabilities
-from gateway.http.surface_lists import surface_capabilities
+from gateway.http.subscriptions.subscription_plan import listen_capabilities
 from gateway.http.turn import (
     Route,
     Turn,
