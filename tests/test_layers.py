@@ -4,7 +4,8 @@
 resolves absolute and relative ``gateway.*`` imports (including ones inside functions and
 ``TYPE_CHECKING`` blocks: a lazy import is still a dependency) and reports each import that the
 layer table forbids, plus any module whose layer is not in the table, so a new layer is a
-deliberate decision rather than an unchecked hole.
+deliberate decision rather than an unchecked hole. :func:`find_room_violations` does the same one
+level down, for the rooms (sub-packages) of a layer and their floors ("Rooms inside a layer").
 """
 
 from __future__ import annotations
@@ -52,14 +53,20 @@ def _names(text: str) -> list[str]:
 _PARENS: Final = re.compile(r"\([^()]*\)")
 
 
+def _table_rows(markdown: str, heading: str) -> list[str]:
+    """The rows of the first table under ``heading``, up to the next heading."""
+    section = markdown[markdown.index(heading) + len(heading) :]
+    section = re.split(r"\n#{1,6} ", section, maxsplit=1)[0]
+    return [line for line in section.splitlines() if line.startswith("| `")]
+
+
 def _layer(name: str) -> str:
     return "" if name == "__init__" else name
 
 
 def parse_layer_table(markdown: str) -> LayerTable:
     """The rules of the table under :data:`TABLE_HEADING` (see that section for its grammar)."""
-    section = markdown[markdown.index(TABLE_HEADING) + len(TABLE_HEADING) :]
-    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    rows = _table_rows(markdown, TABLE_HEADING)
     assert rows, "the layer table was not found in docs/architecture.md"
     parsed = [
         (cells[0], cells[1], cells[2] if len(cells) > 2 else "") for cells in map(_cells, rows)
@@ -97,7 +104,29 @@ def parse_layer_table(markdown: str) -> LayerTable:
     return LayerTable(rules, only, frozenset(neutral), foundation)
 
 
-TABLE: Final = parse_layer_table((ROOT / "docs" / "architecture.md").read_text(encoding="utf-8"))
+ROOMS_HEADING: Final = "### Rooms inside a layer"
+EVERY_ROOM: Final = frozenset({"*"})
+
+
+def parse_room_table(markdown: str) -> dict[str, frozenset[str]]:
+    """Room (``layer/`` or ``layer/sub/``) -> the rooms of its layer it may import."""
+    rooms: dict[str, frozenset[str]] = {}
+    for row in _table_rows(markdown, ROOMS_HEADING):
+        cells = _cells(row)
+        text = _PARENS.sub("", cells[1])
+        words = set(re.findall(r"[a-z]+", re.sub(r"`[^`]*`", "", text)))
+        assert words <= {"nothing", "every", "room"}, (cells[0], words)
+        allowed = EVERY_ROOM if "every" in words else frozenset(re.findall(r"`([^`]+)`", text))
+        for room in re.findall(r"`([^`]+)`", _PARENS.sub("", cells[0])):
+            assert room.endswith("/"), f"a room is a folder: {room!r}"
+            assert room not in rooms, f"room {room!r} is in the table twice"
+            rooms[room] = allowed
+    return rooms
+
+
+ARCHITECTURE: Final = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+TABLE: Final = parse_layer_table(ARCHITECTURE)
+ROOMS: Final = parse_room_table(ARCHITECTURE)
 RULES: Final = TABLE.rules
 ONLY_IMPORTED_BY: Final = TABLE.only_imported_by
 NEUTRAL_TARGETS: Final = TABLE.neutral
@@ -176,6 +205,42 @@ def find_violations(root: Path, package: str = "gateway") -> list[str]:
     return found
 
 
+def _room_of(module: str, root: Path) -> str:
+    """``layer/sub/`` for a module of a sub-package of its layer, else ``layer/``."""
+    parts = module.split(".")[1:]
+    if len(parts) > 2 or (len(parts) == 2 and (root / parts[0] / parts[1]).is_dir()):
+        return f"{parts[0]}/{parts[1]}/"
+    return f"{parts[0]}/"
+
+
+def find_room_violations(
+    root: Path, rooms: dict[str, frozenset[str]] = ROOMS, package: str = "gateway"
+) -> list[str]:
+    """Every import between two rooms of a layer that the rooms table does not allow, and every
+    room of such a layer that has no row."""
+    layers = {room.split("/")[0] for room in rooms}
+    found: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        module = _module_name(path, root, package)
+        layer = _layer_of(module, package)
+        if layer not in layers:
+            continue
+        room = _room_of(module, root)
+        rel = path.relative_to(root.parent)
+        if room not in rooms:
+            found.append(f"{rel}:1: room '{room}' is not in the rooms table")
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        for line, target in _imports(tree, module, path.name == "__init__.py", root, package):
+            if _layer_of(target, package) != layer:
+                continue
+            target_room = _room_of(target, root)
+            if target_room == room or rooms[room] == EVERY_ROOM or target_room in rooms[room]:
+                continue
+            found.append(f"{rel}:{line}: room {room} must not import {target}")
+    return list(dict.fromkeys(found))  # one line per import, not per imported name
+
+
 def test_the_gateway_package_follows_the_layer_rules() -> None:
     assert find_violations(ROOT / "gateway") == []
 
@@ -248,6 +313,44 @@ def test_the_layers_import_each_other_without_cycles() -> None:
     assert cycles == []
 
 
+def test_the_rooms_of_a_layer_import_only_the_rooms_below_them() -> None:
+    assert find_room_violations(ROOT / "gateway") == []
+
+
+def test_every_room_of_a_layer_with_rooms_is_in_the_table_and_every_row_is_a_room() -> None:
+    root = ROOT / "gateway"
+    layers = {room.split("/")[0] for room in ROOMS}
+    on_disk = {f"{layer}/" for layer in layers} | {
+        f"{layer}/{sub.name}/"
+        for layer in layers
+        for sub in (root / layer).iterdir()
+        if (sub / "__init__.py").is_file()
+    }
+    assert set(ROOMS) == on_disk
+    for allowed in ROOMS.values():
+        assert allowed == EVERY_ROOM or allowed <= on_disk
+
+
+def test_the_rooms_table_has_floors_and_no_circle() -> None:
+    """Each room's allowed rooms are strictly below it: walking them never comes back."""
+    below: dict[str, set[str]] = {}
+
+    def reach(room: str, seen: tuple[str, ...]) -> set[str]:
+        assert room not in seen, f"rooms in a circle: {' -> '.join((*seen, room))}"
+        if room not in below:
+            allowed = ROOMS[room]
+            direct = set() if allowed == EVERY_ROOM else set(allowed)
+            below[room] = direct.union(*(reach(r, (*seen, room)) for r in direct))
+        return below[room]
+
+    for room in ROOMS:
+        reach(room, ())
+    # The known floors, as the table states them.
+    assert ROOMS["backend/credentials/"] == frozenset()
+    assert "backend/catalog/" not in below["backend/upstream/"]
+    assert below["http/pipeline/"] == {"http/", "http/subscriptions/", "http/methods/"}
+
+
 # --- the checker itself ---------------------------------------------------------------------
 
 
@@ -279,6 +382,76 @@ ALLOWED_TREE: Final = {
     "app.py": "from gateway.auth import introspection\nfrom gateway.http import pipeline\n",
     "cli.py": "import gateway.dev\n",
 }
+
+
+ROOMY_TREE: Final = {
+    "__init__.py": "",
+    "x/__init__.py": "",
+    "x/top.py": "from gateway.x.b import mid\nfrom gateway.x.a.low import f\n",
+    "x/a/__init__.py": "",
+    "x/a/low.py": "from gateway.x.a import other\n",
+    "x/a/other.py": "",
+    "x/b/__init__.py": "",
+    "x/b/mid.py": "from ..a.low import f\n",
+}
+ROOMY_RULES: Final = {
+    "x/": EVERY_ROOM,
+    "x/a/": frozenset(),
+    "x/b/": frozenset({"x/a/"}),
+}
+
+
+class TestTheRoomChecker:
+    def test_the_table_is_read_with_every_form_of_a_row(self) -> None:
+        rooms = parse_room_table(
+            ROOMS_HEADING
+            + """
+
+| Room | May import from its own layer |
+|---|---|
+| `x/a/` (the ground) | nothing |
+| `x/b/`, `x/c/` | `x/a/` (and commentary naming `x/d/`) |
+| `x/` | every room |
+
+## Next
+| `x/z/` | nothing |
+"""
+        )
+        assert rooms == {
+            "x/a/": frozenset(), "x/b/": {"x/a/"}, "x/c/": {"x/a/"}, "x/": EVERY_ROOM,
+        }  # fmt: skip
+
+    def test_a_tree_that_keeps_its_floors_has_no_violations(self, tmp_path: Path) -> None:
+        assert find_room_violations(_write(tmp_path, ROOMY_TREE), ROOMY_RULES) == []
+
+    @pytest.mark.parametrize(
+        ("name", "source", "expected"),
+        [
+            pytest.param(
+                "x/a/low.py",
+                "from gateway.x.b.mid import g\n",
+                "gateway/x/a/low.py:1: room x/a/ must not import gateway.x.b.mid",
+                id="a floor imports the one above",
+            ),
+            pytest.param(
+                "x/a/other.py",
+                "def f():\n    from ...x import top\n",
+                "gateway/x/a/other.py:2: room x/a/ must not import gateway.x.top",
+                id="lazy relative import of the layer's own modules",
+            ),
+            pytest.param(
+                "x/c/__init__.py",
+                "",
+                "gateway/x/c/__init__.py:1: room 'x/c/' is not in the rooms table",
+                id="a new room without a row",
+            ),
+        ],
+    )
+    def test_an_import_against_the_floors_is_reported(
+        self, tmp_path: Path, name: str, source: str, expected: str
+    ) -> None:
+        package = _write(tmp_path, {**ROOMY_TREE, name: source})
+        assert find_room_violations(package, ROOMY_RULES) == [expected]
 
 
 class TestTheChecker:
