@@ -25,7 +25,6 @@ id and, for ``-32022``, the requested version (both already validated by the dec
 
 from __future__ import annotations
 
-import json
 from typing import Final
 
 from aiohttp import web
@@ -39,6 +38,7 @@ from gateway.errors import (
     UnsupportedContentEncoding,
     UseDpopNonce,
 )
+from gateway.jsonkit.write import compact_ascii
 from gateway.observability.logging import get_logger
 from gateway.protocol.envelope import error_body
 
@@ -104,10 +104,7 @@ def _auth_body(err: GatewayError, code: int) -> bytes | None:
 
 def _fixed_body(err: GatewayError) -> bytes:
     # RFC 6750 §3 names: "error" is the OAuth code when the row has one, else the row name.
-    return json.dumps(
-        {"error": err.oauth_error or err.row, "error_description": err.message},
-        separators=(",", ":"),
-    ).encode()
+    return compact_ascii({"error": err.oauth_error or err.row, "error_description": err.message})
 
 
 def internal_error(exc: BaseException, *, request_id: str | None = None) -> InternalError:

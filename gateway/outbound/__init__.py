@@ -13,7 +13,6 @@ can catch either (``except TimeoutError`` works).
 
 from __future__ import annotations
 
-import json
 import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -27,6 +26,7 @@ from multidict import CIMultiDictProxy
 
 from gateway.deadlines import deadline_at
 from gateway.jsonkit.read import JsonError, answer, media_type
+from gateway.jsonkit.write import compact
 from gateway.observability import spans
 from gateway.outbound.http1 import Http1Pool
 from gateway.outbound.http1_codec import Http1Error, Http1Response
@@ -426,7 +426,7 @@ async def post_json_once(
                 "Authorization": f"Bearer {bearer}",
                 "Content-Type": "application/json",
             },
-            body=json.dumps(payload).encode(),
+            body=compact(payload),
             max_body=65_536,
         )
     finally:

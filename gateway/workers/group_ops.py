@@ -17,7 +17,6 @@ every worker on its private socket (:class:`WorkerLink`):
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -32,6 +31,7 @@ from gateway.backend.credentials.assertion_keys import GatewayKeys
 from gateway.config import Config
 from gateway.http.pipeline.routes import add_jwks_route, ops_jwks
 from gateway.jsonkit.read import loads
+from gateway.jsonkit.write import compact
 from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import OPENMETRICS, GroupMetrics, parse_exposition
 from gateway.observability.logging import get_logger
@@ -96,7 +96,7 @@ class WorkerLink:
         body = None
         if doc is not None:
             headers["Content-Type"] = "application/json"
-            body = json.dumps(doc).encode()
+            body = compact(doc)
         response = await self._outbound.request(
             self._destination,
             method,

@@ -10,13 +10,13 @@ its public listener, so a worker started after a revocation refuses the token to
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
 from gateway.jsonkit.read import loads
+from gateway.jsonkit.write import compact
 
 __all__ = ["REVOCATIONS_FILE", "read_revocations", "socket_path", "write_revocations"]
 
@@ -31,7 +31,7 @@ def write_revocations(runtime_dir: Path, revoked: Mapping[bytes, float]) -> None
     """Replace the file atomically (a reader sees the old or the new list, never half)."""
     path = runtime_dir / REVOCATIONS_FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({digest.hex(): until for digest, until in revoked.items()}))
+    tmp.write_bytes(compact({digest.hex(): until for digest, until in revoked.items()}))
     tmp.replace(path)
 
 

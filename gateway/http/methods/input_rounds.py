@@ -28,13 +28,13 @@ contents) and counts in ``mcp_gateway_input_rounds_total{event}``.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from gateway.config import Config
 from gateway.errors import InvalidRequestState, MissingClientCapability
+from gateway.jsonkit.write import canonical
 from gateway.observability.metrics import Metrics
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_requests import (
@@ -210,5 +210,4 @@ class InputRounds:
 
 def _size(value: Mapping[str, Any]) -> int:
     """Canonical JSON bytes, the measure of ``max_input_response_bytes``."""
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return len(text.encode("utf-8", "surrogatepass"))
+    return len(canonical(value))  # sorted or not, the same length

@@ -22,7 +22,6 @@ pipeline: a plain-text 417 quoting the header, without ``Cache-Control: no-store
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
@@ -33,6 +32,7 @@ from gateway.errors import OriginForbidden
 from gateway.http.error_response import render_error
 from gateway.http.pipeline.cors import Cors
 from gateway.http.pipeline.endpoint import McpEndpoint
+from gateway.jsonkit.write import compact_ascii
 
 __all__ = ["JWKS_PATH", "PRM_ROOT_PATH", "add_jwks_route", "add_mcp_routes", "ops_jwks"]
 
@@ -68,7 +68,7 @@ def add_jwks_route(app: web.Application, jwks_document: Callable[[], dict[str, A
     """Serve the caller-assertion JWK Set (RFC 7517 §5) at :data:`JWKS_PATH`."""
 
     async def jwks(request: web.Request) -> web.Response:
-        body = json.dumps(jwks_document(), separators=(",", ":")).encode()
+        body = compact_ascii(jwks_document())
         return web.Response(status=200, body=body, headers=JWKS_HEADERS)
 
     app.router.add_get(JWKS_PATH, jwks)  # allow_head: HEAD too
@@ -110,7 +110,7 @@ def add_mcp_routes(
         return
 
     async def protected_resource_metadata(request: web.Request) -> web.Response:
-        body = json.dumps(prm_document(), separators=(",", ":")).encode()
+        body = compact_ascii(prm_document())
         return web.Response(status=200, body=body, headers=PRM_HEADERS)
 
     for path in dict.fromkeys((config.prm_path, PRM_ROOT_PATH)):
