@@ -125,7 +125,7 @@ PEER = textwrap.dedent(
     # The issuers: one introspecting (opaque tokens), one minting RFC 9068 JWTs.
     import asyncio, json, sys
     from aiohttp import web
-    from gateway.dev.issuer import DevIssuer
+    from gateway.dev.dev_issuer import DevIssuer
 
     async def main():
         resource = sys.argv[1]

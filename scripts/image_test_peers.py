@@ -26,7 +26,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.dev.demo_backend import DemoBackend
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINER_UID = 10001

@@ -1,7 +1,7 @@
 """The demo stack: development issuer, demo backend and the production gateway, started together.
 
 DEVELOPMENT ONLY. :func:`start_demo` writes a ``gateway.yaml`` (in a temporary directory) that
-points at the development issuer (:mod:`gateway.dev.issuer`) and the demo backend
+points at the development issuer (:mod:`gateway.dev.dev_issuer`) and the demo backend
 (:mod:`gateway.dev.demo_backend`, a bearer service token, and a signed caller assertion it
 verifies against the gateway's JWK Set) and, as a second backend under ``vault__``, the vault
 (:mod:`gateway.dev.demo_vault`, an RFC 8693 ``token_exchange`` credential: it gets a token the
@@ -41,8 +41,8 @@ from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.demo_identity import CallerCheck
 from gateway.dev.demo_setup import DEMO_ROLES, render_gateway_yaml
 from gateway.dev.demo_vault import IssuerTokenCheck, VaultBackend
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.dev.dpop_proofs import new_client_key
-from gateway.dev.issuer import DevIssuer
 from gateway.dev.loopback import check_bind_host
 from gateway.errors import ConfigError
 from gateway.wiring import build_services

@@ -1,7 +1,7 @@
 """RFC 6749 §4.1: the development issuer's authorization endpoint and one-click consent page.
 
 DEVELOPMENT ONLY. :class:`AuthorizationHandlers` serves ``/authorize`` for
-:class:`~gateway.dev.issuer.DevIssuer`: auto-approve, or (``consent="page"``) a page where the
+:class:`~gateway.dev.dev_issuer.DevIssuer`: auto-approve, or (``consent="page"``) a page where the
 resource owner (always ``demo-user``) ticks the scopes to grant and approves or denies. The form
 re-posts the original authorization request plus a single-use nonce, so it cannot be replayed or
 forged cross-site. Every redirect back names the issuer (RFC 9207 §2).

@@ -160,7 +160,7 @@ class TokenRecord:
     """The subject token an exchanged token was issued for (revoked together with it)."""
     claims: dict[str, Any] | None = None
     """A JWT's own claims, when introspection answers with them (as Keycloak does:
-    :meth:`~gateway.dev.issuer.DevIssuer.mint_signed`)."""
+    :meth:`~gateway.dev.dev_issuer.DevIssuer.mint_signed`)."""
     jkt: str | None = None
     """RFC 9449 §6: the thumbprint of the client's DPoP key the token is bound to."""
 

@@ -35,7 +35,7 @@ from gateway.seams.backends import (
     ToolOverride,
     UpstreamListen,
 )
-from gateway.seams.identity import (
+from gateway.seams.callers import (
     AUTH_METHODS,
     NO_CLAIMS,
     Authenticator,

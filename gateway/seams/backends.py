@@ -11,7 +11,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
-from gateway.seams.identity import NO_CLAIMS, CallerToken, Principal
+from gateway.seams.callers import NO_CLAIMS, CallerToken, Principal
 
 if TYPE_CHECKING:
     from gateway.seams.requests import RequestContext

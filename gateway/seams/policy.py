@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from gateway.seams.identity import Principal
+from gateway.seams.callers import Principal
 
 if TYPE_CHECKING:
     from gateway.seams.requests import RequestContext

@@ -10,7 +10,7 @@ from typing import Any, Protocol
 
 from gateway.errors import JsonRpcId
 from gateway.seams.backends import Era, ToolDef
-from gateway.seams.identity import Principal
+from gateway.seams.callers import Principal
 from gateway.seams.policy import Decision
 
 __all__ = [

@@ -21,7 +21,7 @@ import structlog
 from gateway.app import GatewayServer
 from gateway.config import Config
 from gateway.dev.demo_backend import DemoBackend
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.mcp_client import McpTestClient
 from tests.support.serve_process import gateway_config, write_config
 from tests.support.wired import wired_gateway

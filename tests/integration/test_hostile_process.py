@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from gateway.dev.demo_backend import DemoBackend
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.raw_http import parse_response
 from tests.support.serve_process import gateway_config, serve_process, write_config
 

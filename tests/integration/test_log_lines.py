@@ -20,7 +20,7 @@ import pytest
 
 from gateway.app import GatewayServer
 from gateway.config import load_config
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.wiring import build_services
 from tests.support.jwt_forge import access_claims
 from tests.support.jwt_stack import jwt_stack

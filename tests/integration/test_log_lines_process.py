@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from aiohttp.test_utils import TestServer
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.mcp_client import McpAt
 from tests.support.ports import free_port
 from tests.support.serve_process import gateway_config, serve_process, write_config

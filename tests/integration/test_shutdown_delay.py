@@ -19,7 +19,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.live_stack import MODERN, ServerFactory, modern_meta
 from tests.support.raw_http import RawResponse, parse_response, request_bytes
 from tests.support.serve_process import ServeProcess, gateway_config, serve_process, write_config

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.exchange_stack import EXCHANGE_SECRET, exchange_stack
 from tests.support.jwt_stack import jwt_stack
 from tests.support.live_stack import GATEWAY_SECRET, SERVICE, LiveStack, ServerFactory, live_stack

@@ -1,7 +1,7 @@
 """The gateway with a token-exchange backend (RFC 8693), from one call, for tests.
 
 ``async with exchange_stack(tmp_path, aiohttp_server, monkeypatch, ...) as (stack, upstream)``:
-a :class:`~gateway.dev.issuer.DevIssuer` that lets the gateway's exchange client exchange
+a :class:`~gateway.dev.dev_issuer.DevIssuer` that lets the gateway's exchange client exchange
 callers' tokens for the backend's resource, and an :class:`IntrospectingUpstream` that, like a
 real resource server, introspects every bearer token it receives at that issuer over HTTP and
 serves only tokens that are active and meant for it (``aud``). Nothing here trusts the
@@ -22,7 +22,7 @@ import pytest
 from aiohttp import web
 
 from gateway.config import TOKEN_EXCHANGE_GRANT
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.upstreams import ModernUpstream
 

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from gateway.config import SealKey
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.protocol.sealed_state import Claims, Sealer
 from tests.support.input_upstream import INPUT_TOOLS, InputUpstream
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack

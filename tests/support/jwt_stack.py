@@ -1,7 +1,7 @@
 """The production gateway in front of a JWT-only development issuer (Entra-like), from one call.
 
 ``async with jwt_stack(tmp_path, aiohttp_server, monkeypatch, ...) as stack`` is
-:func:`tests.support.live_stack.live_stack` with a :class:`~gateway.dev.issuer.DevIssuer` that
+:func:`tests.support.live_stack.live_stack` with a :class:`~gateway.dev.dev_issuer.DevIssuer` that
 issues RFC 9068 JWT access tokens and has **no** introspection endpoint, and an ``issuer:`` with
 ``tokens: jwt`` and no client credentials. ``issuer=`` keys are merged into that ``issuer:``.
 """
@@ -20,7 +20,7 @@ import pytest
 
 from gateway.app import GatewayServer
 from gateway.config import load_config
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.wiring import build_services
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 

@@ -2,9 +2,9 @@
 
 ``async with live_stack(tmp_path, aiohttp_server, monkeypatch, ...) as stack`` writes a
 ``gateway.yaml`` (the base below, deep-merged with ``gateway=``) and a policy file, starts the
-:class:`~gateway.dev.issuer.DevIssuer` (RFC 7662 over HTTP, ``client_secret_basic``), the upstream
-(a :class:`~tests.support.upstreams.ModernUpstream` unless another is passed) and the gateway
-exactly as ``mcp-gateway serve`` wires it (:func:`tests.support.wired.wired_gateway`).
+:class:`~gateway.dev.dev_issuer.DevIssuer` (RFC 7662 over HTTP, ``client_secret_basic``), the
+upstream (a :class:`~tests.support.upstreams.ModernUpstream` unless another is passed) and the
+gateway exactly as ``mcp-gateway serve`` wires it (:func:`tests.support.wired.wired_gateway`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from aiohttp.test_utils import TestServer
 
 from gateway.app import GatewayServer
 from gateway.config import Config
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.mcp_client import LEGACY, MODERN, McpTestClient, modern_meta
 from tests.support.upstreams import LegacyUpstream, ModernUpstream
 from tests.support.wired import wired_gateway

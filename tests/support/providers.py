@@ -5,7 +5,7 @@
   client-credentials token (``roles``, no ``scp``, ``sub`` = ``oid`` of the service principal).
   Header ``typ: JWT``, ``aud`` = the API's client id, ``ver: 2.0``.
 - Keycloak (``tokens: introspection`` over real RFC 7662 at the development issuer, whose answer is
-  the token's own claims, as Keycloak's is: :meth:`~gateway.dev.issuer.DevIssuer.mint_signed`):
+  the token's own claims, as Keycloak's is: :meth:`~gateway.dev.dev_issuer.DevIssuer.mint_signed`):
   a service account's access token (``typ: Bearer``, ``azp``, ``realm_access``, ``scope``), and a
   user's ID token whose ``aud`` also names the resource (an Audience mapper added to ID tokens),
   which Keycloak introspects as ``active: true``.
@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Any
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 
 __all__ = [
     "ENTRA_API_CLIENT_ID",

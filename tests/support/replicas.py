@@ -35,7 +35,7 @@ from typing import Any, Final
 import aiohttp
 from aiohttp import web
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.dev.loopback import bind_site
 from tests.support.mcp_client import modern_headers
 from tests.support.ports import free_port

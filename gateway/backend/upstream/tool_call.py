@@ -41,7 +41,7 @@ from gateway.errors import MissingClientCapability
 from gateway.observability import spans
 from gateway.observability.logging import get_logger
 from gateway.protocol.capabilities import known_capabilities
-from gateway.protocol.input_requests import InvalidInputRequired
+from gateway.protocol.input_required import InvalidInputRequired
 from gateway.seams import Era, InputRequired, Principal, RequestContext, Resume, ToolCall
 
 __all__ = [

@@ -14,7 +14,7 @@ from typing import Any, Final, Literal
 
 from gateway.backend.upstream.rpc import FaultKind
 from gateway.protocol.capabilities import known_capabilities
-from gateway.protocol.input_requests import parse_input_required
+from gateway.protocol.input_required import parse_input_required
 from gateway.seams import InputRequired
 
 __all__ = [
@@ -122,8 +122,8 @@ def input_required(
     """An upstream ``InputRequiredResult`` (2026-07-28 basic/patterns/mrtr.mdx), validated and
     rebuilt for the front door to seal (:mod:`gateway.http.methods.input_rounds`).
 
-    Raises :class:`~gateway.protocol.input_requests.InvalidInputRequired` when its shape breaks
-    a rule of :func:`~gateway.protocol.input_requests.parse_input_required` (the caller answers
+    Raises :class:`~gateway.protocol.input_required.InvalidInputRequired` when its shape breaks
+    a rule of :func:`~gateway.protocol.input_required.parse_input_required` (the caller answers
     the fixed failure text, as for any garbled result)."""
     found = parse_input_required(result, max_state_bytes=max_state_bytes)
     return InputRequired(backend=backend, requests=found.requests, state=found.state)

@@ -16,9 +16,9 @@ row (400 -32602) and a fixed message per failure:
 
 :meth:`InputRounds.relay` turns a backend's :class:`~gateway.seams.InputRequired` into the
 client's ``InputRequiredResult``: without ``input_requests`` configured every round is the fixed
-tool error :data:`~gateway.protocol.input_requests.DISABLED_TEXT`; a legacy-era client gets
+tool error :data:`~gateway.protocol.input_required.DISABLED_TEXT`; a legacy-era client gets
 the fixed tool error
-(:data:`~gateway.protocol.input_requests.LEGACY_CLIENT_TEXT`); a request kind the client did not
+(:data:`~gateway.protocol.input_required.LEGACY_CLIENT_TEXT`); a request kind the client did not
 declare is ``missing_client_capability`` (-32021); past ``max_rounds`` or the seal's size bound
 it is a tool error; otherwise the round is sealed afresh (new nonce, new expiry, round + 1).
 
@@ -37,7 +37,7 @@ from gateway.errors import InvalidRequestState, MissingClientCapability
 from gateway.jsonkit.write import canonical
 from gateway.observability.metrics import Metrics
 from gateway.protocol.capabilities import known_capabilities
-from gateway.protocol.input_requests import (
+from gateway.protocol.input_required import (
     DISABLED_TEXT,
     LEGACY_CLIENT_TEXT,
     SEAL_FAILED_TEXT,

@@ -17,7 +17,7 @@ from joserfc.jwk import RSAKey
 
 from gateway.auth.resource_server import ResourceServer
 from gateway.config import CacheConfig, Secret
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.errors import InvalidToken
 from gateway.outbound import Outbound
 from gateway.seams import AuthRequest

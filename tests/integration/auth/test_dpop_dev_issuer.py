@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.integration.auth.test_dpop_http import RESOURCE, dpop, send
 from tests.support.dpop_client import DpopKey
 from tests.support.jwt_stack import jwt_stack, metric

@@ -22,7 +22,7 @@ import structlog
 from multidict import CIMultiDict
 
 from gateway.auth.dpop_nonce import NonceKeys
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.dpop_client import DpopKey
 from tests.support.jwt_stack import jwt_stack, metric
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack, modern_meta

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.integration.auth.test_dpop_http import RESOURCE, assert_bad_proof, dpop, send
 from tests.support.dpop_client import DpopKey
 from tests.support.jwt_stack import jwt_stack, metric, readyz

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_stack import parse_challenge
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.providers import (

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from gateway.config import load_config
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_stack import assert_invalid_token, jwt_stack
 from tests.support.live_stack import ServerFactory
 

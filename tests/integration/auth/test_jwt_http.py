@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_forge import access_claims, forge_hs256_with_public_key, forge_none, tamper
 from tests.support.jwt_stack import assert_invalid_token, jwt_stack, metric
 from tests.support.live_stack import LiveStack, ServerFactory

@@ -18,7 +18,7 @@ import aiohttp
 import pytest
 
 from gateway.app import GatewayServer
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_forge import access_claims, tamper
 from tests.support.jwt_stack import (
     assert_invalid_token,

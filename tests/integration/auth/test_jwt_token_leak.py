@@ -19,7 +19,7 @@ from urllib.parse import quote_plus
 import pytest
 import structlog
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_forge import access_claims, tamper
 from tests.support.jwt_stack import jwt_stack, started_gateway
 from tests.support.live_stack import ServerFactory

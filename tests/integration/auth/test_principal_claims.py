@@ -14,7 +14,7 @@ import pytest
 
 from gateway.auth.resource_server import ResourceServer
 from gateway.config import Secret
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.outbound import Outbound
 from gateway.seams import AuthRequest
 from tests.support.auth import RESOURCE, make_config

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.dev.demo_backend import DemoBackend
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.dev_http import HttpClient, http_client
 
 RESOURCE = "http://127.0.0.1:8080/mcp"

@@ -9,7 +9,7 @@ import pytest
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata
 from authlib.oauth2.rfc9207 import AuthorizationServerMetadata as IssMetadata
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.integration.dev.conftest import GATEWAY_ID, GATEWAY_SECRET, RESOURCE
 from tests.support.dev_http import HttpClient, basic
 from tests.support.oauth_flow import (

@@ -11,7 +11,7 @@ import pytest
 from joserfc import jwt
 from joserfc.jwk import ECKey, RSAKey
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.integration.dev.conftest import GATEWAY_ID, GATEWAY_SECRET, RESOURCE
 from tests.support.dev_http import HttpClient, basic
 

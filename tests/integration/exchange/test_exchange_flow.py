@@ -17,7 +17,7 @@ import pytest
 from joserfc.jwk import RSAKey
 
 from gateway.config import TOKEN_EXCHANGE_GRANT
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.exchange_stack import (
     BACKEND_RESOURCE,
     EXCHANGE_CLIENT,

@@ -21,7 +21,7 @@ from urllib.parse import quote_plus
 import pytest
 import structlog
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.outbound import Outbound
 from tests.support.assertion_verifier import write_key
 from tests.support.exchange_stack import exchange_stack

@@ -12,7 +12,7 @@ import pytest
 from aiohttp import web
 
 from gateway.config import TOKEN_EXCHANGE_GRANT
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.batches import assert_only_the_second_refused, two_tool_calls
 from tests.support.exchange_stack import (
     BACKEND_RESOURCE,

@@ -19,7 +19,7 @@ from typing import Any, cast
 import pytest
 
 from gateway.backend.upstream.tool_results import FAILED_TEXT
-from gateway.protocol.input_requests import (
+from gateway.protocol.input_required import (
     DISABLED_TEXT,
     LEGACY_CLIENT_TEXT,
     TOO_MANY_ROUNDS_TEXT,

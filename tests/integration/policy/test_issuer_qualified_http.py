@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import structlog
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.live_stack import (
     LiveStack,
     ServerFactory,

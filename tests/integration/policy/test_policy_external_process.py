@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from aiohttp.test_utils import TestServer
 
-from gateway.dev.issuer import DevIssuer
+from gateway.dev.dev_issuer import DevIssuer
 from tests.support.authzen_pdp import EVALUATION_PATH, AuthZenPdp
 from tests.support.mcp_client import McpAt
 from tests.support.ports import free_port

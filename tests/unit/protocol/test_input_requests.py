@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import pytest
 
 from gateway.errors import InvalidRequestState
-from gateway.protocol.input_requests import (
+from gateway.protocol.input_required import (
     MAX_DEPTH,
     MAX_KEY_CHARS,
     MAX_REQUESTS,
