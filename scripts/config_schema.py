@@ -17,10 +17,10 @@ import re
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Final, Literal, get_args, get_origin
+from typing import Any, Final, Literal, NamedTuple, get_args, get_origin
 
 from gateway.config import Config
-from gateway.config.declare import Key, key_fields, merged, unwrap
+from gateway.config.declare import UNSET, Key, key_fields, merged, unwrap
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 TARGETS: Final = (
@@ -250,6 +250,58 @@ def descriptions(text: str) -> dict[str, str]:
         cells = [cell.strip() for cell in _CELL.split(line.strip()[1:-1])]
         if len(cells) == 5 and cells[4]:
             out[match.group(1).replace("<name>", "*")] = cells[4]
+    return out
+
+
+class Declared(NamedTuple):
+    """One key as the reference documents it: its path, type, declaration and default in the
+    file (``key.default`` where the file's differs from the field's)."""
+
+    path: str
+    type: Any
+    key: Key
+    default: Any
+
+
+def declared_keys(cls: Any = Config, prefix: str = "") -> list[Declared]:
+    """Every declared key under ``cls``, by the path the reference documents it at: the
+    entries of ``issuers`` as ``issuer.*``, a ``backends`` entry's keys as ``backend.*``
+    (configuration.md says so); a shape written out (``Key.schema``) is one key."""
+    out: list[Declared] = []
+    for f in key_fields(cls):
+        path = prefix + dotted(f.path)
+        default = f.key.default if f.key.default is not UNSET else f.default
+        out.append(Declared(path, f.type, f.key, default))
+        for name, extra in (f.key.extend or {}).items():
+            if not f.key.by_name:
+                out.append(Declared(f"{path}.{name}", str, extra, UNSET))
+        if f.key.items is not None and f.key.items.extend and f.key.by_name:
+            for name, extra in f.key.items.extend.items():
+                out.append(Declared(f"{path}.<name>.{name}", str, extra, UNSET))
+        if f.key.schema is not None or getattr(f.type, "from_yaml", None) is not None:
+            continue
+        nested = f.type
+        if get_origin(nested) in (tuple, frozenset):
+            nested = unwrap(get_args(nested)[0])[0]
+            if (
+                f.key.by_name
+                or f.key.ref is not None
+                or (f.key.items is not None and f.key.items.ref)
+            ):
+                continue  # backends, issuers: documented as backend.*, issuer.*
+            if dataclasses.is_dataclass(nested):
+                out.extend(declared_keys(nested, f"{path}[]."))
+            continue
+        if dataclasses.is_dataclass(nested):
+            site = f.key.fields or {}
+            for inner in declared_keys(nested, f"{path}."):
+                here = site.get(inner.path.rsplit(".", 1)[1])
+                if here is None:
+                    out.append(inner)
+                    continue
+                key = merged(here, inner.key)  # the site's own declaration (groups.claim)
+                default = key.default if key.default is not UNSET else inner.default
+                out.append(Declared(inner.path, inner.type, key, default))
     return out
 
 

@@ -31,8 +31,7 @@ from typing import Final
 from joserfc.errors import JoseError
 from joserfc.jws import JWSRegistry
 
-from gateway.config import IssuerConfig
-from gateway.config.issuer import normalise_typ
+from gateway.config import IssuerConfig, normalise_typ
 from gateway.errors import InvalidToken, IssuerUnavailable
 from gateway.observability.metrics import Metrics
 from gateway.seams import Principal

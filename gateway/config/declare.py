@@ -44,6 +44,10 @@ __all__ = [
 T = typing.TypeVar("T")
 
 
+UNSET: Final[Any] = type("Unset", (), {"__repr__": lambda self: "UNSET"})()
+"""No :attr:`Key.default` (the field's default applies)."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class Key:
     """A field's place in ``gateway.yaml``: JSON Schema keywords (snake case) and the facts a
@@ -80,8 +84,13 @@ class Key:
     field's value alone for the whole mapping (``dpop: required``)."""
     schema: Mapping[str, Any] | None = None
     """The schema written out, instead of derived from the type (the few keys of unusual form)."""
+    default: Any = UNSET
+    """The value when the file leaves this key out but writes its section, where that is not the
+    field's default (which stands for the whole section left out): ``dpop: {nonce: true}``
+    means ``mode: allowed``, while no ``dpop`` at all is ``off``."""
     fields: Mapping[str, Key] | None = None
-    """Keys of a nested dataclass declared outside the config package (``limits.json``)."""
+    """Declarations of a nested dataclass's keys at this site: for a dataclass declared outside
+    the config package (``limits.json``), or a default of its own here (``groups.claim``)."""
     extend: Mapping[str, Key] | None = None
     """With ``ref``: keys this site takes besides the shared shape's (``backend.name_prefix``,
     ``backends.<name>.prefix``); any other key is refused."""
@@ -204,18 +213,31 @@ def fill(
 
 
 def _values(
-    reader: Reader, cls: Any, raw: Any, where: tuple[str | int, ...], given: Mapping[str, Any]
+    reader: Reader,
+    cls: Any,
+    raw: Any,
+    where: tuple[str | int, ...],
+    given: Mapping[str, Any],
+    *,
+    site: Mapping[str, Key] | None = None,
 ) -> dict[str, Any]:
     values: dict[str, Any] = {}
     for field in key_fields(cls):
         if field.name in given:
             continue
+        key = (
+            field.key
+            if site is None or field.name not in site
+            else merged(site[field.name], field.key)
+        )
         found, value = _lookup(raw, field.path)
         if not found:
+            if key.default is not UNSET:
+                values[field.name] = key.default
             continue
         try:
             values[field.name] = _convert(
-                reader, field.type, field.key, value, (*where, *field.path), default=field.default
+                reader, field.type, key, value, (*where, *field.path), default=field.default
             )
         except (TypeError, ValueError, KeyError, AttributeError):
             continue
@@ -268,10 +290,11 @@ def _convert(
         nested: type[Any] = tp  # type: ignore[assignment]  # a class: unwrap returns types
         if isinstance(key.shorthand, str) and not isinstance(value, Mapping):
             value = {key.shorthand: value}
+        values = _values(reader, nested, value, where, {}, site=key.fields)
         if dataclasses.is_dataclass(default) and not isinstance(default, type):
             # The field's own default is the base (Config.listen vs Config.ops_listen).
-            return dataclasses.replace(default, **_values(reader, nested, value, where, {}))
-        return fill(reader, nested, value, where)
+            return dataclasses.replace(default, **values)
+        return nested(**values)
     origin, args = get_origin(tp), get_args(tp)
     if origin in (tuple, frozenset):
         item_type = args[0]

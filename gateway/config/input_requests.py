@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from dataclasses import replace
 from typing import Any, Final
 
 from gateway.config.builder import Builder
@@ -74,7 +75,7 @@ def build_input_requests(
     if not raw:
         return InputRequestsConfig()
     ip: tuple[PathPart, ...] = ("input_requests",)
-    enabled = bool(raw.get("enabled", True))  # the section's presence turns it on
+    config = fill(b, InputRequestsConfig, raw, ip, leave=("seal_keys", "seal_key_id"))
     keys: list[SealKey] = []
     seen: set[str] = set()
     for index, entry in enumerate(raw.get("seal_keys", [])):
@@ -96,20 +97,16 @@ def build_input_requests(
             )
             continue
         keys.append(SealKey(id=key_id, key=decoded))
-    if enabled and "seal_keys" not in raw:
+    if config.enabled and "seal_keys" not in raw:
         b.doc.problem(ip, "needs seal_keys (or enabled: false)")
-    seal_key_id = raw.get("seal_key_id", keys[0].id if keys else "")
+    seal_key_id = raw.get("seal_key_id", keys[0].id if keys else "")  # default: the first key
     if "seal_key_id" in raw and seal_key_id not in seen:
         b.doc.problem((*ip, "seal_key_id"), "must be the id of one of seal_keys")
-    config = fill(
-        b, InputRequestsConfig, raw, ip,
-        enabled=enabled, seal_keys=tuple(keys), seal_key_id=seal_key_id,
-    )  # fmt: skip
     sealed = max_sealed_chars(config.max_state_bytes)
-    if enabled and sealed > json_limits.max_string_bytes:
+    if config.enabled and sealed > json_limits.max_string_bytes:
         b.warnings.append(
             f"input_requests.max_state_bytes: a sealed state may be {sealed} characters, more "
             f"than limits.json.max_string_bytes ({json_limits.max_string_bytes}); rounds whose "
             "sealed state would not fit are refused as tool errors"
         )
-    return config
+    return replace(config, seal_keys=tuple(keys), seal_key_id=seal_key_id)

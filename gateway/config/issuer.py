@@ -19,7 +19,6 @@ from gateway.config.issuer_model import (
     JWT_ALGORITHMS,
     DpopConfig,
     IssuerConfig,
-    RolesConfig,
     ScopeMapEntry,
 )
 from gateway.config.urls import canonical_uri
@@ -29,7 +28,6 @@ __all__ = [
     "build_issuers",
     "issuer_allows_insecure_http",
     "issuer_entries",
-    "normalise_typ",
     "scope_map_warnings",
 ]
 
@@ -58,13 +56,6 @@ def issuer_allows_insecure_http(raw: dict[str, Any]) -> bool:
     With several issuers, any one of them setting it is enough (it is a development-only setting;
     ``check`` and the docs say so, and each issuer's own URLs follow only its own switch)."""
     return any(entry.get("allow_insecure_http") is True for _, entry in issuer_entries(raw))
-
-
-def normalise_typ(value: str) -> str:
-    """RFC 7515 §4.1.9: media types compare case-insensitively, and a ``typ`` without ``/`` is
-    read as if ``application/`` were prepended (``at+jwt`` == ``application/at+jwt``)."""
-    lowered = value.strip().lower()
-    return lowered if "/" in lowered else "application/" + lowered
 
 
 def build_issuers(b: Builder, raw: dict[str, Any]) -> tuple[IssuerConfig, ...]:
@@ -158,11 +149,6 @@ def build_issuer(
         "audiences": tuple(
             canonical_uri(a) if urlsplit(a).netloc else a for a in ri.get("audiences", [])
         ),
-        "accept_typ": tuple(
-            None if typ is None else normalise_typ(typ) for typ in ri.get("accept_typ", ())
-        ),
-        "roles": _roles(b, ri.get("roles"), (*ip, "roles")),
-        "groups": _roles(b, ri.get("groups"), (*ip, "groups"), GROUPS_CLAIM),
         "scope_map": tuple(
             ScopeMapEntry(spelled, scope, doc.where((*ip, "scope_map", spelled)))
             for spelled, scope in ri.get("scope_map", {}).items()
@@ -174,22 +160,17 @@ def build_issuer(
 
 
 _BUILT_HERE: Final = (
-    "client_secret", "private_key", "algorithms", "audiences", "accept_typ", "roles", "groups",
-    "scope_map", "dpop",
+    "client_secret", "private_key", "algorithms", "audiences", "scope_map", "dpop",
 )  # fmt: skip
 """IssuerConfig keys :func:`build_issuer` builds itself (secrets, checked or normalised)."""
-GROUPS_CLAIM: Final = "groups"
-"""``issuer.groups.claim`` when not written (``roles.claim``'s default is the field's)."""
-DPOP_MAPPING_MODE: Final = "allowed"
-"""``dpop.mode`` when ``dpop`` is a mapping without it (the string form's default is ``off``)."""
 
 
 def _dpop(b: Builder, raw: str | dict[str, Any], dp: tuple[PathPart, ...]) -> DpopConfig:
     """``dpop: off | allowed | required``, or the mapping with ``mode`` and the proof rules."""
     if isinstance(raw, str):
-        return DpopConfig(mode=raw)  # type: ignore[arg-type]  # the schema checked the enum
+        raw = {"mode": raw}
     checked = {"algorithms": _checked_algs(b, raw["algorithms"], dp)} if "algorithms" in raw else {}
-    return fill(b, DpopConfig, raw, dp, mode=raw.get("mode", DPOP_MAPPING_MODE), **checked)
+    return fill(b, DpopConfig, raw, dp, **checked)
 
 
 def scope_map_warnings(
@@ -244,12 +225,3 @@ def _checked_algs(b: Builder, names: list[str], ip: tuple[PathPart, ...]) -> tup
         elif alg not in JWT_ALGORITHMS:
             b.doc.problem(where, f"unknown algorithm {alg} (one of {', '.join(JWT_ALGORITHMS)})")
     return tuple(dict.fromkeys(names))
-
-
-def _roles(
-    b: Builder, raw: dict[str, Any] | None, where: tuple[PathPart, ...], claim: str | None = None
-) -> RolesConfig | None:
-    if raw is None:
-        return None
-    default = {} if claim is None or "claim" in raw else {"claim": (claim,)}
-    return fill(b, RolesConfig, raw, where, **default)

@@ -23,6 +23,7 @@ __all__ = [
     "RolesConfig",
     "ScopeMapEntry",
     "TokenMode",
+    "normalise_typ",
 ]
 
 ClientAuth = Literal["client_secret_basic", "client_secret_post", "private_key_jwt"]
@@ -54,13 +55,21 @@ _SCOPE_TOKEN: Final = {
 }
 
 
+def normalise_typ(value: str) -> str:
+    """RFC 7515 §4.1.9: media types compare case-insensitively, and a ``typ`` without ``/`` is
+    read as if ``application/`` were prepended (``at+jwt`` == ``application/at+jwt``)."""
+    lowered = value.strip().lower()
+    return lowered if "/" in lowered else "application/" + lowered
+
+
 @dataclass(frozen=True, slots=True)
 class DpopConfig:
     """``issuer.dpop``: DPoP-bound tokens (RFC 9449) of this issuer at the resource server."""
 
-    mode: DpopMode = "off"
+    mode: Annotated[DpopMode, Key(default="allowed")] = "off"
     """``off``: a token with ``cnf`` is refused (as before DPoP support); ``allowed``: bearer
-    and DPoP-bound tokens; ``required``: DPoP-bound tokens only."""
+    and DPoP-bound tokens; ``required``: DPoP-bound tokens only. Off without ``dpop``; a
+    mapping without ``mode`` turns it on (``allowed``)."""
     algorithms: Annotated[tuple[str, ...], _ALGORITHMS] = DEFAULT_DPOP_ALGORITHMS
     iat_window_s: Annotated[int, Key(minimum=1, maximum=3600)] = 300
     """How far a proof's ``iat`` may be from now, either way (clock skew included)."""
@@ -154,15 +163,15 @@ class IssuerConfig:
     accept_typ: Annotated[
         tuple[str | None, ...],
         Key(min_items=1, max_items=8, items=Key(min_length=1, max_length=64)),
-    ] = ("application/at+jwt",)
-    """Accepted JOSE ``typ`` values, normalised (lowercase, ``application/`` prefixed, RFC 7515
-    §4.1.9); None accepts a token without ``typ``."""
+    ] = ("at+jwt",)
+    """Accepted JOSE ``typ`` values, normalised at construction (:func:`normalise_typ`); None
+    accepts a token without ``typ``."""
     scope_claims: Annotated[tuple[Claim, ...], Key(min_items=1, max_items=4)] = ("scope", "scp")
     scope_prefix: Annotated[str, Key(max_length=256, pattern="^[!#-\\[\\]-~]*$")] = ""
     """Prepended to every scope read from ``scope_claims`` (Entra ID's ``scp`` carries
     ``mcp.access`` for the scope clients request as ``api://<app id>/mcp.access``)."""
     roles: RolesConfig | None = None
-    groups: RolesConfig | None = None
+    groups: Annotated[RolesConfig | None, Key(fields={"claim": Key(default=("groups",))})] = None
     """``issuer.groups``: group names as scopes (claim ``groups`` by default), like ``roles``;
     an Entra group overage is refused (``groups_overage``)."""
     scope_map: Annotated[
@@ -197,6 +206,10 @@ class IssuerConfig:
     jwks_max_refresh_s: Annotated[float, Key(minimum=1, maximum=86_400)] = 3600.0
     jwks_unknown_kid_interval_s: Annotated[float, Key(minimum=1, maximum=3600)] = 30.0
     dpop: Annotated[DpopConfig, Key(shorthand="mode")] = field(default_factory=DpopConfig)
+
+    def __post_init__(self) -> None:
+        normalised = tuple(None if typ is None else normalise_typ(typ) for typ in self.accept_typ)
+        object.__setattr__(self, "accept_typ", normalised)  # frozen: set once, here
 
     @property
     def introspects(self) -> bool:

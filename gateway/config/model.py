@@ -126,7 +126,8 @@ class InputRequestsConfig:
     Off unless configured: without it an upstream ``input_required`` result is refused as a
     tool error, as before the relay existed."""
 
-    enabled: bool = False
+    enabled: Annotated[bool, Key(default=True)] = False
+    """Off without the section; writing the section turns it on unless it says ``false``."""
     seal_keys: Annotated[tuple[SealKey, ...], Key(min_items=1, max_items=8)] = ()
     """Every key that may open a sealed ``requestState`` (old keys stay here during rotation)."""
     seal_key_id: Annotated[str, _KEY_ID] = ""
