@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from gateway.seams.backends import (
     ANNOTATION_HINTS,
-    EMPTY_SURFACE,
-    GATEWAY_SCHEME,
     TOOL_NAME,
     Backend,
     Catalog,
@@ -19,21 +17,10 @@ from gateway.seams.backends import (
     HeaderParam,
     InputRequired,
     JsonObject,
-    ListenEvent,
-    ListenFilter,
-    Listening,
-    ListenOffer,
-    ListenRefused,
-    PromptDef,
-    ResourceDef,
     Resume,
-    Surface,
-    SurfaceReply,
-    SurfaceRequest,
     ToolCall,
     ToolDef,
     ToolOverride,
-    UpstreamListen,
 )
 from gateway.seams.callers import (
     AUTH_METHODS,
@@ -49,6 +36,14 @@ from gateway.seams.callers import (
     Revocations,
     SharedTokenCache,
     frozen_claims,
+)
+from gateway.seams.listening import (
+    ListenEvent,
+    ListenFilter,
+    Listening,
+    ListenOffer,
+    ListenRefused,
+    UpstreamListen,
 )
 from gateway.seams.policy import (
     AccessQuestion,
@@ -67,6 +62,15 @@ from gateway.seams.requests import (
     RateLimiter,
     RequestContext,
     sorted_tools,
+)
+from gateway.seams.surface import (
+    EMPTY_SURFACE,
+    GATEWAY_SCHEME,
+    PromptDef,
+    ResourceDef,
+    Surface,
+    SurfaceReply,
+    SurfaceRequest,
 )
 
 __all__ = [

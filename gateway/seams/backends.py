@@ -1,46 +1,34 @@
-"""What the backends offer and how a call reaches them: tools, prompts, resources, the
-listen streams of subscriptions, and the :class:`Backend` Protocol (``gateway/backend``)."""
+"""What the backends offer and how a call reaches them: tools, a tool call, and the
+:class:`Backend` Protocol (``gateway/backend``). Prompts and resources: :mod:`.surface`; the
+listen streams of subscriptions: :mod:`.listening`."""
 
 from __future__ import annotations
 
 import functools
 import re
 import unicodedata
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gateway.seams.callers import NO_CLAIMS, CallerToken, Principal
+from gateway.seams.surface import Surface, SurfaceReply, SurfaceRequest
 
 if TYPE_CHECKING:
     from gateway.seams.requests import RequestContext
 
 __all__ = [
     "ANNOTATION_HINTS",
-    "EMPTY_SURFACE",
-    "GATEWAY_SCHEME",
     "TOOL_NAME",
     "Backend",
     "Catalog",
     "Era",
     "HeaderParam",
     "InputRequired",
-    "ListenEvent",
-    "ListenFilter",
-    "ListenOffer",
-    "ListenRefused",
-    "Listening",
-    "PromptDef",
-    "ResourceDef",
     "Resume",
-    "Surface",
-    "SurfaceReply",
-    "SurfaceRequest",
     "ToolCall",
     "ToolDef",
     "ToolOverride",
-    "UpstreamListen",
     "fold_argument",
 ]
 
@@ -253,171 +241,6 @@ class ToolCall:
     """Set only for a backend whose credential exchanges the caller's token (RFC 8693)."""
     resume: Resume | None = None
     """Set on the retry of an input round (2026-07-28 clients only)."""
-
-
-# --- prompts, resources, completions ----------------------------------------------------------
-
-
-GATEWAY_SCHEME: Final = "mcp-gw"
-"""The scheme of the resource URIs the gateway owns when several backends offer resources,
-``mcp-gw://<backend>/<the backend's URI>`` (``gateway/backend/catalog/surface_merge.py`` writes
-them; ``gateway/policy/uri.py`` normalises the inner URI on its own)."""
-
-
-@dataclass(frozen=True, slots=True)
-class PromptDef:
-    """One prompt as the gateway advertises it (name already carries any backend prefix)."""
-
-    name: str
-    definition: Mapping[str, Any]
-    """The Prompt object for ``prompts/list`` (validated, rebuilt; ``name`` the exposed one)."""
-    upstream_name: str
-    backend: str
-    arguments: tuple[tuple[str, bool], ...] = ()
-    """The declared arguments: (name, required)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ResourceDef:
-    """One resource (``resources/list``) or resource template (``resources/templates/list``)."""
-
-    uri: str
-    """The exposed URI, or URI template (for a template)."""
-    definition: Mapping[str, Any]
-    """The Resource / ResourceTemplate object (validated, rebuilt; URI the exposed one)."""
-    upstream_uri: str
-    backend: str
-
-
-@dataclass(frozen=True, slots=True)
-class Surface:
-    """The prompts, resources and templates every backend offers, sorted (immutable)."""
-
-    prompts: tuple[PromptDef, ...] = ()
-    resources: tuple[ResourceDef, ...] = ()
-    templates: tuple[ResourceDef, ...] = ()
-    offers: frozenset[str] = frozenset()
-    """Which of ``prompts``, ``resources``, ``completions`` some backend advertises."""
-    subscribe: bool = False
-    """Some backend advertises ``resources.subscribe``."""
-    version: str = ""
-    ttl_ms: int | None = None
-    _prompts: Mapping[str, PromptDef] = field(default_factory=dict, repr=False, compare=False)
-    _templates: Mapping[str, ResourceDef] = field(default_factory=dict, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_prompts", {p.name: p for p in self.prompts})
-        object.__setattr__(self, "_templates", {t.uri: t for t in self.templates})
-
-    def prompt(self, name: str) -> PromptDef | None:
-        return self._prompts.get(name)
-
-    def template(self, uri_template: str) -> ResourceDef | None:
-        return self._templates.get(uri_template)
-
-
-EMPTY_SURFACE = Surface()
-
-
-@dataclass(frozen=True, slots=True)
-class SurfaceRequest:
-    """A validated prompts/resources/completion request as the front door hands it on."""
-
-    method: str
-    backend: str
-    """The backend to ask (its configured name): the owner of the prompt, resource or template."""
-    params: Mapping[str, Any]
-    """The request's params in the backend's own names (without ``_meta``), plain JSON."""
-    name: str | None = None
-    """The ``Mcp-Name`` value for a modern upstream (``prompts/get``, ``resources/read``)."""
-    traceparent: str | None = None
-    tracestate: str | None = None
-    caller_token: CallerToken | None = None
-    """Set only for a backend whose credential exchanges the caller's token (RFC 8693)."""
-
-
-@dataclass(frozen=True, slots=True)
-class SurfaceReply:
-    """The backend's answer: a result object, or the JSON-RPC error code it answered with."""
-
-    result: Mapping[str, Any] | None = None
-    error_code: int | None = None
-    fault: str | None = None
-    """Set when there is no usable answer (timeout, connection, garbled, too large ...)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ListenFilter:
-    """What one ``subscriptions/listen`` asks a backend for (or what it acknowledged):
-    2026-07-28 basic/patterns/subscriptions.mdx §Notification Filter."""
-
-    tools: bool = False
-    prompts: bool = False
-    resources: bool = False
-    uris: tuple[str, ...] = ()
-    """``resourceSubscriptions``: exposed URIs (the gateway's form with several backends)."""
-
-    @property
-    def empty(self) -> bool:
-        return not (self.tools or self.prompts or self.resources or self.uris)
-
-
-@dataclass(frozen=True, slots=True)
-class ListenOffer:
-    """What one backend can send on a listen stream (its 2026-07-28 capabilities)."""
-
-    backend: str
-    list_changed: frozenset[str]
-    """Of ``tools``, ``prompts``, ``resources``: the kinds whose ``listChanged`` it advertised."""
-    subscribe: bool
-    """It advertised ``resources.subscribe``."""
-
-
-@dataclass(frozen=True, slots=True)
-class ListenEvent:
-    """One notification from a backend's listen stream, in the exposed names.
-
-    ``kind``: ``tools`` / ``prompts`` / ``resources`` (a ``list_changed``), ``updated``
-    (``notifications/resources/updated`` of ``uri``), or ``end`` (the backend ended the stream;
-    ``graceful`` when it answered the listen request first)."""
-
-    kind: Literal["tools", "prompts", "resources", "updated", "end"]
-    uri: str | None = None
-    graceful: bool = False
-
-
-class UpstreamListen(Protocol):
-    """An open listen stream at one backend (with the gateway's own credential)."""
-
-    acknowledged: ListenFilter
-    """What the backend agreed to honour (exposed URIs)."""
-
-    def events(self) -> AsyncIterator[ListenEvent]:
-        """The stream's notifications; the last is an ``end`` event, or it raises on a
-        transport failure."""
-        ...
-
-
-class Listening(Protocol):
-    """**Protocol:** backends' listen streams (``gateway/backend/federation.py``)."""
-
-    def listen_offers(self) -> tuple[ListenOffer, ...]: ...
-
-    def listen(
-        self, backend: str, wanted: ListenFilter, *, ack_deadline: float, deadline: float
-    ) -> AbstractAsyncContextManager[UpstreamListen]:
-        """Open a listen at ``backend`` for ``wanted``, wait for its acknowledgment until
-        ``ack_deadline``; the stream ends at ``deadline`` at the latest. Raises
-        :class:`ListenRefused` when the backend cannot listen or fails before acknowledging."""
-        ...
-
-
-class ListenRefused(Exception):
-    """A backend did not acknowledge a listen (refused, unreachable, garbled)."""
-
-    def __init__(self, kind: str) -> None:
-        super().__init__(kind)
-        self.kind = kind
 
 
 class Backend(Protocol):
