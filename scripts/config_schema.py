@@ -4,9 +4,10 @@ dataclasses' declarations (:mod:`gateway.config.declare`)::
     .venv/bin/python scripts/config_schema.py          # write both files
     .venv/bin/python scripts/config_schema.py --check  # exit 1 when they are out of date
 
-``tests/unit/config/test_declarations.py`` fails when the committed files differ from what this
+``tests/unit/test_config_declarations.py`` fails when the committed files differ from what this
 writes. The ``description`` of a key is its row's Meaning in docs/configuration.md (the prose
-lives there, the facts in the declaration).
+lives there, the facts in the declaration); its ``default`` is the declared one, when JSON can
+say it (editors offer both).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final, Literal, NamedTuple, get_args, get_origin
 
-from gateway.config import Config
+from gateway.config import Config, Rate
 from gateway.config.declare import UNSET, Key, key_fields, merged, unwrap
 
 ROOT: Final = Path(__file__).resolve().parents[1]
@@ -154,7 +155,7 @@ class Deriver:
         required: list[str] = []
         nested: dict[str, dict[str, Any]] = {}
         for f in fields:
-            shape = self.field(f.type, f.key, (*path, *f.path))
+            shape = _defaulted(self.field(f.type, f.key, (*path, *f.path)), f)
             if len(f.path) == 1:
                 properties[f.path[0]] = shape
             else:  # a key inside a mapping of its own (policy_external.cache.ttl_s)
@@ -184,7 +185,7 @@ class Deriver:
             for f in fields:
                 if f is tag or form not in f.key.forms:
                     continue
-                properties[f.path[0]] = self.field(f.type, f.key, (*path, *f.path))
+                properties[f.path[0]] = _defaulted(self.field(f.type, f.key, (*path, *f.path)), f)
                 if f.key.required is True or form in (f.key.required or ()):
                     required.append(f.path[0])
             branches.append(
@@ -207,6 +208,22 @@ def _keywords(key: Key, *, message: bool = False) -> dict[str, Any]:
     if message and key.message is not None:
         out["x-message"] = key.message
     return out
+
+
+def _defaulted(shape: dict[str, Any], field: Any) -> dict[str, Any]:
+    """``shape`` with the key's default (what the file means by leaving the key out) when JSON
+    can say it: editors offer it. None, an empty string or list, a section: no default shown."""
+    default = field.key.default if field.key.default is not UNSET else field.default
+    if isinstance(default, Rate):
+        unit = {1.0: "second", 60.0: "minute", 3600.0: "hour"}[default.per_s]
+        default = f"{default.count}/{unit}"
+    elif isinstance(default, tuple) and default and all(isinstance(v, str) for v in default):
+        default = list(default)
+    if not isinstance(default, bool | int | float | str | list) or default == "":
+        return shape
+    if "description" not in shape:
+        return {"default": default, **shape}
+    return {"description": shape["description"], "default": default, **shape}
 
 
 def dotted(path: tuple[str, ...]) -> str:
