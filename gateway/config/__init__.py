@@ -12,8 +12,8 @@ The package, by job:
   environment) and the URL checks;
 * :mod:`~gateway.config.issuer` (``issuer:`` / ``issuers:``), :mod:`~gateway.config.backend`,
   :mod:`~gateway.config.state`, :mod:`~gateway.config.sections`,
-  :mod:`~gateway.config.policy_external` (its dataclasses in ``policy_external_model``): one
-  ``build_*`` function per section of the file;
+  :mod:`~gateway.config.policy_external`, ...: a ``build_*`` function per section with checks
+  of its own (the keys without any are read by :func:`~gateway.config.declare.fill`);
 * :mod:`~gateway.config.secrets`: :class:`Secret` and ``{env: NAME}`` / ``{file: PATH}``
   resolution (a ``Secret``'s ``repr`` never shows the value; literal secrets are warnings);
 * :mod:`~gateway.config.urls`: :func:`canonical_uri` (RFC 8707) and :func:`is_loopback_url`.
