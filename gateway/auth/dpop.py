@@ -43,7 +43,7 @@ from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from gateway import b64url
 from gateway.errors import InvalidDpopProof, InvalidToken
-from gateway.observability.metrics import DPOP_REFUSALS
+from gateway.observability.metric_labels import DPOP_REFUSALS
 
 from .jwks import MIN_RSA_BITS, key_type_for
 from .jws import parse_compact

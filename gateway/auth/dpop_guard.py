@@ -40,7 +40,8 @@ from gateway.errors import (
     InvalidToken,
     UseDpopNonce,
 )
-from gateway.observability.metrics import DPOP_REFUSALS, Metrics
+from gateway.observability.metric_labels import DPOP_REFUSALS
+from gateway.observability.metrics import Metrics
 from gateway.seams import AuthMethod, AuthRequest, DpopReplays, Principal
 
 from .bearer import extract_credentials

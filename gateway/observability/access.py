@@ -39,7 +39,8 @@ from gateway.observability.audit import (
     pdp_record,
 )
 from gateway.observability.logging import emit_info, get_logger
-from gateway.observability.metrics import Metrics, method_label
+from gateway.observability.metric_labels import method_label
+from gateway.observability.metrics import Metrics
 from gateway.seams import CallRecord, RequestContext
 
 __all__ = ["ACCESS_EVENT", "GatewayObserver", "subject_fingerprint"]

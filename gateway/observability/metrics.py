@@ -2,9 +2,10 @@
 
 Every collector is defined here, once, with the ``mcp_gateway_`` prefix. Label values are
 bounded: callers pass ``tool_label()`` for tools (catalog names only, anything else ``other``),
-``method_label()`` for JSON-RPC methods, and one of the fixed vocabularies below for every other
-label. Series of the fixed vocabularies are created at zero up front, so ``rate()`` and the alert
-rules see them from the first scrape (``deploy/prometheus/alerts.yml``).
+``method_label()`` for JSON-RPC methods, and one of the fixed vocabularies of
+:mod:`gateway.observability.metric_labels` for every other label. Series of the fixed vocabularies
+are created at zero up front, so ``rate()`` and the alert rules see them from the first scrape
+(``deploy/prometheus/alerts.yml``).
 
 Exposition (Prometheus text format 0.0.4, or OpenMetrics when the scraper asks for it) is
 :func:`metrics_response_body`; the ops listener serves it at ``/metrics`` and the public
@@ -32,148 +33,27 @@ from prometheus_client import (
 from prometheus_client.exposition import choose_encoder
 
 from gateway.errors import all_rows
+from gateway.observability.metric_labels import (
+    ASSERTION_RESULTS,
+    CATALOG_REFRESH_RESULTS,
+    CATALOG_SANITISED_KINDS,
+    DPOP_REFUSALS,
+    EXCHANGE_RESULTS,
+    INPUT_KINDS,
+    INPUT_ROUND_EVENTS,
+    INTROSPECTION_RESULTS,
+    JWKS_FETCH_RESULTS,
+    JWT_RESULTS,
+    PDP_OUTCOMES,
+    POLICY_RELOAD_RESULTS,
+    RATE_LIMIT_SCOPES,
+    STORE_ERROR_KINDS,
+    TOKEN_CACHE_OUTCOMES,
+    TRACE_DROP_REASONS,
+)
 from gateway.seams import AUTH_METHODS
 
-__all__ = [
-    "ASSERTION_RESULTS",
-    "AUTH_METHODS",
-    "BACKEND_OUTCOMES",
-    "CATALOG_REFRESH_RESULTS",
-    "CATALOG_SANITISED_KINDS",
-    "DECISIONS",
-    "DPOP_REFUSALS",
-    "INPUT_KINDS",
-    "INPUT_ROUND_EVENTS",
-    "INTROSPECTION_RESULTS",
-    "ISSUER_ERROR_RESULTS",
-    "JWKS_FETCH_RESULTS",
-    "JWT_RESULTS",
-    "LATENCY_BUCKETS",
-    "METHOD_LABELS",
-    "PDP_OUTCOMES",
-    "POLICY_RELOAD_RESULTS",
-    "RATE_LIMIT_SCOPES",
-    "STORE_ERROR_KINDS",
-    "TOKEN_CACHE_OUTCOMES",
-    "TRACE_DROP_REASONS",
-    "Metrics",
-    "method_label",
-    "metrics_response_body",
-]
-
-TRACE_DROP_REASONS: Final = ("queue_full", "export_failed")
-
-METHOD_LABELS: Final = (
-    "server/discover", "initialize", "ping", "tools/list", "tools/call", "prompts/list",
-    "prompts/get", "resources/list", "resources/templates/list", "resources/read",
-    "completion/complete", "subscriptions/listen", "resources/subscribe", "resources/unsubscribe",
-    "notifications", "other",
-)  # fmt: skip
-"""``method`` label values. Every ``notifications/*`` is ``notifications``; anything else, and a
-request refused before its body was decoded (401, 405, 413, ...), is ``other``."""
-
-DECISIONS: Final = ("allow", "deny", "none")
-"""``decision`` label values: the policy's verdict, or ``none`` when no policy decision was made."""
-
-INTROSPECTION_RESULTS: Final = (
-    "active", "inactive", "rejected",
-    "timeout", "refused", "redirect", "oversized", "client_auth_rejected", "http_error",
-    "content_type", "malformed",
-)  # fmt: skip
-"""``introspection_total{result}`` (set by ``gateway/auth``): the issuer answered ``active``,
-``inactive``, or active with claims the gateway refuses (``rejected``: audience, issuer, expiry,
-type); every other value is an *issuer error* (no usable answer), what the IssuerErrors alert
-watches."""
-
-ISSUER_ERROR_RESULTS: Final = INTROSPECTION_RESULTS[3:]
-"""The ``result`` values that mean the issuer could not be used (503 ``issuer_unavailable``)."""
-
-JWT_RESULTS: Final = ("valid", "refused", "no_keys")
-"""``jwt_validations_total{result}``: local JWT validations (signature and claims); ``no_keys``:
-the issuer had no usable JWK Set (503)."""
-JWKS_FETCH_RESULTS: Final = ("success", "failure")
-DPOP_REFUSALS: Final = (
-    "missing", "multiple", "malformed", "typ", "alg", "jwk", "signature", "htm", "htu", "iat",
-    "jti", "ath", "jkt", "replay", "nonce", "unbound", "as_bearer", "required",
-)  # fmt: skip
-"""``dpop_refusals_total{reason}``: why a request was refused for DPoP (RFC 9449): a proof
-check (``missing`` ... ``replay``), ``nonce`` (answered ``use_dpop_nonce``), an unbound token
-under the ``DPoP`` scheme, a bound token presented as ``Bearer`` (``as_bearer``), a bearer token
-where the issuer has ``dpop: required``."""
-
-TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
-"""``token_cache_total{outcome}``: ``coalesced`` joined an in-flight introspection
-(single-flight); ``stale`` served a cached result past its TTL because the issuer failed;
-``shared`` found another replica's result in the shared cache (``state.share_token_cache``)."""
-
-BACKEND_OUTCOMES: Final = (
-    "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled",
-    "input_required", "exchange_failed",
-)  # fmt: skip
-"""``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
-went away mid-call; ``too_large``: the upstream reply exceeded its cap; ``input_required``: the
-upstream asked for input (2026-07-28 input round; what the gateway did with it is
-``input_rounds_total``); ``exchange_failed``: the token exchange was refused or failed, so the
-call never went upstream."""
-
-INPUT_ROUND_EVENTS: Final = (
-    "relayed", "resumed", "rejected", "missing_capability", "legacy_client", "too_many_rounds",
-    "too_large", "disabled",
-)  # fmt: skip
-"""``input_rounds_total{event}`` (``gateway/http/methods/input_rounds.py``): an upstream input round
-sealed and ``relayed`` to the client, or refused (``missing_capability``: -32021,
-``legacy_client``, ``too_many_rounds``, ``too_large``, ``disabled``: the fixed tool errors); a
-retry ``resumed`` (its state opened and checked) or ``rejected`` (the ``invalid_request_state``
-row)."""
-INPUT_KINDS: Final = ("elicitation/create", "roots/list", "sampling/createMessage")
-"""``input_requests_total{kind}``: the input requests relayed, by kind."""
-ASSERTION_RESULTS: Final = ("signed", "reused")
-"""``identity_assertions_total{result}``: a caller assertion minted, or one reused."""
-EXCHANGE_RESULTS: Final = ("ok", "refused", "unavailable")
-"""``token_exchanges_total{result}``: RFC 8693 requests to the token endpoint."""
-PDP_OUTCOMES: Final = ("allow", "deny", "error", "cache_hit")
-"""``policy_external_decisions_total{outcome}``: the external decision point's answers (allow,
-deny), the consultations it could not answer (error: unreachable, slow, garbled) and the ones
-answered from the decision cache (cache_hit)."""
-
-RATE_LIMIT_SCOPES: Final = (
-    "ip",
-    "failed_auth",
-    "principal",
-    "tool",
-    "tool_concurrency",
-    "ip_concurrency",
-    "principal_concurrency",
-    "ip_connections",
-    "prompt",
-    "prompt_concurrency",
-    "resource",
-    "resource_concurrency",
-)
-"""``rate_limited_total{scope}``: pre-auth per client IP (``limits.pre_auth_rate``), failed
-authentications per client IP (``issuer.failed_auth_rate``), per subject
-(``limits.principal_rate``), per subject and tool (the policy's ``rate_limit``: ``tool``;
-``max_concurrency``: ``tool_concurrency``), the in-flight shares per client IP and per subject
-(``limits.max_in_flight_per_ip`` / ``_per_principal``) and open connections per TCP peer
-(``limits.max_connections_per_ip``); ``prompt`` / ``resource`` (and ``_concurrency``): a
-``prompts:`` or ``resources:`` rule's limits. Every 429 of the MCP pipeline, whatever its
-source, is also counted in ``rejections_total{row="rate_limited"}``."""
-
-STORE_ERROR_KINDS: Final = (
-    "ip", "failed_auth", "principal", "tool", "tool_concurrency", "revocation", "token_cache",
-    "dpop_replay", "other",
-)  # fmt: skip
-"""``state_store_errors_total{kind}``: decisions that needed Redis and did not get an answer in
-time, so they followed ``state.on_store_error.<kind>`` (the limit kinds and ``revocation``) or
-introspected themselves (``token_cache``); ``other``: a limiter key of no known kind, decided
-locally."""
-
-POLICY_RELOAD_RESULTS: Final = ("success", "failure")
-CATALOG_REFRESH_RESULTS: Final = ("success", "failure")
-CATALOG_SANITISED_KINDS: Final = ("invisible", "truncated", "name_refused")
-"""``catalog_sanitised_total{kind}`` (description hygiene, ``gateway/backend/catalog/hygiene.py``):
-hidden characters removed from an item's title or description, a text cut at
-``limits.max_description_chars``, an item hidden because its name has hidden characters."""
+__all__ = ["LATENCY_BUCKETS", "Metrics", "metrics_response_body"]
 
 _ROWS: Final = frozenset(cls.row for cls in all_rows())
 _PREFIX: Final = "mcp_gateway_"
@@ -181,8 +61,6 @@ _PREFIX: Final = "mcp_gateway_"
 # The ``*_created`` companion series double every counter's series count and no rule or
 # dashboard reads them (process-wide switch; the gateway owns its process).
 disable_created_metrics()  # type: ignore[no-untyped-call]
-
-_METHOD_LABEL: Final = {m: m for m in METHOD_LABELS if m not in {"notifications", "other"}}
 
 LATENCY_BUCKETS: Final = (
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
@@ -482,16 +360,6 @@ class Metrics:
         if row is None:
             return None
         return row if row in _ROWS else "other"
-
-
-def method_label(method: str | None) -> str:
-    """The bounded ``method`` label for a JSON-RPC method name (see :data:`METHOD_LABELS`)."""
-    if method is None:
-        return "other"
-    label = _METHOD_LABEL.get(method)
-    if label is not None:
-        return label
-    return "notifications" if method.startswith("notifications/") else "other"
 
 
 def metrics_response_body(metrics: Metrics, accept: str | None = None) -> tuple[bytes, str]:

@@ -50,7 +50,8 @@ from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode,
 from gateway import __version__
 from gateway.config import OtlpConfig, TracingConfig
 from gateway.observability.logging import get_logger
-from gateway.observability.metrics import METHOD_LABELS, Metrics
+from gateway.observability.metric_labels import METHOD_LABELS
+from gateway.observability.metrics import Metrics
 from gateway.observability.spans import AttributeValue, RequestTrace, SpanRecord
 from gateway.observability.tracing import FLAG_SAMPLED, TraceContext
 from gateway.seams import RequestContext

@@ -21,7 +21,8 @@ from multidict import CIMultiDictProxy
 from gateway.http.admission import client_ip, warn_untrusted_proxy
 from gateway.http.pipeline.traced import begin as begin_trace
 from gateway.observability import spans
-from gateway.observability.metrics import Metrics, method_label
+from gateway.observability.metric_labels import method_label
+from gateway.observability.metrics import Metrics
 from gateway.observability.spans import RequestTracer
 from gateway.observability.tracing import trace_context
 from gateway.seams import Observer, RequestContext

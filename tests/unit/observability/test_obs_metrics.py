@@ -8,17 +8,16 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import all_rows
-from gateway.observability.metrics import (
+from gateway.observability.metric_labels import (
     CATALOG_REFRESH_RESULTS,
     INTROSPECTION_RESULTS,
     METHOD_LABELS,
     POLICY_RELOAD_RESULTS,
     RATE_LIMIT_SCOPES,
     TOKEN_CACHE_OUTCOMES,
-    Metrics,
     method_label,
-    metrics_response_body,
 )
+from gateway.observability.metrics import Metrics, metrics_response_body
 
 
 def value(metrics: Metrics, name: str, **labels: str) -> float | None:

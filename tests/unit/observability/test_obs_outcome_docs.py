@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from gateway.observability.metrics import BACKEND_OUTCOMES
+from gateway.observability.metric_labels import BACKEND_OUTCOMES
 
 ROOT = Path(__file__).resolve().parents[3]
 OPERATIONS = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
