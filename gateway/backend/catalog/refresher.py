@@ -52,8 +52,8 @@ from gateway.backend.catalog.tool_catalog import (
     ToolCatalog,
     build_catalog,
 )
-from gateway.backend.upstream.era import LinkState, modern_meta
 from gateway.backend.upstream.link import UpstreamLink
+from gateway.backend.upstream.list_pages import fetch_list
 from gateway.backend.upstream.rpc import UpstreamFault
 from gateway.config import BackendConfig
 from gateway.observability.logging import get_logger
@@ -63,18 +63,12 @@ from gateway.tasks import Background
 
 __all__ = [
     "EARLY_REFRESH_GAP_S",
-    "LIST_PAGE_MAX_BYTES",
-    "MAX_LIST_PAGES",
     "MAX_RETRY_S",
     "TTL_FLOOR_S",
     "CatalogRefresher",
     "refresh_interval",
 ]
 
-MAX_LIST_PAGES: Final = 64
-"""``tools/list`` pages followed per fetch; more fails the fetch (the last good catalog stays)."""
-LIST_PAGE_MAX_BYTES: Final = 8 * 1_048_576
-"""Cap on one ``tools/list`` reply (tool schemas can be large; results use limits instead)."""
 TTL_FLOOR_S: Final = 10.0
 """An advertised ``ttlMs`` shortens the refresh interval down to this, no further."""
 EARLY_REFRESH_GAP_S: Final = 1.0
@@ -229,7 +223,7 @@ class CatalogRefresher:
         async with self._lock:
             self._started_at = time.monotonic()
             try:
-                tools, ttl_ms = await self._fetch_tools()
+                tools, ttl_ms = await self._fetch_list("tools/list", "tools", MAX_TOOLS)
             except UpstreamFault as fault:
                 self._link.forget()  # detect the era again next time
                 self._count("failure")
@@ -332,6 +326,11 @@ class CatalogRefresher:
         self._full_surface = part
         self._live_surface = pin_surface(self._backend, part, prompts, templates)
 
+    async def _fetch_list(self, method: str, key: str, most: int) -> tuple[list[Any], int | None]:
+        return await fetch_list(
+            self._link, method, key, most, timeout_s=self._settings.timeout_s, backend=self._backend
+        )
+
     def _apply_lock(self) -> None:
         """Compare the snapshot with the lock; under ``hold`` leave out what differs."""
         pins = self._pins
@@ -351,46 +350,6 @@ class CatalogRefresher:
         self._surface = surface
         pins.report(self._backend, differences)
 
-    async def _fetch_tools(self) -> tuple[list[Any], int | None]:
-        return await self._fetch_list("tools/list", "tools", MAX_TOOLS)
-
-    async def _fetch_list(self, method: str, key: str, most: int) -> tuple[list[Any], int | None]:
-        tools: list[Any] = []
-        ttl_ms: int | None = None
-        cursor: str | None = None
-        seen: set[str] = set()
-        for _ in range(MAX_LIST_PAGES):
-            deadline = time.monotonic() + self._settings.timeout_s
-
-            def prepare(
-                state: LinkState, cursor: str | None = cursor
-            ) -> tuple[dict[str, Any], dict[str, str]]:
-                params: dict[str, Any] = {"_meta": modern_meta()} if state.era == "modern" else {}
-                if cursor is not None:
-                    params["cursor"] = cursor
-                return params, {}
-
-            reply = await self._link.request(
-                method, prepare, deadline=deadline, max_bytes=LIST_PAGE_MAX_BYTES
-            )
-            result = reply.message.get("result") if reply.message is not None else None
-            if not isinstance(result, dict) or not isinstance(result.get(key), list):
-                raise UpstreamFault("garbled")
-            if ttl_ms is None and _is_ttl(result.get("ttlMs")):
-                ttl_ms = int(result["ttlMs"])
-            # Keep one more than the most kept, so the builder can report the overflow.
-            tools.extend(result[key][: most + 1 - len(tools)])
-            next_cursor = result.get("nextCursor")
-            if next_cursor is None or len(tools) > most:
-                return tools, ttl_ms
-            if not isinstance(next_cursor, str) or next_cursor in seen:
-                raise UpstreamFault("garbled")  # a cursor loop would never end
-            seen.add(next_cursor)
-            cursor = next_cursor
-        _log.warning("backend_catalog_too_many_pages", backend=self._backend, pages=MAX_LIST_PAGES,
-                     method=method)  # fmt: skip
-        raise UpstreamFault("garbled")
-
     async def _loop(self) -> None:
         retry = RETRY_S
         ok = self.ready
@@ -408,7 +367,3 @@ class CatalogRefresher:
                 _log.exception("backend_catalog_refresh_crashed", backend=self._backend)
                 ok = False
             retry = RETRY_S if ok else min(retry * 2, MAX_RETRY_S)
-
-
-def _is_ttl(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
