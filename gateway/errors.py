@@ -71,6 +71,7 @@ __all__ = [
     "TokenInQuery",
     "ToolInsufficientScope",
     "UnknownPrompt",
+    "UnknownTask",
     "UnknownTool",
     "UnsupportedContentEncoding",
     "UnsupportedMediaType",
@@ -677,6 +678,19 @@ class UnknownTool(GatewayError):
 
     row, status, jsonrpc_code, message = "unknown_tool", 400, -32602, "Unknown tool"
     legacy_status = 200
+
+
+class UnknownTask(GatewayError):
+    """A task request (``tasks/get``, ``tasks/update``, ``tasks/cancel``) the gateway answers as
+    for a task that does not exist: a handle it did not mint, tampered with, expired, another
+    caller's (subject, client, issuer), of a backend no longer configured or a tool the policy
+    no longer lets the caller call as a task, or a task its backend does not know.
+
+    SEP-2663 §Error Handling: an invalid or nonexistent ``taskId`` is -32602. One fixed answer
+    for every case, so a caller learns nothing about another's tasks; why goes to the audit
+    trail only. Nothing is sent upstream for any of them (but the last)."""
+
+    row, status, jsonrpc_code, message = "unknown_task", 400, -32602, "Task not found"
 
 
 class ArgumentNotSettable(GatewayError):

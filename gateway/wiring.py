@@ -162,6 +162,7 @@ def build_services(
         listening=FederatedListening(backend),
         decision_point=pdp,
         legacy_sessions=legacy_sessions,
+        tasks=backend if config.tasks.enabled else None,
     )
     services = Services(
         metrics=metrics,

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, Final
 
 from gateway.backend.catalog.pinning import OverrideSource
@@ -65,6 +66,9 @@ from gateway.seams import (
     Surface,
     SurfaceReply,
     SurfaceRequest,
+    TaskCreated,
+    TaskReply,
+    TaskRequest,
     ToolCall,
 )
 
@@ -205,7 +209,7 @@ class FederatedBackend:
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
-    ) -> dict[str, Any] | InputRequired:
+    ) -> dict[str, Any] | InputRequired | TaskCreated:
         """Call the tool on the backend that owns it (``ToolDef.backend``), only there."""
         member = self._members.get(call.tool.backend)
         if member is None:  # a ToolDef this federation did not hand out: refuse, never guess
@@ -222,6 +226,34 @@ class FederatedBackend:
             ctx.outcome = "upstream_error"
             return error_result(FAILED_TEXT)
         return rewritten
+
+    # --- tasks (the TaskRelay seam) ------------------------------------------------------
+
+    def task_backends(self) -> frozenset[str]:
+        """The backends that advertise the tasks extension."""
+        return frozenset(m.name for m in self._list if _offers_tasks(m))
+
+    async def task_request(
+        self, request: TaskRequest, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> TaskReply:
+        """Send the request to the task's backend only; one no longer configured is asked
+        nothing (the task is unknown)."""
+        member = self._members.get(request.backend)
+        if member is None:
+            return TaskReply(unknown=True, configured=False)
+        credential = await member.caller_credential(request.caller_token, principal, ctx, deadline)
+        reply = await member.task_call.request(
+            request, principal, ctx, deadline, credential=credential
+        )
+        task = reply.task
+        if task is None or task.result is None or not self.rewrites_uris:
+            return reply
+        rewritten = rewrite_links(dict(task.result), member.name)  # a task's result is a tool's
+        if rewritten is None:
+            _log.warning("backend_request_failed", backend=member.name, method=request.method,
+                         kind="bad_result", reason="uri in the gateway's own form")  # fmt: skip
+            return TaskReply(fault="garbled")
+        return TaskReply(task=replace(task, result=rewritten))
 
     def forget_caller(self, digest: bytes) -> None:
         """A caller token was revoked: every backend drops what it made for it (reusable
@@ -338,3 +370,9 @@ class FederatedBackend:
                     merged.collided.get(member.name, 0)
                 )
             self._metrics.set_catalog_names(merged.names)
+
+
+def _offers_tasks(member: UpstreamBackend) -> bool:
+    """The upstream advertised the tasks extension (2026-07-28, as last detected)."""
+    state = member.link.known_state
+    return state is not None and state.era == "modern" and state.tasks

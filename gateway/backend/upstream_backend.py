@@ -45,6 +45,7 @@ from gateway.backend.listen.caller_listen import (
 from gateway.backend.listen.change_listener import ChangeListener
 from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.surface_call import UpstreamSurfaceCall
+from gateway.backend.upstream.task_call import UpstreamTaskCall
 from gateway.backend.upstream.tool_call import UpstreamToolCall
 from gateway.backend.upstream.tool_results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
 from gateway.config import BackendConfig, Config
@@ -54,6 +55,7 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound import Destination, Outbound
 from gateway.seams import (
+    CallerToken,
     InputRequired,
     ListenFilter,
     ListenOffer,
@@ -61,6 +63,7 @@ from gateway.seams import (
     RequestContext,
     SurfaceReply,
     SurfaceRequest,
+    TaskCreated,
     ToolCall,
     ToolDef,
 )
@@ -146,6 +149,9 @@ class UpstreamBackend:
             on_stale_catalog=self.request_refresh,
         )
         self._surface_call = UpstreamSurfaceCall(
+            self._link, self._settings, signer=self._signer, max_bytes=self._max_bytes
+        )
+        self.task_call = UpstreamTaskCall(
             self._link, self._settings, signer=self._signer, max_bytes=self._max_bytes
         )
         if metrics is not None and self._exchange is not None:
@@ -285,14 +291,19 @@ class UpstreamBackend:
     ) -> SurfaceReply:
         """One prompts/resources/completion request upstream
         (:mod:`gateway.backend.upstream.surface_call`)."""
-        credential = None
-        if self._exchange is not None:  # raises exchange_refused / exchange_unavailable
-            credential = await self._exchange.for_call(
-                request.caller_token, principal, ctx, deadline
-            )
+        credential = await self.caller_credential(request.caller_token, principal, ctx, deadline)
         return await self._surface_call.request(
             request, principal, ctx, deadline, credential=credential
         )
+
+    async def caller_credential(
+        self, token: CallerToken | None, principal: Principal, ctx: RequestContext, deadline: float
+    ) -> ServiceCredential | None:
+        """The caller's exchanged token where the credential exchanges it, else None (the
+        service credential); raises exchange_refused / exchange_unavailable."""
+        if self._exchange is None:
+            return None
+        return await self._exchange.for_call(token, principal, ctx, deadline)
 
     def request_refresh(self) -> None:
         """Ask for an early catalog refresh (coalesced)."""
@@ -306,7 +317,7 @@ class UpstreamBackend:
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
-    ) -> dict[str, Any] | InputRequired:
+    ) -> dict[str, Any] | InputRequired | TaskCreated:
         """Call the tool upstream; every upstream fault becomes an ``isError`` result."""
         if call.resume is not None and call.resume.backend != self.name:
             # A sealed round answers the backend that asked, never another one (mrtr.mdx).
@@ -326,12 +337,9 @@ class UpstreamBackend:
             if validator is None or not validator.is_valid(arguments):
                 outcome = "invalid_arguments"
                 return error_result(INVALID_ARGUMENTS_TEXT)
-            credential = None
-            if self._exchange is not None:  # raises exchange_refused / exchange_unavailable
+            if self._exchange is not None:
                 outcome = "exchange_failed"
-                credential = await self._exchange.for_call(
-                    call.caller_token, principal, ctx, deadline
-                )
+            credential = await self.caller_credential(call.caller_token, principal, ctx, deadline)
             called = True
             result, outcome = await self._tool_call.call(
                 call, arguments, principal, ctx, deadline, credential=credential

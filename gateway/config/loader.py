@@ -46,6 +46,7 @@ from gateway.config.sections import (
     build_trusted_proxies,
 )
 from gateway.config.state import build_admin, build_state
+from gateway.config.tasks import build_tasks
 from gateway.errors import ConfigError
 from gateway.yaml_source import SchemaValidator, load_yaml
 
@@ -247,6 +248,7 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     if "input_requests" in out:
         section("_dpop", lambda: _check_dpop_nonce(b, raw, out["input_requests"]))
         out.pop("_dpop", None)
+        section("tasks", lambda: build_tasks(b, raw.get("tasks", {}), out["input_requests"]))
     return out
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "ProtocolConfig",
     "SealKey",
     "ServerInfo",
+    "TasksConfig",
     "TracingConfig",
 ]
 
@@ -141,6 +142,22 @@ class InputRequestsConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class TasksConfig:
+    """``tasks:``: relaying the tasks extension (``io.modelcontextprotocol/tasks``).
+
+    Off unless configured: without it the extension is never advertised nor forwarded, and
+    ``tasks/*`` are unknown methods. The handles are sealed under ``input_requests.seal_keys``."""
+
+    enabled: Annotated[bool, Key(default=True)] = False
+    """Off without the section; writing the section turns it on unless it says ``false``."""
+    max_ttl_s: Annotated[int, Key(minimum=60, maximum=2_592_000)] = 86_400
+    """The longest a task handle lives (a task's ``ttlMs`` is clamped to it)."""
+    min_poll_interval_ms: Annotated[int, Key(minimum=100, maximum=60_000)] = 1000
+    """The shortest ``pollIntervalMs`` the gateway tells clients; a caller's requests for one
+    task beyond twice that rate are refused (429)."""
+
+
+@dataclass(frozen=True, slots=True)
 class CorsConfig:
     """``cors:``: CORS answers for browser clients from the trusted origins (docs/protocol.md)."""
 
@@ -234,6 +251,7 @@ class Config:
     """Every backend, in configuration order (``backends:``, or the one ``backend:``)."""
     backend_readiness: BackendReadiness = "all"
     input_requests: InputRequestsConfig = field(default_factory=InputRequestsConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
     warnings: Annotated[tuple[str, ...], INTERNAL] = ()
     more_issuers: Annotated[
         tuple[IssuerConfig, ...],

@@ -31,12 +31,14 @@ import structlog
 
 from gateway.config import LoggingConfig
 from gateway.observability.audit import (
+    TASK_EVENT_NAMES,
     AuditEvent,
     AuditSink,
     argument_shape,
     exchange_record,
     input_record,
     pdp_record,
+    task_record,
 )
 from gateway.observability.logging import emit_info, get_logger
 from gateway.observability.metric_labels import method_label
@@ -52,7 +54,9 @@ _MAX_METHOD: Final = 64
 _MAX_TOOL: Final = 128
 _MAX_VERSION: Final = 32
 
-_AUDITED_METHODS: Final = frozenset({"tools/call", "batch", "prompts/get", "resources/read"})
+_AUDITED_METHODS: Final = frozenset(
+    {"tools/call", "batch", "prompts/get", "resources/read", *TASK_EVENT_NAMES}
+)
 """``batch`` (2025-03-26 JSON-RPC batches) lists its tools/call members in ``ctx.calls``; a
 batch refused as a whole (403 step-up) carries the refused call in ``ctx.tool``."""
 
@@ -161,7 +165,11 @@ class GatewayObserver:
                 if ctx.calls:  # a batch: one event per tools/call member
                     for call in ctx.calls:
                         self._audit.emit(self._batch_event(ctx, call, duration_s), now)
-                elif ctx.tool is not None or "audit_target" in ctx.extra:
+                elif (
+                    ctx.tool is not None
+                    or "audit_target" in ctx.extra
+                    or (ctx.method in TASK_EVENT_NAMES)
+                ):
                     self._audit.emit(self._audit_event(ctx, decision, duration_s), now)
         finally:
             self._unbind()
@@ -258,6 +266,8 @@ class GatewayObserver:
             exchange=exchange_record(ctx.extra.get("exchange")),
             target=ctx.extra.get("audit_target"),
             pdp=pdp_record(ctx.extra.get("pdp")),
+            task=task_record(ctx.extra.get("task")),
+            event=TASK_EVENT_NAMES.get(ctx.method or ""),
         )
 
     def _batch_event(self, ctx: RequestContext, call: CallRecord, duration_s: float) -> AuditEvent:

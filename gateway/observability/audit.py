@@ -41,6 +41,7 @@ from gateway.observability.lines import json_line, stdout_writer
 
 __all__ = [
     "AUDIT_LOGGER",
+    "TASK_EVENT_NAMES",
     "AuditEvent",
     "AuditSink",
     "CatalogEvent",
@@ -49,6 +50,7 @@ __all__ = [
     "exchange_record",
     "input_record",
     "pdp_record",
+    "task_record",
 ]
 
 AUDIT_LOGGER: Final = "gateway.audit"
@@ -142,6 +144,41 @@ def pdp_record(raw: Any) -> dict[str, Any] | None:
     return record or None
 
 
+TASK_EVENT_NAMES: Final[Mapping[str, str]] = {
+    "tasks/get": "task_get", "tasks/update": "task_update", "tasks/cancel": "task_cancel",
+}  # fmt: skip
+"""The audit ``event`` of each task request (every one is audited, refused or not)."""
+_TASK_FIELDS: Final[Mapping[str, frozenset[str] | None]] = {
+    "event": frozenset({"created", "completed", "failed", "cancelled"}),
+    "status": frozenset({"working", "input_required", "completed", "failed", "cancelled"}),
+    "refused": frozenset({"malformed", "tampered", "expired", "issuer", "subject", "client",
+                          "backend", "policy", "upstream", "unsolicited", "too_large"}),
+    "handle": None,
+}  # fmt: skip
+
+
+def task_record(raw: Any) -> dict[str, Any] | None:
+    """The audit form of a task record (``RequestContext.extra["task"]``): ``handle`` (a digest
+    of the handle: :func:`gateway.protocol.task_handle.handle_digest`, which links a task's
+    events), ``status`` (as the backend reported it), ``event`` (``created``, or the terminal
+    status seen for the first time), ``refused`` (why a handle was answered as unknown, or why
+    a task was not relayed: ``unsolicited``, ``too_large``). Never the handle, the backend's id
+    or what the task carries."""
+    if not isinstance(raw, Mapping):
+        return None
+    record: dict[str, Any] = {}
+    for key, allowed in _TASK_FIELDS.items():
+        value = raw.get(key)
+        if not isinstance(value, str):
+            continue
+        if allowed is None:
+            if len(value) == 32 and all(c in "0123456789abcdef" for c in value):
+                record[key] = value
+        elif value in allowed:
+            record[key] = value
+    return record or None
+
+
 @dataclass(frozen=True, slots=True)
 class AuditEvent:
     """One ``tools/call``: who called which tool, the policy's verdict, and what happened."""
@@ -188,13 +225,17 @@ class AuditEvent:
     "uri", "file:///docs/a.md")``; the event then has that field instead of ``tool``."""
     pdp: Mapping[str, Any] | None = None
     """What the external decision point said (:func:`pdp_record`), when one was asked."""
+    task: Mapping[str, Any] | None = None
+    """A task created by the call, or the task a task request named (:func:`task_record`)."""
+    event: str | None = None
+    """The event name when it is not the tool call's (a task request: ``task_get`` ...)."""
 
     def to_json(self, ts: float) -> str:
         record: dict[str, Any] = {
             # RFC 3339 UTC with milliseconds and "Z", like the application log's timestamps.
             "ts": datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")[:-6] + "Z",
             "log": "audit",
-            "event": "tool_call" if self.target is None else self.target[0],
+            "event": self.event or ("tool_call" if self.target is None else self.target[0]),
             "request_id": self.request_id,
             "trace_id": self.trace_id,
             "subject": self.subject,
@@ -225,6 +266,8 @@ class AuditEvent:
             record["exchange"] = dict(self.exchange)
         if self.pdp is not None:
             record["pdp"] = dict(self.pdp)
+        if self.task is not None:
+            record["task"] = dict(self.task)
         return json_line(record)
 
 

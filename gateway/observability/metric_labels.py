@@ -29,6 +29,7 @@ __all__ = [
     "POLICY_RELOAD_RESULTS",
     "RATE_LIMIT_SCOPES",
     "STORE_ERROR_KINDS",
+    "TASK_EVENTS",
     "TOKEN_CACHE_OUTCOMES",
     "TRACE_DROP_REASONS",
     "method_label",
@@ -40,6 +41,7 @@ METHOD_LABELS: Final = (
     "server/discover", "initialize", "ping", "tools/list", "tools/call", "prompts/list",
     "prompts/get", "resources/list", "resources/templates/list", "resources/read",
     "completion/complete", "subscriptions/listen", "resources/subscribe", "resources/unsubscribe",
+    "tasks/get", "tasks/update", "tasks/cancel",
     "notifications", "other",
 )  # fmt: skip
 """``method`` label values. Every ``notifications/*`` is ``notifications``; anything else, and a
@@ -81,13 +83,16 @@ TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
 
 BACKEND_OUTCOMES: Final = (
     "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled",
-    "input_required", "exchange_failed",
+    "input_required", "exchange_failed", "task",
 )  # fmt: skip
 """``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
 went away mid-call; ``too_large``: the upstream reply exceeded its cap; ``input_required``: the
 upstream asked for input (2026-07-28 input round; what the gateway did with it is
 ``input_rounds_total``); ``exchange_failed``: the token exchange was refused or failed, so the
-call never went upstream."""
+call never went upstream; ``task``: the upstream answered with a task (``tasks_total``)."""
+TASK_EVENTS: Final = ("created", "completed", "failed", "cancelled")
+"""``tasks_total{backend,event}`` (``gateway/http/methods/task_*``): a task relayed to its
+creator, and the terminal status a request about it saw first (on this replica)."""
 
 INPUT_ROUND_EVENTS: Final = (
     "relayed", "resumed", "rejected", "missing_capability", "legacy_client", "too_many_rounds",
@@ -120,6 +125,7 @@ RATE_LIMIT_SCOPES: Final = (
     "ip_connections",
     "prompt",
     "prompt_concurrency",
+    "task",
     "resource",
     "resource_concurrency",
 )

@@ -148,6 +148,10 @@ class Metrics:
             "2026-07-28 input rounds: relayed, resumed, rejected or refused, by event",
             ("event",), zero=INPUT_ROUND_EVENTS,
         )  # fmt: skip
+        self.tasks_total = counter(
+            "tasks_total", "Tasks relayed: created, and the terminal status first seen, by backend",
+            ("backend", "event"),
+        )  # fmt: skip
         self.input_requests_total = counter(
             "input_requests_total", "Input requests relayed to clients, by kind", ("kind",),
             zero=INPUT_KINDS,

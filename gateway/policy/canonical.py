@@ -55,6 +55,7 @@ def _canonical_rule(rule: Rule) -> dict[str, Any]:
         "rate_limit": list(rule.rate_limit) if rule.rate_limit else None,
         "max_concurrency": rule.max_concurrency,
         "description": rule.description,
+        **({"tasks": True} if rule.tasks else {}),
         **({"when": [c.source for c in rule.when]} if rule.when else {}),
         **({"override": overrides.canonical_override(rule.override)} if rule.override else {}),
     }

@@ -221,6 +221,8 @@ def _check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
         doc.problem(path, "a rule needs scopes (use [] for the baseline only), any_of or deny")
     check_entries(doc, path, raw)
     overrides.check_override(doc, section, key, raw)
+    if section != "tools" and raw.get("tasks") is True:
+        doc.problem((*path, "tasks"), "tasks are a tools rule's setting (a tool call is a task)")
     conditions_of(doc, path, section, raw.get("when"), problems=True)
 
 
@@ -370,6 +372,7 @@ def _rule(
         deny=bool(body.get("deny", False)),
         rate_limit=(rate.count, rate.per_s) if rate else None,
         max_concurrency=body.get("max_concurrency"),
+        tasks=body.get("tasks") is True,
         description=body.get("description"),
         glob=pattern,
         section=section,

@@ -53,6 +53,8 @@ class Rule:
     """(count, per_seconds) per subject."""
     max_concurrency: int | None = None
     """Calls in flight per subject."""
+    tasks: bool = False
+    """``tasks: true``: a call may become a task (the tasks extension; tools rules only)."""
     description: str | None = None
     glob: Glob | UriPattern | None = field(default=None, compare=False)
     """Set when ``key`` contains a wildcard (a resource pattern: normalised, :mod:`.uri`)."""
@@ -249,6 +251,10 @@ class PolicySet:
     def max_concurrency(self, tool: str) -> int | None:
         rule = self.rule_for(tool)
         return None if rule is None or rule.deny else rule.max_concurrency
+
+    def allows_tasks(self, tool: str) -> bool:
+        rule = self.rule_for(tool)
+        return rule is not None and not rule.deny and rule.tasks
 
     # --- lookups --------------------------------------------------------------------------------
 

@@ -32,17 +32,20 @@ M3. ``params._meta`` missing or not an object, ``protocolVersion`` missing or no
     is not speaking 2026-07-28 and gets -32022 instead, which names the versions it can use.
 M4. ``MCP-Protocol-Version`` header != ``_meta`` version -> -32020.
 M5. ``Mcp-Method`` absent or != ``method`` (case-sensitive) -> -32020.
-M6. ``tools/call``, ``prompts/get``, ``resources/read``: ``Mcp-Name`` absent, undecodable or !=
-    ``params.name`` / ``params.uri`` -> -32020.
+M6. ``tools/call``, ``prompts/get``, ``resources/read``, ``tasks/get``, ``tasks/update``,
+    ``tasks/cancel``: ``Mcp-Name`` absent, undecodable or != ``params.name`` / ``params.uri`` /
+    ``params.taskId`` -> -32020.
 M7. ``tools/call`` of a tool with ``x-mcp-header`` parameters: ``Mcp-Param-*`` rules -> -32020.
 M8. ``_meta`` version not in ``SUPPORTED`` -> -32022.
-M9. Method other than ``server/discover``, ``tools/list``, ``tools/call`` and the prompts,
-    resources and completion requests (:data:`SURFACE_METHODS`) (this includes the removed
-    ``initialize``, ``ping``, ``logging/setLevel``, ``resources/subscribe``, …) -> -32601 (404).
+M9. Method other than ``server/discover``, ``tools/list``, ``tools/call``, the prompts,
+    resources and completion requests (:data:`SURFACE_METHODS`) and the tasks extension's
+    (this includes the removed ``initialize``, ``ping``, ``logging/setLevel``,
+    ``resources/subscribe``, ``tasks/result``, ``tasks/list``, …) -> -32601 (404).
 M10. Method params: ``arguments`` not an object, ``cursor`` not a string, ``progressToken``
      not a string or safe integer, unknown ``logLevel``, ``tools/call`` ``requestState`` not a
      string or ``inputResponses`` not an object (null is absent), the prompts, resources and
-     completion params (:mod:`gateway.protocol.params`) -> -32602.
+     completion params (:mod:`gateway.protocol.params`), a task request's ``taskId`` not a
+     string or a ``tasks/update`` without an ``inputResponses`` object -> -32602.
 
 Legacy profile (2025-03-26 / 2025-06-18 / 2025-11-25; ``Mcp-Session-Id`` is not read here, only by
 the session's own requests: gateway/http/subscriptions/legacy_sessions.py):
@@ -90,6 +93,7 @@ from gateway.protocol.jsonrpc import (
 )
 from gateway.protocol.messages import EMPTY, McpMessage
 from gateway.protocol.params import build_request
+from gateway.protocol.tasks import TASK_METHODS
 from gateway.protocol.versions import ASSUMED_LEGACY, LEGACY, MODERN, SUPPORTED
 from gateway.seams import Era, ToolDef
 
@@ -132,8 +136,10 @@ them, else -32601 at dispatch)."""
 MODERN_METHODS: Final = (
     frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
     | SURFACE_METHODS
+    | TASK_METHODS
 )
-"""Requests served on 2026-07-28; everything else is -32601 with HTTP 404."""
+"""Requests served on 2026-07-28; everything else is -32601 with HTTP 404 (the tasks
+extension's methods too when ``tasks:`` is off: at dispatch)."""
 LEGACY_SUBSCRIBE_METHODS: Final = frozenset({"resources/subscribe", "resources/unsubscribe"})
 """2025 revisions only (server/resources.mdx §Subscriptions): a session's subscriptions, heard on
 its GET stream; served when a backend can listen, else -32601 at dispatch."""
@@ -150,8 +156,12 @@ MAX_BATCH: Final = 16
 _PV: Final = "MCP-Protocol-Version"
 _METHOD: Final = "Mcp-Method"
 _NAME: Final = "Mcp-Name"
-_NAMED: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-"""Methods whose ``Mcp-Name`` mirrors a params member (streamable-http.mdx §Request Metadata)."""
+_NAMED: Final = {
+    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    **dict.fromkeys(TASK_METHODS, "taskId"),
+}  # fmt: skip
+"""Methods whose ``Mcp-Name`` mirrors a params member (streamable-http.mdx §Request Metadata;
+the tasks extension's methods: SEP-2663 §Streamable HTTP: Routing Headers, ``params.taskId``)."""
 
 
 def classify(

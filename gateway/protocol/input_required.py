@@ -47,6 +47,7 @@ __all__ = [
     "InputRound",
     "InvalidInputRequired",
     "check_input_responses",
+    "known_kind_responses",
     "parse_input_required",
     "required_capabilities",
 ]
@@ -216,6 +217,27 @@ def check_input_responses(responses: Mapping[str, Any], asked: Mapping[str, str]
         if not validators[_RESULT_DEFS[kind]].is_valid(answer):
             raise InvalidRequestState("responses_invalid", detail=f"inputResponses: {kind}")
         kept[key] = _plain(answer)
+    return kept
+
+
+def known_kind_responses(responses: Mapping[str, Any]) -> dict[str, Any]:
+    """The answers of a ``tasks/update`` that are some input request's result (an
+    ``ElicitResult``, ``CreateMessageResult`` or ``ListRootsResult``), under printable keys of at
+    most :data:`MAX_KEY_CHARS`; at most :data:`MAX_REQUESTS` are kept.
+
+    The gateway keeps no state per task, so it cannot know which kind a key asked for; an answer
+    that is no kind's result could not answer any, and is dropped like an answer to a key that
+    is not outstanding (the tasks extension: a server SHOULD ignore those).
+    """
+    validators = [_validators()[name] for name in _RESULT_DEFS.values()]
+    kept: dict[str, Any] = {}
+    for key, answer in responses.items():
+        if len(kept) >= MAX_REQUESTS:
+            break
+        if not (0 < len(key) <= MAX_KEY_CHARS and key.isprintable()):
+            continue
+        if any(validator.is_valid(answer) for validator in validators):
+            kept[key] = _plain(answer)
     return kept
 
 

@@ -79,7 +79,11 @@ class McpMessage:
     request_state: str | None = None
     """Modern ``tools/call`` only: ``params.requestState`` (a retry of an input round)."""
     input_responses: Mapping[str, Any] | None = None
-    """Modern ``tools/call`` only: ``params.inputResponses`` (an object), None when absent."""
+    """Modern ``tools/call``: ``params.inputResponses`` (an object), None when absent;
+    ``tasks/update``: its ``inputResponses`` (required)."""
+    task_id: str | None = None
+    """``tasks/get``, ``tasks/update``, ``tasks/cancel``: ``params.taskId`` (the client's
+    handle, equal to ``Mcp-Name``)."""
     rejection: GatewayError | None = None
     """Set only on members of a 2025-03-26 batch whose envelope is valid but which fail a later
     check (unknown method, bad params): answer that member with this error (it carries the

@@ -24,6 +24,7 @@ from typing import Any, Final
 from gateway.errors import InvalidParams, JsonRpcId
 from gateway.protocol.jsonrpc import valid_id
 from gateway.protocol.messages import EMPTY, Completion, McpMessage
+from gateway.protocol.tasks import TASK_METHODS
 from gateway.seams import Era
 
 __all__ = ["LIST_METHODS", "MAX_URI_CHARS", "build_request"]
@@ -57,6 +58,7 @@ def build_request(
     progress: str | int | None = None
     request_state: str | None = None
     input_responses: Mapping[str, Any] | None = None
+    task_id: str | None = None
     prompt_name: str | None = None
     resource_uri: str | None = None
     completion: Completion | None = None
@@ -93,6 +95,8 @@ def build_request(
         resource_uri = uri
     elif method == "completion/complete":
         completion = _completion(params, rid, era)
+    elif method in TASK_METHODS:
+        task_id, input_responses = _task_members(method, params, rid)
     return McpMessage(
         era=era,
         version=version,
@@ -110,6 +114,7 @@ def build_request(
         client_capabilities=client_capabilities,
         request_state=request_state,
         input_responses=input_responses,
+        task_id=task_id,
     )
 
 
@@ -124,6 +129,22 @@ def _retry_members(
     if responses is not None and not isinstance(responses, dict):
         raise InvalidParams(request_id=rid, era="modern", detail="tools/call inputResponses")
     return state, responses
+
+
+def _task_members(
+    method: str, params: Mapping[str, Any], rid: JsonRpcId
+) -> tuple[str, Mapping[str, Any] | None]:
+    """``taskId`` (a string; the ladder already compared it with ``Mcp-Name``) and, for
+    ``tasks/update``, ``inputResponses`` (an object, required: SEP-2663 UpdateTaskRequest)."""
+    task_id = params.get("taskId")
+    if type(task_id) is not str:
+        raise InvalidParams(request_id=rid, era="modern", detail=f"{method} taskId")
+    if method != "tasks/update":
+        return task_id, None
+    responses = params.get("inputResponses")
+    if not isinstance(responses, dict):
+        raise InvalidParams(request_id=rid, era="modern", detail="tasks/update inputResponses")
+    return task_id, responses
 
 
 def _strings(raw: Any, rid: JsonRpcId, era: Era, detail: str) -> Mapping[str, str]:

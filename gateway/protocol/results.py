@@ -41,6 +41,9 @@ __all__ = [
 ]
 
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+TASKS_EXTENSION_NAME: Final = "io.modelcontextprotocol/tasks"
+"""The tasks extension's identifier (``gateway.protocol.tasks.TASKS_EXTENSION``, which builds on
+this module)."""
 CACHE_SCOPE: Final = "private"
 _MODERN_ONLY: Final = ("resultType", "ttlMs", "cacheScope")
 
@@ -61,6 +64,7 @@ def discover_result(
     instructions: str | None,
     surface: Mapping[str, Any] | None = None,
     listen: Mapping[str, Mapping[str, bool]] | None = None,
+    tasks: bool = False,
 ) -> dict[str, Any]:
     """``DiscoverResult`` (2026-07-28): versions, capabilities, caching hints, serverInfo.
 
@@ -69,7 +73,8 @@ def discover_result(
     ``surface``: the ``prompts``, ``resources`` and ``completions`` capabilities this caller
     gets; ``listen``: per kind, the ``listChanged`` (and ``resources.subscribe``) flags its
     ``subscriptions/listen`` would be granted (false where absent), set only on a capability
-    that is present.
+    that is present; ``tasks``: the tasks extension is listed under ``extensions`` (SEP-2663
+    §Capability Negotiation: no settings are defined, an empty object).
     """
     capabilities: dict[str, Any] = {"tools": {"listChanged": False}} if has_tools else {}
     capabilities.update(surface or {})
@@ -77,6 +82,8 @@ def discover_result(
         present = capabilities.get(kind)
         if isinstance(present, dict):
             capabilities[kind] = {**present, **{k: v for k, v in flags.items() if k in present}}
+    if tasks:
+        capabilities["extensions"] = {TASKS_EXTENSION_NAME: {}}
     result: dict[str, Any] = {
         "resultType": "complete",
         "supportedVersions": list(SUPPORTED),

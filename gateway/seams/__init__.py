@@ -72,6 +72,15 @@ from gateway.seams.surface import (
     SurfaceReply,
     SurfaceRequest,
 )
+from gateway.seams.tasks import (
+    Task,
+    TaskCreated,
+    TaskMethod,
+    TaskRelay,
+    TaskReply,
+    TaskRequest,
+    TaskStatus,
+)
 
 __all__ = [
     "ANNOTATION_HINTS",
@@ -119,6 +128,13 @@ __all__ = [
     "Surface",
     "SurfaceReply",
     "SurfaceRequest",
+    "Task",
+    "TaskCreated",
+    "TaskMethod",
+    "TaskRelay",
+    "TaskReply",
+    "TaskRequest",
+    "TaskStatus",
     "ToolCall",
     "ToolDef",
     "ToolOverride",

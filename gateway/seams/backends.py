@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gateway.seams.callers import NO_CLAIMS, CallerToken, Principal
 from gateway.seams.surface import Surface, SurfaceReply, SurfaceRequest
+from gateway.seams.tasks import TaskCreated
 
 if TYPE_CHECKING:
     from gateway.seams.requests import RequestContext
@@ -241,6 +242,10 @@ class ToolCall:
     """Set only for a backend whose credential exchanges the caller's token (RFC 8693)."""
     resume: Resume | None = None
     """Set on the retry of an input round (2026-07-28 clients only)."""
+    tasks: bool = False
+    """The call may become a task: the client declared the tasks extension on it, the policy's
+    rule says ``tasks: true`` and ``tasks:`` is on. Otherwise the extension is taken out of
+    the capabilities sent upstream, and a task in reply is an upstream error."""
 
 
 class Backend(Protocol):
@@ -267,9 +272,10 @@ class Backend(Protocol):
 
     async def call_tool(
         self, call: ToolCall, principal: Principal, ctx: RequestContext, deadline: float
-    ) -> JsonObject | InputRequired:
+    ) -> JsonObject | InputRequired | TaskCreated:
         """Call the tool and return a CallToolResult object (modern shape, without
-        ``resultType``), or, for a modern client, the upstream's validated request for input.
+        ``resultType``), or, for a modern client, the upstream's validated request for input,
+        or (``call.tasks``) the task it created.
         Upstream faults become ``isError: true`` results; ``deadline`` is a
         ``time.monotonic()`` instant."""
         ...

@@ -88,6 +88,10 @@ class Policy(Protocol):
 
     def max_concurrency(self, tool: str) -> int | None: ...
 
+    def allows_tasks(self, tool: str) -> bool:
+        """The rule governing ``tool`` says ``tasks: true`` (a call may become a task)."""
+        ...
+
     def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
         """``prompts:`` rules; a hidden prompt is answered as an unknown one (-32602)."""
         ...

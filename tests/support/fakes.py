@@ -213,6 +213,9 @@ class FakePolicy:
         found = self._rule(tool)
         return found[1].max_concurrency if found else None
 
+    def allows_tasks(self, tool: str) -> bool:
+        return False  # the fake governs no tasks
+
     # Prompts and resources: the fake governs tools only, so they are all hidden (no rule).
     def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
         return Decision(allowed=False, visible=False, rule=None, reason="no_rule")

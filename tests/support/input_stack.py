@@ -70,10 +70,12 @@ async def input_stack(
     policy: str = POLICY,
     enabled: bool = True,
     backends: Mapping[str, Mapping[str, Any]] | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[LiveStack]:
     """``keys``: key id -> base64 key (default ``{"a": KEY_A}``); ``settings``: more
     ``input_requests`` keys; ``enabled=False`` leaves the section out entirely; ``backends``:
-    a ``backends:`` section (name -> settings) instead of the one upstream."""
+    a ``backends:`` section (name -> settings) instead of the one upstream; ``extra``: more
+    ``gateway.yaml`` keys."""
     os.makedirs(directory, exist_ok=True)
     section: dict[str, Any] = {"seal_keys": []}
     for key_id, key in (keys or {"a": KEY_A}).items():
@@ -89,6 +91,7 @@ async def input_stack(
     }
     if enabled:
         gateway["input_requests"] = section
+    gateway.update(extra or {})
     if upstream is None and backend_url is None and backends is None:
         upstream = InputUpstream()
     async with live_stack(

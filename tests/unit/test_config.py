@@ -22,6 +22,7 @@ from gateway.config import (
     Secret,
     StateConfig,
     StoreErrorPolicies,
+    TasksConfig,
     load_config,
 )
 from gateway.errors import ConfigError
@@ -294,6 +295,7 @@ class TestEveryKeyRoundTrips:
         assert "key=" not in repr(ir.seal_keys[0])  # the key bytes never show in a repr
         assert (ir.seal_key_id, ir.ttl_s, ir.max_rounds) == ("k2026b", 300, 4)
         assert (ir.max_state_bytes, ir.max_input_response_bytes) == (2048, 4096)
+        assert c.tasks == TasksConfig(enabled=True, max_ttl_s=7200, min_poll_interval_ms=2000)
         assert c.warnings == ()
 
     def test_the_minimal_fixture_gets_the_documented_defaults(self) -> None:
@@ -322,6 +324,8 @@ class TestEveryKeyRoundTrips:
         assert c.admin.revocation_ttl_s == 3600
         assert c.input_requests == InputRequestsConfig()  # relaying off unless configured
         assert c.input_requests.enabled is False
+        assert c.tasks == TasksConfig()  # tasks off unless configured
+        assert c.tasks.enabled is False
 
     def test_the_config_is_immutable(self) -> None:
         c = load_config(FIXTURES / "minimal.yaml", ENV)
@@ -563,6 +567,15 @@ class TestDpop:
         with pytest.raises(ConfigError) as info:
             load_config(target, ENV)
         assert any("issuer.dpop.algorithms[1]" in p for p in info.value.problems), info.value
+
+    def test_tasks_need_input_requests_with_seal_keys(self, tmp_path: Path) -> None:
+        target = _copy_fixture(tmp_path, "minimal.yaml")
+        target.write_text(target.read_text() + "tasks: {enabled: true}\n")
+        with pytest.raises(ConfigError) as info:
+            load_config(target, ENV)
+        assert any(
+            ": tasks: needs input_requests with seal_keys" in p for p in info.value.problems
+        ), info.value.problems
 
     def test_nonces_need_the_shared_seal_keys(self, tmp_path: Path) -> None:
         target = _copy_fixture(tmp_path, "minimal.yaml")

@@ -20,6 +20,7 @@ from gateway import __version__
 from gateway.backend.upstream.rpc import Reply, UpstreamFault, encode_json
 from gateway.errors import JsonRpcId
 from gateway.observability.logging import get_logger
+from gateway.protocol.tasks import declares_tasks
 from gateway.protocol.versions import LEGACY, MODERN
 from gateway.seams import Era
 
@@ -64,6 +65,9 @@ class LinkState:
     list_changed: frozenset[str] = frozenset()
     """Of ``prompts``, ``resources``: the kinds whose ``listChanged: true`` it advertised (tools:
     :attr:`tools_list_changed`)."""
+    tasks: bool = False
+    """A 2026-07-28 upstream listed the tasks extension (``io.modelcontextprotocol/tasks``) in
+    ``capabilities.extensions`` (never on the legacy revisions, where it is not defined)."""
 
 
 def modern_meta(
@@ -136,6 +140,7 @@ class EraDetector:
                 offers=_offers(reply.message),
                 subscribe=_subscribes(reply.message),
                 list_changed=_surface_changes(reply.message),
+                tasks=declares_tasks(_capabilities(reply.message)),
             )
             _log.info(
                 "backend_era_detected", backend=self._backend, era="modern", version=MODERN_VERSION

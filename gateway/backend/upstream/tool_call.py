@@ -28,6 +28,7 @@ from gateway.backend.upstream.tool_results import (
     FAILED_TEXT,
     MISSING_CAPABILITY_CODE,
     REJECTED_TEXT,
+    TASKS_WITHHELD_TEXT,
     Outcome,
     error_result,
     fault_outcome,
@@ -42,7 +43,23 @@ from gateway.observability import spans
 from gateway.observability.logging import get_logger
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_required import InvalidInputRequired
-from gateway.seams import Era, InputRequired, Principal, RequestContext, Resume, ToolCall
+from gateway.protocol.tasks import (
+    TASK_KEY,
+    InvalidTask,
+    declares_tasks,
+    parse_task,
+    requires_tasks,
+    without_tasks,
+)
+from gateway.seams import (
+    Era,
+    InputRequired,
+    Principal,
+    RequestContext,
+    Resume,
+    TaskCreated,
+    ToolCall,
+)
 
 __all__ = [
     "CLIENT_ID_HEADER",
@@ -64,7 +81,7 @@ _REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 _log = get_logger("gateway.backend")
 
-Answer = tuple[dict[str, Any] | InputRequired, Outcome]
+Answer = tuple[dict[str, Any] | InputRequired | TaskCreated, Outcome]
 """A call's result for the client and its ``backend_requests_total`` outcome."""
 
 
@@ -165,9 +182,9 @@ class UpstreamToolCall:
             error = message.get("error")
             if isinstance(error, dict):
                 span.fail(str(error.get("code")))
-                return self._error_answer(error, reply, call, request.era)
-            answer = self._result_answer(message.get("result") or {}, call)
-            if answer[1] != "ok" and answer[1] != "input_required":
+                return self._error_answer(error, reply, call, request)
+            answer = self._result_answer(message.get("result") or {}, call, request, ctx)
+            if answer[1] not in ("ok", "input_required", "task"):
                 span.fail(answer[1])  # tool_error (isError: true), or the result's fault
             return answer
 
@@ -213,7 +230,7 @@ class UpstreamToolCall:
         return headers
 
     def _error_answer(
-        self, error: Mapping[str, Any], reply: Reply, call: ToolCall, era: Era | None
+        self, error: Mapping[str, Any], reply: Reply, call: ToolCall, request: _Request
     ) -> Answer:
         """A JSON-RPC error from the upstream: a fixed tool error, or a relayed -32021."""
         code = error.get("code")
@@ -223,18 +240,32 @@ class UpstreamToolCall:
             # Unknown tool or arguments the upstream refuses: the catalog may be stale.
             self._on_stale_catalog()
             return error_result(REJECTED_TEXT), "upstream_error"
-        if code == MISSING_CAPABILITY_CODE and era == "modern":
+        if code == MISSING_CAPABILITY_CODE and request.era == "modern":
             # basic/index.mdx: -32021 reaches the client as itself (HTTP 400), not as a
             # tool result; a legacy client could not re-declare, so it gets a tool error.
-            if call.era == "modern":
-                raise MissingClientCapability(data=missing_capability_data(error))
-            return error_result(CAPABILITY_TEXT), "upstream_error"
+            if call.era != "modern":
+                return error_result(CAPABILITY_TEXT), "upstream_error"
+            data = missing_capability_data(error)
+            if (
+                requires_tasks(data["requiredCapabilities"])
+                and not request.sent_tasks
+                and (declares_tasks(call.client_capabilities))
+            ):
+                # The client has the extension; the gateway withheld it (policy, or tasks off):
+                # declaring it again would not help.
+                return error_result(TASKS_WITHHELD_TEXT), "upstream_error"
+            raise MissingClientCapability(data=data)
         if code in (-32020, -32022, -32601):
             self._link.forget()  # the upstream changed era; detect again
         return error_result(FAILED_TEXT), "upstream_error"
 
-    def _result_answer(self, raw: Any, call: ToolCall) -> Answer:
-        """A result: an ``input_required`` round checked, else the sanitized CallToolResult."""
+    def _result_answer(
+        self, raw: Any, call: ToolCall, request: _Request, ctx: RequestContext
+    ) -> Answer:
+        """A result: an ``input_required`` round checked, a task the call could become, else
+        the sanitized CallToolResult."""
+        if isinstance(raw, dict) and raw.get("resultType") == "task":
+            return self._task_answer(raw, call, request, ctx)
         if isinstance(raw, dict) and raw.get("resultType") == "input_required":
             try:
                 found = input_required(
@@ -252,12 +283,31 @@ class UpstreamToolCall:
             return error_result(FAILED_TEXT), "upstream_error"
         return result, ("tool_error" if result.get("isError") is True else "ok")
 
+    def _task_answer(
+        self, raw: Mapping[str, Any], call: ToolCall, request: _Request, ctx: RequestContext
+    ) -> Answer:
+        """A ``CreateTaskResult``: checked when the extension was sent with the call; without
+        it the upstream broke the extension's MUST NOT (a task to a client that did not declare
+        the extension on that request), which is an upstream error like any garbled reply."""
+        if not request.sent_tasks:
+            _log.warning("backend_call_failed", backend=self._backend, tool=call.tool.name,
+                         kind="unsolicited_task")  # fmt: skip
+            ctx.extra[TASK_KEY] = {"refused": "unsolicited"}
+            return error_result(FAILED_TEXT), "upstream_error"
+        try:
+            task = parse_task(raw, detailed=False)
+        except InvalidTask as bad:
+            _log.warning("backend_call_failed", backend=self._backend, tool=call.tool.name,
+                         kind="bad_task", reason=str(bad))  # fmt: skip
+            return error_result(FAILED_TEXT), "upstream_error"
+        return TaskCreated(self._backend, task), "task"
+
 
 class _Request:
     """The link's ``prepare``: the call's params and headers in the era the link found."""
 
     __slots__ = ("_arguments", "_call", "_capabilities", "_headers", "_token", "era",
-                 "upstream_name")  # fmt: skip
+                 "sent_tasks", "upstream_name")  # fmt: skip
 
     def __init__(
         self,
@@ -275,14 +325,21 @@ class _Request:
         self.upstream_name = call.tool.upstream_name or call.tool.name
         self.era: Era | None = None
         """The era of the last attempt (the link may re-detect between attempts)."""
+        self.sent_tasks = False
+        """The last attempt declared the tasks extension upstream (the call may be a task)."""
 
     def __call__(self, state: LinkState) -> tuple[dict[str, Any], dict[str, str]]:
         self.era = state.era
         call = self._call
         params: dict[str, Any] = {"name": self.upstream_name, "arguments": self._arguments}
         headers = dict(self._headers)
+        # The extension only where the call may become a task and the upstream offers it.
+        self.sent_tasks = call.tasks and state.era == "modern" and state.tasks
         if state.era == "modern":
-            params["_meta"] = with_trace(modern_meta(self._token, self._capabilities), headers)
+            capabilities = (
+                self._capabilities if self.sent_tasks else without_tasks(self._capabilities)
+            )
+            params["_meta"] = with_trace(modern_meta(self._token, capabilities), headers)
             params.update(_resume_params(call.resume))
             # The backend's own x-mcp-header parameters (a fixed argument's too).
             own = call.tool.origin or call.tool

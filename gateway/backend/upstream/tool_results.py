@@ -23,6 +23,7 @@ __all__ = [
     "INVALID_ARGUMENTS_TEXT",
     "MISSING_CAPABILITY_CODE",
     "REJECTED_TEXT",
+    "TASKS_WITHHELD_TEXT",
     "TIMEOUT_TEXT",
     "TOO_LARGE_TEXT",
     "Outcome",
@@ -44,6 +45,7 @@ Outcome = Literal[
     "cancelled",
     "input_required",
     "exchange_failed",
+    "task",
 ]
 
 INVALID_ARGUMENTS_TEXT: Final = (
@@ -60,6 +62,11 @@ CAPABILITY_TEXT: Final = (
 """Legacy clients declared their capabilities in ``initialize``, which the stateless gateway
 answers itself and does not keep; an upstream -32021 for them is this tool error."""
 MISSING_CAPABILITY_CODE: Final = -32021
+TASKS_WITHHELD_TEXT: Final = (
+    "The tool runs only as a task, which the gateway does not allow for this call"
+)
+"""An upstream -32021 naming the tasks extension, for a client that declared it but whose call
+the gateway may not let become a task (the policy's ``tasks:``, or tasks off)."""
 
 # Keys the gateway owns on a CallToolResult: everything else the upstream sends is dropped.
 _PASSTHROUGH: Final = ("content", "structuredContent", "isError", "_meta")

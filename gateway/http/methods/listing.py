@@ -9,7 +9,8 @@ call's arguments and is false for this caller (:mod:`gateway.http.condition_gate
 prompts, resources, completions for this caller:
 :func:`gateway.http.methods.surface_lists.surface_capabilities`), with ``listChanged`` and
 ``resources.subscribe`` true exactly when this caller's ``subscriptions/listen`` would get them
-(:func:`gateway.http.subscriptions.subscription_plan.listen_capabilities`).
+(:func:`gateway.http.subscriptions.subscription_plan.listen_capabilities`), and the tasks extension
+(``capabilities.extensions``) when ``tasks:`` is on and some backend advertises it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from gateway.http.turn import (
 )
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import discover_result, tools_list_result
-from gateway.seams import Backend, Listening, listed
+from gateway.seams import Backend, Listening, TaskRelay, listed
 
 __all__ = ["Listing"]
 
@@ -43,7 +44,11 @@ class Listing:
         backend: Backend,
         listening: Listening | None = None,
         conditions: ConditionGate | None = None,
+        tasks: TaskRelay | None = None,
     ) -> None:
+        """``tasks``: the task relay when ``tasks:`` is on (the extension is advertised while
+        some backend advertises it)."""
+        self._tasks = tasks
         self._conditions = conditions or ConditionGate()
         self._config = config
         self._backend = backend
@@ -104,6 +109,7 @@ class Listing:
             listen=listen_capabilities(
                 turn.policy, turn.principal, self._listening, self._backend, turn.ctx.client_ip
             ),
+            tasks=self._tasks is not None and bool(self._tasks.task_backends()),
         )
         return bounded_success(message, result, self._cap)
 

@@ -25,6 +25,7 @@ from gateway.http.call_limits import CallLimits
 from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
 from gateway.http.methods.input_rounds import InputRounds
+from gateway.http.methods.task_creation import TaskCreation
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import BACKEND_GRACE_S, Route, Turn, check_expiry
 from gateway.observability.metrics import Metrics
@@ -38,6 +39,7 @@ from gateway.seams import (
     InputRequired,
     JsonObject,
     Resume,
+    TaskCreated,
     ToolCall,
     ToolDef,
 )
@@ -63,8 +65,11 @@ class ToolCalls:
         metrics: Metrics | None = None,
         decision_point: DecisionPoint | None = None,
         conditions: ConditionGate | None = None,
+        tasks: TaskCreation | None = None,
     ) -> None:
+        """``tasks``: the tasks extension's side of a call (None: no call becomes a task)."""
         self._backend = backend
+        self._tasks = tasks
         self._pdp = decision_point
         """``policy_external``: asked after everything local allowed (None: never asked)."""
         self._limits = limits
@@ -131,6 +136,9 @@ class ToolCalls:
                 raw, message, principal=principal, policy_version=policy.version,
                 resume=resume, ctx=ctx,
             )  # fmt: skip
+        elif isinstance(raw, TaskCreated):  # only ever for a call ToolCall.tasks allowed
+            assert self._tasks is not None
+            shaped = self._tasks.created(raw, principal, tool, ctx)
         else:
             if ctx.outcome is None:
                 ctx.outcome = "tool_error" if raw.get("isError") is True else "ok"
@@ -187,9 +195,12 @@ class ToolCalls:
             client_capabilities=message.client_capabilities if message.era == "modern" else {},
             resume=resume,
             caller_token=turn.caller_token if tool.backend in self.exchanging else None,
+            tasks=self._tasks is not None and self._tasks.may_create(message, turn.policy, tool),
         )
 
-    async def _call_backend(self, call: ToolCall, turn: Turn) -> JsonObject | InputRequired:
+    async def _call_backend(
+        self, call: ToolCall, turn: Turn
+    ) -> JsonObject | InputRequired | TaskCreated:
         """The backend call under the request deadline plus grace (earlier when draining)."""
         ctx = turn.ctx
         began = time.monotonic()

@@ -7,6 +7,8 @@ Each method family is one module contributing its :class:`~gateway.http.turn.Rou
 - :mod:`gateway.http.methods.tool_calls`: ``tools/call`` and the backend call;
 - :mod:`gateway.http.methods.surface`: the prompts, resources and completion methods;
 - :mod:`gateway.http.subscriptions.listen_route`: ``subscriptions/listen`` (a route that streams);
+- :mod:`gateway.http.methods.task_methods`: ``tasks/get``, ``tasks/update``, ``tasks/cancel``
+  (with ``tasks:`` on; a ``tools/call`` that becomes a task: ``methods/task_creation``);
 - :mod:`gateway.http.subscriptions.legacy_sessions`: legacy ``resources/subscribe`` /
   ``unsubscribe``.
 
@@ -29,6 +31,8 @@ from gateway.http.drain import DrainBound
 from gateway.http.methods.handshake import Handshake
 from gateway.http.methods.listing import Listing
 from gateway.http.methods.surface import SurfaceRoutes
+from gateway.http.methods.task_creation import TaskCreation, handles_for
+from gateway.http.methods.task_methods import TaskMethods
 from gateway.http.methods.tool_calls import ToolCalls
 from gateway.http.pipeline.batch_admission import admit_batch
 from gateway.http.progress import ProgressRelay
@@ -45,6 +49,7 @@ from gateway.seams import (
     Listening,
     PolicySource,
     RequestContext,
+    TaskRelay,
     ToolDef,
 )
 
@@ -69,14 +74,19 @@ class Dispatcher:
         detach: Callable[[RequestContext], None] | None = None,
         decision_point: DecisionPoint | None = None,
         legacy_sessions: bool = True,
+        tasks: TaskRelay | None = None,
     ) -> None:
         """``listening``: the backends' listen streams (``subscriptions/listen``; None: the
         method does not exist); ``policy``: the source whose reloads end streams; ``detach``:
         the endpoint's release of a request's in-flight slots (an acknowledged stream);
-        ``legacy_sessions``: legacy ``resources/subscribe`` is offered (with ``listening``)."""
+        ``legacy_sessions``: legacy ``resources/subscribe`` is offered (with ``listening``);
+        ``tasks``: the backends' tasks (with ``tasks:`` on, the tasks extension is relayed)."""
         self._backend = backend
         self._limits = limits
         conditions = ConditionGate(metrics)
+        handles = handles_for(config) if tasks is not None else None
+        self.tasks = tasks if handles is not None else None
+        """The task relay when tasks are on (``server/discover`` advertises the extension)."""
         tools = ToolCalls(
             config=config,
             backend=backend,
@@ -85,6 +95,7 @@ class Dispatcher:
             metrics=metrics,
             decision_point=decision_point,
             conditions=conditions,
+            tasks=TaskCreation(config, handles, metrics=metrics) if handles else None,
         )
         self.subscriptions = SubscriptionRoutes(
             limits=config.limits, backend=backend, listening=listening, policy=policy,
@@ -96,7 +107,11 @@ class Dispatcher:
         )  # fmt: skip
         self._routes: dict[str, Route] = {
             **Listing(
-                config=config, backend=backend, listening=listening, conditions=conditions
+                config=config,
+                backend=backend,
+                listening=listening,
+                conditions=conditions,
+                tasks=self.tasks,
             ).routes(),
             **Handshake(config=config, backend=backend, sessions=self.sessions).routes(),
             **tools.routes(),
@@ -112,6 +127,14 @@ class Dispatcher:
             **self.subscriptions.routes(),
             **self.sessions.routes(),
         }
+        if handles is not None and tasks is not None:
+            self._routes.update(
+                TaskMethods(
+                    config=config, handles=handles, relay=tasks, limits=limits,
+                    conditions=conditions, exchanging=tools.exchanging,
+                    decision_point=decision_point, metrics=metrics,
+                ).routes()
+            )  # fmt: skip
         self.exchanging = tools.exchanging
         """Backends whose credential exchanges the caller's token: only their calls carry it."""
 

@@ -79,6 +79,7 @@ from gateway.seams import (
     Principal,
     RateLimiter,
     RequestContext,
+    TaskRelay,
 )
 
 __all__ = ["PROXY_WARNING_INTERVAL_S", "McpEndpoint"]
@@ -117,10 +118,12 @@ class McpEndpoint:
         listening: Listening | None = None,
         decision_point: DecisionPoint | None = None,
         legacy_sessions: bool = True,
+        tasks: TaskRelay | None = None,
     ) -> None:
         """``legacy_sessions``: legacy subscriptions are offered (off in a worker of
         ``serve --workers N``, where the kernel spreads a session's connections over processes
-        that cannot see each other's sessions)."""
+        that cannot see each other's sessions); ``tasks``: the backends' tasks (relayed when
+        ``tasks:`` is on)."""
         self._config = config
         self._auth = authenticator
         self._policy = policy
@@ -160,7 +163,7 @@ class McpEndpoint:
             config=config, backend=backend, limits=self._limits, metrics=metrics,
             drain=self._drain, listening=listening, policy=policy, detach=self._detach,
             decision_point=decision_point,
-            legacy_sessions=self._sessions,
+            legacy_sessions=self._sessions, tasks=tasks,
         )  # fmt: skip
 
     def drain(self, deadline: float) -> None:

@@ -114,6 +114,16 @@ FILE_ERRORS = [
         "5:3: tools.a: duplicate key",
     ),
     (
+        "tasks that is not a boolean",
+        "tools:\n  a: {scopes: [], tasks: 'yes'}\n",
+        '4:19: tools.a.tasks: "yes" is not true or false',
+    ),
+    (
+        "tasks on a prompts rule",
+        "prompts:\n  p: {scopes: [], tasks: true}\n",
+        "4:19: prompts.p.tasks: tasks are a tools rule's setting (a tool call is a task)",
+    ),
+    (
         "YAML syntax error",
         "tools: [\n",
         "4:1: YAML syntax error: expected the node content, but found '<stream end>'",
@@ -357,6 +367,16 @@ class TestVersionHash:
         two = load_policy([reformatted.parent])
         assert one.version == two.version
         assert len(one.version) == 12 and int(one.version, 16) >= 0
+
+    def test_tasks_are_off_by_default_and_part_of_the_version(self, tmp_path: Path) -> None:
+        one = load_policy([write_text(tmp_path / "one.yaml", self.BODY)])
+        assert not one.allows_tasks("notes")
+        tasks = self.BODY.replace("rate_limit: 3/minute", "rate_limit: 3/minute, tasks: true")
+        two = load_policy([write_text(tmp_path / "two.yaml", tasks)])
+        assert two.allows_tasks("notes") and not two.allows_tasks("echo")
+        assert one.version != two.version
+        off = tasks.replace("tasks: true", "tasks: false")
+        assert load_policy([write_text(tmp_path / "off.yaml", off)]).version == one.version
 
     def test_any_change_of_meaning_changes_the_version(self, tmp_path: Path) -> None:
         one = load_policy([write_text(tmp_path / "one.yaml", self.BODY)])
