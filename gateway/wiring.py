@@ -40,7 +40,7 @@ from gateway.observability.audit import AuditSink
 from gateway.observability.events import policy_reload_reporter
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
 from gateway.policy.issuers import issuer_warnings
 from gateway.policy.model import PolicySet

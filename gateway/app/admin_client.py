@@ -26,7 +26,8 @@ from gateway.app.admin import REVOKE_PATH
 from gateway.auth.revocation_key import revocation_target
 from gateway.config.loader import load_ops_access
 from gateway.errors import ConfigError
-from gateway.outbound import OutboundError, post_json_once
+from gateway.outbound.client import post_json_once
+from gateway.outbound.failures import OutboundError
 
 __all__ = ["ADMIN_TOKEN_ENV", "register"]
 

@@ -29,7 +29,8 @@ from gateway.observability.audit_chain import public_jwk
 from gateway.observability.audit_events import seq_span
 from gateway.observability.audit_verify import Keys, Report, read_files, verify_files
 from gateway.observability.lines import printable
-from gateway.outbound import Destination, Outbound, OutboundError
+from gateway.outbound.client import Destination, Outbound
+from gateway.outbound.failures import OutboundError
 
 __all__ = ["load_jwks", "load_pem_key", "register"]
 

@@ -50,7 +50,7 @@ from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.policy.loader import load_policy
 
 __all__ = ["DEFAULT_LOCK", "Live", "check_lock", "fetch_live", "register"]

@@ -18,7 +18,7 @@ from gateway.config import Config
 from gateway.observability.audit import AuditSink
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.seams import Authenticator, Backend, Observer, PolicySource, RateLimiter
 
 __all__ = ["CONFIG", "SERVICES", "Readiness", "ReadinessCheck", "Services"]

@@ -32,15 +32,15 @@ from joserfc.jwk import ECKey, RSAKey
 
 from gateway.config import IssuerConfig
 from gateway.jsonkit.read import JsonError, answer, is_json, loads_object, peer_limits
-from gateway.outbound import (
-    Outbound,
+from gateway.outbound.client import Outbound
+from gateway.outbound.client_auth import ASSERTION_LIFETIME_S, ClientAuthentication
+from gateway.outbound.failures import (
     OutboundConnectionError,
     OutboundError,
     OutboundRedirect,
     OutboundTimeout,
     ResponseTooLarge,
 )
-from gateway.outbound.client_auth import ASSERTION_LIFETIME_S, ClientAuthentication
 
 __all__ = [
     "ASSERTION_LIFETIME_S",

@@ -30,7 +30,8 @@ from yarl import URL
 
 from gateway.config import IssuerConfig, is_loopback_url
 from gateway.jsonkit.read import JsonError, answer, peer_limits
-from gateway.outbound import Outbound, OutboundError
+from gateway.outbound.client import Outbound
+from gateway.outbound.failures import OutboundError
 
 __all__ = [
     "MAX_METADATA_BYTES",

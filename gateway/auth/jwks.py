@@ -42,7 +42,8 @@ from gateway.config import IssuerConfig
 from gateway.jsonkit.read import JsonError, answer, loads_object, peer_limits
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Outbound, OutboundError
+from gateway.outbound.client import Outbound
+from gateway.outbound.failures import OutboundError
 from gateway.retry import backoff_s, sleep_or_wake
 from gateway.tasks import Background
 

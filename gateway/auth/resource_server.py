@@ -49,7 +49,7 @@ from gateway.limits.keys import client_key
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.logging import emit_info, get_logger
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Destination, Outbound
+from gateway.outbound.client import Destination, Outbound
 from gateway.seams import (
     AUTH_METHODS,
     AuthRequest,

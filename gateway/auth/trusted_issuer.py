@@ -32,7 +32,7 @@ from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken, IssuerUnavailable
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.retry import backoff_s
 from gateway.seams import Principal
 from gateway.tasks import Background

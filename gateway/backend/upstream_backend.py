@@ -53,7 +53,7 @@ from gateway.errors import InvalidRequestState
 from gateway.jsonkit.write import plain_copy
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Destination, Outbound
+from gateway.outbound.client import Destination, Outbound
 from gateway.seams import (
     CallerToken,
     InputRequired,

@@ -24,7 +24,8 @@ from gateway.dev.dpop_proofs import sign_proof
 from gateway.errors import ConfigError
 from gateway.jsonkit.read import loads
 from gateway.observability.logging import configure
-from gateway.outbound import OutboundError, post_json_once
+from gateway.outbound.client import post_json_once
+from gateway.outbound.failures import OutboundError
 
 __all__ = ["log_settings", "register"]
 

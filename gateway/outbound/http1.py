@@ -27,7 +27,7 @@ the 3xx and :mod:`gateway.outbound` refuses it). What it must do right, it does 
 
 This module holds the connections and the pool; the message syntax (building request heads,
 parsing response heads, framing and bodies) is :mod:`gateway.outbound.http1_codec`. Deadlines,
-size caps and the error vocabulary stay with :class:`gateway.outbound.Outbound`, which wraps
+size caps and the error vocabulary stay with :class:`gateway.outbound.client.Outbound`, which wraps
 every exchange in one deadline (:mod:`gateway.deadlines`).
 """
 

@@ -46,7 +46,8 @@ from gateway.jsonkit.read import JsonError, answer
 from gateway.jsonkit.write import compact
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Destination, Outbound, OutboundError
+from gateway.outbound.client import Destination, Outbound
+from gateway.outbound.failures import OutboundError
 from gateway.policy.glob import Glob
 from gateway.policy.uri import normalize_uri
 from gateway.seams import AccessQuestion, Principal, RequestContext

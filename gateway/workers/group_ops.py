@@ -35,7 +35,8 @@ from gateway.jsonkit.write import compact
 from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import OPENMETRICS, GroupMetrics, parse_exposition
 from gateway.observability.logging import get_logger
-from gateway.outbound import Destination, Outbound, OutboundConnectionError, OutboundError
+from gateway.outbound.client import Destination, Outbound
+from gateway.outbound.failures import OutboundConnectionError, OutboundError
 from gateway.state.revocation import MAX_LOCAL
 from gateway.workers.runtime import write_revocations
 from gateway.workers.slot import Slot

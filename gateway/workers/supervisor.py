@@ -41,7 +41,7 @@ from gateway.config import Config
 from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import GroupMetrics
 from gateway.observability.logging import get_logger
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.workers.group_ops import Group, GroupRevocations, build_group_ops_app
 from gateway.workers.runtime import socket_path, write_revocations
 from gateway.workers.slot import DEFAULT_RESTART_POLICY, RestartPolicy, Slot

@@ -41,7 +41,7 @@ from gateway.auth.resource_server import ResourceServer  # noqa: E402
 from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig, Secret  # noqa: E402
 from gateway.dev.issuer_keys import DevKeySet, KeyKind  # noqa: E402
 from gateway.observability.metrics import Metrics  # noqa: E402
-from gateway.outbound import Outbound  # noqa: E402
+from gateway.outbound.client import Outbound  # noqa: E402
 from gateway.seams import AuthRequest  # noqa: E402
 
 ISSUER = "https://id.example.com"

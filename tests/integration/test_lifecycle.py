@@ -21,7 +21,9 @@ from aiohttp import web
 
 from gateway.app import GatewayServer, Services
 from gateway.config import Config, Listen, load_config
-from gateway.outbound import Destination, Outbound, OutboundConnectionError, Response
+from gateway.outbound.client import Destination, Outbound
+from gateway.outbound.failures import OutboundConnectionError
+from gateway.outbound.responses import Response
 from tests.support.serve_process import serve_process
 
 ROOT = Path(__file__).resolve().parents[2]

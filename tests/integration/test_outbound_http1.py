@@ -19,9 +19,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from gateway.outbound import (
-    Destination,
-    Outbound,
+from gateway.outbound.client import Destination, Outbound
+from gateway.outbound.failures import (
     OutboundConnectionError,
     OutboundInvalidRequest,
     OutboundRedirect,

@@ -16,7 +16,7 @@ import pytest
 
 from gateway.config import PdpCredential, PolicyExternalConfig, Secret, load_config
 from gateway.errors import ExternalPolicyDenied, PolicyUnavailable
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
 from gateway.seams import AccessQuestion, Principal, RequestContext
 from gateway.wiring import build_services

@@ -40,8 +40,9 @@ from gateway.config import (
 )
 from gateway.jsonkit.read import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
-from gateway.outbound import Outbound, OutboundError
+from gateway.outbound.client import Outbound
 from gateway.outbound.client_auth import ClientAuthentication
+from gateway.outbound.failures import OutboundError
 
 __all__ = [
     "DEFAULT_EXPIRES_IN_S",
@@ -58,7 +59,7 @@ __all__ = [
 ]
 
 TOKEN_DESTINATION: Final = "token"  # noqa: S105 - a destination name, not a secret
-"""The :class:`gateway.outbound.Destination` name used for the issuer's token endpoint."""
+"""The :class:`gateway.outbound.client.Destination` name used for the issuer's token endpoint."""
 DEFAULT_EXPIRES_IN_S: Final = 300
 """Lifetime assumed when the token response has no ``expires_in`` (RFC 6749 §5.1: RECOMMENDED)."""
 _MAX_TOKEN_RESPONSE: Final = 65_536

@@ -57,7 +57,8 @@ from gateway.flights import SingleFlight
 from gateway.jsonkit.read import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Outbound, OutboundError
+from gateway.outbound.client import Outbound
+from gateway.outbound.failures import OutboundError
 from gateway.seams import CallerToken, Principal, RequestContext
 
 __all__ = ["EXCHANGE_RETRY_AFTER_S", "MAX_EXCHANGED", "Exchanged", "TokenExchange"]

@@ -27,7 +27,7 @@ from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.rpc import UpstreamFault, decode_json, encode_json
 from gateway.backend.upstream.sse_parser import SseError, SseParser
 from gateway.deadlines import deadline_at
-from gateway.outbound import OutboundError, OutboundTimeout
+from gateway.outbound.failures import OutboundError, OutboundTimeout
 from gateway.seams import ListenEvent, ListenFilter, ListenRefused
 
 __all__ = ["LISTEN_DESTINATION_SUFFIX", "CallerListen", "open_caller_listen"]

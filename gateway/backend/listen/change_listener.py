@@ -33,7 +33,7 @@ from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.rpc import LIST_CHANGED, UpstreamFault, decode_json, encode_json
 from gateway.backend.upstream.sse_parser import SseError, SseParser
 from gateway.observability.logging import get_logger
-from gateway.outbound import OutboundError, OutboundTimeout
+from gateway.outbound.failures import OutboundError, OutboundTimeout
 from gateway.tasks import Background
 
 __all__ = [

@@ -37,7 +37,9 @@ from gateway.backend.upstream.tool_headers import encode_header_value
 from gateway.config import DEFAULT_BACKEND
 from gateway.errors import JsonRpcId
 from gateway.observability.logging import get_logger
-from gateway.outbound import Outbound, OutboundError, StreamingResponse
+from gateway.outbound.client import Outbound
+from gateway.outbound.failures import OutboundError
+from gateway.outbound.responses import StreamingResponse
 
 __all__ = ["Prepare", "UpstreamLink"]
 

@@ -22,15 +22,15 @@ from gateway.backend.upstream.sse_parser import SseError, SseParser, SseTooLarge
 from gateway.errors import JsonRpcId
 from gateway.jsonkit.read import UNBOUNDED, JsonError, loads, peer_limits
 from gateway.jsonkit.write import compact
-from gateway.outbound import (
-    Outbound,
+from gateway.outbound.client import Outbound
+from gateway.outbound.failures import (
     OutboundConnectionError,
     OutboundError,
     OutboundRedirect,
     OutboundTimeout,
     ResponseTooLarge,
-    StreamingResponse,
 )
+from gateway.outbound.responses import StreamingResponse
 
 __all__ = [
     "LIST_CHANGED",
@@ -49,7 +49,7 @@ LIST_CHANGED: Final = "notifications/tools/list_changed"
 
 
 def backend_destination(backend: str) -> str:
-    """The :class:`gateway.outbound.Destination` of one backend: a pool of its own, so a slow
+    """The :class:`gateway.outbound.client.Destination` of one backend: a pool of its own, so a slow
     backend cannot hold the connections another one needs."""
     return f"backend:{backend}"
 

@@ -10,7 +10,7 @@ import pytest
 from gateway.auth.resource_server import ResourceServer
 from gateway.limits.memory import MemoryRateLimiter
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from tests.support.auth import FakeClock, MakeRS, make_config
 from tests.support.test_issuer import IssuerStub
 

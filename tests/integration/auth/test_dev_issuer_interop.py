@@ -19,7 +19,7 @@ from gateway.auth.resource_server import ResourceServer
 from gateway.config import CacheConfig, Secret
 from gateway.dev.dev_issuer import DevIssuer
 from gateway.errors import InvalidToken
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.seams import AuthRequest
 from tests.support.auth import RESOURCE, FakeClock, make_config
 from tests.support.test_issuer import IssuerStub, generate_rsa_key

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from gateway.auth.jwks import MAX_JWKS_BYTES, JwksCache
 from gateway.config import IssuerConfig
 from gateway.dev.issuer_keys import DevKeySet, JwksPublisher
-from gateway.outbound import Destination, Outbound
+from gateway.outbound.client import Destination, Outbound
 from tests.support.live_stack import ServerFactory
 
 

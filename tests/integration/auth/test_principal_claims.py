@@ -15,7 +15,7 @@ import pytest
 from gateway.auth.resource_server import ResourceServer
 from gateway.config import Secret
 from gateway.dev.dev_issuer import DevIssuer
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.seams import AuthRequest
 from tests.support.auth import RESOURCE, make_config
 from tests.support.test_issuer import IssuerStub

@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestServer
 from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import Config
 from gateway.observability.metrics import Metrics
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from tests.support.upstreams import LegacyUpstream, ModernUpstream
 
 ServerFactory = Callable[..., Awaitable[TestServer]]

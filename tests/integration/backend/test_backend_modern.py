@@ -12,7 +12,7 @@ import pytest
 from gateway.backend.upstream.rpc import backend_destination
 from gateway.backend.upstream.tool_results import INVALID_ARGUMENTS_TEXT
 from gateway.config import Limits
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.seams import ToolCall
 from tests.integration.backend.helpers import context, make_config, principal
 from tests.support.upstreams import ModernUpstream, echo_tool

@@ -26,7 +26,7 @@ from gateway.backend.catalog.lock_file import EMPTY_LOCK, load_lock, write_lock
 from gateway.backend.catalog.lock_watch import CatalogLock
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.upstream_backend import UpstreamBackend
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.seams import ToolOverride
 from tests.support.catalog_lock import (
     catalog_cli,

@@ -22,7 +22,7 @@ import pytest
 import structlog
 
 from gateway.dev.dev_issuer import DevIssuer
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from tests.support.assertion_verifier import write_key
 from tests.support.exchange_stack import exchange_stack
 from tests.support.live_stack import ServerFactory

@@ -16,7 +16,7 @@ from gateway.auth.jwt_verifier import JwtVerifier
 from gateway.config import IssuerConfig, RolesConfig
 from gateway.dev.issuer_keys import DevKeySet, b64url
 from gateway.errors import InvalidToken, IssuerUnavailable
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 
 ISSUER = "https://id.example.com"
 RESOURCE = "https://mcp.example.com/mcp"

@@ -11,7 +11,7 @@ from gateway.backend.catalog.tool_catalog import ToolCatalog, build_catalog
 from gateway.backend.federation import Collision, FederatedBackend, Part, merge_catalogs
 from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig, Secret
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.seams import Principal, RequestContext, ToolCall, ToolDef
 
 

@@ -21,7 +21,7 @@ from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.cli import main
 from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig, Secret
 from gateway.errors import AmbiguousResourceUri, ConfigError
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.policy import uri as uri_module
 from gateway.policy.loader import load_policy
 from gateway.policy.uri import compile_pattern, normalize_uri, resource_uri, template_pattern

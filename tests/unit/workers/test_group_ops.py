@@ -9,7 +9,7 @@ from typing import Any
 from gateway.backend.credentials.assertion_keys import GatewayKeys
 from gateway.config import load_config
 from gateway.observability.group_metrics import GroupMetrics
-from gateway.outbound import Outbound
+from gateway.outbound.client import Outbound
 from gateway.workers.group_ops import (
     Group,
     GroupRevocations,
