@@ -22,6 +22,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.live_stack import MODERN, ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -36,13 +37,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: [tools:echo]}
-  regional: {scopes: [tools:echo]}
-"""
+POLICY = policy_text(tools={"echo": "tools:echo", "regional": "tools:echo"})
 
 REGIONAL = echo_tool("regional")
 REGIONAL["inputSchema"]["properties"]["region"] = {"type": "string", "x-mcp-header": "Region"}

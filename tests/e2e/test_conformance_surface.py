@@ -27,6 +27,7 @@ import pytest
 from aiohttp import web
 
 from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.sdk_upstream import sdk_upstream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,19 +56,16 @@ def cli(directory: Path) -> list[str]:
     return ["node", str(patched)]
 
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  "*": {scopes: []}
-prompts:
-  "test_*": {scopes: []}
-resources:
-  "test://static-text": {scopes: []}
-  "test://static-binary": {scopes: []}
-  "test://template/**": {scopes: []}
-  "test://nonexistent-resource-for-conformance-testing": {scopes: []}
-"""
+POLICY = policy_text(
+    tools={"*": ""},
+    prompts={"test_*": ""},
+    resources={
+        "test://static-text": "",
+        "test://static-binary": "",
+        "test://template/**": "",
+        "test://nonexistent-resource-for-conformance-testing": "",
+    },
+)
 
 SCENARIOS = tuple(
     os.environ.get(

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, TokenServer, echo_tool
 
 __all__ = [
@@ -37,13 +38,7 @@ __all__ = [
 
 DOCS_SECRET = "docs-service-secret"
 TICKETS_CLIENT_SECRET = "tickets-client-secret"
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  "docs__*": {scopes: [docs:read]}
-  "tickets__*": {scopes: [tickets:write]}
-"""
+POLICY = policy_text(tools={"docs__*": "docs:read", "tickets__*": "tickets:write"})
 ALL_SCOPES = "mcp:access docs:read tickets:write"
 
 

@@ -24,6 +24,7 @@ from gateway.app import GatewayServer
 from gateway.config import Config
 from gateway.dev.dev_issuer import DevIssuer
 from tests.support.mcp_client import LEGACY, MODERN, McpTestClient, modern_meta
+from tests.support.policy import policy_text
 from tests.support.upstreams import LegacyUpstream, ModernUpstream
 from tests.support.wired import wired_gateway
 
@@ -42,12 +43,7 @@ __all__ = [
 SERVICE = "service-secret"
 GATEWAY_SECRET = "live-stack-introspection-secret"
 OTHER_SECRET = "other-introspection-secret"
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: [tools:echo]}
-"""
+POLICY = policy_text(tools={"echo": "tools:echo"})
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 Upstream = ModernUpstream | LegacyUpstream

@@ -10,7 +10,7 @@ from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
 from gateway.seams import Principal
 
-__all__ = ["ISSUER", "minimal_config", "policy_from", "who", "write_text"]
+__all__ = ["ISSUER", "minimal_config", "policy_from", "policy_text", "who", "write_text"]
 
 ISSUER = "https://id.example.com"
 """The issuer of :func:`who`'s principals, and the first (only) one :func:`policy_from` loads
@@ -22,6 +22,19 @@ def write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
     return path
+
+
+def policy_text(*, baseline: str = "mcp:access", **sections: dict[str, str]) -> str:
+    """A policy file: ``baseline`` scopes, and per section (``tools``, ``prompts``,
+    ``resources``) each name or pattern with the scopes it needs (space-separated)."""
+    lines = ["version: 1", f"baseline_scopes: [{', '.join(baseline.split())}]"]
+    for section, rules in sections.items():
+        lines.append(f"{section}:")
+        lines += [
+            f'  "{name}": {{scopes: [{", ".join(scopes.split())}]}}'
+            for name, scopes in rules.items()
+        ]
+    return "\n".join(lines) + "\n"
 
 
 def minimal_config(

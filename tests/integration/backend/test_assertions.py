@@ -29,16 +29,10 @@ from tests.support.assertion_verifier import (
     write_key,
 )
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.upstreams import echo_tool
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: [tools:echo]}
-  shout: {scopes: [tools:echo]}
-  "docs__*": {scopes: [tools:echo]}
-"""
+POLICY = policy_text(tools={"echo": "tools:echo", "shout": "tools:echo", "docs__*": "tools:echo"})
 RESOURCE = "https://mcp.example.test/mcp"
 
 

@@ -15,14 +15,10 @@ from gateway.backend.catalog.hygiene import ELLIPSIS
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.upstream_backend import UpstreamBackend
 from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.upstreams import ModernUpstream, echo_tool
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  "*": {scopes: [tools:echo]}
-"""
+POLICY = policy_text(tools={"*": "tools:echo"})
 CAP = 100
 
 

@@ -39,20 +39,12 @@ from tests.support.catalog_lock import (
 )
 from tests.support.federation import federated_stack
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.serve_process import run_command
 from tests.support.upstreams import ModernUpstream, echo_tool
 from tests.support.wired import wired_gateway
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  "*": {scopes: [tools:echo]}
-prompts:
-  "*": {scopes: []}
-resources:
-  "tmpl://notes/*": {scopes: []}
-"""
+POLICY = policy_text(tools={"*": "tools:echo"}, prompts={"*": ""}, resources={"tmpl://notes/*": ""})
 ROOT = Path(__file__).resolve().parents[3]
 VOLATILE = {"date", "x-request-id", "content-length"}
 
@@ -566,15 +558,14 @@ async def test_a_changed_template_is_held_and_allow_only_reports(
             assert len(flagged) == (1 if mode == "hold" else 0), flagged
 
 
-EXACT_POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: [tools:echo]}
-  search: {scopes: [tools:echo]}
-  stable: {scopes: [tools:echo]}
-  ghost: {scopes: [tools:echo]}
-"""
+EXACT_POLICY = policy_text(
+    tools={
+        "echo": "tools:echo",
+        "search": "tools:echo",
+        "stable": "tools:echo",
+        "ghost": "tools:echo",
+    }
+)
 
 
 async def test_review_needs_no_issuer_secret_and_a_held_tool_is_no_policy_mistake(

@@ -20,20 +20,14 @@ from gateway.backend.catalog.lock_file import OUTDATED, dump_lock, load_lock
 from gateway.backend.catalog.pinning import Item, digest
 from tests.support.catalog_lock import catalog_cli, eventually, listed, member, names, pin_first
 from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.upstreams import ModernUpstream, echo_tool
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  "*": {scopes: [tools:echo]}
-prompts:
-  "*": {scopes: []}
-resources:
-  "tmpl://notes/*": {scopes: []}
-  "tmpl://files/*": {scopes: []}
-  "tmpl://other/*": {scopes: []}
-"""
+POLICY = policy_text(
+    tools={"*": "tools:echo"},
+    prompts={"*": ""},
+    resources={"tmpl://notes/*": "", "tmpl://files/*": "", "tmpl://other/*": ""},
+)
 GATEWAY = {"catalog": {"lock": "catalog.lock.yaml", "poll_s": 0.1}}
 
 

@@ -34,6 +34,7 @@ from gateway.http.subscriptions import legacy_sessions
 from tests.support import sdk_stack as shared
 from tests.support import wired
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.sdk_stack import Heard, legacy_client, listeners, sdk_stack
 from tests.support.sdk_upstream import SdkUpstream
 from tests.support.upstreams import ModernUpstream
@@ -41,15 +42,10 @@ from tests.support.upstreams import ModernUpstream
 # The SDK marks resources/subscribe deprecated (removed in 2026-07-28); these are 2025 clients.
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: [tools:echo]}
-resources:
-  "docs://guide/**": {scopes: [docs:read]}
-  "docs://private/**": {scopes: [docs:admin]}
-"""
+POLICY = policy_text(
+    tools={"echo": "tools:echo"},
+    resources={"docs://guide/**": "docs:read", "docs://private/**": "docs:admin"},
+)
 NO_GUIDE = POLICY.replace('  "docs://guide/**": {scopes: [docs:read]}\n', "")
 GUIDE = "docs://guide/intro"
 KEYS = "docs://private/keys"

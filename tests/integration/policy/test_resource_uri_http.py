@@ -27,21 +27,19 @@ from mcp.server.subscriptions import ResourceUpdated
 from gateway.policy.loader import load_policy
 from gateway.policy.uri import normalize_uri
 from tests.support.live_stack import MODERN, LiveStack, ServerFactory, live_stack, modern_meta
-from tests.support.policy import who, write_text
+from tests.support.policy import policy_text, who, write_text
 from tests.support.sdk_stack import next_event, sdk_client, sdk_stack
 from tests.support.upstreams import ModernUpstream
 
-FEDERATION_POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  "*": {scopes: []}
-resources:
-  "mcp-gw://alpha/**": {scopes: []}
-  "mcp-gw://alpha/rt://secret/**": {scopes: [secret:read]}
-  "mcp-gw://alpha/file:///docs/private/**": {scopes: [docs:admin]}
-  "mcp-gw://beta/**": {scopes: []}
-"""
+FEDERATION_POLICY = policy_text(
+    tools={"*": ""},
+    resources={
+        "mcp-gw://alpha/**": "",
+        "mcp-gw://alpha/rt://secret/**": "secret:read",
+        "mcp-gw://alpha/file:///docs/private/**": "docs:admin",
+        "mcp-gw://beta/**": "",
+    },
+)
 DOCS_POLICY = """
 version: 1
 baseline_scopes: [mcp:access]
@@ -240,15 +238,9 @@ async def test_whatever_a_client_sends_a_backend_gets_only_a_normal_form_the_pol
     await asyncio.to_thread(check)
 
 
-SUBSCRIBE_POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: []}
-resources:
-  "docs://guide/**": {scopes: []}
-  "docs://private/**": {scopes: [docs:admin]}
-"""
+SUBSCRIBE_POLICY = policy_text(
+    tools={"echo": ""}, resources={"docs://guide/**": "", "docs://private/**": "docs:admin"}
+)
 LISTEN = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"}
 
 

@@ -23,20 +23,15 @@ from prometheus_client import generate_latest
 
 from gateway.errors import RATE_LIMITED_CODE
 from tests.support.live_stack import MODERN, LiveStack, ServerFactory, modern_meta
+from tests.support.policy import policy_text
 from tests.support.sdk_stack import eventually, listeners, next_event, quiet, sdk_client, sdk_stack
 from tests.support.sdk_upstream import SdkUpstream
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: [tools:echo]}
-prompts:
-  greet: {scopes: []}
-resources:
-  "docs://guide/**": {scopes: [docs:read]}
-  "docs://private/**": {scopes: [docs:admin]}
-"""
+POLICY = policy_text(
+    tools={"echo": "tools:echo"},
+    prompts={"greet": ""},
+    resources={"docs://guide/**": "docs:read", "docs://private/**": "docs:admin"},
+)
 NO_GUIDE = POLICY.replace('  "docs://guide/**": {scopes: [docs:read]}\n', "")
 GUIDE = "docs://guide/intro"
 KEYS = "docs://private/keys"

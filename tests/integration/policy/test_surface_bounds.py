@@ -18,18 +18,10 @@ from typing import Any
 import pytest
 
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.upstreams import LegacyUpstream, ModernUpstream
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: []}
-prompts:
-  "*": {scopes: []}
-resources:
-  "file:///**": {scopes: []}
-"""
+POLICY = policy_text(tools={"echo": ""}, prompts={"*": ""}, resources={"file:///**": ""})
 
 CAP = 4096
 URI = "file:///data/a.txt"

@@ -17,21 +17,15 @@ from typing import Any
 import pytest
 
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.policy import policy_text
 from tests.support.sdk_stack import backend_settings, federated_sdk_stack
 from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  "*": {scopes: []}
-prompts:
-  "docs__*": {scopes: []}
-  "wiki__greet": {scopes: []}
-resources:
-  "mcp-gw://docs/docs://guide/**": {scopes: []}
-  "mcp-gw://wiki/**": {scopes: [wiki:read]}
-"""
+POLICY = policy_text(
+    tools={"*": ""},
+    prompts={"docs__*": "", "wiki__greet": ""},
+    resources={"mcp-gw://docs/docs://guide/**": "", "mcp-gw://wiki/**": "wiki:read"},
+)
 
 
 @pytest.fixture

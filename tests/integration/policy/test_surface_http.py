@@ -21,21 +21,15 @@ from mcp.types import PromptReference, ResourceTemplateReference
 
 from gateway.errors import FORBIDDEN_CODE
 from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.policy import policy_text
 from tests.support.sdk_stack import sdk_client, sdk_stack
 from tests.support.sdk_upstream import LOGO, SdkUpstream
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: []}
-prompts:
-  greet: {scopes: []}
-  secret_plan: {scopes: [plans:read]}
-resources:
-  "docs://guide/**": {scopes: [docs:read]}
-  "docs://private/**": {scopes: [docs:admin]}
-"""
+POLICY = policy_text(
+    tools={"echo": ""},
+    prompts={"greet": "", "secret_plan": "plans:read"},
+    resources={"docs://guide/**": "docs:read", "docs://private/**": "docs:admin"},
+)
 
 MODES = pytest.mark.parametrize(
     ("mode", "version"),

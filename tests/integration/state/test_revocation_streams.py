@@ -20,18 +20,14 @@ import aiohttp
 import pytest
 
 from tests.support.live_stack import MODERN, ServerFactory, live_stack, modern_meta
+from tests.support.policy import policy_text
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import replica_stack
 from tests.support.upstreams import ModernUpstream
 
 __all__ = ["redis_server"]
 
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  echo: {scopes: []}
-"""
+POLICY = policy_text(tools={"echo": ""})
 ADMIN = "streams-admin-token-0123456789abcdef0123"
 LEGACY = "2025-11-25"
 LISTEN = {

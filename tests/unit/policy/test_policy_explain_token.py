@@ -13,18 +13,12 @@ from typing import Any
 import pytest
 
 from gateway.cli import main
-from tests.support.policy import write_text
+from tests.support.policy import policy_text, write_text
 
 API = "api://66666666-7777-8888-9999-000000000000/"
 ENTRA = "https://login.microsoftonline.com/11111111-2222-3333-4444-555555555555/v2.0"
 KEYCLOAK = "https://keycloak.example.com/realms/services"
-POLICY = """
-version: 1
-baseline_scopes: [mcp:access]
-tools:
-  search_notes: {scopes: [notes:read]}
-  create_note: {scopes: [notes:write]}
-"""
+POLICY = policy_text(tools={"search_notes": "notes:read", "create_note": "notes:write"})
 
 
 @pytest.fixture(autouse=True)
