@@ -12,6 +12,7 @@ import dataclasses
 import io
 import json
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +25,16 @@ from gateway.dev.dev_issuer import DevIssuer
 from gateway.wiring import build_services
 from tests.support.jwt_forge import access_claims
 from tests.support.jwt_stack import jwt_stack
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.serve_process import gateway_config, write_config
+
+
+@pytest.fixture
+async def stack(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[LiveStack]:
+    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as running:
+        yield running
 
 
 def lines(buffer: io.StringIO, event: str) -> list[dict[str, Any]]:
@@ -34,17 +43,13 @@ def lines(buffer: io.StringIO, event: str) -> list[dict[str, Any]]:
 
 
 async def test_the_gateways_own_token_type_message_is_not_mangled_by_redaction(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    json_log: io.StringIO,
+    stack: LiveStack, json_log: io.StringIO
 ) -> None:
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
-        token = stack.token()
-        # A refresh token presented as a bearer: the issuer says token_type "refresh_token".
-        record = stack.issuer.store.tokens[token]
-        stack.issuer.store.tokens[token] = dataclasses.replace(record, kind="refresh_token")
-        status, _, _ = await stack.modern(token, "tools/list")
+    token = stack.token()
+    # A refresh token presented as a bearer: the issuer says token_type "refresh_token".
+    record = stack.issuer.store.tokens[token]
+    stack.issuer.store.tokens[token] = dataclasses.replace(record, kind="refresh_token")
+    status, _, _ = await stack.modern(token, "tools/list")
     assert status == 401
     (rejected,) = lines(json_log, "token_rejected")
     assert rejected["reason"] == "token_type is not an access token this issuer accepts"
@@ -91,19 +96,15 @@ async def test_an_issuer_mismatch_names_the_issuer_the_metadata_declared(
 
 
 async def test_token_rejected_lines_carry_the_request_id_also_from_the_negative_cache(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    json_log: io.StringIO,
+    stack: LiveStack, json_log: io.StringIO
 ) -> None:
     # The line is rendered directly (not through structlog's chain) on this hot path: it must
     # still carry what every line of a request carries, and never the token.
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
-        token = stack.token()
-        assert stack.issuer.revoke(token)
-        for _ in range(2):  # introspected, then a negative-cache hit
-            status, _, _ = await stack.modern(token, "tools/list")
-            assert status == 401
+    token = stack.token()
+    assert stack.issuer.revoke(token)
+    for _ in range(2):  # introspected, then a negative-cache hit
+        status, _, _ = await stack.modern(token, "tools/list")
+        assert status == 401
     rejected = lines(json_log, "token_rejected")
     access = [line for line in lines(json_log, "mcp.request") if line["status"] == 401]
     assert [line["reason"] for line in rejected] == [

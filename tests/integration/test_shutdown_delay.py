@@ -20,7 +20,8 @@ import aiohttp
 import pytest
 
 from gateway.dev.dev_issuer import DevIssuer
-from tests.support.live_stack import MODERN, ServerFactory, modern_meta
+from tests.support.live_stack import ServerFactory
+from tests.support.mcp_client import modern_body, modern_headers
 from tests.support.raw_http import RawResponse, parse_response, request_bytes
 from tests.support.serve_process import ServeProcess, gateway_config, serve_process, write_config
 from tests.support.upstreams import ModernUpstream
@@ -58,19 +59,7 @@ async def ready(session: aiohttp.ClientSession, ops: str) -> int:
 async def tools_list(mcp_url: str, token: str) -> int:
     # A fresh connection each time: what a load balancer still routing here would open.
     async with aiohttp.ClientSession() as session:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "tools/list",
-            "params": {"_meta": modern_meta()},
-        }
-        headers = {
-            "Authorization": f"Bearer {token}",
-            "Content-Type": "application/json",
-            "Accept": "application/json",
-            "MCP-Protocol-Version": MODERN,
-            "Mcp-Method": "tools/list",
-        }
+        body, headers = modern_body("tools/list"), modern_headers(token, "tools/list")
         async with session.post(mcp_url, json=body, headers=headers) as response:
             await response.read()
             return response.status
@@ -145,16 +134,8 @@ async def test_without_a_delay_the_listener_stops_at_once(
 
 def tools_list_bytes(token: str) -> bytes:
     """A kept-alive ``tools/list`` (no ``Connection: close``), as a proxy's pooled request."""
-    body = json.dumps(
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": modern_meta()}}
-    ).encode()
-    headers = {
-        "Authorization": f"Bearer {token}",
-        "Content-Type": "application/json",
-        "Accept": "application/json",
-        "MCP-Protocol-Version": MODERN,
-        "Mcp-Method": "tools/list",
-    }
+    body = json.dumps(modern_body("tools/list")).encode()
+    headers = modern_headers(token, "tools/list")
     return request_bytes(headers, body, close=False)
 
 

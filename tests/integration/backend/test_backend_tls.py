@@ -89,15 +89,20 @@ def pki(tmp_path: Path) -> Path:
     return tmp_path
 
 
-async def test_the_gateway_presents_its_client_certificate_to_an_mtls_upstream(
-    pki: Path, aiohttp_server, backend_factory
-) -> None:
+async def _mtls_upstream(pki: Path, aiohttp_server) -> tuple[ModernUpstream, str]:
+    """An upstream that requires a client certificate from the test CA, and its URL."""
     server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=pki / "ca.crt")
     server_ssl.load_cert_chain(pki / "server.crt", pki / "server.key")
     server_ssl.verify_mode = ssl.CERT_REQUIRED
     upstream = ModernUpstream()
     server = await aiohttp_server(upstream.app(), ssl=server_ssl)
-    url = f"https://127.0.0.1:{server.port}/mcp"
+    return upstream, f"https://127.0.0.1:{server.port}/mcp"
+
+
+async def test_the_gateway_presents_its_client_certificate_to_an_mtls_upstream(
+    pki: Path, aiohttp_server, backend_factory
+) -> None:
+    _, url = await _mtls_upstream(pki, aiohttp_server)
     tls = TlsConfig(ca_file=str(pki / "ca.crt"), client_cert=str(pki / "client.crt"),
                     client_key=str(pki / "client.key"))  # fmt: skip
     backend = await backend_factory(make_config(url, tls=tls))
@@ -112,12 +117,7 @@ async def test_the_gateway_presents_its_client_certificate_to_an_mtls_upstream(
 async def test_without_the_client_certificate_the_mtls_upstream_is_unreachable(
     pki: Path, aiohttp_server, backend_factory
 ) -> None:
-    server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=pki / "ca.crt")
-    server_ssl.load_cert_chain(pki / "server.crt", pki / "server.key")
-    server_ssl.verify_mode = ssl.CERT_REQUIRED
-    upstream = ModernUpstream()
-    server = await aiohttp_server(upstream.app(), ssl=server_ssl)
-    url = f"https://127.0.0.1:{server.port}/mcp"
+    upstream, url = await _mtls_upstream(pki, aiohttp_server)
     backend = await backend_factory(make_config(url, tls=TlsConfig(ca_file=str(pki / "ca.crt"))))
     assert not backend.ready
     assert upstream.requests == []
