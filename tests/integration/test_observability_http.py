@@ -108,8 +108,6 @@ async def stack(aiohttp_server: Any, aiohttp_client: Any, json_log: io.StringIO)
     metrics = Metrics()
     metrics.set_catalog_names({"search_docs", "create_ticket", "echo"})
     audit_stream = io.StringIO()
-    authenticator = FakeAuthenticator({TOKEN: alice()})
-    policy = FakePolicySource(default_policy())
     backend = FakeBackend()
     observer = GatewayObserver(
         metrics=metrics,
@@ -117,24 +115,18 @@ async def stack(aiohttp_server: Any, aiohttp_client: Any, json_log: io.StringIO)
         audit=AuditSink.from_config(AuditConfig(sink="stdout"), stream=audit_stream),
         record_request_metrics=False,
     )
-    endpoint = McpEndpoint(
-        config=config,
-        authenticator=authenticator,
-        policy=policy,
-        backend=backend,
-        limiter=MemoryRateLimiter(),
-        observer=observer,
-        metrics=metrics,
-        request_id=lambda request: assign_request_id(request, config.trusted_proxies),
-    )
-    services = Services(
-        metrics=metrics,
-        authenticator=authenticator,
-        policy=policy,
-        backend=backend,
-        limiter=MemoryRateLimiter(),
-        observer=observer,
-    )
+    # The same parts serve the endpoint and the services the apps are built from.
+    parts: dict[str, Any] = {
+        "authenticator": FakeAuthenticator({TOKEN: alice()}),
+        "policy": FakePolicySource(default_policy()),
+        "backend": backend,
+        "limiter": MemoryRateLimiter(),
+        "observer": observer,
+        "metrics": metrics,
+    }
+    request_id = lambda request: assign_request_id(request, config.trusted_proxies)  # noqa: E731
+    endpoint = McpEndpoint(config=config, request_id=request_id, **parts)
+    services = Services(**parts)
     services.install_routes = lambda app: add_mcp_routes(
         app, endpoint, config=config, prm_document=None
     )

@@ -14,8 +14,9 @@ listing is read through the gateway's HTTP surface.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,7 @@ from gateway.backend.catalog.refresher import TTL_FLOOR_S, refresh_interval
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.upstream_backend import UpstreamBackend
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
-from tests.support.sdk_upstream import sdk_upstream
+from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
 
 OPEN_POLICY = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*': {scopes: []}\n"
@@ -70,9 +71,11 @@ def test_refresh_interval_rule(configured: float, ttl_ms: int | None, expected: 
     assert refresh_interval(configured, ttl_ms) == expected
 
 
-async def test_ttl_ms_0_from_the_sdk_server_does_not_relist_every_second(
+@contextlib.asynccontextmanager
+async def _sdk_gateway(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+) -> AsyncIterator[tuple[SdkUpstream, LiveStack]]:
+    """The gateway polling slowly in front of the official SDK's server."""
     async with (
         sdk_upstream() as sdk,
         live_stack(
@@ -80,6 +83,13 @@ async def test_ttl_ms_0_from_the_sdk_server_does_not_relist_every_second(
             gateway=SLOW_POLLING,
         ) as stack,
     ):  # fmt: skip
+        yield sdk, stack
+
+
+async def test_ttl_ms_0_from_the_sdk_server_does_not_relist_every_second(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with _sdk_gateway(tmp_path, aiohttp_server, monkeypatch) as (sdk, stack):
         assert await listed(stack) == {"echo"}
         assert backend_of(stack).refresh_interval == TTL_FLOOR_S
         # The subscription's acknowledgment asks for one re-fetch; after that, silence.
@@ -105,13 +115,7 @@ async def test_ttl_ms_0_from_a_recording_upstream_polls_at_the_floor(
 async def test_the_sdk_servers_list_changed_on_subscriptions_listen_refreshes_the_catalog(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async with (
-        sdk_upstream() as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=OPEN_POLICY,
-            gateway=SLOW_POLLING,
-        ) as stack,
-    ):  # fmt: skip
+    async with _sdk_gateway(tmp_path, aiohttp_server, monkeypatch) as (sdk, stack):
         assert await listed(stack) == {"echo"}
         await eventually(lambda: _true(backend_of(stack)._listener.acknowledged >= 1))
 
