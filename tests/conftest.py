@@ -24,6 +24,7 @@ from structlog._config import BoundLoggerLazyProxy
 
 from gateway.observability.logging import configure
 from tests.support.ports import share_among_workers
+from tests.support.printed import Printed
 
 _NPM_TOOLS = {
     "oidc-provider": Path(__file__).parent / "interop" / "oidc-provider",
@@ -133,3 +134,8 @@ def json_log() -> Iterator[io.StringIO]:
     structlog.contextvars.clear_contextvars()
     root.handlers[:] = handlers
     root.setLevel(level)
+
+
+@pytest.fixture
+def out(capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> Printed:
+    return Printed(capfd, caplog)

@@ -10,7 +10,6 @@ needed.
 from __future__ import annotations
 
 import json
-import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -26,6 +25,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from tests.support.dpop_client import DpopKey
 from tests.support.jwt_stack import jwt_stack, metric
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack, modern_meta
+from tests.support.printed import Printed
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -355,15 +355,10 @@ async def test_a_nonce_is_required_issued_and_checked_without_state(
 
 
 async def test_no_dpop_outcome_leaks_the_token_or_the_proof(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    capfd: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
 ) -> None:
     """SECURITY: the token, the proof and their signatures reach no log line, audit event,
     metric or answer (invariant 4), whatever the outcome."""
-    caplog.set_level(logging.DEBUG)
     key = DpopKey()
     secrets: list[str] = []
     seen: list[str] = []
@@ -390,12 +385,12 @@ async def test_no_dpop_outcome_leaks_the_token_or_the_proof(
             async with stack.session.get(stack.server.ops_url + "/metrics") as response:
                 metrics = await response.text()
     assert [line[:3] for line in seen] == ["200", "401", "401", "401", "401", "401"]
-    output = "".join(capfd.readouterr())
+    output = out.written()
     assert '"auth_method":"jwt+dpop"' in output  # the audit trail names the binding
     assert any(e.get("reason") == "proof jti seen before (replay)" for e in events), events
     haystacks = {
         "structlog events": repr(events), "stdout/stderr (audit trail)": output,
-        "stdlib logs": caplog.text, "responses": "\n".join(seen), "metrics": metrics,
+        "stdlib logs": out.logged(), "responses": "\n".join(seen), "metrics": metrics,
     }  # fmt: skip
     for where, text in haystacks.items():
         for secret in secrets:

@@ -11,7 +11,6 @@ up anywhere a client or an operator can see.
 from __future__ import annotations
 
 import base64
-import logging
 import time
 from pathlib import Path
 from urllib.parse import quote_plus
@@ -23,6 +22,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_forge import access_claims, tamper
 from tests.support.jwt_stack import jwt_stack, started_gateway
 from tests.support.live_stack import ServerFactory
+from tests.support.printed import Printed
 
 ADMIN = "leak-test-admin-token-0123456789abcdef"
 
@@ -38,13 +38,8 @@ def forms(token: str) -> list[str]:
 
 
 async def test_no_jwt_outcome_leaks_the_token(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    capfd: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
 ) -> None:
-    caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("LEAK_ADMIN_TOKEN", ADMIN)
     seen: list[str] = []
     used: list[str] = []
@@ -103,12 +98,12 @@ async def test_no_jwt_outcome_leaks_the_token(
     statuses = {line.split(" ", 1)[0] for line in seen if line[:3].isdigit()}
     assert {"200", "401", "503"} <= statuses, seen
     assert events, "structlog capture saw no events; the test would prove nothing"
-    output = "".join(capfd.readouterr())
+    output = out.written()
     assert '"event":"tool_call"' in output and '"auth_method":"jwt"' in output
     haystacks = {
         "structlog events": repr(events),
         "stdout/stderr (audit trail)": output,
-        "stdlib logs": caplog.text,
+        "stdlib logs": out.logged(),
         "responses": "\n".join(seen),
         "metrics": metrics,
     }

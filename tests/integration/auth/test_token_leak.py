@@ -10,11 +10,9 @@ can see.
 from __future__ import annotations
 
 import base64
-import logging
 from typing import Any
 from urllib.parse import quote_plus
 
-import pytest
 import structlog
 from aiohttp import web
 from prometheus_client import generate_latest
@@ -26,6 +24,7 @@ from gateway.http.error_response import render_error
 from gateway.observability.metrics import Metrics
 from gateway.seams import AuthRequest
 from tests.support.auth import FakeClock, MakeRS
+from tests.support.printed import Printed
 from tests.support.test_issuer import IssuerStub
 
 SECRET_TOKEN = "LeakCanary-7f3a9c1e5b2d4680aa55ee11cc33dd77"
@@ -60,10 +59,8 @@ async def test_no_outcome_leaks_the_token(  # noqa: PLR0917 - pytest fixtures
     metrics: Metrics,
     aiohttp_server: Any,
     aiohttp_client: Any,
-    capfd: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    out: Printed,
 ) -> None:
-    caplog.set_level(logging.DEBUG)
     seen: list[str] = []
 
     async def call(rs: ResourceServer, header: str) -> None:
@@ -108,8 +105,8 @@ async def test_no_outcome_leaks_the_token(  # noqa: PLR0917 - pytest fixtures
     assert events, "structlog capture saw no events; the test would prove nothing"
     haystacks = {
         "structlog events": repr(events),
-        "stdout/stderr": "".join(capfd.readouterr()),
-        "stdlib logs": caplog.text,
+        "stdout/stderr": out.written(),
+        "stdlib logs": out.logged(),
         "responses": "\n".join(seen),
         "metrics": generate_latest(metrics.registry).decode(),
     }

@@ -13,7 +13,6 @@ only in requests to the backend (and its answer from the issuer's token endpoint
 from __future__ import annotations
 
 import base64
-import logging
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
@@ -26,6 +25,7 @@ from gateway.outbound.client import Outbound
 from tests.support.assertion_verifier import write_key
 from tests.support.exchange_stack import exchange_stack
 from tests.support.live_stack import ServerFactory
+from tests.support.printed import Printed
 
 ADMIN = "leak-exchange-admin-token-0123456789"
 
@@ -35,13 +35,8 @@ def _forms(token: str) -> list[str]:
 
 
 async def test_the_callers_token_goes_only_to_its_issuer(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    capfd: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
 ) -> None:
-    caplog.set_level(logging.DEBUG)
     monkeypatch.setenv("LEAK_ADMIN", ADMIN)
     outbound: list[tuple[str, str]] = []  # (url, everything sent)
     original = Outbound.stream
@@ -106,7 +101,7 @@ async def test_the_callers_token_goes_only_to_its_issuer(
     statuses = {line[:3] for line in seen}
     assert {"200", "401", "403", "503"} <= statuses, seen
     assert len(exchanged) >= 2  # the re-exchange after the upstream's 401 happened
-    output = "".join(capfd.readouterr())
+    output = out.written()
     assert '"event":"tool_call"' in output and '"exchange":' in output
     # Positive control: the capture sees the caller's token where it must go.
     to_issuer = [sent for url, sent in outbound if url.startswith(issuer)]
@@ -117,7 +112,7 @@ async def test_the_callers_token_goes_only_to_its_issuer(
         "outbound requests not to the issuer": elsewhere,
         "structlog events": repr(events),
         "stdout/stderr (audit trail)": output,
-        "stdlib logs": caplog.text,
+        "stdlib logs": out.logged(),
         "responses": "\n".join(seen),
         "metrics": metrics,
         "what the upstream received": received,

@@ -13,7 +13,6 @@ neither the upstream nor any log.
 from __future__ import annotations
 
 import json
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.federation import federated_stack, scopes
 from tests.support.live_stack import LEGACY, LiveStack, ServerFactory, live_stack
+from tests.support.printed import Printed
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
 
 POLICY = """
@@ -112,13 +112,8 @@ def check_listing(tools: dict[str, Any]) -> None:
 
 
 async def test_overrides_reach_listing_and_calls_in_both_eras(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    capfd: pytest.CaptureFixture[str],
-    caplog: pytest.LogCaptureFixture,
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
 ) -> None:
-    caplog.set_level(logging.DEBUG)
     upstream = ModernUpstream(tools=upstream_tools())
     audit = tmp_path / "audit.jsonl"
     with structlog.testing.capture_logs() as events:
@@ -171,8 +166,8 @@ async def test_overrides_reach_listing_and_calls_in_both_eras(
     haystacks = {
         "upstream": repr([(dict(r.headers), r.body) for r in upstream.requests]),
         "structlog": repr(events),
-        "stdout/stderr": "".join(capfd.readouterr()),
-        "stdlib logs": caplog.text,
+        "stdout/stderr": out.written(),
+        "stdlib logs": out.logged(),
         "audit": audit.read_text(),
         "metrics": metrics,
     }
