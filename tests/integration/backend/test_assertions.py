@@ -55,6 +55,15 @@ async def _jwks(stack: LiveStack, base: str) -> tuple[int, dict[str, str], Any]:
         return response.status, dict(response.headers), json.loads(text) if response.ok else None
 
 
+def _trust(upstream: VerifiedUpstream, stack: LiveStack, audience: str | None = None) -> Any:
+    """Point the upstream's verifier at the gateway: its resource as the issuer, the audience
+    (default: the backend's URL) and its published key set."""
+    verifier = upstream.verifier
+    verifier.issuer, verifier.audience = RESOURCE, audience or stack.config.backends[0].url
+    verifier.jwks_url = stack.server.ops_url + "/.well-known/jwks.json"
+    return verifier
+
+
 def _identity(key: Path, **extra: Any) -> dict[str, Any]:
     return {"identity": {"assertion": {"key": {"file": str(key)}, **extra}}}
 
@@ -69,9 +78,7 @@ class TestTheBackendVerifiesWhoIsCalling:
             tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY,
             gateway={"backend": _identity(key)},
         ) as stack:  # fmt: skip
-            verifier = upstream.verifier
-            verifier.issuer, verifier.audience = RESOURCE, stack.config.backends[0].url
-            verifier.jwks_url = stack.server.ops_url + "/.well-known/jwks.json"
+            verifier = _trust(upstream, stack)
             erin = stack.token(sub="erin")
             frank = stack.issuer.mint_token(
                 sub="frank", client_id="claude-code", scopes="mcp:access tools:echo",
@@ -123,9 +130,8 @@ class TestTheBackendVerifiesWhoIsCalling:
             gateway={"backend": _identity(key, alg="ES256", reuse=False, ttl_s=300,
                                           audience="urn:tools", header="X-Caller")},
         ) as stack:  # fmt: skip
-            verifier = upstream.verifier
-            verifier.issuer, verifier.audience, verifier.header = RESOURCE, "urn:tools", "X-Caller"
-            verifier.jwks_url = stack.server.ops_url + "/.well-known/jwks.json"
+            verifier = _trust(upstream, stack, "urn:tools")
+            verifier.header = "X-Caller"
             token = stack.token()
             calls = [stack.call(token, "echo", {"text": str(i)}) for i in range(6)]
             for status, _, text in await asyncio.gather(*calls):
@@ -148,9 +154,7 @@ class TestTheBackendVerifiesWhoIsCalling:
             tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
             gateway={"backend": _identity(key, ttl_s=300), "issuer": {"clock_skew_s": 0}},
         ) as stack:  # fmt: skip
-            verifier = upstream.verifier
-            verifier.issuer, verifier.audience = RESOURCE, stack.config.backends[0].url
-            verifier.jwks_url = stack.server.ops_url + "/.well-known/jwks.json"
+            verifier = _trust(upstream, stack)
             before = int(time.time())
             token = stack.token(ttl_s=20)  # exp = mint time + 20, with no clock skew allowed
             _ok(*(await stack.call(token))[::2])
@@ -167,9 +171,7 @@ class TestTheBackendVerifiesWhoIsCalling:
             tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
             gateway={"backend": _identity(key)},
         ) as stack:  # fmt: skip
-            verifier = upstream.verifier
-            verifier.issuer, verifier.audience = RESOURCE, stack.config.backends[0].url
-            verifier.jwks_url = stack.server.ops_url + "/.well-known/jwks.json"
+            verifier = _trust(upstream, stack)
             sent = {ASSERTION_HEADER: forged, "X-MCP-Gateway-Subject": "admin"}
             status, _, text = await stack.call(stack.token(sub="erin"), headers=sent)
             _ok(status, text)
@@ -243,9 +245,7 @@ class TestRotationWithoutRestart:
                 "identity_jwks": {"publish_keys": [{"file": str(published)}]},
             },
         ) as stack:  # fmt: skip
-            verifier = upstream.verifier
-            verifier.issuer, verifier.audience = RESOURCE, stack.config.backends[0].url
-            verifier.jwks_url = stack.server.ops_url + "/.well-known/jwks.json"
+            verifier = _trust(upstream, stack)
             token = stack.token()
             _ok(*(await stack.call(token))[::2])
             old_kid = verifier.verified[-1].header["kid"]
@@ -288,9 +288,7 @@ class TestRotationWithoutRestart:
             tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
             gateway={"backend": _identity(key)},
         ) as stack:  # fmt: skip
-            verifier = upstream.verifier
-            verifier.issuer, verifier.audience = RESOURCE, stack.config.backends[0].url
-            verifier.jwks_url = stack.server.ops_url + "/.well-known/jwks.json"
+            verifier = _trust(upstream, stack)
             kid = (await _jwks(stack, stack.server.ops_url))[2]["keys"][0]["kid"]
             write_key(tmp_path / "rsa.pem", "rsa")
             os.replace(tmp_path / "rsa.pem", key)  # an RSA key for alg EdDSA: refused
