@@ -114,17 +114,24 @@ async def test_a_body_still_arriving_at_the_drain_deadline_is_answered_503_drain
     never.set()
 
 
-async def test_a_tool_call_running_at_the_drain_deadline_gets_the_timeout_tool_error(
-    session: aiohttp.ClientSession,
-) -> None:
-    server, _, backend = await start(drain_s=1.0)
+async def stop_during_a_slow_call(
+    session: aiohttp.ClientSession, server: Any, backend: Any
+) -> tuple[asyncio.Future[Any], float, asyncio.Future[None]]:
+    """A ``tools/call slow`` in flight at the backend, then ``server.stop()`` begun: the
+    request, when the stop began, and the stop."""
     body = modern_request("tools/call", 3, {"name": "slow", "arguments": {"seconds": 30}})
     request = asyncio.ensure_future(
         session.post(server.mcp_url, json=body, headers=modern_headers("tools/call", "slow"))
     )
     await until(lambda: len(backend.calls) == 1)
-    began = time.monotonic()
-    stopping = asyncio.ensure_future(server.stop())
+    return request, time.monotonic(), asyncio.ensure_future(server.stop())
+
+
+async def test_a_tool_call_running_at_the_drain_deadline_gets_the_timeout_tool_error(
+    session: aiohttp.ClientSession,
+) -> None:
+    server, _, backend = await start(drain_s=1.0)
+    request, began, stopping = await stop_during_a_slow_call(session, server, backend)
     response = await asyncio.wait_for(request, 5)
     assert response.status == 200
     result = (await response.json())["result"]
@@ -138,13 +145,7 @@ async def test_a_request_that_finishes_in_time_is_answered_normally_and_stop_ret
     session: aiohttp.ClientSession,
 ) -> None:
     server, _, backend = await start(drain_s=5.0)
-    body = modern_request("tools/call", 3, {"name": "slow", "arguments": {"seconds": 30}})
-    request = asyncio.ensure_future(
-        session.post(server.mcp_url, json=body, headers=modern_headers("tools/call", "slow"))
-    )
-    await until(lambda: len(backend.calls) == 1)
-    began = time.monotonic()
-    stopping = asyncio.ensure_future(server.stop())
+    request, began, stopping = await stop_during_a_slow_call(session, server, backend)
     await asyncio.sleep(0.2)
     backend.release.set()
     response = await asyncio.wait_for(request, 5)
