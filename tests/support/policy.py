@@ -6,15 +6,31 @@ import math
 import textwrap
 from pathlib import Path
 
+import pytest
+
+from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from gateway.policy.model import PolicySet
 from gateway.seams import Principal
 
-__all__ = ["ISSUER", "minimal_config", "policy_from", "policy_text", "who", "write_text"]
+__all__ = [
+    "HEAD",
+    "ISSUER",
+    "minimal_config",
+    "policy_from",
+    "policy_problems",
+    "policy_text",
+    "who",
+    "write_text",
+]
 
 ISSUER = "https://id.example.com"
 """The issuer of :func:`who`'s principals, and the first (only) one :func:`policy_from` loads
 the policy for: plain ``subjects`` / ``clients`` entries are its names."""
+
+
+HEAD = "version: 1\nbaseline_scopes: [mcp:access]\n"
+"""The first two lines of a policy file, for tests that write the rest."""
 
 
 def write_text(path: Path, text: str) -> Path:
@@ -57,6 +73,15 @@ backend:
 policy: {policy}
 {extra}""",
     )
+
+
+def policy_problems(tmp_path: Path, text: str, name: str = "p.yaml") -> list[str]:
+    """What loading :data:`HEAD` + ``text`` (written to ``name``) refuses, each problem without
+    the file's path (``line:col: ...``)."""
+    path = write_text(tmp_path / name, HEAD + text)
+    with pytest.raises(ConfigError) as caught:
+        load_policy([path])
+    return [problem.removeprefix(f"{path}:") for problem in caught.value.problems]
 
 
 def policy_from(

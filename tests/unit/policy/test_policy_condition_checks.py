@@ -6,26 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from gateway.errors import ConfigError
 from gateway.policy.condition_checks import (
     MAX_COMPREHENSION_NESTING,
     MAX_COMPREHENSIONS,
     MAX_NESTING,
     compile_condition,
 )
-from gateway.policy.loader import load_policy
-from tests.support.policy import policy_from, write_text
-
-HEAD = "version: 1\nbaseline_scopes: [mcp:access]\n"
-
-
-def problems_of(tmp_path: Path, text: str, name: str = "p.yaml") -> list[str]:
-    path = write_text(tmp_path / name, HEAD + text)
-    with pytest.raises(ConfigError) as caught:
-        load_policy([path])
-    return [problem.removeprefix(f"{path}:") for problem in caught.value.problems]
+from tests.support.policy import HEAD, policy_from, policy_problems
 
 
 def refused(source: str, section: str = "tools") -> str:
@@ -41,7 +28,7 @@ def accepted(source: str, section: str = "tools") -> None:
 
 
 def test_every_broken_condition_of_a_file_is_listed_at_its_position(tmp_path: Path) -> None:
-    found = problems_of(
+    found = policy_problems(
         tmp_path,
         "tools:\n"
         "  a:\n"

@@ -8,21 +8,10 @@ from typing import Any
 
 import pytest
 
-from gateway.errors import ConfigError
 from gateway.policy import conditions
 from gateway.policy.condition_checks import MAX_EXPRESSION_LENGTH
-from gateway.policy.loader import load_policy
 from gateway.seams import Principal, frozen_claims
-from tests.support.policy import policy_from, who, write_text
-
-HEAD = "version: 1\nbaseline_scopes: [mcp:access]\n"
-
-
-def problems_of(tmp_path: Path, text: str) -> list[str]:
-    path = write_text(tmp_path / "p.yaml", HEAD + text)
-    with pytest.raises(ConfigError) as caught:
-        load_policy([path])
-    return [problem.removeprefix(f"{path}:") for problem in caught.value.problems]
+from tests.support.policy import HEAD, policy_from, policy_problems, who
 
 
 def caller(claims: dict[str, Any], scopes: str = "mcp:access") -> Principal:
@@ -32,7 +21,7 @@ def caller(claims: dict[str, Any], scopes: str = "mcp:access") -> Principal:
 def test_syntax_errors_and_unknown_variables_are_reported_at_the_expression(
     tmp_path: Path,
 ) -> None:
-    found = problems_of(
+    found = policy_problems(
         tmp_path,
         "tools:\n"
         "  a:\n"
@@ -54,7 +43,7 @@ def test_the_length_cap_holds_at_and_just_past_the_limit(tmp_path: Path) -> None
     assert len(at) == MAX_EXPRESSION_LENGTH
     policy_from(HEAD + f'tools:\n  a: {{scopes: [], when: "{at}"}}\n', tmp_path)
     past = at[:-1] + "x'"
-    found = problems_of(tmp_path, f'tools:\n  a: {{scopes: [], when: "{past}"}}\n')
+    found = policy_problems(tmp_path, f'tools:\n  a: {{scopes: [], when: "{past}"}}\n')
     assert found == [f"4:19: tools.a.when: longer than {MAX_EXPRESSION_LENGTH} characters"]
 
 

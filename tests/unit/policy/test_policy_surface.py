@@ -15,9 +15,7 @@ from gateway.cli import main
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from gateway.policy.uri import compile_pattern, normalize_uri, overlap, template_pattern
-from tests.support.policy import minimal_config, policy_from, who, write_text
-
-HEAD = "version: 1\nbaseline_scopes: [mcp:access]\n"
+from tests.support.policy import HEAD, minimal_config, policy_from, policy_problems, who, write_text
 
 SURFACE = """
 version: 1
@@ -36,13 +34,6 @@ resources:
   "https://Wiki.Example.COM/pages/*": {scopes: [wiki:read]}
   "ui://weather/view.html": {scopes: []}
 """
-
-
-def problems_of(tmp_path: Path, body: str) -> list[str]:
-    path = write_text(tmp_path / "p.yaml", HEAD + body)
-    with pytest.raises(ConfigError) as caught:
-        load_policy([path])
-    return [problem.removeprefix(f"{path}:") for problem in caught.value.problems]
 
 
 class TestNormalisation:
@@ -173,17 +164,17 @@ class TestLoader:
     def test_each_mistake_is_reported_at_its_position(
         self, tmp_path: Path, body: str, expected: str
     ) -> None:
-        assert problems_of(tmp_path, body) == [expected]
+        assert policy_problems(tmp_path, body) == [expected]
 
     def test_two_spellings_of_one_uri_are_one_key(self, tmp_path: Path) -> None:
         body = 'resources:\n  "file:///a/b": {scopes: []}\n  "FILE:///a/%62": {scopes: [x]}\n'
-        assert problems_of(tmp_path, body) == [
+        assert policy_problems(tmp_path, body) == [
             f"5:3: resources.FILE:///a/%62: also defined at {tmp_path / 'p.yaml'}:4:3"
         ]
 
     def test_resource_patterns_that_tie_are_an_error_with_a_witness(self, tmp_path: Path) -> None:
         body = 'resources:\n  "file:///*/x": {scopes: []}\n  "file:///a/*": {scopes: []}\n'
-        (problem,) = problems_of(tmp_path, body)
+        (problem,) = policy_problems(tmp_path, body)
         assert problem.startswith("5:3: resources.file:///a/*: ties with resources.file:///*/x")
         assert "both match 'file:///a/x' with the same specificity (literal characters: 10, " in (
             problem
@@ -191,7 +182,7 @@ class TestLoader:
 
     def test_prompt_patterns_that_tie_are_an_error(self, tmp_path: Path) -> None:
         body = 'prompts:\n  "x*": {scopes: []}\n  "*x": {scopes: []}\n'
-        (problem,) = problems_of(tmp_path, body)
+        (problem,) = policy_problems(tmp_path, body)
         assert problem.startswith("5:3: prompts.*x: ties with prompts.x* at ")
 
     def test_a_tool_and_a_prompt_may_share_a_pattern(self, tmp_path: Path) -> None:

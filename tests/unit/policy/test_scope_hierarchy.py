@@ -15,17 +15,9 @@ from gateway.policy.explain import explain
 from gateway.policy.explain_text import print_text
 from gateway.policy.hierarchy import ScopeHierarchy, find_cycle, find_cycles
 from gateway.policy.loader import load_policy
-from tests.support.policy import policy_from, who, write_text
+from tests.support.policy import HEAD, policy_from, policy_problems, who, write_text
 
-HEAD = "version: 1\nbaseline_scopes: [mcp:access]\n"
 RULES = "tools:\n  read: {scopes: [tickets:read]}\n  write: {scopes: [tickets:write]}\n"
-
-
-def problems_of(tmp_path: Path, text: str) -> list[str]:
-    path = write_text(tmp_path / "p.yaml", HEAD + text)
-    with pytest.raises(ConfigError) as caught:
-        load_policy([path])
-    return [problem.removeprefix(f"{path}:") for problem in caught.value.problems]
 
 
 @pytest.mark.parametrize(
@@ -63,7 +55,7 @@ def problems_of(tmp_path: Path, text: str) -> list[str]:
     ],
 )
 def test_each_mistake_is_reported_at_its_position(tmp_path: Path, text: str, expected: str) -> None:
-    assert problems_of(tmp_path, text) == [expected]
+    assert policy_problems(tmp_path, text) == [expected]
 
 
 def test_a_scope_defined_in_two_files_is_reported_at_the_later_one(tmp_path: Path) -> None:
