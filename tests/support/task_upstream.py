@@ -157,14 +157,18 @@ class TaskUpstream(ModernUpstream):
         has_tasks = isinstance(declared.get(TASKS), dict)
         if rid is None:
             return web.Response(status=202)
+        # streamable-http.mdx §Server Validation: the mirrored headers equal the body.
+        named = {"tools/call": params.get("name")}.get(str(method), request.headers.get("Mcp-Name"))
+        if request.headers.get("Mcp-Method") != method or request.headers.get("Mcp-Name") != named:
+            return _error(rid, -32020, "Header mismatch")
         if method == "server/discover":
             capabilities: dict[str, Any] = {"tools": {}}
             if self.advertise:
                 capabilities["extensions"] = {TASKS: {}}
-            return self._ok(rid, {"supportedVersions": ["2026-07-28"],
-                                  "capabilities": capabilities})  # fmt: skip
+            return self._ok(rid, {"supportedVersions": ["2026-07-28"], "capabilities": capabilities,
+                                  "ttlMs": 60_000, "cacheScope": "public"})  # fmt: skip
         if method == "tools/list":
-            return self._ok(rid, {"tools": self.tools})
+            return self._ok(rid, {"tools": self.tools, "ttlMs": 60_000, "cacheScope": "public"})
         if method == "tools/call":
             return await self._call(rid, params, has_tasks or self.rogue)
         if method in ("tasks/get", "tasks/update", "tasks/cancel"):
