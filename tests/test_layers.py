@@ -263,7 +263,15 @@ def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
     assert RULES["cli"] == ANYTHING and RULES["wiring"] == ANYTHING
     assert RULES[""] == TABLE.foundation
     # The shared mechanisms (one of each) and the version: importable from every layer.
-    assert {"", "schema", "b64url", "jsonkit", "bounded", "tasks", "filewatch"} <= NEUTRAL_TARGETS
+    assert {
+        "",
+        "schema",
+        "b64url",
+        "jsonkit",
+        "bounded",
+        "background",
+        "filewatch",
+    } <= NEUTRAL_TARGETS
     assert all(RULES[name] == frozenset() for name in NEUTRAL_TARGETS - {""})
     # The decision point's client: only the composition root builds it; http/ sees the seam.
     assert RULES["pdp"] == TABLE.foundation | {"outbound", "policy"}
@@ -290,6 +298,25 @@ def test_the_parser_reads_every_form_of_a_rule() -> None:
     }  # fmt: skip
     assert table.only_imported_by == {"d": {"c"}}
     assert table.neutral == {""}
+
+
+SHARED_NAMES_BEING_REWORKED: Final = {
+    # config/ and policy/ each have a loader.py and a model.py; both packages are being reworked
+    # by their owners (config declared once; the policy model's forwarding), who rename them.
+    "loader.py": {"config", "policy"},
+    "model.py": {"config", "policy"},
+}
+
+
+def test_no_two_modules_share_a_name() -> None:
+    """A basename names one module of the package: a traceback, a search or a review comment
+    that says ``surface.py`` means one file (docs/architecture.md, "Where does my change go")."""
+    places: dict[str, set[str]] = {}
+    for path in (ROOT / "gateway").rglob("*.py"):
+        if path.name != "__init__.py":
+            places.setdefault(path.name, set()).add(path.parent.name)
+    shared = {name: where for name, where in places.items() if len(where) > 1}
+    assert shared == SHARED_NAMES_BEING_REWORKED
 
 
 def test_the_layers_import_each_other_without_cycles() -> None:

@@ -38,6 +38,7 @@ from typing import Any, Final
 
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
+from gateway.background import Background
 from gateway.config import IssuerConfig
 from gateway.jsonkit.read import JsonError, answer, loads_object, peer_limits
 from gateway.observability.logging import get_logger
@@ -45,7 +46,6 @@ from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
 from gateway.outbound.failures import OutboundError
 from gateway.retry import backoff_s, sleep_or_wake
-from gateway.tasks import Background
 
 __all__ = [
     "MAX_JWKS_BYTES",

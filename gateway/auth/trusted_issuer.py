@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
+from gateway.background import Background
 from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken, IssuerUnavailable
 from gateway.observability.logging import get_logger
@@ -35,7 +36,6 @@ from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
 from gateway.retry import backoff_s
 from gateway.seams import Principal
-from gateway.tasks import Background
 
 from .cache import TokenCache
 from .claims import ClaimRules, check_claims

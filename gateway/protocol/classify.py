@@ -93,7 +93,7 @@ from gateway.protocol.jsonrpc import (
 )
 from gateway.protocol.messages import EMPTY, McpMessage
 from gateway.protocol.params import build_request
-from gateway.protocol.tasks import TASK_METHODS
+from gateway.protocol.tasks_extension import TASK_METHODS
 from gateway.protocol.versions import ASSUMED_LEGACY, LEGACY, MODERN, SUPPORTED
 from gateway.seams import Era, ToolDef
 

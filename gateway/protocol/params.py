@@ -24,7 +24,7 @@ from typing import Any, Final
 from gateway.errors import InvalidParams, JsonRpcId
 from gateway.protocol.jsonrpc import valid_id
 from gateway.protocol.messages import EMPTY, Completion, McpMessage
-from gateway.protocol.tasks import TASK_METHODS
+from gateway.protocol.tasks_extension import TASK_METHODS
 from gateway.seams import Era
 
 __all__ = ["LIST_METHODS", "MAX_URI_CHARS", "build_request"]

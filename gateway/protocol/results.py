@@ -42,8 +42,8 @@ __all__ = [
 
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 TASKS_EXTENSION_NAME: Final = "io.modelcontextprotocol/tasks"
-"""The tasks extension's identifier (``gateway.protocol.tasks.TASKS_EXTENSION``, which builds on
-this module)."""
+"""The tasks extension's identifier (``gateway.protocol.tasks_extension.TASKS_EXTENSION``, which
+builds on this module)."""
 CACHE_SCOPE: Final = "private"
 _MODERN_ONLY: Final = ("resultType", "ttlMs", "cacheScope")
 

@@ -72,7 +72,7 @@ from gateway.seams.surface import (
     SurfaceReply,
     SurfaceRequest,
 )
-from gateway.seams.tasks import (
+from gateway.seams.task_relay import (
     Task,
     TaskCreated,
     TaskMethod,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gateway.seams.callers import NO_CLAIMS, CallerToken, Principal
 from gateway.seams.surface import Surface, SurfaceReply, SurfaceRequest
-from gateway.seams.tasks import TaskCreated
+from gateway.seams.task_relay import TaskCreated
 
 if TYPE_CHECKING:
     from gateway.seams.requests import RequestContext

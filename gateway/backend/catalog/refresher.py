@@ -55,11 +55,11 @@ from gateway.backend.catalog.tool_catalog import (
 from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.list_pages import fetch_list
 from gateway.backend.upstream.rpc import UpstreamFault
+from gateway.background import Background
 from gateway.config import BackendConfig
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.retry import sleep_or_wake
-from gateway.tasks import Background
 
 __all__ = [
     "EARLY_REFRESH_GAP_S",

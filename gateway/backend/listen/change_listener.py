@@ -32,9 +32,9 @@ from gateway.backend.upstream.era import LinkState, modern_meta
 from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.rpc import LIST_CHANGED, UpstreamFault, decode_json, encode_json
 from gateway.backend.upstream.sse_parser import SseError, SseParser
+from gateway.background import Background
 from gateway.observability.logging import get_logger
 from gateway.outbound.failures import OutboundError, OutboundTimeout
-from gateway.tasks import Background
 
 __all__ = [
     "MAX_BACKOFF_S",

@@ -20,7 +20,7 @@ from gateway import __version__
 from gateway.backend.upstream.rpc import Reply, UpstreamFault, encode_json
 from gateway.errors import JsonRpcId
 from gateway.observability.logging import get_logger
-from gateway.protocol.tasks import declares_tasks
+from gateway.protocol.tasks_extension import declares_tasks
 from gateway.protocol.versions import LEGACY, MODERN
 from gateway.seams import Era
 

@@ -9,9 +9,9 @@ Routing Headers), so the client's handle never reaches the backend. Only a 2026-
 takes them: the extension does not exist on the legacy revisions.
 
 The reply is read as a :class:`~gateway.seams.TaskReply`: ``tasks/get`` a checked task
-(:func:`gateway.protocol.tasks.parse_task`; a completed task's ``result`` checked as a tool
-result), ``tasks/update`` / ``tasks/cancel`` an acknowledgement, ``-32602`` the backend does not
-know the task, anything else a fault.
+(:func:`gateway.protocol.tasks_extension.parse_task`; a completed task's ``result`` checked as a
+tool result), ``tasks/update`` / ``tasks/cancel`` an acknowledgement, ``-32602`` the backend does
+not know the task, anything else a fault.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from gateway.config import BackendConfig
 from gateway.observability import spans
 from gateway.observability.logging import get_logger
 from gateway.protocol.capabilities import known_capabilities
-from gateway.protocol.tasks import InvalidTask, parse_task
+from gateway.protocol.tasks_extension import InvalidTask, parse_task
 from gateway.seams import Principal, RequestContext, TaskReply, TaskRequest, ToolDef
 
 __all__ = ["UNKNOWN_TASK_CODE", "UpstreamTaskCall"]

@@ -43,7 +43,7 @@ from gateway.observability import spans
 from gateway.observability.logging import get_logger
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_required import InvalidInputRequired
-from gateway.protocol.tasks import (
+from gateway.protocol.tasks_extension import (
     TASK_KEY,
     InvalidTask,
     declares_tasks,

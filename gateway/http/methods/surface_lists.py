@@ -1,12 +1,12 @@
 """The surface's lists and capabilities: ``prompts/list``, ``resources/list``,
 ``resources/templates/list`` and what ``initialize`` / ``server/discover`` advertise.
 
-Split from :mod:`gateway.http.methods.surface` (which answers ``prompts/get``, ``resources/read``
-and ``completion/complete``): the lists show only what the caller may use (or, with ``listing:
-step_up``, could use with more scopes), paged by the ``tools/list`` cursors; 2026-07-28 results
-carry ``ttlMs`` and ``cacheScope: "private"`` (caching.mdx: the lists are filtered per caller). A
-prompt or resource whose rule has a ``when:`` condition that is false for this caller (and does not
-read ``arguments``) is not listed (:mod:`gateway.http.condition_gate`).
+Split from :mod:`gateway.http.methods.surface_routes` (which answers ``prompts/get``,
+``resources/read`` and ``completion/complete``): the lists show only what the caller may use (or,
+with ``listing: step_up``, could use with more scopes), paged by the ``tools/list`` cursors;
+2026-07-28 results carry ``ttlMs`` and ``cacheScope: "private"`` (caching.mdx: the lists are
+filtered per caller). A prompt or resource whose rule has a ``when:`` condition that is false for
+this caller (and does not read ``arguments``) is not listed (:mod:`gateway.http.condition_gate`).
 """
 
 from __future__ import annotations

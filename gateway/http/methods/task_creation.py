@@ -31,7 +31,7 @@ from gateway.protocol.task_handle import (
     TaskHandles,
     handle_digest,
 )
-from gateway.protocol.tasks import TASK_KEY, client_task, declares_tasks
+from gateway.protocol.tasks_extension import TASK_KEY, client_task, declares_tasks
 from gateway.seams import Policy, Principal, RequestContext, TaskCreated, ToolDef
 
 __all__ = ["TOO_LARGE_TEXT", "TaskCreation", "handles_for"]

@@ -66,7 +66,7 @@ from gateway.protocol.task_handle import (
     check_owner,
     handle_digest,
 )
-from gateway.protocol.tasks import (
+from gateway.protocol.tasks_extension import (
     TASK_KEY,
     TASK_METHODS,
     TASKS_EXTENSION,

@@ -5,7 +5,7 @@ Each method family is one module contributing its :class:`~gateway.http.turn.Rou
 - :mod:`gateway.http.methods.listing`: ``tools/list`` and (2026-07-28) ``server/discover``;
 - :mod:`gateway.http.methods.handshake`: ``initialize`` and ``ping`` (legacy era only);
 - :mod:`gateway.http.methods.tool_calls`: ``tools/call`` and the backend call;
-- :mod:`gateway.http.methods.surface`: the prompts, resources and completion methods;
+- :mod:`gateway.http.methods.surface_routes`: the prompts, resources and completion methods;
 - :mod:`gateway.http.subscriptions.listen_route`: ``subscriptions/listen`` (a route that streams);
 - :mod:`gateway.http.methods.task_methods`: ``tasks/get``, ``tasks/update``, ``tasks/cancel``
   (with ``tasks:`` on; a ``tools/call`` that becomes a task: ``methods/task_creation``);
@@ -30,7 +30,7 @@ from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
 from gateway.http.methods.handshake import Handshake
 from gateway.http.methods.listing import Listing
-from gateway.http.methods.surface import SurfaceRoutes
+from gateway.http.methods.surface_routes import SurfaceRoutes
 from gateway.http.methods.task_creation import TaskCreation, handles_for
 from gateway.http.methods.task_methods import TaskMethods
 from gateway.http.methods.tool_calls import ToolCalls

@@ -11,7 +11,7 @@ from gateway.config import ServerInfo
 from gateway.errors import GatewayError, HeaderMismatch, InvalidParams, MethodNotFound
 from gateway.protocol.classify import classify
 from gateway.protocol.input_required import known_kind_responses
-from gateway.protocol.tasks import (
+from gateway.protocol.tasks_extension import (
     TASKS_EXTENSION,
     InvalidTask,
     client_task,

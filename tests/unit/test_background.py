@@ -1,11 +1,11 @@
-"""The one background-task owner (gateway/tasks.py): one task however often started, and close
+"""The one background-task owner (gateway/background.py): one task however often started, and close
 cancels it and returns only after its cleanup ran, whatever the task ended with."""
 
 from __future__ import annotations
 
 import asyncio
 
-from gateway.tasks import Background
+from gateway.background import Background
 
 
 async def test_start_runs_one_task_and_close_waits_for_its_cleanup() -> None:

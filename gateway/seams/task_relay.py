@@ -29,8 +29,8 @@ TaskMethod = Literal["tasks/get", "tasks/update", "tasks/cancel"]
 
 @dataclass(frozen=True, slots=True)
 class Task:
-    """A backend's task, checked and rebuilt (``gateway.protocol.tasks.parse_task``): its own
-    ``taskId``, never the client's handle."""
+    """A backend's task, checked and rebuilt (``gateway.protocol.tasks_extension.parse_task``): its
+    own ``taskId``, never the client's handle."""
 
     task_id: str
     status: TaskStatus
