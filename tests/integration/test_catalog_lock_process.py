@@ -14,7 +14,7 @@ import pytest
 from gateway.backend.catalog.lock_file import write_lock
 from gateway.backend.catalog.pinning import pin
 from tests.integration.test_yaml_constructs_process import wait_for_event
-from tests.support.replicas import ReplicaStack, replica_stack
+from tests.support.replicas import Replica, ReplicaStack, replica_stack
 from tests.support.upstreams import echo_tool
 
 pytestmark = [
@@ -28,6 +28,15 @@ async def listed(stack: ReplicaStack, index: int) -> list[str]:
     status, body, _ = await stack.post(stack.replicas[index], stack.mint(), "tools/list")
     assert status == 200, body
     return sorted(tool["name"] for tool in body["result"]["tools"])
+
+
+async def reload(replica: Replica) -> Replica:
+    """SIGHUP to ``replica``, and its ``catalog.lock_reloaded`` line."""
+    assert replica.process is not None
+    lines = len(replica.log().splitlines())
+    replica.process.send_signal(signal.SIGHUP)
+    await wait_for_event(replica.log, "catalog.lock_reloaded", lines, BOUND_S)
+    return replica
 
 
 async def test_two_replicas_hold_what_the_shared_lock_lacks_until_each_reloads(
@@ -46,17 +55,9 @@ async def test_two_replicas_hold_what_the_shared_lock_lacks_until_each_reloads(
             assert await stack.metric(stack.replicas[index], held) == 1.0
         # Approved (the whole catalog), then SIGHUP to the first replica only.
         write_lock(lock, [pin("tool", "default", echo_tool(n), n) for n in ("echo", "hold")])
-        first = stack.replicas[0]
-        assert first.process is not None
-        lines = len(first.log().splitlines())
-        first.process.send_signal(signal.SIGHUP)
-        await wait_for_event(first.log, "catalog.lock_reloaded", lines, BOUND_S)
+        first = await reload(stack.replicas[0])
         assert await listed(stack, 0) == ["echo", "hold"]
         assert (await stack.call(first, token, "hold"))[0] == 200
         assert await listed(stack, 1) == ["echo"]  # its copy was not reloaded yet
-        second = stack.replicas[1]
-        assert second.process is not None
-        lines = len(second.log().splitlines())
-        second.process.send_signal(signal.SIGHUP)
-        await wait_for_event(second.log, "catalog.lock_reloaded", lines, BOUND_S)
+        await reload(stack.replicas[1])
         assert await listed(stack, 1) == ["echo", "hold"]

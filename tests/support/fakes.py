@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import fnmatch
 import hashlib
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,26 +182,21 @@ class FakePolicy:
         key, rule = found
         if rule.deny or (rule.clients is not None and principal.client_id not in rule.clients):
             return Decision(allowed=False, visible=False, rule=key, reason="hidden")
-        required = tuple(dict.fromkeys((*self.baseline_scopes, *rule.scopes)))
-        missing = tuple(s for s in required if s not in principal.scopes)
-        return Decision(
-            allowed=not missing,
-            visible=True,
-            rule=key,
-            required_scopes=required,
-            missing_scopes=missing,
-            reason="missing scopes" if missing else "allowed",
-        )
+        decision = self._scopes(principal, key, rule.scopes)
+        reason = "missing scopes" if decision.missing_scopes else "allowed"
+        return dataclasses.replace(decision, reason=reason)
 
     def decide_method(self, principal: Principal, method: str) -> Decision:
-        required = tuple(
-            dict.fromkeys((*self.baseline_scopes, *self.method_scopes.get(method, ())))
-        )
+        return self._scopes(principal, method, self.method_scopes.get(method, ()))
+
+    def _scopes(self, principal: Principal, rule: str, scopes: Iterable[str]) -> Decision:
+        """Allowed when ``principal`` holds the baseline and ``scopes``; visible either way."""
+        required = tuple(dict.fromkeys((*self.baseline_scopes, *scopes)))
         missing = tuple(s for s in required if s not in principal.scopes)
         return Decision(
             allowed=not missing,
             visible=True,
-            rule=method,
+            rule=rule,
             required_scopes=required,
             missing_scopes=missing,
         )
