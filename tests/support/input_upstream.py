@@ -80,7 +80,8 @@ def _text(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": False}
 
 
-def _ask(requests: dict[str, Any] | None, state: str | None) -> dict[str, Any]:
+def asking(requests: dict[str, Any] | None, state: str | None) -> dict[str, Any]:
+    """An ``input_required`` result (SEP-2322) with these ``inputRequests`` and ``requestState``."""
     result: dict[str, Any] = {"resultType": "input_required"}
     if requests is not None:
         result["inputRequests"] = requests
@@ -97,7 +98,7 @@ def retries(upstream: ModernUpstream) -> list[dict[str, Any]]:
 @dataclass
 class InputUpstream(ModernUpstream):
     tools: list[dict[str, Any]] = field(default_factory=lambda: [echo_tool("echo"), *INPUT_TOOLS])
-    raw_round: dict[str, Any] = field(default_factory=lambda: _ask({"r": ROOTS}, None))
+    raw_round: dict[str, Any] = field(default_factory=lambda: asking({"r": ROOTS}, None))
 
     def tool_calls(self) -> list[Recorded]:
         return self.calls("tools/call")
@@ -110,7 +111,7 @@ class InputUpstream(ModernUpstream):
         if name == "confirm_delete":
             answer = answers.get("confirm")
             if state != "up:confirm_delete:1" or not isinstance(answer, dict):
-                return _ask({"confirm": form(f"Delete {args.get('path')}?", confirm={
+                return asking({"confirm": form(f"Delete {args.get('path')}?", confirm={
                     "type": "boolean"})}, "up:confirm_delete:1")  # fmt: skip
             confirmed = answer.get("action") == "accept" and (answer.get("content") or {}).get(
                 "confirm"
@@ -119,28 +120,28 @@ class InputUpstream(ModernUpstream):
         if name == "summarize":
             answer = answers.get("summary")
             if not isinstance(answer, dict):
-                return _ask({"summary": SAMPLING}, None)
+                return asking({"summary": SAMPLING}, None)
             return _text(f"Summary: {answer['content']['text']}")
         if name == "workspace":
             answer = answers.get("roots")
             if not isinstance(answer, dict):
-                return _ask({"roots": ROOTS}, "up:workspace:1")
+                return asking({"roots": ROOTS}, "up:workspace:1")
             return _text(" ".join(root["uri"] for root in answer["roots"]))
         if name == "book_trip":
             return self._book_trip(args, state, answers)
         if name == "refresh":
             if state != "up:refresh:1":
-                return _ask(None, "up:refresh:1")
+                return asking(None, "up:refresh:1")
             return _text("refreshed")
         if name == "everything":
             if not answers:
-                return _ask({"confirm": form("Go?", go={"type": "boolean"}), "summary": SAMPLING,
+                return asking({"confirm": form("Go?", go={"type": "boolean"}), "summary": SAMPLING,
                              "roots": ROOTS}, "up:everything:1")  # fmt: skip
             return _text(json.dumps(sorted(answers)))
         if name == "raw":
             return self.raw_round
         if name == "endless":
-            return _ask({"again": form("Once more?", ok={"type": "boolean"})}, "up:endless")
+            return asking({"again": form("Once more?", ok={"type": "boolean"})}, "up:endless")
         return super()._call_result(params)
 
     @staticmethod
@@ -148,12 +149,12 @@ class InputUpstream(ModernUpstream):
         city = args.get("city")
         if state == "up:book_trip:r1" and isinstance(answers.get("dates"), dict):
             dates = answers["dates"].get("content", {}).get("dates")
-            return _ask({"sure": form(f"Book {city} on {dates}?", sure={"type": "boolean"})},
+            return asking({"sure": form(f"Book {city} on {dates}?", sure={"type": "boolean"})},
                         f"up:book_trip:r2:{dates}")  # fmt: skip
         if isinstance(state, str) and state.startswith("up:book_trip:r2:"):
             answer = answers.get("sure") or {}
             if answer.get("action") == "accept":
                 return _text(f"Booked {city} on {state.removeprefix('up:book_trip:r2:')}")
             return _text("Not booked")
-        return _ask({"dates": form(f"When to {city}?", dates={"type": "string"})},
+        return asking({"dates": form(f"When to {city}?", dates={"type": "string"})},
                     "up:book_trip:r1")  # fmt: skip

@@ -373,6 +373,12 @@ class TestStateSection:
         target.write_text(target.read_text(encoding="utf-8") + state, encoding="utf-8")
         return load_config(target, {**ENV, **(env or {})})
 
+    def _problems(self, tmp_path: Path, state: str, env: dict[str, str] | None = None) -> str:
+        """Every problem loading ``state`` reports, one a line."""
+        with pytest.raises(ConfigError) as info:
+            self._load(tmp_path, state, env)
+        return "\n".join(info.value.problems)
+
     def test_redis_backend_with_a_url_loads(self, tmp_path: Path) -> None:
         c = self._load(
             tmp_path,
@@ -384,52 +390,44 @@ class TestStateSection:
         assert c.state.on_store_error.principal == "local"
 
     def test_redis_backend_without_a_url_is_a_problem(self, tmp_path: Path) -> None:
-        with pytest.raises(ConfigError) as info:
-            self._load(tmp_path, "state: {backend: redis}\n")
-        assert any("state: backend: redis needs a redis:" in p for p in info.value.problems)
+        problems = self._problems(tmp_path, "state: {backend: redis}\n")
+        assert "state: backend: redis needs a redis:" in problems
 
     def test_a_shared_token_cache_needs_redis(self, tmp_path: Path) -> None:
-        with pytest.raises(ConfigError) as info:
-            self._load(tmp_path, "state: {share_token_cache: true}\n")
-        assert any(
-            "state.share_token_cache: needs backend: redis" in p for p in info.value.problems
-        )
+        problems = self._problems(tmp_path, "state: {share_token_cache: true}\n")
+        assert "state.share_token_cache: needs backend: redis" in problems
 
     def test_a_short_admin_token_is_a_problem_that_does_not_show_it(self, tmp_path: Path) -> None:
-        with pytest.raises(ConfigError) as info:
-            self._load(tmp_path, "admin: {token: {env: A}}\n", {"A": "hunter2hunter2"})
-        assert any("admin.token: must be at least 32 characters" in p for p in info.value.problems)
-        assert "hunter2" not in "\n".join(info.value.problems)
+        problems = self._problems(tmp_path, "admin: {token: {env: A}}\n", {"A": "hunter2hunter2"})
+        assert "admin.token: must be at least 32 characters" in problems
+        assert "hunter2" not in problems
 
     def test_a_revocation_shorter_than_the_cache_hold_is_a_problem(self, tmp_path: Path) -> None:
-        with pytest.raises(ConfigError) as info:
-            self._load(tmp_path, "admin: {revocation_ttl_s: 59}\n")
+        problems = self._problems(tmp_path, "admin: {revocation_ttl_s: 59}\n")
         wanted = (
             "admin.revocation_ttl_s: must be at least issuer.cache.max_ttl_s + stale_if_error_s"
         )
-        assert any(wanted + " (60)" in p for p in info.value.problems)
+        assert wanted + " (60)" in problems
 
     def test_a_url_of_another_scheme_is_a_problem_that_does_not_show_the_url(
         self, tmp_path: Path
     ) -> None:
-        with pytest.raises(ConfigError) as info:
-            self._load(
-                tmp_path,
-                "state: {backend: redis, redis: {url: {env: R}}}\n",
-                {"R": "http://:hunter2@cache.internal:6379"},
-            )
-        assert any("state.redis.url: must be a redis://" in p for p in info.value.problems)
-        assert "hunter2" not in "\n".join(info.value.problems)
+        problems = self._problems(
+            tmp_path,
+            "state: {backend: redis, redis: {url: {env: R}}}\n",
+            {"R": "http://:hunter2@cache.internal:6379"},
+        )
+        assert "state.redis.url: must be a redis://" in problems
+        assert "hunter2" not in problems
 
     def test_tls_settings_need_a_rediss_url(self, tmp_path: Path) -> None:
         shutil.copytree(FIXTURES / "tls", tmp_path / "tls")
-        with pytest.raises(ConfigError) as info:
-            self._load(
-                tmp_path,
-                "state: {backend: redis, redis: {url: {env: R}, tls: {ca_file: tls/ca.pem}}}\n",
-                {"R": "redis://cache.internal:6379"},
-            )
-        assert any("state.redis.tls: needs a rediss:// url" in p for p in info.value.problems)
+        problems = self._problems(
+            tmp_path,
+            "state: {backend: redis, redis: {url: {env: R}, tls: {ca_file: tls/ca.pem}}}\n",
+            {"R": "redis://cache.internal:6379"},
+        )
+        assert "state.redis.tls: needs a rediss:// url" in problems
 
     def test_a_redis_section_with_the_memory_backend_is_a_warning(self, tmp_path: Path) -> None:
         c = self._load(
@@ -441,9 +439,8 @@ class TestStateSection:
         assert c.warnings == ("state.redis is ignored: state.backend is memory",)
 
     def test_an_unknown_store_error_policy_is_a_schema_problem(self, tmp_path: Path) -> None:
-        with pytest.raises(ConfigError) as info:
-            self._load(tmp_path, "state: {on_store_error: {ip: allow}}\n")
-        assert any("state.on_store_error.ip" in p for p in info.value.problems)
+        problems = self._problems(tmp_path, "state: {on_store_error: {ip: allow}}\n")
+        assert "state.on_store_error.ip" in problems
 
 
 class TestSecrets:

@@ -20,6 +20,7 @@ from gateway.protocol.input_required import (
     parse_input_required,
     required_capabilities,
 )
+from tests.support.input_upstream import asking
 from tests.support.schemas import SPEC_DIR
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -51,12 +52,7 @@ ROOTS = {"method": "roots/list"}
 
 
 def _round(requests: dict[str, Any] | None = None, state: str | None = "s") -> dict[str, Any]:
-    result: dict[str, Any] = {"resultType": "input_required"}
-    if requests is not None:
-        result["inputRequests"] = requests
-    if state is not None:
-        result["requestState"] = state
-    return result
+    return asking(requests, state)
 
 
 def _reason(result: dict[str, Any], max_state_bytes: int = 1024) -> str:
