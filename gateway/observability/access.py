@@ -30,10 +30,9 @@ from typing import Any, Final, Literal
 import structlog
 
 from gateway.config import LoggingConfig
-from gateway.observability.audit import (
+from gateway.observability.audit import AuditEvent, AuditSink
+from gateway.observability.audit_records import (
     TASK_EVENT_NAMES,
-    AuditEvent,
-    AuditSink,
     argument_shape,
     exchange_record,
     input_record,

@@ -55,7 +55,7 @@ __all__ = [
 TASKS_EXTENSION: Final = TASKS_EXTENSION_NAME
 TASK_KEY: Final = "task"
 """``RequestContext.extra`` key of the task record a call or task request leaves for its audit
-event (:func:`gateway.observability.audit.task_record`)."""
+event (:func:`gateway.observability.audit_records.task_record`)."""
 TASK_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 """The extension's methods (``tasks/result`` and ``tasks/list`` are gone: -32601)."""
 STATUSES: Final = frozenset({"working", "input_required", "completed", "failed", "cancelled"})

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from gateway.config import AuditConfig
-from gateway.observability.audit import AUDIT_LOGGER, AuditEvent, AuditSink, argument_shape
+from gateway.observability.audit import AUDIT_LOGGER, AuditEvent, AuditSink
+from gateway.observability.audit_records import argument_shape
 
 
 def event(n: int) -> AuditEvent:

@@ -1,0 +1,143 @@
+"""What an audit event may carry of a call's parts: each a bounded record of fixed fields.
+
+The front door notes what happened in ``RequestContext.extra`` (an input round, a token
+exchange, the external decision point's say, a task); these functions keep of it only the
+fields and values listed here, so nothing a client, an upstream or an issuer wrote reaches the
+trail. Arguments appear only as their shape (key -> JSON type name), never their values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+__all__ = [
+    "TASK_EVENT_NAMES",
+    "argument_shape",
+    "exchange_record",
+    "input_record",
+    "pdp_record",
+    "task_record",
+]
+
+_MAX_ARGUMENT_KEYS: Final = 64
+_MAX_KEY_CHARS: Final = 64
+
+_TYPE_NAMES: Final[Mapping[type, str]] = {
+    str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null",
+    dict: "object", list: "array",
+}  # fmt: skip
+
+
+def argument_shape(arguments: Mapping[str, Any]) -> dict[str, str]:
+    """The redacted form of tool arguments: top-level keys -> JSON type names, never values.
+
+    At most 64 keys, each cut to 64 characters (the decoder's caps are larger; an audit record
+    stays small).
+    """
+    shape: dict[str, str] = {}
+    for index, (key, value) in enumerate(arguments.items()):
+        if index >= _MAX_ARGUMENT_KEYS:
+            shape["..."] = "truncated"
+            break
+        shape[str(key)[:_MAX_KEY_CHARS]] = _TYPE_NAMES.get(type(value), "object")
+    return shape
+
+
+_INPUT_FIELDS: Final[Mapping[str, type]] = {
+    "round": int, "requested": list, "answers_round": int, "answered": list,
+    "policy_changed": bool, "refused": str,
+}  # fmt: skip
+_INPUT_KINDS: Final = frozenset({"elicitation/create", "roots/list", "sampling/createMessage"})
+
+
+def input_record(raw: Any) -> dict[str, Any] | None:
+    """The audit form of an input round's record (``RequestContext.extra["input"]``).
+
+    ``round``: the round relayed to the client (1 = the first request for input);
+    ``requested``: the kinds it asks for; ``answers_round`` / ``answered``: the round a retry
+    answered and the kinds it answered; ``policy_changed``: the policy version differs from the
+    one the answered round was sealed under (the retry was judged by the current one);
+    ``refused``: why a retry was refused (the ``invalid_request_state`` reason). Only these
+    fields, only known kinds: nothing the client or upstream wrote reaches the trail.
+    """
+    if not isinstance(raw, Mapping):
+        return None
+    record: dict[str, Any] = {}
+    for key, kind in _INPUT_FIELDS.items():
+        value = raw.get(key)
+        if isinstance(value, list):
+            if kind is list:
+                record[key] = sorted(item for item in value if item in _INPUT_KINDS)
+        elif isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+            record[key] = value
+    return record or None
+
+
+_EXCHANGE_FIELDS: Final[Mapping[str, type | tuple[type, ...]]] = {
+    "backend": str, "token_fp": str, "act": (str, type(None)), "exchanged": bool,
+}  # fmt: skip
+
+
+def exchange_record(raw: Any) -> dict[str, Any] | None:
+    """The audit form of a call's token exchange (``RequestContext.extra["exchange"]``):
+    ``backend``, ``token_fp`` (the exchanged token's fingerprint, like ``token_fp`` for the
+    caller's), ``act`` (who the issuer named as actor, when known) and ``exchanged`` (false: the
+    cached exchanged token was used). Never a token."""
+    if not isinstance(raw, Mapping):
+        return None
+    record = {key: raw[key] for key, kind in _EXCHANGE_FIELDS.items()
+              if key in raw and isinstance(raw[key], kind)}  # fmt: skip
+    return record or None
+
+
+_PDP_VALUES: Final[Mapping[str, frozenset[Any]]] = {
+    "decision": frozenset({"allow", "deny", "error"}), "cached": frozenset({True, False}),
+    "fallback": frozenset({"allow_local"}),
+}  # fmt: skip
+
+
+def pdp_record(raw: Any) -> dict[str, Any] | None:
+    """The audit form of the external decision point's say (``RequestContext.extra["pdp"]``,
+    ``policy_external``): ``decision`` (allow, deny, error), ``cached`` (from the decision
+    cache) and, when it failed under ``on_error: allow_local``, ``fallback``."""
+    if not isinstance(raw, Mapping):
+        return None
+    record = {key: raw[key] for key, allowed in _PDP_VALUES.items()
+              if key in raw and type(raw[key]) in (str, bool) and raw[key] in allowed}  # fmt: skip
+    return record or None
+
+
+TASK_EVENT_NAMES: Final[Mapping[str, str]] = {
+    "tasks/get": "task_get", "tasks/update": "task_update", "tasks/cancel": "task_cancel",
+}  # fmt: skip
+"""The audit ``event`` of each task request (every one is audited, refused or not)."""
+_TASK_FIELDS: Final[Mapping[str, frozenset[str] | None]] = {
+    "event": frozenset({"created", "completed", "failed", "cancelled"}),
+    "status": frozenset({"working", "input_required", "completed", "failed", "cancelled"}),
+    "refused": frozenset({"malformed", "tampered", "expired", "issuer", "subject", "client",
+                          "backend", "policy", "upstream", "unsolicited", "too_large"}),
+    "handle": None,
+}  # fmt: skip
+
+
+def task_record(raw: Any) -> dict[str, Any] | None:
+    """The audit form of a task record (``RequestContext.extra["task"]``): ``handle`` (a digest
+    of the handle: :func:`gateway.protocol.task_handle.handle_digest`, which links a task's
+    events), ``status`` (as the backend reported it), ``event`` (``created``, or the terminal
+    status seen for the first time), ``refused`` (why a handle was answered as unknown, or why
+    a task was not relayed: ``unsolicited``, ``too_large``). Never the handle, the backend's id
+    or what the task carries."""
+    if not isinstance(raw, Mapping):
+        return None
+    record: dict[str, Any] = {}
+    for key, allowed in _TASK_FIELDS.items():
+        value = raw.get(key)
+        if not isinstance(value, str):
+            continue
+        if allowed is None:
+            if len(value) == 32 and all(c in "0123456789abcdef" for c in value):
+                record[key] = value
+        elif value in allowed:
+            record[key] = value
+    return record or None
