@@ -2,8 +2,9 @@
 
 Layers (see docs/architecture.md and tests/test_layers.py): foundation modules (errors, seams,
 config/, yaml_source, outbound, observability) at the bottom; protocol/, auth/, policy/ and
-limits/ above them and independent of each other; backend/ and http/ above those; app/, wiring.py
-and cli.py on top. dev/ is development tooling and imports only the foundation.
+limits/ above them and independent of each other; backend/ and http/ above those; app/ (the
+listeners), wiring/ (the composition root) and commands/ (the command line) on top. dev/ is
+development tooling and imports only the foundation and outbound.
 """
 
 __version__ = "0.1.0"

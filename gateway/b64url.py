@@ -4,7 +4,7 @@ Strict means canonical: only the URL-safe alphabet, no padding, no length of 4n+
 unused low bits of the last character zero. Python's decoder accepts all of those variants
 (and drops characters outside the alphabet), so one value would have many spellings; anything
 keyed by the text (caches, revocations, sealed states, cursors) or compared after decoding must
-see exactly one. (``gateway.auth.revocation_key`` reads tokens the lenient way on purpose: it
+see exactly one. (``gateway.state.revocation_key`` reads tokens the lenient way on purpose: it
 must match whatever a lenient issuer accepts.)
 """
 

@@ -397,7 +397,7 @@ class Bench:
         pin_config = self.work / "catalog-pin.yaml"
         pin_config.write_text(json.dumps(self.config()))
         subprocess.run(  # noqa: S603
-            [PYTHON, "-m", "gateway.cli", "catalog", "pin", "--config", str(pin_config),
+            [PYTHON, "-m", "gateway.commands", "catalog", "pin", "--config", str(pin_config),
              "--output", str(lock)],
             check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
         )  # fmt: skip

@@ -302,7 +302,7 @@ def start_gateway(
     path.write_text(json.dumps(config))
     out = stdout.open("ab") if stdout is not None else Path(os.devnull).open("wb")  # noqa: SIM115
     env = {**ENV, **(extra_env or {})}
-    command = [PYTHON, "-m", "gateway.cli", "serve", "--config", str(path)]
+    command = [PYTHON, "-m", "gateway.commands", "serve", "--config", str(path)]
     if workers != 1:
         command += ["--workers", str(workers)]
     if core is not None:

@@ -30,7 +30,8 @@ class LayerTable:
     """docs/architecture.md's layer table, parsed."""
 
     rules: dict[str, frozenset[str]]
-    """Layer (first name below the package; "" the package root) -> layers it may import."""
+    """Layer (first name below the package; "" the package root) -> layers it may import, and
+    single modules of other layers as ``layer.module``."""
     only_imported_by: dict[str, frozenset[str]]
     """Layer -> the only layers that may import it."""
     neutral: frozenset[str]
@@ -46,7 +47,7 @@ def _names(text: str) -> list[str]:
     # Commentary in parentheses is not part of the rule; "config/" names the layer "config".
     return [
         name.rstrip("/")
-        for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_/]*)`", _PARENS.sub("", text))
+        for name in re.findall(r"`([A-Za-z_][A-Za-z0-9_/.]*)`", _PARENS.sub("", text))
     ]
 
 
@@ -137,6 +138,12 @@ def _layer_of(module: str, package: str) -> str:
     return parts[1] if len(parts) > 1 and parts[0] == package else ""
 
 
+def _allows_module(allowed: frozenset[str], module: str, package: str) -> bool:
+    """Whether a ``layer.module`` entry of ``allowed`` names ``module`` or a package above it."""
+    name = module.removeprefix(package + ".")
+    return any(name == entry or name.startswith(entry + ".") for entry in allowed if "." in entry)
+
+
 def _module_name(path: Path, root: Path, package: str) -> str:
     rel = path.relative_to(root).with_suffix("")
     parts = [package, *rel.parts]
@@ -198,7 +205,10 @@ def find_violations(root: Path, package: str = "gateway") -> list[str]:
                 permitted = layer in importers
             else:
                 permitted = (
-                    target_layer in NEUTRAL_TARGETS or "*" in allowed or target_layer in allowed
+                    target_layer in NEUTRAL_TARGETS
+                    or "*" in allowed
+                    or target_layer in allowed
+                    or _allows_module(allowed, target, package)
                 )
             if not permitted:
                 found.append(f"{rel}:{line}: {layer or package} must not import {target}")
@@ -260,7 +270,14 @@ def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
     assert RULES["auth"] == TABLE.foundation | {"outbound"}
     assert RULES["policy"] == {"errors", "seams", "config", "yaml_source"}
     assert RULES["state"] == TABLE.foundation - {"limits"} and "state" in RULES["limits"]
-    assert RULES["cli"] == ANYTHING and RULES["wiring"] == ANYTHING
+    assert RULES["wiring"] == ANYTHING and RULES["demo"] == ANYTHING
+    # The listeners and the command line: real rows, not "anything".
+    assert RULES["app"] == TABLE.foundation | {"outbound", "http"}
+    assert {"auth", "backend", "policy", "pdp", "protocol"}.isdisjoint(RULES["app"])
+    assert "wiring" in RULES["commands"] and "*" not in RULES["commands"]
+    assert {"auth", "backend", "http", "protocol", "pdp"}.isdisjoint(RULES["commands"])
+    faces = {"auth.token_reading", "backend.catalog.lock_file", "backend.catalog.pinning"}
+    assert faces <= RULES["commands"]
     assert RULES[""] == TABLE.foundation
     # The shared mechanisms (one of each) and the version: importable from every layer.
     assert {
@@ -275,7 +292,9 @@ def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
     assert all(RULES[name] == frozenset() for name in NEUTRAL_TARGETS - {""})
     # The decision point's client: only the composition root builds it; http/ sees the seam.
     assert RULES["pdp"] == TABLE.foundation | {"outbound", "policy"}
-    assert {"dev": {"cli", "demo"}, "workers": {"cli"}, "pdp": {"wiring"}} == ONLY_IMPORTED_BY
+    assert {"dev": {"commands", "demo"}, "workers": {"commands"}, "pdp": {"wiring"}} == (
+        ONLY_IMPORTED_BY
+    )
 
 
 def test_the_parser_reads_every_form_of_a_rule() -> None:
@@ -290,12 +309,18 @@ def test_the_parser_reads_every_form_of_a_rule() -> None:
 | `d` | foundation except `b` | only `c` |
 | `__init__` | nothing | every layer |
 | `e` | anything | |
+| `f` | `a`, `x.y` (one module of `x`) | |
 """
     )
     assert table.rules == {
-        "a": {"a", "b"}, "b": {"a", "b"}, "c": {"a", "b", "x"}, "d": {"a"}, "": set(),
+        "a": {"a", "b"},
+        "b": {"a", "b"},
+        "c": {"a", "b", "x"},
+        "d": {"a"},
+        "": set(),
         "e": ANYTHING,
-    }  # fmt: skip
+        "f": {"a", "x.y"},
+    }
     assert table.only_imported_by == {"d": {"c"}}
     assert table.neutral == {""}
 
@@ -406,8 +431,19 @@ ALLOWED_TREE: Final = {
     "protocol/__init__.py": "",
     "protocol/decode.py": "import json\nimport gateway\n",
     "dev/__init__.py": "from gateway.outbound import Outbound\n",
-    "app.py": "from gateway.auth import introspection\nfrom gateway.http import pipeline\n",
-    "cli.py": "import gateway.dev\n",
+    "backend/__init__.py": "",
+    "backend/proxy.py": "from gateway.protocol import decode\n",
+    "backend/catalog/__init__.py": "",
+    "backend/catalog/lock_file.py": "",
+    "auth/token_reading.py": "",
+    "app/__init__.py": "",
+    "app/ops.py": "from gateway.http import pipeline\nfrom gateway.seams import Decision\n",
+    "wiring/__init__.py": "",
+    "wiring/services.py": "from gateway.auth import introspection\nimport gateway.backend.proxy\n",
+    "commands/__init__.py": "",
+    "commands/cli.py": "import gateway.dev\nfrom gateway.wiring.production import build\n",
+    "commands/catalog.py": "from gateway.backend.catalog import lock_file\nimport gateway.app\n",
+    "commands/explain.py": "from gateway.auth import token_reading\nimport gateway.policy\n",
 }
 
 
@@ -519,10 +555,53 @@ class TestTheChecker:
                 id="foundation imports outbound",
             ),
             pytest.param(
-                "app.py",
+                "app/ops.py",
                 "from gateway.dev import issuer\n",
-                "gateway/app.py:1: app must not import gateway.dev",
+                "gateway/app/ops.py:1: app must not import gateway.dev",
                 id="app imports dev tooling",
+            ),
+            pytest.param(
+                "app/ops.py",
+                "from gateway.auth.revocation_key import kept_until\n",
+                "gateway/app/ops.py:1: app must not import gateway.auth.revocation_key",
+                id="app reaches into auth",
+            ),
+            pytest.param(
+                "app/ops.py",
+                "from gateway.backend.proxy import UpstreamBackend\n",
+                "gateway/app/ops.py:1: app must not import gateway.backend.proxy",
+                id="app reaches into backend",
+            ),
+            pytest.param(
+                "app/ops.py",
+                "from gateway.policy import model\n",
+                "gateway/app/ops.py:1: app must not import gateway.policy.model",
+                id="app reaches into policy",
+            ),
+            pytest.param(
+                "commands/catalog.py",
+                "from gateway.backend.proxy import UpstreamBackend\n",
+                "gateway/commands/catalog.py:1: commands must not import gateway.backend.proxy",
+                id="a command builds a backend itself",
+            ),
+            pytest.param(
+                "commands/explain.py",
+                "from gateway.auth.introspect import Client\n",
+                "gateway/commands/explain.py:1: commands must not import gateway.auth.introspect",
+                id="a command reaches into auth past the allowed module",
+            ),
+            pytest.param(
+                "commands/catalog.py",
+                "from gateway.backend.catalog.lock_files import load\n",
+                "gateway/commands/catalog.py:1: commands must not import "
+                "gateway.backend.catalog.lock_files",
+                id="a module named like an allowed one",
+            ),
+            pytest.param(
+                "commands/cli.py",
+                "from gateway.http import endpoint\n",
+                "gateway/commands/cli.py:1: commands must not import gateway.http",
+                id="a command reaches into http",
             ),
             pytest.param(
                 "metrics_extra.py",

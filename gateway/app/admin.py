@@ -6,7 +6,7 @@ is a JSON object with one of:
 * ``"token"``: the access token itself (read at once and never logged or stored);
 * ``"revocation_key"``: the token's revocation key as 64 hex digits, what ``mcp-gateway
   revoke`` works out from the token on the operator's machine
-  (``gateway/auth/revocation_key.py``: for a JWT its issuer and ``jti``, else its signing
+  (``gateway/state/revocation_key.py``: for a JWT its issuer and ``jti``, else its signing
   input; for an opaque token its SHA-256), optionally with the JWT's ``"exp"`` (a number) and
   ``"iss"``. The 12-character ``token_fp`` of the logs is refused: 48 bits name a log line,
   not one token. ``"token_sha256"`` (the SHA-256 of a JWT's bytes names one spelling of it,
@@ -15,7 +15,7 @@ is a JSON object with one of:
 Every spelling of the token is refused by this replica at once and, with ``state.backend:
 redis``, by every replica within about a second (``gateway/state/revocation.py``), until the
 later of ``admin.revocation_ttl_s`` from now and, for a JWT, its ``exp`` (bounded by the
-issuer's ``max_token_lifetime_s``, :func:`~gateway.auth.revocation_key.kept_until`); the
+issuer's ``max_token_lifetime_s``, :func:`~gateway.state.revocation_key.kept_until`); the
 streams still open on it end as fast (``McpEndpoint.revoked``). Answers
 (JSON, ``no-store``):
 
@@ -41,11 +41,11 @@ from typing import Any, Final
 from aiohttp import web
 
 from gateway.app.request_id import REQUEST_ID
-from gateway.auth.revocation_key import kept_until, revocation_target
 from gateway.config import Config
 from gateway.jsonkit.read import loads
 from gateway.observability.audit import AuditSink, RevocationEvent
 from gateway.observability.logging import get_logger
+from gateway.state.revocation_key import kept_until, revocation_target
 
 __all__ = ["MAX_ADMIN_BODY", "REVOKE_PATH", "Revoke", "add_admin_routes"]
 

@@ -13,9 +13,10 @@
   controls how many distinct bad tokens arrive. A negative entry never extends a token's life:
   revocation only goes active to inactive, and a refusal drops a cached acceptance.
 - Both maps are LRU, bounded by entry count.
-- Each positive entry also holds the token's revocation key (:mod:`.revocation_key`: what the
-  issuer signed), so a revocation finds every spelling of one token that was accepted
-  (:meth:`TokenCache.forget_revoked`), and a hit can be checked against the revocation list.
+- Each positive entry also holds the token's revocation key
+  (:mod:`gateway.state.revocation_key`: what the issuer signed), so a revocation finds every
+  spelling of one token that was accepted (:meth:`TokenCache.forget_revoked`), and a hit can be
+  checked against the revocation list.
 
 :class:`~gateway.flights.SingleFlight` (re-exported here) makes concurrent lookups of one
 uncached token share one introspection.

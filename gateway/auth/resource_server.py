@@ -9,8 +9,8 @@ Protocol.
    positive entry, unless its revocation key is revoked, is the whole cost of an authenticated
    request, introspected or a verified JWT alike (a cached JWT is not even decoded); a token
    every issuer refused a moment ago is 401 without an issuer call;
-3. the revocation key (:mod:`.revocation_key`: what the issuer signed, the same for every
-   spelling of one token) known revoked on this replica: 401 without an issuer call;
+3. the revocation key (:mod:`gateway.state.revocation_key`: what the issuer signed, the same
+   for every spelling of one token) known revoked on this replica: 401 without an issuer call;
 4. routing (:mod:`.router`): a JWT goes to the issuer its ``iss`` names (an unknown ``iss`` is
    401 without any outbound call), anything else to the issuers that introspect, in order; a
    fresh negative entry at every routed issuer is 401 without an issuer call;
@@ -60,6 +60,7 @@ from gateway.seams import (
     Revocations,
     SharedTokenCache,
 )
+from gateway.state.revocation_key import revocation_key
 
 from .bearer import MAX_TOKEN_BYTES, extract_bearer, extract_credentials
 from .budget import MAX_BLOCKED_IPS, FailedAuthBudget
@@ -71,7 +72,6 @@ from .issuer_caches import IssuerCaches
 from .issuer_metadata import IssuerMetadata
 from .resolution import NEGATIVE, Outcome, Resolver
 from .resource_metadata import protected_resource_metadata
-from .revocation_key import revocation_key
 from .router import TokenRouter
 from .scopes import ScopeVocabulary
 from .sharing import ReplicaSharing

@@ -3,8 +3,8 @@ introspection results (both behind the Protocols of :mod:`gateway.seams`, built 
 ``gateway/state``).
 
 * :meth:`ReplicaSharing.admit` is the one gate before a result enters a cache: it asks the
-  revocation list by the token's revocation key (:mod:`.revocation_key`: what the issuer
-  signed, so no spelling of a revoked token gets in; a token revoked while it was being
+  revocation list by the token's revocation key (:mod:`gateway.state.revocation_key`: what the
+  issuer signed, so no spelling of a revoked token gets in; a token revoked while it was being
   introspected is refused, and a replica that restarted refuses what the others revoked), then
   stores it. The shared results stay keyed by the token's digest: a result is only ever found
   for the exact bytes an issuer accepted.

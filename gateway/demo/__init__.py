@@ -2,12 +2,11 @@
 
 DEVELOPMENT ONLY. Everything binds to loopback (``--force-non-loopback`` overrides it).
 :mod:`gateway.demo.stack` starts the three (:func:`start_demo`, also used by the end-to-end
-tests); :mod:`gateway.demo.command` is the command line (``demo``, ``demo token``), registered
-by :mod:`gateway.cli` through :func:`register`. ``--tokens jwt`` runs the gateway in front of an
-issuer with JWT access tokens and no introspection endpoint (the Microsoft Entra ID shape).
+tests); :mod:`gateway.commands.demo` is the command line (``demo``, ``demo token``).
+``--tokens jwt`` runs the gateway in front of an issuer with JWT access tokens and no
+introspection endpoint (the Microsoft Entra ID shape).
 """
 
-from gateway.demo.command import log_settings, register
 from gateway.demo.stack import (
     DEMO_POLICY,
     DemoStack,
@@ -23,8 +22,6 @@ __all__ = [
     "DemoStack",
     "default_policy",
     "default_state_file",
-    "log_settings",
-    "register",
     "start_demo",
     "wait_ready",
     "write_state",

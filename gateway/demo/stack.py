@@ -45,7 +45,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from gateway.dev.dpop_proofs import new_client_key
 from gateway.dev.loopback import check_bind_host
 from gateway.errors import ConfigError
-from gateway.wiring import build_services
+from gateway.wiring.production import build_services
 
 __all__ = [
     "DEMO_POLICY",

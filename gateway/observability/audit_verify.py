@@ -1,5 +1,5 @@
 """Offline verification of audit files: every chain intact, or the first break of each chain as
-``FILE:LINE: reason`` (``mcp-gateway audit verify``, :mod:`gateway.app.audit_command`).
+``FILE:LINE: reason`` (``mcp-gateway audit verify``, :mod:`gateway.commands.audit_command`).
 
 Files are read as bytes and split on ``\\n`` (:mod:`.audit_events`); a line is an audit event
 when it is a JSON object with ``"log": "audit"`` (other lines, e.g. the application log beside

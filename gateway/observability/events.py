@@ -1,11 +1,12 @@
 """Operational events that are not requests: policy reloads (log line + metrics).
 
 The policy layer is pure (no logging, no metrics: ``gateway/policy/reload.py``); it reports each
-reload to a callback. :func:`policy_reload_reporter` builds that callback, so
-``gateway/wiring.py`` wires ``PolicyReloader(paths, on_reload=policy_reload_reporter(metrics))``
-and every reload is logged and counted the same way. The other lifecycle events
-(``gateway.started``, ``gateway.draining``, ``gateway.stopped``, catalog refreshes, issuer
-errors) are logged by the layers that see them; ``docs/operations.md`` lists them all.
+reload to a callback. :func:`policy_reload_reporter` builds that callback, so the composition root
+(``gateway/wiring/production.py``) wires ``PolicyReloader(paths,
+on_reload=policy_reload_reporter(metrics))`` and every reload is logged and counted the same way.
+The other lifecycle events (``gateway.started``, ``gateway.draining``, ``gateway.stopped``, catalog
+refreshes, issuer errors) are logged by the layers that see them; ``docs/operations.md`` lists them
+all.
 """
 
 from __future__ import annotations

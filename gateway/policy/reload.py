@@ -1,9 +1,10 @@
 """Hot reload of the policy set: validate in full, then swap one reference (never half a policy).
 
-Triggers are SIGHUP (``gateway/wiring.py`` calls :meth:`PolicyReloader.reload`) and cheap polling
-(:meth:`PolicyReloader.run`, the one file watcher of :mod:`gateway.filewatch`), which compares a
-stat signature of every policy file (mtime, size, inode) and of every configured directory's
-listing, and reloads only when it changed (parsing in a worker thread, the swap on the loop).
+Triggers are SIGHUP (``gateway/wiring/production.py`` calls :meth:`PolicyReloader.reload`) and cheap
+polling (:meth:`PolicyReloader.run`, the one file watcher of :mod:`gateway.filewatch`), which
+compares a stat signature of every policy file (mtime, size, inode) and of every configured
+directory's listing, and reloads only when it changed (parsing in a worker thread, the swap on the
+loop).
 
 A reload parses and validates the whole set first; only a valid set replaces the current one, by
 assigning one attribute (atomic under the GIL). A request that already took the old

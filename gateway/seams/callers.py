@@ -199,7 +199,7 @@ class Authenticator(Protocol):
 
 class Revocations(Protocol):
     """**Protocol:** tokens revoked at the gateway, by revocation key (``gateway/state``): 32
-    bytes naming what the issuer signed (``gateway/auth/revocation_key.py``), the same for
+    bytes naming what the issuer signed (``gateway/state/revocation_key.py``), the same for
     every spelling of one token, never the SHA-256 of the token's bytes alone."""
 
     async def revoked(self, digest: bytes) -> bool:

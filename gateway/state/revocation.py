@@ -1,6 +1,6 @@
 """Tokens revoked at the gateway, by revocation key, on every replica.
 
-A revocation key (``gateway/auth/revocation_key.py``) is 32 bytes naming what the issuer signed:
+A revocation key (``gateway/state/revocation_key.py``) is 32 bytes naming what the issuer signed:
 for a JWT its issuer and ``jti`` (else its signing input), so every spelling of one token
 (ECDSA's ``(r, n - s)``, base64url variants) is one key; for an opaque token its SHA-256. This
 module only stores and spreads keys; it never sees a token.

@@ -1,17 +1,16 @@
 """What ``state:`` gives the rest of the gateway: limiters, leases, revocations, shared cache,
 the DPoP replay cache.
 
-:func:`gateway.wiring.build_shared_state` (the composition root: it puts the limiters of
-:mod:`gateway.limits` together with the store, so this layer never imports that one) turns the
-configuration into a :class:`SharedState`. With
-``backend: memory`` everything is this replica's own: in-process limiters and leases, a local
-revocation list (``POST /admin/revoke`` still works, on this replica). With ``backend: redis``
-the Redis limiters and leases wrapped in the ``on_store_error`` fallbacks
-(:mod:`gateway.limits.fallback`), the revocation list shared through Redis (markers + pub/sub),
-the DPoP proofs seen by any replica (:mod:`.dpop_replay`) and, with ``share_token_cache``, the
-shared introspection cache. The composition root
-(``gateway/wiring.py``) hands these to the front door and the authenticator, runs
-:meth:`SharedState.run` in the background and reports :meth:`SharedState.report` in ``/readyz``.
+:func:`gateway.wiring.shared_state.build_shared_state` (the composition root: it puts the limiters
+of :mod:`gateway.limits` together with the store, so this layer never imports that one) turns the
+configuration into a :class:`SharedState`. With ``backend: memory`` everything is this replica's
+own: in-process limiters and leases, a local revocation list (``POST /admin/revoke`` still works, on
+this replica). With ``backend: redis`` the Redis limiters and leases wrapped in the
+``on_store_error`` fallbacks (:mod:`gateway.limits.fallback`), the revocation list shared through
+Redis (markers + pub/sub), the DPoP proofs seen by any replica (:mod:`.dpop_replay`) and, with
+``share_token_cache``, the shared introspection cache. The composition root (``gateway/wiring/``)
+hands these to the front door and the authenticator, runs :meth:`SharedState.run` in the background
+and reports :meth:`SharedState.report` in ``/readyz``.
 """
 
 from __future__ import annotations

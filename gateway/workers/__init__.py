@@ -9,6 +9,6 @@
 * :mod:`.slot`: restart back-off and when a worker "keeps dying";
 * :mod:`.runtime`: the private runtime directory the supervisor shares with its workers.
 
-Only :mod:`gateway.cli` imports this package; ``--workers 1`` (the default) never does anything
-here: one process, exactly as without the option.
+Only :mod:`gateway.commands.serve` imports this package; ``--workers 1`` (the default) never
+does anything here: one process, exactly as without the option.
 """

@@ -1,7 +1,7 @@
 """The supervisor of ``mcp-gateway serve --workers N`` (N > 1).
 
 It reserves the public port (``SO_REUSEPORT``; with ``listen.port: 0`` the kernel picks it),
-starts N worker processes (``python -m gateway.cli serve`` with hidden worker options,
+starts N worker processes (``python -m gateway.commands serve`` with hidden worker options,
 :mod:`gateway.workers.worker`) in their own process group, serves the group's ops listener
 (:mod:`gateway.workers.group_ops`) and:
 
@@ -218,12 +218,15 @@ class Supervisor:
     # --- workers ---------------------------------------------------------------------------
 
     def _command(self, slot: Slot, runtime_dir: Path) -> list[str]:
-        return [
-            sys.executable, "-m", "gateway.cli", "serve", "--config", str(self._config_path),
-            *self._worker_args,
-            "--worker-slot", str(slot.index), "--worker-dir", str(runtime_dir),
-            "--worker-port", str(self.port), "--worker-parent", str(os.getpid()),
-        ]  # fmt: skip
+        command = [sys.executable, "-m", "gateway.commands", "serve"]
+        worker = {
+            "--worker-slot": slot.index,
+            "--worker-dir": runtime_dir,
+            "--worker-port": self.port,
+            "--worker-parent": os.getpid(),
+        }
+        options = [str(part) for pair in worker.items() for part in pair]
+        return [*command, "--config", str(self._config_path), *self._worker_args, *options]
 
     async def _keep(self, slot: Slot, runtime_dir: Path, metrics: GroupMetrics) -> None:
         """Run slot's worker, restarting it after an unexpected exit, until the stop."""

@@ -23,7 +23,7 @@ STOP_S = 20.0
 
 
 def _demo_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "gateway.cli", "demo", *args]
+    return [sys.executable, "-m", "gateway.commands", "demo", *args]
 
 
 def _demo_ports() -> list[str]:

@@ -96,7 +96,7 @@ async def test_an_oauth_client_gets_a_jwt_that_works_and_its_refresh_token_does_
 
 async def test_the_demo_command_runs_in_jwt_mode(tmp_path: Path) -> None:
     state_file = tmp_path / "demo-state.json"
-    command = [sys.executable, "-m", "gateway.cli", "demo"]
+    command = [sys.executable, "-m", "gateway.commands", "demo"]
     with running_demo(
         state_file, *_demo_ports(), "--tokens", "jwt", "--log-level", "warning"
     ) as run:

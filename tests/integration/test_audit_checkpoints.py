@@ -22,7 +22,7 @@ from cryptography.hazmat.primitives.serialization import (
     PublicFormat,
 )
 
-from gateway.cli import build_parser
+from gateway.commands.cli import build_parser
 from gateway.observability.audit_chain import Chain, Signer
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.replicas import replica_stack

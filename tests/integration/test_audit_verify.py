@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import build_parser
+from gateway.commands.cli import build_parser
 from gateway.observability.audit_chain import GENESIS, Chain, digest
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.replicas import replica_stack
@@ -97,7 +97,7 @@ class TestRealOutput:
     async def test_the_installed_command_verifies(self, audited: tuple[LiveStack, Path]) -> None:
         _, path = audited
         done = subprocess.run(  # noqa: ASYNC221 - a short CLI call
-            [sys.executable, "-m", "gateway.cli", "audit", "verify", str(path)],
+            [sys.executable, "-m", "gateway.commands", "audit", "verify", str(path)],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.upstream_backend import UpstreamBackend
-from gateway.cli import main
+from gateway.commands.cli import main
 from tests.support.federation import DOCS_SECRET, TICKETS_CLIENT_SECRET, federated_stack, scopes
 from tests.support.federation import POLICY as FEDERATED_POLICY
 from tests.support.live_stack import LEGACY, MODERN, ServerFactory
@@ -524,7 +524,7 @@ tools:
             catalog.write_text(json.dumps(everything["result"]))
             capsys.readouterr()
             # main() would configure structlog globally for the rest of the session.
-            monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
+            monkeypatch.setattr("gateway.commands.cli.configure", lambda *args, **kwargs: None)
             code = main([
                 "policy", "explain", "--config", str(fed.stack.config_path),
                 "--scopes", "mcp:access docs:read", "--all", "--catalog-file", str(catalog),

@@ -1,4 +1,5 @@
-"""The production wiring (gateway/wiring.py) end to end, with real components on loopback.
+"""The production wiring (gateway/wiring/production.py) end to end, with real components on
+loopback.
 
 The development issuer speaks real OAuth (RFC 7662 introspection with client_secret_basic), the
 demo backend is a real MCP server that records every request it receives, and the gateway is

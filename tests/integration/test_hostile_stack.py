@@ -22,7 +22,7 @@ import pytest
 from gateway.app import GatewayServer
 from gateway.config import load_config
 from gateway.dev.demo_backend import DemoBackend
-from gateway.wiring import build_services
+from gateway.wiring.production import build_services
 from tests.support.test_issuer import IssuerStub
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import build_parser
+from gateway.commands.cli import build_parser
 from tests.support.live_stack import ServerFactory, live_stack
 
 BREAKS = "\u2028\u2029\u0085"

@@ -22,7 +22,7 @@ import pytest
 from gateway.app import GatewayServer
 from gateway.config import load_config
 from gateway.dev.dev_issuer import DevIssuer
-from gateway.wiring import build_services
+from gateway.wiring.production import build_services
 from tests.support.jwt_forge import access_claims
 from tests.support.jwt_stack import jwt_stack
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack

@@ -1,9 +1,9 @@
 """Observability through the real listeners: /metrics deltas, log lines, audit events, no token.
 
-The production composition (``gateway/wiring.py``) with the seams' fakes: ``McpEndpoint`` records
-the request metrics, :class:`GatewayObserver` (``record_request_metrics=False``) writes the access
-line and the audit events, ``build_public_app`` / ``build_ops_app`` serve the two listeners on
-loopback. structlog is configured as in production (JSON renderer, redaction) into a buffer, so
+The production composition (``gateway/wiring/production.py``) with the seams' fakes: ``McpEndpoint``
+records the request metrics, :class:`GatewayObserver` (``record_request_metrics=False``) writes the
+access line and the audit events, ``build_public_app`` / ``build_ops_app`` serve the two listeners
+on loopback. structlog is configured as in production (JSON renderer, redaction) into a buffer, so
 the assertions read the exact bytes an operator would ship.
 """
 

@@ -46,7 +46,7 @@ def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env.pop("MCP_GATEWAY_CONFIG", None)
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *args, "--config", "gateway.yaml"],
+        [sys.executable, "-m", "gateway.commands", *args, "--config", "gateway.yaml"],
         capture_output=True, text=True, timeout=BOUND_S, cwd=tmp_path, env=env, check=False,
     )  # fmt: skip
     assert time.monotonic() - started < BOUND_S

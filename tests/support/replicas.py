@@ -4,8 +4,8 @@
 development issuer (real OAuth introspection over HTTP, counting introspections) and an upstream
 MCP server, writes one ``gateway.yaml`` per replica (same resource, issuer, backend, policy and
 Redis; own listen ports) and starts each replica as its own process
-(``python -m gateway.cli serve``). A :class:`Replica` can be killed (SIGKILL, as a crashed pod),
-stopped (SIGTERM, graceful) and started again on the same ports. Logs go to files beside the
+(``python -m gateway.commands serve``). A :class:`Replica` can be killed (SIGKILL, as a crashed
+pod), stopped (SIGTERM, graceful) and started again on the same ports. Logs go to files beside the
 configuration, so tests can assert on them (no token in any line).
 
 The upstream's ``hold`` tool sleeps ``hold_s`` and records how many calls ran at once.
@@ -136,7 +136,7 @@ class Replica:
             [
                 sys.executable,
                 "-m",
-                "gateway.cli",
+                "gateway.commands",
                 "serve",
                 "--config",
                 str(self.config_path),
@@ -261,7 +261,7 @@ class ReplicaStack:
         """Run ``mcp-gateway <args>`` as its own process (the admin token in the environment)."""
         env = {**os.environ, "MCP_GATEWAY_ADMIN_TOKEN": self.admin_token}
         return subprocess.run(
-            [sys.executable, "-m", "gateway.cli", *args],
+            [sys.executable, "-m", "gateway.commands", *args],
             cwd=ROOT,
             env=env,
             input=stdin,

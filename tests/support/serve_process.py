@@ -82,7 +82,7 @@ async def run_command(
     """``mcp-gateway ARGS`` to its end: exit status, stdout, stderr. ``env``: its whole
     environment (default: this process's)."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli", *args,
+        sys.executable, "-m", "gateway.commands", *args,
         cwd=cwd, env=None if env is None else dict(env),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
@@ -166,7 +166,7 @@ async def serve_process(
         if stdout is not None:
             out = files.enter_context(stdout.open("wb"))
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway.cli", "serve", "--config", str(config), *args,
+            sys.executable, "-m", "gateway.commands", "serve", "--config", str(config), *args,
             stdout=out, stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})},
             cwd=config.parent,
         )  # fmt: skip

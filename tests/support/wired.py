@@ -12,7 +12,7 @@ import pytest
 
 from gateway.app import GatewayServer
 from gateway.config import load_config
-from gateway.wiring import build_services
+from gateway.wiring.production import build_services
 
 __all__ = ["wired_gateway"]
 

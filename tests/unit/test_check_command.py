@@ -1,8 +1,8 @@
 """``mcp-gateway check`` reports every problem of every stage in one run (issue 11 item 11).
 
-Run as operators run it: ``python -m gateway.cli`` in a subprocess, reading stdout (one problem
-per line) and stderr (warnings, the count). Also: ``--skip-secrets``, the demo-policy warning,
-the compose file's policy mount, and ``--version``.
+Run as operators run it: ``python -m gateway.commands`` in a subprocess, reading stdout (one
+problem per line) and stderr (warnings, the count). Also: ``--skip-secrets``, the demo-policy
+warning, the compose file's policy mount, and ``--version``.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def run(
     }
     env.pop("MCP_GATEWAY_CONFIG", None)
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", *args],
+        [sys.executable, "-m", "gateway.commands", *args],
         capture_output=True, text=True, timeout=60, cwd=cwd, env=env, check=False,
     )  # fmt: skip
 

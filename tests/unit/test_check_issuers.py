@@ -1,5 +1,5 @@
 """``mcp-gateway check`` and ``policy explain`` on whose names a rule's ``subjects`` and
-``clients`` are (issue 43 item 5), run as operators run them (``python -m gateway.cli``).
+``clients`` are (issue 43 item 5), run as operators run them (``python -m gateway.commands``).
 
 With several issuers a plain entry applies to the first one only: ``check`` warns about such a
 rule (exit 0: it only ever grants less) and about an entry naming an issuer that is not

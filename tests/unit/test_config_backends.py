@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway.commands.cli import main
 from gateway.config import DEFAULT_BACKEND, Config, load_config
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
@@ -246,7 +246,7 @@ class TestStaticCollisions:
         for key, value in ENV.items():
             monkeypatch.setenv(key, value)
         # main() would configure structlog globally for the rest of the session.
-        monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
+        monkeypatch.setattr("gateway.commands.cli.configure", lambda *args, **kwargs: None)
         body = "backends:\n  a:\n" + _backend(prefix="x_") + "  b:\n" + _backend(prefix="x_")
         target = _write(tmp_path, body)
         assert main(["check", "--config", str(target)]) == 1

@@ -157,7 +157,7 @@ def test_the_dockerfile_run_example_mounts_a_layout_that_passes_check(tmp_path: 
     config = tmp_path / "etc" / "mcp-gateway" / "gateway.yaml"
     env = {**os.environ, "GATEWAY_INTROSPECTION_SECRET": "example"}
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "check", "--config", str(config)],
+        [sys.executable, "-m", "gateway.commands", "check", "--config", str(config)],
         capture_output=True, text=True, timeout=60, env=env, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr

@@ -25,7 +25,7 @@ import yaml
 
 from gateway.app.ops import build_ops_app
 from gateway.app.services import Services
-from gateway.cli import main as cli_main
+from gateway.commands.cli import main as cli_main
 from gateway.config import load_config
 from tests.support.kustomize import normalise_generated_names, render
 
@@ -232,10 +232,14 @@ def test_the_configmap_gateway_yaml_passes_check_skip_secrets_without_the_secret
     for mount in pod["containers"][0]["volumeMounts"]:
         if mount["name"] in secrets:
             shutil.rmtree(tmp_path / mount["mountPath"].lstrip("/"))
+    check = ["check", "--skip-secrets", "--config", str(path)]
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "check", "--skip-secrets", "--config", str(path)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        [sys.executable, "-m", "gateway.commands", *check],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.strip().endswith("(secrets not read)")
 

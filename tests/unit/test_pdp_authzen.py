@@ -19,7 +19,7 @@ from gateway.errors import ExternalPolicyDenied, PolicyUnavailable
 from gateway.outbound.client import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
 from gateway.seams import AccessQuestion, Principal, RequestContext
-from gateway.wiring import build_services
+from gateway.wiring.production import build_services
 from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
 
 

@@ -28,9 +28,9 @@ from mcp.server.subscriptions import ResourceUpdated, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 from prometheus_client import generate_latest
 
-from gateway import wiring
 from gateway.errors import BAD_REQUEST_CODE, BackendFailure
 from gateway.http.subscriptions import legacy_sessions
+from gateway.wiring import production as wiring
 from tests.support import sdk_stack as shared
 from tests.support import wired
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack

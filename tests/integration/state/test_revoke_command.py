@@ -26,7 +26,7 @@ def revoke(*args: str, stdin: str, cwd: Path) -> subprocess.CompletedProcess[str
     env.pop("MCP_GATEWAY_CONFIG", None)
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "revoke", *args],
+        [sys.executable, "-m", "gateway.commands", "revoke", *args],
         cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=30, check=False,
     )  # fmt: skip
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from gateway.auth.cache import token_digest
-from gateway.auth.revocation_key import kept_until, revocation_key, revocation_target
 from gateway.config import IssuerConfig
 from gateway.dev.issuer_keys import DevKeySet
+from gateway.state.revocation_key import kept_until, revocation_key, revocation_target
 from tests.support.jwt_forge import high_s, respell_ecdsa
 
 ISSUER = "https://id.example.com"

@@ -116,7 +116,8 @@ def test_a_gateway_without_tracing_never_imports_the_export() -> None:
     # redis-py imports parts of the OpenTelemetry API when installed (its own observability);
     # the gateway's export module, the SDK's tracer and the OTLP exporters stay unloaded.
     code = (
-        "import sys, gateway.cli, gateway.wiring, gateway.http.pipeline.endpoint;"
+        "import sys, gateway.commands.cli, gateway.wiring.production;"
+        "import gateway.http.pipeline.endpoint;"
         "import gateway.backend.upstream_backend;"
         "print(sorted(m for m in sys.modules if m.startswith(("
         "'gateway.observability.otel', 'opentelemetry.sdk.trace', 'opentelemetry.exporter'))))"

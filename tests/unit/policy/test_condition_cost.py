@@ -243,7 +243,7 @@ def test_check_refuses_the_costly_expressions_at_their_position(tmp_path: Path) 
     )
     env = {k: v for k, v in os.environ.items() if k != "MCP_GATEWAY_CONFIG"}
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.cli", "check", "--skip-secrets", "--config",
+        [sys.executable, "-m", "gateway.commands", "check", "--skip-secrets", "--config",
          "gateway.yaml"],
         capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env, check=False,
     )  # fmt: skip

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway.commands.cli import main
 from tests.support.policy import minimal_config, write_text
 
 POLICY = """
@@ -33,7 +33,7 @@ LEGEND = (
 def _keep_logging_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
     """``main`` configures structlog globally, bound to the captured stdout of this test; later
     tests would then log into a closed stream. Logging is not under test here."""
-    monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr("gateway.commands.cli.configure", lambda *args, **kwargs: None)
 
 
 @pytest.fixture

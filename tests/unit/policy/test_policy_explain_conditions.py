@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
+from gateway.commands.cli import main
 from tests.support.policy import write_text
 from tests.unit.policy.test_policy_explain_token import ENTRA, compact, config, entra_claims
 
@@ -34,7 +34,7 @@ prompts:
 @pytest.fixture(autouse=True)
 def _policy_and_logging(config: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write_text(config.parent / "policies" / "main.yaml", POLICY)
-    monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr("gateway.commands.cli.configure", lambda *args, **kwargs: None)
 
 
 def _explain(

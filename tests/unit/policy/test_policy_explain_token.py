@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from gateway.cli import main
+from gateway.commands.cli import main
 from tests.support.policy import policy_text, write_text
 
 API = "api://66666666-7777-8888-9999-000000000000/"
@@ -23,7 +23,7 @@ POLICY = policy_text(tools={"search_notes": "notes:read", "create_note": "notes:
 
 @pytest.fixture(autouse=True)
 def _keep_logging_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr("gateway.commands.cli.configure", lambda *args, **kwargs: None)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.cli import main
+from gateway.commands.cli import main
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
 from gateway.policy.uri import compile_pattern, normalize_uri, overlap, template_pattern
@@ -298,7 +298,7 @@ class TestVersion:
 
 @pytest.fixture(autouse=True)
 def _keep_logging_configuration(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("gateway.cli.configure", lambda *args, **kwargs: None)
+    monkeypatch.setattr("gateway.commands.cli.configure", lambda *args, **kwargs: None)
 
 
 class TestExplainAndCheck:

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from gateway.backend.federation import FederatedBackend, gateway_uri, upstream_uri
 from gateway.backend.upstream_backend import UpstreamBackend
-from gateway.cli import main
+from gateway.commands.cli import main
 from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig, Secret
 from gateway.errors import AmbiguousResourceUri, ConfigError
 from gateway.outbound.client import Outbound

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway import cli
-from gateway.cli import build_parser, main
+from gateway.commands import serve
+from gateway.commands.cli import build_parser, main
 from gateway.workers.supervisor import reserve_port
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
@@ -103,7 +103,7 @@ def test_one_worker_is_the_single_process_gateway(
     def no_supervisor(*args: object, **kwargs: object) -> None:
         raise AssertionError("--workers 1 must not start a supervisor")
 
-    monkeypatch.setattr(cli, "Supervisor", no_supervisor)
+    monkeypatch.setattr(serve, "Supervisor", no_supervisor)
     with socket.socket() as taken:
         _taken_port(config, taken)
         assert main(["serve", "--config", str(config), "--workers", "1"]) == 1

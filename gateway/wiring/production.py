@@ -26,15 +26,12 @@ from gateway.backend.credentials.assertion_keys import GatewayKeys
 from gateway.backend.federated_listen import FederatedListening
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.upstream_backend import UpstreamBackend
-from gateway.config import Config, StoreErrorPolicy
+from gateway.config import Config
 from gateway.config.loader import backend_prefixes
 from gateway.config.sections import TRACING_PACKAGES
 from gateway.errors import ConfigError
 from gateway.http.pipeline.endpoint import McpEndpoint
 from gateway.http.pipeline.routes import add_mcp_routes, ops_jwks
-from gateway.limits.fallback import FallbackLeases, FallbackRateLimiter, SharedRateLimiter
-from gateway.limits.memory import MemoryLeases, MemoryRateLimiter
-from gateway.limits.redis import RedisLeases, RedisRateLimiter
 from gateway.observability.access import GatewayObserver
 from gateway.observability.audit import AuditSink
 from gateway.observability.events import policy_reload_reporter
@@ -42,21 +39,15 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
-from gateway.policy.issuers import issuer_warnings
 from gateway.policy.model import PolicySet
-from gateway.policy.overrides import rename_warnings
 from gateway.policy.reload import PolicyReloader
-from gateway.seams import RateLimiter
-from gateway.state.dpop_replay import FallbackReplays, MemoryReplays, RedisReplays
-from gateway.state.revocation import RevocationList
-from gateway.state.shared import SharedState
-from gateway.state.store import RedisStore
-from gateway.state.token_cache import RedisTokenCache
+from gateway.policy.warnings import policy_warnings
+from gateway.wiring.shared_state import build_shared_state
 
 if TYPE_CHECKING:
     from gateway.observability.otel import Tracing
 
-__all__ = ["build_services", "build_shared_state"]
+__all__ = ["build_services"]
 
 log = get_logger("gateway.wiring")
 
@@ -217,59 +208,6 @@ def build_services(
     return services
 
 
-def build_shared_state(
-    config: Config, on_revoke: Callable[[bytes], None], metrics: Metrics | None = None
-) -> SharedState:
-    """What ``state:`` gives the gateway (:class:`~gateway.state.shared.SharedState`).
-
-    ``on_revoke(digest)`` evicts a revoked token from every cache of this replica. With
-    ``backend: memory`` everything is this replica's own; with ``backend: redis`` the Redis
-    limiters and leases wrapped in the ``on_store_error`` fallbacks, the revocation list, the
-    DPoP replay cache and (``share_token_cache``) the token cache shared through Redis.
-    """
-    state, ttl = config.state, float(config.admin.revocation_ttl_s)
-    local = MemoryRateLimiter()
-    if state.backend != "redis" or state.redis is None:
-        revocations = RevocationList(ttl_s=ttl, on_revoke=on_revoke, metrics=metrics)
-        return SharedState("memory", local, MemoryLeases(), revocations, MemoryReplays())
-    store = RedisStore(state.redis, metrics=metrics)
-    shared = RedisRateLimiter(store)
-    policies = state.on_store_error
-
-    def fallback(kind: str, policy: StoreErrorPolicy) -> RateLimiter:
-        return FallbackRateLimiter(shared, local, kind=kind, policy=policy, metrics=metrics)
-
-    limiter = SharedRateLimiter(
-        {
-            "ip": fallback("ip", policies.ip),
-            "principal": fallback("principal", policies.principal),
-            "tool": fallback("tool", policies.tool),
-            "failed_auth": fallback("failed_auth", policies.failed_auth),
-        },
-        default=fallback("other", "local"),
-    )
-    leases = FallbackLeases(
-        RedisLeases(store),
-        MemoryLeases(),
-        kind="tool_concurrency",
-        policy=policies.tool_concurrency,
-        metrics=metrics,
-    )
-    token_cache = RedisTokenCache(store, metrics=metrics) if state.share_token_cache else None
-    revocations = RevocationList(
-        ttl_s=ttl,
-        on_revoke=on_revoke,
-        store=store,
-        policy=policies.revocation,
-        token_cache_key=token_cache.entry_key if token_cache is not None else None,
-        metrics=metrics,
-    )
-    replays = FallbackReplays(
-        RedisReplays(store), MemoryReplays(), policy=policies.dpop_replay, metrics=metrics
-    )
-    return SharedState("redis", limiter, leases, revocations, replays, store, token_cache)
-
-
 def _catalog_lock(config: Config, metrics: Metrics, audit: AuditSink) -> CatalogLock | None:
     """The lock of ``catalog:`` (None without the section: nothing is compared). Raises
     :class:`ConfigError` (``file:line:col``) when the lock file is missing or invalid."""
@@ -337,12 +275,8 @@ def _policy_source(
     prefixes = backend_prefixes(config.backends)
 
     def warn(current: PolicySet) -> None:
-        for warning in current.unreachable_rules(prefixes):
-            log.warning("policy.rule_unreachable", detail=warning)
-        for warning in rename_warnings(current, prefixes):
-            log.warning("policy.rename_ambiguous", detail=warning)
-        for warning in issuer_warnings(current):
-            log.warning("policy.entry_issuer", detail=warning)
+        for event, warning in policy_warnings(current, prefixes):
+            log.warning(event, detail=warning)
 
     def on_reload(outcome: str, current: PolicySet | None, problems: list[str]) -> None:
         if outcome == "success" and current is not None:

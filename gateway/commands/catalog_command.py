@@ -28,14 +28,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-import gateway
 from gateway.backend.catalog.lock_file import (
     EMPTY_LOCK,
     FORMAT_VERSION,
@@ -44,28 +42,25 @@ from gateway.backend.catalog.lock_file import (
     load_lock,
     write_lock,
 )
-from gateway.backend.catalog.lock_watch import CatalogLock
 from gateway.backend.catalog.pinning import KINDS, Difference, Item, compare, render_diff
-from gateway.backend.upstream_backend import UpstreamBackend
+from gateway.commands.options import CONFIG_ENV, Subparsers, add_config_option
 from gateway.config import Config, load_config
 from gateway.errors import ConfigError
 from gateway.observability.logging import configure
-from gateway.outbound.client import Outbound
-from gateway.policy.loader import load_policy
+from gateway.wiring.catalog_fetch import fetch_catalogs
 
 __all__ = ["DEFAULT_LOCK", "Live", "check_lock", "fetch_live", "register"]
 
 DEFAULT_LOCK: Final = "catalog.lock.yaml"
 BACKEND_SECTIONS: Final = ("backend", "backends")
 """The sections whose secret references the commands read (the service credentials)."""
-_CONFIG_ENV: Final = "MCP_GATEWAY_CONFIG"
 
 
 class _Failed(Exception):
     """A reason to stop with exit code 2 (printed as is)."""
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     catalog = subparsers.add_parser(
         "catalog",
         help="pin, diff and approve the backends' tool definitions (catalog lock)",
@@ -81,9 +76,11 @@ def register(subparsers: Any) -> None:
         "written, 2 when a backend could not be fetched (nothing is written).",
     )
     pin.add_argument(
-        "--output", "-o", metavar="FILE",
+        "--output",
+        "-o",
+        metavar="FILE",
         help=f"where to write (default: catalog.lock, else {DEFAULT_LOCK})",
-    )  # fmt: skip
+    )
     diff = commands.add_parser(
         "diff",
         help="show what differs between the backends and the lock",
@@ -99,14 +96,10 @@ def register(subparsers: Any) -> None:
     )
     approve.add_argument("names", nargs="*", metavar="NAME", help="items to approve")
     for command in (pin, diff, approve):
-        command.add_argument(
-            "--config", "-c", metavar="PATH", default=os.environ.get(_CONFIG_ENV),
-            help=f"gateway.yaml to use (default: ${_CONFIG_ENV})",
-        )  # fmt: skip
+        add_config_option(command)
         command.set_defaults(handler=_cmd_catalog)
     for command in (diff, approve):
-        command.add_argument("--lock", metavar="FILE",
-                             help="the lock file (default: catalog.lock)")  # fmt: skip
+        command.add_argument("--lock", metavar="FILE", help="the lock file (default: catalog.lock)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,32 +111,16 @@ class Live:
 
 
 async def fetch_live(config: Config, lock: Lock) -> Live:
-    """Fetch every backend once and compare with ``lock`` (tools with the policy's overrides
-    applied); raises :class:`_Failed` naming each backend whose tools (or prompts and
+    """Fetch every backend once (:func:`gateway.wiring.catalog_fetch.fetch_catalogs`) and compare
+    with ``lock``; raises :class:`_Failed` naming each backend whose tools (or prompts and
     templates) could not be listed, :class:`ConfigError` for an invalid policy."""
-    # The policy's tool overrides are part of what is pinned (what clients are shown).
-    policy = load_policy(config.policy_paths, issuers=config.issuer_urls)
-    outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
-    pins = CatalogLock(lock_path(config, None), "allow", lock=lock)
-    members = [
-        UpstreamBackend(config, outbound, settings=s, pins=pins, overrides=policy)
-        for s in config.backends
-    ]
-    try:
-        fetched = await asyncio.gather(*(member.fetch() for member in members))
-        failed = [
-            member.name
-            for member, ok in zip(members, fetched, strict=True)
-            if not ok or member.refresher.surface_failed
-        ]
-        if failed:
-            raise _Failed(f"could not fetch the catalog of backend {', '.join(failed)} (see the "
-                          "log above); nothing was written")  # fmt: skip
-        items = tuple(item for member in members for item in member.refresher.pinned())
-    finally:
-        await asyncio.gather(*(member.close() for member in members))
-        await outbound.close()
-    return Live(items, compare(items, lock.items.values()))
+    fetched = await fetch_catalogs(config, lock, lock_path(config, None))
+    if fetched.failed:
+        raise _Failed(
+            f"could not fetch the catalog of backend {', '.join(fetched.failed)} (see the log "
+            "above); nothing was written"
+        )
+    return Live(fetched.items, compare(fetched.items, lock.items.values()))
 
 
 def check_lock(config: Config | None) -> list[str]:
@@ -153,8 +130,8 @@ def check_lock(config: Config | None) -> list[str]:
         return []
     path = config.catalog.lock
     if not path.is_file():
-        return [f"{path}: catalog.lock: the lock file does not exist (mcp-gateway catalog pin "
-                "writes it)"]  # fmt: skip
+        missing = "the lock file does not exist (mcp-gateway catalog pin writes it)"
+        return [f"{path}: catalog.lock: {missing}"]
     try:
         load_lock(path)
     except ConfigError as exc:
@@ -172,12 +149,15 @@ def lock_path(config: Config, given: str | None) -> Path:
 
 def _cmd_catalog(args: argparse.Namespace) -> int:
     # The diff is the output: log lines go to stderr, warnings only unless asked for more.
-    configure(getattr(args, "log_format", "console"), getattr(args, "log_level", "warning"),
-              stream=sys.stderr)  # fmt: skip
+    configure(
+        getattr(args, "log_format", "console"),
+        getattr(args, "log_level", "warning"),
+        stream=sys.stderr,
+    )
     command = f"mcp-gateway catalog {args.catalog_command}"
     try:
         if not args.config:
-            raise _Failed(f"no configuration: pass --config PATH or set {_CONFIG_ENV}")
+            raise _Failed(f"no configuration: pass --config PATH or set {CONFIG_ENV}")
         # The backends' credentials only: nothing here calls an issuer, serves or stores state,
         # so a workstation without the issuer's secret (or admin, Redis...) can review.
         config = load_config(Path(args.config), resolve_secrets=BACKEND_SECTIONS)

@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key, l
 
 import gateway
 from gateway import b64url
+from gateway.commands.options import Subparsers
 from gateway.jsonkit.read import loads
 from gateway.observability.audit_chain import public_jwk
 from gateway.observability.audit_events import seq_span
@@ -38,7 +39,7 @@ TIMEOUT_S: Final = 10.0
 MAX_JWKS_BYTES: Final = 1_000_000
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     audit = subparsers.add_parser(
         "audit",
         help="work with audit files (audit verify)",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from joserfc.jwk import ECKey
 
+from gateway.commands.options import Subparsers
 from gateway.demo.stack import default_state_file, start_demo, wait_ready, write_state
 from gateway.dev.demo_setup import DemoEndpoints, render_banner, render_dpop_banner
 from gateway.dev.dpop_proofs import sign_proof
@@ -179,7 +180,7 @@ def _cmd_token(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     """Add ``demo`` (and ``demo token``) to the ``mcp-gateway`` command line."""
     demo = subparsers.add_parser(
         "demo",

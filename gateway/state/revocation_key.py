@@ -19,11 +19,13 @@ Trailing empty segments past the third are dropped first (``h.p.s.`` is ``h.p.s`
 the gateway, such a spelling goes to introspection, and an issuer that splits the way Java's
 ``String.split`` does (Keycloak) reads it as the token itself.
 
-The segments are decoded leniently here on purpose (the router's :mod:`.jws` is strict): a
-spelling the gateway refuses today, an issuer's introspection endpoint might accept. Nothing is
-verified: a key names a token, it never admits one (the principal cache stays keyed by the
-exact bytes that were verified). ``mcp-gateway revoke`` computes the same key on the operator's
-machine, so only the key crosses the network.
+The segments are decoded leniently here on purpose (the auth router's :mod:`gateway.auth.jws`
+is strict): a spelling the gateway refuses today, an issuer's introspection endpoint might
+accept. Nothing is verified: a key names a token, it never admits one (the principal cache
+stays keyed by the exact bytes that were verified). ``mcp-gateway revoke`` computes the same key
+on the operator's machine, so only the key crosses the network. It lives beside the revocation
+list it keys (:mod:`.revocation`) so that the authenticator, the admin API of the ops listener
+and the ``revoke`` command all reach it without reaching into each other.
 """
 
 from __future__ import annotations
@@ -141,9 +143,9 @@ def kept_until(
     """How long a revocation of a JWT with this ``iss`` and ``exp`` must last: until ``exp`` plus
     the issuer's ``clock_skew_s`` (the last instant the gateway accepts it), but no later than
     any token of that issuer acceptable now can live (``now + max_token_lifetime_s`` plus the
-    skew twice: :mod:`.jwt_claims` refuses an ``exp`` further ahead). An ``iss`` that names no
-    configured issuer takes the most lenient issuer's bounds. 0 without an ``exp`` (an opaque
-    token: ``admin.revocation_ttl_s`` alone).
+    skew twice: :mod:`gateway.auth.jwt_claims` refuses an ``exp`` further ahead). An ``iss``
+    that names no configured issuer takes the most lenient issuer's bounds. 0 without an
+    ``exp`` (an opaque token: ``admin.revocation_ttl_s`` alone).
 
     ``tokens: introspection`` checks no JWT locally, so nothing refuses an ``exp`` past
     ``max_token_lifetime_s`` there (a Keycloak JWT introspected is accepted until its ``exp``):

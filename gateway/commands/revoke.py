@@ -2,7 +2,7 @@
 
 The token is read from a file or standard input, never from the command line (process lists
 show arguments), and turned into its revocation key here
-(:func:`gateway.auth.revocation_key.revocation_target`: what the issuer signed, the same for
+(:func:`gateway.state.revocation_key.revocation_target`: what the issuer signed, the same for
 every spelling of the token): only that key, and a JWT's ``exp`` and ``iss`` (so the gateway
 keeps the revocation until the token expires), cross the network. Where to send it and
 the admin credential come from the options, ``$MCP_GATEWAY_ADMIN_TOKEN``, or the configuration
@@ -23,11 +23,12 @@ from pathlib import Path
 from typing import Any, Final
 
 from gateway.app.admin import REVOKE_PATH
-from gateway.auth.revocation_key import revocation_target
+from gateway.commands.options import Subparsers, add_config_option
 from gateway.config.loader import load_ops_access
 from gateway.errors import ConfigError
 from gateway.outbound.client import post_json_once
 from gateway.outbound.failures import OutboundError
+from gateway.state.revocation_key import revocation_target
 
 __all__ = ["ADMIN_TOKEN_ENV", "register"]
 
@@ -36,7 +37,7 @@ TIMEOUT_S: Final = 10.0
 _SHA256: Final = re.compile(r"[0-9a-fA-F]{64}")
 
 
-def register(subparsers: Any) -> None:
+def register(subparsers: Subparsers) -> None:
     parser = subparsers.add_parser(
         "revoke",
         help="revoke a token on every replica (POST /admin/revoke on the ops listener)",
@@ -49,13 +50,7 @@ def register(subparsers: Any) -> None:
     which.add_argument(
         "--key", metavar="HEX", help="the revocation key (64 hex digits, as the audit trail has it)"
     )
-    parser.add_argument(
-        "--config",
-        "-c",
-        metavar="PATH",
-        default=os.environ.get("MCP_GATEWAY_CONFIG"),
-        help="gateway.yaml: ops_listen and admin.token (default: $MCP_GATEWAY_CONFIG)",
-    )
+    add_config_option(parser, "gateway.yaml: ops_listen and admin.token")
     parser.add_argument("--url", metavar="URL", help="the ops listener, e.g. http://127.0.0.1:9090")
     parser.add_argument(
         "--admin-token-file",
