@@ -28,6 +28,7 @@ from dataclasses import replace
 from typing import Any, Final, Literal
 
 from gateway.config import ServerInfo
+from gateway.errors import MissingClientCapability
 from gateway.protocol.input_required import InvalidInputRequired, parse_input_required
 from gateway.protocol.results import (
     META_SERVER_INFO,
@@ -40,12 +41,14 @@ __all__ = [
     "FAILED_TEXT",
     "MAX_STATUS_MESSAGE",
     "MAX_TASK_ID_BYTES",
+    "REQUIRED_DATA",
     "STATUSES",
     "TASKS_EXTENSION",
     "TASK_KEY",
     "TASK_METHODS",
     "TERMINAL",
     "InvalidTask",
+    "check_task_listen",
     "client_task",
     "declares_tasks",
     "requires_tasks",
@@ -67,6 +70,25 @@ _MAX_TIMESTAMP: Final = 64
 FAILED_TEXT: Final = "Upstream task failed"
 """The message of a failed task's ``error`` (its code is the upstream's)."""
 FAILED_CODE: Final = -32603
+
+
+REQUIRED_DATA: Final[Mapping[str, Any]] = {
+    "requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}
+}
+"""``data`` of the -32021 for a task request, or a listen for task statuses, without the
+extension (§Error Handling: MUST)."""
+
+
+def check_task_listen(params: Mapping[str, Any], capabilities: Mapping[str, Any]) -> None:
+    """A ``subscriptions/listen`` asking for task status notifications (``notifications.taskIds``)
+    without the extension declared is -32021 (§Task Status Notifications, MUST).
+
+    With it declared, no task id is agreed to (the acknowledgment lists none): the gateway does
+    not relay ``notifications/tasks``, so clients poll (the default the extension describes)."""
+    wanted = params.get("notifications")
+    asked = isinstance(wanted, Mapping) and wanted.get("taskIds") is not None
+    if asked and not declares_tasks(capabilities):
+        raise MissingClientCapability(data=REQUIRED_DATA)
 
 
 class InvalidTask(ValueError):

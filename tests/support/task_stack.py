@@ -65,7 +65,7 @@ async def task_stack(
         ) as stack:  # fmt: skip
             yield stack
     finally:
-        if upstream is not None:
+        if isinstance(upstream, TaskUpstream):
             await upstream.close()
 
 

@@ -67,9 +67,9 @@ from gateway.protocol.task_handle import (
     handle_digest,
 )
 from gateway.protocol.tasks_extension import (
+    REQUIRED_DATA,
     TASK_KEY,
     TASK_METHODS,
-    TASKS_EXTENSION,
     TERMINAL,
     client_task,
     declares_tasks,
@@ -77,10 +77,8 @@ from gateway.protocol.tasks_extension import (
 from gateway.seams import AccessQuestion, DecisionPoint, Task, TaskRelay, TaskRequest
 from gateway.state.dpop_replay import MemoryReplays
 
-__all__ = ["POLL_WINDOW_S", "REQUIRED", "TaskMethods", "poll_budget"]
+__all__ = ["POLL_WINDOW_S", "TaskMethods", "poll_budget"]
 
-REQUIRED: Final[Mapping[str, Any]] = {"requiredCapabilities": {"extensions": {TASKS_EXTENSION: {}}}}
-"""``data`` of the -32021 a task request without the extension gets."""
 POLL_WINDOW_S: Final = 60.0
 _TERMINAL_REMEMBERED: Final = 100_000
 """Tasks whose terminal status this replica remembers having audited (bounded, oldest first)."""
@@ -131,7 +129,7 @@ class TaskMethods:
     ) -> bytes:
         ctx, principal = turn.ctx, turn.principal
         if not declares_tasks(message.client_capabilities):
-            raise MissingClientCapability(data=REQUIRED)
+            raise MissingClientCapability(data=REQUIRED_DATA)
         handle = message.task_id or ""
         digest = handle_digest(handle)
         record: dict[str, Any] = {"handle": digest}

@@ -35,6 +35,7 @@ from gateway.http.turn import Route, Turn, check_expiry, require_method_scopes
 from gateway.limits.keys import principal_key
 from gateway.observability.logging import get_logger
 from gateway.protocol.messages import McpMessage
+from gateway.protocol.tasks_extension import check_task_listen
 from gateway.seams import (
     Backend,
     Listening,
@@ -79,6 +80,7 @@ class SubscriptionRoutes:
         if listening is None or not any(o.list_changed or o.subscribe for o in offers):
             raise MethodNotFound()
         require_method_scopes(turn, message.method)
+        check_task_listen(message.params, message.client_capabilities)
         wanted = normal_filter(turn.policy, parse_filter(message.params, self._max_uris))
         who = turn.principal
         token = turn.token_key()  # 401 if revoked meanwhile; bound below with no wait between

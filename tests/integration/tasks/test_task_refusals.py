@@ -22,10 +22,11 @@ import pytest
 from gateway.config import SealKey
 from gateway.protocol.task_handle import TaskClaims, TaskHandles
 from tests.support.input_stack import KEY_A, KEY_B, audit_events
-from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.live_stack import LiveStack, ServerFactory, modern_meta
 from tests.support.schemas import validate_response
 from tests.support.task_stack import CAPS, POLICY, SCOPES, call, task, task_stack
 from tests.support.task_upstream import TASKS, TaskUpstream
+from tests.support.upstreams import ModernUpstream
 
 ADMIN = "tasks-admin-token-0123456789abcdef012345"
 UNKNOWN = b'{"jsonrpc":"2.0","id":7,"error":{"code":-32602,"message":"Task not found"}}'
@@ -338,3 +339,36 @@ async def test_a_key_rotation_keeps_old_handles_valid_until_the_key_is_dropped(
         ) as dropped:  # fmt: skip
             assert (await task(dropped, token, "tasks/get", handle))[2] == UNKNOWN
             assert (await task(dropped, token, "tasks/get", fresh))[0] == 200
+
+
+@pytest.mark.row("missing_client_capability")
+async def test_a_listen_for_task_statuses_needs_the_extension_and_gets_none(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SEP-2663 §Task Status Notifications: -32021 without the extension (MUST); with it, the
+    acknowledgment agrees to no task id (the gateway relays none: clients poll)."""
+    upstream = ModernUpstream(list_changed=True)
+    stack = task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream)  # type: ignore[arg-type]
+    async with stack as live:
+        token = live.token(SCOPES)
+        wanted = {"toolsListChanged": True, "taskIds": ["t1.abc"]}
+        status, _, text = await live.modern(
+            token, "subscriptions/listen", {"notifications": wanted}, capabilities={}
+        )
+        assert status == 400 and json.loads(text)["error"]["code"] == -32021
+        assert json.loads(text)["error"]["data"] == {
+            "requiredCapabilities": {"extensions": {TASKS: {}}}
+        }
+        body = {"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
+                "params": {"notifications": wanted, "_meta": modern_meta(CAPS)}}  # fmt: skip
+        headers = {"Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2026-07-28",
+                   "Mcp-Method": "subscriptions/listen",
+                   "Accept": "application/json, text/event-stream"}  # fmt: skip
+        async with live.session.post(live.server.mcp_url, json=body, headers=headers) as stream:
+            assert stream.status == 200
+            line = b""
+            while not line.startswith(b"data:"):
+                line = await stream.content.readline()
+            ack = json.loads(line[5:])
+        assert ack["method"] == "notifications/subscriptions/acknowledged"
+        assert ack["params"]["notifications"].get("taskIds") is None
