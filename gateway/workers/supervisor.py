@@ -42,7 +42,8 @@ from gateway.observability.audit import AuditSink
 from gateway.observability.group_metrics import GroupMetrics
 from gateway.observability.logging import get_logger
 from gateway.outbound.client import Outbound
-from gateway.workers.group_ops import Group, GroupRevocations, build_group_ops_app
+from gateway.workers.group import Group, GroupRevocations
+from gateway.workers.group_ops import build_group_ops_app
 from gateway.workers.runtime import socket_path, write_revocations
 from gateway.workers.slot import DEFAULT_RESTART_POLICY, RestartPolicy, Slot
 

@@ -10,9 +10,8 @@ from gateway.backend.credentials.assertion_keys import GatewayKeys
 from gateway.config import load_config
 from gateway.observability.group_metrics import GroupMetrics
 from gateway.outbound.client import Outbound
+from gateway.workers.group import Group, GroupRevocations
 from gateway.workers.group_ops import (
-    Group,
-    GroupRevocations,
     build_group_ops_app,
     merge_backend_reports,
     merge_issuer_reports,
