@@ -35,11 +35,21 @@ __all__ = [
     "InvalidTargetError",
     "IssuerSettings",
     "ParsedRequest",
+    "oauth_error",
 ]
 
 CONFIDENTIAL_METHODS = ("client_secret_basic", "client_secret_post", "private_key_jwt")
 TOKEN_AUTH_METHODS = (*CONFIDENTIAL_METHODS, "none")
 SIGNING_ALGS = ("RS256", "PS256", "ES256")
+
+
+def oauth_error(status: int, error: str, description: str) -> web.Response:
+    """An RFC 6749 §5.2 error answer (``no-store``), for what the issuer refuses itself."""
+    return web.json_response(
+        {"error": error, "error_description": description},
+        status=status,
+        headers={"Cache-Control": "no-store"},
+    )
 
 
 class InvalidTargetError(OAuth2Error):  # type: ignore[misc]

@@ -18,19 +18,11 @@ from aiohttp import web
 from authlib.common.urls import add_params_to_uri
 from authlib.oauth2.rfc6749 import OAuth2Error
 
-from gateway.dev.issuer_adapter import IssuerSettings, ParsedRequest
+from gateway.dev.issuer_adapter import IssuerSettings, ParsedRequest, oauth_error
 from gateway.dev.issuer_server import DevAuthorizationServer
 from gateway.dev.issuer_store import DevClient, DevUser, IssuerStore
 
 __all__ = ["AuthorizationHandlers", "consent_page"]
-
-
-def _oauth_error(status: int, error: str, description: str) -> web.Response:
-    return web.json_response(
-        {"error": error, "error_description": description},
-        status=status,
-        headers={"Cache-Control": "no-store"},
-    )
 
 
 class AuthorizationHandlers:
@@ -54,7 +46,7 @@ class AuthorizationHandlers:
         except OAuth2Error as error:
             return self._authorization_error(parsed, error)
         except ValueError:
-            return _oauth_error(400, "invalid_request", "Malformed authorization request.")
+            return oauth_error(400, "invalid_request", "Malformed authorization request.")
         requested = (grant.request.scope or "").split()
         offered = list(dict.fromkeys([*requested, *self.grant_scopes]))
         if self.consent == "auto":
@@ -73,7 +65,7 @@ class AuthorizationHandlers:
         nonce = (parsed.form.get("consent_nonce") or [""])[0]
         # A one-time nonce: the form cannot be replayed or forged cross-site.
         if self.store.consents.pop(nonce, 0.0) < time.time():
-            return _oauth_error(400, "invalid_request", "The consent form expired; start again.")
+            return oauth_error(400, "invalid_request", "The consent form expired; start again.")
         params = {
             k: v
             for k, v in parsed.form.items()
