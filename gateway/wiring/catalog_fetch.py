@@ -1,9 +1,9 @@
 """The backends' catalogs fetched once, for ``mcp-gateway catalog pin | diff | approve``.
 
 Built as :func:`~gateway.wiring.production.build_services` builds them (one
-:class:`~gateway.backend.proxy.UpstreamBackend` per configured backend, its service credential,
-its deadlines, the policy's tool overrides applied: what clients are shown is what is pinned),
-but fetched once: no background refresh, no listen stream, nothing served.
+:class:`~gateway.backend.upstream_backend.UpstreamBackend` per configured backend, its service
+credential, its deadlines, the policy's tool overrides applied: what clients are shown is what is
+pinned), but fetched once: no background refresh, no listen stream, nothing served.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ the client sees it. Then, in order, before anything goes upstream:
 Every failure of 4 and 5 is the one ``unknown_task`` answer, the same bytes as for a made-up
 handle (a backend that does not know the task is answered so too); why is in the audit event
 (``task.refused``). Then one request goes to the task's backend, with the restored id in the body
-and ``Mcp-Name`` (:mod:`gateway.backend.task_call`), under the backend's credential (or the
+and ``Mcp-Name`` (:mod:`gateway.backend.upstream.task_call`), under the backend's credential (or the
 caller's exchanged token). The answer carries the client's own handle, never the backend's id:
 ``ttlMs`` no longer than the handle lives, ``pollIntervalMs`` no shorter than the gateway's
 interval, a completed task's ``result`` shaped as a tool result, a failed task's ``error`` with
