@@ -35,6 +35,8 @@ from gateway.dev.demo_identity import (
 )
 from gateway.dev.demo_inputs import INPUT_TOOLS, CapabilityMissing, DemoInputs, InvalidState
 from gateway.dev.demo_listen import LATEST_URI, DemoListeners
+from gateway.dev.demo_records import RecordedRequest, RecordsRequests, request_log
+from gateway.dev.demo_tasks import CAPABILITIES, TASK_TOOLS, TASKS, DemoTaskError, DemoTasks
 from gateway.dev.demo_tools import TOOLS, DemoTools, UnknownToolError
 from gateway.dev.loopback import bind_site, check_bind_host
 
@@ -52,59 +54,14 @@ LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 SERVER_INFO: Final = {"name": "mcp-gateway-demo-backend", "version": "1.0.0"}
 INSTRUCTIONS: Final = (
     "Demo notebook: echo, time_now, notes_list, notes_add, admin_reset; notes_compose, "
-    "notes_summarize and workspace_roots ask the user (2026-07-28 clients); whoami shows who "
-    "this backend verified you are."
+    "notes_summarize and workspace_roots ask the user (2026-07-28 clients); notes_report is "
+    "slow (a task for clients that take tasks); whoami shows who this backend verified you are."
 )
-LISTED: Final = (*TOOLS, *INPUT_TOOLS, WHOAMI_TOOL)
+LISTED: Final = (*TOOLS, *INPUT_TOOLS, *TASK_TOOLS, WHOAMI_TOOL)
 MAX_BODY: Final = 262_144
-MAX_RECORDED: Final = 10_000
 _META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 _META_CAPS: Final = "io.modelcontextprotocol/clientCapabilities"
 _NAME_PARAM: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """One request as the backend received it (header names as sent)."""
-
-    method: str
-    path: str
-    headers: tuple[tuple[str, str], ...]
-    body: bytes
-
-    def header(self, name: str) -> str | None:
-        lowered = name.lower()
-        return next((v for k, v in self.headers if k.lower() == lowered), None)
-
-
-def request_log() -> deque[RecordedRequest]:
-    """An empty record of received requests that keeps the last :data:`MAX_RECORDED`."""
-    return deque(maxlen=MAX_RECORDED)
-
-
-class RecordsRequests:
-    """What the demo backends share so tests can assert a client's token never reaches them:
-    :meth:`_record` keeps every request in :attr:`received` (a :func:`request_log`), and
-    :meth:`saw` searches it."""
-
-    received: deque[RecordedRequest]
-
-    def saw(self, needle: str) -> bool:
-        """Whether ``needle`` appeared in any received header value or body."""
-        raw = needle.encode()
-        return any(
-            needle in value or raw in recorded.body
-            for recorded in self.received
-            for _, value in (*recorded.headers, ("", ""))
-        )
-
-    async def _record(self, request: web.Request) -> bytes:
-        """Read the body and record the request as received; the body."""
-        body = await request.read()
-        self.received.append(
-            RecordedRequest(request.method, request.path, tuple(request.headers.items()), body)
-        )
-        return body
 
 
 class _RpcError(Exception):
@@ -127,6 +84,8 @@ class DemoBackend(RecordsRequests):
     """Answer requests as ``text/event-stream`` instead of JSON (both are legal; 2.3)."""
     tools: DemoTools = field(default_factory=DemoTools)
     inputs: DemoInputs = field(init=False, repr=False)
+    tasks: DemoTasks = field(init=False, repr=False)
+    """The slow tool's tasks (:mod:`gateway.dev.demo_tasks`)."""
     listeners: DemoListeners = field(default_factory=DemoListeners, repr=False)
     """Open ``subscriptions/listen`` streams (:mod:`gateway.dev.demo_listen`)."""
     received: deque[RecordedRequest] = field(default_factory=request_log)
@@ -144,6 +103,7 @@ class DemoBackend(RecordsRequests):
             raise ValueError("DemoBackend needs a service_token")
         check_bind_host(self.host, self.allow_non_loopback)
         self.inputs = DemoInputs(self.tools)
+        self.tasks = DemoTasks(self.tools)
 
     @property
     def url(self) -> str:
@@ -255,6 +215,18 @@ class DemoBackend(RecordsRequests):
             raise _RpcError(400, -32020, "Header mismatch: MCP-Protocol-Version")
         if request.headers.get("Mcp-Method", "").strip() != method:
             raise _RpcError(400, -32020, "Header mismatch: Mcp-Method")
+        if self.tasks.handles(method, params):  # checks its own Mcp-Name (taskId)
+            extensions = (meta.get(_META_CAPS) or {}).get("extensions") or {}
+            try:
+                result = self.tasks.answer(
+                    method,
+                    params,
+                    TASKS in extensions,
+                    _decode_header(request.headers.get("Mcp-Name")),
+                )
+            except DemoTaskError as error:
+                raise _RpcError(400, error.code, error.message, error.data) from None
+            return {**result, "_meta": {"io.modelcontextprotocol/serverInfo": SERVER_INFO}}
         if method in _NAME_PARAM:
             sent = _decode_header(request.headers.get("Mcp-Name"))
             if sent is None or sent != params.get(_NAME_PARAM[method]):
@@ -273,7 +245,11 @@ class DemoBackend(RecordsRequests):
             return {
                 "resultType": "complete",
                 "supportedVersions": list(MODERN_VERSIONS),
-                "capabilities": {"tools": {"listChanged": False}, **demo_surface.CAPABILITIES},
+                "capabilities": {
+                    "tools": {"listChanged": False},
+                    **demo_surface.CAPABILITIES,
+                    **CAPABILITIES,
+                },
                 "instructions": INSTRUCTIONS,
                 "ttlMs": 3_600_000,
                 "cacheScope": "public",
@@ -321,6 +297,8 @@ class DemoBackend(RecordsRequests):
             return {}
         if method == "tools/list":
             return {"tools": list(LISTED)}
+        if method == "tools/call" and self.tasks.handles(method, params):
+            return {k: v for k, v in self.tasks.report(params).items() if k != "resultType"}
         if method == "tools/call" and self.inputs.handles(params.get("name")):
             # Server-to-client requests on a legacy stream are not implemented here.
             text = "This tool asks the user for input; call it over MCP 2026-07-28."

@@ -85,8 +85,9 @@ server:
   title: MCP gateway demo
   instructions: >-
     A demo notebook: echo, time_now, notes_list, notes_add, admin_reset; notes_compose,
-    notes_summarize and workspace_roots ask the user (2026-07-28 clients); whoami shows who
-    the backend verified you are, vault__whoami what a second backend got by token exchange.
+    notes_summarize and workspace_roots ask the user (2026-07-28 clients); notes_report is slow
+    (a task, for clients that take tasks); whoami shows who the backend verified you are,
+    vault__whoami what a second backend got by token exchange.
   resource_name: MCP gateway demo
 issuer:
   url: {q(issuer_url)}
@@ -112,6 +113,7 @@ policy: {q(policy_path)}
 logging: {{format: console, level: info}}
 input_requests:   # relay elicitation, sampling and roots rounds, state sealed with this key
   seal_keys: [{{id: demo, key: {{file: input-seal-key}}}}]
+tasks: {{max_ttl_s: 3600}}   # relay the tasks extension; task handles sealed with the key above
 """
 
 
@@ -201,6 +203,8 @@ Mint other tokens:              {mint}
 Tools that ask the user:        notes_compose (writer), notes_summarize, workspace_roots
                                 (a 2026-07-28 client with elicitation/sampling/roots; see
                                 docs/quickstart.md, "The Python SDK")
+A slow tool (a task):           notes_report (a 2026-07-28 client that declares the tasks
+                                extension gets a task handle to poll with tasks/get)
 Prompts and resources (reader token): the prompt summarize_notes (Claude Code's / menu
                                 lists it as demo:summarize_notes (MCP)); the resources
                                 mcp-gw://notes/demo://notes/readme (text) and

@@ -31,8 +31,8 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from joserfc.jwt import JWTClaimsRegistry
 
-from gateway.dev.demo_backend import RecordedRequest, RecordsRequests, request_log
 from gateway.dev.demo_identity import NotVerified
+from gateway.dev.demo_records import RecordedRequest, RecordsRequests, request_log
 from gateway.dev.loopback import bind_site, check_bind_host
 
 __all__ = ["VAULT_WHOAMI", "IssuerTokenCheck", "VaultBackend"]
