@@ -24,7 +24,8 @@ DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature
 the external decision point,
 cached and not; a
 ``prompts/get`` and a ``resources/read`` beside a
-``tools/call``; signed audit checkpoints; tracing off and on at ratio 1.0),
+``tools/call``; a ``tasks/get`` of a working task (the tasks extension: its handle opened and
+checked, the poll relayed); signed audit checkpoints; tracing off and on at ratio 1.0),
 ``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
 unpinned: every process shares both cores). At the defaults the whole run takes about 11
 minutes (``--quick``: about 3).
@@ -58,12 +59,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from bench_lua import advance_proofs, write_lua, write_task_lua
 from bench_procs import (
     PYTHON,
     ROOT,
     Load,
     Proc,
-    advance_proofs,
     free_port,
     get_json,
     pin,
@@ -72,12 +73,14 @@ from bench_procs import (
     start_floor,
     start_gateway,
     start_peer,
-    write_lua,
 )
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from joserfc import jws
 from joserfc.jwk import ECKey, OKPKey
+
+from gateway.config import SealKey
+from gateway.protocol.task_handle import TaskClaims, TaskHandles
 
 PHASES = ("main", "floor", "c1", "legacy", "401", "features", "sweep", "workers")
 DPOP_ALGS = ("ES256", "EdDSA")
@@ -421,6 +424,10 @@ class Bench:
             # event), beside a tools/call at the defaults.
             ("prompts/get greet", {}, prompt_lua),
             ("resources/read a note", {}, read_lua),
+            # The tasks extension: a tasks/get of a working task (the caller's own handle,
+            # opened, its owner and the policy checked, relayed with the backend's id). The
+            # handles rotate: a caller's polls of one task have a budget of their own.
+            ("tasks/get a working task", self.tasks_config(), self.task_lua()),
             # The audit chain is always on (it is in the defaults); checkpoints sign every 1000.
             ("audit checkpoints every 1000", {"audit": checkpoints}, self.lua["modern"]),
             # tracing: off is the defaults again (an A/A pair: its cost must be noise); on
@@ -436,6 +443,37 @@ class Bench:
         for alg in (alg for alg in DPOP_ALGS if self.wanted(f"dpop {alg}")):
             lua = self.dpop_lua(alg)
             self.side_by_side([(f"dpop {alg}", {"issuer": dpop_issuer}, lua)])
+
+    def tasks_config(self) -> dict[str, Any]:
+        """``tasks:`` on (with the seal key :meth:`task_lua` mints under), echo a task tool."""
+        (self.work / "policy-tasks.yaml").write_text(policy(1, tasks=True))
+        return {
+            "input_requests": {"seal_keys": [{"id": "bench", "key": {
+                "file": str(self.work / "seal-key")}}]},
+            "tasks": {"min_poll_interval_ms": 100},
+            "policy": str(self.work / "policy-tasks.yaml"),
+        }  # fmt: skip
+
+    def task_lua(self) -> Path:
+        """A wrk script polling 1,000 handles of the bench token's task in turn (minted with
+        the gateway's own codec and key, as a gateway would have at the task's creation)."""
+        key = os.urandom(32)
+        (self.work / "seal-key").write_text(base64.b64encode(key).decode())
+        handles = TaskHandles((SealKey("bench", key),), "bench", resource=self.resource)
+        now = int(time.time())
+        claims = TaskClaims(
+            backend="default", upstream_id="bench-task", issuer=self.info["issuer"],
+            subject="bench", client_id="demo-cli", tool="echo", issued_at=now,
+            expires_at=now + 86_400,
+        )  # fmt: skip
+        minted = [handles.seal(claims) for _ in range(1000)]
+        meta = {**META, "io.modelcontextprotocol/clientCapabilities": {"extensions": {
+            "io.modelcontextprotocol/tasks": {}}}}  # fmt: skip
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
+                "params": {"taskId": "%s", "_meta": meta}}  # fmt: skip
+        headers = modern_headers(self.info["token"], "", "tasks/get")
+        del headers["Mcp-Name"]  # set per request, with the handle
+        return write_task_lua(self.work / "tasks.lua", body, headers, minted)
 
     def wanted(self, variant: str) -> bool:
         """Whether ``--variants`` (substrings of the names; none = all) picks this variant."""
@@ -549,10 +587,14 @@ def policy(
     extra: list[str] | None = None,
     when: list[str] | None = None,
     override: dict[str, Any] | None = None,
+    tasks: bool = False,
 ) -> str:
     """The echo rule plus ``rules - 1`` others (half exact names, half globs) that never match;
-    ``when``: conditions on the echo rule; ``override``: its ``override:``."""
+    ``when``: conditions on the echo rule; ``override``: its ``override:``; ``tasks``: its
+    ``tasks: true``."""
     body: dict[str, Any] = {"scopes": []}
+    if tasks:
+        body["tasks"] = True
     if when is not None:
         body["when"] = when
     if override is not None:

@@ -29,7 +29,8 @@ BACKEND = textwrap.dedent(
     r"""
     # The bare backend: an aiohttp MCP server (2026-07-28, no auth, no logging) answering
     # server/discover, tools/list and tools/call echo, prompts/list and prompts/get greet,
-    # resources/list and resources/read bench://notes/1. /mcp lists 1 tool, /mcp<N> lists N.
+    # resources/list and resources/read bench://notes/1, tasks/get (any id: a working task).
+    # /mcp lists 1 tool, /mcp<N> lists N.
     import json, sys
     from aiohttp import web
 
@@ -56,12 +57,17 @@ BACKEND = textwrap.dedent(
             name = message["params"].get("arguments", {}).get("name", "")
             result = {"resultType": "complete", "messages": [
                 {"role": "user", "content": {"type": "text", "text": f"Hello {name}"}}]}
+        elif method == "tasks/get":
+            result = {"resultType": "complete", "taskId": message["params"]["taskId"],
+                      "status": "working", "createdAt": "2026-12-01T00:00:00Z",
+                      "lastUpdatedAt": "2026-12-01T00:00:00Z", "ttlMs": 86400000}
         elif method == "resources/read":
             result = {"resultType": "complete", "contents": [
                 {"uri": NOTE["uri"], "mimeType": "text/plain", "text": "note one"}]}
         elif method == "server/discover":
             result = {"resultType": "complete", "supportedVersions": ["2026-07-28"],
-                      "capabilities": {"tools": {}, "prompts": {}, "resources": {}},
+                      "capabilities": {"tools": {}, "prompts": {}, "resources": {},
+                                       "extensions": {"io.modelcontextprotocol/tasks": {}}},
                       "ttlMs": 600000, "cacheScope": "public",
                       "serverInfo": {"name": "bare", "version": "1"}}
         elif method in ("prompts/list", "resources/list", "resources/templates/list"):
@@ -395,62 +401,3 @@ def run_wrk(
             errors += sum(int(w.strip(",")) for w in words[3::2])
     other = max(0.0, machine_busy_seconds() - busy - used - wrk_cpu)
     return Load(requests, rps, p50, p99, errors, used, wrk_cpu, other)
-
-
-LUA = """wrk.method = "POST"
-wrk.body = [[{body}]]
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Accept"] = "application/json, text/event-stream"
-{headers}
-"""
-
-
-def write_lua(
-    path: Path,
-    body: Mapping[str, Any],
-    headers: Mapping[str, str],
-    *,
-    proofs: Path | None = None,
-) -> Path:
-    """A wrk script; ``proofs``: a file of DPoP proofs, one a line, each sent once (RFC 9449
-    §11.1: the gateway refuses a replay): wrk's two threads take alternate lines from the one
-    in ``<proofs>.start``, which :func:`advance_proofs` moves past what a run used."""
-    lines = "\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items())
-    script = LUA.format(body=json.dumps(body, separators=(",", ":")), headers=lines)
-    if proofs is not None:
-        Path(f"{proofs}.start").write_text("0\n")
-        path.with_name(path.name + ".proofs").write_text(str(proofs))
-        script += DPOP_LUA.replace("PROOFS", str(proofs))
-    path.write_text(script)
-    return path
-
-
-def advance_proofs(lua: Path, requests: int, connections: int) -> None:
-    """After a run of ``lua``: start the next one past every proof this one may have sent (the
-    threads alternate, so the busier one reached at most twice the total)."""
-    start = lua.with_name(lua.name + ".proofs")
-    if start.exists():
-        proofs = Path(start.read_text().strip() + ".start")
-        used = 2 * (requests + connections) + 4
-        proofs.write_text(f"{int(proofs.read_text()) + used}\n")
-
-
-DPOP_LUA = """
-local threads = 0
-function setup(thread)
-  thread:set("offset", threads)
-  threads = threads + 1
-end
-function init(args)
-  proofs = {}
-  for line in io.lines("PROOFS") do proofs[#proofs + 1] = line end
-  local f = io.open("PROOFS.start")
-  next_proof = tonumber(f:read("*l")) + offset
-  f:close()
-end
-function request()
-  next_proof = next_proof + 2
-  wrk.headers["DPoP"] = proofs[(next_proof % #proofs) + 1]
-  return wrk.format()
-end
-"""
