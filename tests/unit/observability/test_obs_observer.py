@@ -123,6 +123,15 @@ def tool_call(clock: Clock, **fields: Any) -> RequestContext:
     return context(clock, **values)
 
 
+def denied_call(clock: Clock, rule: str) -> Any:
+    """A ``tools/call create_ticket`` refused 403 by ``rule`` for want of ``tickets:write``."""
+    denied = Decision(allowed=False, visible=True, rule=rule, missing_scopes=("tickets:write",))
+    return tool_call(
+        clock, tool="create_ticket", decision=denied, status=403,
+        error_row="tool_insufficient_scope", outcome=None, backend_ms=None,
+    )  # fmt: skip
+
+
 def run(obs: GatewayObserver, ctx: RequestContext, clock: Clock, seconds: float = 0.05) -> None:
     obs.request_started(ctx)
     clock.now += seconds
@@ -210,12 +219,7 @@ class TestMetrics:
         assert sample(metrics, "mcp_gateway_rejections_total", row="other") == 1
 
     def test_a_policy_denial_is_labelled_deny(self, metrics: Metrics, clock: Clock) -> None:
-        denied = Decision(allowed=False, visible=True, rule="create_ticket",
-                          missing_scopes=("tickets:write",))  # fmt: skip
-        ctx = tool_call(
-            clock, tool="create_ticket", decision=denied, status=403,
-            error_row="tool_insufficient_scope", outcome=None, backend_ms=None,
-        )  # fmt: skip
+        ctx = denied_call(clock, "create_ticket")
         run(observer(metrics, clock), ctx, clock)
         assert sample(
             metrics, "mcp_gateway_requests_total", method="tools/call", status="403",
@@ -393,12 +397,7 @@ class TestAudit:
     def test_a_denied_call_records_the_rule_and_the_missing_scopes(
         self, metrics: Metrics, clock: Clock, audit_stream: io.StringIO
     ) -> None:
-        denied = Decision(allowed=False, visible=True, rule="create_*",
-                          missing_scopes=("tickets:write",))  # fmt: skip
-        ctx = tool_call(
-            clock, tool="create_ticket", decision=denied, status=403,
-            error_row="tool_insufficient_scope", outcome=None, backend_ms=None,
-        )  # fmt: skip
+        ctx = denied_call(clock, "create_*")
         run(observer(metrics, clock, audit_stream), ctx, clock)
         event = json.loads(audit_stream.getvalue())
         assert (event["decision"], event["rule"], event["missing_scopes"], event["outcome"]) == (
