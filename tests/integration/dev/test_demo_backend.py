@@ -11,6 +11,7 @@ import pytest
 from gateway.dev.demo_backend import DemoBackend
 from tests.integration.dev.conftest import SERVICE_TOKEN
 from tests.support.dev_http import HttpClient, http_client
+from tests.support.mcp_client import modern_body, modern_headers
 from tests.support.schemas import validate_response
 
 MODERN = "2026-07-28"
@@ -19,23 +20,11 @@ ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "appl
 
 
 def _modern(method: str, params: dict[str, Any] | None = None, rid: Any = 1) -> dict[str, Any]:
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": MODERN,
-        "io.modelcontextprotocol/clientCapabilities": {},
-    }
-    return {
-        "jsonrpc": "2.0",
-        "id": rid,
-        "method": method,
-        "params": {**(params or {}), "_meta": meta},
-    }
+    return modern_body(method, params, rid=rid)
 
 
 def _modern_headers(method: str, name: str | None = None) -> dict[str, str]:
-    headers = {**AUTH, **ACCEPT, "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
-    if name is not None:
-        headers["Mcp-Name"] = name
-    return headers
+    return modern_headers(SERVICE_TOKEN, method, name)
 
 
 async def _post(
@@ -44,6 +33,13 @@ async def _post(
     response = await http.post(backend.url, json=body, headers=headers)
     raw = await response.read()
     return response.status, (json.loads(raw) if raw else None), response
+
+
+async def _ask(
+    http: HttpClient, backend: DemoBackend, method: str
+) -> tuple[int, Any, aiohttp.ClientResponse]:
+    """One 2026-07-28 ``method`` request with the service token."""
+    return await _post(http, backend, _modern(method), _modern_headers(method))
 
 
 class TestServiceToken:
@@ -81,9 +77,7 @@ class TestModernEra:
     async def test_server_discover_answers_a_valid_2026_result(
         self, backend: DemoBackend, http: HttpClient
     ) -> None:
-        status, body, response = await _post(
-            http, backend, _modern("server/discover"), _modern_headers("server/discover")
-        )
+        status, body, response = await _ask(http, backend, "server/discover")
         assert status == 200
         validate_response(MODERN, body, "server/discover")
         assert body["result"]["supportedVersions"] == [MODERN]
@@ -92,9 +86,7 @@ class TestModernEra:
     async def test_tools_list_has_five_closed_schemas(
         self, backend: DemoBackend, http: HttpClient
     ) -> None:
-        status, body, _ = await _post(
-            http, backend, _modern("tools/list"), _modern_headers("tools/list")
-        )
+        status, body, _ = await _ask(http, backend, "tools/list")
         assert status == 200
         validate_response(MODERN, body, "tools/list")
         tools = body["result"]["tools"]
@@ -175,7 +167,7 @@ class TestModernEra:
     async def test_removed_methods_are_answered_404_method_not_found(
         self, backend: DemoBackend, http: HttpClient
     ) -> None:
-        status, reply, _ = await _post(http, backend, _modern("ping"), _modern_headers("ping"))
+        status, reply, _ = await _ask(http, backend, "ping")
         assert (status, reply["error"]["code"]) == (404, -32601)
 
     async def test_bad_arguments_are_a_tool_error_not_a_protocol_error(
