@@ -224,6 +224,14 @@ async def test_exemplars_name_the_trace_on_the_duration_histogram(
     assert any(f'trace_id="{CLIENT_TRACE}"' in line for line in lines), lines[:5]
 
 
+async def dropped_spans(stack: LiveStack, reason: str) -> float:
+    """``mcp_gateway_trace_spans_dropped_total{reason}`` as the ops listener shows it now."""
+    async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+        text = await response.text()
+    sample = f'mcp_gateway_trace_spans_dropped_total{{reason="{reason}"}} '
+    return float(next(ln for ln in text.splitlines() if ln.startswith(sample)).split()[-1])
+
+
 async def test_a_hanging_collector_drops_spans_and_never_blocks_a_request(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -246,13 +254,7 @@ async def test_a_hanging_collector_drops_spans_and_never_blocks_a_request(
                 break
             await asyncio.sleep(0.1)
         assert len(receiver.raw) == 1
-        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
-            text = await response.text()
-        dropped = next(
-            ln for ln in text.splitlines()
-            if ln.startswith('mcp_gateway_trace_spans_dropped_total{reason="queue_full"}')
-        )  # fmt: skip
-        assert float(dropped.split()[-1]) > 0
+        assert await dropped_spans(stack, "queue_full") > 0
         # Shutdown must not wait for the hung export past its bound either.
         stopping = time.monotonic()
     assert time.monotonic() - stopping < 40
@@ -351,13 +353,8 @@ async def test_an_unreachable_collector_costs_spans_not_requests_and_one_log_lin
             assert (await stack.call(token))[0] == 200
             assert time.monotonic() - started < 2.0
             await asyncio.sleep(1.3)
-        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
-            text = await response.text()
-    failed = next(
-        ln for ln in text.splitlines()
-        if ln.startswith('mcp_gateway_trace_spans_dropped_total{reason="export_failed"}')
-    )  # fmt: skip
-    assert float(failed.split()[-1]) >= 2 * 4  # at least two requests' spans
+        failed = await dropped_spans(stack, "export_failed")
+    assert failed >= 2 * 4  # at least two requests' spans
     assert capsys.readouterr().out.count("tracing.export_failed") == 1  # once a minute at most
 
 

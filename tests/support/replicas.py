@@ -64,6 +64,11 @@ def ready_timeout_s(environ: Mapping[str, str] = os.environ) -> float:
 
 
 READY_TIMEOUT_S: Final = ready_timeout_s()
+SHARED_JWT_INTROSPECTION: Final[dict[str, Any]] = {
+    "overrides": {"issuer": {"tokens": "jwt+introspection"}, "state": {"share_token_cache": True}},
+    "issuer_options": {"token_format": "jwt"},
+}
+"""``replica_stack`` options: JWTs that are also introspected, the results shared in Redis."""
 MODERN: Final = "2026-07-28"
 META: Final = {
     "io.modelcontextprotocol/protocolVersion": MODERN,

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.redis_server import RedisServer, redis_server
-from tests.support.replicas import replica_stack
+from tests.support.replicas import SHARED_JWT_INTROSPECTION, replica_stack
 
 pytestmark = pytest.mark.slow
 
@@ -62,12 +62,7 @@ async def test_a_jwt_revoked_at_one_replica_is_refused_by_every_replica(
 async def test_jwt_plus_introspection_results_are_shared_between_replicas(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
-    async with replica_stack(
-        tmp_path,
-        redis_server,
-        overrides={"issuer": {"tokens": "jwt+introspection"}, "state": {"share_token_cache": True}},
-        issuer_options={"token_format": "jwt"},
-    ) as stack:
+    async with replica_stack(tmp_path, redis_server, **SHARED_JWT_INTROSPECTION) as stack:
         a, b = stack.replicas
         token = stack.mint()
         before = stack.issuer.introspection_calls

@@ -27,7 +27,7 @@ import pytest
 
 from tests.support.jwt_forge import high_s, respell_ecdsa
 from tests.support.redis_server import RedisServer, redis_server
-from tests.support.replicas import Replica, ReplicaStack, replica_stack
+from tests.support.replicas import SHARED_JWT_INTROSPECTION, Replica, ReplicaStack, replica_stack
 
 pytestmark = pytest.mark.slow
 
@@ -146,12 +146,7 @@ async def test_jwt_plus_introspection_an_issuer_that_accepts_both_spellings(
     """An issuer whose introspection verifies the signature (not the exact bytes) says both
     spellings are active; the shared cache holds each under its own bytes, and the revocation
     reaches both on both replicas."""
-    async with replica_stack(
-        tmp_path,
-        redis_server,
-        overrides={"issuer": {"tokens": "jwt+introspection"}, "state": {"share_token_cache": True}},
-        issuer_options={"token_format": "jwt"},
-    ) as stack:
+    async with replica_stack(tmp_path, redis_server, **SHARED_JWT_INTROSPECTION) as stack:
         a, b = stack.replicas
         use_ec_key(stack)
         token = mint_es256(stack)
