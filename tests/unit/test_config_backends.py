@@ -11,8 +11,8 @@ import pytest
 
 from gateway.commands.cli import main
 from gateway.config import DEFAULT_BACKEND, Config, load_config
-from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
+from tests.support.config_files import config_problems, write_config_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
@@ -32,17 +32,11 @@ policy: policy.yaml
 
 
 def _write(tmp_path: Path, body: str) -> Path:
-    shutil.copy(FIXTURES / "policy.yaml", tmp_path / "policy.yaml")
-    target = tmp_path / "gateway.yaml"
-    target.write_text(HEAD + textwrap.dedent(body), encoding="utf-8")
-    return target
+    return write_config_text(tmp_path, HEAD + textwrap.dedent(body))
 
 
 def _problems(tmp_path: Path, body: str) -> list[str]:
-    target = _write(tmp_path, body)
-    with pytest.raises(ConfigError) as info:
-        load_config(target, ENV)
-    return [p.replace(str(target), "gateway.yaml") for p in info.value.problems]
+    return config_problems(tmp_path, HEAD + textwrap.dedent(body), ENV)
 
 
 def _backend(url: str = "https://a.example.com/mcp", **extra: str) -> str:

@@ -20,6 +20,7 @@ from gateway.config import load_config
 from gateway.config.identity import RESERVED_HEADERS
 from gateway.errors import ConfigError
 from tests.support.assertion_verifier import public_pem, write_key
+from tests.support.config_files import config_problems, write_config_text
 from tests.unit.test_config import ENV as FULL_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,17 +41,11 @@ backend:
 
 
 def _write(tmp_path: Path, body: str) -> Path:
-    shutil.copy(FIXTURES / "policy.yaml", tmp_path / "policy.yaml")
-    target = tmp_path / "gateway.yaml"
-    target.write_text(HEAD + body, encoding="utf-8")
-    return target
+    return write_config_text(tmp_path, HEAD + body)
 
 
 def _problems(tmp_path: Path, body: str) -> list[str]:
-    target = _write(tmp_path, body)
-    with pytest.raises(ConfigError) as info:
-        load_config(target, ENV)
-    return [p.replace(str(target), "gateway.yaml") for p in info.value.problems]
+    return config_problems(tmp_path, HEAD + body, ENV)
 
 
 def _assertion(key: str = "key.pem", **extra: object) -> str:
