@@ -11,9 +11,22 @@ import pytest
 from gateway.config import load_config
 from gateway.errors import ConfigError
 
-__all__ = ["FIXTURES", "config_problems", "write_config_text"]
+__all__ = ["FIXTURES", "config_problems", "issuer_head", "write_config_text"]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "config"
+
+
+def issuer_head(secret_env: str = "TEST_INTROSPECTION_SECRET", policy: str = "policy.yaml") -> str:
+    """The first six lines of a ``gateway.yaml``: resource, the introspecting issuer (its
+    client secret in ``$secret_env``) and the policy; a test appends the backend part."""
+    return (
+        "resource: https://mcp.example.com/mcp\n"
+        "issuer:\n"
+        "  url: https://id.example.com\n"
+        "  client_id: mcp-gateway\n"
+        f"  client_secret: {{env: {secret_env}}}\n"
+        f"policy: {policy}\n"
+    )
 
 
 def write_config_text(tmp_path: Path, text: str) -> Path:

@@ -17,6 +17,7 @@ import yaml
 
 from gateway import __version__
 from gateway.policy.loader import load_policy
+from tests.support.config_files import issuer_head
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -376,19 +377,13 @@ def test_check_warns_when_a_scope_map_only_issuer_cannot_reach_the_baseline(
     ) in result.stderr.splitlines()
 
 
-VALID = """\
-resource: https://mcp.example.com/mcp
-issuer:
-  url: https://id.example.com
-  client_id: mcp-gateway
-  client_secret: {env: CHECK_TEST_LOCK_SECRET}
-backends:
-  docs:
-    url: https://tools.example.com/mcp
-    credential: {type: bearer, token: {env: CHECK_TEST_LOCK_TOKEN}}
-policy: policies
-catalog: {lock: catalog.lock.yaml}
-"""
+VALID = issuer_head("CHECK_TEST_LOCK_SECRET", "policies") + (
+    "backends:\n"
+    "  docs:\n"
+    "    url: https://tools.example.com/mcp\n"
+    "    credential: {type: bearer, token: {env: CHECK_TEST_LOCK_TOKEN}}\n"
+    "catalog: {lock: catalog.lock.yaml}\n"
+)
 
 
 def test_check_reads_the_catalog_lock_as_serve_would(tmp_path: Path) -> None:

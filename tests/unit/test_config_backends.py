@@ -12,7 +12,7 @@ import pytest
 from gateway.commands.cli import main
 from gateway.config import DEFAULT_BACKEND, Config, load_config
 from gateway.policy.loader import load_policy
-from tests.support.config_files import config_problems, write_config_text
+from tests.support.config_files import config_problems, issuer_head, write_config_text
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
@@ -20,14 +20,7 @@ ENV = {
     "TEST_INTROSPECTION_SECRET": "introspection-secret",
     "TEST_BACKEND_TOKEN": "backend-token",
 }
-HEAD = """\
-resource: https://mcp.example.com/mcp
-issuer:
-  url: https://id.example.com
-  client_id: mcp-gateway
-  client_secret: {env: TEST_INTROSPECTION_SECRET}
-policy: policy.yaml
-"""
+HEAD = issuer_head()
 """Six lines: a document's ``backends:`` starts on line 7."""
 
 

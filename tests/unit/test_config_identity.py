@@ -20,23 +20,18 @@ from gateway.config import load_config
 from gateway.config.identity import RESERVED_HEADERS
 from gateway.errors import ConfigError
 from tests.support.assertion_verifier import public_pem, write_key
-from tests.support.config_files import config_problems, write_config_text
+from tests.support.config_files import config_problems, issuer_head, write_config_text
 from tests.unit.test_config import ENV as FULL_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
 ENV = {"TEST_INTROSPECTION_SECRET": "introspection-secret", "TEST_BACKEND_TOKEN": "token"}
-HEAD = """\
-resource: https://mcp.example.com/mcp
-issuer:
-  url: https://id.example.com
-  client_id: mcp-gateway
-  client_secret: {env: TEST_INTROSPECTION_SECRET}
-policy: policy.yaml
-backend:
-  url: https://tools.example.com/mcp
-  credential: {type: bearer, token: {env: TEST_BACKEND_TOKEN}}
-"""
+HEAD = (
+    issuer_head()
+    + "backend:\n"
+    + "  url: https://tools.example.com/mcp\n"
+    + "  credential: {type: bearer, token: {env: TEST_BACKEND_TOKEN}}\n"
+)
 """Nine lines: ``identity:`` of the backend starts on line 10."""
 
 
