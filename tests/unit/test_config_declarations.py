@@ -4,7 +4,6 @@ docs/configuration.md's table is checked against them."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 from pathlib import Path
@@ -16,19 +15,14 @@ import pytest
 from gateway.config import Rate
 from gateway.config.declare import Key
 from gateway.config.loader import inspect_config
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "tests" / "fixtures" / "config"
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "config_schema", ROOT / "scripts" / "config_schema.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("config_schema")
 
 
 SCRIPT = _script()

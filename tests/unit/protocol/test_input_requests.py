@@ -3,7 +3,6 @@ against the official 2026-07-28 schema definitions; capabilities a round needs."
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +21,7 @@ from gateway.protocol.input_required import (
 )
 from tests.support.input_upstream import asking
 from tests.support.schemas import SPEC_DIR
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -62,12 +62,7 @@ def _reason(result: dict[str, Any], max_state_bytes: int = 1024) -> str:
 
 
 def test_the_packaged_schema_subset_is_a_fresh_extraction_of_the_official_schema() -> None:
-    spec = importlib.util.spec_from_file_location(
-        "extract_input_schema", ROOT / "scripts" / "extract_input_schema.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("extract_input_schema")
     official = json.loads((SPEC_DIR / "2026-07-28" / "schema.json").read_text(encoding="utf-8"))
     packaged = ROOT / "gateway" / "schema" / "mcp-input-requests.schema.json"
     assert packaged.read_text(encoding="utf-8") == module.render(official), (
