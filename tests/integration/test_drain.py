@@ -182,16 +182,21 @@ def _blocking_exchange(port: int, data: bytes, results: list[bytes | BaseExcepti
         results.append(exc)
 
 
+def discovering_clients(port: int, results: list[bytes | BaseException]) -> list[threading.Thread]:
+    """Four blocking clients (not started) that each send a kept-alive ``server/discover`` to
+    ``port`` and put the raw answer, or the error, into ``results``."""
+    data = request_bytes(modern_headers("server/discover"), DISCOVER, close=False)
+    return [
+        threading.Thread(target=_blocking_exchange, args=(port, data, results)) for _ in range(4)
+    ]
+
+
 async def test_connections_queued_when_the_listener_closes_are_served_not_reset() -> None:
     # Issue 32: closing the listening socket reset the connections the kernel had queued but
     # the loop had not accepted yet, with a proxy's request already on them (a 502 for a POST).
     server, _, _ = await start(drain_s=2.0)
-    data = request_bytes(modern_headers("server/discover"), DISCOVER, close=False)
     results: list[bytes | BaseException] = []
-    clients = [
-        threading.Thread(target=_blocking_exchange, args=(server.public_port, data, results))
-        for _ in range(4)
-    ]
+    clients = discovering_clients(server.public_port, results)
     for client in clients:
         client.start()
     # The loop is blocked: the kernel completes the four connections and queues them, with
@@ -217,12 +222,8 @@ async def test_connections_made_while_a_stopping_replica_is_descheduled_are_refu
     # nginx's request already written on it, which nginx does not resend. Simulated here: the
     # loop blocks right after the queue was taken, while clients connect and send.
     server, _, _ = await start(drain_s=2.0)
-    data = request_bytes(modern_headers("server/discover"), DISCOVER, close=False)
     results: list[bytes | BaseException] = []
-    clients = [
-        threading.Thread(target=_blocking_exchange, args=(server.public_port, data, results))
-        for _ in range(4)
-    ]
+    clients = discovering_clients(server.public_port, results)
     take_pending = GuardedServer.take_pending
 
     def descheduled(self: GuardedServer, site: Any) -> int:

@@ -42,6 +42,20 @@ async def _ask(
     return await _post(http, backend, _modern(method), _modern_headers(method))
 
 
+async def _call(
+    http: HttpClient,
+    backend: DemoBackend,
+    tool: str,
+    arguments: dict[str, Any],
+    *,
+    name: str | None = None,
+    rid: int = 1,
+) -> tuple[int, Any, aiohttp.ClientResponse]:
+    """A 2026-07-28 ``tools/call`` with the service token (``Mcp-Name``: ``name`` or ``tool``)."""
+    body = _modern("tools/call", {"name": tool, "arguments": arguments}, rid=rid)
+    return await _post(http, backend, body, _modern_headers("tools/call", name or tool))
+
+
 class TestServiceToken:
     @pytest.mark.parametrize(
         ("headers", "error"),
@@ -106,25 +120,17 @@ class TestModernEra:
     async def test_notes_added_by_a_writer_are_listed(
         self, backend: DemoBackend, http: HttpClient
     ) -> None:
-        add = _modern("tools/call", {"name": "notes_add", "arguments": {"text": "hello"}})
-        status, body, _ = await _post(
-            http, backend, add, _modern_headers("tools/call", "notes_add")
-        )
+        status, body, _ = await _call(http, backend, "notes_add", {"text": "hello"})
         assert status == 200
         validate_response(MODERN, body, "tools/call")
-        listing = _modern("tools/call", {"name": "notes_list", "arguments": {}}, rid=2)
-        _, body, _ = await _post(
-            http, backend, listing, _modern_headers("tools/call", "notes_list")
-        )
+        _, body, _ = await _call(http, backend, "notes_list", {}, rid=2)
         assert body["result"]["structuredContent"]["notes"][0]["text"] == "hello"
 
     async def test_a_base64_encoded_mcp_name_is_decoded_before_comparing(
         self, backend: DemoBackend, http: HttpClient
     ) -> None:
-        call = _modern("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
-        status, body, _ = await _post(
-            http, backend, call, _modern_headers("tools/call", "=?base64?ZWNobw==?=")
-        )
+        name = "=?base64?ZWNobw==?="
+        status, body, _ = await _call(http, backend, "echo", {"text": "hi"}, name=name)
         assert status == 200
         assert body["result"]["content"][0]["text"] == "hi"
 
@@ -173,16 +179,14 @@ class TestModernEra:
     async def test_bad_arguments_are_a_tool_error_not_a_protocol_error(
         self, backend: DemoBackend, http: HttpClient
     ) -> None:
-        call = _modern("tools/call", {"name": "echo", "arguments": {"text": "x", "extra": 1}})
-        status, body, _ = await _post(http, backend, call, _modern_headers("tools/call", "echo"))
+        status, body, _ = await _call(http, backend, "echo", {"text": "x", "extra": 1})
         assert status == 200
         assert body["result"]["isError"] is True
 
     async def test_an_unknown_tool_is_answered_400_invalid_params(
         self, backend: DemoBackend, http: HttpClient
     ) -> None:
-        call = _modern("tools/call", {"name": "rm_rf", "arguments": {}})
-        status, body, _ = await _post(http, backend, call, _modern_headers("tools/call", "rm_rf"))
+        status, body, _ = await _call(http, backend, "rm_rf", {})
         assert (status, body["error"]["code"]) == (400, -32602)
 
 
