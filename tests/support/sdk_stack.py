@@ -31,6 +31,7 @@ __all__ = [
     "sdk_client",
     "sdk_session",
     "sdk_stack",
+    "sdk_stack_fixture",
 ]
 
 
@@ -53,6 +54,22 @@ async def sdk_stack(
         ) as live,
     ):  # fmt: skip
         yield live, sdk
+
+
+def sdk_stack_fixture(policy: str, gateway: Mapping[str, Any] | None = None) -> Any:
+    """A ``stack`` fixture for a test module: :func:`sdk_stack` with ``policy`` and ``gateway``,
+    yielding ``(live, sdk)``; ``stack = sdk_stack_fixture(POLICY, {...})`` at module level."""
+
+    @pytest.fixture
+    async def stack(
+        tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    ) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
+        async with sdk_stack(
+            tmp_path, aiohttp_server, monkeypatch, policy=policy, gateway=gateway
+        ) as pair:
+            yield pair
+
+    return stack
 
 
 def backend_settings(url: str, env: str) -> dict[str, Any]:

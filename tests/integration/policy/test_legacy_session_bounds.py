@@ -35,7 +35,7 @@ from tests.integration.policy.test_legacy_subscriptions_http import (
 )
 from tests.support import sdk_stack as shared
 from tests.support.live_stack import MODERN, LiveStack, ServerFactory, modern_meta
-from tests.support.sdk_stack import listeners, sdk_stack
+from tests.support.sdk_stack import listeners, sdk_stack, sdk_stack_fixture
 from tests.support.sdk_upstream import SdkUpstream
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
@@ -71,14 +71,7 @@ async def listen(live: LiveStack, token: str, *uris: str) -> AsyncIterator[tuple
         yield 200, json.loads(line[6:])
 
 
-@pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
-    async with sdk_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"limits": LIMITS}
-    ) as (live, sdk):
-        yield live, sdk
+stack = sdk_stack_fixture(POLICY, {"limits": LIMITS})
 
 
 async def test_a_get_stream_with_nothing_subscribed_holds_no_slot(

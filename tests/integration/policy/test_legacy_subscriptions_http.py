@@ -16,7 +16,6 @@ import contextlib
 import functools
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from tests.support import sdk_stack as shared
 from tests.support import wired
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.policy import policy_text
-from tests.support.sdk_stack import Heard, legacy_client, listeners, sdk_stack
+from tests.support.sdk_stack import Heard, legacy_client, listeners, sdk_stack, sdk_stack_fixture
 from tests.support.sdk_upstream import SdkUpstream
 from tests.support.upstreams import ModernUpstream
 
@@ -58,14 +57,7 @@ eventually = functools.partial(shared.eventually, within=10.0)
 """A session's listens open and close on the slower legacy path: this file waits up to 10 s."""
 
 
-@pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
-    async with sdk_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"limits": LIMITS}
-    ) as (live, sdk):
-        yield live, sdk
+stack = sdk_stack_fixture(POLICY, {"limits": LIMITS})
 
 
 async def initialize(live: LiveStack, token: str) -> tuple[dict[str, str], dict[str, Any]]:

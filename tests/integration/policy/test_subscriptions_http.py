@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,15 @@ from prometheus_client import generate_latest
 from gateway.errors import RATE_LIMITED_CODE
 from tests.support.live_stack import MODERN, LiveStack, ServerFactory, modern_meta
 from tests.support.policy import policy_text
-from tests.support.sdk_stack import eventually, listeners, next_event, quiet, sdk_client, sdk_stack
+from tests.support.sdk_stack import (
+    eventually,
+    listeners,
+    next_event,
+    quiet,
+    sdk_client,
+    sdk_stack,
+    sdk_stack_fixture,
+)
 from tests.support.sdk_upstream import SdkUpstream
 
 POLICY = policy_text(
@@ -38,14 +45,7 @@ KEYS = "docs://private/keys"
 LIMITS = {"max_subscriptions_per_principal": 2, "max_subscribed_uris_per_principal": 3}
 
 
-@pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
-    async with sdk_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"limits": LIMITS}
-    ) as (live, sdk):
-        yield live, sdk
+stack = sdk_stack_fixture(POLICY, {"limits": LIMITS})
 
 
 def listen_body(rid: int = 1, **notifications: Any) -> dict[str, Any]:

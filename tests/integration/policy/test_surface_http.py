@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ from mcp.types import PromptReference, ResourceTemplateReference
 from gateway.errors import FORBIDDEN_CODE
 from tests.support.live_stack import LiveStack, ServerFactory
 from tests.support.policy import policy_text
-from tests.support.sdk_stack import sdk_client, sdk_stack
+from tests.support.sdk_stack import sdk_client, sdk_stack, sdk_stack_fixture
 from tests.support.sdk_upstream import LOGO, SdkUpstream
 
 POLICY = policy_text(
@@ -38,14 +37,7 @@ MODES = pytest.mark.parametrize(
 )
 
 
-@pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[LiveStack, SdkUpstream]]:
-    async with sdk_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"audit": {"sink": "stdout"}}
-    ) as (live, sdk):
-        yield live, sdk
+stack = sdk_stack_fixture(POLICY, {"audit": {"sink": "stdout"}})
 
 
 @MODES
