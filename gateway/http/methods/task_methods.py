@@ -35,7 +35,6 @@ digest); the first request on this replica that sees a terminal status is marked
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -52,6 +51,7 @@ from gateway.http.call_limits import CallLimits
 from gateway.http.condition_gate import ConditionGate
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry
+from gateway.jsonkit.write import compact
 from gateway.limits.keys import principal_key
 from gateway.observability.metrics import Metrics
 from gateway.protocol.capabilities import known_capabilities
@@ -180,8 +180,7 @@ class TaskMethods:
         responses = message.input_responses
         if message.method != "tasks/update" or responses is None:
             return None
-        text = json.dumps(responses, separators=(",", ":"), ensure_ascii=False)
-        if len(text.encode("utf-8", "surrogatepass")) > self._max_responses:
+        if len(compact(responses)) > self._max_responses:
             raise InvalidRequestState("responses_too_large")
         return known_kind_responses(responses)
 
