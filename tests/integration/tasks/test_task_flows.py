@@ -83,6 +83,16 @@ async def test_a_task_is_created_polled_with_a_stable_handle_and_completes(
             assert recorded.json["params"]["taskId"] == "task-1"
             assert recorded.headers["Mcp-Name"] == "task-1"
             assert handle not in recorded.body.decode()
+        for _ in range(2):  # seen terminal again: counted and audited once
+            assert (await task(stack, token, "tasks/get", handle))[0] == 200
+        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+            metrics = await response.text()
+        counted = 'mcp_gateway_tasks_total{backend="default",event="%s"} 1.0'
+        assert counted % "created" in metrics and counted % "completed" in metrics
+        assert (
+            'mcp_gateway_backend_requests_total{backend="default",outcome="task",'
+            'tool="slow_compute"} 1.0'
+        ) in metrics
     events = [e for e in audit_events(stack) if "task" in e]
     created_event = events[0]
     assert created_event["event"] == "tool_call" and created_event["outcome"] == "task"

@@ -21,6 +21,7 @@ import pytest
 
 from gateway.config import SealKey
 from gateway.protocol.task_handle import TaskClaims, TaskHandles
+from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
 from tests.support.input_stack import KEY_A, KEY_B, audit_events
 from tests.support.live_stack import LiveStack, ServerFactory, modern_meta
 from tests.support.schemas import validate_response
@@ -372,3 +373,52 @@ async def test_a_listen_for_task_statuses_needs_the_extension_and_gets_none(
             ack = json.loads(line[5:])
         assert ack["method"] == "notifications/subscriptions/acknowledged"
         assert ack["params"]["notifications"].get("taskIds") is None
+
+
+@pytest.mark.row("unknown_task")
+async def test_the_decision_point_is_asked_again_and_its_deny_is_unknown(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """policy_external (AuthZEN): every task request asks the ``tools/call`` question for the
+    task's tool with the current token; a deny is the unknown-task answer, a decision point that
+    cannot answer is 503 (the caller's own task: nothing to hide)."""
+    allowed = {"now": True}
+    pdp = AuthZenPdp(rule=lambda request: allowed["now"])
+    async with authzen_pdp(aiohttp_server, pdp) as pdp:
+        external = {"url": pdp.url, "allow_insecure_http": True, "timeout_s": 0.5,
+                    "cache": {"ttl_s": 0}}  # fmt: skip
+        async with task_stack(
+            tmp_path, aiohttp_server, monkeypatch, gateway={"policy_external": external}
+        ) as live:
+            token = live.token(SCOPES)
+            handle = await created(live, token)
+            assert (await task(live, token, "tasks/get", handle))[0] == 200
+            asked = pdp.seen[-1].body
+            assert asked["action"] == {"name": "tools/call"}
+            assert asked["resource"]["id"] == "slow_compute"
+            allowed["now"] = False
+            got = answer(*(await task(live, token, "tasks/get", handle)))
+            assert got[2] == UNKNOWN
+            pdp.faults.status = 500
+            status, headers, _ = await task(live, token, "tasks/get", handle)
+            assert status == 503 and "Retry-After" in headers
+            assert len(live.upstream.task_calls()) == 1
+
+
+@pytest.mark.row("rate_limited")
+async def test_creating_a_task_counts_against_the_tools_rate_limit(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = POLICY.replace(
+        "slow_compute: {scopes: [tools:run], tasks: true}",
+        "slow_compute: {scopes: [tools:run], tasks: true, rate_limit: 2/minute}",
+    )
+    async with task_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as live:
+        token = live.token(SCOPES)
+        handles = [await created(live, token) for _ in range(2)]
+        status, headers, body = await call(live, token, "slow_compute", {"seconds": 60})
+        assert status == 429 and int(headers["Retry-After"]) >= 1
+        assert body["error"]["code"] == -31429
+        assert len(live.upstream.tasks) == 2
+        # Polling is not creating: the tasks made are still served.
+        assert (await task(live, token, "tasks/get", handles[0]))[0] == 200
