@@ -270,3 +270,41 @@ async def test_a_client_disconnect_does_not_cancel_a_task(
         done = await poll(stack, token, handle, "completed")
         assert done["status"] == "completed"
         assert upstream.task_calls("tasks/cancel") == []
+
+
+async def test_the_callers_token_reaches_neither_the_backend_nor_any_log_or_answer(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Architecture invariant 4 on the task paths: creation, polls, an update, a cancel and the
+    refusals (another caller, a tampered handle, no extension)."""
+    upstream = TaskUpstream()
+    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+        token = stack.token(SCOPES)
+        other = stack.token(SCOPES, sub="mallory")
+        seen: list[str] = []
+        _, headers, body = await call(stack, token, "confirm_delete", {"filename": "x"})
+        seen += [json.dumps(body), json.dumps(headers)]
+        handle = body["result"]["taskId"]
+        answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
+        for who, method, sent in (
+            (token, "tasks/get", handle), (token, "tasks/update", handle),
+            (token, "tasks/cancel", handle), (other, "tasks/get", handle),
+            (token, "tasks/get", handle[:-2]),
+        ):  # fmt: skip
+            _, headers, raw = await task(stack, who, method, sent, responses=answer)
+            seen += [raw.decode(), json.dumps(headers)]
+        _, headers, raw = await task(stack, token, "tasks/get", handle, capabilities={})
+        seen += [raw.decode(), json.dumps(headers)]
+        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+            seen.append(await response.text())
+    seen.append(json.dumps(audit_events(stack)))
+    seen += [r.body.decode() + json.dumps(dict(r.headers)) for r in upstream.requests]
+    printed = capfd.readouterr()
+    seen += [printed.out, printed.err]
+    for secret in (token, other):
+        assert not any(secret in text or secret[8:40] in text for text in seen)
+    assert upstream.task_calls(), "the polls reached the backend (with the service credential)"
+    assert {r.headers["Authorization"] for r in upstream.requests} == {"Bearer service-secret"}
