@@ -177,7 +177,7 @@ def _ops_listen(raw: dict[str, Any]) -> Listen:
 
 def backend_prefixes(backends: Sequence[BackendConfig]) -> tuple[str, ...]:
     """The name prefixes of ``backends``: every advertised tool and prompt name starts with one
-    (``PolicySet.unreachable_rules`` checks the policy against them)."""
+    (:func:`gateway.policy.warnings.unreachable_rules` checks the policy against them)."""
     return tuple(backend.name_prefix for backend in backends)
 
 

@@ -13,7 +13,7 @@ from gateway.policy.issuers import canonical_entries
 from gateway.seams import Listing
 
 if TYPE_CHECKING:
-    from gateway.policy.model import MethodRule, Rule
+    from gateway.policy.rules import MethodRule, Rule
 
 __all__ = ["policy_version"]
 

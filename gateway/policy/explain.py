@@ -1,8 +1,8 @@
 """What the policy decides for a given principal, tool by tool (``mcp-gateway policy explain``,
 :mod:`gateway.commands.policy_explain`).
 
-Evaluates the same pure functions the gateway uses (:mod:`gateway.policy.evaluate`) for a
-principal, one report entry per tool, prompt, resource or rule:
+Asks the policy set what the gateway asks it (its ``decide_*`` methods) for a principal, one
+report entry per tool, prompt, resource or rule:
 ``allow``, ``step-up`` (403 ``insufficient_scope``: more scopes would let the caller in),
 ``denied`` (403 ``condition_denied``: the scopes allow, a ``when:`` condition of the rule does
 not; the conditions a listing decides, and with ``--arguments`` all of them) or ``hidden``
@@ -20,10 +20,10 @@ from typing import Any, Final
 from gateway.errors import AmbiguousResourceUri
 from gateway.policy.explain_conditions import explain_conditions
 from gateway.policy.explain_entries import FIRST_ISSUER, explain_entries
-from gateway.policy.issuers import issuer_warnings
 from gateway.policy.model import PolicySet
 from gateway.policy.overrides import explain_overrides
 from gateway.policy.uri import resource_uri
+from gateway.policy.warnings import issuer_warnings, unmatched_rules, unruled_tools
 from gateway.seams import Decision, Listing, Principal, listed
 
 __all__ = ["Explained", "explain"]
@@ -111,10 +111,10 @@ def explain(
     elif catalog is not None:
         names = sorted(set(catalog))
         items = [decided(name, policy.decide_tool(principal, name)) for name in names]
-        warnings = policy.unmatched_rules(names)
+        warnings = unmatched_rules(policy, names)
         warnings += [
             f"catalog tool {name!r} has no rule: denied and hidden"
-            for name in policy.unruled_tools(names)
+            for name in unruled_tools(policy, names)
         ]
         subject = "catalog"
     else:

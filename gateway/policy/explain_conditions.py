@@ -21,7 +21,8 @@ from gateway.policy.conditions import (
     call_values,
     conditions_hold,
 )
-from gateway.policy.model import PolicySet, Rule
+from gateway.policy.model import PolicySet
+from gateway.policy.rules import Rule
 from gateway.policy.uri import normalize_uri
 from gateway.seams import Principal
 

@@ -9,27 +9,26 @@ A ``sub`` or a ``client_id`` is a name its issuer gives, and two issuers may bot
 * a qualified entry (``{issuer: <url>, subject: alice}``, ``{issuer: <url>, client: id}``) to
   the issuer whose ``url`` is exactly that.
 
-The loader resolves each entry to its issuer once (:func:`entries`), given the configured
-issuers' urls; without them (an offline tool that has no configuration) a plain entry applies to
-no principal at all, so a forgotten argument cannot widen a rule. ``check`` and startup warn
-about plain entries under several issuers and about issuers no configuration has
-(:func:`issuer_warnings`), never refuse: such an entry only ever grants less.
+The loader resolves each entry to its issuer once (:func:`entries`), given the configured issuers'
+urls; without them (an offline tool that has no configuration) a plain entry applies to no principal
+at all, so a forgotten argument cannot widen a rule. ``check`` and startup warn about plain entries
+under several issuers and about issuers no configuration has
+(:func:`gateway.policy.warnings.issuer_warnings`), never refuse: such an entry only ever grants
+less.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal
 
 from gateway.policy.glob import Glob
 from gateway.seams import Principal
 from gateway.yaml_source import Located
 
-if TYPE_CHECKING:
-    from gateway.policy.model import PolicySet, Rule
-
 __all__ = [
+    "NAME",
     "NO_CLASSES",
     "Entry",
     "Kind",
@@ -39,14 +38,14 @@ __all__ = [
     "check_entries",
     "describe_entries",
     "entries",
-    "issuer_warnings",
 ]
 
 Kind = Literal["subjects", "clients"]
 """Which list of a rule an entry stands in."""
 
 NO_CLASSES: Final = "character classes ([...]) are not supported; use * and ?"
-_NAME: Final = {"subjects": "subject", "clients": "client"}
+NAME: Final = {"subjects": "subject", "clients": "client"}
+"""The key of one entry of each list (``{issuer: <url>, subject: ...}``)."""
 """The key of a qualified entry's name: ``{issuer: ..., subject: ...}``, ``{issuer, client}``."""
 
 
@@ -91,7 +90,7 @@ def entries(
     found = []
     for index, item in enumerate(raw):
         if isinstance(item, dict):
-            value, written = item[_NAME[kind]], item["issuer"]
+            value, written = item[NAME[kind]], item["issuer"]
         else:
             value, written = item, None
         found.append(
@@ -127,7 +126,7 @@ def canonical_entries(kind: Kind, found: tuple[Entry, ...] | None) -> list[Any] 
     if found is None:
         return None
     shown: list[Any] = [
-        e.value if e.written is None else {"issuer": e.written, _NAME[kind]: e.value} for e in found
+        e.value if e.written is None else {"issuer": e.written, NAME[kind]: e.value} for e in found
     ]
     if kind == "clients":
         order = sorted(range(len(found)), key=lambda i: _client_order(found[i]))
@@ -142,53 +141,3 @@ def _client_order(entry: Entry) -> tuple[bool, str, str]:
 def describe_entries(found: Iterable[Entry]) -> list[dict[str, Any]]:
     """``policy explain``'s view of entries: each name with the issuer it applies to."""
     return [{"name": e.value, "issuer": e.issuer, "qualified": e.qualified} for e in found]
-
-
-def issuer_warnings(policy: PolicySet) -> list[str]:
-    """``check``'s and startup's findings about whose names the rules' entries are:
-
-    - with several configured issuers, a rule with plain entries: they apply to the first
-      issuer only, which the rule's author may not have meant (qualify them to say whose);
-    - an entry naming an issuer that is not configured: it applies to no principal (a typo, or
-      an issuer not configured yet)."""
-    issuers = policy.issuers
-    found: list[tuple[str, str]] = []
-    for rule in _rules(policy):
-        plain: list[str] = []
-        for kind, listed in (("clients", rule.clients), ("subjects", rule.subjects)):
-            for entry in listed or ():
-                if entry.written is None:
-                    plain.append(f"{_NAME[kind]} {entry.value!r}")
-                elif issuers and entry.written not in issuers:
-                    found.append((
-                        entry.where,
-                        f"{entry.where}: {rule.section}.{rule.key}.{kind}: issuer "
-                        f"{entry.written} is not configured{_near(entry.written, issuers)}: "
-                        f"{entry.value!r} applies to no caller",
-                    ))  # fmt: skip
-        if plain and len(issuers) > 1:
-            found.append((
-                rule.where,
-                f"{rule.where}: {rule.section}.{rule.key}: {', '.join(plain)} name no issuer, "
-                f"so they apply to the first issuer only ({issuers[0]}) of the "
-                f"{len(issuers)} configured; write {{issuer: <url>, "
-                f"{'subject' if plain[0].startswith('subject') else 'client'}: ...}} to say whose",
-            ))  # fmt: skip
-    return [warning for _, warning in sorted(found, key=lambda pair: _position(pair[0]))]
-
-
-def _position(where: str) -> tuple[str, int, int]:
-    """``file:line:col`` as a sort key (file order, then top to bottom)."""
-    file, line, column = where.rsplit(":", 2)
-    return file, int(line), int(column)
-
-
-def _near(written: str, issuers: Sequence[str]) -> str:
-    """A configured url the written one differs from only by a trailing slash or case."""
-    loose = written.rstrip("/").lower()
-    same = [url for url in issuers if url.rstrip("/").lower() == loose]
-    return f" (did you mean {same[0]}? issuers are compared exactly)" if same else ""
-
-
-def _rules(policy: PolicySet) -> Iterable[Rule]:
-    return (*policy.rules, *policy.prompts.rules, *policy.resources.rules)

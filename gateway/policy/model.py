@@ -1,144 +1,50 @@
-"""The loaded policy: immutable rules and the :class:`PolicySet` that implements ``seams.Policy``.
+"""The loaded policy: the :class:`PolicySet` that implements ``seams.Policy``.
 
 A :class:`PolicySet` is built only by :func:`gateway.policy.loader.load_policy`, after the whole
 set of files was validated; it never changes afterwards, so a request keeps using the object it
-took from the :class:`~gateway.seams.PolicySource` even while a reload swaps in a new one.
-Decisions are made by the pure functions in :mod:`gateway.policy.evaluate`.
+took from the :class:`~gateway.seams.PolicySource` even while a reload swaps in a new one. Its
+``decide_*`` methods are the one way to ask it: they find the rule that governs a name (steps 1
+and 2 of the ladder) and let :func:`gateway.policy.evaluate.evaluate_rule` decide the rest; the
+rules themselves are :mod:`gateway.policy.rules`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Final
 
-from gateway.policy import evaluate
-from gateway.policy.conditions import Condition
-from gateway.policy.glob import WILDCARDS, Glob, overlap
+from gateway.policy.conditions import (
+    ArgumentsTooLarge,
+    ConditionFailed,
+    call_values,
+    conditions_hold,
+)
+from gateway.policy.evaluate import (
+    DISCOVER_ALIASES,
+    HIDDEN_ERROR,
+    HIDDEN_NO_RULE,
+    evaluate_rule,
+    evaluate_scopes,
+    reachable_rules,
+    union,
+)
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
-from gateway.policy.issuers import Entry
-from gateway.policy.uri import UriPattern, resource_uri
-from gateway.seams import TOOL_NAME, Decision, Listing, Principal, ToolOverride
+from gateway.policy.rules import (
+    EMPTY_TABLE,
+    LOOKUP_CACHE_SIZE,
+    MethodRule,
+    Rule,
+    RuleTable,
+    match_rules,
+)
+from gateway.policy.uri import normalize_uri, resource_uri
+from gateway.seams import Decision, Listing, Principal, ToolOverride
 
-__all__ = ["EMPTY_TABLE", "LOOKUP_CACHE_SIZE", "MethodRule", "PolicySet", "Rule", "RuleTable"]
+__all__ = ["PolicySet"]
 
-LOOKUP_CACHE_SIZE: Final = 4096
-"""Memoised name -> rule lookups per policy set; the memo starts over when full."""
 _MISSING: Final = object()
-_LONGEST: Final = 64
-"""The longest tool name (:data:`gateway.seams.TOOL_NAME`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """One entry of ``tools``, ``prompts`` or ``resources``: the conditions under which the
-    matching tools may be called, prompts got, resources read."""
-
-    key: str
-    """The tool or prompt name or pattern, or the resource URI or pattern, as written."""
-    where: str
-    """``file:line:col`` of the key, for warnings and ``policy explain``."""
-    scopes: tuple[str, ...] = ()
-    """All of these are required (besides the baseline)."""
-    any_of: tuple[tuple[str, ...], ...] = ()
-    """When non-empty, one of these sets is required in addition to ``scopes``."""
-    clients: tuple[Entry, ...] | None = None
-    """client_id allowlist, each entry of one issuer (:mod:`.issuers`); None means any client."""
-    subjects: tuple[Entry, ...] | None = None
-    """``sub`` allowlist (names or patterns), each entry of one issuer; None means any
-    subject."""
-    deny: bool = False
-    rate_limit: tuple[int, float] | None = None
-    """(count, per_seconds) per subject."""
-    max_concurrency: int | None = None
-    """Calls in flight per subject."""
-    tasks: bool = False
-    """``tasks: true``: a call may become a task (the tasks extension; tools rules only)."""
-    description: str | None = None
-    glob: Glob | UriPattern | None = field(default=None, compare=False)
-    """Set when ``key`` contains a wildcard (a resource pattern: normalised, :mod:`.uri`)."""
-    section: str = "tools"
-    """``tools``, ``prompts`` or ``resources``: the section the rule stands in."""
-    when: tuple[Condition, ...] = field(default=(), compare=False)
-    """``when:`` conditions (:mod:`.conditions`), all must hold; decided at the call (and, for
-    those that do not read ``arguments``, at the listing)."""
-    override: ToolOverride | None = field(default=None, compare=False)
-    """``override:`` (:mod:`.overrides`): how the tools this rule governs are exposed."""
-
-
-@dataclass(slots=True, eq=False)
-class RuleTable:
-    """The rules of one section: exact keys, patterns most specific first, a bounded memo.
-
-    Tools, prompts and resources share it, so one precedence rule (an exact key beats every
-    pattern, then specificity; ties are load errors) governs all three.
-    """
-
-    exact: Mapping[str, Rule]
-    patterns: tuple[Rule, ...]
-    _lookups: dict[str, tuple[Rule | None, bool]] = field(
-        default_factory=dict, repr=False, compare=False
-    )
-
-    @property
-    def rules(self) -> tuple[Rule, ...]:
-        """Every rule: exact keys (sorted), then patterns (most specific first)."""
-        return (*(self.exact[key] for key in sorted(self.exact)), *self.patterns)
-
-    def __bool__(self) -> bool:
-        return bool(self.exact) or bool(self.patterns)
-
-    def lookup(self, name: str) -> tuple[Rule | None, bool]:
-        """(governing rule, tie?) for ``name`` (a resource: its normalised URI); memoised."""
-        found = self._lookups.get(name)
-        if found is None:
-            if len(self._lookups) >= LOOKUP_CACHE_SIZE:
-                self._lookups.clear()
-            found = self._lookups[name] = match_rules(self.exact, self.patterns, name)
-        return found
-
-    def find(self, key: str) -> Rule | None:
-        """The rule written under ``key`` (exact resource rules are indexed by normal form)."""
-        found = self.exact.get(key)
-        if found is not None and found.key == key:
-            return found
-        return next((r for r in self.rules if r.key == key), None)
-
-
-EMPTY_TABLE: Final = RuleTable(MappingProxyType({}), ())
-"""A section the policy does not have (every name is unruled: hidden)."""
-
-
-def match_rules(
-    exact: Mapping[str, Rule], patterns: tuple[Rule, ...], name: str
-) -> tuple[Rule | None, bool]:
-    """(governing rule, tie?): an exact key beats every pattern, then specificity."""
-    rule = exact.get(name)
-    if rule is not None:
-        return rule, False
-    found: Rule | None = None
-    found_specificity = (0, 0)
-    for candidate in patterns:
-        glob = candidate.glob
-        if glob is None:
-            continue
-        if found is not None and glob.specificity != found_specificity:
-            break  # sorted most specific first: nothing later can tie with the winner
-        if glob.matches(name):
-            if found is not None:
-                return found, True
-            found, found_specificity = candidate, glob.specificity
-    return found, False
-
-
-@dataclass(frozen=True, slots=True)
-class MethodRule:
-    """Extra scopes one JSON-RPC method needs besides the baseline."""
-
-    method: str
-    where: str
-    scopes: tuple[str, ...]
 
 
 @dataclass(slots=True, eq=False)
@@ -187,13 +93,33 @@ class PolicySet:
         default_factory=dict, repr=False, compare=False
     )
 
-    # --- seams.Policy ---------------------------------------------------------------------------
+    # --- seams.Policy: the ladder's steps 1 and 2 here, 3 to 7 in :mod:`.evaluate` -----------
 
     def decide_tool(self, principal: Principal, tool: str) -> Decision:
-        return evaluate.evaluate_tool(self, principal, tool)
+        """Whether ``principal`` may call ``tool`` (and whether it may know the tool)."""
+        try:
+            rule, tied = self.lookup(tool)
+            if tied:
+                # Unreachable after load-time checks; if it ever happens, nobody wins the tie.
+                key = rule.key if rule else None
+                return Decision(allowed=False, visible=False, rule=key, reason="tie")
+            if rule is None:
+                # Default deny: a tool without a rule does not exist for any caller.
+                return HIDDEN_NO_RULE
+            return evaluate_rule(self.baseline_scopes, rule, principal, self.hierarchy)
+        except Exception:  # SECURITY: an evaluation error denies (fail closed)
+            return HIDDEN_ERROR
 
     def decide_method(self, principal: Principal, method: str) -> Decision:
-        return evaluate.evaluate_method(self, principal, method)
+        """Baseline plus the method's extra scopes (``methods:``); other methods need the
+        baseline."""
+        try:
+            key = DISCOVER_ALIASES.get(method, method)
+            method_rule = self.methods.get(key)
+            needed = union(self.baseline_scopes, method_rule.scopes if method_rule else ())
+            return evaluate_scopes(needed, key if method_rule else None, principal, self.hierarchy)
+        except Exception:  # SECURITY: an evaluation error denies (fail closed)
+            return HIDDEN_ERROR
 
     def decide_conditions(
         self,
@@ -205,22 +131,111 @@ class PolicySet:
         backend: str = "",
         client_ip: str = "",
     ) -> Decision | None:
-        return evaluate.evaluate_conditions(
-            self, principal, name, arguments,
-            section=section, backend=backend, client_ip=client_ip,
-        )  # fmt: skip
+        """After the ladder allowed ``name``: its rule's ``when:`` conditions (all must hold).
+
+        A condition that is false refuses with ``condition``; one that cannot be evaluated (a
+        missing key without ``has()``, a non-boolean result) with ``condition_error``: both are
+        visible refusals without step-up (more scopes would not help). Never an allow on error.
+        Arguments the conditions read that are over their bound refuse with
+        ``arguments_too_large`` before any condition runs. ``arguments=None`` is a listing
+        (``tools/list``, ``prompts/list``): only the conditions that do not read ``arguments``
+        are decided there, the others wait for the call.
+        """
+        rule: Rule | None = None
+        try:
+            if section == "resources":
+                # The condition reads the URI the rule was decided on (a listing passes the
+                # backend's spelling): its normal form; one with none has no rule.
+                normalized = normalize_uri(name)
+                if normalized is None:
+                    return None
+                name = normalized
+            rule = self._governing(section, name)
+            if rule is None or not rule.when:
+                return None
+            conditions = rule.when
+            if arguments is None:
+                conditions = tuple(c for c in conditions if c.listable)
+                if not conditions:
+                    return None
+            call = call_values(
+                conditions, section, name, arguments, backend=backend, client_ip=client_ip
+            )
+            if conditions_hold(conditions, principal, call) is None:
+                return None
+            return Decision(allowed=False, visible=True, rule=rule.key, reason="condition")
+        except ArgumentsTooLarge:
+            return _refused(rule, "arguments_too_large")
+        except ConditionFailed as exc:
+            return _refused(rule, "condition_error", str(exc))
+        except Exception as exc:  # SECURITY: an evaluation error denies (fail closed)
+            return _refused(rule, "condition_error", type(exc).__name__)
 
     def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
-        return evaluate.evaluate_prompt(self, principal, prompt)
+        """``prompts:`` rules (the tool ladder); a hidden prompt is answered as an unknown one."""
+        try:
+            return self._decide_in(self.prompts, principal, prompt)
+        except Exception:  # SECURITY: an evaluation error denies (fail closed)
+            return HIDDEN_ERROR
 
     def resource_uri(self, uri: str) -> str | None:
         return resource_uri(uri)
 
     def decide_resource(self, principal: Principal, uri: str) -> Decision:
-        return evaluate.evaluate_resource(self, principal, uri)
+        """``resources:`` rules on the URI's normal form (one with none has no rule)."""
+        try:
+            normalized = normalize_uri(uri)
+            if normalized is None:
+                return HIDDEN_NO_RULE
+            return self._decide_in(self.resources, principal, normalized)
+        except Exception:  # SECURITY: an evaluation error denies (fail closed)
+            return HIDDEN_ERROR
 
     def decide_template(self, principal: Principal, uri_template: str) -> Decision:
-        return evaluate.evaluate_template(self, principal, uri_template)
+        """Whether a resource template is shown (``resources/templates/list``) and completed.
+
+        The template's expansions are approximated by a pattern (:func:`.uri.template_pattern`,
+        a superset); the decision is the best one among the rules that can match one of them:
+        allowed if one allows, else step-up if one would with more scopes, else hidden. A read
+        of an expansion is decided on its own URI (:meth:`decide_resource`), so a template shown
+        here can still expand to URIs that are refused.
+        """
+        try:
+            reachable = self.template_rules(uri_template)
+            if reachable is None:
+                return HIDDEN_NO_RULE
+            best: Decision | None = None
+            for rule in reachable:
+                decision = evaluate_rule(self.baseline_scopes, rule, principal, self.hierarchy)
+                if decision.allowed:
+                    return decision
+                if decision.visible and best is None:
+                    best = decision
+            return best if best is not None else HIDDEN_NO_RULE
+        except Exception:  # SECURITY: an evaluation error denies (fail closed)
+            return HIDDEN_ERROR
+
+    def _decide_in(self, table: RuleTable, principal: Principal, name: str) -> Decision:
+        rule, tied = table.lookup(name)
+        if tied:
+            key = rule.key if rule else None
+            return Decision(allowed=False, visible=False, rule=key, reason="tie")
+        if rule is None:
+            return HIDDEN_NO_RULE
+        return evaluate_rule(self.baseline_scopes, rule, principal, self.hierarchy)
+
+    def _governing(self, section: str, name: str) -> Rule | None:
+        """The rule that governs ``name`` in ``section`` (None: none, or a tie)."""
+        if section == "tools":
+            return self.rule_for(name)
+        if section == "prompts":
+            rule, tied = self.prompts.lookup(name)
+        else:
+            normalized = normalize_uri(name)
+            if normalized is None:
+                return None
+            rule, tied = self.resources.lookup(normalized)
+        return None if tied else rule
 
     def template_rules(self, uri_template: str) -> tuple[Rule, ...] | None:
         """The ``resources:`` rules that can match some expansion of ``uri_template`` (None: not
@@ -229,9 +244,7 @@ class PolicySet:
         if found is _MISSING:
             if len(self._templates) >= LOOKUP_CACHE_SIZE:
                 self._templates.clear()
-            found = self._templates[uri_template] = evaluate.reachable_rules(
-                self.resources, uri_template
-            )
+            found = self._templates[uri_template] = reachable_rules(self.resources, uri_template)
         return found  # type: ignore[return-value]
 
     def limits(
@@ -304,69 +317,11 @@ class PolicySet:
         else:
             rule = (self.prompts if section == "prompts" else self.resources).find(key)
         if rule is None:
-            return evaluate.HIDDEN_NO_RULE
-        return evaluate.evaluate_rule(self.baseline_scopes, rule, principal, self.hierarchy)
-
-    # --- catalog cross-checks (startup and ``check``) -------------------------------------------
-
-    def unmatched_rules(self, tool_names: Iterable[str]) -> list[str]:
-        """Warnings for rules that govern no tool of the backend catalog.
-
-        A pattern whose every matching tool is taken by an exact rule or a more specific pattern
-        is reported too: it has no effect on this catalog.
-        """
-        names = sorted(set(tool_names))
-        governed = {rule.key for name in names if (rule := self.rule_for(name)) is not None}
-        warnings = []
-        for rule in self.rules:
-            if rule.key in governed:
-                continue
-            if rule.glob is not None and any(rule.glob.matches(name) for name in names):
-                message = "every tool this pattern matches is governed by a more specific rule"
-            else:
-                message = "rule matches no tool in the backend catalog"
-            warnings.append(f"{rule.where}: tools.{rule.key}: {message}")
-        return warnings
-
-    def unreachable_rules(self, prefixes: Collection[str]) -> list[str]:
-        """Warnings for tool and prompt rules that can never match, whatever the catalogs hold.
-
-        ``prefixes`` are the configured backends' name prefixes: every advertised tool and
-        prompt name starts with one of them. A rule is unreachable when the names it matches
-        lie outside every prefix (``wiki__search`` with no ``wiki__`` backend; the empty prefix
-        of an unprefixed backend takes any name), exactly (:func:`~gateway.policy.glob.overlap`);
-        a tool rule also when it needs a character or a length no tool name has
-        (:data:`~gateway.seams.TOOL_NAME`). Only ever a warning: such a rule grants nothing,
-        and the backend it names may be on its way into the configuration.
-        """
-        spaces = sorted(prefixes)
-        found = []
-        for rule in (*self.rules, *self.prompts.rules):
-            message = _unreachable(rule, spaces)
-            if message is not None:
-                found.append(
-                    (_position(rule.where), f"{rule.where}: {rule.section}.{rule.key}: {message}")
-                )
-        return [warning for _, warning in sorted(found)]
-
-    def unruled_tools(self, tool_names: Iterable[str]) -> list[str]:
-        """Catalog tools no rule governs: denied and hidden from ``tools/list``."""
-        return sorted({name for name in tool_names if self.rule_for(name) is None})
+            return HIDDEN_NO_RULE
+        return evaluate_rule(self.baseline_scopes, rule, principal, self.hierarchy)
 
 
-def _unreachable(rule: Rule, prefixes: list[str]) -> str | None:
-    if rule.section == "tools":
-        literals = [char for char in rule.key if char not in WILDCARDS]
-        shortest = len(rule.key) - rule.key.count("*")
-        if shortest > _LONGEST or any(not TOOL_NAME.fullmatch(char) for char in literals):
-            return f"can never match: tool names are 1-{_LONGEST} characters of [A-Za-z0-9_.-]"
-    if any(overlap(rule.key, prefix + "*") is not None for prefix in prefixes):
-        return None
-    shown = ", ".join(repr(prefix) for prefix in prefixes) or "none"
-    return f"can never match: no configured backend advertises such a name (prefixes: {shown})"
-
-
-def _position(where: str) -> tuple[str, int, int]:
-    """``file:line:col`` as a sort key (file order, then top to bottom)."""
-    file, line, column = where.rsplit(":", 2)
-    return file, int(line), int(column)
+def _refused(rule: Rule | None, reason: str, detail: str = "") -> Decision:
+    """A ``when:`` refusal: visible, no step-up (more scopes would not help)."""
+    key = rule.key if rule else None
+    return Decision(allowed=False, visible=True, rule=key, reason=reason, detail=detail)

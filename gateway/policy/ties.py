@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gateway.policy import uri
 from gateway.policy.glob import Glob, overlap
-from gateway.policy.model import Rule
+from gateway.policy.rules import Rule
 
 __all__ = ["pattern_ties"]
 

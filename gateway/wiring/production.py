@@ -41,7 +41,7 @@ from gateway.outbound.client import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
 from gateway.policy.model import PolicySet
 from gateway.policy.reload import PolicyReloader
-from gateway.policy.warnings import policy_warnings
+from gateway.policy.warnings import policy_warnings, unmatched_rules, unruled_tools
 from gateway.wiring.shared_state import build_shared_state
 
 if TYPE_CHECKING:
@@ -255,9 +255,9 @@ async def _watch_catalog_fit(policy: PolicyReloader, backend: FederatedBackend) 
             if versions != seen:
                 seen = versions
                 names = [tool.name for tool in catalog]
-                for warning in current.unmatched_rules([*names, *backend.held_tools()]):
+                for warning in unmatched_rules(current, [*names, *backend.held_tools()]):
                     log.warning("policy.rule_matches_no_tool", detail=warning)
-                for tool in current.unruled_tools(names):
+                for tool in unruled_tools(current, names):
                     if tool not in hidden_logged:
                         hidden_logged.add(tool)
                         log.warning("policy.tool_without_rule_hidden", tool=tool)

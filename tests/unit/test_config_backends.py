@@ -12,6 +12,7 @@ import pytest
 from gateway.commands.cli import main
 from gateway.config import DEFAULT_BACKEND, Config, load_config
 from gateway.policy.loader import load_policy
+from gateway.policy.warnings import unruled_tools
 from tests.support.config_files import config_problems, issuer_head, write_config_text
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -263,7 +264,7 @@ class TestDocumentedExamples:
         ]
         policy = load_policy(list(c.policy_paths))
         names = ["docs__search", "tickets__create", "tickets__admin_x", "dw.query"]
-        assert policy.unruled_tools(names) == []
+        assert unruled_tools(policy, names) == []
 
     def test_the_readme_quickstart_backends_block_replaces_backend(self, tmp_path: Path) -> None:
         text = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from gateway.policy.glob import Glob
-from gateway.policy.model import LOOKUP_CACHE_SIZE, PolicySet, Rule
+from gateway.policy.model import PolicySet
+from gateway.policy.rules import LOOKUP_CACHE_SIZE, Rule
+from gateway.policy.warnings import unmatched_rules, unreachable_rules, unruled_tools
 from gateway.seams import Principal
 from tests.support.policy import policy_from, who
 
@@ -238,7 +240,7 @@ class TestCatalogCrossChecks:
             """,
             tmp_path,
         )
-        warnings = policy.unmatched_rules(["echo", "notes_add", "notes_list"])
+        warnings = unmatched_rules(policy, ["echo", "notes_add", "notes_list"])
         file = tmp_path / "policy.yaml"
         assert warnings == [
             f"{file}:5:3: tools.gone: rule matches no tool in the backend catalog",
@@ -277,7 +279,7 @@ class TestCatalogCrossChecks:
         never = "can never match: no configured backend advertises such a name"
         chars = "can never match: tool names are 1-64 characters of [A-Za-z0-9_.-]"
         shown = "(prefixes: 'docs__', 'tickets__')"
-        assert policy.unreachable_rules(["tickets__", "docs__"]) == [
+        assert unreachable_rules(policy, ["tickets__", "docs__"]) == [
             f"{file}:4:3: tools.wiki__search: {never} {shown}",
             f"{file}:6:3: tools.wiki__*: {never} {shown}",
             f"{file}:10:3: tools.dw.*: {never} {shown}",
@@ -288,14 +290,14 @@ class TestCatalogCrossChecks:
         ]
         # 64 characters is a name (line 12); an unprefixed backend (prefix "") may advertise any
         # name, so only the name syntax is left.
-        assert policy.unreachable_rules(["docs__", ""]) == [
+        assert unreachable_rules(policy, ["docs__", ""]) == [
             f"{file}:11:3: tools.has space: {chars}",
             f"{file}:13:3: tools.docs__{'a' * 59}: {chars}",
             f"{file}:14:3: tools.docs__{'?' * 59}*: {chars}",
         ]
 
     def test_catalog_tools_without_a_rule_are_listed_as_hidden(self, policy: PolicySet) -> None:
-        assert policy.unruled_tools(["search_docs", "zeta", "alpha", "docs_x", "zeta"]) == [
+        assert unruled_tools(policy, ["search_docs", "zeta", "alpha", "docs_x", "zeta"]) == [
             "alpha",
             "zeta",
         ]

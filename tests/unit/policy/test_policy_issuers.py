@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import ConfigError
-from gateway.policy.issuers import issuer_warnings
+from gateway.policy.warnings import issuer_warnings
 from tests.support.policy import ISSUER, policy_from, who
 
 OTHER = "https://other.example.com"

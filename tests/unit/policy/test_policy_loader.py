@@ -10,6 +10,7 @@ from gateway.dev.demo_backend import LISTED
 from gateway.dev.demo_vault import VAULT_WHOAMI
 from gateway.errors import ConfigError
 from gateway.policy.loader import load_policy
+from gateway.policy.warnings import unmatched_rules
 from tests.support.policy import who, write_text
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -402,7 +403,7 @@ class TestShippedFiles:
         assert policy.rate_limit("notes_add") == (30, 60.0)
         # What the demo's two backends list, as exposed (the vault's under vault__).
         demo_tools = [tool["name"] for tool in LISTED] + ["vault__" + VAULT_WHOAMI["name"]]
-        assert policy.unmatched_rules(demo_tools) == []
+        assert unmatched_rules(policy, demo_tools) == []
         assert policy.decide_tool(reader, "notes_summarize").allowed
         assert policy.decide_tool(reader, "notes_compose").missing_scopes == ("notes:write",)
         assert policy.decide_tool(reader, "whoami").allowed

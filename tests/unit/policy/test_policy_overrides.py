@@ -9,6 +9,7 @@ import pytest
 from gateway.errors import ConfigError
 from gateway.policy.explain import explain
 from gateway.policy.loader import load_policy
+from gateway.policy.warnings import unmatched_rules, unruled_tools
 from tests.support.policy import policy_from, who, write_text
 
 HEAD = "version: 1\nbaseline_scopes: [mcp:access]\n"
@@ -73,8 +74,8 @@ def test_the_renaming_rule_governs_the_new_name(tmp_path: Path) -> None:
     assert policy.rate_limit("find_docs") == (5, 60.0)
     # The new name is what an override makes, never a key for another override.
     assert policy.override_for("find_docs") is None
-    assert policy.unmatched_rules(["find_docs", "crm__x"]) == []
-    assert policy.unruled_tools(["find_docs"]) == []
+    assert unmatched_rules(policy, ["find_docs", "crm__x"]) == []
+    assert unruled_tools(policy, ["find_docs"]) == []
 
 
 def test_an_override_change_is_a_new_policy_version(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 from gateway.policy.glob import Glob, overlap
 from gateway.policy.loader import load_policy
-from gateway.policy.model import PolicySet, Rule
+from gateway.policy.model import PolicySet
+from gateway.policy.rules import Rule
 from gateway.seams import Principal
 
 SCOPES = [f"s{i}" for i in range(6)]
