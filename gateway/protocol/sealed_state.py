@@ -4,7 +4,7 @@ mrtr.mdx §Server Requirements 4-5: ``requestState`` comes back through the clie
 attacker-controlled input; a server MUST protect its integrity when it matters and SHOULD bind
 it to the authenticated principal, a short expiry and the originating request. A backend behind
 the gateway sees only the service credential and cannot bind anything to the user, so the
-gateway wraps the upstream's state in an AEAD envelope that binds it (:mod:`.seal_ring`, label
+gateway wraps the upstream's state in an AEAD envelope that binds it (:mod:`gateway.sealing`, label
 ``mcp-gateway/requestState/v1``). The plaintext is the bindings as canonical
 JSON, then, when the upstream sent one, a NUL byte and the upstream's state::
 
@@ -31,7 +31,7 @@ from gateway.config.input_requests import MAX_CLAIMS_BYTES, max_sealed_chars
 from gateway.errors import InvalidRequestState
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import canonical
-from gateway.protocol.seal_ring import VERSION, EnvelopeError, SealRing
+from gateway.sealing import VERSION, EnvelopeError, SealRing
 
 __all__ = [
     "VERSION",

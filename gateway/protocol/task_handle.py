@@ -7,7 +7,7 @@ gateway's credential), so the client never sees it. It gets a handle instead::
 
     handle = "t1." + envelope(canonical JSON of the claims)
 
-an AEAD envelope of :mod:`.seal_ring` under the ``input_requests.seal_keys`` ring with its own
+an AEAD envelope of :mod:`gateway.sealing` under the ``input_requests.seal_keys`` ring with its own
 label (``mcp-gateway/task-handle/v1``: a handle never opens as a ``requestState``, nor the
 reverse), the gateway's ``resource`` bound as associated data. The claims::
 
@@ -31,7 +31,7 @@ from typing import Any, Final, Literal
 from gateway.config import SealKey
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import canonical
-from gateway.protocol.seal_ring import EnvelopeError, SealRing, envelope_chars
+from gateway.sealing import EnvelopeError, SealRing, envelope_chars
 from gateway.seams import Principal
 
 __all__ = [

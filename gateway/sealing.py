@@ -1,7 +1,10 @@
 """The AEAD envelope every gateway-sealed text uses, under the ``input_requests.seal_keys`` ring.
 
 One construction, several purposes (each its own ``label``): the ``requestState`` of an input
-round (:mod:`.sealed_state`) and the task handle (:mod:`.task_handle`)::
+round (:mod:`gateway.protocol.sealed_state`), the task handle
+(:mod:`gateway.protocol.task_handle`), and the browser login surface's session and sign-in
+cookies (:mod:`gateway.login.cookies`). A foundation module, so every layer that seals reaches
+the one construction::
 
     envelope = version (1 byte, 0x01) | key-id length (1 byte) | key id (ASCII, 1-16)
                | nonce (12 random bytes) | AES-256-GCM ciphertext and tag
