@@ -131,8 +131,7 @@ def read_token(
         except InvalidToken as exc:
             refusal = exc.detail
     if subject is None:  # refused: still show who the claims name, as far as they say
-        name = issuer.subject_claim if issuer.validates_jwt else "sub"
-        found = claims.get(name)
+        found = claims.get(issuer.subject_source)
         subject = found if isinstance(found, str) else None
     if client_id is None:
         names = issuer.client_id_claims if issuer.validates_jwt else ("client_id",)

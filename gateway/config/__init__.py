@@ -3,8 +3,8 @@
 The package, by job:
 
 * :mod:`~gateway.config.model` (with ``issuer_model``, ``backend_model``, ``limits_model``,
-  ``state_model``, ``identity_model``, ``policy_external_model``): the frozen dataclasses
-  (:class:`Config` and one per section), whose fields declare the keys of the file once
+  ``state_model``, ``identity_model``, ``policy_external_model``, ``login_model``): the frozen
+  dataclasses (:class:`Config` and one per section), whose fields declare the keys of the file once
   (:mod:`~gateway.config.declare`; the JSON Schema is written from them);
 * :mod:`~gateway.config.loader`: :func:`load_config` (YAML with positions, the JSON Schema, then
   the sections' semantic checks; every problem reported at once as ``file:line:column``);
@@ -27,6 +27,7 @@ from gateway.config import (
     identity_model,
     issuer_model,
     limits_model,
+    login_model,
     model,
     policy_external_model,
     state_model,
@@ -37,6 +38,7 @@ from gateway.config.identity_model import *  # noqa: F403
 from gateway.config.issuer_model import *  # noqa: F403
 from gateway.config.limits_model import *  # noqa: F403
 from gateway.config.loader import load_config
+from gateway.config.login_model import *  # noqa: F403
 from gateway.config.model import *  # noqa: F403
 from gateway.config.policy_external_model import *  # noqa: F403
 from gateway.config.secrets import Secret
@@ -48,6 +50,7 @@ __all__ += backend_model.__all__
 __all__ += identity_model.__all__
 __all__ += issuer_model.__all__
 __all__ += limits_model.__all__
+__all__ += login_model.__all__
 __all__ += model.__all__
 __all__ += policy_external_model.__all__
 __all__ += state_model.__all__

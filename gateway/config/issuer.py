@@ -26,6 +26,7 @@ from gateway.yaml_source import PathPart, format_path
 
 __all__ = [
     "build_issuers",
+    "checked_algorithms",
     "issuer_allows_insecure_http",
     "issuer_entries",
     "scope_map_warnings",
@@ -130,7 +131,7 @@ def build_issuer(
             f"token_endpoint needs {name}.token_endpoint when introspection_endpoint is "
             "configured (metadata discovery is skipped)",
         )
-    algorithms = _checked_algs(b, ri["algorithms"], ip) if "algorithms" in ri else None
+    algorithms = checked_algorithms(b, ri["algorithms"], ip) if "algorithms" in ri else None
     if issuer.jwks_min_refresh_s > issuer.jwks_max_refresh_s:
         doc.problem(
             (*ip, "jwks_min_refresh_s"),
@@ -169,7 +170,9 @@ def _dpop(b: Builder, raw: str | dict[str, Any], dp: tuple[PathPart, ...]) -> Dp
     """``dpop: off | allowed | required``, or the mapping with ``mode`` and the proof rules."""
     if isinstance(raw, str):
         raw = {"mode": raw}
-    checked = {"algorithms": _checked_algs(b, raw["algorithms"], dp)} if "algorithms" in raw else {}
+    checked = (
+        {"algorithms": checked_algorithms(b, raw["algorithms"], dp)} if "algorithms" in raw else {}
+    )
     return fill(b, DpopConfig, raw, dp, **checked)
 
 
@@ -215,7 +218,8 @@ def scope_map_warnings(
     return warnings
 
 
-def _checked_algs(b: Builder, names: list[str], ip: tuple[PathPart, ...]) -> tuple[str, ...]:
+def checked_algorithms(b: Builder, names: list[str], ip: tuple[PathPart, ...]) -> tuple[str, ...]:
+    """``algorithms`` at ``ip``: asymmetric JWS algorithms only (each refusal a problem)."""
     for index, alg in enumerate(names):
         where = (*ip, "algorithms", index)
         if alg.lower() == "none" or alg.upper().startswith("HS"):

@@ -220,3 +220,11 @@ class IssuerConfig:
     def validates_jwt(self) -> bool:
         """Whether this issuer's tokens are validated locally (RFC 9068)."""
         return self.tokens != "introspection"
+
+    @property
+    def subject_source(self) -> str:
+        """The claim a principal's subject is read from: ``subject_claim`` when JWTs are
+        validated locally (``jwt+introspection`` too: the JWT says who), else the introspection
+        answer's ``sub``. The browser login surface reads the same claim of an ID token, so a
+        signed-in person compares with an MCP caller of this issuer (Entra: ``oid``)."""
+        return self.subject_claim if self.validates_jwt else "sub"

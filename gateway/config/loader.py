@@ -33,6 +33,7 @@ from gateway.config.identity import build_identity_jwks
 from gateway.config.input_requests import build_input_requests
 from gateway.config.issuer import build_issuers, issuer_allows_insecure_http, issuer_entries
 from gateway.config.issuer_model import CacheConfig, IssuerConfig
+from gateway.config.login import build_login
 from gateway.config.model import Config, InputRequestsConfig, Listen
 from gateway.config.policy_external import build_policy_external
 from gateway.config.secrets import Secret
@@ -249,6 +250,13 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
         section("_dpop", lambda: _check_dpop_nonce(b, raw, out["input_requests"]))
         out.pop("_dpop", None)
         section("tasks", lambda: build_tasks(b, raw.get("tasks", {}), out["input_requests"]))
+    if "input_requests" in out and "resource" in out:
+        section(
+            "login",
+            lambda: build_login(
+                b, raw.get("login"), issuers, out["resource"], out["input_requests"]
+            ),
+        )
     return out
 
 

@@ -18,6 +18,7 @@ from gateway.config.declare import INTERNAL, Key
 from gateway.config.identity_model import IdentityJwksConfig
 from gateway.config.issuer_model import IssuerConfig
 from gateway.config.limits_model import Limits
+from gateway.config.login_model import LoginConfig
 from gateway.config.policy_external_model import PolicyExternalConfig
 from gateway.config.secrets import SECRET, SecretRef
 from gateway.config.state_model import AdminConfig, StateConfig
@@ -267,6 +268,8 @@ class Config:
     """None without a ``policy_external:`` section: no decision point is consulted at all."""
     catalog: CatalogConfig | None = None
     """None without a ``catalog:`` section: no lock is read, nothing is compared."""
+    login: LoginConfig | None = None
+    """None without a ``login:`` section: no page of the browser login surface is served."""
 
     @property
     def issuers(self) -> tuple[IssuerConfig, ...]:
