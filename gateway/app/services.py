@@ -15,6 +15,7 @@ from aiohttp.typedefs import Handler
 
 import gateway
 from gateway.config import Config
+from gateway.login.surface import LoginSurface
 from gateway.observability.audit import AuditSink
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
@@ -114,6 +115,9 @@ class Services:
     """Re-read and validate the policy files now (what SIGHUP does; blocking: run it in an
     executor)."""
     audit: AuditSink | None = None
+    login: LoginSurface | None = None
+    """The browser login surface (``login:``): its pages are installed by ``install_routes``;
+    features add their account sections and pending-action pages to it before the start."""
     jwks: Callable[[], dict[str, Any]] | None = None
     """The JWK Set of the caller-assertion keys (``/.well-known/jwks.json`` on the ops
     listener); None when no backend signs assertions and no key is published."""

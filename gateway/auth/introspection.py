@@ -33,7 +33,11 @@ from joserfc.jwk import ECKey, RSAKey
 from gateway.config import IssuerConfig
 from gateway.jsonkit.read import JsonError, answer, is_json, loads_object, peer_limits
 from gateway.outbound.client import Outbound
-from gateway.outbound.client_auth import ASSERTION_LIFETIME_S, ClientAuthentication
+from gateway.outbound.client_auth import (
+    ASSERTION_LIFETIME_S,
+    ClientAuthentication,
+    signing_key,
+)
 from gateway.outbound.failures import (
     OutboundConnectionError,
     OutboundError,
@@ -118,18 +122,10 @@ class ClientAuthenticator:
         if issuer.client_auth == "private_key_jwt":
             if issuer.private_key is None:
                 raise ValueError("issuer.private_key is required with private_key_jwt")
-            pem = issuer.private_key.reveal()
             # Parse once at startup; a bad key is a configuration error, not a per-request one.
-            key_type = ECKey if issuer.signing_alg.startswith("ES") else RSAKey
-            try:
-                self._key = key_type.import_key(pem)
-            except Exception:  # joserfc/cryptography raise several types; none is safe
-                # to show (they may quote the key), so one fixed message names the fix.
-                raise ValueError(
-                    "issuer.private_key is not a PEM private key matching issuer.signing_alg"
-                ) from None
-            if not self._key.is_private:
-                raise ValueError("issuer.private_key holds a public key, not a private key")
+            self._key = signing_key(
+                issuer.private_key.reveal(), issuer.signing_alg, name="issuer.private_key"
+            )
         elif issuer.client_secret is None:
             raise ValueError("issuer.client_secret is required with client_secret_*")
         self._auth = ClientAuthentication(

@@ -72,6 +72,12 @@ class IssuerMetadata:
     """The URL the document came from, or ``configured`` when discovery was skipped."""
     jwks_uri: str | None = None
     """The advertised (or configured) JWK Set URL; None when the issuer does not validate JWTs."""
+    authorization_endpoint: str | None = None
+    """The advertised ``authorization_endpoint`` (an absolute http(s) URL), or None: where the
+    login surface sends a browser to sign in (never contacted by the gateway itself)."""
+    iss_parameter: bool = False
+    """``authorization_response_iss_parameter_supported`` (RFC 9207 §3): every authorization
+    response names the issuer, so one without ``iss`` is refused."""
 
 
 def metadata_urls(issuer: str) -> list[str]:
@@ -194,6 +200,8 @@ async def discover(
             else (),
             source=url,
             token_endpoint=_absolute_url(doc.get("token_endpoint")),
+            authorization_endpoint=_absolute_url(doc.get("authorization_endpoint")),
+            iss_parameter=doc.get("authorization_response_iss_parameter_supported") is True,
         )
     raise DiscoveryFailed("issuer serves no authorization server metadata")
 

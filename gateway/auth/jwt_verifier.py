@@ -40,7 +40,7 @@ from .jwks import MAX_KID_CHARS, JwksCache, PublicKey
 from .jws import CompactJws
 from .jwt_claims import JwtRules, check_jwt_claims
 
-__all__ = ["JWKS_RETRY_AFTER_S", "JwtVerifier", "signature_valid"]
+__all__ = ["JWKS_RETRY_AFTER_S", "JwtVerifier", "signature_valid", "verify_signature"]
 
 JWKS_RETRY_AFTER_S: Final = 5
 """``Retry-After`` on 503 when the issuer has no usable key."""
@@ -55,6 +55,46 @@ def signature_valid(jws: CompactJws, key: PublicKey) -> bool:
         return bool(algorithm.verify(jws.signing_input, jws.signature, key))
     except (JoseError, ValueError, TypeError):
         return False
+
+
+async def verify_signature(
+    jws: CompactJws,
+    jwks: JwksCache,
+    *,
+    algorithms: frozenset[str],
+    typs: frozenset[str | None],
+) -> None:
+    """Steps 2-4 of the module docstring for any JWS signed with a key of ``jwks``: the header
+    (``alg`` in ``algorithms``, no ``crit``, a normalised ``typ`` in ``typs``, a string
+    ``kid``), the key (an unknown ``kid`` refreshes the set, at most once per interval) and
+    the signature. Raises InvalidToken, or IssuerUnavailable while the set has no usable key.
+    The ID tokens and verifier assertions of the login surface are checked by it too."""
+    header = jws.header
+    if jws.alg not in algorithms:
+        raise InvalidToken(detail="alg not allowed for this issuer")
+    if "crit" in header:
+        raise InvalidToken(detail="crit header (no extension is understood)")
+    typ = header.get("typ")
+    if typ is not None and not isinstance(typ, str):
+        raise InvalidToken(detail="typ is not a string")
+    if (None if typ is None else normalise_typ(typ)) not in typs:
+        raise InvalidToken(detail="typ not accepted for this issuer")
+    kid = header.get("kid")
+    if kid is not None and (not isinstance(kid, str) or len(kid) > MAX_KID_CHARS):
+        raise InvalidToken(detail="kid is not a string")
+    if not jwks.ready or not jwks.keys.knows(kid):
+        await jwks.refresh_for_unknown_kid()
+    if not jwks.ready:
+        raise IssuerUnavailable(retry_after=JWKS_RETRY_AFTER_S, detail="jwks_unavailable")
+    key = jwks.keys.find(kid, jws.alg)
+    if key is None:
+        raise InvalidToken(
+            detail="no key for this kid and alg"
+            if jwks.keys.knows(kid)
+            else "unknown kid (after refresh)"
+        )
+    if not signature_valid(jws, key):
+        raise InvalidToken(detail="bad signature")
 
 
 class JwtVerifier:
@@ -98,35 +138,7 @@ class JwtVerifier:
     async def _verify(self, jws: CompactJws, token_bytes: int, fingerprint: str) -> Principal:
         if token_bytes > self._issuer.max_token_bytes:
             raise InvalidToken(detail="token longer than the issuer's max_token_bytes")
-        header = jws.header
-        alg = jws.alg
-        if alg not in self._algorithms:
-            raise InvalidToken(detail="alg not allowed for this issuer")
-        if "crit" in header:
-            raise InvalidToken(detail="crit header (no extension is understood)")
-        typ = header.get("typ")
-        if typ is not None and not isinstance(typ, str):
-            raise InvalidToken(detail="typ is not a string")
-        if (None if typ is None else normalise_typ(typ)) not in self._typs:
-            raise InvalidToken(detail="typ not accepted for this issuer")
-        kid = header.get("kid")
-        if kid is not None and (not isinstance(kid, str) or len(kid) > MAX_KID_CHARS):
-            raise InvalidToken(detail="kid is not a string")
-
-        jwks = self._jwks
-        if not jwks.ready or not jwks.keys.knows(kid):
-            await jwks.refresh_for_unknown_kid()
-        if not jwks.ready:
-            raise IssuerUnavailable(retry_after=JWKS_RETRY_AFTER_S, detail="jwks_unavailable")
-        key = jwks.keys.find(kid, alg)
-        if key is None:
-            raise InvalidToken(
-                detail="no key for this kid and alg"
-                if jwks.keys.knows(kid)
-                else "unknown kid (after refresh)"
-            )
-        if not signature_valid(jws, key):
-            raise InvalidToken(detail="bad signature")
+        await verify_signature(jws, self._jwks, algorithms=self._algorithms, typs=self._typs)
         return check_jwt_claims(jws.claims, self._rules, now=self._clock(), fingerprint=fingerprint)
 
     def _observe(self, result: str, started: float) -> None:

@@ -5,7 +5,9 @@
 - ``/.well-known/oauth-authorization-server`` (RFC 8414) and ``/.well-known/openid-configuration``
   (the same document; MCP clients may try either), with ``issuer`` = the base URL exactly;
 - ``/authorize``: authorization code + PKCE S256, auto-approve or a one-click consent page, with
-  ``iss`` on every redirect back to the client (RFC 9207 §2);
+  ``iss`` on every redirect back to the client (RFC 9207 §2); an OpenID Connect sign-in (scope
+  ``openid``) gets an ID token with the code's answer, and a sign-in page choosing among
+  :attr:`DevIssuer.users` when there are several;
 - ``/token``: ``authorization_code``, ``refresh_token`` (rotating), ``client_credentials``, and
   RFC 8693 token exchange for the clients :attr:`DevIssuer.exchange_policy` allows
   (:mod:`gateway.dev.issuer_exchange`);
@@ -72,6 +74,7 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         code_ttl_s: int = 60,
         consent: Literal["auto", "page"] = "auto",
         user_sub: str = "demo-user",
+        users: Sequence[str] = (),
         grant_scopes: Sequence[str] = (),
         default_scopes: Sequence[str] = (),
         admin_secret: str | None = None,
@@ -84,13 +87,17 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         §3.3 lets an AS issue another scope than requested), so a client that asks only for the
         advertised baseline scope still reaches tools. ``default_scopes`` apply when a request
         omits ``scope``. ``token_format``: opaque or RFC 9068 JWT access tokens;
-        ``introspection=False``: no introspection endpoint (Entra ID has none)."""
+        ``introspection=False``: no introspection endpoint (Entra ID has none). ``users``: who
+        may sign in at an OpenID Connect sign-in (default: ``user_sub`` alone); with several, the
+        sign-in page lets the person pick one (cross-user tests; a second instance is another
+        authorization server with people of its own)."""
         check_bind_host(host, allow_non_loopback)
         self._host = host
         self._port = port
         self._allow_non_loopback = allow_non_loopback
         self.consent = consent
         self.user_sub = user_sub
+        self.users = tuple(dict.fromkeys(users or (user_sub,)))
         self.grant_scopes = tuple(grant_scopes)
         self.admin_secret = admin_secret or secrets.token_urlsafe(24)
         """Guards ``/dev/tokens``; printed (or written to the demo's state file) at startup."""
@@ -116,6 +123,9 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         if token_format == "jwt":
             self.server.jwt_signer = self.sign_jwt
         self.server.sign_exchanged = self.sign_jwt
+        self.server.sign_id_token = lambda claims: self.keys.sign(claims, header={"typ": "JWT"})
+        self.id_token_claims = self.server.id_token_claims
+        """Test knob: claims every ID token gets on top of its own (a wrong ``aud``, ...)."""
         self.exchange_policy = self.server.exchange_policy
         """RFC 8693: which clients may exchange tokens for which targets (tests and the demo)."""
         self.exchange_faults = self.server.exchange_faults

@@ -25,9 +25,11 @@ from authlib.oauth2.rfc6749 import (
 from multidict import CIMultiDictProxy, MultiMapping
 
 from gateway.dev.dpop_proofs import PROOF_ALGS
+from gateway.dev.issuer_store import OIDC_SCOPES
 
 __all__ = [
     "CONFIDENTIAL_METHODS",
+    "OIDC_SCOPES",
     "SIGNING_ALGS",
     "TOKEN_AUTH_METHODS",
     "AioJsonRequest",
@@ -91,7 +93,7 @@ class IssuerSettings:
         return {
             "issuer": settings.issuer,
             **settings.endpoints,
-            "scopes_supported": list(settings.scopes_supported),
+            "scopes_supported": [*settings.scopes_supported, *OIDC_SCOPES],
             "response_types_supported": ["code"],
             "response_modes_supported": ["query"],
             "grant_types_supported": list(grant_types),
@@ -111,6 +113,10 @@ class IssuerSettings:
             "jwks_uri": f"{settings.issuer}/jwks",
             "code_challenge_methods_supported": ["S256"],
             "authorization_response_iss_parameter_supported": True,
+            # OpenID Connect Discovery 1.0 §3: the issuer signs people in too (login surface).
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["RS256", "ES256", "EdDSA"],
+            "claims_supported": ["iss", "sub", "aud", "exp", "iat", "auth_time", "nonce", "azp"],
             "client_id_metadata_document_supported": False,
             "service_documentation": "https://github.com/mcp-resource-gateway/docs/quickstart.md",
         }

@@ -22,7 +22,7 @@ from gateway.dev.issuer_adapter import IssuerSettings, ParsedRequest, oauth_erro
 from gateway.dev.issuer_server import DevAuthorizationServer
 from gateway.dev.issuer_store import DevClient, DevUser, IssuerStore
 
-__all__ = ["AuthorizationHandlers", "consent_page"]
+__all__ = ["AuthorizationHandlers", "consent_page", "signin_page"]
 
 
 class AuthorizationHandlers:
@@ -32,6 +32,7 @@ class AuthorizationHandlers:
     store: IssuerStore
     consent: Literal["auto", "page"]
     user_sub: str
+    users: tuple[str, ...]
     grant_scopes: tuple[str, ...]
     _settings: IssuerSettings
 
@@ -48,11 +49,18 @@ class AuthorizationHandlers:
         except ValueError:
             return oauth_error(400, "invalid_request", "Malformed authorization request.")
         requested = (grant.request.scope or "").split()
+        nonce = secrets.token_urlsafe(16)
+        if "openid" in requested and (self.consent == "page" or len(self.users) > 1):
+            self.store.consents[nonce] = time.time() + 600
+            return web.Response(
+                text=signin_page(grant.request.client, parsed, self.users, self._settings, nonce),
+                content_type="text/html",
+                headers={"Cache-Control": "no-store", "X-Frame-Options": "DENY"},
+            )
         offered = list(dict.fromkeys([*requested, *self.grant_scopes]))
         if self.consent == "auto":
             user = DevUser(self.user_sub, " ".join(offered))
             return self._with_iss(self.server.create_authorization_response(parsed, user, grant))
-        nonce = secrets.token_urlsafe(16)
         self.store.consents[nonce] = time.time() + 600
         return web.Response(
             text=consent_page(grant.request.client, parsed, offered, self._settings, nonce),
@@ -69,7 +77,7 @@ class AuthorizationHandlers:
         params = {
             k: v
             for k, v in parsed.form.items()
-            if k not in {"consent_nonce", "approve", "scope_choice"}
+            if k not in {"consent_nonce", "approve", "scope_choice", "signin_user"}
         }
         original = ParsedRequest("GET", parsed.url, parsed.headers, parsed.query, params)
         try:
@@ -77,6 +85,14 @@ class AuthorizationHandlers:
         except OAuth2Error as error:
             return self._authorization_error(original, error)
         approved = parsed.form.get("approve", [""])[0] == "yes"
+        if "signin_user" in parsed.form:  # the sign-in page: who, and the scopes as requested
+            chosen_user = parsed.form["signin_user"][0]
+            if chosen_user not in self.users:
+                return oauth_error(400, "invalid_request", "Unknown user.")
+            signed_in = DevUser(chosen_user) if approved else None
+            return self._with_iss(
+                self.server.create_authorization_response(original, signed_in, grant)
+            )
         supported = set(self._settings.scopes_supported)
         chosen = [s for s in parsed.form.get("scope_choice", []) if s in supported]
         user = DevUser(self.user_sub, " ".join(chosen)) if approved else None
@@ -136,3 +152,33 @@ def _query_lists(parsed: ParsedRequest) -> dict[str, list[str]]:
     for key, value in parsed.query.items():
         out.setdefault(key, []).append(value)
     return out
+
+
+def signin_page(
+    client: DevClient,
+    parsed: ParsedRequest,
+    users: tuple[str, ...],
+    settings: IssuerSettings,
+    nonce: str,
+) -> str:
+    """The OpenID Connect sign-in page: pick a user, sign in or cancel."""
+    hidden = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
+        for k, values in _query_lists(parsed).items()
+        for v in values
+    )
+    choices = "".join(
+        f'<label><input type="radio" name="signin_user" value="{html.escape(user)}"'
+        f"{' checked' if index == 0 else ''}> {html.escape(user)}</label><br>"
+        for index, user in enumerate(users)
+    )
+    name = html.escape(client.client_name or client.client_id)
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Development issuer: sign in"
+        "</title></head><body style='font-family:sans-serif;max-width:40em;margin:2em auto'>"
+        f"<h1>Sign in to {name}</h1><p>Development issuer (not for production): choose who "
+        f"you are.</p><form method='post' action='{html.escape(settings.issuer)}/authorize'>"
+        f"{hidden}<input type='hidden' name='consent_nonce' value='{html.escape(nonce)}'>"
+        f"{choices}<p><button name='approve' value='yes' type='submit'>Sign in</button> "
+        "<button name='approve' value='no' type='submit'>Cancel</button></p></form></body></html>"
+    )

@@ -48,8 +48,10 @@ if TYPE_CHECKING:
     from gateway.dev.issuer_server import DevAuthorizationServer
 
 __all__ = [
+    "ID_TOKEN_TTL_S",
     "AuthorizationCode",
     "ClientCredentials",
+    "IdTokens",
     "Introspection",
     "PrivateKeyJwt",
     "RefreshToken",
@@ -112,6 +114,8 @@ class AuthorizationCode(AuthorizationCodeGrant):  # type: ignore[misc]
             resources=request.resources,
             expires_at=time.time() + self.server.settings.code_ttl_s,
             family=self.server.store.new_family(),
+            nonce=data.get("nonce"),
+            auth_time=int(time.time()),
         )
 
     def query_authorization_code(self, code: str, client: DevClient) -> AuthCode | None:
@@ -137,6 +141,37 @@ class AuthorizationCode(AuthorizationCodeGrant):  # type: ignore[misc]
             self.request.payload.datalist.get("resource", []), code.resources
         )
         self.request.family = code.family
+
+
+ID_TOKEN_TTL_S = 600
+
+
+class IdTokens:
+    """OIDC Core §3.1.3.3: the code grant's token answer carries an ID token when the code was
+    granted with the ``openid`` scope (§3.1.2.1): ``iss``, ``sub`` (the person who signed in),
+    ``aud`` and ``azp`` (the client), ``iat``, ``exp``, ``auth_time`` and the request's
+    ``nonce``, signed with the issuer's current key, ``typ: JWT``. An authlib grant extension."""
+
+    def __init__(self, server: DevAuthorizationServer) -> None:
+        self._server = server
+
+    def __call__(self, grant: AuthorizationCodeGrant) -> None:
+        grant.register_hook("after_create_token_response", self._add)
+
+    def _add(self, grant: AuthorizationCodeGrant, response: tuple[int, Any, Any]) -> None:
+        _, token, _ = response
+        code: AuthCode = grant.request.authorization_code
+        if not isinstance(token, dict) or "openid" not in _scope_list(code.scope):
+            return
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "iss": self._server.settings.issuer, "sub": code.sub, "aud": code.client_id,
+            "azp": code.client_id, "iat": now, "exp": now + ID_TOKEN_TTL_S,
+            "auth_time": code.auth_time, **self._server.id_token_claims,
+        }  # fmt: skip
+        if code.nonce is not None:
+            claims["nonce"] = code.nonce
+        token["id_token"] = self._server.sign_id_token(claims)
 
 
 class RefreshToken(RefreshTokenGrant):  # type: ignore[misc]

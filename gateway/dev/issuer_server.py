@@ -16,9 +16,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
-from authlib.oauth2.rfc6749 import AuthorizationServer
+from authlib.oauth2.rfc6749 import AuthorizationServer, InvalidScopeError
 
 from gateway.dev.issuer_adapter import (
+    OIDC_SCOPES,
     AioJsonRequest,
     AioOAuth2Request,
     InvalidTargetError,
@@ -29,6 +30,7 @@ from gateway.dev.issuer_exchange import ExchangeFaults, ExchangePolicy, TokenExc
 from gateway.dev.issuer_grants import (
     AuthorizationCode,
     ClientCredentials,
+    IdTokens,
     Introspection,
     PrivateKeyJwt,
     RefreshToken,
@@ -60,10 +62,14 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         """Set: access tokens are JWTs signed by it (refresh tokens stay opaque)."""
         self.sign_exchanged: Callable[[dict[str, Any]], str] = _no_signer
         """Signs an exchanged token requested as a JWT (set by the issuer to its key set)."""
+        self.sign_id_token: Callable[[dict[str, Any]], str] = _no_signer
+        """Signs an OpenID Connect ID token (set by the issuer to its key set)."""
+        self.id_token_claims: dict[str, Any] = {}
+        """Test knob: claims every ID token gets on top of (or instead of) its own."""
         self.exchange_policy = ExchangePolicy()
         self.exchange_faults = ExchangeFaults()
         self.register_token_generator("default", self._generate_token)
-        self.register_grant(AuthorizationCode, [S256Only(required=True)])
+        self.register_grant(AuthorizationCode, [S256Only(required=True), IdTokens(self)])
         self.register_grant(RefreshToken)
         self.register_grant(ClientCredentials)
         self.register_grant(TokenExchange)
@@ -83,6 +89,12 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         # authlib refuses non-https URIs except loopback; a forced non-loopback dev issuer
         # passes its own issuer URL, which the operator chose explicitly.
         return AioOAuth2Request(request, request.url)
+
+    def validate_requested_scope(self, scope: str | None) -> None:
+        """The issuer's scopes, and OpenID Connect's (a sign-in asks for ``openid``)."""
+        requested = set(scope.split()) if scope else set()
+        if not requested <= {*self.settings.scopes_supported, *OIDC_SCOPES}:
+            raise InvalidScopeError()
 
     def create_json_request(self, request: ParsedRequest) -> AioJsonRequest:
         return AioJsonRequest(request)

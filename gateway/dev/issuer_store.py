@@ -15,6 +15,7 @@ from typing import Any, Final, Literal
 from urllib.parse import urlsplit
 
 __all__ = [
+    "OIDC_SCOPES",
     "REPLAY_MEMORY_S",
     "AuthCode",
     "DevClient",
@@ -27,6 +28,8 @@ __all__ = [
 TokenKind = Literal["access_token", "refresh_token"]
 REPLAY_MEMORY_S: Final = 600
 """How long a used authorization code is remembered after it expired (replay detection)."""
+OIDC_SCOPES: Final = ("openid", "profile")
+"""Granted besides the issuer's own scopes: a sign-in (OIDC Core §3.1.2.1) asks for them."""
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
@@ -93,7 +96,7 @@ class DevClient:
     def get_allowed_scope(self, scope: str | None) -> str:
         if not scope:
             return " ".join(self.default_scopes or self.scopes)
-        allowed = set(self.scopes)
+        allowed = {*self.scopes, *OIDC_SCOPES}
         return " ".join(s for s in scope.split() if s in allowed)
 
     def check_redirect_uri(self, redirect_uri: str) -> bool:
@@ -129,6 +132,10 @@ class AuthCode:
     expires_at: float
     family: str
     used: bool = False
+    nonce: str | None = None
+    """OIDC Core §3.1.2.1: the authorization request's ``nonce``, echoed in the ID token."""
+    auth_time: int = 0
+    """When the person signed in (OIDC Core §2 ``auth_time``)."""
 
     def get_redirect_uri(self) -> str | None:
         return self.redirect_uri

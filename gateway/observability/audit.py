@@ -32,7 +32,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Final, Literal, TextIO
+from typing import Any, Final, Literal, Protocol, TextIO
 
 from gateway.config import AuditConfig
 from gateway.config.audit_key import load_checkpoint_key
@@ -43,8 +43,10 @@ __all__ = [
     "AUDIT_LOGGER",
     "AuditEvent",
     "AuditSink",
+    "Auditable",
     "CatalogEvent",
     "RevocationEvent",
+    "rfc3339",
 ]
 
 AUDIT_LOGGER: Final = "gateway.audit"
@@ -160,13 +162,13 @@ class RevocationEvent:
 
     def to_json(self, ts: float) -> str:
         record = {
-            "ts": _rfc3339(ts),
+            "ts": rfc3339(ts),
             "log": "audit",
             "event": "token_revoked",
             "request_id": self.request_id,
             "token_fp": self.token_fp,
             "revocation_key": self.revocation_key,
-            "until": _rfc3339(self.until),
+            "until": rfc3339(self.until),
             "reached": self.reached,
             "peer": self.peer,
         }
@@ -193,7 +195,7 @@ class CatalogEvent:
 
     def to_json(self, ts: float) -> str:
         record = {
-            "ts": _rfc3339(ts),
+            "ts": rfc3339(ts),
             "log": "audit",
             "event": self.event,
             "backend": self.backend,
@@ -207,8 +209,16 @@ class CatalogEvent:
         return json_line(record)
 
 
-def _rfc3339(ts: float) -> str:
+def rfc3339(ts: float) -> str:
+    """An event's ``ts``: RFC 3339 UTC with milliseconds and ``Z``."""
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
+
+
+class Auditable(Protocol):
+    """An event of the trail: its JSON line at Unix time ``ts`` (``"log": "audit"``, fixed
+    schema). The layers define their own (the login surface's: ``gateway/login/audit.py``)."""
+
+    def to_json(self, ts: float) -> str: ...
 
 
 class _MessageOnly(logging.Formatter):
@@ -284,7 +294,7 @@ class AuditSink:
         """The checkpoint key's public JWK (for ``/.well-known/jwks.json``), None without one."""
         return None if self._signer is None or not self.enabled else dict(self._signer.jwk)
 
-    def emit(self, event: AuditEvent | RevocationEvent | CatalogEvent, ts: float) -> None:
+    def emit(self, event: Auditable, ts: float) -> None:
         """Write one event (``ts`` is Unix time). Write errors are reported on stderr (the
         file handler's ``handleError``, the line writer's report), never raised into the
         request."""
@@ -315,7 +325,7 @@ class AuditSink:
         """A signed ``audit_checkpoint`` (chain lock held): ``events`` is how many events of
         the chain precede it, ``every`` the cadence (``audit verify`` holds the chain to it:
         a file declares how many of its last events may be unsigned)."""
-        record = {"ts": _rfc3339(ts), "log": "audit", "event": CHECKPOINT_EVENT,
+        record = {"ts": rfc3339(ts), "log": "audit", "event": CHECKPOINT_EVENT,
                   "kid": signer.kid, "final": final, "events": self._chain.seq,
                   "every": signer.every}  # fmt: skip
         self._write(self._chain.link(json_line(record), signer.sign))

@@ -24,6 +24,7 @@ __all__ = [
     "ISSUER_ERROR_RESULTS",
     "JWKS_FETCH_RESULTS",
     "JWT_RESULTS",
+    "LOGIN_EVENTS",
     "METHOD_LABELS",
     "PDP_OUTCOMES",
     "POLICY_RELOAD_RESULTS",
@@ -147,6 +148,14 @@ time, so they followed ``state.on_store_error.<kind>`` (the limit kinds and ``re
 introspected themselves (``token_cache``); ``other``: a limiter key of no known kind, decided
 locally."""
 
+LOGIN_EVENTS: Final = (
+    "signed_in", "refused", "signed_out", "action_started", "action_redeemed",
+    "identity_mismatch",
+)  # fmt: skip
+"""``login_events_total{event}`` (the browser login surface, ``gateway/login``): sign-ins that
+proved who is in the browser, page refusals (each also ``rejections_total{row="login_*"}``),
+sign-outs, pending actions started by MCP requests and redeemed at a page, and pending actions
+a page refused because another person is signed in."""
 POLICY_RELOAD_RESULTS: Final = ("success", "failure")
 CATALOG_REFRESH_RESULTS: Final = ("success", "failure")
 CATALOG_SANITISED_KINDS: Final = ("invisible", "truncated", "name_refused")

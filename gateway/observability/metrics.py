@@ -44,6 +44,7 @@ from gateway.observability.metric_labels import (
     INTROSPECTION_RESULTS,
     JWKS_FETCH_RESULTS,
     JWT_RESULTS,
+    LOGIN_EVENTS,
     PDP_OUTCOMES,
     POLICY_RELOAD_RESULTS,
     RATE_LIMIT_SCOPES,
@@ -238,8 +239,12 @@ class Metrics:
         )
         self.build_info.info({"version": version})
         self.rejections_total = counter(
-            "rejections_total", "MCP requests answered with a status-table error row", ("row",),
+            "rejections_total", "Requests answered with a status-table error row", ("row",),
             zero=sorted(_ROWS),
+        )  # fmt: skip
+        self.login_events_total = counter(
+            "login_events_total", "Browser login surface events (sign-ins, refusals, actions)",
+            ("event",), zero=LOGIN_EVENTS,
         )  # fmt: skip
         # tracing: (gateway/observability/otel.py): spans never wait for the collector.
         self.trace_spans_dropped_total = counter(

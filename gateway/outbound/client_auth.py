@@ -27,11 +27,29 @@ from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from gateway.config import ClientAuth, Secret
 
-__all__ = ["ASSERTION_LIFETIME_S", "JWT_BEARER_ASSERTION", "ClientAuthentication"]
+__all__ = [
+    "ASSERTION_LIFETIME_S",
+    "JWT_BEARER_ASSERTION",
+    "ClientAuthentication",
+    "signing_key",
+]
 
 ASSERTION_LIFETIME_S: Final = 60
 """Lifetime of a private_key_jwt client assertion (RFC 7523 §3: short)."""
 JWT_BEARER_ASSERTION: Final = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+
+def signing_key(pem: str, alg: str, *, name: str) -> RSAKey | ECKey:
+    """The private key of a ``private_key_jwt`` client, parsed once at startup from PEM; a bad
+    key is a ``ValueError`` naming the ``name`` setting (never the key: parsers may quote it)."""
+    key_type = ECKey if alg.startswith("ES") else RSAKey
+    try:
+        key = key_type.import_key(pem)
+    except Exception:  # joserfc/cryptography raise several types; none is safe to show
+        raise ValueError(f"{name} is not a PEM private key matching its signing_alg") from None
+    if not key.is_private:
+        raise ValueError(f"{name} holds a public key, not a private key")
+    return key
 
 
 class ClientAuthentication:

@@ -22,6 +22,7 @@ from gateway.seams.backends import (
     ToolDef,
     ToolOverride,
 )
+from gateway.seams.browser import PendingActions
 from gateway.seams.callers import (
     AUTH_METHODS,
     NO_CLAIMS,
@@ -114,6 +115,7 @@ __all__ = [
     "Listening",
     "Listing",
     "Observer",
+    "PendingActions",
     "Policy",
     "PolicySource",
     "Principal",

@@ -17,6 +17,8 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
 
+from aiohttp import web
+
 import gateway
 from gateway.app import Services
 from gateway.app.request_id import assign_request_id
@@ -32,6 +34,7 @@ from gateway.config.sections import TRACING_PACKAGES
 from gateway.errors import ConfigError
 from gateway.http.pipeline.endpoint import McpEndpoint
 from gateway.http.pipeline.routes import add_mcp_routes, ops_jwks
+from gateway.login.build import build_surface
 from gateway.observability.access import GatewayObserver
 from gateway.observability.audit import AuditSink
 from gateway.observability.events import policy_reload_reporter
@@ -172,13 +175,25 @@ def build_services(
         audit=audit,
         jwks=ops_jwks(keys.jwks if keys.enabled else None, audit.checkpoint_jwk),
     )
-    services.install_routes = lambda app: add_mcp_routes(
-        app,
-        endpoint,
-        config=config,
-        prm_document=authenticator.protected_resource_metadata,
-        jwks_document=keys.jwks if keys.enabled and config.identity_jwks.public else None,
-    )
+    # login: the browser login surface (pages under its prefix), built only when configured.
+    login = build_surface(
+        config, outbound, state.browser, audit=audit, metrics=metrics,
+        request_id=lambda request: assign_request_id(request, config.trusted_proxies),
+    )  # fmt: skip
+    services.login = login
+
+    def install_routes(app: web.Application) -> None:
+        add_mcp_routes(
+            app,
+            endpoint,
+            config=config,
+            prm_document=authenticator.protected_resource_metadata,
+            jwks_document=keys.jwks if keys.enabled and config.identity_jwks.public else None,
+        )
+        if login is not None:
+            login.install(app)
+
+    services.install_routes = install_routes
     services.add_readiness_check("issuer", lambda: authenticator.ready)
     services.add_readiness_check("backend_catalog", lambda: backend.ready)
     if state.store is not None:
@@ -201,6 +216,9 @@ def build_services(
     services.cleanups.extend([backend.close, authenticator.close, state.close, _async(audit.close)])
     if pdp is not None:
         services.cleanups.append(pdp.close)
+    if login is not None:
+        services.background.append(login.start)
+        services.cleanups.append(login.close)
     if tracing is not None:
         tracing.start()
         # Last: the spans of the drained requests are exported (bounded by otlp.timeout_s).

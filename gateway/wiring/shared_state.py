@@ -12,6 +12,7 @@ from gateway.limits.memory import MemoryLeases, MemoryRateLimiter
 from gateway.limits.redis import RedisLeases, RedisRateLimiter
 from gateway.observability.metrics import Metrics
 from gateway.seams import RateLimiter
+from gateway.state.browser import RedisBrowserState
 from gateway.state.dpop_replay import FallbackReplays, MemoryReplays, RedisReplays
 from gateway.state.revocation import RevocationList
 from gateway.state.shared import SharedState
@@ -71,4 +72,7 @@ def build_shared_state(
     replays = FallbackReplays(
         RedisReplays(store), MemoryReplays(), policy=policies.dpop_replay, metrics=metrics
     )
-    return SharedState("redis", limiter, leases, revocations, replays, store, token_cache)
+    return SharedState(
+        "redis", limiter, leases, revocations, replays, store, token_cache,
+        browser=RedisBrowserState(store),
+    )  # fmt: skip

@@ -1,0 +1,62 @@
+"""The login surface from ``login:`` (called by ``gateway/wiring.py``, and by tests)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from aiohttp import web
+
+from gateway.config import Config
+from gateway.config.login import login_issuer
+from gateway.login.actions import PendingActions
+from gateway.login.audit import LoginAudit
+from gateway.login.cookies import Cookies
+from gateway.login.relying_party import RelyingParty
+from gateway.login.surface import LoginSurface, Prover
+from gateway.login.verifier import ExternalVerifier
+from gateway.observability.audit import AuditSink
+from gateway.observability.metrics import Metrics
+from gateway.outbound.client import Outbound
+from gateway.state.browser import BrowserState
+
+__all__ = ["build_surface"]
+
+
+def build_surface(
+    config: Config,
+    outbound: Outbound,
+    store: BrowserState,
+    *,
+    audit: AuditSink | None,
+    metrics: Metrics | None,
+    request_id: Callable[[web.Request], str],
+    clock: Callable[[], float] = time.time,
+) -> LoginSurface | None:
+    """None without ``login:``. Raises ``ValueError`` for a key the relying party cannot use
+    (a private key that does not parse)."""
+    login = config.login
+    if login is None:
+        return None
+    prefix, origin = login.path_prefix, config.public_origin
+    callback = f"{origin}{prefix}/callback"
+    prover: Prover
+    if login.verifier is not None:
+        prover = ExternalVerifier(
+            login.verifier, config.issuers, outbound, redirect_uri=callback,
+            audience=config.resource, max_age_s=login.login_ttl_s, clock=clock,
+        )  # fmt: skip
+    else:
+        issuer = login_issuer(login, config.issuers)
+        if issuer is None:  # the loader refuses this; a Config built by hand may not
+            raise ValueError("login.issuer is not one of the trusted issuers")
+        prover = RelyingParty(login, issuer, outbound, redirect_uri=callback, clock=clock)
+    inputs = config.input_requests
+    cookies = Cookies(inputs.seal_keys, inputs.seal_key_id, resource=config.resource, clock=clock)
+    events = LoginAudit(audit, metrics, config.logging, clock=clock)
+    actions = PendingActions(store, base_url=origin + prefix, audit=events, clock=clock)
+    return LoginSurface(
+        prefix=prefix, origin=origin, prover=prover, cookies=cookies, store=store,
+        actions=actions, audit=events, session_ttl_s=login.session_ttl_s,
+        signin_ttl_s=login.login_ttl_s, request_id=request_id, clock=clock,
+    )  # fmt: skip

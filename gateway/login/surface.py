@@ -1,0 +1,397 @@
+"""The browser login surface: its pages, and the extension points later features build on.
+
+Every page is under ``login.path_prefix`` (default ``/gateway``) on the origin of ``resource``:
+
+================================  ======  =====================================================
+``<prefix>/login``                GET     start a sign-in (``?next=<a page of the surface>``)
+``<prefix>/callback``             GET     the issuer's (or the verifier's) answer
+``<prefix>/logout``               POST    sign out (CSRF-checked form)
+``<prefix>/account``              GET     who is signed in, and the features' sections
+``<prefix>/<kind>/<nonce>``       GET     a pending action's page (:meth:`LoginSurface.add_action`)
+                                  POST    its forms (CSRF-checked before the page runs)
+``<prefix>`` and ``<prefix>/``    GET     to the account page
+anything else under the prefix    any     ``login_not_found``
+================================  ======  =====================================================
+
+A page that needs a signed-in person and has none sends the browser to sign in and back
+(``login?next=``); a form without a session is refused. Sessions are the sealed cookie of
+:mod:`.cookies`; signing out marks the session ended in the shared store (checked on every page,
+so it is ended at every replica). Every answer carries the security headers of :mod:`.pages`,
+every refusal is a status-table row rendered as a page and audited (:mod:`.audit`).
+
+**Extension points** (issue 45's connections, issue 46's approvals):
+
+* :meth:`LoginSurface.add_section`: a section of the account page, rendered for the signed-in
+  person (``async (request, session) -> Html``);
+* :meth:`LoginSurface.add_action`: the page of one kind of pending action
+  (``async (request, visit) -> response``); the :class:`Visit` gives the session, the nonce, a
+  posted form (already CSRF-checked), the CSRF field for the page's own forms, and
+  ``peek()``/``redeem()``, which hand the record out only to the person who started it;
+* :attr:`LoginSurface.actions` (the :class:`~gateway.seams.PendingActions` seam): what the MCP
+  side calls to start one and get its link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from aiohttp import web
+
+from gateway.errors import (
+    InternalError,
+    LoginBadRequest,
+    LoginIdentityMismatch,
+    LoginMethodNotAllowed,
+    LoginNotFound,
+    LoginPageError,
+    LoginStateInvalid,
+    LoginUnavailable,
+)
+from gateway.login.actions import KIND, PendingActions
+from gateway.login.audit import LoginAudit
+from gateway.login.cookies import (
+    SESSION_COOKIE,
+    SIGNIN_COOKIE,
+    Cookies,
+    Method,
+    Session,
+    SignIn,
+)
+from gateway.login.forms import CSRF_FIELD, check_csrf, query, read_form
+from gateway.login.identity import BrowserIdentity
+from gateway.login.pages import NOTHING, Html, error_page, hidden_field, html, page, redirect
+from gateway.observability.logging import get_logger
+from gateway.state.browser import BrowserState
+from gateway.state.store import StoreUnavailable
+
+__all__ = ["AccountSection", "ActionPage", "LoginSurface", "Prover", "Visit"]
+
+RETRY_AFTER_S: Final = 2
+_NEXT: Final = re.compile(r"(/[A-Za-z0-9._~-]+)+")
+_SESSION: Final = web.RequestKey("login_session", Session)
+_log = get_logger("gateway.login")
+
+
+class Prover(Protocol):
+    """How a browser proves who it is: the relying party, or an external verifier."""
+
+    method: Method
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def failure(self) -> str | None: ...
+
+    async def start(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+    def authorization_url(self, signin: SignIn) -> str: ...
+
+    async def identity(self, params: Mapping[str, str], signin: SignIn) -> BrowserIdentity: ...
+
+
+AccountSection = Callable[[web.Request, Session], Awaitable[Html]]
+"""Renders one section of the account page for the signed-in person."""
+
+
+@dataclass(frozen=True, slots=True)
+class Visit:
+    """A signed-in person at a pending action's page (what an :data:`ActionPage` gets)."""
+
+    session: Session
+    kind: str
+    nonce: str
+    form: Mapping[str, str] | None
+    """A POST's fields (its CSRF token and origin already checked); None for a GET."""
+    actions: PendingActions
+
+    @property
+    def identity(self) -> BrowserIdentity:
+        return self.session.identity
+
+    def csrf_field(self) -> Html:
+        """The hidden field every form of the page must carry."""
+        return hidden_field(CSRF_FIELD, self.session.csrf)
+
+    async def peek(self) -> bytes:
+        """The record's body, if this person started it (not consumed); raises
+        ``LoginIdentityMismatch`` (audited) or ``LoginNotFound``."""
+        return await self.actions.peek(self.kind, self.nonce, self.identity)
+
+    async def redeem(self) -> bytes:
+        """As :meth:`peek`, and the record is gone afterwards (single use)."""
+        return await self.actions.redeem(self.kind, self.nonce, self.identity)
+
+
+ActionPage = Callable[[web.Request, Visit], Awaitable[web.StreamResponse]]
+"""Answers a pending action's page (GET) and its forms (POST)."""
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class LoginSurface:
+    """The pages (module docstring). Built by ``gateway/wiring.py`` from ``login:``."""
+
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        origin: str,
+        prover: Prover,
+        cookies: Cookies,
+        store: BrowserState,
+        actions: PendingActions,
+        audit: LoginAudit,
+        session_ttl_s: int,
+        signin_ttl_s: int,
+        request_id: Callable[[web.Request], str],
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.prefix = prefix
+        self.origin = origin
+        self.prover = prover
+        self.cookies = cookies
+        self.actions = actions
+        self._store = store
+        self._audit = audit
+        self._session_ttl_s = session_ttl_s
+        self._signin_ttl_s = signin_ttl_s
+        self._request_id = request_id
+        self._clock = clock
+        self._sections: list[tuple[str, AccountSection]] = []
+        self._pages: dict[str, ActionPage] = {}
+
+    # --- extension points ------------------------------------------------------------------
+
+    def add_section(self, title: str, render: AccountSection) -> None:
+        """Add a section to the account page (in the order they are added)."""
+        self._sections.append((title, render))
+
+    def add_action(self, kind: str, render: ActionPage) -> None:
+        """Serve ``<prefix>/<kind>/<nonce>`` with ``render`` (one page per kind)."""
+        if not KIND.fullmatch(kind) or kind in _RESERVED or kind in self._pages:
+            raise ValueError(f"kind {kind!r} is not a free path segment of the surface")
+        self._pages[kind] = render
+
+    @property
+    def account_url(self) -> str:
+        return f"{self.origin}{self.prefix}/account"
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.prover.start()
+
+    async def close(self) -> None:
+        await self.prover.close()
+
+    def install(self, app: web.Application) -> None:
+        """Route every page of the prefix (one resource per path; the methods are the page's)."""
+        prefix, routes = self.prefix, app.router
+        pages: dict[str, dict[str, Handler]] = {
+            "/login": {"GET": self._start_signin},
+            "/callback": {"GET": self._callback},
+            "/logout": {"POST": self._logout},
+            "/account": {"GET": self._account},
+            "": {"GET": self._to_account},
+            "/": {"GET": self._to_account},
+        }
+        for path, methods in pages.items():
+            routes.add_route("*", prefix + path, self._dispatch(methods))
+        actions = {"GET": self._action, "POST": self._action}
+        routes.add_route(
+            "*", prefix + "/{kind:[a-z][a-z0-9-]{0,31}}/{nonce}", self._dispatch(actions)
+        )
+        routes.add_route("*", prefix + "/{tail:.*}", self._dispatch({}))
+
+    # --- the wrapper every page runs in ----------------------------------------------------
+
+    def _dispatch(self, methods: Mapping[str, Handler]) -> Handler:
+        allowed = tuple(methods)
+
+        async def handle(request: web.Request) -> web.StreamResponse:
+            method = "GET" if request.method == "HEAD" else request.method
+            handler = methods.get(method)
+            try:
+                if handler is None:
+                    if not methods:
+                        raise LoginNotFound(detail="no such page")
+                    raise LoginMethodNotAllowed(data={"allow": allowed}, detail=request.method)
+                return await handler(request)
+            except LoginPageError as refused:
+                return self._refusal(request, refused)
+            except Exception:
+                _log.exception("login.page_failed", path=request.path)
+                return error_page(InternalError())
+
+        return handle
+
+    def _refusal(self, request: web.Request, refused: LoginPageError) -> web.Response:
+        session = request.get(_SESSION)
+        self._audit.refused(
+            refused, session.identity if session else None, self._request_id(request)
+        )
+        extra = NOTHING
+        if isinstance(refused, LoginIdentityMismatch) and session is not None:
+            extra = self._logout_form(session, "Sign out")
+        elif isinstance(refused, LoginStateInvalid):
+            extra = html('<p><a href="{}">Sign in again</a></p>', f"{self.prefix}/login")
+        response = error_page(refused, extra=extra)
+        if isinstance(refused, LoginStateInvalid):
+            Cookies.clear(response, SIGNIN_COOKIE)
+        return response
+
+    async def _session(self, request: web.Request) -> Session | None:
+        """The signed-in person, or None (no cookie, a bad one, expired, or signed out)."""
+        session = self.cookies.session(request)
+        if session is None:
+            return None
+        try:
+            ended = await self._store.marked(_digest("session", session.sid))
+        except StoreUnavailable:
+            raise LoginUnavailable(retry_after=RETRY_AFTER_S, detail="store unavailable") from None
+        if ended:
+            return None
+        request[_SESSION] = session
+        return session
+
+    def _to_signin(self, request: web.Request) -> web.Response:
+        """A page for signed-in people only, without one: sign in, then come back here."""
+        response = redirect(f"{self.prefix}/login?next={request.path}")
+        if SESSION_COOKIE in request.cookies:
+            Cookies.clear(response, SESSION_COOKIE)  # a tampered, expired or ended one
+        return response
+
+    # --- signing in and out ----------------------------------------------------------------
+
+    async def _start_signin(self, request: web.Request) -> web.StreamResponse:
+        next_path = query(request).get("next", f"{self.prefix}/account")
+        if not self._is_page(next_path):
+            raise LoginBadRequest(detail="next is not a page of the surface")
+        prover = self.prover
+        if not prover.ready:
+            raise LoginUnavailable(retry_after=RETRY_AFTER_S, detail=prover.failure or "starting")
+        signin = self.cookies.new_signin(
+            next_path, prover.method, self._signin_ttl_s, pkce=prover.method == "oidc"
+        )
+        response = redirect(prover.authorization_url(signin))
+        self.cookies.set(
+            response, SIGNIN_COOKIE, self.cookies.seal_signin(signin), self._signin_ttl_s
+        )
+        return response
+
+    async def _callback(self, request: web.Request) -> web.StreamResponse:
+        """The answer to a sign-in: this browser's, first use, then the prover's checks."""
+        params = query(request)
+        signin = self.cookies.signin(request)
+        if signin is None:
+            raise LoginStateInvalid(detail="no sign-in in progress in this browser")
+        state = params.get("state")
+        if not state:
+            raise LoginBadRequest(detail="answer without state")
+        if not hmac.compare_digest(state.encode(), signin.state.encode()):
+            raise LoginStateInvalid(detail="state of another sign-in")
+        try:
+            first = await self._store.mark(_digest("state", state), signin.expires_at)
+        except StoreUnavailable:
+            raise LoginUnavailable(retry_after=RETRY_AFTER_S, detail="store unavailable") from None
+        if not first:
+            raise LoginStateInvalid(detail="state already used")
+        if signin.method != self.prover.method:
+            raise LoginStateInvalid(detail="sign-in started by another method")
+        identity = await self.prover.identity(params, signin)
+        session = self.cookies.new_session(identity, signin.method, self._session_ttl_s)
+        response = redirect(signin.next_path)
+        self.cookies.set(
+            response, SESSION_COOKIE, self.cookies.seal_session(session), self._session_ttl_s
+        )
+        Cookies.clear(response, SIGNIN_COOKIE)
+        self._audit.signed_in(identity, signin.method, self._request_id(request))
+        return response
+
+    async def _logout(self, request: web.Request) -> web.StreamResponse:
+        form = await read_form(request)
+        session = await self._session(request)
+        check_csrf(request, form, session, self.origin)
+        assert session is not None  # check_csrf refuses a form without one
+        try:
+            await self._store.mark(_digest("session", session.sid), session.expires_at)
+        except StoreUnavailable:
+            raise LoginUnavailable(retry_after=RETRY_AFTER_S, detail="store unavailable") from None
+        self._audit.signed_out(session.identity, self._request_id(request))
+        body = html(
+            '<p>You are signed out.</p><p><a href="{}">Sign in</a></p>', f"{self.prefix}/login"
+        )
+        response = page("Signed out", body)
+        Cookies.clear(response, SESSION_COOKIE)
+        return response
+
+    # --- pages -----------------------------------------------------------------------------
+
+    async def _to_account(self, request: web.Request) -> web.StreamResponse:
+        return redirect(f"{self.prefix}/account")
+
+    async def _account(self, request: web.Request) -> web.StreamResponse:
+        session = await self._session(request)
+        if session is None:
+            return self._to_signin(request)
+        sections = [
+            html("<section><h2>{}</h2>{}</section>", title, await render(request, session))
+            for title, render in self._sections
+        ]
+        body = html(
+            '<p class="who">Signed in as <code>{}</code> at <code>{}</code>.</p>{}{}',
+            session.identity.subject,
+            session.identity.issuer,
+            Html.concat(sections),
+            self._logout_form(session, "Sign out"),
+        )
+        return page("Your account", body)
+
+    async def _action(self, request: web.Request) -> web.StreamResponse:
+        kind, nonce = request.match_info["kind"], request.match_info["nonce"]
+        render = self._pages.get(kind)
+        if render is None:
+            raise LoginNotFound(detail="no such kind of pending action")
+        form = await read_form(request) if request.method == "POST" else None
+        session = await self._session(request)
+        if form is not None:
+            check_csrf(request, form, session, self.origin)
+        if session is None:
+            return self._to_signin(request)
+        return await render(request, Visit(session, kind, nonce, form, self.actions))
+
+    # --- helpers ---------------------------------------------------------------------------
+
+    def _is_page(self, path: str) -> bool:
+        """``next`` may only name a page of the surface (no open redirect, no other host)."""
+        return (
+            len(path) <= 512
+            and _NEXT.fullmatch(path) is not None
+            and path.startswith(self.prefix + "/")
+            and path
+            not in (f"{self.prefix}/login", f"{self.prefix}/callback", f"{self.prefix}/logout")
+        )
+
+    def _logout_form(self, session: Session, label: str) -> Html:
+        return html(
+            '<form method="post" action="{}">{}<button type="submit">{}</button></form>',
+            f"{self.prefix}/logout",
+            hidden_field(CSRF_FIELD, session.csrf),
+            label,
+        )
+
+
+_RESERVED: Final = frozenset({"login", "callback", "logout", "account"})
+
+
+def _digest(kind: str, value: str) -> str:
+    """A store key: what a state or session id is marked under (the value itself never is)."""
+    return hashlib.sha256(f"{kind}:{value}".encode()).hexdigest()

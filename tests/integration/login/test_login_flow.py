@@ -1,0 +1,94 @@
+"""The login surface through HTTP: sign in at the development issuer (relying party, code +
+PKCE), the account page, sign out; the cookies' attributes and the pages' security headers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.login.cookies import SESSION_COOKIE, SIGNIN_COOKIE
+from gateway.login.pages import SECURITY_HEADERS
+from tests.support.live_stack import ServerFactory
+from tests.support.login_stack import (
+    HttpBrowser,
+    LoginStack,
+    csrf_of,
+    login_stack,
+    sign_in,
+)
+
+
+@pytest.fixture
+async def stack(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[LoginStack]:
+    async with login_stack(tmp_path, aiohttp_server, monkeypatch) as running:
+        yield running
+
+
+@pytest.fixture
+async def browser(stack: LoginStack) -> AsyncIterator[HttpBrowser]:
+    async with aiohttp.ClientSession() as session:
+        yield HttpBrowser(session, stack.origin)
+
+
+def assert_security_headers(headers: Any) -> None:
+    for name, value in SECURITY_HEADERS.items():
+        assert headers[name] == value, name
+    csp = headers["Content-Security-Policy"]
+    assert "frame-ancestors 'none'" in csp and "script-src" not in csp
+    assert "'unsafe-inline'" not in csp
+
+
+async def test_sign_in_shows_the_account_page_and_sign_out_ends_the_session(
+    stack: LoginStack, browser: HttpBrowser
+) -> None:
+    status, headers, _ = await browser.get(stack.url("/account"))
+    assert status == 303
+    assert headers["Location"] == "/gateway/login?next=/gateway/account"
+    assert_security_headers(headers)
+
+    assert await sign_in(browser, stack, "bob") == "/gateway/account"
+    assert SESSION_COOKIE in browser.cookies and SIGNIN_COOKIE not in browser.cookies
+    status, headers, page = await browser.get(stack.url("/account"))
+    assert status == 200
+    assert_security_headers(headers)
+    assert headers["Content-Type"] == "text/html; charset=utf-8"
+    assert "Signed in as <code>bob</code>" in page
+    assert stack.issuer.url in page
+
+    status, headers, page = await browser.post(stack.url("/logout"), {"csrf": csrf_of(page)})
+    assert status == 200 and "signed out" in page
+    assert_security_headers(headers)
+    assert SESSION_COOKIE not in browser.cookies
+    status, headers, _ = await browser.get(stack.url("/account"))
+    assert status == 303 and headers["Location"].startswith("/gateway/login")
+
+
+async def test_the_cookies_are_host_prefixed_httponly_secure_and_lax(
+    stack: LoginStack, browser: HttpBrowser
+) -> None:
+    await sign_in(browser, stack, "alice")
+    made = [h for h in browser.set_cookie_headers if "Max-Age=0" not in h and '=""' not in h]
+    assert {h.split("=", 1)[0] for h in made} == {SIGNIN_COOKIE, SESSION_COOKIE}
+    for header in made:
+        attributes = {part.strip().split("=")[0].lower() for part in header.split(";")[1:]}
+        assert {"httponly", "secure", "path", "max-age", "samesite"} <= attributes, header
+        assert "domain" not in attributes and "Path=/;" in header + ";"
+        assert "SameSite=Lax" in header
+
+
+async def test_a_signed_out_session_stays_ended_even_if_its_cookie_comes_back(
+    stack: LoginStack, browser: HttpBrowser
+) -> None:
+    await sign_in(browser, stack, "alice")
+    kept = dict(browser.cookies)
+    _, _, page = await browser.get(stack.url("/account"))
+    await browser.post(stack.url("/logout"), {"csrf": csrf_of(page)})
+    browser.cookies.update(kept)  # a copy of the cookie taken before sign-out
+    status, headers, _ = await browser.get(stack.url("/account"))
+    assert status == 303 and headers["Location"].startswith("/gateway/login")
