@@ -15,12 +15,18 @@ from aiohttp.typedefs import Handler
 
 import gateway
 from gateway.config import Config
-from gateway.login.surface import LoginSurface
 from gateway.observability.audit import AuditSink
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
-from gateway.seams import Authenticator, Backend, Observer, PolicySource, RateLimiter
+from gateway.seams import (
+    Authenticator,
+    Backend,
+    LoginPages,
+    Observer,
+    PolicySource,
+    RateLimiter,
+)
 
 __all__ = ["CONFIG", "SERVICES", "Readiness", "ReadinessCheck", "Services"]
 
@@ -115,7 +121,7 @@ class Services:
     """Re-read and validate the policy files now (what SIGHUP does; blocking: run it in an
     executor)."""
     audit: AuditSink | None = None
-    login: LoginSurface | None = None
+    login: LoginPages | None = None
     """The browser login surface (``login:``): its pages are installed by ``install_routes``;
     features add their account sections and pending-action pages to it before the start."""
     jwks: Callable[[], dict[str, Any]] | None = None

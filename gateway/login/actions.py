@@ -1,23 +1,23 @@
 """Pending actions: what an MCP request leaves for its caller to finish in a browser.
 
 A feature that needs the person behind an MCP call at a page (issue 45: connect an upstream
-account; issue 46: approve one exact call) calls :meth:`PendingActions.start` from the MCP
+account; issue 46: approve one exact call) calls :meth:`ActionRecords.start` from the MCP
 side with the caller's principal and an opaque body (the feature's own record, JSON bytes;
 it holds no secret: seal one with the ring if it must). It gets back the page URL,
 ``<origin of resource><prefix>/<kind>/<nonce>``, to hand the client (a URL elicitation, or a
 tool error's text): a single-use, short-lived link, on the origin of ``resource``, carrying no
 identity and no credential, and worth nothing without the right person's sign-in.
 
-The page (registered with :meth:`gateway.login.surface.LoginSurface.add_action`) redeems it
-with :meth:`PendingActions.peek` (show it) and :meth:`PendingActions.redeem` (act on it, once):
+The page (registered with :meth:`gateway.login.login_surface.LoginSurface.add_action`) redeems it
+with :meth:`ActionRecords.peek` (show it) and :meth:`ActionRecords.redeem` (act on it, once):
 both hand the body out **only when the signed-in browser is the person who started it**
-(:func:`~gateway.login.identity.same_person`'s rule, on the digest of issuer and subject the
+(:func:`~gateway.login.person.same_person`'s rule, on the digest of issuer and subject the
 record is bound to). For anyone else nothing happens to the record (the right person can still
 use it), the page answers ``login_identity_mismatch``, and the attempt is audited and counted.
 An unknown, expired or used nonce is ``login_not_found``, the same answer for each.
 
-The records live in the shared store (:mod:`gateway.state.browser`): one replica's memory, or
-Redis for several, so a link started at one replica is redeemed once at any.
+The records live in the shared store (:mod:`gateway.state.browser_records`): one replica's
+memory, or Redis for several, so a link started at one replica is redeemed once at any.
 """
 
 from __future__ import annotations
@@ -29,14 +29,14 @@ from collections.abc import Callable
 from typing import Final
 
 from gateway.errors import LoginIdentityMismatch, LoginNotFound, LoginUnavailable
-from gateway.login.audit import LoginAudit
 from gateway.login.cookies import random_token
-from gateway.login.identity import BrowserIdentity
+from gateway.login.login_events import LoginAudit
+from gateway.login.person import BrowserIdentity
 from gateway.seams import Principal
-from gateway.state.browser import BrowserState
+from gateway.state.browser_records import BrowserState
 from gateway.state.store import StoreUnavailable
 
-__all__ = ["KIND", "MAX_TTL_S", "NONCE", "PendingActions", "action_id"]
+__all__ = ["KIND", "MAX_TTL_S", "NONCE", "ActionRecords", "action_id"]
 
 KIND: Final = re.compile(r"[a-z][a-z0-9-]{0,31}")
 """A kind of pending action is a path segment: ``connect``, ``approve``."""
@@ -52,7 +52,7 @@ def action_id(kind: str, nonce: str) -> str:
     return hashlib.sha256(f"{kind}:{nonce}".encode("ascii")).hexdigest()
 
 
-class PendingActions:
+class ActionRecords:
     """Starts and redeems pending actions (module docstring); implements the
     :class:`gateway.seams.PendingActions` seam the MCP side uses."""
 

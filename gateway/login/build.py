@@ -9,16 +9,16 @@ from aiohttp import web
 
 from gateway.config import Config
 from gateway.config.login import login_issuer
-from gateway.login.actions import PendingActions
-from gateway.login.audit import LoginAudit
+from gateway.login.actions import ActionRecords
 from gateway.login.cookies import Cookies
+from gateway.login.login_events import LoginAudit
+from gateway.login.login_surface import LoginSurface, Prover
 from gateway.login.relying_party import RelyingParty
-from gateway.login.surface import LoginSurface, Prover
 from gateway.login.verifier import ExternalVerifier
 from gateway.observability.audit import AuditSink
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
-from gateway.state.browser import BrowserState
+from gateway.state.browser_records import BrowserState
 
 __all__ = ["build_surface"]
 
@@ -54,7 +54,7 @@ def build_surface(
     inputs = config.input_requests
     cookies = Cookies(inputs.seal_keys, inputs.seal_key_id, resource=config.resource, clock=clock)
     events = LoginAudit(audit, metrics, config.logging, clock=clock)
-    actions = PendingActions(store, base_url=origin + prefix, audit=events, clock=clock)
+    actions = ActionRecords(store, base_url=origin + prefix, audit=events, clock=clock)
     return LoginSurface(
         prefix=prefix, origin=origin, prover=prover, cookies=cookies, store=store,
         actions=actions, audit=events, session_ttl_s=login.session_ttl_s,

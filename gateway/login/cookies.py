@@ -4,7 +4,7 @@ Both are AEAD envelopes of :mod:`gateway.sealing` under ``input_requests.seal_ke
 every replica shares; any replica opens what another sealed), each purpose with its own label
 (HKDF info), so a session never opens as a sign-in, a ``requestState`` or a task handle, and
 the reverse. The cookies carry everything (no server-side session record; sign-out leaves a
-mark in the shared store instead, :mod:`gateway.login.surface`)::
+mark in the shared store instead, :mod:`gateway.login.login_surface`)::
 
     __Host-mcp-gateway-session  {"v":1,"sid","iss","sub","m","iat","exp","csrf"}
     __Host-mcp-gateway-signin   {"v":1,"st","nonce","pkce","next","m","iat","exp"}
@@ -30,7 +30,7 @@ from gateway import b64url
 from gateway.config import SealKey
 from gateway.jsonkit.read import JsonError, loads_object
 from gateway.jsonkit.write import canonical
-from gateway.login.identity import BrowserIdentity
+from gateway.login.person import BrowserIdentity
 from gateway.sealing import EnvelopeError, SealRing, envelope_chars
 
 __all__ = [

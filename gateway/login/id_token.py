@@ -34,7 +34,7 @@ from gateway.auth.jws import CompactJws, parse_compact
 from gateway.auth.jwt_verifier import verify_signature
 from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken, IssuerUnavailable, LoginFailed, LoginUnavailable
-from gateway.login.identity import BrowserIdentity
+from gateway.login.person import BrowserIdentity
 
 __all__ = ["ID_TOKEN_TYPS", "parse_signed", "validate_id_token"]
 

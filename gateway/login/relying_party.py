@@ -42,7 +42,7 @@ from gateway.errors import LoginBadRequest, LoginFailed, LoginIssuerMismatch, Lo
 from gateway.jsonkit.read import JsonError, answer, peer_limits
 from gateway.login.cookies import Method, SignIn
 from gateway.login.id_token import validate_id_token
-from gateway.login.identity import BrowserIdentity
+from gateway.login.person import BrowserIdentity
 from gateway.observability.logging import get_logger
 from gateway.outbound.client import Destination, Outbound
 from gateway.outbound.client_auth import ClientAuthentication, signing_key

@@ -38,7 +38,7 @@ from gateway.config import IssuerConfig, LoginVerifierConfig
 from gateway.errors import LoginBadRequest, LoginFailed
 from gateway.login.cookies import Method, SignIn
 from gateway.login.id_token import parse_signed
-from gateway.login.identity import BrowserIdentity
+from gateway.login.person import BrowserIdentity
 from gateway.login.relying_party import DESTINATION
 from gateway.outbound.client import Destination, Outbound
 

@@ -216,7 +216,7 @@ def rfc3339(ts: float) -> str:
 
 class Auditable(Protocol):
     """An event of the trail: its JSON line at Unix time ``ts`` (``"log": "audit"``, fixed
-    schema). The layers define their own (the login surface's: ``gateway/login/audit.py``)."""
+    schema). Layers define their own (the login surface's: ``gateway/login/login_events.py``)."""
 
     def to_json(self, ts: float) -> str: ...
 

@@ -22,7 +22,6 @@ from gateway.seams.backends import (
     ToolDef,
     ToolOverride,
 )
-from gateway.seams.browser import PendingActions
 from gateway.seams.callers import (
     AUTH_METHODS,
     NO_CLAIMS,
@@ -46,6 +45,7 @@ from gateway.seams.listening import (
     ListenRefused,
     UpstreamListen,
 )
+from gateway.seams.pending import LoginPages, PendingActions
 from gateway.seams.policy import (
     AccessQuestion,
     Decision,
@@ -114,6 +114,7 @@ __all__ = [
     "ListenRefused",
     "Listening",
     "Listing",
+    "LoginPages",
     "Observer",
     "PendingActions",
     "Policy",

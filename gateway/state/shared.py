@@ -8,9 +8,9 @@ own: in-process limiters and leases, a local revocation list (``POST /admin/revo
 this replica). With ``backend: redis`` the Redis limiters and leases wrapped in the
 ``on_store_error`` fallbacks (:mod:`gateway.limits.fallback`), the revocation list shared through
 Redis (markers + pub/sub), the DPoP proofs seen by any replica (:mod:`.dpop_replay`), the login
-surface's pending actions and marks (:mod:`.browser`) and, with ``share_token_cache``, the shared
-introspection cache. The composition root (``gateway/wiring/``) hands these to the front door and
-the authenticator, runs :meth:`SharedState.run` in the background and reports
+surface's pending actions and marks (:mod:`.browser_records`) and, with ``share_token_cache``,
+the shared introspection cache. The composition root (``gateway/wiring/``) hands these to the
+front door and the authenticator, runs :meth:`SharedState.run` in the background and reports
 :meth:`SharedState.report` in ``/readyz``.
 """
 
@@ -21,7 +21,7 @@ from typing import Any
 
 from gateway.observability.logging import get_logger
 from gateway.seams import ConcurrencyLimiter, DpopReplays, RateLimiter
-from gateway.state.browser import BrowserState, MemoryBrowserState
+from gateway.state.browser_records import BrowserState, MemoryBrowserState
 from gateway.state.revocation import RevocationList
 from gateway.state.store import RedisStore
 from gateway.state.token_cache import RedisTokenCache
@@ -41,7 +41,7 @@ class SharedState:
     store: RedisStore | None = None
     token_cache: RedisTokenCache | None = None
     browser: BrowserState = field(default_factory=MemoryBrowserState)
-    """The login surface's pending actions and marks (:mod:`gateway.state.browser`)."""
+    """The login surface's pending actions and marks (:mod:`gateway.state.browser_records`)."""
     settled: bool = False
     """The startup contact with Redis is over (answered, or tried for its whole window): the
     ``state_store`` readiness check. Never false again: a later outage follows

@@ -12,7 +12,7 @@ from gateway.limits.memory import MemoryLeases, MemoryRateLimiter
 from gateway.limits.redis import RedisLeases, RedisRateLimiter
 from gateway.observability.metrics import Metrics
 from gateway.seams import RateLimiter
-from gateway.state.browser import RedisBrowserState
+from gateway.state.browser_records import RedisBrowserState
 from gateway.state.dpop_replay import FallbackReplays, MemoryReplays, RedisReplays
 from gateway.state.revocation import RevocationList
 from gateway.state.shared import SharedState

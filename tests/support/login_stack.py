@@ -33,9 +33,9 @@ import pytest
 from aiohttp import web
 
 from gateway.dev.dev_issuer import DevIssuer
+from gateway.login.login_surface import LoginSurface, Visit
 from gateway.login.pages import html as markup
 from gateway.login.pages import page
-from gateway.login.surface import LoginSurface, Visit
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.ports import free_port
 

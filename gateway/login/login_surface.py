@@ -17,7 +17,7 @@ A page that needs a signed-in person and has none sends the browser to sign in a
 (``login?next=``); a form without a session is refused. Sessions are the sealed cookie of
 :mod:`.cookies`; signing out marks the session ended in the shared store (checked on every page,
 so it is ended at every replica). Every answer carries the security headers of :mod:`.pages`,
-every refusal is a status-table row rendered as a page and audited (:mod:`.audit`).
+every refusal is a status-table row rendered as a page and audited (:mod:`.login_events`).
 
 **Extension points** (issue 45's connections, issue 46's approvals):
 
@@ -53,8 +53,7 @@ from gateway.errors import (
     LoginStateInvalid,
     LoginUnavailable,
 )
-from gateway.login.actions import KIND, PendingActions
-from gateway.login.audit import LoginAudit
+from gateway.login.actions import KIND, ActionRecords
 from gateway.login.cookies import (
     SESSION_COOKIE,
     SIGNIN_COOKIE,
@@ -64,10 +63,11 @@ from gateway.login.cookies import (
     SignIn,
 )
 from gateway.login.forms import CSRF_FIELD, check_csrf, query, read_form
-from gateway.login.identity import BrowserIdentity
+from gateway.login.login_events import LoginAudit
 from gateway.login.pages import NOTHING, Html, error_page, hidden_field, html, page, redirect
+from gateway.login.person import BrowserIdentity
 from gateway.observability.logging import get_logger
-from gateway.state.browser import BrowserState
+from gateway.state.browser_records import BrowserState
 from gateway.state.store import StoreUnavailable
 
 __all__ = ["AccountSection", "ActionPage", "LoginSurface", "Prover", "Visit"]
@@ -111,7 +111,7 @@ class Visit:
     nonce: str
     form: Mapping[str, str] | None
     """A POST's fields (its CSRF token and origin already checked); None for a GET."""
-    actions: PendingActions
+    actions: ActionRecords
 
     @property
     def identity(self) -> BrowserIdentity:
@@ -147,7 +147,7 @@ class LoginSurface:
         prover: Prover,
         cookies: Cookies,
         store: BrowserState,
-        actions: PendingActions,
+        actions: ActionRecords,
         audit: LoginAudit,
         session_ttl_s: int,
         signin_ttl_s: int,

@@ -20,7 +20,7 @@ from typing import Final, Literal
 
 from gateway.config import LoggingConfig
 from gateway.errors import LoginPageError
-from gateway.login.identity import BrowserIdentity
+from gateway.login.person import BrowserIdentity
 from gateway.observability.access import subject_fingerprint
 from gateway.observability.audit import AuditSink, rfc3339
 from gateway.observability.lines import json_line

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from gateway.seams.callers import Principal
 
-__all__ = ["PendingActions"]
+__all__ = ["LoginPages", "PendingActions"]
 
 
 class PendingActions(Protocol):
@@ -19,3 +19,14 @@ class PendingActions(Protocol):
         no identity or credential in it). Raises ``StoreUnavailable`` when the shared store
         cannot take it."""
         ...
+
+
+class LoginPages(Protocol):
+    """The browser login surface as the rest of the gateway sees it (``gateway/login``): where
+    the MCP side starts pending actions, and the account page a tool error may point to."""
+
+    @property
+    def actions(self) -> PendingActions: ...
+
+    @property
+    def account_url(self) -> str: ...
