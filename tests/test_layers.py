@@ -325,14 +325,6 @@ def test_the_parser_reads_every_form_of_a_rule() -> None:
     assert table.neutral == {""}
 
 
-SHARED_NAMES_BEING_REWORKED: Final = {
-    # config/ and policy/ each have a loader.py and a model.py; both packages are being reworked
-    # by their owners (config declared once; the policy model's forwarding), who rename them.
-    "loader.py": {"config", "policy"},
-    "model.py": {"config", "policy"},
-}
-
-
 def test_no_two_modules_share_a_name() -> None:
     """A basename names one module of the package: a traceback, a search or a review comment
     that says ``surface.py`` means one file (docs/architecture.md, "Where does my change go")."""
@@ -341,7 +333,7 @@ def test_no_two_modules_share_a_name() -> None:
         if path.name != "__init__.py":
             places.setdefault(path.name, set()).add(path.parent.name)
     shared = {name: where for name, where in places.items() if len(where) > 1}
-    assert shared == SHARED_NAMES_BEING_REWORKED
+    assert shared == {}
 
 
 def test_the_layers_import_each_other_without_cycles() -> None:
@@ -449,7 +441,7 @@ KNOWN_MODULE_CIRCLES: Final = {
 
 def test_the_modules_import_each_other_without_circles() -> None:
     """A module that needs another's caller is a split in the wrong place (the policy set and
-    its ladder were one: ``model.py`` forwarded to ``evaluate.py``, which took the set back)."""
+    its ladder were one: the set's module forwarded to ``evaluate.py``, which took the set back)."""
     assert set(module_circles(ROOT / "gateway")) <= KNOWN_MODULE_CIRCLES
 
 
@@ -459,14 +451,14 @@ def test_a_circle_of_modules_is_found(tmp_path: Path) -> None:
         {
             "__init__.py": "",
             "policy/__init__.py": "",
-            "policy/model.py": "from gateway.policy import evaluate\n",
+            "policy/policy_set.py": "from gateway.policy import evaluate\n",
             "policy/evaluate.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-            "    from gateway.policy.model import PolicySet\n",
+            "    from gateway.policy.policy_set import PolicySet\n",
             "policy/rules.py": "from gateway.policy.evaluate import x\n",
         },
     )
     assert module_circles(package) == [
-        frozenset({"gateway.policy.evaluate", "gateway.policy.model"})
+        frozenset({"gateway.policy.evaluate", "gateway.policy.policy_set"})
     ]
 
 

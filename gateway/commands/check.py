@@ -23,8 +23,8 @@ from gateway.commands.options import (
 from gateway.config import Config
 from gateway.config.issuer import scope_map_warnings
 from gateway.config.loader import inspect_config
-from gateway.policy import loader as policy_loader
-from gateway.policy.model import PolicySet
+from gateway.policy import policy_loader
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.warnings import policy_warnings as rule_warnings
 
 __all__ = ["demo_warnings", "load_policies", "policy_warnings", "register"]

@@ -29,7 +29,7 @@ from gateway.jsonkit.read import UNBOUNDED, loads, peer_limits
 from gateway.policy.explain import explain
 from gateway.policy.explain_entries import FIRST_ISSUER
 from gateway.policy.explain_text import LEGEND, print_text
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.seams import AUTH_METHODS, Principal, frozen_claims
 from gateway.yaml_source import load_yaml
 

@@ -7,7 +7,7 @@ or subject condition that fails) is answered like a tool that does not exist: th
 ``visible=False`` and the front door renders it as ``-32602`` Unknown tool.
 
 The ladder for a tool, first match wins (steps 1 and 2 are the lookup of
-:meth:`gateway.policy.model.PolicySet.decide_tool`, 3 to 7 :func:`evaluate_rule`):
+:meth:`gateway.policy.policy_set.PolicySet.decide_tool`, 3 to 7 :func:`evaluate_rule`):
 
 1. no rule governs the name                     -> hidden  ``no_rule``
 2. two equally specific patterns match (a tie)  -> hidden  ``tie`` (rejected at load; defence)

@@ -20,8 +20,8 @@ from typing import Any, Final
 from gateway.errors import AmbiguousResourceUri
 from gateway.policy.explain_conditions import explain_conditions
 from gateway.policy.explain_entries import FIRST_ISSUER, explain_entries
-from gateway.policy.model import PolicySet
 from gateway.policy.overrides import explain_overrides
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.uri import resource_uri
 from gateway.policy.warnings import issuer_warnings, unmatched_rules, unruled_tools
 from gateway.seams import Decision, Listing, Principal, listed

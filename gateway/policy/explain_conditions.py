@@ -21,7 +21,7 @@ from gateway.policy.conditions import (
     call_values,
     conditions_hold,
 )
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.rules import Rule
 from gateway.policy.uri import normalize_uri
 from gateway.seams import Principal

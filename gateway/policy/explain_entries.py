@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from gateway.policy.explain_conditions import row_rule
 from gateway.policy.issuers import describe_entries
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 
 __all__ = ["FIRST_ISSUER", "entry_lines", "explain_entries"]
 

@@ -29,7 +29,7 @@ from typing import Any
 from gateway.jsonkit.read import JsonError
 from gateway.jsonkit.write import plain_copy
 from gateway.policy.glob import has_wildcard
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.rules import Rule
 from gateway.seams import ToolOverride
 from gateway.yaml_source import Located

@@ -22,8 +22,8 @@ from typing import Final, Literal
 
 from gateway.errors import ConfigError
 from gateway.filewatch import FileWatch, Signature, stat_signature
-from gateway.policy.loader import SUFFIXES, load_policy
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_loader import SUFFIXES, load_policy
+from gateway.policy.policy_set import PolicySet
 
 __all__ = ["Outcome", "PolicyReloader", "ReloadCallback", "Signature"]
 
@@ -55,7 +55,7 @@ class PolicyReloader:
     ) -> None:
         self.paths = tuple(Path(p) for p in paths)
         self.issuers = tuple(issuers)
-        """The configured issuers' urls (:func:`~gateway.policy.loader.load_policy`)."""
+        """The configured issuers' urls (:func:`~gateway.policy.policy_loader.load_policy`)."""
         self._on_reload = on_reload
         self._lock = threading.Lock()
         """Serialises loads (SIGHUP on the loop thread, polling in a worker thread)."""

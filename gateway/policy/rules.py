@@ -2,8 +2,9 @@
 ``resources``), :class:`RuleTable` (one section, with its precedence: an exact key beats every
 pattern, then specificity) and :class:`MethodRule` (the extra scopes of a JSON-RPC method).
 
-Built by :func:`gateway.policy.loader.load_policy`, read by :class:`~gateway.policy.model.PolicySet`
-and by the ladder of :mod:`gateway.policy.evaluate`; never changed after the load.
+Built by :func:`gateway.policy.policy_loader.load_policy`, read by
+:class:`~gateway.policy.policy_set.PolicySet` and by the ladder of :mod:`gateway.policy.evaluate`;
+never changed after the load.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from typing import Final
 
 from gateway.policy.glob import WILDCARDS, overlap
 from gateway.policy.issuers import NAME
-from gateway.policy.model import PolicySet
 from gateway.policy.overrides import rename_warnings
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.rules import Rule
 from gateway.seams import TOOL_NAME
 

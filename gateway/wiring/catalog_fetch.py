@@ -19,7 +19,7 @@ from gateway.backend.catalog.pinning import Item
 from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import Config
 from gateway.outbound.client import Outbound
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 
 __all__ = ["Fetched", "fetch_catalogs"]
 

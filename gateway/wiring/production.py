@@ -42,7 +42,7 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.reload import PolicyReloader
 from gateway.policy.warnings import policy_warnings, unmatched_rules, unruled_tools
 from gateway.wiring.shared_state import build_shared_state

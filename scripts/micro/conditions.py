@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import CONDITIONS, policy
 
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.seams import Principal, frozen_claims
 
 NOW = int(time.time())

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import ConfigError
-from gateway.policy.loader import load_policy
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_loader import load_policy
+from gateway.policy.policy_set import PolicySet
 from gateway.seams import Principal
 
 __all__ = [

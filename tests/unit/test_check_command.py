@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from gateway import __version__
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from tests.support.config_files import issuer_head
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -15,7 +15,7 @@ import pytest
 from gateway.commands import cli
 from gateway.commands.cli import main
 from gateway.config import Config
-from gateway.policy import loader as policy_loader
+from gateway.policy import policy_loader
 
 pytestmark = pytest.mark.usefixtures("restore_logging")
 

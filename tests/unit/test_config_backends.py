@@ -11,7 +11,7 @@ import pytest
 
 from gateway.commands.cli import main
 from gateway.config import DEFAULT_BACKEND, Config, load_config
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.policy.warnings import unruled_tools
 from tests.support.config_files import config_problems, issuer_head, write_config_text
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from gateway.errors import ConfigError
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.yaml_source import MAX_DEPTH, load_yaml
 from tests.support.yaml_bombs import LAUGHS
 

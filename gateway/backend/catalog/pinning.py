@@ -102,7 +102,7 @@ def digest(definition: Mapping[str, Any]) -> str:
 
 class OverrideSource(Protocol):
     """Where a tool's ``override:`` comes from: the current policy set
-    (``gateway.policy.model.PolicySet``), by the tool's exposed name before any rename (the
+    (``gateway.policy.policy_set.PolicySet``), by the tool's exposed name before any rename (the
     backend's prefix + its own name); a new object per loaded policy version, so its identity
     says when to apply it again (the lock here, the merge in :mod:`.federation`)."""
 

@@ -23,7 +23,7 @@ import yaml
 from gateway.config import load_config
 from gateway.config.issuer import scope_map_warnings
 from gateway.dev.dev_issuer import DevIssuer
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from tests.support.jwt_stack import assert_invalid_token, parse_challenge
 from tests.support.live_stack import GATEWAY_SECRET, LiveStack, ServerFactory, live_stack
 from tests.support.providers import (

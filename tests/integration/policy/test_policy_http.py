@@ -25,7 +25,7 @@ from gateway.errors import GatewayError
 from gateway.http.pipeline.endpoint import McpEndpoint
 from gateway.http.pipeline.routes import add_mcp_routes
 from gateway.limits.memory import MemoryRateLimiter
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.reload import PolicyReloader
 from tests.support.assertions import assert_error, assert_json_ok
 from tests.support.fakes import PRM_URL, FakeAuthenticator, FakeBackend, principal

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp.server.subscriptions import ResourceUpdated
 
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.policy.uri import normalize_uri
 from tests.support.live_stack import MODERN, LiveStack, ServerFactory, live_stack, modern_meta
 from tests.support.policy import policy_text, who, write_text

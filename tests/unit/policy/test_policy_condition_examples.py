@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from gateway.policy import conditions
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 from gateway.seams import frozen_claims
 from tests.support.policy import policy_from, who
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.policy.glob import Glob
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.rules import LOOKUP_CACHE_SIZE, Rule
 from gateway.policy.warnings import unmatched_rules, unreachable_rules, unruled_tools
 from gateway.seams import Principal

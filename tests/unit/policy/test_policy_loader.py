@@ -9,7 +9,7 @@ import pytest
 from gateway.dev.demo_backend import LISTED
 from gateway.dev.demo_vault import VAULT_WHOAMI
 from gateway.errors import ConfigError
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.policy.warnings import unmatched_rules
 from tests.support.policy import who, write_text
 

@@ -8,7 +8,7 @@ import pytest
 
 from gateway.errors import ConfigError
 from gateway.policy.explain import explain
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.policy.warnings import unmatched_rules, unruled_tools
 from tests.support.policy import policy_from, who, write_text
 

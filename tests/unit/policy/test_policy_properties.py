@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gateway.policy.glob import Glob, overlap
-from gateway.policy.loader import load_policy
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_loader import load_policy
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.rules import Rule
 from gateway.seams import Principal
 

@@ -10,7 +10,7 @@ import pytest
 
 from gateway.errors import ConfigError
 from gateway.policy import reload as reload_module
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.reload import PolicyReloader
 from tests.support.policy import who, write_text
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from gateway.commands.cli import main
 from gateway.errors import ConfigError
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.policy.uri import compile_pattern, normalize_uri, overlap, template_pattern
 from tests.support.policy import HEAD, minimal_config, policy_from, policy_problems, who, write_text
 

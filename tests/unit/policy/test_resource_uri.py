@@ -23,7 +23,7 @@ from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig
 from gateway.errors import AmbiguousResourceUri, ConfigError
 from gateway.outbound.client import Outbound
 from gateway.policy import uri as uri_module
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from gateway.policy.uri import compile_pattern, normalize_uri, resource_uri, template_pattern
 from tests.support.policy import policy_from, who, write_text
 

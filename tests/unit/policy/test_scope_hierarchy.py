@@ -14,7 +14,7 @@ from gateway.errors import ConfigError
 from gateway.policy.explain import explain
 from gateway.policy.explain_text import print_text
 from gateway.policy.hierarchy import ScopeHierarchy, find_cycle, find_cycles
-from gateway.policy.loader import load_policy
+from gateway.policy.policy_loader import load_policy
 from tests.support.policy import HEAD, policy_from, policy_problems, who, write_text
 
 RULES = "tools:\n  read: {scopes: [tickets:read]}\n  write: {scopes: [tickets:write]}\n"

@@ -37,7 +37,7 @@ from gateway.policy.condition_checks import conditions_of
 from gateway.policy.glob import Glob, has_wildcard
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycles
 from gateway.policy.issuers import NO_CLASSES, check_entries, entries
-from gateway.policy.model import PolicySet
+from gateway.policy.policy_set import PolicySet
 from gateway.policy.rules import MethodRule, Rule, RuleTable
 from gateway.policy.ties import pattern_ties
 from gateway.seams import Listing

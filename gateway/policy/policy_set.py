@@ -1,11 +1,11 @@
 """The loaded policy: the :class:`PolicySet` that implements ``seams.Policy``.
 
-A :class:`PolicySet` is built only by :func:`gateway.policy.loader.load_policy`, after the whole
-set of files was validated; it never changes afterwards, so a request keeps using the object it
-took from the :class:`~gateway.seams.PolicySource` even while a reload swaps in a new one. Its
-``decide_*`` methods are the one way to ask it: they find the rule that governs a name (steps 1
-and 2 of the ladder) and let :func:`gateway.policy.evaluate.evaluate_rule` decide the rest; the
-rules themselves are :mod:`gateway.policy.rules`.
+A :class:`PolicySet` is built only by :func:`gateway.policy.policy_loader.load_policy`, after the
+whole set of files was validated; it never changes afterwards, so a request keeps using the object
+it took from the :class:`~gateway.seams.PolicySource` even while a reload swaps in a new one. Its
+``decide_*`` methods are the one way to ask it: they find the rule that governs a name (steps 1 and
+2 of the ladder) and let :func:`gateway.policy.evaluate.evaluate_rule` decide the rest; the rules
+themselves are :mod:`gateway.policy.rules`.
 """
 
 from __future__ import annotations
@@ -51,11 +51,11 @@ _MISSING: Final = object()
 class PolicySet:
     """One merged, validated policy set. Implements :class:`gateway.seams.Policy`.
 
-    Never mutated after :func:`~gateway.policy.loader.load_policy` built it (it is not a frozen
-    dataclass only because ``seams.Policy`` declares ``version`` as a plain attribute, which a
-    read-only field does not satisfy for mypy). ``version`` is a content hash of the canonical
-    form: formatting, comments, the order of mapping keys and the split into files do not change
-    it; any change of meaning (list order included: it orders challenges) does.
+    Never mutated after :func:`~gateway.policy.policy_loader.load_policy` built it (it is not a
+    frozen dataclass only because ``seams.Policy`` declares ``version`` as a plain attribute, which
+    a read-only field does not satisfy for mypy). ``version`` is a content hash of the canonical
+    form: formatting, comments, the order of mapping keys and the split into files do not change it;
+    any change of meaning (list order included: it orders challenges) does.
     """
 
     version: str
