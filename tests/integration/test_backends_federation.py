@@ -566,8 +566,9 @@ tools:
         file = tmp_path / "policy.yaml"
         never = "can never match: no configured backend advertises such a name"
         shown = "(prefixes: 'docs__', 'tickets__')"
-        assert startup == [f"{file}:7:3: tools.wiki__search: {never} {shown}"]
-        assert reloaded[1:] == [f"{file}:7:3: tools.wiki*: {never} {shown}"]
+        line = FEDERATED_POLICY.count("\n") + 1  # the rule appended to the policy
+        assert startup == [f"{file}:{line}:3: tools.wiki__search: {never} {shown}"]
+        assert reloaded[1:] == [f"{file}:{line}:3: tools.wiki*: {never} {shown}"]
 
 
 class TestPerToolLimitsAndRelays:

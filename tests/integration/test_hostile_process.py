@@ -133,7 +133,10 @@ async def test_a_header_flood_and_a_slowloris_leave_memory_bounded_and_service_u
 ) -> None:
     async with serve(tmp_path, "{header_timeout_s: 1, keepalive_timeout_s: 2}") as gw:
         token = gw.issuer.mint_token(sub="alice", scopes="mcp:access notes:read", audience=RESOURCE)
-        async with aiohttp.ClientSession() as session:
+        # A new connection per request, as a new client opens: a kept-alive one could be closed
+        # by the 2 s keep-alive bound just as it is reused while the attack runs.
+        connector = aiohttp.TCPConnector(force_close=True)
+        async with aiohttp.ClientSession(connector=connector) as session:
 
             async def normal() -> int:
                 async with session.post(gw.url, data=LIST_BODY, headers=gw.headers(token)) as r:
