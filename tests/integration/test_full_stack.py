@@ -113,7 +113,8 @@ async def test_a_reader_lists_only_reader_tools_and_calls_one_through_the_real_b
     assert status == 200
     names = [tool["name"] for tool in json.loads(text)["result"]["tools"]]
     assert names == [
-        "echo", "notes_list", "notes_summarize", "time_now", "whoami", "workspace_roots",
+        "echo", "notes_list", "notes_report", "notes_summarize", "time_now", "whoami",
+        "workspace_roots",
     ]  # fmt: skip
     status, headers, text = await stack.modern(
         reader, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}
@@ -409,6 +410,7 @@ async def test_codexs_recorded_legacy_session_is_served_without_a_session(stack:
     assert {t["name"] for t in json.loads(text)["result"]["tools"]} == {
         "echo",
         "notes_list",
+        "notes_report",
         "notes_summarize",
         "time_now",
         "whoami",

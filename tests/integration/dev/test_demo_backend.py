@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Final
 
 import aiohttp
 import pytest
@@ -113,6 +114,7 @@ class TestModernEra:
             "notes_compose",
             "notes_summarize",
             "workspace_roots",
+            "notes_report",
             "whoami",
         ]
         assert all(t["inputSchema"]["additionalProperties"] is False for t in tools)
@@ -279,3 +281,50 @@ async def test_the_sse_knob_answers_with_an_event_stream() -> None:
 def test_a_backend_without_a_service_token_cannot_be_built() -> None:
     with pytest.raises(ValueError, match="service_token"):
         DemoBackend()
+
+
+TASKS_CAPS: Final = MappingProxyType({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+
+
+class TestTasks:
+    """The slow tool and the tasks extension's methods (gateway/dev/demo_tasks.py, SEP-2663)."""
+
+    async def _task(
+        self, http: HttpClient, backend: DemoBackend, method: str, task_id: str, **kw: Any
+    ) -> tuple[int, Any]:
+        body = modern_body(method, {"taskId": task_id}, capabilities=kw.get("caps", TASKS_CAPS))
+        headers = _modern_headers(method, kw.get("name", task_id))
+        status, answer, _ = await _post(http, backend, body, headers)
+        return status, answer
+
+    async def test_a_declaring_call_is_a_task_polled_and_cancelled(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        body = modern_body("tools/call", {"name": "notes_report", "arguments": {"seconds": 30}},
+                           capabilities=TASKS_CAPS)  # fmt: skip
+        status, created, _ = await _post(
+            http, backend, body, _modern_headers("tools/call", "notes_report")
+        )
+        assert status == 200 and created["result"]["resultType"] == "task"
+        task_id = created["result"]["taskId"]
+        assert len(task_id) >= 20  # random: unguessable
+        status, got = await self._task(http, backend, "tasks/get", task_id)
+        assert status == 200 and got["result"]["status"] == "working"
+        assert (await self._task(http, backend, "tasks/cancel", task_id))[0] == 200
+        status, got = await self._task(http, backend, "tasks/get", task_id)
+        assert got["result"]["status"] == "cancelled"
+
+    async def test_the_extensions_refusals(self, backend: DemoBackend, http: HttpClient) -> None:
+        status, got = await self._task(http, backend, "tasks/get", "nope")
+        assert status == 400 and got["error"]["code"] == -32602
+        status, got = await self._task(http, backend, "tasks/get", "nope", caps={})
+        assert status == 400 and got["error"]["code"] == -32021
+        status, got = await self._task(http, backend, "tasks/get", "nope", name="other")
+        assert status == 400 and got["error"]["code"] == -32020
+
+    async def test_without_the_extension_the_report_comes_at_once(
+        self, backend: DemoBackend, http: HttpClient
+    ) -> None:
+        status, body, _ = await _call(http, backend, "notes_report", {"seconds": 30})
+        assert status == 200 and body["result"]["resultType"] == "complete"
+        assert body["result"]["content"][0]["text"].startswith("Report on 0 note(s)")
