@@ -42,7 +42,7 @@ from gateway.errors import (
 )
 from gateway.observability.metric_labels import DPOP_REFUSALS
 from gateway.observability.metrics import Metrics
-from gateway.seams import AuthMethod, AuthRequest, DpopReplays, Principal
+from gateway.seams import AuthMethod, AuthRequest, DpopReplays, Principal, PrincipalFacts
 
 from .bearer import extract_credentials
 from .dpop import Proof, check_binding, check_proof, normalise_htu
@@ -82,6 +82,10 @@ class DpopGuard:
         self._htu = htu or ""
         self._replays = replays
         self._clock = clock
+        # One bound copy per principal the issuers' caches can hold at once.
+        cached = sum(issuer.cache.max_entries for issuer in config.issuers if issuer.dpop.enabled)
+        self._bound: PrincipalFacts[Principal] = PrincipalFacts(max(1, cached))
+        """Each DPoP-bound principal's copy with its ``+dpop`` method."""
         self._nonces: NonceKeys | None = None
         if any(d.nonce for d in enabled):
             sealing = config.input_requests.seal_key_id
@@ -169,14 +173,9 @@ class DpopGuard:
             key = hashlib.sha256(f"{proof.jkt}\x00{proof.jti}".encode()).digest()
             if not await self._replays.first_use(key, proof.iat + dpop.iat_window_s + 1):
                 raise self._refuse("replay", "proof jti seen before (replay)")
-        bound = principal.memo.bound
-        if bound is None:
-            # Made once per cached principal, so what is derived from the bound copy (the
-            # policy conditions' token context) is made once too, not on every request.
-            bound = principal.memo.bound = dataclasses.replace(
-                principal, auth_method=_BOUND.get(principal.auth_method, principal.auth_method)
-            )
-        return bound
+        # Made once per cached principal, so what is derived from the bound copy (the policy
+        # conditions' token context) is made once too, not on every request.
+        return self._bound.of(principal, _bound_copy)
 
     def _refuse(self, reason: str, detail: str) -> InvalidDpopProof:
         return self._count(InvalidDpopProof(reason=reason, detail=detail), reason)
@@ -186,3 +185,9 @@ class DpopGuard:
         if counter is not None:
             counter.inc()
         return error
+
+
+def _bound_copy(principal: Principal) -> Principal:
+    """The principal of a request whose DPoP proof matched its token's binding."""
+    method = _BOUND.get(principal.auth_method, principal.auth_method)
+    return dataclasses.replace(principal, auth_method=method)

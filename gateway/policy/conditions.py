@@ -8,7 +8,7 @@ Cost. The library converts every Python value it is given into a CEL value, abou
 object converted (a map key, a string, a list item), and it keeps the converted variables of a
 ``cel.Context`` until the context is modified. So the token facts (``claims``, ``subject``,
 ``client_id``, ``scopes``, ``issuer``, ``auth_method``) are converted once per principal, into
-a context kept on :attr:`gateway.seams.Principal.memo` (the auth layer caches the principal,
+a context kept by the policy set's :data:`TokenContexts` (the auth layer caches the principal,
 so: once per token and replica; for the :data:`TOKEN_CONTEXTS` most recently used principals),
 and the per-call values (the tool, prompt or resource name, ``arguments``, ``backend``,
 ``request``, ``now``) come from the context's variable resolver,
@@ -38,9 +38,8 @@ from typing import Any, Final
 
 import cel
 
-from gateway.bounded import BoundedMap
 from gateway.policy.glob import Glob
-from gateway.seams import Principal
+from gateway.seams import Principal, PrincipalFacts
 
 __all__ = [
     "CALL_VARIABLES",
@@ -52,10 +51,14 @@ __all__ = [
     "ArgumentsTooLarge",
     "Condition",
     "ConditionFailed",
+    "TokenContext",
+    "TokenContexts",
     "call_values",
     "conditions_hold",
     "glob_matches",
     "reason_of",
+    "token_context",
+    "token_facts",
     "variables_of",
     "wall_clock",
 ]
@@ -149,14 +152,14 @@ def call_values(
 
 
 def conditions_hold(
-    conditions: tuple[Condition, ...], principal: Principal, call: Mapping[str, Any]
+    conditions: tuple[Condition, ...], token: TokenContext | str, call: Mapping[str, Any]
 ) -> Condition | None:
     """The first condition that does not hold (None: all hold).
 
-    ``call``: the per-call values (:func:`call_values`). Raises :class:`ConditionFailed` when
-    one cannot be evaluated, naming which.
+    ``token``: the principal's context (:func:`token_context`, kept by the policy set's
+    :class:`TokenContexts`); ``call``: the per-call values (:func:`call_values`). Raises
+    :class:`ConditionFailed` when one cannot be evaluated, naming which.
     """
-    token = _token_context(principal)
     if isinstance(token, str):
         raise ConditionFailed(f"{conditions[0].where}: {token}")
     token.call.update(call)
@@ -235,7 +238,7 @@ def _joined(conditions: tuple[Condition, ...]) -> Any:
         return None
 
 
-class _TokenContext:
+class TokenContext:
     """A principal's CEL context: the token facts as variables (converted once, kept by the
     library until the context changes), the per-call values through the resolver."""
 
@@ -265,39 +268,22 @@ def token_facts(principal: Principal) -> dict[str, Any]:
     }
 
 
-def _token_context(principal: Principal) -> _TokenContext | str:
-    """The principal's context, built at its first condition; a reason when its claims cannot
-    be CEL values (kept too, so a token that cannot be converted costs one attempt).
+def token_context(principal: Principal) -> TokenContext | str:
+    """The principal's context, or the reason its claims cannot be CEL values (kept as its
+    fact too, so a token that cannot be converted costs one attempt)."""
+    try:
+        return TokenContext(principal)
+    except Exception as exc:
+        return f"token claims are not CEL values: {type(exc).__name__}"
 
-    A context costs about 15 KB (the library's function registry and the converted claims),
-    so only the :data:`TOKEN_CONTEXTS` most recently used principals keep theirs: the memo of
-    the least recent one is emptied (its next condition converts its claims again)."""
-    memo = principal.memo
-    found = memo.conditions
-    key = id(principal)  # the principal is held below while its key is: no id is reused
-    if found is None:
-        try:
-            found = _TokenContext(principal)
-        except Exception as exc:
-            found = f"token claims are not CEL values: {type(exc).__name__}"
-        memo.conditions = found
-        _recent.put(key, principal)  # the least recently used past the bound lose theirs
-    elif key in _recent:
-        _recent.touch(key)
-    else:  # defence: a memo filled elsewhere joins the bound
-        _recent.put(key, principal)
-    return found  # type: ignore[no-any-return]
 
+TokenContexts = PrincipalFacts[TokenContext | str]
+"""The owner of the principals' contexts: one per gateway (built by the composition root and
+handed to every policy set a reload loads), bounded by :data:`TOKEN_CONTEXTS`."""
 
 TOKEN_CONTEXTS: Final = 4096
-"""Principals whose CEL context is kept (least recently used first out): about 60 MB."""
-
-
-def _forget_context(_key: int, principal: Principal) -> None:
-    principal.memo.conditions = None
-
-
-_recent: BoundedMap[int, Principal] = BoundedMap(TOKEN_CONTEXTS, on_drop=_forget_context)
+"""Principals whose CEL context is kept (least recently used first out): a context costs about
+15 KB (the library's function registry and the converted claims), so about 60 MB."""
 
 
 MAX_GLOB_PATTERN: Final = 128

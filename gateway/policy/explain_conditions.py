@@ -18,8 +18,10 @@ from gateway.policy.conditions import (
     ArgumentsTooLarge,
     Condition,
     ConditionFailed,
+    TokenContext,
     call_values,
     conditions_hold,
+    token_context,
 )
 from gateway.policy.policy_set import PolicySet
 from gateway.policy.rules import Rule
@@ -45,8 +47,9 @@ def explain_conditions(
         rule = row_rule(policy, section, name, by_key=by_key)
         if rule is None or not rule.when:
             continue
+        token = policy.token_contexts.of(principal, token_context)
         row["conditions"] = [
-            _one(condition, principal, section, name, arguments) for condition in rule.when
+            _one(condition, token, section, name, arguments) for condition in rule.when
         ]
 
 
@@ -64,7 +67,7 @@ def condition_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def _one(
     condition: Condition,
-    principal: Principal,
+    token: TokenContext | str,
     section: str,
     name: str,
     arguments: Mapping[str, Any] | None,
@@ -84,7 +87,7 @@ def _one(
         shown["result"] = "refused: the arguments it reads are too large"
         return shown
     try:
-        failed = conditions_hold((condition,), principal, call)
+        failed = conditions_hold((condition,), token, call)
     except ConditionFailed as exc:
         shown["result"] = f"error: {str(exc).removeprefix(condition.where + ': ')}"
         return shown

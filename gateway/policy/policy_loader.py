@@ -34,6 +34,7 @@ from gateway.errors import ConfigError
 from gateway.policy import overrides, uri
 from gateway.policy.canonical import policy_version
 from gateway.policy.condition_checks import conditions_of
+from gateway.policy.conditions import TokenContexts
 from gateway.policy.glob import Glob, has_wildcard
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycles
 from gateway.policy.issuers import NO_CLASSES, check_entries, entries
@@ -116,19 +117,30 @@ class PolicyReport:
     None when nothing could be merged."""
 
 
-def load_policy(paths: Sequence[Path], *, issuers: Sequence[str] = ()) -> PolicySet:
+def load_policy(
+    paths: Sequence[Path],
+    *,
+    issuers: Sequence[str] = (),
+    token_contexts: TokenContexts | None = None,
+) -> PolicySet:
     """Read, validate and merge ``paths``; raise ConfigError listing every problem.
 
     ``issuers``: the configured issuers' urls, in order (``Config.issuer_urls``): a plain
     ``subjects`` / ``clients`` entry applies to the first. Without them such an entry applies
-    to no principal (:mod:`gateway.policy.issuers`)."""
-    report = inspect_policy(paths, issuers=issuers)
+    to no principal (:mod:`gateway.policy.issuers`). ``token_contexts``: the owner of the
+    principals' CEL contexts the set uses (:class:`~.policy_set.PolicySet`; default: its own)."""
+    report = inspect_policy(paths, issuers=issuers, token_contexts=token_contexts)
     if report.problems or report.policy is None:
         raise ConfigError(list(report.problems) or ["policy: no valid policy file"])
     return report.policy
 
 
-def inspect_policy(paths: Sequence[Path], *, issuers: Sequence[str] = ()) -> PolicyReport:
+def inspect_policy(
+    paths: Sequence[Path],
+    *,
+    issuers: Sequence[str] = (),
+    token_contexts: TokenContexts | None = None,
+) -> PolicyReport:
     """Read, validate and merge ``paths``, reporting every problem in one pass.
 
     A file with problems still takes part in the checks across files (duplicates, scope
@@ -155,6 +167,8 @@ def inspect_policy(paths: Sequence[Path], *, issuers: Sequence[str] = ()) -> Pol
         salvaged = salvaged or bool(doc.problems)
         merged.append(_salvage(doc) if doc.problems else doc)
     policy = _merge(merged, problems, partial=salvaged, configured=tuple(issuers))
+    if policy is not None and token_contexts is not None:
+        policy.token_contexts = token_contexts  # before anyone has the set
     return PolicyReport(tuple(problems), policy)
 
 

@@ -16,10 +16,13 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from gateway.policy.conditions import (
+    TOKEN_CONTEXTS,
     ArgumentsTooLarge,
     ConditionFailed,
+    TokenContexts,
     call_values,
     conditions_hold,
+    token_context,
 )
 from gateway.policy.evaluate import (
     DISCOVER_ALIASES,
@@ -86,6 +89,12 @@ class PolicySet:
     issuers: tuple[str, ...] = ()
     """The configured issuers' urls the set was loaded for, in order: a plain ``subjects`` or
     ``clients`` entry applies to the first (:mod:`.issuers`); empty: to no principal."""
+    token_contexts: TokenContexts = field(
+        default_factory=lambda: TokenContexts(TOKEN_CONTEXTS), repr=False, compare=False
+    )
+    """The principals' CEL contexts (:mod:`.conditions`): not the set's content, its owner is
+    the gateway's (a reload hands the same one to the new set); a set loaded alone (``policy
+    explain``, tests) has its own."""
     _lookups: dict[str, tuple[Rule | None, bool]] = field(
         default_factory=dict, repr=False, compare=False
     )
@@ -161,7 +170,8 @@ class PolicySet:
             call = call_values(
                 conditions, section, name, arguments, backend=backend, client_ip=client_ip
             )
-            if conditions_hold(conditions, principal, call) is None:
+            token = self.token_contexts.of(principal, token_context)
+            if conditions_hold(conditions, token, call) is None:
                 return None
             return Decision(allowed=False, visible=True, rule=rule.key, reason="condition")
         except ArgumentsTooLarge:

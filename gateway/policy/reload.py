@@ -22,6 +22,7 @@ from typing import Final, Literal
 
 from gateway.errors import ConfigError
 from gateway.filewatch import FileWatch, Signature, stat_signature
+from gateway.policy.conditions import TOKEN_CONTEXTS, TokenContexts
 from gateway.policy.policy_loader import SUFFIXES, load_policy
 from gateway.policy.policy_set import PolicySet
 
@@ -52,15 +53,21 @@ class PolicyReloader:
         *,
         issuers: Sequence[str] = (),
         on_reload: ReloadCallback | None = None,
+        token_contexts: TokenContexts | None = None,
     ) -> None:
         self.paths = tuple(Path(p) for p in paths)
         self.issuers = tuple(issuers)
         """The configured issuers' urls (:func:`~gateway.policy.policy_loader.load_policy`)."""
+        self.token_contexts = token_contexts or TokenContexts(TOKEN_CONTEXTS)
+        """The principals' CEL contexts, handed to every set loaded: a reload keeps them."""
         self._on_reload = on_reload
         self._lock = threading.Lock()
         """Serialises loads (SIGHUP on the loop thread, polling in a worker thread)."""
         self._watch = FileWatch(self.signature, self._load, self._install)
-        self._policy = load_policy(self.paths, issuers=self.issuers)
+        self._policy = self._read()
+
+    def _read(self) -> PolicySet:
+        return load_policy(self.paths, issuers=self.issuers, token_contexts=self.token_contexts)
 
     def current(self) -> PolicySet:
         """The active set; a plain attribute read, so a concurrent swap is never seen half-done."""
@@ -77,7 +84,7 @@ class PolicyReloader:
     def _load(self) -> _Loaded:
         with self._lock:
             try:
-                policy = load_policy(self.paths, issuers=self.issuers)
+                policy = self._read()
             except ConfigError as exc:
                 return "failure", None, list(exc.problems)
             except Exception as exc:  # SECURITY: a loader bug must not take the old policy down

@@ -4,11 +4,12 @@ revoke and cache it (``gateway/auth``, ``gateway/state``)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal, Protocol, get_args, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, get_args, runtime_checkable
 
+from gateway.bounded import BoundedMap
 from gateway.errors import GatewayError
 
 __all__ = [
@@ -21,11 +22,13 @@ __all__ = [
     "CallerToken",
     "DpopReplays",
     "Principal",
-    "PrincipalMemo",
+    "PrincipalFacts",
     "Revocations",
     "SharedTokenCache",
     "frozen_claims",
 ]
+
+F = TypeVar("F")
 
 AuthMethod = Literal[
     "introspection",
@@ -53,24 +56,6 @@ NO_CLAIMS: Mapping[str, Any] = MappingProxyType({})
 
 def _no_claims() -> Mapping[str, Any]:
     return NO_CLAIMS
-
-
-class PrincipalMemo:
-    """What is derived from one principal once and reused for as long as the principal object
-    lives (it is cached by the auth layer, so: once per token and replica, not once per call).
-
-    ``conditions``: the policy layer's CEL context holding the token facts
-    (:mod:`gateway.policy.conditions`), built at the first condition a call of this principal
-    meets. ``bound``: the DPoP layer's copy of the principal with its ``+dpop`` method
-    (:mod:`gateway.auth.dpop_guard`), so a bound token's copy, and its memo, is made once too.
-    Never serialised, compared or shown; a ``dataclasses.replace`` copy starts a memo of its own.
-    """
-
-    __slots__ = ("bound", "conditions")
-
-    def __init__(self) -> None:
-        self.conditions: Any = None
-        self.bound: Principal | None = None
 
 
 def frozen_claims(claims: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -107,10 +92,6 @@ class Principal:
     ``jwt+introspection`` the JWT's. Absent keys are absent. The base of policy conditions
     (issue 25). Never logged (``repr=False``: they name people), never sent to a backend; the
     shared token cache carries them (:mod:`gateway.state.token_cache`)."""
-    memo: PrincipalMemo = field(
-        default_factory=PrincipalMemo, init=False, compare=False, repr=False
-    )
-    """Values derived from this principal once (:class:`PrincipalMemo`); not part of it."""
 
     @property
     def valid_until(self) -> float:
@@ -120,6 +101,44 @@ class Principal:
 
     def expired(self, now: float | None = None) -> bool:
         return (time.time() if now is None else now) >= self.valid_until
+
+
+class PrincipalFacts(Generic[F]):
+    """What one layer derives from a principal once and keeps for it: the policy's CEL context
+    of its token facts (:mod:`gateway.policy.conditions`), the DPoP guard's copy of it with its
+    ``+dpop`` method (:mod:`gateway.auth.dpop_guard`). One owner per kind of fact, typed and
+    bounded: the ``max_entries`` principals most recently asked about keep theirs, the least
+    recently used gives its fact up first (it is derived again when asked).
+
+    Keyed by the principal object: the auth layer caches it (one per token and replica), so a
+    fact is derived once per token, not per request; a copy (``dataclasses.replace``) is another
+    principal with facts of its own. An entry holds its principal, so no other object takes the
+    principal's ``id`` while the entry lives.
+    """
+
+    __slots__ = ("_facts",)
+
+    def __init__(self, max_entries: int) -> None:
+        self._facts: BoundedMap[int, tuple[Principal, F]] = BoundedMap(max_entries)
+
+    def of(self, principal: Principal, derive: Callable[[Principal], F]) -> F:
+        """The principal's fact, derived now (by ``derive``) if it has none."""
+        found = self._facts.get(id(principal))
+        if found is not None:
+            return found[1]
+        fact = derive(principal)
+        self._facts.put(id(principal), (principal, fact))
+        return fact
+
+    def __contains__(self, principal: object) -> bool:
+        return id(principal) in self._facts
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    @property
+    def max_entries(self) -> int:
+        return self._facts.max_entries
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,7 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
+from gateway.policy.conditions import TOKEN_CONTEXTS, TokenContexts
 from gateway.policy.policy_set import PolicySet
 from gateway.policy.reload import PolicyReloader
 from gateway.policy.warnings import policy_warnings, unmatched_rules, unruled_tools
@@ -304,7 +305,13 @@ def _policy_source(
         if outcome == "success" and current is not None:
             warn(current)
 
-    reloader = PolicyReloader(config.policy_paths, issuers=config.issuer_urls, on_reload=on_reload)
+    reloader = PolicyReloader(
+        config.policy_paths,
+        issuers=config.issuer_urls,
+        on_reload=on_reload,
+        # The principals' CEL contexts: one owner, bounded, kept across reloads.
+        token_contexts=TokenContexts(TOKEN_CONTEXTS),
+    )
     warn(reloader.current())
     return reloader
 

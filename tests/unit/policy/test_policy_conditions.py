@@ -10,12 +10,22 @@ import pytest
 
 from gateway.policy import conditions
 from gateway.policy.condition_checks import MAX_EXPRESSION_LENGTH
+from gateway.policy.policy_loader import load_policy
 from gateway.seams import Principal, frozen_claims
-from tests.support.policy import HEAD, policy_from, policy_problems, who
+from tests.support.policy import HEAD, ISSUER, policy_from, policy_problems, who, write_text
 
 
 def caller(claims: dict[str, Any], scopes: str = "mcp:access") -> Principal:
     return dataclasses.replace(who(scopes), claims=frozen_claims(claims))
+
+
+def kept(contexts: conditions.TokenContexts, principal: Principal) -> object:
+    """The context ``contexts`` keeps for ``principal`` (the test fails if it has none)."""
+
+    def derive(_: Principal) -> conditions.TokenContext | str:
+        raise AssertionError("no context kept for this principal")
+
+    return contexts.of(principal, derive)
 
 
 def test_syntax_errors_and_unknown_variables_are_reported_at_the_expression(
@@ -94,18 +104,20 @@ def test_the_token_facts_are_converted_once_per_principal(tmp_path: Path) -> Non
         tmp_path,
     )
     sre = caller({"groups": ["sre"]})
+    contexts = policy.token_contexts
     assert policy.decide_conditions(sre, "t", {"n": 1}) is None
-    built = sre.memo.conditions
-    assert built is not None
+    built = kept(contexts, sre)
+    assert isinstance(built, conditions.TokenContext)
     refused = policy.decide_conditions(sre, "t", {"n": 5})
     assert refused is not None and refused.reason == "condition"
-    assert sre.memo.conditions is built  # the same context: per-call values do not stick
+    assert kept(contexts, sre) is built  # the same context: per-call values do not stick
     assert built.call == {}
     assert policy.decide_conditions(sre, "t", {"n": 2}) is None
-    # A copy with other facts (as DPoP's +dpop method) starts a memo of its own.
+    # A copy with other facts (as DPoP's +dpop method) gets a context of its own.
     other = dataclasses.replace(sre, auth_method="jwt")
-    assert other.memo.conditions is None
+    assert other not in contexts
     assert policy.decide_conditions(other, "t", {"n": 1}) is not None
+    assert len(contexts) == 2
 
 
 def test_run_time_reasons_name_the_expression_never_a_value(tmp_path: Path) -> None:
@@ -192,19 +204,19 @@ def test_prompt_and_resource_rules_decide_their_own_names(tmp_path: Path) -> Non
     assert policy.decide_conditions(who_, "file:///docs/x.key", {}, section="resources")
 
 
-def test_only_the_most_recent_principals_keep_their_context(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    policy = policy_from(HEAD + "tools:\n  t: {scopes: [], when: 'claims.n > 1'}\n", tmp_path)
-    bounded = conditions.BoundedMap(2, on_drop=conditions._forget_context)
-    monkeypatch.setattr(conditions, "_recent", bounded)
+def test_only_the_most_recent_principals_keep_their_context(tmp_path: Path) -> None:
+    contexts = conditions.TokenContexts(2)
+    path = write_text(
+        tmp_path / "policy.yaml", HEAD + "tools:\n  t: {scopes: [], when: 'claims.n > 1'}\n"
+    )
+    policy = load_policy([path], issuers=(ISSUER,), token_contexts=contexts)
     first, second, third = (caller({"n": n}) for n in (2, 3, 0))
     for principal in (first, second, first, third):
         policy.decide_conditions(principal, "t", {})
     # first was used again after second: second is the least recent and gave its context up.
-    assert second.memo.conditions is None
-    assert first.memo.conditions is not None and third.memo.conditions is not None
+    assert second not in contexts
+    assert first in contexts and third in contexts
     assert policy.decide_conditions(second, "t", {}) is None  # rebuilt, same answer
-    assert first.memo.conditions is None  # now first was the least recent
+    assert first not in contexts  # now first was the least recent
     refused = policy.decide_conditions(third, "t", {})
     assert refused is not None and refused.reason == "condition"
