@@ -68,7 +68,12 @@ CANCEL_GRACE_S: Final = 0.5
 """After the drain deadline, how long cancelled handlers get to unwind before the stop goes on."""
 
 READY_POLL_S: Final = 0.02
-"""How often a worker waiting to bind its public listener looks at its readiness checks."""
+"""How often a gateway waiting to bind its public listener looks at its readiness checks."""
+PUBLIC_READY_WAIT_S: Final = 10.0
+"""A gateway binds its public listener once it is ready (issuer metadata, first catalog), at the
+latest this long after its start; then it answers what it can (503 ``issuer_unavailable``
+while the issuer is unknown) rather than refusing connections. Until then a proxy's connection
+is refused and goes to another replica."""
 
 OpsAppFactory = Callable[[Config, Services], web.Application]
 
@@ -347,7 +352,10 @@ async def serve(
 ) -> None:
     """Run until SIGTERM or SIGINT, then stop gracefully; a second signal ends the shutdown
     delay early (the drain still runs). ``server``: one built with worker options."""
-    server = server if server is not None else GatewayServer(config, services)
+    if server is None:
+        # The public listener waits for readiness (bounded): behind a proxy without health
+        # checks, a replica bound before its first catalog would answer a call "unknown tool".
+        server = GatewayServer(config, services, public_when_ready_s=PUBLIC_READY_WAIT_S)
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     received: list[str] = []

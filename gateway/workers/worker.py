@@ -29,6 +29,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from gateway.app import SERVICES, GatewayServer, Services, build_ops_app
+from gateway.app.lifecycle import PUBLIC_READY_WAIT_S
 from gateway.config import Config
 from gateway.jsonkit.read import loads
 from gateway.observability.logging import get_logger
@@ -46,10 +47,6 @@ __all__ = [
 
 ADOPT_PATH: Final = "/worker/revocations"
 REVOKE_PATH: Final = "/worker/revoke"
-PUBLIC_READY_WAIT_S: Final = 10.0
-"""A worker binds its public listener once it is ready (issuer metadata, first catalog), at the
-latest this long after its start; then, like a single gateway, it answers what it can (503
-``issuer_unavailable`` while the issuer is unknown) rather than refusing connections."""
 PARENT_POLL_S: Final = 1.0
 """How often a worker checks that its supervisor is still its parent."""
 
