@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from gateway.backend.catalog import refresher
 from gateway.backend.catalog.refresher import TTL_FLOOR_S, refresh_interval
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.upstream_backend import UpstreamBackend
@@ -104,11 +105,21 @@ async def test_ttl_ms_0_from_a_recording_upstream_polls_at_the_floor(
 ) -> None:
     upstream = ModernUpstream()
     upstream.ttl_ms = 0
+    waits: list[float] = []  # what the refresh loop sleeps between fetches, as it asks
+    wait = refresher.sleep_or_wake
+
+    async def recorded(wake: asyncio.Event, seconds: float) -> None:
+        waits.append(seconds)
+        await wait(wake, seconds)
+
+    monkeypatch.setattr(refresher, "sleep_or_wake", recorded)
     async with live_stack(
         tmp_path, aiohttp_server, monkeypatch, upstream=upstream, gateway=SLOW_POLLING
     ) as stack:
         assert backend_of(stack).refresh_interval == TTL_FLOOR_S
-        await asyncio.sleep(2.5)
+        await eventually(lambda: _true(bool(waits)))
+        # ttlMs 0 meant a busy loop: the loop now sleeps the floor before fetching again.
+        assert set(waits) == {TTL_FLOOR_S}
     assert len(upstream.calls("tools/list")) == 1
 
 
