@@ -514,9 +514,13 @@ class DpopReplayUnavailable(IssuerUnavailable):
 # --- backend identity (RFC 8693 token exchange) ----------------------------------------------
 
 EXCHANGE_REFUSALS = (
-    "invalid_grant", "unauthorized_client", "invalid_target", "access_denied", "invalid_scope",
+    "invalid_grant",
+    "unauthorized_client",
+    "invalid_target",
+    "access_denied",
+    "invalid_scope",
     "issuer_not_accepted",
-)  # fmt: skip
+)
 """``data.reason`` of ``exchange_refused``: the issuer's RFC 6749 §5.2 / RFC 8693 §2.2.2 error
 code, or ``issuer_not_accepted`` (the backend exchanges only another issuer's tokens)."""
 

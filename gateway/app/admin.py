@@ -120,9 +120,9 @@ def add_admin_routes(
         expected = f"Bearer {secret.current()}".encode()
         if len(supplied) != 1 or not hmac.compare_digest(supplied[0].encode(), expected):
             _log.warning("admin.unauthorized", path=request.path, peer=request.remote)
-            return _refuse(401, "unauthorized", "admin credential required", **{
-                "WWW-Authenticate": realm
-            })  # fmt: skip
+            return _refuse(
+                401, "unauthorized", "admin credential required", **{"WWW-Authenticate": realm}
+            )
         if request.content_type != "application/json":
             return _refuse(415, "unsupported_media_type", "Content-Type must be application/json")
         if request.content_length is not None and request.content_length > MAX_ADMIN_BODY:

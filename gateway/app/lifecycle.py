@@ -208,8 +208,12 @@ class GatewayServer:
         limits = self.config.limits
         drain_s = limits.drain_timeout_s
         self.readiness.draining = True
-        log.info("gateway.draining", drain_timeout_s=drain_s,
-                 shutdown_delay_s=limits.shutdown_delay_s, **self.log_fields)  # fmt: skip
+        log.info(
+            "gateway.draining",
+            drain_timeout_s=drain_s,
+            shutdown_delay_s=limits.shutdown_delay_s,
+            **self.log_fields,
+        )
         runner = self._public_runner
         if runner is not None and isinstance(runner.server, GuardedServer):
             # From now on every answer says Connection: close, so a reverse proxy moves off

@@ -234,9 +234,14 @@ def check_claims(
         raise InvalidToken(detail="sub too long")
 
     scopes = derive_scopes(
-        doc, scope_claims=("scope",), roles=rules.roles, groups=rules.groups,
-        vocabulary=rules.vocabulary, strings_only=True, bounded=False,
-    )  # fmt: skip
+        doc,
+        scope_claims=("scope",),
+        roles=rules.roles,
+        groups=rules.groups,
+        vocabulary=rules.vocabulary,
+        strings_only=True,
+        bounded=False,
+    )
     return Principal(
         subject=subject,
         client_id=client_id,

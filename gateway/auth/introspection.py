@@ -129,9 +129,14 @@ class ClientAuthenticator:
         elif issuer.client_secret is None:
             raise ValueError("issuer.client_secret is required with client_secret_*")
         self._auth = ClientAuthentication(
-            self._client_id, issuer.client_auth, clock=clock, secret=issuer.client_secret,
-            key=self._key, alg=issuer.signing_alg, key_id=issuer.private_key_id,
-        )  # fmt: skip
+            self._client_id,
+            issuer.client_auth,
+            clock=clock,
+            secret=issuer.client_secret,
+            key=self._key,
+            alg=issuer.signing_alg,
+            key_id=issuer.private_key_id,
+        )
 
     def apply(self, headers: dict[str, str], form: dict[str, str], audience: str) -> None:
         form.update(self._auth.apply(headers, audience))

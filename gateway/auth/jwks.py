@@ -308,14 +308,25 @@ class JwksCache:
         except JwksFailed as exc:
             self.last_error = str(exc)
             self._count("failure")
-            _log.error("jwks_fetch_failed", issuer=self._issuer.url, jwks_uri=uri,
-                       reason=str(exc), keeping_keys=len(self.keys))  # fmt: skip
+            _log.error(
+                "jwks_fetch_failed",
+                issuer=self._issuer.url,
+                jwks_uri=uri,
+                reason=str(exc),
+                keeping_keys=len(self.keys),
+            )
             return False
         removed = self.keys.kids - keys.kids
         if self.keys.kids != keys.kids or len(self.keys) != len(keys):
-            _log.info("jwks_loaded", issuer=self._issuer.url, jwks_uri=uri, keys=len(keys),
-                      skipped=skipped, added=len(keys.kids - self.keys.kids),
-                      removed=len(removed))  # fmt: skip
+            _log.info(
+                "jwks_loaded",
+                issuer=self._issuer.url,
+                jwks_uri=uri,
+                keys=len(keys),
+                skipped=skipped,
+                added=len(keys.kids - self.keys.kids),
+                removed=len(removed),
+            )
         had_keys = self.ready
         self.keys, self.last_error, self._next_in = keys, None, next_in
         self._count("success")

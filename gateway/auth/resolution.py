@@ -121,9 +121,13 @@ class Resolver:
             ):
                 self._caches.count("shared")
                 outcome, _ = await self._sharing.admit(
-                    owner.cache, key, entry.principal, fingerprint, entry.fresh_until,
+                    owner.cache,
+                    key,
+                    entry.principal,
+                    fingerprint,
+                    entry.fresh_until,
                     revocation_key=revocation_key,
-                )  # fmt: skip
+                )
                 return outcome
         refused: tuple[TrustedIssuer, InvalidToken] | None = None
         down: Down | None = None
@@ -171,11 +175,21 @@ class Resolver:
                     # Revoked while the flight ran: never served, stale or not.
                     return InvalidToken(detail="revoked at the gateway")
                 self._caches.count("stale")
-                _log.warning("serving_stale_token", fingerprint=fingerprint, reason=down.reason,
-                             status=down.status, error=down.error)  # fmt: skip
+                _log.warning(
+                    "serving_stale_token",
+                    fingerprint=fingerprint,
+                    reason=down.reason,
+                    status=down.status,
+                    error=down.error,
+                )
                 return stale.principal
-        _log.warning("issuer_unavailable", fingerprint=fingerprint, reason=down.reason,
-                     status=down.status, error=down.error)  # fmt: skip
+        _log.warning(
+            "issuer_unavailable",
+            fingerprint=fingerprint,
+            reason=down.reason,
+            status=down.status,
+            error=down.error,
+        )
         return down.refusal()
 
 

@@ -123,9 +123,14 @@ def read_token(
         answer = {"active": True, **claims}
         try:
             scopes = derive_scopes(
-                answer, scope_claims=("scope",), roles=base.roles, groups=base.groups,
-                vocabulary=base.vocabulary, strings_only=True, bounded=False,
-            )  # fmt: skip
+                answer,
+                scope_claims=("scope",),
+                roles=base.roles,
+                groups=base.groups,
+                vocabulary=base.vocabulary,
+                strings_only=True,
+                bounded=False,
+            )
             principal = check_claims(answer, base, now=now, fingerprint="-")
             subject, client_id = principal.subject, principal.client_id
         except InvalidToken as exc:

@@ -192,8 +192,12 @@ class TrustedIssuer:
             # assertion_audience: token_endpoint, but neither configured nor advertised.
             reason = "issuer metadata has no token_endpoint (issuer.assertion_audience)"
             self.last_error = reason
-            _log.error("issuer_discovery_failed", issuer=config.url, reason=reason,
-                       keeping_previous=self.metadata is not None)  # fmt: skip
+            _log.error(
+                "issuer_discovery_failed",
+                issuer=config.url,
+                reason=reason,
+                keeping_previous=self.metadata is not None,
+            )
             return False
         if (
             config.introspects
@@ -265,15 +269,24 @@ class TrustedIssuer:
         except TokenRefused as exc:
             # The issuer's way of saying "not active" (oidc-provider for JWTs): counted as inactive.
             self._observe("inactive", started)
-            _log.info("token_refused_by_issuer", fingerprint=fingerprint, issuer=self.url,
-                      status=exc.status, error=exc.error)  # fmt: skip
+            _log.info(
+                "token_refused_by_issuer",
+                fingerprint=fingerprint,
+                issuer=self.url,
+                status=exc.status,
+                error=exc.error,
+            )
             return InvalidToken(detail=f"issuer answered {exc.status} {exc.error}")
         except IntrospectionFailed as exc:
             self._observe(exc.result, started)
             if exc.result == "client_auth_rejected":
                 # Operator error: the gateway's own credentials are wrong or revoked.
-                _log.error("issuer_rejected_gateway_credentials", issuer=self.url,
-                           status=exc.status, error=exc.error)  # fmt: skip
+                _log.error(
+                    "issuer_rejected_gateway_credentials",
+                    issuer=self.url,
+                    status=exc.status,
+                    error=exc.error,
+                )
             return Down(exc.result, exc.status, exc.error)
         try:
             principal = check_claims(doc, self.rules, now=self._clock(), fingerprint=fingerprint)

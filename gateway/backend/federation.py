@@ -163,9 +163,14 @@ class FederatedBackend:
             )
             ttl = int(min(m.refresh_interval for m in self._list) * 1000)
             self._surface = Surface(
-                merged.prompts, merged.resources, merged.templates, merged.offers,
-                merged.subscribe, merged.version, ttl,
-            )  # fmt: skip
+                merged.prompts,
+                merged.resources,
+                merged.templates,
+                merged.offers,
+                merged.subscribe,
+                merged.version,
+                ttl,
+            )
             self._surface_key = key
         return self._surface
 
@@ -191,8 +196,9 @@ class FederatedBackend:
         else:
             checked = complete_result(reply.result)
         if checked is None:
-            _log.warning("backend_request_failed", backend=backend, method=request.method,
-                         kind="bad_result")  # fmt: skip
+            _log.warning(
+                "backend_request_failed", backend=backend, method=request.method, kind="bad_result"
+            )
             return SurfaceReply(fault="garbled")
         return SurfaceReply(result=checked)
 
@@ -221,8 +227,13 @@ class FederatedBackend:
             return result  # one backend: its URIs are the exposed ones, nothing to do
         rewritten = rewrite_links(result, member.name)
         if rewritten is None:
-            _log.warning("backend_call_failed", backend=member.name, tool=call.tool.name,
-                         kind="bad_result", reason="uri in the gateway's own form")  # fmt: skip
+            _log.warning(
+                "backend_call_failed",
+                backend=member.name,
+                tool=call.tool.name,
+                kind="bad_result",
+                reason="uri in the gateway's own form",
+            )
             ctx.outcome = "upstream_error"
             return error_result(FAILED_TEXT)
         return rewritten
@@ -250,8 +261,13 @@ class FederatedBackend:
             return reply
         rewritten = rewrite_links(dict(task.result), member.name)  # a task's result is a tool's
         if rewritten is None:
-            _log.warning("backend_request_failed", backend=member.name, method=request.method,
-                         kind="bad_result", reason="uri in the gateway's own form")  # fmt: skip
+            _log.warning(
+                "backend_request_failed",
+                backend=member.name,
+                method=request.method,
+                kind="bad_result",
+                reason="uri in the gateway's own form",
+            )
             return TaskReply(fault="garbled")
         return TaskReply(task=replace(task, result=rewritten))
 

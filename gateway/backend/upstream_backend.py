@@ -117,9 +117,13 @@ class UpstreamBackend:
         self._credential: ServiceCredential
         if self._settings.credential.type == "token_exchange":
             self._credential = self._exchange = TokenExchange(
-                self._settings.credential, config, outbound, backend=self.name, metrics=metrics,
+                self._settings.credential,
+                config,
+                outbound,
+                backend=self.name,
+                metrics=metrics,
                 clock=clock,
-            )  # fmt: skip
+            )
         else:
             self._credential = make_credential(
                 self._settings.credential, config, outbound, backend=self.name, clock=clock
@@ -133,10 +137,14 @@ class UpstreamBackend:
             backend=self.name,
         )
         self._refresher = CatalogRefresher(
-            self._link, self._settings, metrics=metrics, clock=clock,
-            max_description_chars=config.limits.max_description_chars, pins=pins,
+            self._link,
+            self._settings,
+            metrics=metrics,
+            clock=clock,
+            max_description_chars=config.limits.max_description_chars,
+            pins=pins,
             overrides=overrides,
-        )  # fmt: skip
+        )
         # An upstream notifications/tools/list_changed, on any stream, asks for a fetch.
         self._link.on_list_changed = self._refresher.request_refresh
         self._listener = ChangeListener(self._link, on_change=self._refresher.request_refresh)
@@ -282,9 +290,13 @@ class UpstreamBackend:
     ) -> AbstractAsyncContextManager[CallerListen]:
         """A caller's listen stream here (:mod:`gateway.backend.listen.caller_listen`)."""
         return open_caller_listen(
-            self._link, wanted, own_uris,
-            expose=expose, ack_deadline=ack_deadline, deadline=deadline,
-        )  # fmt: skip
+            self._link,
+            wanted,
+            own_uris,
+            expose=expose,
+            ack_deadline=ack_deadline,
+            deadline=deadline,
+        )
 
     async def surface_request(
         self, request: SurfaceRequest, principal: Principal, ctx: RequestContext, deadline: float

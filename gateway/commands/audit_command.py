@@ -169,9 +169,11 @@ def _report_lines(report: Report, signed: bool) -> list[str]:
     lines = [str(item) for item in (*report.breaks, *report.unverified)]
     lines.extend(f"note: {note}" for note in report.notes)
     for chain in report.chains:
-        state = "closed by its final checkpoint" if chain.closed else (
-            f"{_plural(chain.after_checkpoint, 'event')} after the last checkpoint"
-        )  # fmt: skip
+        state = (
+            "closed by its final checkpoint"
+            if chain.closed
+            else (f"{_plural(chain.after_checkpoint, 'event')} after the last checkpoint")
+        )
         cadence = f" (every {chain.every})" if chain.every is not None else ""
         unsigned_span = ""
         if chain.uncovered is not None:

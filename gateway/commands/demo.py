@@ -77,8 +77,9 @@ async def _run(args: argparse.Namespace) -> int:
         )
         # The banner's `demo token` / `demo proof` lines must find this state file.
         option = "" if args.state_file is None else f" --state-file {shlex.quote(str(state_file))}"
-        banner = render_banner(endpoints, stack.tokens, str(state_file), stack.auth_mode,
-                               state_option=option)  # fmt: skip
+        banner = render_banner(
+            endpoints, stack.tokens, str(state_file), stack.auth_mode, state_option=option
+        )
         if stack.dpop_token is not None:
             banner += render_dpop_banner(stack.mcp_url, stack.dpop_token, state_option=option)
         print(banner, flush=True)
@@ -163,10 +164,14 @@ def _cmd_token(args: argparse.Namespace) -> int:
     try:
         status, reply = asyncio.run(
             post_json_once(
-                mint_url, body, bearer=secret, user_agent="mcp-gateway-demo-token",
-                timeout_s=5.0, headers=headers,
+                mint_url,
+                body,
+                bearer=secret,
+                user_agent="mcp-gateway-demo-token",
+                timeout_s=5.0,
+                headers=headers,
             )
-        )  # fmt: skip
+        )
     except OutboundError:
         print(f"mcp-gateway demo token: the demo at {mint_url} is not reachable", file=sys.stderr)
         return 1

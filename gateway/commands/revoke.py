@@ -127,15 +127,20 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
     try:
         status, reply = asyncio.run(
             post_json_once(
-                url + REVOKE_PATH, body, bearer=credential,
-                user_agent="mcp-gateway-revoke", timeout_s=TIMEOUT_S,
+                url + REVOKE_PATH,
+                body,
+                bearer=credential,
+                user_agent="mcp-gateway-revoke",
+                timeout_s=TIMEOUT_S,
             )
-        )  # fmt: skip
+        )
     except OutboundError as exc:
         return _fail(f"{url}: {exc}")
     if status == 200:
-        print(f"revoked ({reply.get('revoked')}) until {reply.get('until')}: "
-              f"token_fp {reply.get('token_fp')}")  # fmt: skip
+        print(
+            f"revoked ({reply.get('revoked')}) until {reply.get('until')}: "
+            f"token_fp {reply.get('token_fp')}"
+        )
         return 0
     if status == 503 and reply.get("revoked") == "this_replica_only":
         return _fail("revoked on the replica that answered only: Redis did not take it; retry")

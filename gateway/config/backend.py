@@ -138,9 +138,15 @@ def build_backend(
     bp = where
     # The declared keys first; the checked parts below, in the order their problems are reported.
     backend = fill(
-        b, BackendConfig, rb, bp, leave=("tls", "identity"), credential=None, name=name,
+        b,
+        BackendConfig,
+        rb,
+        bp,
+        leave=("tls", "identity"),
+        credential=None,
+        name=name,
         name_prefix=prefix if prefix is not None else rb.get("name_prefix", _NO_PREFIX),
-    )  # fmt: skip
+    )
     b.url(rb["url"], (*bp, "url"), insecure_ok=backend.allow_insecure_http, private_ok=True)
     return replace(
         backend,
@@ -176,10 +182,13 @@ def build_credential(
             "token is for, as the issuer names it",
         )
     return fill(
-        b, CredentialConfig, rcred, cp,
+        b,
+        CredentialConfig,
+        rcred,
+        cp,
         client_secret=b.secret(rcred.get("client_secret"), (*cp, "client_secret")),
         private_key=b.secret(rcred.get("private_key"), (*cp, "private_key")),
-    )  # fmt: skip
+    )
 
 
 def build_tls(b: Builder, rtls: dict[str, Any], tp: tuple[PathPart, ...]) -> TlsConfig:

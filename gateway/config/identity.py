@@ -41,21 +41,47 @@ __all__ = [
 RESERVED_HEADERS: Final = frozenset(
     {
         # RFC 9110 §7.6.1 hop-by-hop fields (and the non-standard ones proxies still honour)
-        "connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
         "upgrade",
         # credentials
-        "authorization", "proxy-authorization", "proxy-authenticate", "www-authenticate",
-        "cookie", "set-cookie",
+        "authorization",
+        "proxy-authorization",
+        "proxy-authenticate",
+        "www-authenticate",
+        "cookie",
+        "set-cookie",
         # framing and routing
-        "host", "content-length", "content-type", "content-encoding", "accept", "accept-encoding",
-        "expect", "forwarded", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
-        "x-real-ip", "origin",
+        "host",
+        "content-length",
+        "content-type",
+        "content-encoding",
+        "accept",
+        "accept-encoding",
+        "expect",
+        "forwarded",
+        "x-forwarded-for",
+        "x-forwarded-host",
+        "x-forwarded-proto",
+        "x-real-ip",
+        "origin",
         # set by the gateway on every upstream request (docs/backends.md)
-        "mcp-protocol-version", "mcp-method", "mcp-name", "mcp-session-id", "last-event-id",
-        "x-request-id", "traceparent", "tracestate", "x-mcp-gateway-subject",
+        "mcp-protocol-version",
+        "mcp-method",
+        "mcp-name",
+        "mcp-session-id",
+        "last-event-id",
+        "x-request-id",
+        "traceparent",
+        "tracestate",
+        "x-mcp-gateway-subject",
         "x-mcp-gateway-client-id",
     }
-)  # fmt: skip
+)
 """Header names an assertion may not use (compared lowercase); ``Mcp-Param-*`` too."""
 
 
@@ -69,9 +95,13 @@ def build_identity(
     ap = (*where, "assertion")
     # The declared keys first; the header and the key are checked below, in this order.
     assertion = fill(
-        b, AssertionConfig, rassertion, ap,
-        key=None, audience=rassertion.get("audience", backend_url),
-    )  # fmt: skip
+        b,
+        AssertionConfig,
+        rassertion,
+        ap,
+        key=None,
+        audience=rassertion.get("audience", backend_url),
+    )
     lowered = assertion.header.lower()
     if lowered in RESERVED_HEADERS or lowered.startswith("mcp-param-"):
         b.doc.problem(

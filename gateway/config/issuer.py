@@ -33,15 +33,29 @@ __all__ = [
 ]
 
 _JWT_ONLY_KEYS: Final = (
-    "jwks_uri", "algorithms", "accept_typ", "scope_claims", "scope_prefix",
-    "subject_claim", "client_id_claims", "jwks_min_refresh_s", "jwks_max_refresh_s",
+    "jwks_uri",
+    "algorithms",
+    "accept_typ",
+    "scope_claims",
+    "scope_prefix",
+    "subject_claim",
+    "client_id_claims",
+    "jwks_min_refresh_s",
+    "jwks_max_refresh_s",
     "jwks_unknown_kid_interval_s",
-)  # fmt: skip
+)
 """Keys that only local JWT validation reads (ignored, with a warning, by ``introspection``)."""
 _INTROSPECTION_ONLY_KEYS: Final = (
-    "introspection_endpoint", "client_id", "client_auth", "client_secret", "private_key",
-    "private_key_id", "signing_alg", "assertion_audience", "require_iss",
-)  # fmt: skip
+    "introspection_endpoint",
+    "client_id",
+    "client_auth",
+    "client_secret",
+    "private_key",
+    "private_key_id",
+    "signing_alg",
+    "assertion_audience",
+    "require_iss",
+)
 
 
 def issuer_entries(raw: dict[str, Any]) -> list[tuple[tuple[PathPart, ...], dict[str, Any]]]:
@@ -161,8 +175,13 @@ def build_issuer(
 
 
 _BUILT_HERE: Final = (
-    "client_secret", "private_key", "algorithms", "audiences", "scope_map", "dpop",
-)  # fmt: skip
+    "client_secret",
+    "private_key",
+    "algorithms",
+    "audiences",
+    "scope_map",
+    "dpop",
+)
 """IssuerConfig keys :func:`build_issuer` builds itself (secrets, checked or normalised)."""
 
 

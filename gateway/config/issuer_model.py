@@ -34,9 +34,19 @@ TokenMode = Literal["introspection", "jwt", "jwt+introspection"]
 local validation against the issuer's JWKS, or both: locally first, then introspected)."""
 
 JWT_ALGORITHMS = (
-    "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512",
-    "EdDSA", "Ed25519", "Ed448",
-)  # fmt: skip
+    "RS256",
+    "RS384",
+    "RS512",
+    "PS256",
+    "PS384",
+    "PS512",
+    "ES256",
+    "ES384",
+    "ES512",
+    "EdDSA",
+    "Ed25519",
+    "Ed448",
+)
 """Every JWS algorithm ``issuer.algorithms`` may name: asymmetric only (RFC 8725 §3.1/§3.2:
 ``none`` and the HMAC family are refused at load, so a public key can never be an HMAC secret)."""
 DEFAULT_JWT_ALGORITHMS = ("RS256", "PS256", "ES256", "EdDSA")

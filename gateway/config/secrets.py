@@ -112,22 +112,30 @@ def resolve_secret(
 
 
 SECRET: Final = Key(
-        ref="secret",
-        schema={
-            "description": "A secret reference: {env: NAME} or {file: PATH}. A plain string "
-            "works but is a warning.",
-            "x-message": "must be a secret reference: {env: NAME} or {file: PATH} (a plain "
-            "string also works, with a warning)",
-            "x-sensitive": True,
-            "oneOf": [
-                {"type": "object", "additionalProperties": False, "required": ["env"],
-                 "properties": {"env": {"type": "string", "minLength": 1}}},
-                {"type": "object", "additionalProperties": False, "required": ["file"],
-                 "properties": {"file": {"type": "string", "minLength": 1}}},
-                {"type": "string", "minLength": 1},
-            ],
-        },
-)  # fmt: skip
+    ref="secret",
+    schema={
+        "description": "A secret reference: {env: NAME} or {file: PATH}. A plain string "
+        "works but is a warning.",
+        "x-message": "must be a secret reference: {env: NAME} or {file: PATH} (a plain "
+        "string also works, with a warning)",
+        "x-sensitive": True,
+        "oneOf": [
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["env"],
+                "properties": {"env": {"type": "string", "minLength": 1}},
+            },
+            {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["file"],
+                "properties": {"file": {"type": "string", "minLength": 1}},
+            },
+            {"type": "string", "minLength": 1},
+        ],
+    },
+)
 """The declaration of a secret reference (``x-sensitive``: ``check`` never echoes it)."""
 SecretRef = Annotated[Secret, SECRET]
 """A key whose value is a secret reference, resolved at load."""

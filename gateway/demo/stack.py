@@ -297,9 +297,12 @@ async def start_demo(
         key = new_client_key()
         stack.dpop_key = dict(key.as_dict(private=True))
         stack.dpop_token = issuer.mint_token(
-            sub="demo-reader", client_id="demo-cli", scopes=DEMO_ROLES["reader"],
-            ttl_s=DEMO_TOKEN_TTL_S, jkt=key.thumbprint(),
-        )  # fmt: skip
+            sub="demo-reader",
+            client_id="demo-cli",
+            scopes=DEMO_ROLES["reader"],
+            ttl_s=DEMO_TOKEN_TTL_S,
+            jkt=key.thumbprint(),
+        )
     return stack
 
 

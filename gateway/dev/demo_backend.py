@@ -269,17 +269,22 @@ class DemoBackend(RecordsRequests):
                 result = self.inputs.call(params, caps if isinstance(caps, dict) else {})
             except CapabilityMissing as missing:
                 raise _RpcError(
-                    400, -32021, "Missing required client capability",
+                    400,
+                    -32021,
+                    "Missing required client capability",
                     {"requiredCapabilities": missing.required},
-                ) from None  # fmt: skip
+                ) from None
             except InvalidState:
                 raise _RpcError(400, -32602, "Invalid requestState") from None
             return {"resultType": "complete", **result, "_meta": server_meta}
         if method == "tools/call":
             return {"resultType": "complete", **self._call(params, 400), "_meta": server_meta}
         if method in demo_surface.SURFACE_METHODS:
-            return {"resultType": "complete", **self._surface(method, params, 400, -32602),
-                    "_meta": server_meta}  # fmt: skip
+            return {
+                "resultType": "complete",
+                **self._surface(method, params, 400, -32602),
+                "_meta": server_meta,
+            }
         raise _RpcError(404, -32601, "Method not found")
 
     def _legacy(self, method: str, params: dict[str, Any]) -> dict[str, Any]:

@@ -56,14 +56,24 @@ class DemoListeners:
         try:
             honoured: dict[str, Any] = {"resourceSubscriptions": uris} if uris else {}
             ack = {"_meta": meta, "notifications": honoured}
-            await _send(response, {"jsonrpc": "2.0",
-                                   "method": "notifications/subscriptions/acknowledged",
-                                   "params": ack})  # fmt: skip
+            await _send(
+                response,
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/subscriptions/acknowledged",
+                    "params": ack,
+                },
+            )
             while (uri := await queue.get()) is not None:
                 if uri in uris:
-                    await _send(response, {"jsonrpc": "2.0",
-                                           "method": "notifications/resources/updated",
-                                           "params": {"_meta": meta, "uri": uri}})  # fmt: skip
+                    await _send(
+                        response,
+                        {
+                            "jsonrpc": "2.0",
+                            "method": "notifications/resources/updated",
+                            "params": {"_meta": meta, "uri": uri},
+                        },
+                    )
             end = {"resultType": "complete", "_meta": meta}
             await _send(response, {"jsonrpc": "2.0", "id": request_id, "result": end})
             with contextlib.suppress(ConnectionError):

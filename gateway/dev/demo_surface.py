@@ -49,20 +49,38 @@ PROMPTS: Final = (
     {"name": "admin_report", "description": "A report for administrators (admin scope)."},
 )
 RESOURCES: Final = (
-    {"uri": "demo://notes/readme", "name": "readme", "title": "About the demo notes",
-     "mimeType": "text/markdown"},
-    {"uri": "demo://images/logo.png", "name": "logo", "mimeType": "image/png",
-     "size": len(LOGO_PNG)},
-    {"uri": "demo://notes/latest", "name": "latest", "title": "The newest note (subscribe to it)",
-     "mimeType": "text/plain"},
-)  # fmt: skip
+    {
+        "uri": "demo://notes/readme",
+        "name": "readme",
+        "title": "About the demo notes",
+        "mimeType": "text/markdown",
+    },
+    {
+        "uri": "demo://images/logo.png",
+        "name": "logo",
+        "mimeType": "image/png",
+        "size": len(LOGO_PNG),
+    },
+    {
+        "uri": "demo://notes/latest",
+        "name": "latest",
+        "title": "The newest note (subscribe to it)",
+        "mimeType": "text/plain",
+    },
+)
 TEMPLATES: Final = (
     {"uriTemplate": "demo://notes/{page}", "name": "note page", "mimeType": "text/markdown"},
 )
 SURFACE_METHODS: Final = frozenset(
-    {"prompts/list", "prompts/get", "resources/list", "resources/templates/list",
-     "resources/read", "completion/complete"}
-)  # fmt: skip
+    {
+        "prompts/list",
+        "prompts/get",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "completion/complete",
+    }
+)
 CAPABILITIES: Final = {
     "prompts": {"listChanged": False},
     "resources": {"subscribe": True},
@@ -94,8 +112,11 @@ def answer(
         return _prompt(params)
     if method == "resources/read":
         if params.get("uri") == "demo://notes/latest":
-            return {"contents": [{"uri": "demo://notes/latest", "mimeType": "text/plain",
-                                  "text": latest}]}  # fmt: skip
+            return {
+                "contents": [
+                    {"uri": "demo://notes/latest", "mimeType": "text/plain", "text": latest}
+                ]
+            }
         return _read(params.get("uri"), not_found)
     return _complete(params)
 

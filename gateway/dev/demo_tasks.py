@@ -84,8 +84,9 @@ class DemoTasks:
         if method == "tools/call":
             return self._create(params) if declared else self.report(params)
         if not declared:
-            raise DemoTaskError(-32021, "Missing required client capability",
-                                {"requiredCapabilities": CAPABILITIES})  # fmt: skip
+            raise DemoTaskError(
+                -32021, "Missing required client capability", {"requiredCapabilities": CAPABILITIES}
+            )
         task_id = params.get("taskId")
         if not isinstance(task_id, str) or name != task_id:
             raise DemoTaskError(-32020, "Header mismatch: Mcp-Name")
@@ -105,16 +106,22 @@ class DemoTasks:
         notes = self._tools.notes
         lines = [f"#{note.id}: {note.text}" for note in notes[-20:]]
         text = f"Report on {len(notes)} note(s)" + ("".join(f"\n{line}" for line in lines))
-        return {"resultType": "complete", "content": [{"type": "text", "text": text}],
-                "isError": False}  # fmt: skip
+        return {
+            "resultType": "complete",
+            "content": [{"type": "text", "text": text}],
+            "isError": False,
+        }
 
     def _create(self, params: Mapping[str, Any]) -> dict[str, Any]:
         arguments = params.get("arguments") or {}
         seconds = arguments.get("seconds", 5) if isinstance(arguments, Mapping) else 5
         if not (isinstance(seconds, int) and not isinstance(seconds, bool) and 1 <= seconds <= 30):
             text = "seconds must be an integer from 1 to 30"
-            return {"resultType": "complete", "content": [{"type": "text", "text": text}],
-                    "isError": True}  # fmt: skip
+            return {
+                "resultType": "complete",
+                "content": [{"type": "text", "text": text}],
+                "isError": True,
+            }
         self._forget()
         if len(self._tasks) >= MAX_TASKS:
             raise DemoTaskError(-32603, "Too many tasks")
@@ -133,9 +140,13 @@ class DemoTasks:
         else:
             status, updated = "working", task.created
         out: dict[str, Any] = {
-            "taskId": task_id, "status": status, "createdAt": _iso(task.created),
-            "lastUpdatedAt": _iso(updated), "ttlMs": TTL_MS, "pollIntervalMs": POLL_MS,
-        }  # fmt: skip
+            "taskId": task_id,
+            "status": status,
+            "createdAt": _iso(task.created),
+            "lastUpdatedAt": _iso(updated),
+            "ttlMs": TTL_MS,
+            "pollIntervalMs": POLL_MS,
+        }
         if status == "working":
             out["statusMessage"] = f"Compiling, about {max(1, round(task.done_at - now))} s left"
         if status == "completed" and not brief:

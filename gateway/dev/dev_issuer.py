@@ -257,10 +257,16 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         if self.token_format == "jwt":
             value = self.sign_jwt(
                 access_token_claims(
-                    issuer=self.url, sub=sub, client_id=client_id, scope=scope,
-                    audience=audiences, issued_at=now, expires_at=expires_at, jkt=jkt,
+                    issuer=self.url,
+                    sub=sub,
+                    client_id=client_id,
+                    scope=scope,
+                    audience=audiences,
+                    issued_at=now,
+                    expires_at=expires_at,
+                    jkt=jkt,
                 )
-            )  # fmt: skip
+            )
         else:
             value = secrets.token_urlsafe(32)
         self.store.tokens[value] = TokenRecord(

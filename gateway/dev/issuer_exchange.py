@@ -173,18 +173,31 @@ class TokenExchange(BaseGrant, TokenEndpointMixin):  # type: ignore[misc]
         signer = self.server.jwt_signer
         if signer is not None or requested == JWT_TOKEN_TYPE:
             claims = access_token_claims(
-                issuer=self.server.settings.issuer, sub=subject.sub, client_id=client.client_id,
-                scope=scope, audience=targets, issued_at=now, expires_at=expires_at,
-            )  # fmt: skip
+                issuer=self.server.settings.issuer,
+                sub=subject.sub,
+                client_id=client.client_id,
+                scope=scope,
+                audience=targets,
+                issued_at=now,
+                expires_at=expires_at,
+            )
             claims["act"] = act
             value = self.server.sign_exchanged(claims)
         else:
             value = secrets.token_urlsafe(32)
         self.server.store.tokens[value] = TokenRecord(
-            value=value, kind="access_token", client_id=client.client_id, sub=subject.sub,
-            scope=scope, audience=targets, issued_at=now, expires_at=expires_at,
-            family=subject.family, act=act, parent=subject.value,
-        )  # fmt: skip
+            value=value,
+            kind="access_token",
+            client_id=client.client_id,
+            sub=subject.sub,
+            scope=scope,
+            audience=targets,
+            issued_at=now,
+            expires_at=expires_at,
+            family=subject.family,
+            act=act,
+            parent=subject.value,
+        )
         body = {
             "access_token": value,
             "issued_token_type": requested,

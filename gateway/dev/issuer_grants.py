@@ -165,10 +165,15 @@ class IdTokens:
             return
         now = int(time.time())
         claims: dict[str, Any] = {
-            "iss": self._server.settings.issuer, "sub": code.sub, "aud": code.client_id,
-            "azp": code.client_id, "iat": now, "exp": now + ID_TOKEN_TTL_S,
-            "auth_time": code.auth_time, **self._server.id_token_claims,
-        }  # fmt: skip
+            "iss": self._server.settings.issuer,
+            "sub": code.sub,
+            "aud": code.client_id,
+            "azp": code.client_id,
+            "iat": now,
+            "exp": now + ID_TOKEN_TTL_S,
+            "auth_time": code.auth_time,
+            **self._server.id_token_claims,
+        }
         if code.nonce is not None:
             claims["nonce"] = code.nonce
         token["id_token"] = self._server.sign_id_token(claims)

@@ -69,9 +69,13 @@ class ConditionGate:
         no arguments of the rule's kind, such as a completion: the conditions that read none),
         ``condition_arguments_too_large`` when the arguments they read are over the bound."""
         refused = turn.policy.decide_conditions(
-            turn.principal, name, arguments,
-            section=section, backend=backend or "", client_ip=turn.ctx.client_ip,
-        )  # fmt: skip
+            turn.principal,
+            name,
+            arguments,
+            section=section,
+            backend=backend or "",
+            client_ip=turn.ctx.client_ip,
+        )
         if refused is None:
             return
         turn.ctx.decision = refused
@@ -85,9 +89,13 @@ class ConditionGate:
         """At a listing: whether the conditions that can be decided without the call's
         arguments all hold (the others are decided at the call)."""
         refused = turn.policy.decide_conditions(
-            turn.principal, name, None,
-            section=section, backend=backend or "", client_ip=turn.ctx.client_ip,
-        )  # fmt: skip
+            turn.principal,
+            name,
+            None,
+            section=section,
+            backend=backend or "",
+            client_ip=turn.ctx.client_ip,
+        )
         if refused is None:
             return True
         if refused.reason == "condition_error":

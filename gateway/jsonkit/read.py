@@ -80,9 +80,12 @@ class JsonLimits:
 UNBOUNDED: Final = sys.maxsize
 """No cap: nothing is counted or checked for it."""
 PEER: Final = JsonLimits(
-    max_depth=16, max_members=UNBOUNDED, max_array_length=UNBOUNDED,
-    max_string_bytes=UNBOUNDED, max_number_chars=UNBOUNDED,
-)  # fmt: skip
+    max_depth=16,
+    max_members=UNBOUNDED,
+    max_array_length=UNBOUNDED,
+    max_string_bytes=UNBOUNDED,
+    max_number_chars=UNBOUNDED,
+)
 """A peer's answer: bounded by its byte cap (the outbound request's ``max_body``) and a depth."""
 
 

@@ -43,9 +43,14 @@ def build_surface(
     prover: Prover
     if login.verifier is not None:
         prover = ExternalVerifier(
-            login.verifier, config.issuers, outbound, redirect_uri=callback,
-            audience=config.resource, max_age_s=login.login_ttl_s, clock=clock,
-        )  # fmt: skip
+            login.verifier,
+            config.issuers,
+            outbound,
+            redirect_uri=callback,
+            audience=config.resource,
+            max_age_s=login.login_ttl_s,
+            clock=clock,
+        )
     else:
         issuer = login_issuer(login, config.issuers)
         if issuer is None:  # the loader refuses this; a Config built by hand may not
@@ -56,7 +61,15 @@ def build_surface(
     events = LoginAudit(audit, metrics, config.logging, clock=clock)
     actions = ActionRecords(store, base_url=origin + prefix, audit=events, clock=clock)
     return LoginSurface(
-        prefix=prefix, origin=origin, prover=prover, cookies=cookies, store=store,
-        actions=actions, audit=events, session_ttl_s=login.session_ttl_s,
-        signin_ttl_s=login.login_ttl_s, request_id=request_id, clock=clock,
-    )  # fmt: skip
+        prefix=prefix,
+        origin=origin,
+        prover=prover,
+        cookies=cookies,
+        store=store,
+        actions=actions,
+        audit=events,
+        session_ttl_s=login.session_ttl_s,
+        signin_ttl_s=login.login_ttl_s,
+        request_id=request_id,
+        clock=clock,
+    )

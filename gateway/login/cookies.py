@@ -117,11 +117,18 @@ class Cookies:
         return Session(random_token(), identity, method, now, now + ttl_s, random_token())
 
     def seal_session(self, session: Session) -> str:
-        return self._seal(self._session, {
-            "sid": session.sid, "iss": session.identity.issuer, "sub": session.identity.subject,
-            "m": session.method, "iat": session.issued_at, "exp": session.expires_at,
-            "csrf": session.csrf,
-        })  # fmt: skip
+        return self._seal(
+            self._session,
+            {
+                "sid": session.sid,
+                "iss": session.identity.issuer,
+                "sub": session.identity.subject,
+                "m": session.method,
+                "iat": session.issued_at,
+                "exp": session.expires_at,
+                "csrf": session.csrf,
+            },
+        )
 
     def session(self, request: web.Request) -> Session | None:
         """The request's session, or None (no cookie, or one that does not open or expired)."""
@@ -149,11 +156,18 @@ class Cookies:
         return SignIn(random_token(), random_token(), verifier, next_path, method, now, now + ttl_s)
 
     def seal_signin(self, signin: SignIn) -> str:
-        return self._seal(self._signin, {
-            "st": signin.state, "nonce": signin.nonce, "pkce": signin.verifier,
-            "next": signin.next_path, "m": signin.method, "iat": signin.issued_at,
-            "exp": signin.expires_at,
-        })  # fmt: skip
+        return self._seal(
+            self._signin,
+            {
+                "st": signin.state,
+                "nonce": signin.nonce,
+                "pkce": signin.verifier,
+                "next": signin.next_path,
+                "m": signin.method,
+                "iat": signin.issued_at,
+                "exp": signin.expires_at,
+            },
+        )
 
     def signin(self, request: web.Request) -> SignIn | None:
         """The sign-in this browser started, or None (as :meth:`session`)."""

@@ -62,9 +62,12 @@ async def read_form(request: web.Request) -> dict[str, str]:
     try:
         text = body.decode("utf-8")
         pairs = parse_qsl(
-            text, keep_blank_values=True, strict_parsing=bool(text), errors="strict",
+            text,
+            keep_blank_values=True,
+            strict_parsing=bool(text),
+            errors="strict",
             max_num_fields=MAX_FIELDS,
-        )  # fmt: skip
+        )
     except (UnicodeDecodeError, ValueError):
         raise LoginBadRequest(detail="form is not strict url-encoded utf-8") from None
     return _single(pairs)

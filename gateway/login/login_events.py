@@ -121,13 +121,19 @@ class LoginAudit:
         issuer = identity.issuer if identity is not None else None
         subject = self._subject(identity)
         self._emit(LoginEvent("login_refused", request_id, issuer, subject, row=error.row))
-        _log.info("login.refused", row=error.row, reason=error.detail, issuer=issuer,
-                  subject=subject)  # fmt: skip
+        _log.info(
+            "login.refused", row=error.row, reason=error.detail, issuer=issuer, subject=subject
+        )
 
     def action(self, event: EventName, kind: str, action: str, identity: BrowserIdentity) -> None:
         """A pending action started, redeemed, or refused to another person than its owner."""
         subject = self._subject(identity)
         self._emit(LoginEvent(event, None, identity.issuer, subject, kind=kind, action=action[:32]))
         level = _log.warning if event == "login_identity_mismatch" else _log.info
-        level(f"login.{event.removeprefix('login_')}", kind=kind, action=action[:32],
-              issuer=identity.issuer, subject=subject)  # fmt: skip
+        level(
+            f"login.{event.removeprefix('login_')}",
+            kind=kind,
+            action=action[:32],
+            issuer=identity.issuer,
+            subject=subject,
+        )

@@ -92,9 +92,14 @@ class RelyingParty:
                 login.private_key.reveal(), login.signing_alg, name="login.private_key"
             )
         self._auth = ClientAuthentication(
-            self._client_id, login.client_auth, clock=clock, secret=login.client_secret,
-            key=key, alg=login.signing_alg, key_id=login.private_key_id,
-        )  # fmt: skip
+            self._client_id,
+            login.client_auth,
+            clock=clock,
+            secret=login.client_secret,
+            key=key,
+            alg=login.signing_alg,
+            key_id=login.private_key_id,
+        )
         # Read as a JWT-validating entry: the ID tokens' keys are needed whatever ``tokens``.
         self._as_jwt = dataclasses.replace(issuer, tokens="jwt")
         self._jwks = JwksCache(self._as_jwt, outbound, destination=DESTINATION, retry_s=retry_s)
@@ -128,9 +133,11 @@ class RelyingParty:
         try:
             metadata = await discover(self._outbound, self._as_jwt, destination=DESTINATION)
             authorize = check_endpoint(
-                metadata.authorization_endpoint, self._issuer,
-                name="authorization_endpoint", same_origin_only=False,
-            )  # fmt: skip
+                metadata.authorization_endpoint,
+                self._issuer,
+                name="authorization_endpoint",
+                same_origin_only=False,
+            )
             token = self._login.token_endpoint or check_endpoint(
                 metadata.token_endpoint, self._issuer, name="token_endpoint"
             )
@@ -141,8 +148,12 @@ class RelyingParty:
         if metadata.jwks_uri is not None:
             self._jwks.set_uri(metadata.jwks_uri)
         if metadata != self.metadata:
-            _log.info("login.metadata_loaded", issuer=self._issuer.url, source=metadata.source,
-                      iss_parameter=metadata.iss_parameter)  # fmt: skip
+            _log.info(
+                "login.metadata_loaded",
+                issuer=self._issuer.url,
+                source=metadata.source,
+                iss_parameter=metadata.iss_parameter,
+            )
         self.metadata, self._authorize, self._token = metadata, authorize, token
         self.last_error = None
         return True
@@ -222,17 +233,27 @@ class RelyingParty:
         form.update(self._auth.apply(headers, self._issuer.url))
         try:
             response = await self._outbound.request(
-                DESTINATION, "POST", endpoint, timeout_s=self._issuer.timeout_s, headers=headers,
-                data=form, max_body=MAX_TOKEN_RESPONSE_BYTES, span="mcp_gateway.login_token",
-            )  # fmt: skip
+                DESTINATION,
+                "POST",
+                endpoint,
+                timeout_s=self._issuer.timeout_s,
+                headers=headers,
+                data=form,
+                max_body=MAX_TOKEN_RESPONSE_BYTES,
+                span="mcp_gateway.login_token",
+            )
         except OutboundError:
             raise LoginUnavailable(retry_after=RETRY_AFTER_S, detail="token endpoint") from None
         if response.status in (400, 401, 403):
             error = oauth_error_code(response.body)
             if error == "invalid_client" or response.status != 400:
                 # The operator's problem: the gateway's own client is refused.
-                _log.error("login.client_rejected", issuer=self._issuer.url,
-                           status=response.status, error=error)  # fmt: skip
+                _log.error(
+                    "login.client_rejected",
+                    issuer=self._issuer.url,
+                    status=response.status,
+                    error=error,
+                )
             raise LoginFailed(detail=f"token endpoint refused the code: {error}")
         if response.status != 200:
             raise LoginUnavailable(retry_after=RETRY_AFTER_S, detail="token endpoint status")

@@ -84,10 +84,13 @@ class ExternalVerifier:
         self._clock = clock
         # Its key set is fetched, vetted and refreshed as a JWT-validating issuer's.
         keys = IssuerConfig(
-            url=config.issuer, tokens="jwt", jwks_uri=config.jwks_uri,
-            algorithms=config.algorithms, timeout_s=config.timeout_s,
+            url=config.issuer,
+            tokens="jwt",
+            jwks_uri=config.jwks_uri,
+            algorithms=config.algorithms,
+            timeout_s=config.timeout_s,
             allow_insecure_http=config.allow_insecure_http,
-        )  # fmt: skip
+        )
         self._jwks = JwksCache(keys, outbound, destination=DESTINATION, retry_s=retry_s)
 
     @property
@@ -106,10 +109,15 @@ class ExternalVerifier:
         await self._jwks.close()
 
     def authorization_url(self, signin: SignIn) -> str:
-        query = urlencode({
-            "response_type": RESPONSE_TYPE, "redirect_uri": self._redirect_uri,
-            "state": signin.state, "nonce": signin.nonce, "audience": self._audience,
-        })  # fmt: skip
+        query = urlencode(
+            {
+                "response_type": RESPONSE_TYPE,
+                "redirect_uri": self._redirect_uri,
+                "state": signin.state,
+                "nonce": signin.nonce,
+                "audience": self._audience,
+            }
+        )
         return f"{self._config.url}?{query}"
 
     async def identity(self, params: Mapping[str, str], signin: SignIn) -> BrowserIdentity:

@@ -325,9 +325,15 @@ class AuditSink:
         """A signed ``audit_checkpoint`` (chain lock held): ``events`` is how many events of
         the chain precede it, ``every`` the cadence (``audit verify`` holds the chain to it:
         a file declares how many of its last events may be unsigned)."""
-        record = {"ts": rfc3339(ts), "log": "audit", "event": CHECKPOINT_EVENT,
-                  "kid": signer.kid, "final": final, "events": self._chain.seq,
-                  "every": signer.every}  # fmt: skip
+        record = {
+            "ts": rfc3339(ts),
+            "log": "audit",
+            "event": CHECKPOINT_EVENT,
+            "kid": signer.kid,
+            "final": final,
+            "events": self._chain.seq,
+            "every": signer.every,
+        }
         self._write(self._chain.link(json_line(record), signer.sign))
         self._since_checkpoint = 0
 

@@ -24,9 +24,14 @@ _MAX_ARGUMENT_KEYS: Final = 64
 _MAX_KEY_CHARS: Final = 64
 
 _TYPE_NAMES: Final[Mapping[type, str]] = {
-    str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null",
-    dict: "object", list: "array",
-}  # fmt: skip
+    str: "string",
+    int: "integer",
+    float: "number",
+    bool: "boolean",
+    type(None): "null",
+    dict: "object",
+    list: "array",
+}
 
 
 def argument_shape(arguments: Mapping[str, Any]) -> dict[str, str]:
@@ -45,9 +50,13 @@ def argument_shape(arguments: Mapping[str, Any]) -> dict[str, str]:
 
 
 _INPUT_FIELDS: Final[Mapping[str, type]] = {
-    "round": int, "requested": list, "answers_round": int, "answered": list,
-    "policy_changed": bool, "refused": str,
-}  # fmt: skip
+    "round": int,
+    "requested": list,
+    "answers_round": int,
+    "answered": list,
+    "policy_changed": bool,
+    "refused": str,
+}
 _INPUT_KINDS: Final = frozenset({"elicitation/create", "roots/list", "sampling/createMessage"})
 
 
@@ -75,8 +84,11 @@ def input_record(raw: Any) -> dict[str, Any] | None:
 
 
 _EXCHANGE_FIELDS: Final[Mapping[str, type | tuple[type, ...]]] = {
-    "backend": str, "token_fp": str, "act": (str, type(None)), "exchanged": bool,
-}  # fmt: skip
+    "backend": str,
+    "token_fp": str,
+    "act": (str, type(None)),
+    "exchanged": bool,
+}
 
 
 def exchange_record(raw: Any) -> dict[str, Any] | None:
@@ -86,15 +98,19 @@ def exchange_record(raw: Any) -> dict[str, Any] | None:
     cached exchanged token was used). Never a token."""
     if not isinstance(raw, Mapping):
         return None
-    record = {key: raw[key] for key, kind in _EXCHANGE_FIELDS.items()
-              if key in raw and isinstance(raw[key], kind)}  # fmt: skip
+    record = {
+        key: raw[key]
+        for key, kind in _EXCHANGE_FIELDS.items()
+        if key in raw and isinstance(raw[key], kind)
+    }
     return record or None
 
 
 _PDP_VALUES: Final[Mapping[str, frozenset[Any]]] = {
-    "decision": frozenset({"allow", "deny", "error"}), "cached": frozenset({True, False}),
+    "decision": frozenset({"allow", "deny", "error"}),
+    "cached": frozenset({True, False}),
     "fallback": frozenset({"allow_local"}),
-}  # fmt: skip
+}
 
 
 def pdp_record(raw: Any) -> dict[str, Any] | None:
@@ -103,22 +119,40 @@ def pdp_record(raw: Any) -> dict[str, Any] | None:
     cache) and, when it failed under ``on_error: allow_local``, ``fallback``."""
     if not isinstance(raw, Mapping):
         return None
-    record = {key: raw[key] for key, allowed in _PDP_VALUES.items()
-              if key in raw and type(raw[key]) in (str, bool) and raw[key] in allowed}  # fmt: skip
+    record = {
+        key: raw[key]
+        for key, allowed in _PDP_VALUES.items()
+        if key in raw and type(raw[key]) in (str, bool) and raw[key] in allowed
+    }
     return record or None
 
 
 TASK_EVENT_NAMES: Final[Mapping[str, str]] = {
-    "tasks/get": "task_get", "tasks/update": "task_update", "tasks/cancel": "task_cancel",
-}  # fmt: skip
+    "tasks/get": "task_get",
+    "tasks/update": "task_update",
+    "tasks/cancel": "task_cancel",
+}
 """The audit ``event`` of each task request (every one is audited, refused or not)."""
 _TASK_FIELDS: Final[Mapping[str, frozenset[str] | None]] = {
     "event": frozenset({"created", "completed", "failed", "cancelled"}),
     "status": frozenset({"working", "input_required", "completed", "failed", "cancelled"}),
-    "refused": frozenset({"malformed", "tampered", "expired", "issuer", "subject", "client",
-                          "backend", "policy", "upstream", "unsolicited", "too_large"}),
+    "refused": frozenset(
+        {
+            "malformed",
+            "tampered",
+            "expired",
+            "issuer",
+            "subject",
+            "client",
+            "backend",
+            "policy",
+            "upstream",
+            "unsolicited",
+            "too_large",
+        }
+    ),
     "handle": None,
-}  # fmt: skip
+}
 
 
 def task_record(raw: Any) -> dict[str, Any] | None:

@@ -194,8 +194,12 @@ def _coverage(
     first, last = events[0], events[-1]
     if not checkpoints:
         chain.uncovered = (first.seq, last.seq)
-        return Break(first.path, first.line, "unverified: no signature covers seq "
-                     f"{seq_span(first.seq, last.seq)}: the chain has no checkpoint")  # fmt: skip
+        return Break(
+            first.path,
+            first.line,
+            "unverified: no signature covers seq "
+            f"{seq_span(first.seq, last.seq)}: the chain has no checkpoint",
+        )
     latest = checkpoints[-1]
     chain.every = _cadence(events, checkpoints)
     if latest is last:
@@ -206,8 +210,10 @@ def _coverage(
     if latest.record.get("final") is True:
         reason = f"they follow the final checkpoint ({latest.where})"
     elif chain.every is None:
-        reason = (f"they follow the last checkpoint ({latest.where}), whose cadence the "
-                  "checkpoints do not declare")  # fmt: skip
+        reason = (
+            f"they follow the last checkpoint ({latest.where}), whose cadence the "
+            "checkpoints do not declare"
+        )
     elif after > chain.every:
         reason = (
             f"{after} events follow the last checkpoint ({latest.where}), more than its "

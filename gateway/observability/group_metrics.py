@@ -118,17 +118,19 @@ class GroupMetrics:
         not the group's and are left out."""
         self._own = CollectorRegistry(auto_describe=True)
         self.workers = Gauge(
-            "mcp_gateway_workers", "Worker processes configured (serve --workers)",
+            "mcp_gateway_workers",
+            "Worker processes configured (serve --workers)",
             registry=self._own,
-        )  # fmt: skip
+        )
         self.workers.set(workers)
         self.workers_running = Gauge(
             "mcp_gateway_workers_running", "Worker processes running now", registry=self._own
         )
         self.worker_restarts_total = Counter(
-            "mcp_gateway_worker_restarts", "Workers restarted after an unexpected exit",
+            "mcp_gateway_worker_restarts",
+            "Workers restarted after an unexpected exit",
             registry=self._own,
-        )  # fmt: skip
+        )
         self._live: dict[str, list[Metric]] = {}
         self._retired: dict[str, _Family] = {}
         self.registry = CollectorRegistry(auto_describe=False)

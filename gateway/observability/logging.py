@@ -32,25 +32,50 @@ __all__ = [
     "redact_secrets",
 ]
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}  # fmt: skip
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 REDACTED: Final = "[REDACTED]"
 """What a masked value is replaced with."""
 
 _SECRET_KEYS: Final = frozenset(
     {
-        "authorization", "proxy_authorization", "token", "cookie", "set_cookie", "password",
-        "passwd", "secret", "api_key", "apikey", "x_api_key", "private_key", "client_assertion",
-        "assertion", "credential", "credentials", "session", "mcp_session_id",
+        "authorization",
+        "proxy_authorization",
+        "token",
+        "cookie",
+        "set_cookie",
+        "password",
+        "passwd",
+        "secret",
+        "api_key",
+        "apikey",
+        "x_api_key",
+        "private_key",
+        "client_assertion",
+        "assertion",
+        "credential",
+        "credentials",
+        "session",
+        "mcp_session_id",
     }
-)  # fmt: skip
+)
 """Normalized key names (lowercase, ``-`` as ``_``) whose values are always masked."""
 
 _SECRET_SUFFIXES: Final = (
-    "_token", "_secret", "_password", "_authorization", "_cookie", "_api_key", "_private_key",
+    "_token",
+    "_secret",
+    "_password",
+    "_authorization",
+    "_cookie",
+    "_api_key",
+    "_private_key",
     "_assertion",
-)  # fmt: skip
+)
 """Suffixes that make a key secret too: ``access_token``, ``refresh_token``, ``id_token``,
 ``client_secret``, ``upstream_authorization``, ... (``token_fp`` is a fingerprint and stays)."""
 
@@ -96,10 +121,13 @@ def _clean(value: Any, depth: int) -> Any:
         return value
     if isinstance(value, Mapping):
         return {
-            k: (REDACTED if isinstance(k, str) and is_secret_key(k) and v is not None
-                else _clean(v, depth + 1))
+            k: (
+                REDACTED
+                if isinstance(k, str) and is_secret_key(k) and v is not None
+                else _clean(v, depth + 1)
+            )
             for k, v in value.items()
-        }  # fmt: skip
+        }
     if isinstance(value, list | tuple):
         return [_clean(item, depth + 1) for item in value]
     return value
@@ -164,8 +192,11 @@ def configure(
         else structlog.dev.ConsoleRenderer(colors=out.isatty())
     )
     processors: list[structlog.types.Processor] = [
-        *shared, structlog.processors.format_exc_info, redact_secrets, renderer,
-    ]  # fmt: skip
+        *shared,
+        structlog.processors.format_exc_info,
+        redact_secrets,
+        renderer,
+    ]
     structlog.configure(
         processors=processors,
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
@@ -287,9 +318,11 @@ def _log_warning(  # noqa: PLR0917 - the signature of warnings.showwarning
 ) -> None:
     """``warnings.showwarning`` while logging is configured: one ``python.warning`` line."""
     get_logger("py.warnings").warning(
-        "python.warning", category=category.__name__, detail=str(message),
+        "python.warning",
+        category=category.__name__,
+        detail=str(message),
         source=f"{filename}:{lineno}",
-    )  # fmt: skip
+    )
 
 
 def _static_fields(fields: dict[str, Any]) -> structlog.types.Processor:

@@ -39,12 +39,26 @@ __all__ = [
 TRACE_DROP_REASONS: Final = ("queue_full", "export_failed")
 
 METHOD_LABELS: Final = (
-    "server/discover", "initialize", "ping", "tools/list", "tools/call", "prompts/list",
-    "prompts/get", "resources/list", "resources/templates/list", "resources/read",
-    "completion/complete", "subscriptions/listen", "resources/subscribe", "resources/unsubscribe",
-    "tasks/get", "tasks/update", "tasks/cancel",
-    "notifications", "other",
-)  # fmt: skip
+    "server/discover",
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+    "subscriptions/listen",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "notifications",
+    "other",
+)
 """``method`` label values. Every ``notifications/*`` is ``notifications``; anything else, and a
 request refused before its body was decoded (401, 405, 413, ...), is ``other``."""
 
@@ -52,10 +66,18 @@ DECISIONS: Final = ("allow", "deny", "none")
 """``decision`` label values: the policy's verdict, or ``none`` when no policy decision was made."""
 
 INTROSPECTION_RESULTS: Final = (
-    "active", "inactive", "rejected",
-    "timeout", "refused", "redirect", "oversized", "client_auth_rejected", "http_error",
-    "content_type", "malformed",
-)  # fmt: skip
+    "active",
+    "inactive",
+    "rejected",
+    "timeout",
+    "refused",
+    "redirect",
+    "oversized",
+    "client_auth_rejected",
+    "http_error",
+    "content_type",
+    "malformed",
+)
 """``introspection_total{result}`` (set by ``gateway/auth``): the issuer answered ``active``,
 ``inactive``, or active with claims the gateway refuses (``rejected``: audience, issuer, expiry,
 type); every other value is an *issuer error* (no usable answer), what the IssuerErrors alert
@@ -69,9 +91,25 @@ JWT_RESULTS: Final = ("valid", "refused", "no_keys")
 the issuer had no usable JWK Set (503)."""
 JWKS_FETCH_RESULTS: Final = ("success", "failure")
 DPOP_REFUSALS: Final = (
-    "missing", "multiple", "malformed", "typ", "alg", "jwk", "signature", "htm", "htu", "iat",
-    "jti", "ath", "jkt", "replay", "nonce", "unbound", "as_bearer", "required",
-)  # fmt: skip
+    "missing",
+    "multiple",
+    "malformed",
+    "typ",
+    "alg",
+    "jwk",
+    "signature",
+    "htm",
+    "htu",
+    "iat",
+    "jti",
+    "ath",
+    "jkt",
+    "replay",
+    "nonce",
+    "unbound",
+    "as_bearer",
+    "required",
+)
 """``dpop_refusals_total{reason}``: why a request was refused for DPoP (RFC 9449): a proof
 check (``missing`` ... ``replay``), ``nonce`` (answered ``use_dpop_nonce``), an unbound token
 under the ``DPoP`` scheme, a bound token presented as ``Bearer`` (``as_bearer``), a bearer token
@@ -83,9 +121,17 @@ TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
 ``shared`` found another replica's result in the shared cache (``state.share_token_cache``)."""
 
 BACKEND_OUTCOMES: Final = (
-    "ok", "tool_error", "invalid_arguments", "timeout", "upstream_error", "too_large", "cancelled",
-    "input_required", "exchange_failed", "task",
-)  # fmt: skip
+    "ok",
+    "tool_error",
+    "invalid_arguments",
+    "timeout",
+    "upstream_error",
+    "too_large",
+    "cancelled",
+    "input_required",
+    "exchange_failed",
+    "task",
+)
 """``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
 went away mid-call; ``too_large``: the upstream reply exceeded its cap; ``input_required``: the
 upstream asked for input (2026-07-28 input round; what the gateway did with it is
@@ -96,9 +142,15 @@ TASK_EVENTS: Final = ("created", "completed", "failed", "cancelled")
 creator, and the terminal status a request about it saw first (on this replica)."""
 
 INPUT_ROUND_EVENTS: Final = (
-    "relayed", "resumed", "rejected", "missing_capability", "legacy_client", "too_many_rounds",
-    "too_large", "disabled",
-)  # fmt: skip
+    "relayed",
+    "resumed",
+    "rejected",
+    "missing_capability",
+    "legacy_client",
+    "too_many_rounds",
+    "too_large",
+    "disabled",
+)
 """``input_rounds_total{event}`` (``gateway/http/methods/input_rounds.py``): an upstream input round
 sealed and ``relayed`` to the client, or refused (``missing_capability``: -32021,
 ``legacy_client``, ``too_many_rounds``, ``too_large``, ``disabled``: the fixed tool errors); a
@@ -140,18 +192,29 @@ authentications per client IP (``issuer.failed_auth_rate``), per subject
 source, is also counted in ``rejections_total{row="rate_limited"}``."""
 
 STORE_ERROR_KINDS: Final = (
-    "ip", "failed_auth", "principal", "tool", "tool_concurrency", "revocation", "token_cache",
-    "dpop_replay", "other",
-)  # fmt: skip
+    "ip",
+    "failed_auth",
+    "principal",
+    "tool",
+    "tool_concurrency",
+    "revocation",
+    "token_cache",
+    "dpop_replay",
+    "other",
+)
 """``state_store_errors_total{kind}``: decisions that needed Redis and did not get an answer in
 time, so they followed ``state.on_store_error.<kind>`` (the limit kinds and ``revocation``) or
 introspected themselves (``token_cache``); ``other``: a limiter key of no known kind, decided
 locally."""
 
 LOGIN_EVENTS: Final = (
-    "signed_in", "refused", "signed_out", "action_started", "action_redeemed",
+    "signed_in",
+    "refused",
+    "signed_out",
+    "action_started",
+    "action_redeemed",
     "identity_mismatch",
-)  # fmt: skip
+)
 """``login_events_total{event}`` (the browser login surface, ``gateway/login``): sign-ins that
 proved who is in the browser, page refusals (each also ``rejections_total{row="login_*"}``),
 sign-outs, pending actions started by MCP requests and redeemed at a page, and pending actions

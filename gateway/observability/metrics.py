@@ -64,8 +64,22 @@ _PREFIX: Final = "mcp_gateway_"
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
 LATENCY_BUCKETS: Final = (
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
-)  # fmt: skip
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 
 
 class _Collectors:
@@ -100,78 +114,99 @@ class Metrics:
         make = _Collectors(self.registry)
         counter, histogram, gauge = make.counter, make.histogram, make.gauge
         self.requests_total = counter(
-            "requests_total", "MCP requests by JSON-RPC method, HTTP status and decision",
+            "requests_total",
+            "MCP requests by JSON-RPC method, HTTP status and decision",
             ("method", "status", "decision"),
-        )  # fmt: skip
+        )
         self.request_duration_seconds = histogram(
             "request_duration_seconds", "End-to-end MCP request duration", ("method",)
         )
         self.introspection_total = counter(
-            "introspection_total", "Introspection calls to the issuer by result", ("result",),
+            "introspection_total",
+            "Introspection calls to the issuer by result",
+            ("result",),
             zero=INTROSPECTION_RESULTS,
-        )  # fmt: skip
+        )
         self.introspection_duration_seconds = histogram(
             "introspection_duration_seconds", "Introspection call duration"
         )
         self.jwt_validations_total = counter(
-            "jwt_validations_total", "Local JWT access-token validations by result", ("result",),
+            "jwt_validations_total",
+            "Local JWT access-token validations by result",
+            ("result",),
             zero=JWT_RESULTS,
-        )  # fmt: skip
+        )
         self.jwt_validation_duration_seconds = histogram(
             "jwt_validation_duration_seconds",
             "Local JWT validation duration (signature and claims; cache hits skip it)",
         )
         self.jwks_fetch_total = counter(
-            "jwks_fetch_total", "JWK Set fetches from issuers by result", ("result",),
+            "jwks_fetch_total",
+            "JWK Set fetches from issuers by result",
+            ("result",),
             zero=JWKS_FETCH_RESULTS,
-        )  # fmt: skip
+        )
         self.authentications_total = counter(
-            "authentications_total", "Accepted tokens by how they were checked", ("auth_method",),
+            "authentications_total",
+            "Accepted tokens by how they were checked",
+            ("auth_method",),
             zero=AUTH_METHODS,
-        )  # fmt: skip
+        )
         self.dpop_refusals_total = counter(
-            "dpop_refusals_total", "Requests refused for DPoP (RFC 9449) by reason", ("reason",),
+            "dpop_refusals_total",
+            "Requests refused for DPoP (RFC 9449) by reason",
+            ("reason",),
             zero=DPOP_REFUSALS,
-        )  # fmt: skip
+        )
         self.token_cache_total = counter(
-            "token_cache_total", "Token cache lookups: hit, miss, coalesced, stale", ("outcome",),
+            "token_cache_total",
+            "Token cache lookups: hit, miss, coalesced, stale",
+            ("outcome",),
             zero=TOKEN_CACHE_OUTCOMES,
-        )  # fmt: skip
+        )
         self.backend_requests_total = counter(
-            "backend_requests_total", "Upstream tool calls by backend, tool and outcome",
+            "backend_requests_total",
+            "Upstream tool calls by backend, tool and outcome",
             ("backend", "tool", "outcome"),
-        )  # fmt: skip
+        )
         self.backend_duration_seconds = histogram(
             "backend_duration_seconds", "Upstream tool call duration", ("backend", "tool")
         )
         self.input_rounds_total = counter(
             "input_rounds_total",
             "2026-07-28 input rounds: relayed, resumed, rejected or refused, by event",
-            ("event",), zero=INPUT_ROUND_EVENTS,
-        )  # fmt: skip
+            ("event",),
+            zero=INPUT_ROUND_EVENTS,
+        )
         self.tasks_total = counter(
-            "tasks_total", "Tasks relayed: created, and the terminal status first seen, by backend",
+            "tasks_total",
+            "Tasks relayed: created, and the terminal status first seen, by backend",
             ("backend", "event"),
-        )  # fmt: skip
+        )
         self.input_requests_total = counter(
-            "input_requests_total", "Input requests relayed to clients, by kind", ("kind",),
+            "input_requests_total",
+            "Input requests relayed to clients, by kind",
+            ("kind",),
             zero=INPUT_KINDS,
-        )  # fmt: skip
+        )
         self.identity_assertions_total = counter(
-            "identity_assertions_total", "Caller assertions by backend: signed or reused",
+            "identity_assertions_total",
+            "Caller assertions by backend: signed or reused",
             ("backend", "result"),
-        )  # fmt: skip
+        )
         self.token_exchanges_total = counter(
-            "token_exchanges_total", "RFC 8693 token exchanges by backend and result",
+            "token_exchanges_total",
+            "RFC 8693 token exchanges by backend and result",
             ("backend", "result"),
-        )  # fmt: skip
+        )
         self.exchanged_tokens = gauge(
             "exchanged_tokens", "Exchanged tokens cached, by backend", ("backend",)
         )
         self.policy_external_decisions_total = counter(
             "policy_external_decisions_total",
-            "External decision point (AuthZEN) consultations by outcome", ("outcome",),
-        )  # fmt: skip
+            "External decision point (AuthZEN) consultations by outcome",
+            ("outcome",),
+        )
         self.policy_external_duration_seconds = histogram(
             "policy_external_duration_seconds",
             "External decision point (AuthZEN) request duration",
@@ -180,78 +215,93 @@ class Metrics:
         self.surface_requests_total = counter(
             "surface_requests_total",
             "prompts/get, resources/read and completion/complete by method, matched policy rule "
-            "and outcome", ("method", "rule", "outcome"),
-        )  # fmt: skip
+            "and outcome",
+            ("method", "rule", "outcome"),
+        )
         self._surface_children: dict[tuple[str, str | None, str], Any] = {}
         self.rate_limited_total = counter(
-            "rate_limited_total", "Requests refused by a rate limit, by limit scope", ("scope",),
+            "rate_limited_total",
+            "Requests refused by a rate limit, by limit scope",
+            ("scope",),
             zero=RATE_LIMIT_SCOPES,
-        )  # fmt: skip
+        )
         self.policy_condition_errors_total = counter(
             "policy_condition_errors_total",
             "when: conditions that could not be evaluated (each one denied), by policy section "
-            "and rule", ("section", "rule"),
-        )  # fmt: skip
+            "and rule",
+            ("section", "rule"),
+        )
         self.policy_reloads_total = counter(
-            "policy_reloads_total", "Policy reload attempts by result", ("result",),
+            "policy_reloads_total",
+            "Policy reload attempts by result",
+            ("result",),
             zero=POLICY_RELOAD_RESULTS,
-        )  # fmt: skip
+        )
         self.policy_info = gauge(
             "policy_info", "The active policy set (value 1) by version hash", ("version",)
         )
         self.catalog_tools = gauge("catalog_tools", "Tools in the backend's catalog", ("backend",))
         self.catalog_age_seconds = gauge(
-            "catalog_age_seconds", "Seconds since the backend's last successful catalog fetch",
+            "catalog_age_seconds",
+            "Seconds since the backend's last successful catalog fetch",
             ("backend",),
-        )  # fmt: skip
+        )
         self.catalog_refresh_total = counter(
-            "catalog_refresh_total", "Catalog refreshes by backend and result",
+            "catalog_refresh_total",
+            "Catalog refreshes by backend and result",
             ("backend", "result"),
-        )  # fmt: skip
+        )
         self.catalog_sanitised_total = counter(
             "catalog_sanitised_total",
             "Catalog items the description hygiene changed (invisible, truncated) or hid "
-            "(name_refused), counted once per item and change", ("backend", "kind"),
-        )  # fmt: skip
+            "(name_refused), counted once per item and change",
+            ("backend", "kind"),
+        )
         self.catalog_held_items = gauge(
             "catalog_held_items",
             "The backend's catalog items (kind: tool, prompt, template) that differ from the "
             "catalog lock: hidden under catalog.on_change: hold, served and flagged under warn",
             ("backend", "kind"),
-        )  # fmt: skip
+        )
         self.catalog_lock_reloads_total = counter(
             "catalog_lock_reloads_total",
             "Reloads of the catalog lock file by result (a failed one keeps the old lock)",
             ("result",),
-        )  # fmt: skip
+        )
         self.catalog_collisions = gauge(
             "catalog_collisions",
             "The backend's tools hidden because their exposed name is ambiguous (another "
             "backend offers the same name, or it lies in another backend's prefix)",
             ("backend",),
-        )  # fmt: skip
+        )
         self.backend_ready = gauge(
-            "backend_ready", "1 once the backend's first catalog fetch succeeded, else 0",
+            "backend_ready",
+            "1 once the backend's first catalog fetch succeeded, else 0",
             ("backend",),
-        )  # fmt: skip
+        )
         self.build_info = Info(
             _PREFIX + "build", "Gateway build information", registry=self.registry
         )
         self.build_info.info({"version": version})
         self.rejections_total = counter(
-            "rejections_total", "Requests answered with a status-table error row", ("row",),
+            "rejections_total",
+            "Requests answered with a status-table error row",
+            ("row",),
             zero=sorted(_ROWS),
-        )  # fmt: skip
+        )
         self.login_events_total = counter(
-            "login_events_total", "Browser login surface events (sign-ins, refusals, actions)",
-            ("event",), zero=LOGIN_EVENTS,
-        )  # fmt: skip
+            "login_events_total",
+            "Browser login surface events (sign-ins, refusals, actions)",
+            ("event",),
+            zero=LOGIN_EVENTS,
+        )
         # tracing: (gateway/observability/otel.py): spans never wait for the collector.
         self.trace_spans_dropped_total = counter(
             "trace_spans_dropped_total",
             "Spans dropped instead of exported: the export queue was full, or the export failed",
-            ("reason",), zero=TRACE_DROP_REASONS,
-        )  # fmt: skip
+            ("reason",),
+            zero=TRACE_DROP_REASONS,
+        )
         self.trace_spans_exported_total = counter(
             "trace_spans_exported_total", "Spans the OTLP collector accepted"
         )
@@ -272,8 +322,9 @@ class Metrics:
         self.state_store_errors_total = counter(
             "state_store_errors_total",
             "Decisions that needed the shared store and fell back per state.on_store_error",
-            ("kind",), zero=STORE_ERROR_KINDS,
-        )  # fmt: skip
+            ("kind",),
+            zero=STORE_ERROR_KINDS,
+        )
         self._catalog_names: Container[str] = frozenset()
         self._born = time.monotonic()
 

@@ -55,8 +55,16 @@ class RequestTracer(Protocol):
 class SpanRecord:
     """One finished (or open) step: what an OpenTelemetry span is built from."""
 
-    __slots__ = ("attributes", "end_ns", "error", "kind", "name", "parent_id", "span_id",
-                 "start_ns")  # fmt: skip
+    __slots__ = (
+        "attributes",
+        "end_ns",
+        "error",
+        "kind",
+        "name",
+        "parent_id",
+        "span_id",
+        "start_ns",
+    )
 
     def __init__(
         self,
@@ -80,8 +88,16 @@ class SpanRecord:
 class RequestTrace:
     """A sampled request's spans: the server span and its children, in finishing order."""
 
-    __slots__ = ("children", "closed", "flags", "links", "parent_id", "server", "trace_id",
-                 "tracestate")  # fmt: skip
+    __slots__ = (
+        "children",
+        "closed",
+        "flags",
+        "links",
+        "parent_id",
+        "server",
+        "trace_id",
+        "tracestate",
+    )
 
     def __init__(
         self,

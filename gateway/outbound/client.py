@@ -173,9 +173,14 @@ class Outbound:
             if payload is not None and not isinstance(payload, bytes):
                 raise OutboundInvalidRequest("the lean client sends bytes bodies only")
             async with self._lean_stream(
-                lean, method, url, deadline, headers=headers, body=payload,
+                lean,
+                method,
+                url,
+                deadline,
+                headers=headers,
+                body=payload,
                 max_body=max_body,
-            ) as lean_response:  # fmt: skip
+            ) as lean_response:
                 yield lean_response
             return
         assert session is not None
@@ -255,9 +260,12 @@ class Outbound:
                     if length is not None and length > max_body:
                         raise ResponseTooLarge("response exceeds the size cap")
                     yield StreamingResponse(
-                        response.status, response.headers, BodyReader(lean=response), max_body,
+                        response.status,
+                        response.headers,
+                        BodyReader(lean=response),
+                        max_body,
                         deadline,
-                    )  # fmt: skip
+                    )
                 finally:
                     # release() returns the connection only after a complete body on a
                     # keep-alive connection; anything else closes it (the upstream sees the

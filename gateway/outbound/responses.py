@@ -39,9 +39,11 @@ class BodyReader:
     __slots__ = ("_aiohttp", "_lean")
 
     def __init__(
-        self, *, aiohttp_response: aiohttp.ClientResponse | None = None,
+        self,
+        *,
+        aiohttp_response: aiohttp.ClientResponse | None = None,
         lean: Http1Response | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._aiohttp = aiohttp_response
         self._lean = lean
 

@@ -56,8 +56,10 @@ __all__ = ["PDP_DESTINATION", "RESOURCE_TYPES", "AuthZenDecisionPoint"]
 
 PDP_DESTINATION: Final = "policy_external"
 RESOURCE_TYPES: Final = {
-    "tools/call": "mcp_tool", "prompts/get": "mcp_prompt", "resources/read": "mcp_resource",
-}  # fmt: skip
+    "tools/call": "mcp_tool",
+    "prompts/get": "mcp_prompt",
+    "resources/read": "mcp_resource",
+}
 """``resource.type`` per MCP method."""
 _MAX_RESPONSE: Final = 65_536
 _SPAN: Final = "mcp_gateway.policy_external"
@@ -95,10 +97,13 @@ class AuthZenDecisionPoint:
         self._cache: BoundedMap[bytes, bool] = BoundedMap(max(1, config.cache_max_entries))
         self._flights: SingleFlight[bool | None] = SingleFlight()
         self._counters = (
-            {outcome: metrics.policy_external_decisions_total.labels(outcome=outcome)
-             for outcome in ("allow", "deny", "error", "cache_hit")}
-            if metrics is not None else {}
-        )  # fmt: skip
+            {
+                outcome: metrics.policy_external_decisions_total.labels(outcome=outcome)
+                for outcome in ("allow", "deny", "error", "cache_hit")
+            }
+            if metrics is not None
+            else {}
+        )
         if metrics is not None:
             metrics.register_policy_external()
         self.requests = 0
@@ -108,9 +113,12 @@ class AuthZenDecisionPoint:
         return len(self._cache)
 
     async def consult(
-        self, principal: Principal, question: AccessQuestion, ctx: RequestContext,
+        self,
+        principal: Principal,
+        question: AccessQuestion,
+        ctx: RequestContext,
         deadline: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         if question.action not in self._config.methods:
             return  # policy_external.methods: this one is the local policy's alone
         if (
@@ -132,8 +140,11 @@ class AuthZenDecisionPoint:
                 )
             # Shielded: a caller that goes away does not cancel the question the others wait for.
             allowed = await asyncio.shield(flight)
-        outcome = "cache_hit" if cached else ("error" if allowed is None else
-                                              ("allow" if allowed else "deny"))  # fmt: skip
+        outcome = (
+            "cache_hit"
+            if cached
+            else ("error" if allowed is None else ("allow" if allowed else "deny"))
+        )
         self._count(outcome)
         ctx.extra["pdp"] = {
             "decision": "error" if allowed is None else ("allow" if allowed else "deny"),
@@ -176,13 +187,19 @@ class AuthZenDecisionPoint:
         if config.send_arguments and question.arguments is not None:
             resource["arguments"] = question.arguments
         request = {
-            "subject": {"type": config.subject_type, "id": principal.subject,
-                        "properties": subject},
+            "subject": {
+                "type": config.subject_type,
+                "id": principal.subject,
+                "properties": subject,
+            },
             "action": {"name": question.action},
-            "resource": {"type": RESOURCE_TYPES[question.action], "id": target,
-                         **({"properties": resource} if resource else {})},
+            "resource": {
+                "type": RESOURCE_TYPES[question.action],
+                "id": target,
+                **({"properties": resource} if resource else {}),
+            },
             "context": {"resource_server": self._resource},
-        }  # fmt: skip
+        }
         # The hot path's encoder: this runs on every consultation (the cache key is the body's
         # hash), cache hits included.
         return compact(request, sort_keys=True)
@@ -194,11 +211,12 @@ class AuthZenDecisionPoint:
         """One evaluation request: the decision, or None when there is none to be had."""
         config = self._config
         headers = {
-            "Content-Type": "application/json", "Accept": "application/json",
+            "Content-Type": "application/json",
+            "Accept": "application/json",
             # AuthZEN 1.0 (HTTPS binding, request identification): the PEP's id for the
             # request, here the gateway's own, so the PDP's log meets the access line.
             "X-Request-ID": request_id,
-        }  # fmt: skip
+        }
         authorization = self._authorization()
         if authorization is not None:
             headers["Authorization"] = authorization
@@ -213,9 +231,15 @@ class AuthZenDecisionPoint:
         began = time.monotonic()
         try:
             response = await self._outbound.request(
-                PDP_DESTINATION, "POST", config.url, timeout_s=timeout, headers=headers,
-                body=body, max_body=_MAX_RESPONSE, span=_SPAN,
-            )  # fmt: skip
+                PDP_DESTINATION,
+                "POST",
+                config.url,
+                timeout_s=timeout,
+                headers=headers,
+                body=body,
+                max_body=_MAX_RESPONSE,
+                span=_SPAN,
+            )
         except OutboundError as exc:
             _log.warning("policy_external_failed", reason=type(exc).__name__)
             return None

@@ -62,10 +62,21 @@ _RELATIONS: Final = frozenset({"<", "<=", ">=", ">", "==", "!=", "in"})
 _ESCAPE: Final = re.compile(
     r"\\(?:x([0-9a-fA-F]{2})|u([0-9a-fA-F]{4})|U([0-9a-fA-F]{8})|([0-7]{3})|(.))", re.DOTALL
 )
-_WORDS: Final = {"in": ("op", "in"), "null": ("null", "null"), "true": ("bool", "true"),
-                  "false": ("bool", "false")}  # fmt: skip
-_SIMPLE_ESCAPES: Final = {"a": "\a", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t",
-                          "v": "\v"}  # fmt: skip
+_WORDS: Final = {
+    "in": ("op", "in"),
+    "null": ("null", "null"),
+    "true": ("bool", "true"),
+    "false": ("bool", "false"),
+}
+_SIMPLE_ESCAPES: Final = {
+    "a": "\a",
+    "b": "\b",
+    "f": "\f",
+    "n": "\n",
+    "r": "\r",
+    "t": "\t",
+    "v": "\v",
+}
 
 
 def parse(source: str, max_depth: int) -> Node:
@@ -182,8 +193,13 @@ class _Parser:
             node = Node("call", "?:", (condition, then, node))
         return node
 
-    _LEVELS: Final = (frozenset({"||"}), frozenset({"&&"}), _RELATIONS,
-                      frozenset({"+", "-"}), frozenset({"*", "/", "%"}))  # fmt: skip
+    _LEVELS: Final = (
+        frozenset({"||"}),
+        frozenset({"&&"}),
+        _RELATIONS,
+        frozenset({"+", "-"}),
+        frozenset({"*", "/", "%"}),
+    )
 
     def binary(self, level: int) -> Node:
         if level == len(self._LEVELS):

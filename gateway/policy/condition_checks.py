@@ -51,13 +51,35 @@ MAX_NESTING: Final = 24
 MAX_COMPREHENSION_NESTING: Final = 2
 MAX_COMPREHENSIONS: Final = 6
 
-FUNCTIONS: Final = frozenset({
-    "size", "contains", "startsWith", "endsWith", "matches",
-    "int", "uint", "double", "string", "bytes", "timestamp", "duration", "dyn", "type",
-    "getFullYear", "getMonth", "getDayOfYear", "getDayOfMonth", "getDate", "getDayOfWeek",
-    "getHours", "getMinutes", "getSeconds", "getMilliseconds",
-    "glob",
-})  # fmt: skip
+FUNCTIONS: Final = frozenset(
+    {
+        "size",
+        "contains",
+        "startsWith",
+        "endsWith",
+        "matches",
+        "int",
+        "uint",
+        "double",
+        "string",
+        "bytes",
+        "timestamp",
+        "duration",
+        "dyn",
+        "type",
+        "getFullYear",
+        "getMonth",
+        "getDayOfYear",
+        "getDayOfMonth",
+        "getDate",
+        "getDayOfWeek",
+        "getHours",
+        "getMinutes",
+        "getSeconds",
+        "getMilliseconds",
+        "glob",
+    }
+)
 """The named functions a condition may call (operators are always allowed)."""
 TYPE_NAMES: Final = frozenset(
     {"bool", "int", "uint", "double", "string", "bytes", "list", "map", "null_type", "type"}
@@ -203,10 +225,18 @@ def _is_arguments(node: Node) -> bool:
 def _probe(condition: Condition, section: str) -> str | None:
     """The type probe (module docstring, 5): a wrong type found on typed sample values."""
     samples: dict[str, Any] = {
-        "claims": {}, "subject": "", "client_id": "", "scopes": [], "issuer": "",
-        "auth_method": "jwt", NAMED[section]: "", "arguments": {}, "backend": "",
-        "request": {"ip": ""}, "now": datetime(2026, 1, 1, tzinfo=UTC),
-    }  # fmt: skip
+        "claims": {},
+        "subject": "",
+        "client_id": "",
+        "scopes": [],
+        "issuer": "",
+        "auth_method": "jwt",
+        NAMED[section]: "",
+        "arguments": {},
+        "backend": "",
+        "request": {"ip": ""},
+        "now": datetime(2026, 1, 1, tzinfo=UTC),
+    }
     context = cel.Context({name: samples[name] for name in condition.reads})
     context.add_function("glob", glob_matches)
     try:

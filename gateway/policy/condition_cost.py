@@ -129,16 +129,36 @@ _VARIABLES: Final[dict[str, tuple[_Size, bool]]] = {
     "now": (_SCALAR, True),
 }
 """Each variable's bound, and whether it is converted at every read (a per-call value)."""
-_LINEAR_CALLS: Final = frozenset({"contains", "startsWith", "endsWith", "==", "!=", "<", "<=",
-                                  ">", ">=", "size"})  # fmt: skip
-_CONVERSIONS: Final = frozenset({"int", "uint", "double", "string", "bytes", "bool",
-                                 "timestamp", "duration", "dyn", "type"})  # fmt: skip
+_LINEAR_CALLS: Final = frozenset(
+    {"contains", "startsWith", "endsWith", "==", "!=", "<", "<=", ">", ">=", "size"}
+)
+_CONVERSIONS: Final = frozenset(
+    {"int", "uint", "double", "string", "bytes", "bool", "timestamp", "duration", "dyn", "type"}
+)
 _PASSING: Final = frozenset({"&&", "||", "!", "?:"})
 """Operators that hand their operands on without copying them."""
-_CONSTANT_CALLS: Final = frozenset({"&&", "||", "!", "-", "*", "/", "%", "neg", "getFullYear",
-                                    "getMonth", "getDayOfYear", "getDayOfMonth", "getDate",
-                                    "getDayOfWeek", "getHours", "getMinutes", "getSeconds",
-                                    "getMilliseconds"})  # fmt: skip
+_CONSTANT_CALLS: Final = frozenset(
+    {
+        "&&",
+        "||",
+        "!",
+        "-",
+        "*",
+        "/",
+        "%",
+        "neg",
+        "getFullYear",
+        "getMonth",
+        "getDayOfYear",
+        "getDayOfMonth",
+        "getDate",
+        "getDayOfWeek",
+        "getHours",
+        "getMinutes",
+        "getSeconds",
+        "getMilliseconds",
+    }
+)
 
 
 def cost_of(tree: Node) -> int:

@@ -56,9 +56,18 @@ __all__ = [
 ]
 
 REASONS: Final = (
-    "allow", "scope", "no_rule", "tie", "deny", "client", "subject", "error",
-    "condition", "condition_error", "arguments_too_large",
-)  # fmt: skip
+    "allow",
+    "scope",
+    "no_rule",
+    "tie",
+    "deny",
+    "client",
+    "subject",
+    "error",
+    "condition",
+    "condition_error",
+    "arguments_too_large",
+)
 """Every ``Decision.reason`` this module produces (a bounded set: safe as a metric label)."""
 
 DISCOVER_ALIASES: Final = {"initialize": "server/discover"}

@@ -140,9 +140,13 @@ def explain(
         explain_overrides(policy, results, by_key=subject == "rules")
     section = {"prompt": "prompts", "resource": "resources"}.get(subject, "tools")
     explain_conditions(
-        policy, principal, results, section=section, by_key=subject == "rules",
+        policy,
+        principal,
+        results,
+        section=section,
+        by_key=subject == "rules",
         arguments=arguments,
-    )  # fmt: skip
+    )
     explain_entries(policy, results, section=section, by_key=subject == "rules")
     if policy.issuers and policy.issuers[0] != FIRST_ISSUER:
         warnings += issuer_warnings(policy)

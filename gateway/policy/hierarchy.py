@@ -132,8 +132,9 @@ def find_cycles(declared: Mapping[str, Iterable[str]]) -> list[list[str]]:
             continue
         group = {other for other in reach[scope] if other in graph and scope in reach[other]}
         covered |= group
-        inside = {s: tuple(t for t in implied if t in group) for s, implied in graph.items()
-                  if s in group}  # fmt: skip
+        inside = {
+            s: tuple(t for t in implied if t in group) for s, implied in graph.items() if s in group
+        }
         found = find_cycle({scope: inside[scope], **inside})
         if found is not None:
             cycles.append(found)

@@ -17,8 +17,13 @@ from typing import Final
 __all__ = ["RegexCost", "regex_cost"]
 
 _ATOM: Final = {
-    "literal": 1, "folded": 4, "ascii": 2, "wide": 5, "digit_space": 30, "unicode": 1000,
-}  # fmt: skip
+    "literal": 1,
+    "folded": 4,
+    "ascii": 2,
+    "wide": 5,
+    "digit_space": 30,
+    "unicode": 1000,
+}
 """Compile cost per atom (µs): a literal character; one under ``(?i)``; an ASCII class; ``.``,
 a negated class or one with non-ASCII members; ``\\d``, ``\\s``, ``\\S``, a POSIX class;
 ``\\w``, ``\\W``, ``\\D``, ``\\p{..}``, ``\\P{..}`` (the whole Unicode table)."""

@@ -123,20 +123,20 @@ def issuer_warnings(policy: PolicySet) -> list[str]:
                 if entry.written is None:
                     plain.append(f"{NAME[kind]} {entry.value!r}")
                 elif issuers and entry.written not in issuers:
-                    found.append((
-                        entry.where,
+                    unknown = (
                         f"{entry.where}: {rule.section}.{rule.key}.{kind}: issuer "
                         f"{entry.written} is not configured{_near(entry.written, issuers)}: "
-                        f"{entry.value!r} applies to no caller",
-                    ))  # fmt: skip
+                        f"{entry.value!r} applies to no caller"
+                    )
+                    found.append((entry.where, unknown))
         if plain and len(issuers) > 1:
-            found.append((
-                rule.where,
+            whose = "subject" if plain[0].startswith("subject") else "client"
+            first_only = (
                 f"{rule.where}: {rule.section}.{rule.key}: {', '.join(plain)} name no issuer, "
                 f"so they apply to the first issuer only ({issuers[0]}) of the "
-                f"{len(issuers)} configured; write {{issuer: <url>, "
-                f"{'subject' if plain[0].startswith('subject') else 'client'}: ...}} to say whose",
-            ))  # fmt: skip
+                f"{len(issuers)} configured; write {{issuer: <url>, {whose}: ...}} to say whose"
+            )
+            found.append((rule.where, first_only))
     return [warning for _, warning in sorted(found, key=lambda pair: _position(pair[0]))]
 
 

@@ -157,9 +157,11 @@ _PV: Final = "MCP-Protocol-Version"
 _METHOD: Final = "Mcp-Method"
 _NAME: Final = "Mcp-Name"
 _NAMED: Final = {
-    "tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
     **dict.fromkeys(TASK_METHODS, "taskId"),
-}  # fmt: skip
+}
 """Methods whose ``Mcp-Name`` mirrors a params member (streamable-http.mdx §Request Metadata;
 the tasks extension's methods: SEP-2663 §Streamable HTTP: Routing Headers, ``params.taskId``)."""
 

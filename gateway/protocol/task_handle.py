@@ -58,9 +58,16 @@ MAX_HANDLE_CHARS: Final = len(PREFIX) + envelope_chars(MAX_CLAIMS_BYTES)
 """Longest handle the gateway mints: a longer ``taskId`` is refused before anything is opened."""
 
 Refusal = Literal[
-    "malformed", "tampered", "expired", "issuer", "subject", "client", "backend", "policy",
+    "malformed",
+    "tampered",
+    "expired",
+    "issuer",
+    "subject",
+    "client",
+    "backend",
+    "policy",
     "upstream",
-]  # fmt: skip
+]
 """Why a handle was refused (audit ``task.refused``; never the client's answer)."""
 
 

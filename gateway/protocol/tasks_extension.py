@@ -161,8 +161,9 @@ def parse_task(raw: Any, *, detailed: bool) -> Task:
         error = raw.get("error")
         code = error.get("code") if isinstance(error, Mapping) else None
         # The failure's code is the upstream's; its words (and data) are not relayed.
-        return replace(task, error={"code": code if _integer(code) else FAILED_CODE,
-                                  "message": FAILED_TEXT})  # fmt: skip
+        return replace(
+            task, error={"code": code if _integer(code) else FAILED_CODE, "message": FAILED_TEXT}
+        )
     return task
 
 

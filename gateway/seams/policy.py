@@ -143,9 +143,12 @@ class DecisionPoint(Protocol):
     configured: without the section the routes hold None and never call it."""
 
     async def consult(
-        self, principal: Principal, question: AccessQuestion, ctx: RequestContext,
+        self,
+        principal: Principal,
+        question: AccessQuestion,
+        ctx: RequestContext,
         deadline: float,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Return when the request may go on (allowed, or a failure under ``on_error:
         allow_local``); raise ExternalPolicyDenied or PolicyUnavailable otherwise. Records the
         outcome in ``ctx.extra["pdp"]`` for the audit trail. ``deadline``: monotonic instant."""

@@ -178,9 +178,13 @@ def build_services(
     )
     # login: the browser login surface (pages under its prefix), built only when configured.
     login = build_surface(
-        config, outbound, state.browser, audit=audit, metrics=metrics,
+        config,
+        outbound,
+        state.browser,
+        audit=audit,
+        metrics=metrics,
         request_id=lambda request: assign_request_id(request, config.trusted_proxies),
-    )  # fmt: skip
+    )
     services.login = login
 
     def install_routes(app: web.Application) -> None:

@@ -73,6 +73,12 @@ def build_shared_state(
         RedisReplays(store), MemoryReplays(), policy=policies.dpop_replay, metrics=metrics
     )
     return SharedState(
-        "redis", limiter, leases, revocations, replays, store, token_cache,
+        "redis",
+        limiter,
+        leases,
+        revocations,
+        replays,
+        store,
+        token_cache,
         browser=RedisBrowserState(store),
-    )  # fmt: skip
+    )

@@ -210,9 +210,11 @@ class GroupRevocations:
         for link in running:
             try:
                 status, body = await link.request(
-                    "POST", REVOKE_PATH, timeout_s=REVOKE_TIMEOUT_S,
+                    "POST",
+                    REVOKE_PATH,
+                    timeout_s=REVOKE_TIMEOUT_S,
                     doc={"revocation_key": digest.hex(), "until": until},
-                )  # fmt: skip
+                )
                 answer = loads(body)
             except (OutboundError, ValueError):
                 continue

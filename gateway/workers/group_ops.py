@@ -80,9 +80,11 @@ def build_group_ops_app(
             return _answer(503, {"status": "draining", "checks": {}, "workers": stopping})
         pids = [link.slot.pid for link in group.links]
         answers = await asyncio.gather(
-            *(link.probe("/readyz") if pid is not None else _none() for link, pid in
-              zip(group.links, pids, strict=True))
-        )  # fmt: skip
+            *(
+                link.probe("/readyz") if pid is not None else _none()
+                for link, pid in zip(group.links, pids, strict=True)
+            )
+        )
         workers: list[dict[str, Any]] = []
         checks: dict[str, bool] = {}
         versions: set[Any] = set()
@@ -147,8 +149,11 @@ def build_group_ops_app(
 
 
 _WORST: Final[dict[str, Any]] = {
-    "tools": min, "hidden": max, "override_refused": max, "catalog_age_s": max,
-}  # fmt: skip
+    "tools": min,
+    "hidden": max,
+    "override_refused": max,
+    "catalog_age_s": max,
+}
 
 
 def merge_backend_reports(reports: Sequence[Any], workers: int) -> dict[str, Any]:

@@ -268,9 +268,12 @@ class Supervisor:
                 return
             metrics.worker_restarts_total.inc()
             log.error(
-                "worker.exited", worker=slot.index, pid=pid, restart_in_s=delay,
+                "worker.exited",
+                worker=slot.index,
+                pid=pid,
+                restart_in_s=delay,
                 **_exit_fields(code),
-            )  # fmt: skip
+            )
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stop.wait(), delay)
 

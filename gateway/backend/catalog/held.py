@@ -42,8 +42,14 @@ def pin_tools(
             continue
         override = overrides.override_for(tool.name) if overrides is not None else None
         try:
-            item = pin("tool", backend, by_name[tool.upstream_name], tool.name, override=override,
-                       max_description_chars=max_description_chars)  # fmt: skip
+            item = pin(
+                "tool",
+                backend,
+                by_name[tool.upstream_name],
+                tool.name,
+                override=override,
+                max_description_chars=max_description_chars,
+            )
         except OverrideMisfit:
             continue
         items.append(item)
@@ -103,11 +109,15 @@ MAX_REPORTED_DIFFERENCES: Final = 50
 def lock_report(pins: CatalogLock, differences: Sequence[Difference]) -> dict[str, Any]:
     """A backend's ``catalog_lock`` member of ``/readyz``."""
     listed = [
-        {"kind": d.key[0], "name": d.key[2], "change": d.change,
-         "sha256": d.live.sha256 if d.live else None,
-         "locked_sha256": d.locked.sha256 if d.locked else None}
+        {
+            "kind": d.key[0],
+            "name": d.key[2],
+            "change": d.change,
+            "sha256": d.live.sha256 if d.live else None,
+            "locked_sha256": d.locked.sha256 if d.locked else None,
+        }
         for d in differences[:MAX_REPORTED_DIFFERENCES]
-    ]  # fmt: skip
+    ]
     return {
         "on_change": pins.mode,
         "lock_version": pins.current().version,

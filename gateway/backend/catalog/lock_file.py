@@ -113,8 +113,10 @@ def load_lock(path: Path) -> Lock:
         if item is None:
             continue
         if item.key in items:
-            doc.problem(("items", index), f"{item.kind} {item.name!r} of backend "
-                        f"{item.backend!r} is listed twice")  # fmt: skip
+            doc.problem(
+                ("items", index),
+                f"{item.kind} {item.name!r} of backend {item.backend!r} is listed twice",
+            )
             continue
         items[item.key] = item
     if doc.problems:
@@ -157,8 +159,11 @@ def _item(raw: Any, where: tuple[str | int, ...], doc: Any) -> Item | None:
         doc.problem((*where, "definition"), "is not plain JSON")
         return None
     if actual != sha:
-        doc.problem((*where, "sha256"), "does not match the definition (edited by hand? "
-                    "review with `catalog diff`, then `catalog approve`)")  # fmt: skip
+        doc.problem(
+            (*where, "sha256"),
+            "does not match the definition (edited by hand? "
+            "review with `catalog diff`, then `catalog approve`)",
+        )
         return None
     kind_: Kind = kind  # type: ignore[assignment]  # checked against KINDS above
     return Item(kind_, raw["backend"], raw["name"], definition, sha)
@@ -186,9 +191,13 @@ def dump_lock(items: Iterable[Item]) -> str:
         ],
     }
     body = yaml.dump(
-        document, Dumper=_Dumper, sort_keys=False, allow_unicode=False,
-        default_flow_style=False, width=100,
-    )  # fmt: skip
+        document,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=False,
+        default_flow_style=False,
+        width=100,
+    )
     return _HEADER + body
 
 

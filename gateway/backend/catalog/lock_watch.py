@@ -104,16 +104,22 @@ class CatalogLock:
         if isinstance(loaded, list):
             self._count("failure")
             _log.error(
-                "catalog.lock_reload_failed", path=str(self.path),
-                problems=loaded[:MAX_LOGGED_PROBLEMS], problem_count=len(loaded),
-            )  # fmt: skip
+                "catalog.lock_reload_failed",
+                path=str(self.path),
+                problems=loaded[:MAX_LOGGED_PROBLEMS],
+                problem_count=len(loaded),
+            )
             return False
         if loaded.version == self._lock.version:
             return False
         self._lock = loaded
         self._count("success")
-        _log.info("catalog.lock_reloaded", path=str(self.path), version=loaded.version,
-                  items=len(loaded.items))  # fmt: skip
+        _log.info(
+            "catalog.lock_reloaded",
+            path=str(self.path),
+            version=loaded.version,
+            items=len(loaded.items),
+        )
         _warn_outdated(loaded)
         for relock in self._listeners:
             try:
@@ -170,22 +176,29 @@ class CatalogLock:
         kind, backend, name = difference.key
         live = difference.live.sha256 if difference.live is not None else None
         locked = difference.locked.sha256 if difference.locked is not None else None
-        fields = {"backend": backend, "kind": kind, "item": name, "change": difference.change,
-                  "sha256": live, "locked_sha256": locked}  # fmt: skip
+        fields = {
+            "backend": backend,
+            "kind": kind,
+            "item": name,
+            "change": difference.change,
+            "sha256": live,
+            "locked_sha256": locked,
+        }
         if released:
             _log.info("catalog.item_released", **fields)
         else:
-            _log.warning("catalog.item_held" if self.mode == "hold" else "catalog.item_flagged",
-                         **fields)  # fmt: skip
+            _log.warning(
+                "catalog.item_held" if self.mode == "hold" else "catalog.item_flagged", **fields
+            )
         if self._audit is not None:
             self._audit(
-                CatalogEvent(event, backend, kind, name, difference.change, live, locked,
-                             self._lock.version),
+                CatalogEvent(
+                    event, backend, kind, name, difference.change, live, locked, self._lock.version
+                ),
                 time.time(),
-            )  # fmt: skip
+            )
 
 
 def _warn_outdated(lock: Lock) -> None:
     if lock.format != FORMAT_VERSION:
-        _log.warning("catalog.lock_outdated", path=lock.source, format=lock.format,
-                     detail=OUTDATED)  # fmt: skip
+        _log.warning("catalog.lock_outdated", path=lock.source, format=lock.format, detail=OUTDATED)

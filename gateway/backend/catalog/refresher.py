@@ -227,23 +227,36 @@ class CatalogRefresher:
             except UpstreamFault as fault:
                 self._link.forget()  # detect the era again next time
                 self._count("failure")
-                _log.warning("backend_catalog_refresh_failed", backend=self._backend,
-                             kind=fault.kind, status=fault.status)  # fmt: skip
+                _log.warning(
+                    "backend_catalog_refresh_failed",
+                    backend=self._backend,
+                    kind=fault.kind,
+                    status=fault.status,
+                )
                 return False
-            build = build_catalog(tools, prefix=self._settings.name_prefix, backend=self._backend,
-                                  max_description_chars=self._max_description_chars)  # fmt: skip
+            build = build_catalog(
+                tools,
+                prefix=self._settings.name_prefix,
+                backend=self._backend,
+                max_description_chars=self._max_description_chars,
+            )
             self._tool_changes = self._report(
                 {("tool", name, kind) for name, kind in build.sanitised}, self._tool_changes
             )
             for name, reason in build.dropped:
-                _log.warning("backend_tool_dropped", backend=self._backend, tool=name,
-                             reason=reason)  # fmt: skip
+                _log.warning(
+                    "backend_tool_dropped", backend=self._backend, tool=name, reason=reason
+                )
             changed = build.catalog.version != self._fetched_version or not self.ready
             self._fetched_version = build.catalog.version
             if changed:
-                _log.info("backend_catalog_updated", backend=self._backend,
-                          version=build.catalog.version, tools=len(build.catalog),
-                          dropped=len(build.dropped))  # fmt: skip
+                _log.info(
+                    "backend_catalog_updated",
+                    backend=self._backend,
+                    version=build.catalog.version,
+                    tools=len(build.catalog),
+                    dropped=len(build.dropped),
+                )
             if self._pins is None:
                 if changed:
                     self._catalog = build.catalog
@@ -268,8 +281,13 @@ class CatalogRefresher:
         """Log and count each hygiene change once: those the previous snapshot did not have
         (a refresh that finds the same text again says nothing)."""
         for item_kind, name, change in sorted(changes - before):
-            _log.warning("backend_catalog_sanitised", backend=self._backend, kind=item_kind,
-                         item=name, change=change)  # fmt: skip
+            _log.warning(
+                "backend_catalog_sanitised",
+                backend=self._backend,
+                kind=item_kind,
+                item=name,
+                change=change,
+            )
             if self._metrics is not None:
                 self._metrics.catalog_sanitised_total.labels(
                     backend=self._backend, kind=change
@@ -303,22 +321,36 @@ class CatalogRefresher:
                 except UpstreamFault as fault:
                     # Servers without templates often lack the method: no templates, not a
                     # failed fetch (the resources are kept).
-                    _log.info("backend_templates_unavailable", backend=self._backend,
-                              kind=fault.kind, status=fault.status)  # fmt: skip
+                    _log.info(
+                        "backend_templates_unavailable",
+                        backend=self._backend,
+                        kind=fault.kind,
+                        status=fault.status,
+                    )
                     templates = []
         except UpstreamFault as fault:
-            _log.warning("backend_surface_refresh_failed", backend=self._backend,
-                         kind=fault.kind, status=fault.status)  # fmt: skip
+            _log.warning(
+                "backend_surface_refresh_failed",
+                backend=self._backend,
+                kind=fault.kind,
+                status=fault.status,
+            )
             self.surface_failed = True
             return
         self.surface_failed = False
-        part = build_surface(prompts, resources, templates, prefix=self._settings.name_prefix,
-                             backend=self._backend,
-                             max_description_chars=self._max_description_chars)  # fmt: skip
+        part = build_surface(
+            prompts,
+            resources,
+            templates,
+            prefix=self._settings.name_prefix,
+            backend=self._backend,
+            max_description_chars=self._max_description_chars,
+        )
         self._surface_changes = self._report(set(part.sanitised), self._surface_changes)
         for kind, name, reason in part.dropped:
-            _log.warning("backend_item_dropped", backend=self._backend, kind=kind, item=name,
-                         reason=reason)  # fmt: skip
+            _log.warning(
+                "backend_item_dropped", backend=self._backend, kind=kind, item=name, reason=reason
+            )
         part = dataclasses.replace(part, offers=offers, subscribe=subscribe)
         if self._pins is None:
             self._surface = part
@@ -337,9 +369,12 @@ class CatalogRefresher:
         assert pins is not None
         source = self._overrides = self._latest
         self._live_tools, self._tool_names = pin_tools(
-            self._backend, self._raw_tools, self._full_catalog, source,
+            self._backend,
+            self._raw_tools,
+            self._full_catalog,
+            source,
             max_description_chars=self._max_description_chars,
-        )  # fmt: skip
+        )
         differences = compare(self.pinned(), pins.current().for_backend(self._backend))
         self._differences = differences
         catalog, surface = self._full_catalog, self._full_surface

@@ -234,8 +234,9 @@ def _resource(raw: Any, backend: str) -> ResourceDef:
         definition["size"] = size
     if isinstance(raw.get("annotations"), dict):
         definition["annotations"] = raw["annotations"]
-    return ResourceDef(uri=str(uri), definition=_plain(definition), upstream_uri=str(uri),
-                       backend=backend)  # fmt: skip
+    return ResourceDef(
+        uri=str(uri), definition=_plain(definition), upstream_uri=str(uri), backend=backend
+    )
 
 
 def _template(raw: Any, backend: str) -> ResourceDef:
@@ -253,8 +254,9 @@ def _template(raw: Any, backend: str) -> ResourceDef:
     _media(raw, definition)
     if isinstance(raw.get("annotations"), dict):
         definition["annotations"] = raw["annotations"]
-    return ResourceDef(uri=template, definition=_plain(definition), upstream_uri=template,
-                       backend=backend)  # fmt: skip
+    return ResourceDef(
+        uri=template, definition=_plain(definition), upstream_uri=template, backend=backend
+    )
 
 
 def _media(raw: Mapping[str, Any], definition: dict[str, Any]) -> None:

@@ -100,8 +100,13 @@ def merge_surface(
                 exposed = gateway_uri(backend, item.uri) if rewrite else item.uri
                 if exposed is None:
                     reason = "uri in the gateway's own form"
-                    _log.warning("backend_item_dropped", backend=backend, kind="resource",
-                                 item=item.uri[:128], reason=reason)  # fmt: skip
+                    _log.warning(
+                        "backend_item_dropped",
+                        backend=backend,
+                        kind="resource",
+                        item=item.uri[:128],
+                        reason=reason,
+                    )
                     continue
                 key = "uriTemplate" if kind == "t" else "uri"
                 definition = {**item.definition, key: exposed}

@@ -120,8 +120,9 @@ class _PublishedFile:
                 self._jwks = [public_jwk(key, alg) for key, alg in parse_public_keys(text)]
             except KeyProblem as exc:
                 # Keep publishing what was there: a half-written file must not drop keys.
-                _log.error("published_key_file_rejected", source=self._secret.source,
-                           reason=str(exc))  # fmt: skip
+                _log.error(
+                    "published_key_file_rejected", source=self._secret.source, reason=str(exc)
+                )
         return self._jwks
 
 

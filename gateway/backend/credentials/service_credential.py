@@ -253,9 +253,13 @@ def build_client_auth(cred: CredentialConfig) -> ClientAuthentication:
             raise CredentialError("private_key_jwt needs a private_key")
         key, alg = _signing_key(cred.private_key.reveal())
         return ClientAuthentication(
-            client_id, "private_key_jwt", clock=time.time, key=key, alg=alg,
+            client_id,
+            "private_key_jwt",
+            clock=time.time,
+            key=key,
+            alg=alg,
             key_id=cred.private_key_id,
-        )  # fmt: skip
+        )
     if cred.client_secret is None:
         raise CredentialError(f"{cred.client_auth} needs a client_secret")
     return ClientAuthentication(

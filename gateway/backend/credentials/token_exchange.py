@@ -179,9 +179,12 @@ class TokenExchange:
         raise type(outcome)(data=outcome.data, retry_after=outcome.retry_after)
 
     async def for_call(
-        self, caller: CallerToken | None, principal: Principal, ctx: RequestContext,
+        self,
+        caller: CallerToken | None,
+        principal: Principal,
+        ctx: RequestContext,
         deadline: float,
-    ) -> ServiceCredential:  # fmt: skip
+    ) -> ServiceCredential:
         """The credential of one ``tools/call``: the caller's exchanged token (exchanged now
         when not cached, so a refusal is raised before anything goes upstream), recorded for the
         audit trail in ``ctx.extra["exchange"]``. An upstream 401 exchanges once more."""
@@ -192,9 +195,11 @@ class TokenExchange:
             raise InternalError()
         first = await self.exchanged(caller, principal, deadline)
         ctx.extra["exchange"] = {
-            "backend": self._backend, "token_fp": first.fingerprint, "act": first.actor,
+            "backend": self._backend,
+            "token_fp": first.fingerprint,
+            "act": first.actor,
             "exchanged": first.exchanged,
-        }  # fmt: skip
+        }
         return _CallCredential(self, caller, principal, first)
 
     def discard(self, caller: CallerToken, token: str) -> None:
@@ -229,11 +234,15 @@ class TokenExchange:
         self.exchanges += 1
         try:
             response = await self._outbound.request(
-                TOKEN_DESTINATION, "POST", endpoint,
+                TOKEN_DESTINATION,
+                "POST",
+                endpoint,
                 timeout_s=max(0.001, min(issuer.timeout_s, deadline - time.monotonic())),
-                headers=headers, body=body.encode("ascii"), max_body=_MAX_RESPONSE,
+                headers=headers,
+                body=body.encode("ascii"),
+                max_body=_MAX_RESPONSE,
                 span="mcp_gateway.token_exchange",
-            )  # fmt: skip
+            )
         except OutboundError as exc:
             _log.warning("token_exchange_failed", backend=self._backend, reason=type(exc).__name__)
             return self._unavailable()
@@ -261,13 +270,18 @@ class TokenExchange:
         fresh_until = started + min(lifetime - margin, caller_left)
         digest = hashlib.sha256(token.encode("ascii")).hexdigest()
         sent_actor = self._cred.client_id if self._cred.actor == "service" else None
-        result = Exchanged(token, digest[:_FINGERPRINT_HEX], _actor_of(token) or sent_actor,
-                           fresh_until)  # fmt: skip
+        result = Exchanged(
+            token, digest[:_FINGERPRINT_HEX], _actor_of(token) or sent_actor, fresh_until
+        )
         self._count("ok")
         _log.info(
-            "token_exchanged", backend=self._backend, caller_fp=principal.fingerprint,
-            token_fp=result.fingerprint, expires_in=lifetime, issued_token_type=issued,
-        )  # fmt: skip
+            "token_exchanged",
+            backend=self._backend,
+            caller_fp=principal.fingerprint,
+            token_fp=result.fingerprint,
+            expires_in=lifetime,
+            issued_token_type=issued,
+        )
         if fresh_until > self._clock():
             self._cache.put(caller.digest, result, fresh_until)
         return result
@@ -313,9 +327,13 @@ class TokenExchange:
         if found is None:
             issuer = self._issuers.get(issuer_url, self._config.issuer)
             found = self._service[issuer_url] = ClientCredentials(
-                self._cred, self._config, self._outbound, clock=self._clock,
-                backend=self._backend, issuer=issuer,
-            )  # fmt: skip
+                self._cred,
+                self._config,
+                self._outbound,
+                clock=self._clock,
+                backend=self._backend,
+                issuer=issuer,
+            )
         return found
 
     def _refusal(self, status: int, payload: Any) -> _Outcome:

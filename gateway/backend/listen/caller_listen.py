@@ -117,14 +117,22 @@ async def open_caller_listen(
     if own_uris:
         notifications["resourceSubscriptions"] = list(own_uris)
     body = encode_json(
-        {"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen",
-         "params": {"_meta": modern_meta(), "notifications": notifications}}
-    )  # fmt: skip
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "subscriptions/listen",
+            "params": {"_meta": modern_meta(), "notifications": notifications},
+        }
+    )
     try:
         async with link.open_stream(
-            state, body=body, method="subscriptions/listen", deadline=deadline,
-            max_body=STREAM_MAX_BYTES, destination=link.destination + LISTEN_DESTINATION_SUFFIX,
-        ) as response:  # fmt: skip
+            state,
+            body=body,
+            method="subscriptions/listen",
+            deadline=deadline,
+            max_body=STREAM_MAX_BYTES,
+            destination=link.destination + LISTEN_DESTINATION_SUFFIX,
+        ) as response:
             if response.status != 200 or response.content_type != "text/event-stream":
                 raise ListenRefused(f"http_{response.status}")
             parser = SseParser(max_line=MAX_EVENT_BYTES + 16, max_event=MAX_EVENT_BYTES)

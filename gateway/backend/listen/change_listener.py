@@ -94,8 +94,13 @@ class ChangeListener:
             except (UpstreamFault, OutboundError, SseError, ValueError) as exc:
                 failures += 1
                 delay = min(2.0 ** (failures - 1), MAX_BACKOFF_S)
-                _log.info("backend_listen_failed", backend=self._link.backend, era=state.era,
-                          kind=getattr(exc, "kind", type(exc).__name__), retry_s=delay)  # fmt: skip
+                _log.info(
+                    "backend_listen_failed",
+                    backend=self._link.backend,
+                    era=state.era,
+                    kind=getattr(exc, "kind", type(exc).__name__),
+                    retry_s=delay,
+                )
                 await asyncio.sleep(delay)
                 continue
             except Exception:  # a bug must not end listening for good; keep trying, loudly
@@ -118,14 +123,21 @@ class ChangeListener:
             request_id = self._link.next_id()
             params = {"_meta": modern_meta(), "notifications": {"toolsListChanged": True}}
             body = encode_json(
-                {"jsonrpc": "2.0", "id": request_id, "method": "subscriptions/listen",
-                 "params": params}
-            )  # fmt: skip
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "subscriptions/listen",
+                    "params": params,
+                }
+            )
         try:
             async with self._link.open_stream(
-                state, body=body, method="subscriptions/listen", deadline=deadline,
+                state,
+                body=body,
+                method="subscriptions/listen",
+                deadline=deadline,
                 max_body=STREAM_MAX_BYTES,
-            ) as response:  # fmt: skip
+            ) as response:
                 if response.status in (404, 405) or (
                     response.status == 200 and response.content_type == "application/json"
                 ):

@@ -120,8 +120,14 @@ class EraDetector:
         deadline = min(deadline, time.monotonic() + self._timeout_s)
         probe = LinkState("modern", MODERN_VERSION)
         request_id = self._next_id()
-        body = encode_json({"jsonrpc": "2.0", "id": request_id, "method": "server/discover",
-                            "params": {"_meta": modern_meta()}})  # fmt: skip
+        body = encode_json(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "method": "server/discover",
+                "params": {"_meta": modern_meta()},
+            }
+        )
         try:
             reply = await self._send(
                 body, self._headers(probe, "server/discover"), request_id, deadline
@@ -152,9 +158,18 @@ class EraDetector:
         """The legacy handshake, newest version first; a session id it mints is kept."""
         for offered in LEGACY_VERSIONS:
             request_id = self._next_id()
-            body = encode_json({"jsonrpc": "2.0", "id": request_id, "method": "initialize",
-                                "params": {"protocolVersion": offered, "capabilities": {},
-                                           "clientInfo": dict(CLIENT_INFO)}})  # fmt: skip
+            body = encode_json(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "method": "initialize",
+                    "params": {
+                        "protocolVersion": offered,
+                        "capabilities": {},
+                        "clientInfo": dict(CLIENT_INFO),
+                    },
+                }
+            )
             # The initialize request itself carries no MCP-Protocol-Version (sent only after).
             headers = dict(self._base_headers)
             try:
@@ -173,19 +188,28 @@ class EraDetector:
             if session_id is not None and not _valid_session_id(session_id):
                 raise UpstreamFault("garbled")
             state = LinkState(
-                "legacy", str(version), session_id, next(self._generation),
+                "legacy",
+                str(version),
+                session_id,
+                next(self._generation),
                 tools_list_changed=_lists_changes(reply.message),
-                offers=_offers(reply.message), subscribe=_subscribes(reply.message),
+                offers=_offers(reply.message),
+                subscribe=_subscribes(reply.message),
                 list_changed=_surface_changes(reply.message),
-            )  # fmt: skip
+            )
             await self._send(
                 encode_json({"jsonrpc": "2.0", "method": "notifications/initialized"}),
                 self._headers(state, "notifications/initialized"),
                 None,
                 deadline,
             )
-            _log.info("backend_era_detected", backend=self._backend, era="legacy",
-                      version=version, session=session_id is not None)  # fmt: skip
+            _log.info(
+                "backend_era_detected",
+                backend=self._backend,
+                era="legacy",
+                version=version,
+                session=session_id is not None,
+            )
             return state
         raise UpstreamFault("incompatible")
 

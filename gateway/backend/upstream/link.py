@@ -170,10 +170,15 @@ class UpstreamLink:
             headers.update(extra)
             try:
                 return await self._send(
-                    body, headers, request_id, deadline,
+                    body,
+                    headers,
+                    request_id,
+                    deadline,
                     max_bytes=max_bytes or self._max_bytes,
-                    progress_token=progress_token, on_progress=on_progress, credential=credential,
-                )  # fmt: skip
+                    progress_token=progress_token,
+                    on_progress=on_progress,
+                    credential=credential,
+                )
             except UpstreamFault as fault:
                 if fault.kind == "unauthorized" and not retried_auth:
                     retried_auth = True
@@ -188,8 +193,9 @@ class UpstreamLink:
 
     async def notify(self, state: LinkState, method: str, deadline: float) -> None:
         body = encode_json({"jsonrpc": "2.0", "method": method})
-        await self._send(body, self.headers(state, method), None, deadline,
-                         max_bytes=self._max_bytes)  # fmt: skip
+        await self._send(
+            body, self.headers(state, method), None, deadline, max_bytes=self._max_bytes
+        )
 
     async def _send(
         self,
@@ -212,11 +218,18 @@ class UpstreamLink:
         headers["Authorization"] = f"Bearer {token}"
         try:
             return await exchange(
-                self._outbound, self.destination, self.url, body=body, headers=headers,
+                self._outbound,
+                self.destination,
+                self.url,
+                body=body,
+                headers=headers,
                 request_id=request_id,
-                deadline=deadline, max_bytes=max_bytes, progress_token=progress_token,
-                on_progress=on_progress, on_list_changed=self.on_list_changed,
-            )  # fmt: skip
+                deadline=deadline,
+                max_bytes=max_bytes,
+                progress_token=progress_token,
+                on_progress=on_progress,
+                on_list_changed=self.on_list_changed,
+            )
         except UpstreamFault as fault:
             if fault.kind == "unauthorized" and not credential.invalidate(token):
                 raise UpstreamFault("credential", 401) from fault
@@ -228,13 +241,15 @@ class UpstreamLink:
         self, body: bytes, headers: dict[str, str], request_id: JsonRpcId | None, deadline: float
     ) -> Reply:
         try:
-            return await self._send(body, dict(headers), request_id, deadline,
-                                    max_bytes=self._max_bytes)  # fmt: skip
+            return await self._send(
+                body, dict(headers), request_id, deadline, max_bytes=self._max_bytes
+            )
         except UpstreamFault as fault:
             if fault.kind != "unauthorized":
                 raise
-        return await self._send(body, dict(headers), request_id, deadline,
-                                max_bytes=self._max_bytes)  # fmt: skip
+        return await self._send(
+            body, dict(headers), request_id, deadline, max_bytes=self._max_bytes
+        )
 
     async def _reinitialize(self, expired: LinkState, deadline: float) -> LinkState:
         async with self._lock:
@@ -272,9 +287,14 @@ class UpstreamLink:
             raise UpstreamFault("credential") from exc
         headers["Authorization"] = f"Bearer {token}"
         async with self._outbound.stream(
-            destination or self.destination, "POST" if body is not None else "GET", self.url,
-            deadline=deadline, headers=headers, body=body, max_body=max_body,
-        ) as response:  # fmt: skip
+            destination or self.destination,
+            "POST" if body is not None else "GET",
+            self.url,
+            deadline=deadline,
+            headers=headers,
+            body=body,
+            max_body=max_body,
+        ) as response:
             if response.status == 401:
                 self._credential.invalidate(token)
             yield response
@@ -290,8 +310,12 @@ class UpstreamLink:
             token = await self._credential.token(time.monotonic() + _CLOSE_TIMEOUT_S)
             headers["Authorization"] = f"Bearer {token}"
             await self._outbound.request(
-                self.destination, "DELETE", self.url, timeout_s=_CLOSE_TIMEOUT_S,
-                headers=headers, max_body=4096,
-            )  # fmt: skip
+                self.destination,
+                "DELETE",
+                self.url,
+                timeout_s=_CLOSE_TIMEOUT_S,
+                headers=headers,
+                max_body=4096,
+            )
         except (OutboundError, CredentialError, UpstreamFault):
             _log.info("backend_session_delete_failed", backend=self.backend)

@@ -64,8 +64,9 @@ async def fetch_list(
             raise UpstreamFault("garbled")  # a cursor loop would never end
         seen.add(next_cursor)
         cursor = next_cursor
-    _log.warning("backend_catalog_too_many_pages", backend=backend, pages=MAX_LIST_PAGES,
-                 method=method)  # fmt: skip
+    _log.warning(
+        "backend_catalog_too_many_pages", backend=backend, pages=MAX_LIST_PAGES, method=method
+    )
     raise UpstreamFault("garbled")
 
 

@@ -173,9 +173,13 @@ async def exchange(
             max_body=max_bytes * SSE_STREAM_FACTOR,
         ) as response:
             return await _read_reply(
-                response, request_id, max_bytes, progress_token, on_progress,
+                response,
+                request_id,
+                max_bytes,
+                progress_token,
+                on_progress,
                 on_list_changed=on_list_changed,
-            )  # fmt: skip
+            )
     except OutboundTimeout as exc:
         raise UpstreamFault("timeout") from exc
     except ResponseTooLarge as exc:
@@ -223,9 +227,13 @@ async def _read_reply(
         return Reply(status, _check_response(message, request_id), session_id)
     if kind == "text/event-stream":
         message = await _read_sse(
-            response, request_id, max_bytes, progress_token, on_progress,
+            response,
+            request_id,
+            max_bytes,
+            progress_token,
+            on_progress,
             on_list_changed=on_list_changed,
-        )  # fmt: skip
+        )
         return Reply(status, message, session_id)
     raise UpstreamFault("garbled", status)
 

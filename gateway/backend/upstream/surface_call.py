@@ -83,9 +83,12 @@ class UpstreamSurfaceCall:
         span: spans.OpenSpan,
     ) -> SurfaceReply:
         headers = gateway_headers(
-            self._settings, principal, ctx, traceparent=span.traceparent or request.traceparent,
+            self._settings,
+            principal,
+            ctx,
+            traceparent=span.traceparent or request.traceparent,
             tracestate=request.tracestate,
-        )  # fmt: skip
+        )
         if self._signer is not None:
             what = ToolDef(name=request.method, definition={}, upstream_name=request.method)
             headers[self._signer.header] = self._signer.assertion(what, principal, ctx)
@@ -99,24 +102,39 @@ class UpstreamSurfaceCall:
 
         try:
             reply = await self._link.request(
-                request.method, prepare, deadline=deadline, name=request.name,
-                max_bytes=self._max_bytes, credential=credential,
-            )  # fmt: skip
+                request.method,
+                prepare,
+                deadline=deadline,
+                name=request.name,
+                max_bytes=self._max_bytes,
+                credential=credential,
+            )
         except UpstreamFault as fault:
-            _log.warning("backend_request_failed", backend=self._settings.name,
-                         method=request.method, kind=fault.kind, status=fault.status)  # fmt: skip
+            _log.warning(
+                "backend_request_failed",
+                backend=self._settings.name,
+                method=request.method,
+                kind=fault.kind,
+                status=fault.status,
+            )
             return SurfaceReply(fault=fault.kind)
         message = reply.message or {}
         error = message.get("error")
         if isinstance(error, dict):
             code = error.get("code")
-            _log.info("backend_request_error", backend=self._settings.name,
-                      method=request.method, code=code if isinstance(code, int) else None,
-                      status=reply.status)  # fmt: skip
+            _log.info(
+                "backend_request_error",
+                backend=self._settings.name,
+                method=request.method,
+                code=code if isinstance(code, int) else None,
+                status=reply.status,
+            )
             if code in (-32020, -32022, -32601):
                 self._link.forget()  # the upstream may have changed era; detect again
-            return SurfaceReply(error_code=code if isinstance(code, int) else None,
-                                fault=None if isinstance(code, int) else "garbled")  # fmt: skip
+            return SurfaceReply(
+                error_code=code if isinstance(code, int) else None,
+                fault=None if isinstance(code, int) else "garbled",
+            )
         result = message.get("result")
         if not isinstance(result, dict):
             return SurfaceReply(fault="garbled")

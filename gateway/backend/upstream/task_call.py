@@ -91,9 +91,12 @@ class UpstreamTaskCall:
         span: spans.OpenSpan,
     ) -> TaskReply:
         headers = gateway_headers(
-            self._settings, principal, ctx, traceparent=span.traceparent or request.traceparent,
+            self._settings,
+            principal,
+            ctx,
+            traceparent=span.traceparent or request.traceparent,
             tracestate=request.tracestate,
-        )  # fmt: skip
+        )
         if self._signer is not None:
             what = ToolDef(name=request.method, definition={}, upstream_name=request.method)
             headers[self._signer.header] = self._signer.assertion(what, principal, ctx)
@@ -111,20 +114,33 @@ class UpstreamTaskCall:
 
         try:
             reply = await self._link.request(
-                request.method, prepare, deadline=deadline, name=request.task_id,
-                max_bytes=self._max_bytes, credential=credential,
-            )  # fmt: skip
+                request.method,
+                prepare,
+                deadline=deadline,
+                name=request.task_id,
+                max_bytes=self._max_bytes,
+                credential=credential,
+            )
         except UpstreamFault as fault:
-            _log.warning("backend_request_failed", backend=self._settings.name,
-                         method=request.method, kind=fault.kind, status=fault.status)  # fmt: skip
+            _log.warning(
+                "backend_request_failed",
+                backend=self._settings.name,
+                method=request.method,
+                kind=fault.kind,
+                status=fault.status,
+            )
             return TaskReply(fault=fault.kind)
         message = reply.message or {}
         error = message.get("error")
         if isinstance(error, dict):
             code = error.get("code")
-            _log.info("backend_request_error", backend=self._settings.name,
-                      method=request.method, code=code if isinstance(code, int) else None,
-                      status=reply.status)  # fmt: skip
+            _log.info(
+                "backend_request_error",
+                backend=self._settings.name,
+                method=request.method,
+                code=code if isinstance(code, int) else None,
+                status=reply.status,
+            )
             if code == UNKNOWN_TASK_CODE:
                 return TaskReply(unknown=True)
             if code in (-32020, -32022, -32601):
@@ -148,7 +164,12 @@ class UpstreamTaskCall:
                     raise InvalidTask("completed task's result is not a tool result")
                 task = replace(task, result=checked)
         except InvalidTask as bad:
-            _log.warning("backend_request_failed", backend=self._settings.name,
-                         method=request.method, kind="bad_task", reason=str(bad))  # fmt: skip
+            _log.warning(
+                "backend_request_failed",
+                backend=self._settings.name,
+                method=request.method,
+                kind="bad_task",
+                reason=str(bad),
+            )
             return TaskReply(fault="garbled")
         return TaskReply(task=task)

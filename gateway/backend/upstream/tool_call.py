@@ -167,12 +167,22 @@ class UpstreamToolCall:
             request = _Request(call, arguments, headers, token)
             try:
                 reply = await self._link.request(
-                    "tools/call", request, deadline=deadline, name=request.upstream_name,
-                    progress_token=token, on_progress=relay, credential=credential,
-                )  # fmt: skip
+                    "tools/call",
+                    request,
+                    deadline=deadline,
+                    name=request.upstream_name,
+                    progress_token=token,
+                    on_progress=relay,
+                    credential=credential,
+                )
             except UpstreamFault as fault:
-                _log.warning("backend_call_failed", backend=self._backend, tool=tool.name,
-                             kind=fault.kind, status=fault.status)  # fmt: skip
+                _log.warning(
+                    "backend_call_failed",
+                    backend=self._backend,
+                    tool=tool.name,
+                    kind=fault.kind,
+                    status=fault.status,
+                )
                 span.fail(fault.kind)
                 if fault.status is not None:
                     span.set("http.response.status_code", fault.status)
@@ -222,9 +232,12 @@ class UpstreamToolCall:
         ``traceparent``: the backend call's own span as the parent (a traced request), else
         the request's (the gateway's server span id, as without tracing)."""
         headers = gateway_headers(
-            self._settings, principal, ctx, traceparent=traceparent or call.traceparent,
+            self._settings,
+            principal,
+            ctx,
+            traceparent=traceparent or call.traceparent,
             tracestate=call.tracestate,
-        )  # fmt: skip
+        )
         if self._signer is not None:
             headers[self._signer.header] = self._signer.assertion(call.tool, principal, ctx)
         return headers
@@ -234,8 +247,13 @@ class UpstreamToolCall:
     ) -> Answer:
         """A JSON-RPC error from the upstream: a fixed tool error, or a relayed -32021."""
         code = error.get("code")
-        _log.warning("backend_call_error", backend=self._backend, tool=call.tool.name, code=code,
-                     status=reply.status)  # fmt: skip
+        _log.warning(
+            "backend_call_error",
+            backend=self._backend,
+            tool=call.tool.name,
+            code=code,
+            status=reply.status,
+        )
         if code == -32602:
             # Unknown tool or arguments the upstream refuses: the catalog may be stale.
             self._on_stale_catalog()
@@ -272,14 +290,20 @@ class UpstreamToolCall:
                     raw, backend=self._backend, max_state_bytes=self._max_state_bytes
                 )
             except InvalidInputRequired as bad:
-                _log.warning("backend_call_failed", backend=self._backend, tool=call.tool.name,
-                             kind="bad_input_required", reason=bad.reason)  # fmt: skip
+                _log.warning(
+                    "backend_call_failed",
+                    backend=self._backend,
+                    tool=call.tool.name,
+                    kind="bad_input_required",
+                    reason=bad.reason,
+                )
                 return error_result(FAILED_TEXT), "upstream_error"
             return found, "input_required"
         result = sanitize_result(raw)
         if result is None:
-            _log.warning("backend_call_failed", backend=self._backend, tool=call.tool.name,
-                         kind="bad_result")  # fmt: skip
+            _log.warning(
+                "backend_call_failed", backend=self._backend, tool=call.tool.name, kind="bad_result"
+            )
             return error_result(FAILED_TEXT), "upstream_error"
         return result, ("tool_error" if result.get("isError") is True else "ok")
 
@@ -290,15 +314,24 @@ class UpstreamToolCall:
         it the upstream broke the extension's MUST NOT (a task to a client that did not declare
         the extension on that request), which is an upstream error like any garbled reply."""
         if not request.sent_tasks:
-            _log.warning("backend_call_failed", backend=self._backend, tool=call.tool.name,
-                         kind="unsolicited_task")  # fmt: skip
+            _log.warning(
+                "backend_call_failed",
+                backend=self._backend,
+                tool=call.tool.name,
+                kind="unsolicited_task",
+            )
             ctx.extra[TASK_KEY] = {"refused": "unsolicited"}
             return error_result(FAILED_TEXT), "upstream_error"
         try:
             task = parse_task(raw, detailed=False)
         except InvalidTask as bad:
-            _log.warning("backend_call_failed", backend=self._backend, tool=call.tool.name,
-                         kind="bad_task", reason=str(bad))  # fmt: skip
+            _log.warning(
+                "backend_call_failed",
+                backend=self._backend,
+                tool=call.tool.name,
+                kind="bad_task",
+                reason=str(bad),
+            )
             return error_result(FAILED_TEXT), "upstream_error"
         return TaskCreated(self._backend, task), "task"
 
@@ -306,8 +339,16 @@ class UpstreamToolCall:
 class _Request:
     """The link's ``prepare``: the call's params and headers in the era the link found."""
 
-    __slots__ = ("_arguments", "_call", "_capabilities", "_headers", "_token", "era",
-                 "sent_tasks", "upstream_name")  # fmt: skip
+    __slots__ = (
+        "_arguments",
+        "_call",
+        "_capabilities",
+        "_headers",
+        "_token",
+        "era",
+        "sent_tasks",
+        "upstream_name",
+    )
 
     def __init__(
         self,

@@ -43,11 +43,23 @@ _SCHEMA_MAPS: Final = frozenset(
 # Keywords whose value is one subschema or an array of subschemas.
 _SCHEMA_VALUES: Final = frozenset(
     {
-        "items", "prefixItems", "additionalItems", "contains", "additionalProperties",
-        "unevaluatedProperties", "unevaluatedItems", "propertyNames", "not", "if", "then",
-        "else", "allOf", "anyOf", "oneOf",
+        "items",
+        "prefixItems",
+        "additionalItems",
+        "contains",
+        "additionalProperties",
+        "unevaluatedProperties",
+        "unevaluatedItems",
+        "propertyNames",
+        "not",
+        "if",
+        "then",
+        "else",
+        "allOf",
+        "anyOf",
+        "oneOf",
     }
-)  # fmt: skip
+)
 
 
 def header_params(input_schema: Mapping[str, Any]) -> tuple[HeaderParam, ...]:

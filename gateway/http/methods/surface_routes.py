@@ -80,8 +80,13 @@ MAX_PROMPT_ARGUMENT_CHARS: Final = 8192
 MAX_AUDITED_URI: Final = 512
 """A URI in the audit trail is cut to this many characters."""
 SURFACE_OUTCOMES: Final = (
-    "ok", "denied", "not_found", "invalid_arguments", "upstream_error", "too_large",
-)  # fmt: skip
+    "ok",
+    "denied",
+    "not_found",
+    "invalid_arguments",
+    "upstream_error",
+    "too_large",
+)
 """``surface_requests_total`` outcome label values."""
 _NOT_FOUND_CODES: Final = frozenset({-32602, -32002})
 
@@ -158,9 +163,14 @@ class SurfaceRoutes:
         )
         question = AccessQuestion("prompts/get", name, prompt.backend, dict(arguments))
         reply = await self._send(
-            turn, decision, request, section="prompts", key=name, admitted=admitted,
+            turn,
+            decision,
+            request,
+            section="prompts",
+            key=name,
+            admitted=admitted,
             question=question,
-        )  # fmt: skip
+        )
         if reply.error_code in _NOT_FOUND_CODES:
             self._count(message.method, decision.rule, "not_found")
             raise UnknownPrompt()
@@ -207,9 +217,14 @@ class SurfaceRoutes:
         key = decision.rule or ""
         question = AccessQuestion("resources/read", uri, backend)
         reply = await self._send(
-            turn, decision, request, section="resources", key=key, admitted=admitted,
+            turn,
+            decision,
+            request,
+            section="resources",
+            key=key,
+            admitted=admitted,
             question=question,
-        )  # fmt: skip
+        )
         if reply.error_code in _NOT_FOUND_CODES:
             self._count(message.method, decision.rule, "not_found")
             raise not_found(message.era)

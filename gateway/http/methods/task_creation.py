@@ -106,14 +106,21 @@ class TaskCreation:
         except HandleTooLarge:
             ctx.extra[TASK_KEY] = {"refused": "too_large"}
             ctx.outcome = "upstream_error"
-            return shape_call_result(tool_error_result(TOO_LARGE_TEXT), era="modern",
-                                     server=self._server)  # fmt: skip
+            return shape_call_result(
+                tool_error_result(TOO_LARGE_TEXT), era="modern", server=self._server
+            )
         ctx.extra[TASK_KEY] = {
-            "handle": handle_digest(handle), "status": found.task.status, "event": "created",
-        }  # fmt: skip
+            "handle": handle_digest(handle),
+            "status": found.task.status,
+            "event": "created",
+        }
         if self._metrics is not None:
             self._metrics.tasks_total.labels(backend=found.backend, event="created").inc()
         return client_task(
-            found.task, handle, result_type="task", lifetime_ms=lifetime * 1000,
-            min_poll_ms=self._min_poll_ms, server=self._server,
-        )  # fmt: skip
+            found.task,
+            handle,
+            result_type="task",
+            lifetime_ms=lifetime * 1000,
+            min_poll_ms=self._min_poll_ms,
+            server=self._server,
+        )

@@ -156,8 +156,10 @@ class TaskMethods:
                 tracestate=ctx.tracestate,
                 caller_token=turn.caller_token if claims.backend in self._exchanging else None,
             ),
-            principal, ctx, turn.deadline,
-        )  # fmt: skip
+            principal,
+            ctx,
+            turn.deadline,
+        )
         if reply.unknown:
             record["refused"] = "upstream" if reply.configured else "backend"
             raise UnknownTask(detail="the backend does not know the task")
@@ -223,8 +225,12 @@ class TaskMethods:
             else None
         )
         answer = client_task(
-            task, handle, result_type="complete",
+            task,
+            handle,
+            result_type="complete",
             lifetime_ms=(claims.expires_at - claims.issued_at) * 1000,
-            min_poll_ms=self._min_poll_ms, server=self._server, result=result,
-        )  # fmt: skip
+            min_poll_ms=self._min_poll_ms,
+            server=self._server,
+            result=result,
+        )
         return bounded_success(message, answer, self._cap)

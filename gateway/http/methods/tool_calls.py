@@ -133,9 +133,13 @@ class ToolCalls:
                 await lease.release()
         if isinstance(raw, InputRequired):  # the upstream asks the user: seal and relay
             shaped = self._inputs.relay(
-                raw, message, principal=principal, policy_version=policy.version,
-                resume=resume, ctx=ctx,
-            )  # fmt: skip
+                raw,
+                message,
+                principal=principal,
+                policy_version=policy.version,
+                resume=resume,
+                ctx=ctx,
+            )
         elif isinstance(raw, TaskCreated):  # only ever for a call ToolCall.tasks allowed
             assert self._tasks is not None
             shaped = self._tasks.created(raw, principal, tool, ctx)

@@ -98,13 +98,18 @@ class Dispatcher:
             tasks=TaskCreation(config, handles, metrics=metrics) if handles else None,
         )
         self.subscriptions = SubscriptionRoutes(
-            limits=config.limits, backend=backend, listening=listening, policy=policy,
+            limits=config.limits,
+            backend=backend,
+            listening=listening,
+            policy=policy,
             detach=detach,
-        )  # fmt: skip
+        )
         self.sessions = LegacySessions(
-            config=config, hub=self.subscriptions.hub, backend=backend,
+            config=config,
+            hub=self.subscriptions.hub,
+            backend=backend,
             listening=listening if legacy_sessions else None,
-        )  # fmt: skip
+        )
         self._routes: dict[str, Route] = {
             **Listing(
                 config=config,
@@ -130,11 +135,16 @@ class Dispatcher:
         if handles is not None and tasks is not None:
             self._routes.update(
                 TaskMethods(
-                    config=config, handles=handles, relay=tasks, limits=limits,
-                    conditions=conditions, exchanging=tools.exchanging,
-                    decision_point=decision_point, metrics=metrics,
+                    config=config,
+                    handles=handles,
+                    relay=tasks,
+                    limits=limits,
+                    conditions=conditions,
+                    exchanging=tools.exchanging,
+                    decision_point=decision_point,
+                    metrics=metrics,
                 ).routes()
-            )  # fmt: skip
+            )
         self.exchanging = tools.exchanging
         """Backends whose credential exchanges the caller's token: only their calls carry it."""
 

@@ -160,11 +160,18 @@ class McpEndpoint:
         )
         """Legacy subscription sessions are possible: a session's GET/DELETE is authenticated."""
         self._dispatcher = Dispatcher(
-            config=config, backend=backend, limits=self._limits, metrics=metrics,
-            drain=self._drain, listening=listening, policy=policy, detach=self._detach,
+            config=config,
+            backend=backend,
+            limits=self._limits,
+            metrics=metrics,
+            drain=self._drain,
+            listening=listening,
+            policy=policy,
+            detach=self._detach,
             decision_point=decision_point,
-            legacy_sessions=self._sessions, tasks=tasks,
-        )  # fmt: skip
+            legacy_sessions=self._sessions,
+            tasks=tasks,
+        )
 
     def drain(self, deadline: float) -> None:
         """A graceful stop began: every request in flight must be answered by ``deadline``
@@ -253,9 +260,10 @@ class McpEndpoint:
             # A legacy session's GET stream or DELETE goes on through authentication; any other
             # (a sessionless GET probe included) is 405 here (http/subscriptions/legacy_stream.py).
             if not (
-                self._sessions and request.method in _SESSION_METHODS
+                self._sessions
+                and request.method in _SESSION_METHODS
                 and SESSION_HEADER in request.headers
-            ):  # fmt: skip
+            ):
                 raise MethodNotAllowed()
         headers = request.headers
         check_origin(headers.get("Origin"), self._origins)  # step 3
@@ -338,8 +346,15 @@ class McpEndpoint:
         headers = request.headers
         deadline = started + self._deadline_s
         if request.method != "POST":  # a session's GET or DELETE: no body
-            turn = Turn(request=request, ctx=ctx, policy=policy, principal=principal,
-                        deadline=deadline, accepts_sse=True, token_key=token_key)  # fmt: skip
+            turn = Turn(
+                request=request,
+                ctx=ctx,
+                policy=policy,
+                principal=principal,
+                deadline=deadline,
+                accepts_sse=True,
+                token_key=token_key,
+            )
             return await serve_session(
                 self._dispatcher.sessions, turn, source=self._policy, detach=self._detach
             )
