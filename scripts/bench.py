@@ -201,8 +201,17 @@ class Bench:
 
     # --- measuring -----------------------------------------------------------------------------
 
-    def load(self, key: str, proc: Proc, url: str, lua: Path, *, connections: int = 64,
-             duration: float | None = None, warm: float = 2.0) -> Load:  # fmt: skip
+    def load(
+        self,
+        key: str,
+        proc: Proc,
+        url: str,
+        lua: Path,
+        *,
+        connections: int = 64,
+        duration: float | None = None,
+        warm: float = 2.0,
+    ) -> Load:
         """Pin ``proc`` alone to the target core, warm up, measure; the rest on the load core."""
         pin(proc.pids, TARGET_CORE)
         duration = self.args.duration if duration is None else duration
@@ -210,11 +219,13 @@ class Bench:
             if not proc.warmed:
                 warm = max(warm, FIRST_WARM_S)
                 proc.warmed = True
-            run = run_wrk(url, lua, connections=connections, duration=warm, measured=[],
-                          core=LOAD_CORE)  # fmt: skip
+            run = run_wrk(
+                url, lua, connections=connections, duration=warm, measured=[], core=LOAD_CORE
+            )
             advance_proofs(lua, run.requests, connections)
-        result = run_wrk(url, lua, connections=connections, duration=duration,
-                         measured=proc.pids, core=LOAD_CORE)  # fmt: skip
+        result = run_wrk(
+            url, lua, connections=connections, duration=duration, measured=proc.pids, core=LOAD_CORE
+        )
         advance_proofs(lua, result.requests, connections)
         self.results.setdefault(key, []).append(result)
         print(f"  {key:<28} {describe(result)}", flush=True)
@@ -272,15 +283,29 @@ class Bench:
         out.mkdir(parents=True, exist_ok=True)
         spy_bin = str(Path(PYTHON).parent / "py-spy")
         spy = subprocess.Popen(  # noqa: S603
-            [spy_bin, "record", "--native", "--format", "raw", "-r", "250", "-o",
-             str(out / f"{proc.name}.txt"), "--pid", str(proc.popen.pid),
-             "-d", str(int(self.args.duration))],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                spy_bin,
+                "record",
+                "--native",
+                "--format",
+                "raw",
+                "-r",
+                "250",
+                "-o",
+                str(out / f"{proc.name}.txt"),
+                "--pid",
+                str(proc.popen.pid),
+                "-d",
+                str(int(self.args.duration)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         pin([spy.pid], LOAD_CORE)
         time.sleep(0.5)
-        self.load("profiled", proc, proc.url, lua or self.lua["modern"], warm=0,
-                  connections=connections)  # fmt: skip
+        self.load(
+            "profiled", proc, proc.url, lua or self.lua["modern"], warm=0, connections=connections
+        )
         spy.wait(timeout=60)
         print(f"  profile written to {out / (proc.name + '.txt')}")
 
@@ -296,10 +321,14 @@ class Bench:
                 for which in order if index % 2 == 0 else reversed(order):
                     if which == "bare":
                         self.with_backend_on_target(
-                            lambda: self.load("bare (floor phase)", self.backend,
-                                              self.backend_url, self.lua["bare"],
-                                              duration=self.args.side_duration)
-                        )  # fmt: skip
+                            lambda: self.load(
+                                "bare (floor phase)",
+                                self.backend,
+                                self.backend_url,
+                                self.lua["bare"],
+                                duration=self.args.side_duration,
+                            )
+                        )
                         continue
                     proc, lua = (floor, "bare") if which == "floor" else (defaults, "modern")
                     key = "floor" if which == "floor" else "defaults (floor phase)"
@@ -316,11 +345,25 @@ class Bench:
         try:
             for _ in range(self.args.rounds):
                 self.with_backend_on_target(
-                    lambda: self.load("bare c1", self.backend, self.backend_url,
-                                      self.lua["bare"], connections=1, duration=duration, warm=1)
-                )  # fmt: skip
-                self.load("defaults c1", defaults, defaults.url, self.lua["modern"],
-                          connections=1, duration=duration, warm=1)  # fmt: skip
+                    lambda: self.load(
+                        "bare c1",
+                        self.backend,
+                        self.backend_url,
+                        self.lua["bare"],
+                        connections=1,
+                        duration=duration,
+                        warm=1,
+                    )
+                )
+                self.load(
+                    "defaults c1",
+                    defaults,
+                    defaults.url,
+                    self.lua["modern"],
+                    connections=1,
+                    duration=duration,
+                    warm=1,
+                )
             if self.args.profile:
                 self.profile(defaults, connections=1)
         finally:
@@ -329,16 +372,22 @@ class Bench:
     def phase_legacy(self) -> None:
         print("legacy: 2025-06-18 tools/call against 2026-07-28, alternating")
         lua = write_lua(
-            self.work / "legacy.lua", call_body(modern=False),
+            self.work / "legacy.lua",
+            call_body(modern=False),
             {"MCP-Protocol-Version": "2025-06-18", "Authorization": f"Bearer {self.info['token']}"},
-        )  # fmt: skip
+        )
         gateway = self.gateway("defaults-legacy")
         try:
             for index in range(self.args.side_rounds):
                 pairs = [("modern", self.lua["modern"]), ("legacy", lua)]
                 for key, script in pairs if index % 2 == 0 else reversed(pairs):
-                    self.load(f"{key} (legacy phase)", gateway, gateway.url, script,
-                              duration=self.args.side_duration)  # fmt: skip
+                    self.load(
+                        f"{key} (legacy phase)",
+                        gateway,
+                        gateway.url,
+                        script,
+                        duration=self.args.side_duration,
+                    )
         finally:
             gateway.stop()
 
@@ -391,8 +440,10 @@ class Bench:
         )
         checkpoint_key = self.work / "audit-key.pem"
         write_ed25519(checkpoint_key)
-        checkpoints = {"sink": "stdout", "checkpoint": {"key": {"file": str(checkpoint_key)},
-                                                        "every": 1000}}  # fmt: skip
+        checkpoints = {
+            "sink": "stdout",
+            "checkpoint": {"key": {"file": str(checkpoint_key)}, "every": 1000},
+        }
         # The catalog lock under hold: pinned by the command an operator runs, against the
         # bench backend (compared at each catalog fetch; per request the refresher's catalog()
         # compares the policy object's identity, nothing more).
@@ -400,26 +451,57 @@ class Bench:
         pin_config = self.work / "catalog-pin.yaml"
         pin_config.write_text(json.dumps(self.config()))
         subprocess.run(  # noqa: S603
-            [PYTHON, "-m", "gateway.commands", "catalog", "pin", "--config", str(pin_config),
-             "--output", str(lock)],
-            check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+            [
+                PYTHON,
+                "-m",
+                "gateway.commands",
+                "catalog",
+                "pin",
+                "--config",
+                str(pin_config),
+                "--output",
+                str(lock),
+            ],
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=subprocess.DEVNULL,
+        )
         variants: list[tuple[str, dict[str, Any], Path]] = [
             ("jwt, warm cache", {"issuer": jwt_issuer}, jwt_lua),
             ("catalog lock, hold", {"catalog": {"lock": str(lock)}}, self.lua["modern"]),
-            ("two backends", {"backend": None, "backends": two,
-                              "policy": str(self.work / "policy-two.yaml")}, self.lua["modern"]),
-            ("conditions on the tool", {"policy": str(self.work / "policy-when.yaml")},
-             self.lua["modern"]),
-            ("override on the tool", {"policy": str(self.work / "policy-override.yaml")},
-             self.lua["modern"]),
+            (
+                "two backends",
+                {"backend": None, "backends": two, "policy": str(self.work / "policy-two.yaml")},
+                self.lua["modern"],
+            ),
+            (
+                "conditions on the tool",
+                {"policy": str(self.work / "policy-when.yaml")},
+                self.lua["modern"],
+            ),
+            (
+                "override on the tool",
+                {"policy": str(self.work / "policy-override.yaml")},
+                self.lua["modern"],
+            ),
             # policy_external: the same question every call, so a cache hit (its canonical
             # request and hash); with ttl_s: 0 one AuthZEN round trip per call.
             ("external decision point, cached", {"policy_external": pdp}, self.lua["modern"]),
-            ("external decision point, ttl_s 0", {"policy_external": {**pdp, "cache": {
-                "ttl_s": 0}}}, self.lua["modern"]),
-            ("signed assertion", {"backend": {**self.config()["backend"], "identity": {
-                "assertion": {"key": {"file": str(key)}}}}}, self.lua["modern"]),
+            (
+                "external decision point, ttl_s 0",
+                {"policy_external": {**pdp, "cache": {"ttl_s": 0}}},
+                self.lua["modern"],
+            ),
+            (
+                "signed assertion",
+                {
+                    "backend": {
+                        **self.config()["backend"],
+                        "identity": {"assertion": {"key": {"file": str(key)}}},
+                    }
+                },
+                self.lua["modern"],
+            ),
             # The rest of the surface: a prompts/get and a resources/read (each with its audit
             # event), beside a tools/call at the defaults.
             ("prompts/get greet", {}, prompt_lua),
@@ -433,9 +515,12 @@ class Bench:
             # tracing: off is the defaults again (an A/A pair: its cost must be noise); on
             # records every request (ratio 1.0) and exports to the peer's OTLP/HTTP sink.
             ("tracing off", {}, self.lua["modern"]),
-            ("tracing on, ratio 1.0", {"tracing": {"otlp": {"endpoint": self.info["otlp"]},
-                                                   "sample_ratio": 1.0}}, self.lua["modern"]),
-        ]  # fmt: skip
+            (
+                "tracing on, ratio 1.0",
+                {"tracing": {"otlp": {"endpoint": self.info["otlp"]}, "sample_ratio": 1.0}},
+                self.lua["modern"],
+            ),
+        ]
         self.side_by_side([v for v in variants if self.wanted(v[0])])
         # DPoP: the same JWT, bound to a key, each request with its own proof. The proofs are
         # made just before their variant runs (their iat must stay within the window).
@@ -448,11 +533,12 @@ class Bench:
         """``tasks:`` on (with the seal key :meth:`task_lua` mints under), echo a task tool."""
         (self.work / "policy-tasks.yaml").write_text(policy(1, tasks=True))
         return {
-            "input_requests": {"seal_keys": [{"id": "bench", "key": {
-                "file": str(self.work / "seal-key")}}]},
+            "input_requests": {
+                "seal_keys": [{"id": "bench", "key": {"file": str(self.work / "seal-key")}}]
+            },
             "tasks": {"min_poll_interval_ms": 100},
             "policy": str(self.work / "policy-tasks.yaml"),
-        }  # fmt: skip
+        }
 
     def task_lua(self) -> Path:
         """A wrk script polling 1,000 handles of the bench token's task in turn (minted with
@@ -462,15 +548,28 @@ class Bench:
         handles = TaskHandles((SealKey("bench", key),), "bench", resource=self.resource)
         now = int(time.time())
         claims = TaskClaims(
-            backend="default", upstream_id="bench-task", issuer=self.info["issuer"],
-            subject="bench", client_id="demo-cli", tool="echo", issued_at=now,
+            backend="default",
+            upstream_id="bench-task",
+            issuer=self.info["issuer"],
+            subject="bench",
+            client_id="demo-cli",
+            tool="echo",
+            issued_at=now,
             expires_at=now + 86_400,
-        )  # fmt: skip
+        )
         minted = [handles.seal(claims) for _ in range(1000)]
-        meta = {**META, "io.modelcontextprotocol/clientCapabilities": {"extensions": {
-            "io.modelcontextprotocol/tasks": {}}}}  # fmt: skip
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tasks/get",
-                "params": {"taskId": "%s", "_meta": meta}}  # fmt: skip
+        meta = {
+            **META,
+            "io.modelcontextprotocol/clientCapabilities": {
+                "extensions": {"io.modelcontextprotocol/tasks": {}}
+            },
+        }
+        body = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tasks/get",
+            "params": {"taskId": "%s", "_meta": meta},
+        }
         headers = modern_headers(self.info["token"], "", "tasks/get")
         del headers["Mcp-Name"]  # set per request, with the handle
         return write_task_lua(self.work / "tasks.lua", body, headers, minted)
@@ -496,8 +595,13 @@ class Bench:
             warnings.simplefilter("ignore")  # joserfc: RFC 9864 deprecates the name "EdDSA"
             now = int(time.time())
             for index in range(count):
-                claims = {"jti": f"{index:x}-{os.urandom(6).hex()}", "htm": "POST",
-                          "htu": self.resource, "iat": now, "ath": ath}  # fmt: skip
+                claims = {
+                    "jti": f"{index:x}-{os.urandom(6).hex()}",
+                    "htm": "POST",
+                    "htu": self.resource,
+                    "iat": now,
+                    "ath": ath,
+                }
                 out.write(jws.serialize_compact(header, json.dumps(claims), key, [alg]) + "\n")
         print(f"  {count:,} {alg} proofs made in {time.monotonic() - started:.1f} s", flush=True)
         headers = {**modern_headers(None), "Authorization": f"DPoP {token}"}
@@ -509,10 +613,13 @@ class Bench:
         (self.work / "policy-all.yaml").write_text(policy(1, extra=["tool_*"]))
         backend = {**self.config()["backend"], "url": self.backend_url + "1000"}
         variants: list[tuple[str, dict[str, Any], Path]] = [
-            ("1000 tools", {"backend": backend, "policy": str(self.work / "policy-all.yaml")},
-             self.lua["modern"]),
+            (
+                "1000 tools",
+                {"backend": backend, "policy": str(self.work / "policy-all.yaml")},
+                self.lua["modern"],
+            ),
             ("1000 rules", {"policy": str(self.work / "policy-1000.yaml")}, self.lua["modern"]),
-        ]  # fmt: skip
+        ]
         self.side_by_side(variants)
 
     def side_by_side(self, variants: list[tuple[str, dict[str, Any], Path]]) -> None:
@@ -528,11 +635,12 @@ class Bench:
                 )
                 try:
                     for index in range(self.args.side_rounds):
-                        pair = [(name, gateway, lua), (f"defaults (beside {name})", reference,
-                                                       self.lua["modern"])]  # fmt: skip
+                        pair = [
+                            (name, gateway, lua),
+                            (f"defaults (beside {name})", reference, self.lua["modern"]),
+                        ]
                         for key, proc, script in pair if index % 2 == 0 else reversed(pair):
-                            self.load(key, proc, proc.url, script,
-                                      duration=self.args.side_duration)  # fmt: skip
+                            self.load(key, proc, proc.url, script, duration=self.args.side_duration)
                             pin(proc.pids, LOAD_CORE)
                 finally:
                     gateway.stop()
@@ -540,18 +648,26 @@ class Bench:
             reference.stop()
 
     def phase_workers(self) -> None:
-        print("workers: --workers 2 against --workers 1, c64, unpinned (every process shares "
-              "both cores)")  # fmt: skip
+        print(
+            "workers: --workers 2 against --workers 1, c64, unpinned (every process shares "
+            "both cores)"
+        )
         for index in range(self.args.side_rounds):
             for workers in (1, 2) if index % 2 == 0 else (2, 1):
                 config = self.config()
-                proc = start_gateway(f"workers-{workers}", config, self.work, core=None,
-                                     stdout=self.work / f"workers-{workers}.log",
-                                     workers=workers)  # fmt: skip
+                proc = start_gateway(
+                    f"workers-{workers}",
+                    config,
+                    self.work,
+                    core=None,
+                    stdout=self.work / f"workers-{workers}.log",
+                    workers=workers,
+                )
                 try:
                     pin([*self.backend.pids, *self.peer.pids], None)
-                    result = run_wrk_all_cores(proc.url, self.lua["modern"], proc,
-                                               self.args.side_duration)  # fmt: skip
+                    result = run_wrk_all_cores(
+                        proc.url, self.lua["modern"], proc, self.args.side_duration
+                    )
                     self.results.setdefault(f"--workers {workers}", []).append(result)
                     print(f"  --workers {workers:<18} {describe(result)}", flush=True)
                 finally:
@@ -577,8 +693,11 @@ CONDITIONS = ['subject == "bench" && "mcp:access" in scopes', "arguments.text.si
 
 # A policy override on the benchmarked tool (title, description, two annotations): applied when
 # the catalogs are merged, so its cost per call must be noise (docs/policy.md#overrides).
-OVERRIDE = {"title": "Echo (reviewed)", "description": "Repeats the text.",
-            "annotations": {"readOnlyHint": True, "openWorldHint": False}}  # fmt: skip
+OVERRIDE = {
+    "title": "Echo (reviewed)",
+    "description": "Repeats the text.",
+    "annotations": {"readOnlyHint": True, "openWorldHint": False},
+}
 
 
 def policy(
@@ -617,9 +736,10 @@ def policy(
 
 def write_ed25519(path: Path) -> None:
     pem = Ed25519PrivateKey.generate().private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
-    )  # fmt: skip
+    )
     path.write_bytes(pem)
 
 
@@ -636,9 +756,11 @@ def status_counts(ops: str) -> Mapping[str, float]:
 
 def describe(load: Load) -> str:
     errors = f", {load.errors} errors" if load.errors else ""
-    return (f"{load.rps:>8,.0f} req/s  {load.cpu_per_call_us:>6.0f} µs CPU/call  "
-            f"p50 {load.p50_ms:.2f} ms  p99 {load.p99_ms:.2f} ms  "
-            f"(wrk {load.wrk_cpu_s:.1f} s, others {load.other_s:.1f} s CPU){errors}")  # fmt: skip
+    return (
+        f"{load.rps:>8,.0f} req/s  {load.cpu_per_call_us:>6.0f} µs CPU/call  "
+        f"p50 {load.p50_ms:.2f} ms  p99 {load.p99_ms:.2f} ms  "
+        f"(wrk {load.wrk_cpu_s:.1f} s, others {load.other_s:.1f} s CPU){errors}"
+    )
 
 
 def summary(bench: Bench) -> None:
@@ -649,9 +771,11 @@ def summary(bench: Bench) -> None:
         print(f"  bare backend: {m('bare', 'rps'):,.0f} req/s, {bare:.0f} µs CPU per request")
         for key in ("defaults", "tuned", "other"):
             if key in r:
-                print(f"  gateway {key}: {m(key, 'rps'):,.0f} req/s, {m(key):.0f} µs CPU per call "
-                      f"= {m(key) / bare:.2f}x the bare backend; p50 {m(key, 'p50_ms'):.2f} ms, "
-                      f"p99 {m(key, 'p99_ms'):.2f} ms")  # fmt: skip
+                print(
+                    f"  gateway {key}: {m(key, 'rps'):,.0f} req/s, {m(key):.0f} µs CPU per call "
+                    f"= {m(key) / bare:.2f}x the bare backend; p50 {m(key, 'p50_ms'):.2f} ms, "
+                    f"p99 {m(key, 'p99_ms'):.2f} ms"
+                )
     if "floor" in r:
         bare, floor, full = m("bare (floor phase)"), m("floor"), m("defaults (floor phase)")
         print(
@@ -660,16 +784,20 @@ def summary(bench: Bench) -> None:
         )
     if "bare c1" in r:
         added = m("defaults c1", "p50_ms") - m("bare c1", "p50_ms")
-        print(f"  c1 p50: bare {m('bare c1', 'p50_ms'):.3f} ms, gateway "
-              f"{m('defaults c1', 'p50_ms'):.3f} ms: added {added:.3f} ms")  # fmt: skip
+        print(
+            f"  c1 p50: bare {m('bare c1', 'p50_ms'):.3f} ms, gateway "
+            f"{m('defaults c1', 'p50_ms'):.3f} ms: added {added:.3f} ms"
+        )
     if "legacy (legacy phase)" in r:
         ratio = m("legacy (legacy phase)") / m("modern (legacy phase)")
         print(f"  legacy / modern CPU per call: {ratio:.2f}")
     for key in [key for key in r if f"defaults (beside {key})" in r]:  # every side-by-side
         if key in r:
             ref = m(f"defaults (beside {key})")
-            print(f"  {key}: {m(key):.0f} µs CPU per call ({m(key) - ref:+.0f} µs against the "
-                  f"defaults measured beside it, {ref:.0f} µs)")  # fmt: skip
+            print(
+                f"  {key}: {m(key):.0f} µs CPU per call ({m(key) - ref:+.0f} µs against the "
+                f"defaults measured beside it, {ref:.0f} µs)"
+            )
     if "--workers 1" in r and "--workers 2" in r:
         one, two = m("--workers 1", "rps"), m("--workers 2", "rps")
         print(f"  --workers 2: {two:,.0f} req/s against {one:,.0f}: {two / one:.2f}x")
@@ -679,20 +807,29 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--duration", type=float, default=15, help="seconds per main round")
     parser.add_argument("--rounds", type=int, default=3, help="alternating main rounds")
-    parser.add_argument("--side-duration", type=float, default=8,
-                        help="seconds per run of the other phases")  # fmt: skip
+    parser.add_argument(
+        "--side-duration", type=float, default=8, help="seconds per run of the other phases"
+    )
     parser.add_argument("--side-rounds", type=int, default=2)
     parser.add_argument("--only", default=",".join(PHASES), help=f"comma list of {PHASES}")
-    parser.add_argument("--variants", default="",
-                        help="features: only the variants whose names contain one of these "
-                        "comma-separated strings (e.g. 'conditions,tracing off')")  # fmt: skip
-    parser.add_argument("--quick", action="store_true",
-                        help="one main round of 6 s, side runs of 4 s (a smoke run)")  # fmt: skip
-    parser.add_argument("--profile", metavar="DIR",
-                        help="py-spy the defaults gateway (main, c1, 401)")  # fmt: skip
-    parser.add_argument("--ab", metavar="DIR",
-                        help="main: measure the checkout in DIR at the defaults instead of the "
-                        "tuned case (before/after figures in one run)")  # fmt: skip
+    parser.add_argument(
+        "--variants",
+        default="",
+        help="features: only the variants whose names contain one of these "
+        "comma-separated strings (e.g. 'conditions,tracing off')",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="one main round of 6 s, side runs of 4 s (a smoke run)"
+    )
+    parser.add_argument(
+        "--profile", metavar="DIR", help="py-spy the defaults gateway (main, c1, 401)"
+    )
+    parser.add_argument(
+        "--ab",
+        metavar="DIR",
+        help="main: measure the checkout in DIR at the defaults instead of the "
+        "tuned case (before/after figures in one run)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the work folder (logs)")
     args = parser.parse_args()
     if args.quick:

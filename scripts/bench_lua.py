@@ -98,9 +98,9 @@ def write_task_lua(
     listed = path.with_name(path.name + ".handles")
     listed.write_text("".join(f"{handle}\n" for handle in handles))
     text = json.dumps(body, separators=(",", ":")).replace("%", "%%").replace('"%%s"', '"%s"')
-    script = LUA.format(body=text, headers="\n".join(
-        f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items()
-    ))  # fmt: skip
+    script = LUA.format(
+        body=text, headers="\n".join(f'wrk.headers["{k}"] = "{v}"' for k, v in headers.items())
+    )
     script += TASK_LUA.replace("HANDLES", str(listed)).replace("BODY", "[[" + text + "]]")
     path.write_text(script)
     return path

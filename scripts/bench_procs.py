@@ -373,8 +373,19 @@ def run_wrk(
     """wrk pinned to ``core`` (None: every core); the CPU of ``measured`` pids over the run."""
     threads = 2 if connections >= 2 else 1
     cores = f"0-{(os.cpu_count() or 1) - 1}" if core is None else str(core)
-    command = ["taskset", "-c", cores, "wrk", f"-t{threads}", f"-c{connections}",
-               f"-d{duration:g}s", "--latency", "-s", str(lua), url]  # fmt: skip
+    command = [
+        "taskset",
+        "-c",
+        cores,
+        "wrk",
+        f"-t{threads}",
+        f"-c{connections}",
+        f"-d{duration:g}s",
+        "--latency",
+        "-s",
+        str(lua),
+        url,
+    ]
     pids = list(measured)
     before, busy = cpu_seconds(pids), machine_busy_seconds()
     popen = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)  # noqa: S603

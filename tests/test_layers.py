@@ -351,9 +351,11 @@ def test_the_layers_import_each_other_without_cycles() -> None:
             if target_layer != layer:
                 graph.setdefault(layer, set()).add(target_layer)
     cycles = sorted(
-        f"{a} <-> {b}" for a, targets in graph.items() for b in targets
+        f"{a} <-> {b}"
+        for a, targets in graph.items()
+        for b in targets
         if a < b and a in graph.get(b, set())
-    )  # fmt: skip
+    )
     assert cycles == []
 
 
@@ -540,8 +542,11 @@ class TestTheRoomChecker:
 """
         )
         assert rooms == {
-            "x/a/": frozenset(), "x/b/": {"x/a/"}, "x/c/": {"x/a/"}, "x/": EVERY_ROOM,
-        }  # fmt: skip
+            "x/a/": frozenset(),
+            "x/b/": {"x/a/"},
+            "x/c/": {"x/a/"},
+            "x/": EVERY_ROOM,
+        }
 
     def test_a_tree_that_keeps_its_floors_has_no_violations(self, tmp_path: Path) -> None:
         assert find_room_violations(_write(tmp_path, ROOMY_TREE), ROOMY_RULES) == []

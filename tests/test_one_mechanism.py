@@ -39,33 +39,48 @@ class Mechanism:
 
 MECHANISMS: Final = (
     Mechanism(
-        "strict JSON reading", "gateway/jsonkit/read.py",
+        "strict JSON reading",
+        "gateway/jsonkit/read.py",
         frozenset({"json.loads", "json.load", "json.JSONDecoder", "orjson.loads"}),
         body_json=True,
     ),
     Mechanism(
-        "JSON writing (compact, canonical)", "gateway/jsonkit/write.py",
-        frozenset({"json.JSONEncoder", "orjson.dumps"}), sorted_dumps=True,
+        "JSON writing (compact, canonical)",
+        "gateway/jsonkit/write.py",
+        frozenset({"json.JSONEncoder", "orjson.dumps"}),
+        sorted_dumps=True,
     ),
-    Mechanism("the bounded map", "gateway/bounded.py", frozenset({"collections.OrderedDict"}),
-              names=frozenset({"OrderedDict"})),
     Mechanism(
-        "the SSE event writer", "gateway/http/sse.py", frozenset(),
+        "the bounded map",
+        "gateway/bounded.py",
+        frozenset({"collections.OrderedDict"}),
+        names=frozenset({"OrderedDict"}),
+    ),
+    Mechanism(
+        "the SSE event writer",
+        "gateway/http/sse.py",
+        frozenset(),
         literals=frozenset({b"event: message", b": keepalive"}),
     ),
     Mechanism(
-        "OAuth client authentication", "gateway/outbound/client_auth.py",
-        frozenset({
-            "authlib.oauth2.auth.ClientAuth", "authlib.oauth2.auth.encode_client_secret_basic",
-            "authlib.oauth2.auth.encode_client_secret_post", "authlib.oauth2.rfc7523.PrivateKeyJWT",
-            "authlib.oauth2.rfc7523.private_key_jwt_sign",
-        }),
+        "OAuth client authentication",
+        "gateway/outbound/client_auth.py",
+        frozenset(
+            {
+                "authlib.oauth2.auth.ClientAuth",
+                "authlib.oauth2.auth.encode_client_secret_basic",
+                "authlib.oauth2.auth.encode_client_secret_post",
+                "authlib.oauth2.rfc7523.PrivateKeyJWT",
+                "authlib.oauth2.rfc7523.private_key_jwt_sign",
+            }
+        ),
     ),
     Mechanism(
-        "unpadded base64url", "gateway/b64url.py",
+        "unpadded base64url",
+        "gateway/b64url.py",
         frozenset({"base64.urlsafe_b64encode", "base64.urlsafe_b64decode"}),
     ),
-)  # fmt: skip
+)
 
 ALLOWED: Final[dict[tuple[str, str], str]] = {
     ("gateway/observability/audit_events.py", "orjson.loads"): (
@@ -164,9 +179,7 @@ def test_every_allowed_exception_still_exists() -> None:
     stale = []
     for (rel, spelling), _reason in ALLOWED.items():
         source = (ROOT / rel).read_text(encoding="utf-8")
-        if not any(
-            spelling == found for m in MECHANISMS for _, found in copies(source, m)
-        ):  # fmt: skip
+        if not any(spelling == found for m in MECHANISMS for _, found in copies(source, m)):
             stale.append((rel, spelling))
     assert stale == []
 
@@ -180,13 +193,15 @@ def test_every_allowed_exception_still_exists() -> None:
         ("async def f(r):\n    return await r.json()\n", ".json()"),
         ("import json\njson.dumps(v, sort_keys=True)\n", "json.dumps(sort_keys=True)"),
         ("import json\njson.dumps(v, separators=(',', ':'))\n", "json.dumps(separators=...)"),
-        ("from collections import OrderedDict\nc: OrderedDict[str, int] = OrderedDict()\n",
-         "OrderedDict"),
+        (
+            "from collections import OrderedDict\nc: OrderedDict[str, int] = OrderedDict()\n",
+            "OrderedDict",
+        ),
         ("import base64\nbase64.urlsafe_b64encode(b)\n", "base64.urlsafe_b64encode"),
         ('w(b"event: message\\ndata: " + d)\n', "SSE bytes"),
         ("from authlib.oauth2.auth import ClientAuth\n", "authlib.oauth2.auth.ClientAuth"),
     ],
-)  # fmt: skip
+)
 def test_the_scan_finds_each_spelling(source: str, expected: str) -> None:
     found = {spelling for m in MECHANISMS for _, spelling in copies(source, m)}
     assert expected in found

@@ -34,26 +34,41 @@ from gateway.seams import Principal, frozen_claims
 
 NOW = int(time.time())
 CLAIMS: dict[str, Any] = {
-    "iss": "https://login.example.com/72f988bf/v2.0", "sub": "bench",
-    "aud": "https://mcp.example.com/mcp", "exp": NOW + 3600, "iat": NOW, "nbf": NOW,
-    "jti": "Yk3b9Q2pTfu1xMHq0sKZ4A", "client_id": "bench-client", "azp": "bench-client",
+    "iss": "https://login.example.com/72f988bf/v2.0",
+    "sub": "bench",
+    "aud": "https://mcp.example.com/mcp",
+    "exp": NOW + 3600,
+    "iat": NOW,
+    "nbf": NOW,
+    "jti": "Yk3b9Q2pTfu1xMHq0sKZ4A",
+    "client_id": "bench-client",
+    "azp": "bench-client",
     "scope": "mcp:access docs:read tickets:write",
-    "tid": "72f988bf-86f1-41af-91ab-2d7cd011db47", "oid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
-    "name": "Bench User", "preferred_username": "bench@example.com",
-    "email": "bench@example.com", "ver": "2.0", "amr": ["pwd", "mfa"],
+    "tid": "72f988bf-86f1-41af-91ab-2d7cd011db47",
+    "oid": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0",
+    "name": "Bench User",
+    "preferred_username": "bench@example.com",
+    "email": "bench@example.com",
+    "ver": "2.0",
+    "amr": ["pwd", "mfa"],
     "groups": [f"g-{i:02d}-platform" for i in range(11)] + ["sre"],
-    "roles": ["Tickets.Write", "Docs.Read", "Ops.Restart"], "uti": "AbCdEfGhIjKlMnOp",
-}  # fmt: skip
+    "roles": ["Tickets.Write", "Docs.Read", "Ops.Restart"],
+    "uti": "AbCdEfGhIjKlMnOp",
+}
 ARGUMENTS = {"text": "hello from the benchmark"}
 
 
 def principal() -> Principal:
     return Principal(
-        subject="bench", client_id="bench-client",
+        subject="bench",
+        client_id="bench-client",
         scopes=frozenset({"mcp:access", "docs:read", "tickets:write"}),
-        expires_at=NOW + 3600.0, issuer=CLAIMS["iss"], fingerprint="0123456789ab",
-        auth_method="jwt", claims=frozen_claims(CLAIMS),
-    )  # fmt: skip
+        expires_at=NOW + 3600.0,
+        issuer=CLAIMS["iss"],
+        fingerprint="0123456789ab",
+        auth_method="jwt",
+        claims=frozen_claims(CLAIMS),
+    )
 
 
 def main() -> None:

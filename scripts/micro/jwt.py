@@ -55,15 +55,23 @@ def config() -> Config:
         url="http://127.0.0.1:9/mcp",
         credential=CredentialConfig(type="bearer", token=Secret("x", "literal")),
     )
-    return Config(source="bench", resource=RESOURCE, issuer=issuer, backend=backend,
-                  policy_paths=())  # fmt: skip
+    return Config(
+        source="bench", resource=RESOURCE, issuer=issuer, backend=backend, policy_paths=()
+    )
 
 
 def claims(n: int) -> dict[str, Any]:
     now = int(time.time())
-    return {"iss": ISSUER, "sub": f"user-{n}", "aud": RESOURCE, "client_id": "bench",
-            "scope": "mcp:access notes:read notes:write", "iat": now, "exp": now + 3600,
-            "jti": f"bench-{n}"}  # fmt: skip
+    return {
+        "iss": ISSUER,
+        "sub": f"user-{n}",
+        "aud": RESOURCE,
+        "client_id": "bench",
+        "scope": "mcp:access notes:read notes:write",
+        "iat": now,
+        "exp": now + 3600,
+        "jti": f"bench-{n}",
+    }
 
 
 async def measure(alg: str, n: int, repeats: int) -> dict[str, float]:
@@ -74,8 +82,7 @@ async def measure(alg: str, n: int, repeats: int) -> dict[str, float]:
     jwks = rs.issuers[0].jwks
     verifier = rs.issuers[0].verifier
     assert jwks is not None and verifier is not None
-    published = {"keys": [{**k, "alg": alg} if k["kid"] == kid else k
-                          for k in keys.jwks()["keys"]]}  # fmt: skip
+    published = {"keys": [{**k, "alg": alg} if k["kid"] == kid else k for k in keys.jwks()["keys"]]}
     jwks.keys, _ = parse_jwks(json.dumps(published).encode(), (alg,))
 
     def sign(i: int) -> str:
@@ -111,14 +118,17 @@ async def main() -> None:
     parser.add_argument("--repeats", type=int, default=5, help="rounds, best kept (default 5)")
     parser.add_argument("--alg", choices=sorted(ALGS), action="append", help="default: all")
     args = parser.parse_args()
-    print(f"# {platform.python_implementation()} {platform.python_version()}, "
-          f"{platform.machine()}, n={args.n}, best of {args.repeats} (µs per call)")  # fmt: skip
+    print(
+        f"# {platform.python_implementation()} {platform.python_version()}, "
+        f"{platform.machine()}, n={args.n}, best of {args.repeats} (µs per call)"
+    )
     print("| Algorithm | verify (signature + claims) | cold authenticate | warm authenticate |")
     print("|---|---|---|---|")
     for alg in args.alg or list(ALGS):
         figures = await measure(alg, args.n, args.repeats)
-        print(f"| {alg} | {figures['verify']:.1f} | {figures['cold']:.1f} | "
-              f"{figures['warm']:.1f} |")  # fmt: skip
+        print(
+            f"| {alg} | {figures['verify']:.1f} | {figures['cold']:.1f} | {figures['warm']:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -32,16 +32,31 @@ def best_us(fn: Callable[[], object], number: int) -> float:
 
 def context() -> RequestContext:
     principal = Principal(
-        "alice@example.com", "claude-code", frozenset({"mcp:access"}), time.time() + 3600,
-        "https://id.example.com", "0123456789abcdef",
-    )  # fmt: skip
+        "alice@example.com",
+        "claude-code",
+        frozenset({"mcp:access"}),
+        time.time() + 3600,
+        "https://id.example.com",
+        "0123456789abcdef",
+    )
     return RequestContext(
-        request_id="9f0c7d1e2b3a4c5d6e7f8a9b0c1d2e3f", trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-        span_id="00f067aa0ba902b7", started=time.monotonic(), client_ip="203.0.113.7",
-        method="tools/call", tool="search_docs", era="modern", protocol_version="2026-07-28",
-        principal=principal, decision=Decision(True, True, "search_docs"), status=200,
-        outcome="ok", backend_ms=3.2, bytes_in=200, bytes_out=400,
-    )  # fmt: skip
+        request_id="9f0c7d1e2b3a4c5d6e7f8a9b0c1d2e3f",
+        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+        span_id="00f067aa0ba902b7",
+        started=time.monotonic(),
+        client_ip="203.0.113.7",
+        method="tools/call",
+        tool="search_docs",
+        era="modern",
+        protocol_version="2026-07-28",
+        principal=principal,
+        decision=Decision(True, True, "search_docs"),
+        status=200,
+        outcome="ok",
+        backend_ms=3.2,
+        bytes_in=200,
+        bytes_out=400,
+    )
 
 
 def observer_us(observer: GatewayObserver) -> float:

@@ -73,14 +73,19 @@ async def test_the_conformance_scenario_passes_through_the_gateway(
     ``list_changed``), and after ``DELETE`` a request with that id is 404."""
     async with (
         sdk_upstream(conformance=True) as sdk,
-        live_stack(tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url,
-                   policy=POLICY) as stack,
-    ):  # fmt: skip
+        live_stack(
+            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY
+        ) as stack,
+    ):
         token = stack.token("mcp:access")
         run = await run_scenario(
-            tmp_path, aiohttp_server, target=stack.server.mcp_url, token=token,
-            scenario=scenario, version=version,
-        )  # fmt: skip
+            tmp_path,
+            aiohttp_server,
+            target=stack.server.mcp_url,
+            token=token,
+            scenario=scenario,
+            version=version,
+        )
     text = run.printed
     assert token not in text
     assert run.checks, text

@@ -57,9 +57,12 @@ async def test_the_reference_upstream_passes_the_scenario(
     try:
         server = await aiohttp_server(upstream.app())
         run = await run_scenario(
-            tmp_path, aiohttp_server, target=str(server.make_url("/mcp")),
-            token="service-secret", scenario=scenario,
-        )  # fmt: skip
+            tmp_path,
+            aiohttp_server,
+            target=str(server.make_url("/mcp")),
+            token="service-secret",
+            scenario=scenario,
+        )
     finally:
         await upstream.close()
     assert_passed(run)
@@ -73,9 +76,12 @@ async def test_the_scenario_passes_through_the_gateway(
     async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         run = await run_scenario(
-            tmp_path, aiohttp_server, target=stack.server.mcp_url, token=token,
+            tmp_path,
+            aiohttp_server,
+            target=stack.server.mcp_url,
+            token=token,
             scenario=scenario,
-        )  # fmt: skip
+        )
     assert token not in run.printed
     assert_passed(run)
     # The client only ever saw handles: the upstream's ids stayed behind the gateway.

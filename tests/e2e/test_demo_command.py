@@ -82,9 +82,16 @@ async def test_the_demo_command_starts_writes_its_state_and_stops_cleanly_on_sig
     # Both backends on fixed ports (issue 32 item 9: the second one, the vault, had no flag).
     port, backend_port, vault_port = free_port(), free_port(), free_port()
     demo = running_demo(
-        state_file, "--port", str(port), "--log-level", "warning",
-        "--backend-port", str(backend_port), "--vault-port", str(vault_port),
-    )  # fmt: skip
+        state_file,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        "--backend-port",
+        str(backend_port),
+        "--vault-port",
+        str(vault_port),
+    )
     with demo as run:
         state = run.state
         assert set(state) >= {"mcp_url", "issuer_url", "ops_url", "tokens"}
@@ -135,8 +142,12 @@ def test_make_demo_passes_demo_args_to_the_command() -> None:
     root = Path(__file__).resolve().parents[2]
     result = subprocess.run(
         ["make", "-n", "demo", "DEMO_ARGS=--port 8090 --vault-port 9100"],
-        cwd=root, capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
     assert result.returncode == 0, result.stderr
     assert ".venv/bin/mcp-gateway demo --port 8090 --vault-port 9100" in result.stdout.splitlines()
 

@@ -99,8 +99,11 @@ def _shell(command: str, **env: str) -> str:
     """``command`` as a user pastes it into a shell, with this interpreter's scripts on PATH."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
     result = subprocess.run(
-        ["bash", "-c", command], capture_output=True, timeout=30, check=False,
+        ["bash", "-c", command],
+        capture_output=True,
+        timeout=30,
+        check=False,
         env={**os.environ, "PATH": path, **env},
-    )  # fmt: skip
+    )
     assert result.returncode == 0, (command, result.stderr)
     return result.stdout.decode().strip()

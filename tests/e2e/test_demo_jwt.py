@@ -105,10 +105,18 @@ async def test_the_demo_command_runs_in_jwt_mode(tmp_path: Path) -> None:
         tokens = state["tokens"]
         assert isinstance(tokens, dict)
         minted = subprocess.run(  # noqa: ASYNC221 - a short CLI call
-            [*command, "token", "--scopes", "mcp:access notes:read", "--state-file",
-             str(state_file)],
-            capture_output=True, timeout=30, check=False,
-        )  # fmt: skip
+            [
+                *command,
+                "token",
+                "--scopes",
+                "mcp:access notes:read",
+                "--state-file",
+                str(state_file),
+            ],
+            capture_output=True,
+            timeout=30,
+            check=False,
+        )
         assert minted.returncode == 0, minted.stderr
         async with http_client() as http:
             for token in (str(tokens["reader"]), minted.stdout.decode().strip()):

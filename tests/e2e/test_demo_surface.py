@@ -36,9 +36,10 @@ async def test_a_reader_uses_the_demo_prompts_and_resources(
         assert "the roadmap" in got.messages[0].content.text  # type: ignore[union-attr]
         resources = await client.list_resources()
         assert sorted(str(r.uri) for r in resources.resources) == [
-            "mcp-gw://notes/demo://images/logo.png", "mcp-gw://notes/demo://notes/latest",
+            "mcp-gw://notes/demo://images/logo.png",
+            "mcp-gw://notes/demo://notes/latest",
             "mcp-gw://notes/demo://notes/readme",
-        ]  # fmt: skip
+        ]
         logo = await client.read_resource("mcp-gw://notes/demo://images/logo.png")
         assert base64.b64decode(logo.contents[0].blob) == LOGO_PNG  # type: ignore[union-attr]
         page = await client.read_resource("mcp-gw://notes/demo://notes/faq")

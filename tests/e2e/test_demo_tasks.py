@@ -30,9 +30,14 @@ def declaring(body: dict[str, Any]) -> dict[str, Any]:
 
 
 async def post(
-    http: aiohttp.ClientSession, stack: DemoStack, token: str, method: str, params: Any,
-    *, name: str | None = None,
-) -> dict[str, Any]:  # fmt: skip
+    http: aiohttp.ClientSession,
+    stack: DemoStack,
+    token: str,
+    method: str,
+    params: Any,
+    *,
+    name: str | None = None,
+) -> dict[str, Any]:
     body = declaring(modern_body(method, params))
     async with http.post(
         stack.mcp_url, json=body, headers=modern_headers(token, method, name)
@@ -66,9 +71,10 @@ async def test_the_slow_report_is_a_task_polled_to_its_result(demo_stack: DemoSt
 async def test_without_the_extension_the_report_comes_at_once(demo_stack: DemoStack) -> None:
     body = modern_body("tools/call", {"name": "notes_report", "arguments": {"seconds": 30}})
     headers = modern_headers(demo_stack.tokens["reader"], "tools/call", "notes_report")
-    async with aiohttp.ClientSession() as http, http.post(
-        demo_stack.mcp_url, json=body, headers=headers
-    ) as response:  # fmt: skip
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(demo_stack.mcp_url, json=body, headers=headers) as response,
+    ):
         result = json.loads(await response.text())["result"]
     assert result["resultType"] == "complete"
     assert result["content"][0]["text"].startswith("Report on ")

@@ -85,8 +85,11 @@ async def stopped(
     """A gateway run with checkpoints every 3 events: verified live (through the ops
     listener's JWK Set), then stopped cleanly."""
     files = Files(tmp_path)
-    audit = {"sink": "file", "path": str(files.audit),
-             "checkpoint": {"key": {"file": str(files.private)}, "every": EVERY}}  # fmt: skip
+    audit = {
+        "sink": "file",
+        "path": str(files.audit),
+        "checkpoint": {"key": {"file": str(files.private)}, "every": EVERY},
+    }
     async with live_stack(
         tmp_path / "gw", aiohttp_server, monkeypatch, gateway={"audit": audit}
     ) as stack:
@@ -142,10 +145,16 @@ class TestCheckpoints:
         self, stopped: Files
     ) -> None:
         written = events(stopped.audit)
-        kinds = [(e["seq"], e["event"], e.get("final"), e.get("events")) for e in written
-                 if e["event"] == "audit_checkpoint"]  # fmt: skip
-        assert kinds == [(4, "audit_checkpoint", False, 3), (8, "audit_checkpoint", False, 7),
-                         (11, "audit_checkpoint", True, 10)]  # fmt: skip
+        kinds = [
+            (e["seq"], e["event"], e.get("final"), e.get("events"))
+            for e in written
+            if e["event"] == "audit_checkpoint"
+        ]
+        assert kinds == [
+            (4, "audit_checkpoint", False, 3),
+            (8, "audit_checkpoint", False, 7),
+            (11, "audit_checkpoint", True, 10),
+        ]
         assert len(written) == CALLS + 3
 
     async def test_the_live_file_verifies_and_says_what_follows_the_last_checkpoint(
@@ -181,8 +190,9 @@ class TestCheckpoints:
         assert "1 event after the last checkpoint" in out
         code, out = verify(capsys, "--key", stopped.public, "--complete", stopped.audit)
         assert code == 1
-        assert out.splitlines()[0].startswith(f"{stopped.audit}:9: incomplete: the chain ends "
-                                              "without its final checkpoint, 1 event")  # fmt: skip
+        assert out.splitlines()[0].startswith(
+            f"{stopped.audit}:9: incomplete: the chain ends without its final checkpoint, 1 event"
+        )
 
     async def test_a_rewritten_and_re_signed_chain_is_a_forged_checkpoint(
         self, stopped: Files, capsys: pytest.CaptureFixture[str]

@@ -98,8 +98,11 @@ class TestRealOutput:
         _, path = audited
         done = subprocess.run(  # noqa: ASYNC221 - a short CLI call
             [sys.executable, "-m", "gateway.commands", "audit", "verify", str(path)],
-            capture_output=True, text=True, timeout=60, check=False,
-        )  # fmt: skip
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
         assert done.returncode == 0, done.stdout + done.stderr
 
     async def test_an_edited_event_fails_at_its_line(

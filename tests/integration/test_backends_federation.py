@@ -144,15 +144,34 @@ class TestOneEndpointTwoBackends:
         ]
         access = [line for line in logs if line["event"] == "mcp.request"]
         assert [line["backend"] for line in access if line["method"] == "tools/call"] == [
-            "docs", "tickets", "docs", "tickets",
-        ]  # fmt: skip
+            "docs",
+            "tickets",
+            "docs",
+            "tickets",
+        ]
         assert {line["backend"] for line in access if line["method"] == "tools/list"} == {None}
         assert token not in audit.read_text() + repr(logs) + metrics
         # Backend metrics are labelled by backend name.
-        assert _sample(metrics, "mcp_gateway_backend_requests_total", backend="docs",
-                       tool="docs__search", outcome="ok") == 1.0  # fmt: skip
-        assert _sample(metrics, "mcp_gateway_backend_requests_total", backend="tickets",
-                       tool="tickets__create", outcome="ok") == 1.0  # fmt: skip
+        assert (
+            _sample(
+                metrics,
+                "mcp_gateway_backend_requests_total",
+                backend="docs",
+                tool="docs__search",
+                outcome="ok",
+            )
+            == 1.0
+        )
+        assert (
+            _sample(
+                metrics,
+                "mcp_gateway_backend_requests_total",
+                backend="tickets",
+                tool="tickets__create",
+                outcome="ok",
+            )
+            == 1.0
+        )
         assert _sample(metrics, "mcp_gateway_catalog_tools", backend="docs") == 2.0
         assert _sample(metrics, "mcp_gateway_backend_ready", backend="tickets") == 1.0
         assert _sample(metrics, "mcp_gateway_catalog_collisions", backend="tickets") == 0.0
@@ -166,11 +185,13 @@ class TestOneEndpointTwoBackends:
             assert body["checks"]["backend_catalog"] is True
             backends = body["backends"]
             assert list(backends) == ["docs", "tickets"]
-            assert {name: (b["ready"], b["era"], b["tools"], b["hidden"])
-                    for name, b in backends.items()} == {
+            assert {
+                name: (b["ready"], b["era"], b["tools"], b["hidden"])
+                for name, b in backends.items()
+            } == {
                 "docs": (True, "modern", 2, 0),
                 "tickets": (True, "legacy", 2, 0),
-            }  # fmt: skip
+            }
             # Each backend has its own connection pool (outbound destination).
             assert _member(fed, "docs").link.destination != _member(fed, "tickets").link.destination
             # The owner lookup later layers use: exposed name -> backend.
@@ -231,9 +252,11 @@ class TestPagingAndFreshness:
         bounded = tmp_path / "bounded"
         bounded.mkdir()
         async with federated_stack(
-            bounded, aiohttp_server, monkeypatch,
+            bounded,
+            aiohttp_server,
+            monkeypatch,
             gateway={"protocol": {"tools_list_ttl_ms": 5000}},
-        ) as fed:  # fmt: skip
+        ) as fed:
             _, _, envelope = await fed.modern(fed.token(), "tools/list")
             assert envelope["result"]["ttlMs"] == 5000
 
@@ -244,9 +267,12 @@ class TestPagingAndFreshness:
         docs.list_changed = True
         slow = {"catalog_refresh_s": 300}  # a change seen in time came from the notification
         async with federated_stack(
-            tmp_path, aiohttp_server, monkeypatch, docs=docs,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            docs=docs,
             backends={"docs": slow, "tickets": slow},
-        ) as fed:  # fmt: skip
+        ) as fed:
             assert await fed.listed() == ["docs__search", "tickets__create", "tickets__echo"]
             await _eventually(lambda: _true(docs.streams_opened > 0))
             tickets_lists = len(fed.tickets.calls("tools/list"))
@@ -310,9 +336,14 @@ class TestCollisions:
         policy = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*': {scopes: []}\n"
         with structlog.testing.capture_logs() as logs:
             async with federated_stack(
-                tmp_path, aiohttp_server, monkeypatch, docs=docs, tickets=tickets,
-                backends={"tickets": {"prefix": ""}}, policy=policy,
-            ) as fed:  # fmt: skip
+                tmp_path,
+                aiohttp_server,
+                monkeypatch,
+                docs=docs,
+                tickets=tickets,
+                backends={"tickets": {"prefix": ""}},
+                policy=policy,
+            ) as fed:
                 token = fed.token()
                 assert await fed.listed(token) == ["docs__x", "plain"]
                 assert await fed.listed(token, era="legacy") == ["docs__x", "plain"]
@@ -358,9 +389,13 @@ class TestIndependence:
         tickets = LegacyUpstream(accepted=set(), tools=[echo_tool("create")])
         tickets.fault = "list_fails"  # up, but its catalog cannot be fetched
         async with federated_stack(
-            tmp_path, aiohttp_server, monkeypatch, tickets=tickets,
-            gateway={"backend_readiness": readiness}, wait_ready=False,
-        ) as fed:  # fmt: skip
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            tickets=tickets,
+            gateway={"backend_readiness": readiness},
+            wait_ready=False,
+        ) as fed:
 
             async def docs_ready() -> bool:
                 _, body = await fed.readyz()
@@ -395,10 +430,14 @@ class TestIndependence:
         self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         async with federated_stack(
-            tmp_path, aiohttp_server, monkeypatch, tickets_url="http://127.0.0.1:9/mcp",
-            gateway={"backend_readiness": "any"}, backends={"tickets": {"timeout_s": 2}},
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            tickets_url="http://127.0.0.1:9/mcp",
+            gateway={"backend_readiness": "any"},
+            backends={"tickets": {"timeout_s": 2}},
             wait_ready=False,
-        ) as fed:  # fmt: skip
+        ) as fed:
 
             async def ready() -> bool:
                 return (await fed.readyz())[0] == 200
@@ -407,9 +446,12 @@ class TestIndependence:
             _, body = await fed.readyz()
             tickets = body["backends"]["tickets"]
             assert tickets == {
-                "ready": False, "era": None, "tools": 0, "hidden": 0,
+                "ready": False,
+                "era": None,
+                "tools": 0,
+                "hidden": 0,
                 "catalog_age_s": tickets["catalog_age_s"],
-            }  # fmt: skip
+            }
             assert tickets["catalog_age_s"] >= 0.0  # since start: never fetched
             assert await fed.listed() == ["docs__echo", "docs__search"]
 
@@ -463,12 +505,31 @@ class TestIndependence:
             status, _, envelope = await fed.modern_call(token, "docs__echo", {"text": "d"})
             assert status == 200 and envelope["result"]["isError"] is False
             metrics = await fed.metrics()
-        outcome = "timeout" if fault == "slow" else ("too_large" if fault == "oversized"
-                                                     else "upstream_error")  # fmt: skip
-        assert _sample(metrics, "mcp_gateway_backend_requests_total", backend="tickets",
-                       tool="tickets__create", outcome=outcome) == 1.0  # fmt: skip
-        assert _sample(metrics, "mcp_gateway_backend_requests_total", backend="docs",
-                       outcome="ok", tool="docs__search") == 1.0  # fmt: skip
+        outcome = (
+            "timeout"
+            if fault == "slow"
+            else ("too_large" if fault == "oversized" else "upstream_error")
+        )
+        assert (
+            _sample(
+                metrics,
+                "mcp_gateway_backend_requests_total",
+                backend="tickets",
+                tool="tickets__create",
+                outcome=outcome,
+            )
+            == 1.0
+        )
+        assert (
+            _sample(
+                metrics,
+                "mcp_gateway_backend_requests_total",
+                backend="docs",
+                outcome="ok",
+                tool="docs__search",
+            )
+            == 1.0
+        )
 
 
 class TestPolicyOnExposedNames:
@@ -494,9 +555,13 @@ tools:
         )
         audit = tmp_path / "audit.jsonl"
         async with federated_stack(
-            tmp_path, aiohttp_server, monkeypatch, tickets=tickets, policy=self.POLICY,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            tickets=tickets,
+            policy=self.POLICY,
             gateway={"audit": {"sink": "file", "path": str(audit)}},
-        ) as fed:  # fmt: skip
+        ) as fed:
             reader = fed.token(scopes("docs:read"))
             # docs__echo has no rule (hidden); tickets__* needs tickets:write (not listed).
             assert await fed.listed(reader) == ["docs__search"]
@@ -525,11 +590,20 @@ tools:
             capsys.readouterr()
             # main() would configure structlog globally for the rest of the session.
             monkeypatch.setattr("gateway.commands.cli.configure", lambda *args, **kwargs: None)
-            code = main([
-                "policy", "explain", "--config", str(fed.stack.config_path),
-                "--scopes", "mcp:access docs:read", "--all", "--catalog-file", str(catalog),
-                "--json",
-            ])  # fmt: skip
+            code = main(
+                [
+                    "policy",
+                    "explain",
+                    "--config",
+                    str(fed.stack.config_path),
+                    "--scopes",
+                    "mcp:access docs:read",
+                    "--all",
+                    "--catalog-file",
+                    str(catalog),
+                    "--json",
+                ]
+            )
             report = json.loads(capsys.readouterr().out)
         assert code == 0
         verdicts = {item["name"]: (item["decision"], item["rule"]) for item in report["results"]}
@@ -621,9 +695,12 @@ tools:
             }
             # The client's declared capabilities reach the docs upstream (and only it).
             status, _, envelope = await fed.modern(
-                fed.token(), "tools/call", {"name": "docs__search", "arguments": {}},
-                name="docs__search", capabilities={"elicitation": {}},
-            )  # fmt: skip
+                fed.token(),
+                "tools/call",
+                {"name": "docs__search", "arguments": {}},
+                name="docs__search",
+                capabilities={"elicitation": {}},
+            )
             assert status == 200 and envelope["result"]["isError"] is False
         sent = fed.docs.calls("tools/call")[-1].json["params"]["_meta"]
         assert sent["io.modelcontextprotocol/clientCapabilities"] == {"elicitation": {}}

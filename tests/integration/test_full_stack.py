@@ -113,9 +113,14 @@ async def test_a_reader_lists_only_reader_tools_and_calls_one_through_the_real_b
     assert status == 200
     names = [tool["name"] for tool in json.loads(text)["result"]["tools"]]
     assert names == [
-        "echo", "notes_list", "notes_report", "notes_summarize", "time_now", "whoami",
+        "echo",
+        "notes_list",
+        "notes_report",
+        "notes_summarize",
+        "time_now",
+        "whoami",
         "workspace_roots",
-    ]  # fmt: skip
+    ]
     status, headers, text = await stack.modern(
         reader, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}
     )
@@ -184,10 +189,15 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
             (reader, "resources/list", None),
             (reader, "resources/read", {"uri": "demo://notes/readme"}),
             (unknown, "resources/read", {"uri": "demo://notes/readme"}),
-            (reader, "completion/complete", {
-                "ref": {"type": "ref/prompt", "name": "summarize_notes"},
-                "argument": {"name": "style", "value": "b"}}),
-        ]:  # fmt: skip
+            (
+                reader,
+                "completion/complete",
+                {
+                    "ref": {"type": "ref/prompt", "name": "summarize_notes"},
+                    "argument": {"name": "style", "value": "b"},
+                },
+            ),
+        ]:
             status, headers, text = await stack.modern(token, method, params)
             assert status in {200, 400, 401, 403}
             bodies.append(text)
@@ -253,8 +263,12 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
             assert token not in text, f"the client token leaked into {where}"
     # What the user answered in an input round is for the backend only, and so is the state.
     assert any(CANARY_ROOT in line for line in backend_traffic)
-    for where, text in [("logs", repr(logs)), ("metrics", metrics), ("audit", audit),
-                        ("error bodies", "\n".join(bodies))]:  # fmt: skip
+    for where, text in [
+        ("logs", repr(logs)),
+        ("metrics", metrics),
+        ("audit", audit),
+        ("error bodies", "\n".join(bodies)),
+    ]:
         assert CANARY_ROOT not in text, f"an input answer leaked into {where}"
     assert all(sealed not in line for line in backend_traffic)
 

@@ -202,8 +202,12 @@ class TestIdentityClaims:
             grant(s.issuer, "long-client", client_id="c" * 257)
             grant(s.issuer, "at-the-cap", sub="y" * 256)
             before = len(s.backend.received)
-            call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                    "params": {"name": "echo", "arguments": {"text": "hi"}}}  # fmt: skip
+            call = {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "hi"}},
+            }
             for token in ("long-sub", "long-client"):
                 status, headers, _ = await s.post(token, call)
                 assert status == 401

@@ -172,9 +172,13 @@ class TestPublicListener:
     ) -> None:
         server = await running()
         response = await http.request(
-            "test", "POST", server.mcp_url, timeout_s=10, body=b"{}",
+            "test",
+            "POST",
+            server.mcp_url,
+            timeout_s=10,
+            body=b"{}",
             headers={"Content-Type": "application/json"},
-        )  # fmt: skip
+        )
         assert response.status == 503
         assert json.loads(response.body) == {"error": "mcp endpoint not wired"}
 

@@ -70,10 +70,13 @@ async def test_sigterm_with_calls_in_flight_leaves_every_access_line_and_audit_e
     )
     log = tmp_path / "stdout.log"  # the operator's `> file`
     serving = serve_process(
-        write_config(tmp_path, config), "--workers", str(workers),
+        write_config(tmp_path, config),
+        "--workers",
+        str(workers),
         *(["--event-loop", "asyncio"] if workers > 1 else []),
-        env={"LINES_GW_SECRET": SECRET}, stdout=log,
-    )  # fmt: skip
+        env={"LINES_GW_SECRET": SECRET},
+        stdout=log,
+    )
     try:
         async with serving as gw:
             started = await wait_for_line(log, "gateway.started")

@@ -276,27 +276,52 @@ async def test_one_audit_event_per_tool_call_with_decision_and_outcome(stack: St
         ids["hidden tool call"],
     ]
     allowed, step_up, second, hidden = events
-    assert {key: allowed[key] for key in (
-        "event", "subject", "client_id", "tool", "decision", "rule", "missing_scopes",
-        "outcome", "status", "token_fp",
-    )} == {
-        "event": "tool_call", "subject": "alice@example.com", "client_id": "claude-code",
-        "tool": "search_docs", "decision": "allow", "rule": "search_docs", "missing_scopes": [],
-        "outcome": "ok", "status": 200, "token_fp": FINGERPRINT,
-    }  # fmt: skip
+    assert {
+        key: allowed[key]
+        for key in (
+            "event",
+            "subject",
+            "client_id",
+            "tool",
+            "decision",
+            "rule",
+            "missing_scopes",
+            "outcome",
+            "status",
+            "token_fp",
+        )
+    } == {
+        "event": "tool_call",
+        "subject": "alice@example.com",
+        "client_id": "claude-code",
+        "tool": "search_docs",
+        "decision": "allow",
+        "rule": "search_docs",
+        "missing_scopes": [],
+        "outcome": "ok",
+        "status": 200,
+        "token_fp": FINGERPRINT,
+    }
     assert allowed["backend_ms"] is not None and allowed["duration_ms"] >= allowed["backend_ms"]
     assert (step_up["decision"], step_up["rule"], step_up["missing_scopes"]) == (
-        "deny", "create_ticket", ["tickets:write"],
-    )  # fmt: skip
+        "deny",
+        "create_ticket",
+        ["tickets:write"],
+    )
     assert (step_up["outcome"], step_up["status"], step_up["error_row"]) == (
-        "denied", 403, "tool_insufficient_scope",
-    )  # fmt: skip
+        "denied",
+        403,
+        "tool_insufficient_scope",
+    )
     assert step_up["backend_ms"] is None
     assert (second["tool"], second["outcome"]) == ("echo", "ok")
     # A tool the caller may not see is answered "unknown", and audited as a policy denial.
     assert (hidden["tool"], hidden["decision"], hidden["outcome"], hidden["error_row"]) == (
-        "admin_reset", "deny", "denied", "unknown_tool",
-    )  # fmt: skip
+        "admin_reset",
+        "deny",
+        "denied",
+        "unknown_tool",
+    )
     raw = stack.audit.getvalue()
     assert TOKEN not in raw and SECRET_ARGUMENT not in raw
     assert all(event["trace_id"] and len(event["trace_id"]) == 32 for event in events)

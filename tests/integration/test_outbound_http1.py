@@ -89,9 +89,13 @@ class TestTheSameRulesOnBothClients:
         async with client(lean) as outbound:
             for i in range(3):
                 response = await outbound.request(
-                    "d", "POST", str(server.make_url("/echo")), timeout_s=5,
-                    headers={"Content-Type": "application/json"}, body=b'{"n":%d}' % i,
-                )  # fmt: skip
+                    "d",
+                    "POST",
+                    str(server.make_url("/echo")),
+                    timeout_s=5,
+                    headers={"Content-Type": "application/json"},
+                    body=b'{"n":%d}' % i,
+                )
                 assert response.status == 200
                 assert response.headers["Content-Type"].startswith("application/json")
                 assert b'"ua": "outbound-test"' in response.body
@@ -139,9 +143,13 @@ class TestTheSameRulesOnBothClients:
         async with client(lean) as outbound:
             with pytest.raises(OutboundInvalidRequest):
                 await outbound.request(
-                    "d", "POST", str(server.make_url("/echo")), timeout_s=5,
-                    headers={"X-Injected": "a\r\nX-Evil: 1"}, body=b"{}",
-                )  # fmt: skip
+                    "d",
+                    "POST",
+                    str(server.make_url("/echo")),
+                    timeout_s=5,
+                    headers={"X-Injected": "a\r\nX-Evil: 1"},
+                    body=b"{}",
+                )
         assert server.seen == []  # type: ignore[attr-defined]
 
     async def test_nothing_listening_is_a_connection_error(self, lean: bool) -> None:
@@ -197,9 +205,13 @@ class TestTheLeanClientsFraming:
     async def test_the_request_head_is_built_from_validated_parts(self) -> None:
         async with raw_server(OK) as srv, client(True) as outbound:
             await outbound.request(
-                "d", "POST", srv["url"] + "?q=1", timeout_s=3,
-                headers={"Authorization": "Bearer svc", "Content-Length": "999"}, body=b"{}",
-            )  # fmt: skip
+                "d",
+                "POST",
+                srv["url"] + "?q=1",
+                timeout_s=3,
+                headers={"Authorization": "Bearer svc", "Content-Length": "999"},
+                body=b"{}",
+            )
         head = srv["last"].split(b"\r\n\r\n")[0].split(b"\r\n")
         assert head[0] == b"POST /mcp?q=1 HTTP/1.1"
         assert head[1].startswith(b"Host: 127.0.0.1:")
@@ -227,17 +239,32 @@ class TestTheLeanClientsFraming:
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
             # aiohttp's CVE-2024-52304: a bare LF ends the line for a lenient parser.
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a\nb\r\n{}\r\n0\r\n\r\n",
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a=\"\rx\"\r\n{}\r\n0\r\n\r\n",
+            b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a="\rx"\r\n{}\r\n0\r\n\r\n',
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2;a\x01\r\n{}\r\n0\r\n\r\n",
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX: a\nb\r\n\r\n",
         ],
-        ids=["obs-fold", "two lengths", "negative length", "bad field name", "not HTTP/1.x",
-             "bad chunk size", "bad chunk end", "head too large", "truncated body",
-             "bare LF in a field", "bare CR in a value", "non-ASCII digit length",
-             "gzip coding", "identity coding", "chunked twice", "bare LF in a chunk extension",
-             "bare CR in a chunk extension", "control character in a chunk extension",
-             "bare LF in a trailer"],
-    )  # fmt: skip
+        ids=[
+            "obs-fold",
+            "two lengths",
+            "negative length",
+            "bad field name",
+            "not HTTP/1.x",
+            "bad chunk size",
+            "bad chunk end",
+            "head too large",
+            "truncated body",
+            "bare LF in a field",
+            "bare CR in a value",
+            "non-ASCII digit length",
+            "gzip coding",
+            "identity coding",
+            "chunked twice",
+            "bare LF in a chunk extension",
+            "bare CR in a chunk extension",
+            "control character in a chunk extension",
+            "bare LF in a trailer",
+        ],
+    )
     async def test_a_malformed_response_is_a_connection_error(self, reply: bytes) -> None:
         async with raw_server(reply, close=True) as srv, client(True) as outbound:
             with pytest.raises(OutboundConnectionError):

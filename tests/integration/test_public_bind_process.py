@@ -47,10 +47,14 @@ async def test_the_public_listener_binds_only_once_the_first_catalog_is_in(
     async with DevIssuer() as issuer, aiohttp.ClientSession() as session:
         issuer.register_client("mcp-gateway", "gw-secret", can_introspect=True)
         config = gateway_config(
-            issuer_url=issuer.url, backend_url=str(upstream_server.make_url("/mcp")),
-            secret={"env": "PB_GW_SECRET"}, credential={"env": "PB_SERVICE"},
-            port=port, ops_port=ops_port, audit={"sink": "off"},
-        )  # fmt: skip
+            issuer_url=issuer.url,
+            backend_url=str(upstream_server.make_url("/mcp")),
+            secret={"env": "PB_GW_SECRET"},
+            credential={"env": "PB_SERVICE"},
+            port=port,
+            ops_port=ops_port,
+            audit={"sink": "off"},
+        )
         env = {"PB_GW_SECRET": "gw-secret", "PB_SERVICE": "service-secret"}
         token = issuer.mint_token(sub="erin", scopes="mcp:access", audience=RESOURCE)
         async with serve_process(write_config(tmp_path, config, POLICY), env=env) as gw:

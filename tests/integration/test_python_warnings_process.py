@@ -25,9 +25,12 @@ async def test_joserfcs_security_warning_for_a_weak_key_is_a_json_log_line(
     tmp_path: Path,
 ) -> None:
     async with replica_stack(
-        tmp_path, None, replicas=1, issuer_options={"token_format": "jwt"},
+        tmp_path,
+        None,
+        replicas=1,
+        issuer_options={"token_format": "jwt"},
         overrides={"issuer": {"tokens": "jwt"}},
-    ) as stack:  # fmt: skip
+    ) as stack:
         (replica,) = stack.replicas
         assert (await stack.post(replica, stack.mint(), "tools/list"))[0] == 200
         with warnings.catch_warnings():  # the test process's own import of the weak key

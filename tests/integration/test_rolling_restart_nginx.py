@@ -101,9 +101,17 @@ async def nginx_in_front(workdir: Path, replicas: list[Replica]) -> AsyncIterato
     servers = "\n".join(f"        server 127.0.0.1:{r.port} max_fails=0;" for r in replicas)
     conf.write_text(NGINX_CONF.format(dir=nginx_dir, servers=servers, port=port))
     process = await asyncio.create_subprocess_exec(
-        NGINX, "-p", str(nginx_dir), "-e", str(nginx_dir / "error.log"), "-c", str(conf),
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        NGINX,
+        "-p",
+        str(nginx_dir),
+        "-e",
+        str(nginx_dir / "error.log"),
+        "-c",
+        str(conf),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         async with asyncio.timeout(10):
             while True:

@@ -366,9 +366,13 @@ async def test_a_jwks_fetch_is_a_span_only_when_the_request_makes_it(
     dev = DevIssuer(token_format="jwt", introspection=False)
     tracing = {"otlp": {"endpoint": f"http://127.0.0.1:{collector.port}", "timeout_s": 5}}
     async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=dev,
-        issuer={"jwks_unknown_kid_interval_s": 1}, gateway={"tracing": tracing},
-    ) as stack:  # fmt: skip
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        dev=dev,
+        issuer={"jwks_unknown_kid_interval_s": 1},
+        gateway={"tracing": tracing},
+    ) as stack:
         first = f"00-{CLIENT_TRACE}-{CLIENT_SPAN}-01"
         assert (await stack.call(stack.token(sub="a"), headers={"traceparent": first}))[0] == 200
         dev.keys.use(dev.keys.add("EC"))  # a key the gateway has not fetched yet

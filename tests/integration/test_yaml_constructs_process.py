@@ -47,8 +47,13 @@ def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "gateway.commands", *args, "--config", "gateway.yaml"],
-        capture_output=True, text=True, timeout=BOUND_S, cwd=tmp_path, env=env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=BOUND_S,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
     assert time.monotonic() - started < BOUND_S
     assert "Traceback" not in result.stdout + result.stderr, result.stderr
     return result
@@ -75,7 +80,7 @@ def test_a_billion_laughs_policy_is_refused_with_its_position(tmp_path: Path, co
         ("limits:\n  <<: {max_in_flight: 1}\n", "gateway.yaml:13:3: limits.<<: " + MERGE),
     ],
     ids=["laughs", "recursive", "merge"],
-)  # fmt: skip
+)
 def test_a_config_with_aliases_or_a_merge_key_is_refused_with_its_position(
     tmp_path: Path, command: str, extra: str, expected: str
 ) -> None:

@@ -13,11 +13,19 @@ __all__ = ["assert_only_the_second_refused", "two_tool_calls"]
 def two_tool_calls(first: str, second: str) -> list[dict[str, Any]]:
     """``tools/call`` of ``first`` (id 1, text ``a``), then of ``second`` (id 2, text ``b``)."""
     return [
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-         "params": {"name": first, "arguments": {"text": "a"}}},
-        {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-         "params": {"name": second, "arguments": {"text": "b"}}},
-    ]  # fmt: skip
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": first, "arguments": {"text": "a"}},
+        },
+        {
+            "jsonrpc": "2.0",
+            "id": 2,
+            "method": "tools/call",
+            "params": {"name": second, "arguments": {"text": "b"}},
+        },
+    ]
 
 
 def assert_only_the_second_refused(status: int, text: str, *, message: str, reason: str) -> None:
@@ -26,6 +34,7 @@ def assert_only_the_second_refused(status: int, text: str, *, message: str, reas
     first, second = json.loads(text)
     assert first["id"] == 1 and first["result"]["isError"] is not True
     assert second == {
-        "jsonrpc": "2.0", "id": 2,
+        "jsonrpc": "2.0",
+        "id": 2,
         "error": {"code": -31403, "message": message, "data": {"reason": reason}},
-    }  # fmt: skip
+    }

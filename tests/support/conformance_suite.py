@@ -55,8 +55,11 @@ def forwarder(target: str, token: str) -> web.Application:
         if "s" not in session:
             session["s"] = aiohttp.ClientSession()
         client = session["s"]
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in ("host",
-                   "content-length", "authorization")}  # fmt: skip
+        headers = {
+            k: v
+            for k, v in request.headers.items()
+            if k.lower() not in ("host", "content-length", "authorization")
+        }
         headers["Authorization"] = f"Bearer {token}"
         body = await request.read()
         async with client.request(request.method, target, data=body, headers=headers) as up:
@@ -105,11 +108,18 @@ async def run_scenario(
     command = _cli(directory)
     try:
         process = await asyncio.create_subprocess_exec(
-            *command, "server", "--url", str(front.make_url("/mcp")),
-            "--scenario", scenario, "--output-dir", str(out),
+            *command,
+            "server",
+            "--url",
+            str(front.make_url("/mcp")),
+            "--scenario",
+            scenario,
+            "--output-dir",
+            str(out),
             *(("--spec-version", version) if version else ()),
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
-        )  # fmt: skip
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+        )
         printed, _ = await asyncio.wait_for(process.communicate(), timeout=120)
     finally:
         await front.close()

@@ -27,9 +27,15 @@ __all__ = [
 CACHE_BOUND_S: Final = 1
 """The demo gateway's introspection cache bound (issuer.cache.max_ttl_s) in these tests."""
 READER_TOOLS: Final = {
-    "echo", "time_now", "notes_list", "notes_summarize", "notes_report", "workspace_roots",
-    "whoami", "vault__whoami",
-}  # fmt: skip
+    "echo",
+    "time_now",
+    "notes_list",
+    "notes_summarize",
+    "notes_report",
+    "workspace_roots",
+    "whoami",
+    "vault__whoami",
+}
 """What gateway/dev/demo-policy.yaml lets a token with ``mcp:access notes:read`` see."""
 MODERN: Final = "2026-07-28"
 

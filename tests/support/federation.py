@@ -57,8 +57,9 @@ class Federation:
     def token(self, granted: str = ALL_SCOPES, **kw: Any) -> str:
         return self.stack.token(granted, **kw)
 
-    async def modern(self, token: str, method: str, params: Mapping[str, Any] | None = None,
-                     **kw: Any) -> tuple[int, dict[str, str], Any]:  # fmt: skip
+    async def modern(
+        self, token: str, method: str, params: Mapping[str, Any] | None = None, **kw: Any
+    ) -> tuple[int, dict[str, str], Any]:
         status, headers, text = await self.stack.modern(token, method, params, **kw)
         return status, headers, json.loads(text) if text else None
 

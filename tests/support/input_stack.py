@@ -95,9 +95,16 @@ async def input_stack(
     if upstream is None and backend_url is None and backends is None:
         upstream = InputUpstream()
     async with live_stack(
-        directory, aiohttp_server, monkeypatch, upstream=upstream, policy=policy,
-        gateway=gateway, issuer=issuer, backend_url=backend_url, backends=backends,
-    ) as stack:  # fmt: skip
+        directory,
+        aiohttp_server,
+        monkeypatch,
+        upstream=upstream,
+        policy=policy,
+        gateway=gateway,
+        issuer=issuer,
+        backend_url=backend_url,
+        backends=backends,
+    ) as stack:
         yield stack
 
 
@@ -121,9 +128,13 @@ async def call(
         params["inputResponses"] = responses
     params.update(extra or {})
     status, headers, text = await stack.modern(
-        token, "tools/call", params, name=tool,
-        capabilities=ALL_CAPS if capabilities is None else capabilities, rid=rid,
-    )  # fmt: skip
+        token,
+        "tools/call",
+        params,
+        name=tool,
+        capabilities=ALL_CAPS if capabilities is None else capabilities,
+        rid=rid,
+    )
     return status, headers, json.loads(text)
 
 

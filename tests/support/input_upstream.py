@@ -111,8 +111,10 @@ class InputUpstream(ModernUpstream):
         if name == "confirm_delete":
             answer = answers.get("confirm")
             if state != "up:confirm_delete:1" or not isinstance(answer, dict):
-                return asking({"confirm": form(f"Delete {args.get('path')}?", confirm={
-                    "type": "boolean"})}, "up:confirm_delete:1")  # fmt: skip
+                return asking(
+                    {"confirm": form(f"Delete {args.get('path')}?", confirm={"type": "boolean"})},
+                    "up:confirm_delete:1",
+                )
             confirmed = answer.get("action") == "accept" and (answer.get("content") or {}).get(
                 "confirm"
             )
@@ -135,8 +137,14 @@ class InputUpstream(ModernUpstream):
             return _text("refreshed")
         if name == "everything":
             if not answers:
-                return asking({"confirm": form("Go?", go={"type": "boolean"}), "summary": SAMPLING,
-                             "roots": ROOTS}, "up:everything:1")  # fmt: skip
+                return asking(
+                    {
+                        "confirm": form("Go?", go={"type": "boolean"}),
+                        "summary": SAMPLING,
+                        "roots": ROOTS,
+                    },
+                    "up:everything:1",
+                )
             return _text(json.dumps(sorted(answers)))
         if name == "raw":
             return self.raw_round
@@ -149,12 +157,15 @@ class InputUpstream(ModernUpstream):
         city = args.get("city")
         if state == "up:book_trip:r1" and isinstance(answers.get("dates"), dict):
             dates = answers["dates"].get("content", {}).get("dates")
-            return asking({"sure": form(f"Book {city} on {dates}?", sure={"type": "boolean"})},
-                        f"up:book_trip:r2:{dates}")  # fmt: skip
+            return asking(
+                {"sure": form(f"Book {city} on {dates}?", sure={"type": "boolean"})},
+                f"up:book_trip:r2:{dates}",
+            )
         if isinstance(state, str) and state.startswith("up:book_trip:r2:"):
             answer = answers.get("sure") or {}
             if answer.get("action") == "accept":
                 return _text(f"Booked {city} on {state.removeprefix('up:book_trip:r2:')}")
             return _text("Not booked")
-        return asking({"dates": form(f"When to {city}?", dates={"type": "string"})},
-                    "up:book_trip:r1")  # fmt: skip
+        return asking(
+            {"dates": form(f"When to {city}?", dates={"type": "string"})}, "up:book_trip:r1"
+        )

@@ -193,11 +193,15 @@ async def other_issuer(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[DevIssu
 def issuer_entries(other: DevIssuer) -> tuple[dict[str, Any], dict[str, Any]]:
     """``issuers:`` entries for the live stack's own issuer and :func:`other_issuer`'s."""
     first = {
-        "url": "{issuer_url}", "client_id": "mcp-gateway",
-        "client_secret": {"env": "LIVE_STACK_GW_SECRET"}, "allow_insecure_http": True,
-    }  # fmt: skip
+        "url": "{issuer_url}",
+        "client_id": "mcp-gateway",
+        "client_secret": {"env": "LIVE_STACK_GW_SECRET"},
+        "allow_insecure_http": True,
+    }
     second = {
-        "url": other.url, "client_id": "mcp-gateway",
-        "client_secret": {"env": "OTHER_SECRET"}, "allow_insecure_http": True,
-    }  # fmt: skip
+        "url": other.url,
+        "client_id": "mcp-gateway",
+        "client_secret": {"env": "OTHER_SECRET"},
+        "allow_insecure_http": True,
+    }
     return first, second

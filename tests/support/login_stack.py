@@ -134,9 +134,11 @@ async def login_stack(
         await dev.start()
     prefix = login.get("path_prefix", "/gateway")
     dev.register_client(
-        LOGIN_CLIENT, LOGIN_SECRET, grant_types=["authorization_code"],
+        LOGIN_CLIENT,
+        LOGIN_SECRET,
+        grant_types=["authorization_code"],
         redirect_uris=[f"http://127.0.0.1:{port}{prefix}/callback"],
-    )  # fmt: skip
+    )
     monkeypatch.setenv("LOGIN_CLIENT_SECRET", LOGIN_SECRET)
     monkeypatch.setenv("LOGIN_SEAL_KEY", SEAL_KEY)
     keys = {**login_gateway(port, **login), **(gateway or {})}

@@ -49,10 +49,14 @@ async def sdk_stack(
     async with (
         sdk_upstream(surface=True) as sdk,
         live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=policy,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            backend_url=sdk.url,
+            policy=policy,
             gateway=gateway,
         ) as live,
-    ):  # fmt: skip
+    ):
         yield live, sdk
 
 
@@ -97,12 +101,17 @@ async def federated_sdk_stack(
         sdk_upstream(surface=True) as docs,
         sdk_upstream(surface=True) as wiki,
         live_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=policy,
-            backends={"docs": backend_settings(docs.url, "SURFACE_DOCS"),
-                      "wiki": backend_settings(wiki.url, "SURFACE_WIKI")},
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            policy=policy,
+            backends={
+                "docs": backend_settings(docs.url, "SURFACE_DOCS"),
+                "wiki": backend_settings(wiki.url, "SURFACE_WIKI"),
+            },
             gateway=gateway,
         ) as live,
-    ):  # fmt: skip
+    ):
         yield live, docs, wiki
 
 

@@ -82,10 +82,15 @@ async def run_command(
     """``mcp-gateway ARGS`` to its end: exit status, stdout, stderr. ``env``: its whole
     environment (default: this process's)."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.commands", *args,
-        cwd=cwd, env=None if env is None else dict(env),
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )  # fmt: skip
+        sys.executable,
+        "-m",
+        "gateway.commands",
+        *args,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(process.communicate(), timeout_s)
     assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
@@ -166,10 +171,18 @@ async def serve_process(
         if stdout is not None:
             out = files.enter_context(stdout.open("wb"))
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway.commands", "serve", "--config", str(config), *args,
-            stdout=out, stderr=asyncio.subprocess.PIPE, env={**os.environ, **(env or {})},
+            sys.executable,
+            "-m",
+            "gateway.commands",
+            "serve",
+            "--config",
+            str(config),
+            *args,
+            stdout=out,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **(env or {})},
             cwd=config.parent,
-        )  # fmt: skip
+        )
     serving = ServeProcess(process)
     reader = asyncio.create_task(serving._read()) if stdout is None else None
     try:

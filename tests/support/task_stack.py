@@ -58,11 +58,19 @@ async def task_stack(
         upstream = TaskUpstream()
     try:
         async with input_stack(
-            directory, aiohttp_server, monkeypatch, upstream=upstream,  # type: ignore[arg-type]
-            policy=policy, issuer=issuer, backend_url=backend_url, backends=backends,
-            keys=keys, seal_key_id=seal_key_id, settings=inputs,
+            directory,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,  # type: ignore[arg-type]
+            policy=policy,
+            issuer=issuer,
+            backend_url=backend_url,
+            backends=backends,
+            keys=keys,
+            seal_key_id=seal_key_id,
+            settings=inputs,
             extra={"tasks": section, **(gateway or {})},
-        ) as stack:  # fmt: skip
+        ) as stack:
             yield stack
     finally:
         if isinstance(upstream, TaskUpstream):
@@ -104,7 +112,11 @@ async def task(
     if method == "tasks/update":
         params["inputResponses"] = dict(responses or {})
     status, headers, text = await stack.modern(
-        token, method, params, name=handle if name is None else name,
-        capabilities=capabilities, rid=rid,
-    )  # fmt: skip
+        token,
+        method,
+        params,
+        name=handle if name is None else name,
+        capabilities=capabilities,
+        rid=rid,
+    )
     return status, headers, text.encode()

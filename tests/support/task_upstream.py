@@ -102,9 +102,13 @@ class UpstreamTask:
 
     def detailed(self, ttl_ms: int | None, poll_ms: int) -> dict[str, Any]:
         out: dict[str, Any] = {
-            "taskId": self.task_id, "status": self.status, "createdAt": self.created,
-            "lastUpdatedAt": self.updated, "ttlMs": ttl_ms, "pollIntervalMs": poll_ms,
-        }  # fmt: skip
+            "taskId": self.task_id,
+            "status": self.status,
+            "createdAt": self.created,
+            "lastUpdatedAt": self.updated,
+            "ttlMs": ttl_ms,
+            "pollIntervalMs": poll_ms,
+        }
         if self.status == "input_required":
             out["inputRequests"] = dict(self.asked)
         if self.status == "completed":
@@ -132,9 +136,10 @@ class TaskUpstream(ModernUpstream):
         return [
             r.json["params"]
             for r in self.requests
-            if r.json and str(r.json.get("method", "")).startswith("tasks/")
+            if r.json
+            and str(r.json.get("method", "")).startswith("tasks/")
             and (method is None or r.json["method"] == method)
-        ]  # fmt: skip
+        ]
 
     async def close(self) -> None:
         for task in self.tasks.values():
@@ -165,16 +170,27 @@ class TaskUpstream(ModernUpstream):
             capabilities: dict[str, Any] = {"tools": {}}
             if self.advertise:
                 capabilities["extensions"] = {TASKS: {}}
-            return self._ok(rid, {"supportedVersions": ["2026-07-28"], "capabilities": capabilities,
-                                  "ttlMs": 60_000, "cacheScope": "public"})  # fmt: skip
+            return self._ok(
+                rid,
+                {
+                    "supportedVersions": ["2026-07-28"],
+                    "capabilities": capabilities,
+                    "ttlMs": 60_000,
+                    "cacheScope": "public",
+                },
+            )
         if method == "tools/list":
             return self._ok(rid, {"tools": self.tools, "ttlMs": 60_000, "cacheScope": "public"})
         if method == "tools/call":
             return await self._call(rid, params, has_tasks or self.rogue)
         if method in ("tasks/get", "tasks/update", "tasks/cancel"):
             if not has_tasks:
-                return _error(rid, -32021, "Missing required client capability",
-                              {"requiredCapabilities": {"extensions": {TASKS: {}}}})  # fmt: skip
+                return _error(
+                    rid,
+                    -32021,
+                    "Missing required client capability",
+                    {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+                )
             if request.headers.get("Mcp-Name") != params.get("taskId"):
                 return _error(rid, -32020, "Header mismatch")
             task = self.tasks.get(str(params.get("taskId")))
@@ -212,21 +228,34 @@ class TaskUpstream(ModernUpstream):
             answer = (params.get("inputResponses") or {}).get("user_name") or {}
             user_name = (answer.get("content") or {}).get("name")
             if params.get("requestState") != "up:twt:1" or user_name is None:
-                return self._ok(rid, {"resultType": "input_required",
-                                      "inputRequests": {"user_name": _form(
-                                          "Your name?", name={"type": "string"})},
-                                      "requestState": "up:twt:1"})  # fmt: skip
+                return self._ok(
+                    rid,
+                    {
+                        "resultType": "input_required",
+                        "inputRequests": {
+                            "user_name": _form("Your name?", name={"type": "string"})
+                        },
+                        "requestState": "up:twt:1",
+                    },
+                )
         if not tasks:
             if name in NEEDS_TASK:
-                return _error(rid, -32021, "This tool needs a task",
-                              {"requiredCapabilities": {"extensions": {TASKS: {}}}})  # fmt: skip
+                return _error(
+                    rid,
+                    -32021,
+                    "This tool needs a task",
+                    {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+                )
             await asyncio.sleep(min(float(args.get("seconds") or 0), 5.0))
             return self._ok(rid, _text(f"Computed {args.get('label')}"))
         task = UpstreamTask(f"task-{next(self._ids)}", str(name))
         self.tasks[task.task_id] = task
         task.runner = asyncio.create_task(self._run(task, args, user_name))
-        created = {k: v for k, v in task.detailed(self.task_ttl_ms, self.poll_ms).items()
-                   if k not in ("result", "error", "inputRequests")}  # fmt: skip
+        created = {
+            k: v
+            for k, v in task.detailed(self.task_ttl_ms, self.poll_ms).items()
+            if k not in ("result", "error", "inputRequests")
+        }
         created["resultType"] = "task"
         return web.json_response({"jsonrpc": "2.0", "id": rid, "result": created})
 
@@ -244,14 +273,22 @@ class TaskUpstream(ModernUpstream):
                 task.touch("failed")
                 return
             elif task.tool == "confirm_delete":
-                answers = await self._ask(task, {"confirm": _form(
-                    f"Delete {args.get('filename')}?", confirm={"type": "boolean"})})  # fmt: skip
+                answers = await self._ask(
+                    task,
+                    {
+                        "confirm": _form(
+                            f"Delete {args.get('filename')}?", confirm={"type": "boolean"}
+                        )
+                    },
+                )
                 ok = (answers["confirm"].get("content") or {}).get("confirm")
                 task.result = _text(f"{'Deleted' if ok else 'Kept'} {args.get('filename')}")
             elif task.tool == "multi_input":
                 named = {"type": "string"}
-                await self._ask(task, {"first": _form("First?", name=named),
-                                       "second": _form("Second?", name=named)})  # fmt: skip
+                await self._ask(
+                    task,
+                    {"first": _form("First?", name=named), "second": _form("Second?", name=named)},
+                )
                 task.result = _text("both answered")
             else:  # test_tool_with_task
                 task.result = _text(f"Hello, {user}!")

@@ -555,8 +555,9 @@ class TokenServer:
         header = request.headers.get("Authorization")
         self.auth_headers.append(header)
         by_basic = header is not None and _basic_credentials(header) == (
-            self.client_id, self.client_secret,
-        )  # fmt: skip
+            self.client_id,
+            self.client_secret,
+        )
         by_post = (
             form.get("client_id") == self.client_id
             and form.get("client_secret") == self.client_secret

@@ -61,9 +61,10 @@ def unlisted_internals(
     for cls in [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]:
         runtime = getattr(module, cls.name, None)
         foreign = [
-            base for base in getattr(runtime, "__mro__", ())[1:]
+            base
+            for base in getattr(runtime, "__mro__", ())[1:]
             if not base.__module__.startswith("gateway.")
-        ]  # fmt: skip
+        ]
         own: set[str] = set()
         for item in cls.body:
             if isinstance(item, ast.Assign) and any(

@@ -79,8 +79,9 @@ _OPS = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 @given(st.integers(1, 4), _OPS)
 def test_it_behaves_like_a_plain_lru_model(bound: int, ops: list[tuple[str, int, int]]) -> None:
     model: list[tuple[int, int, float]] = []  # least recent first: (key, value, expires_at)

@@ -54,8 +54,13 @@ def run(
     env.pop("MCP_GATEWAY_CONFIG", None)
     return subprocess.run(
         [sys.executable, "-m", "gateway.commands", *args],
-        capture_output=True, text=True, timeout=60, cwd=cwd, env=env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+        env=env,
+        check=False,
+    )
 
 
 def write(tmp_path: Path, gateway: str = GATEWAY, policy: str = POLICY) -> None:
@@ -451,8 +456,11 @@ def test_tracing_without_the_opentelemetry_packages_is_a_problem_check_reports(
     hidden = tmp_path / "no-otel" / "opentelemetry"
     hidden.mkdir(parents=True)
     (hidden / "__init__.py").write_text("")
-    write(tmp_path, FEDERATED + "tracing: {otlp: {endpoint: http://127.0.0.1:4318}}\n",
-          "version: 1\nbaseline_scopes: [mcp:access]\n")  # fmt: skip
+    write(
+        tmp_path,
+        FEDERATED + "tracing: {otlp: {endpoint: http://127.0.0.1:4318}}\n",
+        "version: 1\nbaseline_scopes: [mcp:access]\n",
+    )
     env = {"PYTHONPATH": str(hidden.parent), "CHECK_TEST_S": "t" * 40}
     result = run("check", "--config", "gateway.yaml", cwd=tmp_path, env=env)
     assert result.returncode == 1

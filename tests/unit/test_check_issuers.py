@@ -88,9 +88,16 @@ def test_explain_shows_each_entrys_issuer_and_decides_for_the_issuer_named(
     assert lines[4].split()[:4] == ["admin_reset", "allow", "admin_reset", "allow"]
     assert f"who: admin_reset: clients 'ops-console' of the first issuer ({FIRST})" in lines
     second = run(
-        *base, "--client-id", "ops-console", "--issuer", SECOND, "--tool", "admin_reset",
-        "--json", cwd=tmp_path,
-    )  # fmt: skip
+        *base,
+        "--client-id",
+        "ops-console",
+        "--issuer",
+        SECOND,
+        "--tool",
+        "admin_reset",
+        "--json",
+        cwd=tmp_path,
+    )
     assert second.returncode == 0, second.stderr
     report = json.loads(second.stdout)
     assert report["principal"]["issuer"] == SECOND

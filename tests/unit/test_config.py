@@ -70,9 +70,13 @@ def yaml_keys(path: Path) -> set[str]:
     found: set[str] = set()
 
     free_form = {
-        "backend.tool_timeouts_s", "backends", "backends.*.tool_timeouts_s", "issuer.scope_map",
-        "tracing.otlp.headers", "policy_external.subject_properties",
-    }  # fmt: skip
+        "backend.tool_timeouts_s",
+        "backends",
+        "backends.*.tool_timeouts_s",
+        "issuer.scope_map",
+        "tracing.otlp.headers",
+        "policy_external.subject_properties",
+    }
 
     def walk(value: Any, prefix: str, free: bool) -> None:
         if isinstance(value, dict):
@@ -235,13 +239,17 @@ class TestEveryKeyRoundTrips:
         assert c.trusted_origins == {"https://app.example.com", "https://mcp.example.com"}
         assert c.catalog is not None
         assert (c.catalog.lock, c.catalog.on_change, c.catalog.poll_s) == (
-            FIXTURES / "catalog.lock.yaml", "warn", 5.0,
-        )  # fmt: skip
+            FIXTURES / "catalog.lock.yaml",
+            "warn",
+            5.0,
+        )
         t = c.tracing
         assert t is not None
         assert (t.otlp.endpoint, t.otlp.protocol, t.otlp.timeout_s) == (
-            "http://127.0.0.1:4318", "grpc", 4.0,
-        )  # fmt: skip
+            "http://127.0.0.1:4318",
+            "grpc",
+            4.0,
+        )
         assert [(name, s.reveal()) for name, s in t.otlp.headers] == [
             ("x-honeycomb-team", "otlp-key")
         ]
@@ -249,9 +257,12 @@ class TestEveryKeyRoundTrips:
         pe = c.policy_external
         assert pe is not None and pe.credential is not None
         assert (pe.url, pe.timeout_s, pe.on_error, pe.retry_after_s, pe.subject_type) == (
-            "https://pdp.internal.example.com/access/v1/evaluation", 0.25, "deny", 3,
+            "https://pdp.internal.example.com/access/v1/evaluation",
+            0.25,
+            "deny",
+            3,
             "identity",
-        )  # fmt: skip
+        )
         assert pe.subject_properties == (("cerbos.roles", "roles"), ("tenant", "tid"))
         assert (pe.send_arguments, pe.cache_ttl_s, pe.cache_max_entries) == (True, 10.0, 500)
         assert pe.max_connections == 8

@@ -83,8 +83,12 @@ class TestLoading:
         assert c.backend_readiness == "any"
 
     def test_a_single_backend_section_is_the_one_backend_named_default(self) -> None:
-        env = {**ENV, "TEST_REDIS_URL": "rediss://r:6380/0", "TEST_ADMIN_TOKEN": "a" * 32,
-               "TEST_OTLP_KEY": "k"}  # fmt: skip
+        env = {
+            **ENV,
+            "TEST_REDIS_URL": "rediss://r:6380/0",
+            "TEST_ADMIN_TOKEN": "a" * 32,
+            "TEST_OTLP_KEY": "k",
+        }
         c = load_config(FIXTURES / "full.yaml", env)
         assert c.backend is not None
         assert c.backends == (c.backend,)
@@ -95,9 +99,12 @@ class TestLoading:
         base = load_config(FIXTURES / "minimal.yaml", ENV)
         assert base.backend is not None
         again = Config(
-            source="x", resource=base.resource, issuer=base.issuer, backend=base.backend,
+            source="x",
+            resource=base.resource,
+            issuer=base.issuer,
+            backend=base.backend,
             policy_paths=(),
-        )  # fmt: skip
+        )
         assert again.backends == (base.backend,)
 
 
@@ -216,9 +223,13 @@ class TestStaticCollisions:
 
     def test_one_empty_prefix_beside_others_loads(self, tmp_path: Path) -> None:
         body = (
-            "backends:\n  legacy:\n" + _backend(prefix='""')
-            + "  docs:\n" + _backend() + "  tickets:\n" + _backend(prefix="tickets.")
-        )  # fmt: skip
+            "backends:\n  legacy:\n"
+            + _backend(prefix='""')
+            + "  docs:\n"
+            + _backend()
+            + "  tickets:\n"
+            + _backend(prefix="tickets.")
+        )
         c = load_config(_write(tmp_path, body), ENV)
         assert [b.name_prefix for b in c.backends] == ["", "docs__", "tickets."]
 

@@ -161,10 +161,22 @@ class TestSchemaBounds:
 
     @pytest.mark.parametrize(
         "header",
-        ["Authorization", "proxy-authorization", "Cookie", "Connection", "Transfer-Encoding",
-         "Mcp-Session-Id", "MCP-Protocol-Version", "Mcp-Param-Region", "X-Request-Id",
-         "traceparent", "X-MCP-Gateway-Subject", "Host", "Content-Length"],
-    )  # fmt: skip
+        [
+            "Authorization",
+            "proxy-authorization",
+            "Cookie",
+            "Connection",
+            "Transfer-Encoding",
+            "Mcp-Session-Id",
+            "MCP-Protocol-Version",
+            "Mcp-Param-Region",
+            "X-Request-Id",
+            "traceparent",
+            "X-MCP-Gateway-Subject",
+            "Host",
+            "Content-Length",
+        ],
+    )
     def test_reserved_headers_are_refused(self, tmp_path: Path, header: str) -> None:
         write_key(tmp_path / "key.pem")
         (problem,) = _problems(tmp_path, _assertion(header=header))
@@ -286,17 +298,29 @@ class TestTokenExchange:
         ("extra", "where", "message"),
         [
             ("", "backend.credential", "token_exchange needs audience or resource"),
-            (", audience: https://mcp.example.com/mcp", "backend.credential.audience",
-             "names this gateway itself"),
+            (
+                ", audience: https://mcp.example.com/mcp",
+                "backend.credential.audience",
+                "names this gateway itself",
+            ),
             (", resource: urn:gateway", "backend.credential.resource", "names this gateway"),
-            (", audience: a, issuer: https://nowhere.example", "backend.credential.issuer",
-             "is not the url of a configured issuer"),
-            (", audience: a, token_endpoint: https://id.example.com/token",
-             "backend.credential.token_endpoint", "needs credential.issuer"),
-            (", audience: a, client_auth: private_key_jwt", "backend.credential",
-             "private_key is required"),
+            (
+                ", audience: a, issuer: https://nowhere.example",
+                "backend.credential.issuer",
+                "is not the url of a configured issuer",
+            ),
+            (
+                ", audience: a, token_endpoint: https://id.example.com/token",
+                "backend.credential.token_endpoint",
+                "needs credential.issuer",
+            ),
+            (
+                ", audience: a, client_auth: private_key_jwt",
+                "backend.credential",
+                "private_key is required",
+            ),
         ],
-    )  # fmt: skip
+    )
     def test_load_time_problems(self, tmp_path: Path, extra: str, where: str, message: str) -> None:
         base = self.BASE
         if "private_key_jwt" in extra:

@@ -241,11 +241,13 @@ def test_scope_map_keys_and_values_must_be_scope_tokens_each_named_at_its_line(
         "is not a valid scope token (printable ASCII without spaces, quotes or backslashes; "
         "RFC 6749 §3.3, at most 256)"
     )
-    assert sorted(problems(path)) == sorted([
-        f'{path}:6:5: issuer.scope_map.has space: "has space" {message}',
-        f'{path}:7:5: issuer.scope_map.ok: "bad\\"quote" {message}',
-        f'{path}:8:5: issuer.scope_map.: "" {message}',
-    ])  # fmt: skip
+    assert sorted(problems(path)) == sorted(
+        [
+            f'{path}:6:5: issuer.scope_map.has space: "has space" {message}',
+            f'{path}:7:5: issuer.scope_map.ok: "bad\\"quote" {message}',
+            f'{path}:8:5: issuer.scope_map.: "" {message}',
+        ]
+    )
 
 
 def test_scope_map_applies_in_every_mode_without_a_warning(tmp_path: Path) -> None:

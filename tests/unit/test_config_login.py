@@ -134,14 +134,19 @@ def test_a_misconfigured_verifier_is_a_load_problem(
 
 def test_the_full_fixture_sets_every_login_key() -> None:
     env = {
-        "TEST_INTROSPECTION_SECRET": "s", "TEST_BACKEND_TOKEN": "t", "TEST_OTLP_KEY": "k",
-        "TEST_REDIS_URL": "rediss://redis.example.com:6380/0", "TEST_ADMIN_TOKEN": "a" * 32,
-    }  # fmt: skip
+        "TEST_INTROSPECTION_SECRET": "s",
+        "TEST_BACKEND_TOKEN": "t",
+        "TEST_OTLP_KEY": "k",
+        "TEST_REDIS_URL": "rediss://redis.example.com:6380/0",
+        "TEST_ADMIN_TOKEN": "a" * 32,
+    }
     login = load_config(FIXTURES / "full.yaml", env).login
     assert login is not None
     assert (login.issuer, login.client_id, login.client_auth) == (
-        "https://id.example.com/realms/acme", "gateway-login", "private_key_jwt"
-    )  # fmt: skip
+        "https://id.example.com/realms/acme",
+        "gateway-login",
+        "private_key_jwt",
+    )
     assert (login.private_key_id, login.signing_alg) == ("login-2026", "ES256")
     assert login.token_endpoint == "https://id.example.com/realms/acme/token"
     assert (login.scopes, login.path_prefix) == (("openid", "profile"), "/_gw/pages")

@@ -48,28 +48,49 @@ def test_the_defaults_fail_closed_with_a_short_deadline_and_a_bounded_cache(
         ("{url: http://pdp.example.com/access/v1/evaluation}", "policy_external.url", "https"),
         # Plain http only to a loopback or private address, and only when allowed.
         ("{url: http://127.0.0.1:8181/e}", "policy_external.url", "https"),
-        ("{url: http://8.8.8.8/e, allow_insecure_http: true}", "policy_external.url",
-         "https"),
+        ("{url: http://8.8.8.8/e, allow_insecure_http: true}", "policy_external.url", "https"),
         ("{url: 'https://pdp.example.com/e?x=1'}", "policy_external.url", "query"),
-        ("{url: https://pdp.example.com/e, subject_properties: {scopes: scp}}",
-         "policy_external.subject_properties.scopes", "sent by the gateway itself"),
+        (
+            "{url: https://pdp.example.com/e, subject_properties: {scopes: scp}}",
+            "policy_external.subject_properties.scopes",
+            "sent by the gateway itself",
+        ),
         ("{url: https://pdp.example.com/e, on_error: allow}", "policy_external.on_error", ""),
-        ("{url: https://pdp.example.com/e, credential: {type: bearer}}",
-         "policy_external.credential", ""),
-        ("{url: https://pdp.example.com/e, credential: {type: basic, username: 'a:b', "
-         "password: {env: PDP_TOKEN}}}", "policy_external.credential", ""),
-        ("{url: https://pdp.example.com/e, credential: {type: bearer, token: {env: NOPE}}}",
-         "policy_external.credential.token", "NOPE"),
+        (
+            "{url: https://pdp.example.com/e, credential: {type: bearer}}",
+            "policy_external.credential",
+            "",
+        ),
+        (
+            "{url: https://pdp.example.com/e, credential: {type: basic, username: 'a:b', "
+            "password: {env: PDP_TOKEN}}}",
+            "policy_external.credential",
+            "",
+        ),
+        (
+            "{url: https://pdp.example.com/e, credential: {type: bearer, token: {env: NOPE}}}",
+            "policy_external.credential.token",
+            "NOPE",
+        ),
         ("{url: https://pdp.example.com/e, timeout_s: 0}", "policy_external.timeout_s", ""),
-        ("{url: https://pdp.example.com/e, cache: {max_entries: 0}}",
-         "policy_external.cache.max_entries", ""),
-        ("{url: https://pdp.example.com/e, methods: [tools/list]}",
-         "policy_external.methods[0]", ""),
+        (
+            "{url: https://pdp.example.com/e, cache: {max_entries: 0}}",
+            "policy_external.cache.max_entries",
+            "",
+        ),
+        (
+            "{url: https://pdp.example.com/e, methods: [tools/list]}",
+            "policy_external.methods[0]",
+            "",
+        ),
         ("{url: https://pdp.example.com/e, methods: []}", "policy_external.methods", ""),
-        ("{url: https://pdp.example.com/e, tools: ['tool[12]']}", "policy_external.tools[0]",
-         "no [ or ]"),
+        (
+            "{url: https://pdp.example.com/e, tools: ['tool[12]']}",
+            "policy_external.tools[0]",
+            "no [ or ]",
+        ),
     ],
-)  # fmt: skip
+)
 def test_each_mistake_is_a_finding_at_its_key(
     tmp_path: Path, section: str, where: str, says: str
 ) -> None:

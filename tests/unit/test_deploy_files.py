@@ -80,10 +80,21 @@ def _nginx_t(tmp_path: Path, conf: Path) -> subprocess.CompletedProcess[str]:
     assert NGINX is not None
     (tmp_path / "logs").mkdir(exist_ok=True)
     return subprocess.run(
-        [NGINX, "-t", "-p", str(tmp_path), "-e", str(tmp_path / "logs" / "error.log"),
-         "-c", str(conf)],
-        capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
+        [
+            NGINX,
+            "-t",
+            "-p",
+            str(tmp_path),
+            "-e",
+            str(tmp_path / "logs" / "error.log"),
+            "-c",
+            str(conf),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 @pytest.mark.skipif(NGINX is None, reason="nginx is not installed (.ci/run installs it)")
@@ -158,8 +169,12 @@ def test_the_dockerfile_run_example_mounts_a_layout_that_passes_check(tmp_path: 
     env = {**os.environ, "GATEWAY_INTROSPECTION_SECRET": "example"}
     result = subprocess.run(
         [sys.executable, "-m", "gateway.commands", "check", "--config", str(config)],
-        capture_output=True, text=True, timeout=60, env=env, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "demo" not in result.stderr
 

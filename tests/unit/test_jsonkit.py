@@ -27,15 +27,21 @@ from gateway.jsonkit.read import (
     peer_limits,
 )
 
-PROPERTY = settings(max_examples=300, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+PROPERTY = settings(
+    max_examples=300, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 REASONS = {
-    "byte order mark", "invalid UTF-8", "malformed JSON", "duplicate object key",
-    "non-finite number literal", "number out of range", "lone surrogate escape",
+    "byte order mark",
+    "invalid UTF-8",
+    "malformed JSON",
+    "duplicate object key",
+    "non-finite number literal",
+    "number out of range",
+    "lone surrogate escape",
     "nesting depth over limit",
-}  # fmt: skip
+}
 
 
 def nested_objects(depth: int) -> bytes:
@@ -65,11 +71,27 @@ class TestRefusals:
             (b"", "syntax"),
             (b"[" * 5000 + b"]" * 5000, "limit"),
         ],
-        ids=["duplicate member", "escaped duplicate", "NaN", "Infinity", "-Infinity",
-             "overflow", "negative overflow", "byte order mark", "UTF-16", "UTF-32",
-             "overlong UTF-8", "encoded surrogate", "lone high surrogate", "lone low surrogate",
-             "trailing data", "control character", "empty", "5000 nested arrays"],
-    )  # fmt: skip
+        ids=[
+            "duplicate member",
+            "escaped duplicate",
+            "NaN",
+            "Infinity",
+            "-Infinity",
+            "overflow",
+            "negative overflow",
+            "byte order mark",
+            "UTF-16",
+            "UTF-32",
+            "overlong UTF-8",
+            "encoded surrogate",
+            "lone high surrogate",
+            "lone low surrogate",
+            "trailing data",
+            "control character",
+            "empty",
+            "5000 nested arrays",
+        ],
+    )
     def test_what_a_lenient_reader_takes_is_refused_with_a_fixed_reason(
         self, body: bytes, kind: str
     ) -> None:
@@ -127,8 +149,12 @@ class TestCaps:
     def test_each_cap_at_the_limit_and_one_past(
         self, field: str, at_limit: bytes, past_limit: bytes
     ) -> None:
-        value = {"max_members": 2, "max_array_length": 2, "max_string_bytes": 4,
-                 "max_number_chars": 4}[field]  # fmt: skip
+        value = {
+            "max_members": 2,
+            "max_array_length": 2,
+            "max_string_bytes": 4,
+            "max_number_chars": 4,
+        }[field]
         limits = JsonLimits(**{field: value})  # type: ignore[arg-type]
         assert loads(at_limit, limits) is not None
         with pytest.raises(JsonError) as info:
@@ -145,17 +171,30 @@ class TestCaps:
 class TestAnswer:
     @pytest.mark.parametrize(
         "content_type",
-        ["application/json", "application/json; charset=utf-8", "Application/JSON",
-         "application/jwk-set+json", "application/problem+json"],
-    )  # fmt: skip
+        [
+            "application/json",
+            "application/json; charset=utf-8",
+            "Application/JSON",
+            "application/jwk-set+json",
+            "application/problem+json",
+        ],
+    )
     def test_json_media_types_are_read(self, content_type: str) -> None:
         assert is_json(content_type)
         assert answer(content_type, b'{"decision": true}') == {"decision": True}
 
     @pytest.mark.parametrize(
-        "content_type", ["", "text/plain", "text/json", "text/html", "application/x-json+xml",
-                         "application/jsonp", "+json"],
-    )  # fmt: skip
+        "content_type",
+        [
+            "",
+            "text/plain",
+            "text/json",
+            "text/html",
+            "application/x-json+xml",
+            "application/jsonp",
+            "+json",
+        ],
+    )
     def test_other_media_types_are_refused_before_the_body_is_read(self, content_type: str) -> None:
         assert not is_json(content_type)
         with pytest.raises(JsonError) as info:
@@ -199,8 +238,16 @@ def test_every_value_written_as_json_is_read_back(value: Any, ascii_only: bool) 
 @given(st.binary(max_size=200))
 def test_arbitrary_bytes_are_read_or_refused_with_a_json_error(body: bytes) -> None:
     try:
-        loads(body, JsonLimits(max_depth=4, max_members=4, max_array_length=4,
-                               max_string_bytes=16, max_number_chars=8))  # fmt: skip
+        loads(
+            body,
+            JsonLimits(
+                max_depth=4,
+                max_members=4,
+                max_array_length=4,
+                max_string_bytes=16,
+                max_number_chars=8,
+            ),
+        )
     except JsonError as exc:
         assert exc.kind in ("syntax", "limit")
 

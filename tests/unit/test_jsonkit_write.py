@@ -22,8 +22,9 @@ from hypothesis import strategies as st
 from gateway.jsonkit.read import JsonError
 from gateway.jsonkit.write import canonical, compact, plain_copy
 
-PROPERTY = settings(max_examples=400, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+PROPERTY = settings(
+    max_examples=400, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 scalars = (
     st.none()
@@ -115,10 +116,24 @@ class Text(str):
         {"tuple": (1, "a")},
         {"b": "ü", "a": "\x00", "c": "null"},
     ],
-    ids=["nan", "inf", "-inf", "long with null and nan", "long with null", "nested inf",
-         "beyond 64 bits", "int key", "subclasses", "dataclass",
-         "datetime", "lone surrogate", "set", "tuple", "sorting and escapes"],
-)  # fmt: skip
+    ids=[
+        "nan",
+        "inf",
+        "-inf",
+        "long with null and nan",
+        "long with null",
+        "nested inf",
+        "beyond 64 bits",
+        "int key",
+        "subclasses",
+        "dataclass",
+        "datetime",
+        "lone surrogate",
+        "set",
+        "tuple",
+        "sorting and escapes",
+    ],
+)
 @pytest.mark.parametrize("sort_keys", [False, True], ids=["plain", "sorted"])
 def test_where_orjson_differs_the_reference_decides(value: Any, sort_keys: bool) -> None:
     assert outcome(lambda: compact(value, sort_keys=sort_keys)) == outcome(
@@ -166,12 +181,16 @@ def test_canonical_bytes_of_a_pinned_definition_do_not_change() -> None:
 
 
 plain = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(st.characters(blacklist_categories=("Cs",)), max_size=8),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner,
-                                                                 max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4)
+    ),
     max_leaves=24,
-)  # fmt: skip
+)
 
 
 @PROPERTY
@@ -197,10 +216,17 @@ def test_plain_copy_shares_nothing_and_makes_mappings_and_tuples_plain() -> None
 
 @pytest.mark.parametrize(
     "value",
-    [{"a": float("nan")}, [float("inf")], {"d": datetime.date(2026, 1, 1)}, {(1, 2): 1},
-     {True: 1}, {1: "a", "1": "b"}, Point(1)],
+    [
+        {"a": float("nan")},
+        [float("inf")],
+        {"d": datetime.date(2026, 1, 1)},
+        {(1, 2): 1},
+        {True: 1},
+        {1: "a", "1": "b"},
+        Point(1),
+    ],
     ids=["NaN", "infinity", "date", "tuple key", "bool key", "1 and '1'", "dataclass"],
-)  # fmt: skip
+)
 def test_plain_copy_refuses_what_json_cannot_hold(value: Any) -> None:
     with pytest.raises(JsonError) as info:
         plain_copy(value)

@@ -357,9 +357,12 @@ def test_the_service_monitor_component_selects_the_ops_service(
 
 COMPONENTS: Final = BASE / "components"
 KNOBS: Final = (
-    "nodelocal-dns", "issuer-in-cluster", "issuer-private-network", "redis-persistent",
+    "nodelocal-dns",
+    "issuer-in-cluster",
+    "issuer-private-network",
+    "redis-persistent",
     "redis-pdb",
-)  # fmt: skip
+)
 DOCS: Final = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
 
 
@@ -403,9 +406,12 @@ def test_each_component_renders_as_kubectl_kustomize_does(knob: str, tmp_path: P
         )
     )
     output = subprocess.run(
-        ["kubectl", "kustomize", str(overlay)], capture_output=True, text=True, check=True,
+        ["kubectl", "kustomize", str(overlay)],
+        capture_output=True,
+        text=True,
+        check=True,
         timeout=60,
-    ).stdout  # fmt: skip
+    ).stdout
     theirs = [d for d in yaml.safe_load_all(output) if d]
     bases = {"mcp-gateway-config"}
     ours = render(BASE, [COMPONENTS / knob])
@@ -429,9 +435,13 @@ def test_the_base_makes_the_restrictive_choice_of_every_knob(
     ]  # only the cluster DNS pods (no NodeLocal DNSCache address)
     (https,) = [rule for rule in rules if {p["port"] for p in rule["ports"]} == {443}]
     assert https["to"] == [
-        {"ipBlock": {"cidr": "0.0.0.0/0",
-                     "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"]}}
-    ]  # fmt: skip
+        {
+            "ipBlock": {
+                "cidr": "0.0.0.0/0",
+                "except": ["10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "169.254.0.0/16"],
+            }
+        }
+    ]
     kinds = {(d["kind"], d["metadata"]["name"]) for d in documents}
     assert ("PersistentVolumeClaim", "mcp-gateway-redis") not in kinds
     assert ("PodDisruptionBudget", "mcp-gateway-redis") not in kinds

@@ -29,8 +29,14 @@ def test_ipv4_counts_per_address_and_ipv6_per_64(ip: str, key: str) -> None:
 
 
 def principal(issuer: str, subject: str) -> Principal:
-    return Principal(subject=subject, client_id=None, scopes=frozenset(), expires_at=0.0,
-                     issuer=issuer, fingerprint="-")  # fmt: skip
+    return Principal(
+        subject=subject,
+        client_id=None,
+        scopes=frozenset(),
+        expires_at=0.0,
+        issuer=issuer,
+        fingerprint="-",
+    )
 
 
 def test_a_principal_key_names_the_issuer_and_the_subject_unambiguously() -> None:

@@ -39,10 +39,16 @@ SCHEMA: dict[str, Any] = {
         "overlap": {"oneOf": [{"type": "integer"}, {"minimum": 0}]},
         "shape": {
             "oneOf": [
-                {"type": "object", "required": ["kind", "a"],
-                 "properties": {"kind": {"const": "a"}, "a": {"type": "string"}}},
-                {"type": "object", "required": ["kind", "b"],
-                 "properties": {"kind": {"const": "b"}, "b": {"type": "integer"}}},
+                {
+                    "type": "object",
+                    "required": ["kind", "a"],
+                    "properties": {"kind": {"const": "a"}, "a": {"type": "string"}},
+                },
+                {
+                    "type": "object",
+                    "required": ["kind", "b"],
+                    "properties": {"kind": {"const": "b"}, "b": {"type": "integer"}},
+                },
             ]
         },
         "never": {"not": {}},
@@ -57,13 +63,17 @@ SCHEMA: dict[str, Any] = {
             "x-message": "must be a secret reference: {env: NAME} or {file: PATH}",
             "x-sensitive": True,
             "oneOf": [
-                {"type": "object", "required": ["env"], "additionalProperties": False,
-                 "properties": {"env": {"type": "string"}}},
+                {
+                    "type": "object",
+                    "required": ["env"],
+                    "additionalProperties": False,
+                    "properties": {"env": {"type": "string"}},
+                },
                 {"type": "string", "minLength": 1},
             ],
         },
     },
-}  # fmt: skip
+}
 
 CASES = [
     ("missing key", "{}", "(top level)", 'required key "needed" is missing'),

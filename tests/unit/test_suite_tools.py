@@ -43,10 +43,23 @@ def test_a_run_without_some_tools_names_them_and_the_command_that_installs_them(
     env = {k: v for k, v in os.environ.items() if k != "MCP_GATEWAY_TEST_REQUIRE"}
     env["PATH"] = str(tmp_path)  # nothing on it: node, redis-server, chromium, promtool
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-         "tests/unit/test_b64url.py"],
-        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            "tests/unit/test_b64url.py",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     said = [
         "not installed, so their tests skip: redis-server, promtool, chromium, oidc-provider, "

@@ -52,7 +52,7 @@ def test_the_billion_laughs_is_refused_at_its_first_anchor_without_expanding(
         ("a:\n  - &k {x: 1}\n", "2:5: " + ANCHOR.format("k")),
     ],
     ids=["recursive", "plain-anchor", "alias", "nested-anchor"],
-)  # fmt: skip
+)
 def test_anchors_and_aliases_are_refused_at_their_position(
     tmp_path: Path, text: str, expected: str
 ) -> None:
@@ -102,7 +102,7 @@ def test_nesting_far_past_the_interpreters_recursion_limit_is_a_finding(tmp_path
         ("2026-12-03: 1\n", "1:1: 2026-12-03: keys must be strings"),
     ],
     ids=["date", "datetime", "binary", "python-tag", "python-tag-key", "list-key", "date-key"],
-)  # fmt: skip
+)
 def test_values_outside_json_are_findings_not_tracebacks(
     tmp_path: Path, text: str, expected: str
 ) -> None:

@@ -47,9 +47,11 @@ async def servers() -> AsyncIterator[list[tuple[ResourceServer, Outbound]]]:
 
 
 async def start_rs(
-    dev: DevIssuer, made: list[tuple[ResourceServer, Outbound]], clock: Any = time.time,
+    dev: DevIssuer,
+    made: list[tuple[ResourceServer, Outbound]],
+    clock: Any = time.time,
     **issuer: Any,
-) -> ResourceServer:  # fmt: skip
+) -> ResourceServer:
     config = make_config(IssuerStub().bind(dev.url), **issuer)
     config = replace(config, issuer=replace(config.issuer, url=dev.url))
     outbound = Outbound()
@@ -69,9 +71,12 @@ async def test_client_secret_methods_introspect_a_dev_issuer_token(
 ) -> None:
     dev.register_client("mcp-gateway", SECRET, auth_method=method, can_introspect=True)
     rs = await start_rs(
-        dev, servers, client_id="mcp-gateway", client_auth=method,
+        dev,
+        servers,
+        client_id="mcp-gateway",
+        client_auth=method,
         client_secret=Secret(SECRET, "literal"),
-    )  # fmt: skip
+    )
     assert rs.ready
     token = dev.mint_token(sub="bob", scopes="mcp:access notes:read")
     principal = await rs.authenticate(req(token))
@@ -89,9 +94,14 @@ async def test_private_key_jwt_is_accepted_by_an_authlib_issuer(
         "mcp-gateway", auth_method="private_key_jwt", jwks=jwks, can_introspect=True
     )
     rs = await start_rs(
-        dev, servers, client_id="mcp-gateway", client_auth="private_key_jwt",
-        client_secret=None, private_key=Secret(private, "literal"), private_key_id="gw-1",
-    )  # fmt: skip
+        dev,
+        servers,
+        client_id="mcp-gateway",
+        client_auth="private_key_jwt",
+        client_secret=None,
+        private_key=Secret(private, "literal"),
+        private_key_id="gw-1",
+    )
     for _ in range(2):  # a fresh jti per call (the issuer refuses replays)
         token = dev.mint_token(sub="carol", scopes="mcp:access")
         assert (await rs.authenticate(req(token))).subject == "carol"
@@ -103,9 +113,13 @@ async def test_a_token_revoked_at_the_dev_issuer_stops_working_after_max_ttl(
     dev.register_client("mcp-gateway", SECRET, can_introspect=True)
     clock = FakeClock()
     rs = await start_rs(
-        dev, servers, clock=clock, client_id="mcp-gateway",
-        client_secret=Secret(SECRET, "literal"), cache=CacheConfig(max_ttl_s=1),
-    )  # fmt: skip
+        dev,
+        servers,
+        clock=clock,
+        client_id="mcp-gateway",
+        client_secret=Secret(SECRET, "literal"),
+        cache=CacheConfig(max_ttl_s=1),
+    )
     token = dev.mint_token(sub="bob", scopes="mcp:access")
     await rs.authenticate(req(token))
     assert dev.revoke(token)

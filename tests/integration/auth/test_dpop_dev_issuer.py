@@ -75,9 +75,12 @@ async def test_a_token_from_the_token_endpoint_with_a_proof_is_bound_and_accepte
         )
     else:
         context = live_stack(
-            tmp_path, aiohttp_server, monkeypatch, issuer=_dev(fmt),
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            issuer=_dev(fmt),
             gateway={"issuer": {"dpop": "required"}},
-        )  # fmt: skip
+        )
     async with context as stack:
         stack.issuer.register_client(CLIENT, SECRET, grant_types=["client_credentials"])
         token_url = f"{stack.issuer.url}/token"

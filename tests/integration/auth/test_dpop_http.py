@@ -199,9 +199,13 @@ async def test_a_replayed_proof_is_refused_at_the_same_replica(
         assert status == 200, text
         status, headers, text = await send(stack, dpop(token, proof))
         assert_row(
-            status, headers, text, error="invalid_dpop_proof", message="Invalid DPoP proof",
+            status,
+            headers,
+            text,
+            error="invalid_dpop_proof",
+            message="Invalid DPoP proof",
             bearer=False,
-        )  # fmt: skip
+        )
         assert await metric(stack, "dpop_refusals_total", reason="replay") == 1
         # The same jti under another key is another proof (keyed by what was signed).
         other = DpopKey()
@@ -232,9 +236,12 @@ async def test_a_bound_token_presented_as_bearer_is_refused(
         for _ in range(2):  # uncached, then from the cache: the binding is in the entry
             status, headers, text = await send(stack, [("Authorization", f"Bearer {token}")])
             assert_row(
-                status, headers, text, error="invalid_token",
+                status,
+                headers,
+                text,
+                error="invalid_token",
                 message="This access token must be used with a DPoP proof",
-            )  # fmt: skip
+            )
         assert stack.issuer.introspection_calls == 1
         assert await metric(stack, "dpop_refusals_total", reason="as_bearer") == 2
 
@@ -250,15 +257,23 @@ async def test_an_unbound_token_under_required_is_refused(
         token = stack.token()
         status, headers, text = await send(stack, [("Authorization", f"Bearer {token}")])
         assert_row(
-            status, headers, text, error="invalid_token",
-            message="A DPoP-bound access token is required", bearer=False,
-        )  # fmt: skip
+            status,
+            headers,
+            text,
+            error="invalid_token",
+            message="A DPoP-bound access token is required",
+            bearer=False,
+        )
         # An unbound token with the DPoP scheme and a valid proof is no better.
         status, headers, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
         assert_row(
-            status, headers, text, error="invalid_token",
-            message="Invalid or expired access token", bearer=False,
-        )  # fmt: skip
+            status,
+            headers,
+            text,
+            error="invalid_token",
+            message="Invalid or expired access token",
+            bearer=False,
+        )
         assert await metric(stack, "dpop_refusals_total", reason="required") == 1
         assert await metric(stack, "dpop_refusals_total", reason="unbound") == 1
         # No credentials: a DPoP challenge alone, no Bearer (no issuer accepts bearer tokens).
@@ -293,9 +308,11 @@ async def test_the_metadata_advertises_dpop(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
         issuer={"dpop": {"mode": "required", "algorithms": ["ES256", "EdDSA"]}},
-    ) as stack:  # fmt: skip
+    ) as stack:
         async with stack.session.get(
             f"http://127.0.0.1:{stack.server.public_port}/.well-known/oauth-protected-resource/mcp"
         ) as response:
@@ -322,16 +339,22 @@ async def test_a_nonce_is_required_issued_and_checked_without_state(
 ) -> None:
     key = DpopKey()
     async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
         issuer={"dpop": {"mode": "required", "nonce": True, "nonce_rotation_s": 60}},
         gateway=_nonce_gateway(monkeypatch),
-    ) as stack:  # fmt: skip
+    ) as stack:
         token = stack.token(jkt=key.jkt)
         status, headers, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
         assert_row(
-            status, headers, text, error="use_dpop_nonce", message="DPoP nonce required",
+            status,
+            headers,
+            text,
+            error="use_dpop_nonce",
+            message="DPoP nonce required",
             bearer=False,
-        )  # fmt: skip
+        )
         nonce = headers["DPoP-Nonce"]
         assert re.fullmatch(r"[A-Za-z0-9_-]{32}", nonce)
         status, _, text = await send(
@@ -339,17 +362,22 @@ async def test_a_nonce_is_required_issued_and_checked_without_state(
         )
         assert status == 200, text
         # An old nonce (two periods ago, same key) and a foreign one are refused with a fresh one.
-        keys = NonceKeys([__import__("base64").b64decode(SEAL_KEY)], RESOURCE,
-                         clock=lambda: time.time() - 120)  # fmt: skip
+        keys = NonceKeys(
+            [__import__("base64").b64decode(SEAL_KEY)], RESOURCE, clock=lambda: time.time() - 120
+        )
         foreign = NonceKeys([b"\x01" * 32], RESOURCE)
         for stale in (keys.current(60), foreign.current(60), "x" * 32):
             status, headers, text = await send(
                 stack, dpop(token, key.proof(RESOURCE, token=token, nonce=stale))
             )
             assert_row(
-                status, headers, text, error="use_dpop_nonce", message="DPoP nonce required",
+                status,
+                headers,
+                text,
+                error="use_dpop_nonce",
+                message="DPoP nonce required",
                 bearer=False,
-            )  # fmt: skip
+            )
             assert headers["DPoP-Nonce"] != stale
         assert await metric(stack, "dpop_refusals_total", reason="nonce") == 4
 
@@ -364,9 +392,12 @@ async def test_no_dpop_outcome_leaks_the_token_or_the_proof(
     seen: list[str] = []
     with structlog.testing.capture_logs() as events:
         async with jwt_stack(
-            tmp_path, aiohttp_server, monkeypatch, issuer={"dpop": "allowed"},
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            issuer={"dpop": "allowed"},
             gateway={"audit": {"sink": "stdout"}},
-        ) as stack:  # fmt: skip
+        ) as stack:
             token = stack.token(jkt=key.jkt)
             proofs = [
                 key.proof(RESOURCE, token=token),
@@ -389,9 +420,12 @@ async def test_no_dpop_outcome_leaks_the_token_or_the_proof(
     assert '"auth_method":"jwt+dpop"' in output  # the audit trail names the binding
     assert any(e.get("reason") == "proof jti seen before (replay)" for e in events), events
     haystacks = {
-        "structlog events": repr(events), "stdout/stderr (audit trail)": output,
-        "stdlib logs": out.logged(), "responses": "\n".join(seen), "metrics": metrics,
-    }  # fmt: skip
+        "structlog events": repr(events),
+        "stdout/stderr (audit trail)": output,
+        "stdlib logs": out.logged(),
+        "responses": "\n".join(seen),
+        "metrics": metrics,
+    }
     for where, text in haystacks.items():
         for secret in secrets:
             for form in (secret, secret.rsplit(".", 1)[1][:24]):
@@ -423,10 +457,14 @@ async def test_an_introspected_token_without_a_nonce_costs_the_issuer_nothing(
     retry with the nonce is introspected once."""
     key = DpopKey()
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch,
-        gateway={"issuer": {"dpop": {"mode": "allowed", "nonce": True}},
-                 **_nonce_gateway(monkeypatch)},
-    ) as stack:  # fmt: skip
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        gateway={
+            "issuer": {"dpop": {"mode": "allowed", "nonce": True}},
+            **_nonce_gateway(monkeypatch),
+        },
+    ) as stack:
         token = stack.token(jkt=key.jkt)
         status, headers, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
         assert_row(status, headers, text, error="use_dpop_nonce", message="DPoP nonce required")

@@ -52,11 +52,23 @@ async def test_a_proof_used_at_one_replica_is_refused_at_the_other(
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     async with (
-        jwt_stack(tmp_path / "a", aiohttp_server, monkeypatch, dev=dev,
-                  issuer={"dpop": "required"}, gateway=state) as a,
-        jwt_stack(tmp_path / "b", aiohttp_server, monkeypatch, dev=dev,
-                  issuer={"dpop": "required"}, gateway=state) as b,
-    ):  # fmt: skip
+        jwt_stack(
+            tmp_path / "a",
+            aiohttp_server,
+            monkeypatch,
+            dev=dev,
+            issuer={"dpop": "required"},
+            gateway=state,
+        ) as a,
+        jwt_stack(
+            tmp_path / "b",
+            aiohttp_server,
+            monkeypatch,
+            dev=dev,
+            issuer={"dpop": "required"},
+            gateway=state,
+        ) as b,
+    ):
         token = a.token(jkt=key.jkt)
         proof = key.proof(RESOURCE, token=token)
         status, _, text = await send(a, dpop(token, proof))
@@ -82,9 +94,12 @@ async def test_an_unreachable_store_fails_closed_unless_told_local(
     url = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
     (tmp_path / "deny").mkdir()
     async with jwt_stack(
-        tmp_path / "deny", aiohttp_server, monkeypatch,
-        issuer={"dpop": "allowed"}, gateway=_state(url, unique_prefix()),
-    ) as stack:  # fmt: skip
+        tmp_path / "deny",
+        aiohttp_server,
+        monkeypatch,
+        issuer={"dpop": "allowed"},
+        gateway=_state(url, unique_prefix()),
+    ) as stack:
         token = stack.token(jkt=key.jkt)
         status, headers, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
         assert status == 503, text
@@ -105,9 +120,12 @@ async def test_an_unreachable_store_fails_closed_unless_told_local(
         assert status == 200, text
     (tmp_path / "local").mkdir()
     async with jwt_stack(
-        tmp_path / "local", aiohttp_server, monkeypatch, issuer={"dpop": "allowed"},
+        tmp_path / "local",
+        aiohttp_server,
+        monkeypatch,
+        issuer={"dpop": "allowed"},
         gateway=_state(url, unique_prefix(), dpop_replay="local"),
-    ) as stack:  # fmt: skip
+    ) as stack:
         token = stack.token(jkt=key.jkt)
         proof = key.proof(RESOURCE, token=token)
         status, _, text = await send(stack, dpop(token, proof))
@@ -130,9 +148,13 @@ async def test_a_replica_is_ready_only_once_redis_answered_so_its_first_proof_is
         process.send_signal(signal.SIGSTOP)
         resumed = asyncio.get_running_loop().call_later(0.8, process.send_signal, signal.SIGCONT)
         async with jwt_stack(
-            tmp_path, aiohttp_server, monkeypatch, issuer={"dpop": "allowed"},
-            gateway=_state(server.url, unique_prefix()), wait_ready=False,
-        ) as stack:  # fmt: skip
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            issuer={"dpop": "allowed"},
+            gateway=_state(server.url, unique_prefix()),
+            wait_ready=False,
+        ) as stack:
             while (answer := await readyz(stack.server, stack.session))[0] != 200:
                 assert answer[1]["checks"].get("state_store") is not True, answer
                 await asyncio.sleep(0.02)

@@ -105,9 +105,14 @@ async def test_entra_groups_and_app_roles_decide_and_an_overage_is_refused(
 ) -> None:
     entra = DevIssuer(token_format="jwt", introspection=False)
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer=entra, upstream=_upstream(),
-        policy=POLICY, gateway={"issuer": ENTRA},
-    ) as stack:  # fmt: skip
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        issuer=entra,
+        upstream=_upstream(),
+        policy=POLICY,
+        gateway={"issuer": ENTRA},
+    ) as stack:
         sre = entra_user_token(entra, scp="mcp.access", groups=[OTHER_GROUP, SRE_GROUP])
         await _ok(stack, sre, "restart_service")
         await _ok(stack, sre, "search_notes")
@@ -155,9 +160,13 @@ async def test_keycloak_realm_roles_and_groups_through_introspection(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=_upstream(), policy=POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=_upstream(),
+        policy=POLICY,
         gateway={"issuer": KEYCLOAK},
-    ) as stack:  # fmt: skip
+    ) as stack:
         resource = stack.config.resource
         roles = {"roles": ["offline_access", "notes-writer"]}
         sre = keycloak_service_token(

@@ -115,11 +115,19 @@ async def test_a_non_bearer_scheme_is_401_without_an_error_code(client: Any) -> 
 @pytest.mark.row("invalid_token")
 @pytest.mark.parametrize(
     ("claims", "header"),
-    [({"active": False}, None), ({"aud": "https://other.example/mcp"}, None),
-     ({}, "Bearer not a token68"), ({}, "Bearer " + "a" * 8193)],
-    ids=["Bearer <inactive>", "Bearer <other audience>", "Bearer <three words>",
-         "Bearer <8 KiB + 1>"],
-)  # fmt: skip
+    [
+        ({"active": False}, None),
+        ({"aud": "https://other.example/mcp"}, None),
+        ({}, "Bearer not a token68"),
+        ({}, "Bearer " + "a" * 8193),
+    ],
+    ids=[
+        "Bearer <inactive>",
+        "Bearer <other audience>",
+        "Bearer <three words>",
+        "Bearer <8 KiB + 1>",
+    ],
+)
 async def test_a_bad_token_is_401_invalid_token(
     stub: IssuerStub, client: Any, claims: dict[str, Any], header: str | None
 ) -> None:

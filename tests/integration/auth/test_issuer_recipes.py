@@ -84,8 +84,12 @@ def test_every_recipe_loads_without_problems_or_warnings(
 
 def test_the_recipes_cover_every_provider_the_docs_promise() -> None:
     assert {heading for heading, _ in BLOCKS} >= {
-        "Microsoft Entra ID", "Auth0", "Okta", "Keycloak", "Any OpenID Connect provider",
-    }  # fmt: skip
+        "Microsoft Entra ID",
+        "Auth0",
+        "Okta",
+        "Keycloak",
+        "Any OpenID Connect provider",
+    }
     keycloak = [block for heading, block in BLOCKS if heading == "Keycloak"]
     okta = [block for heading, block in BLOCKS if heading == "Okta"]
     assert len(keycloak) == 2 and len(okta) == 2  # both modes each
@@ -102,11 +106,20 @@ def entra_recipe() -> dict[str, Any]:
 def entra_token(dev: DevIssuer, **claims: Any) -> str:
     now = int(time.time())
     body = {
-        "aud": API_CLIENT_ID, "iss": dev.url, "iat": now, "nbf": now, "exp": now + 3600,
-        "azp": "claude-code-app", "azpacr": "0", "oid": "9f3c0b1e-user-object-id",
-        "sub": "pairwise-per-app-subject", "tid": "tenant", "ver": "2.0",
-        "scp": "mcp.access tools.echo", **claims,
-    }  # fmt: skip
+        "aud": API_CLIENT_ID,
+        "iss": dev.url,
+        "iat": now,
+        "nbf": now,
+        "exp": now + 3600,
+        "azp": "claude-code-app",
+        "azpacr": "0",
+        "oid": "9f3c0b1e-user-object-id",
+        "sub": "pairwise-per-app-subject",
+        "tid": "tenant",
+        "ver": "2.0",
+        "scp": "mcp.access tools.echo",
+        **claims,
+    }
     return dev.sign_jwt({k: v for k, v in body.items() if v is not None}, header={"typ": "JWT"})
 
 
@@ -143,11 +156,13 @@ async def test_the_entra_recipe_accepts_entra_shaped_tokens(
         assert status == 403
         assert f"{scope}tools.echo" in headers["WWW-Authenticate"]
         # An Entra v1.0 token (another iss) and a token for another API (aud) are refused.
-        for wrong in ({"iss": "https://sts.windows.net/tenant/"},
-                      {"aud": "00000003-0000-0000-c000-000000000000"}):  # fmt: skip
-            assert_invalid_token(stack, *await stack.call(
-                entra_token(dev, **wrong), "echo", {"text": "hi"}
-            ))  # fmt: skip
+        for wrong in (
+            {"iss": "https://sts.windows.net/tenant/"},
+            {"aud": "00000003-0000-0000-c000-000000000000"},
+        ):
+            assert_invalid_token(
+                stack, *await stack.call(entra_token(dev, **wrong), "echo", {"text": "hi"})
+            )
     events = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [(e["subject"], e["client_id"], e["auth_method"]) for e in events[:2]] == [
         ("9f3c0b1e-user-object-id", "claude-code-app", "jwt"),

@@ -177,9 +177,17 @@ async def test_key_rotation_works_without_a_restart(
             assert time.monotonic() < deadline, "the removed key kept working"
             await asyncio.sleep(0.2)
         assert_invalid_token(stack, *await echo(stack, old_token))
-        assert_invalid_token(stack, *await echo(stack, stack.issuer.sign_jwt(
-            access_claims(dev.url, stack.config.resource), kid=new_kid, header={"kid": old_kid}
-        )))  # fmt: skip
+        assert_invalid_token(
+            stack,
+            *await echo(
+                stack,
+                stack.issuer.sign_jwt(
+                    access_claims(dev.url, stack.config.resource),
+                    kid=new_kid,
+                    header={"kid": old_kid},
+                ),
+            ),
+        )
         assert (await echo(stack, new_token))[0] == 200
 
 

@@ -37,8 +37,11 @@ from tests.support.live_stack import (
     other_issuer,
 )
 
-GARBAGE = [b"<html>502 Bad Gateway</html>", b'{"keys": "none"}', b'{"keys": [{"kty": "oct",'
-           b' "k": "c2VjcmV0LXNoYXJlZC13aXRoLWV2ZXJ5b25l", "kid": "hmac"}]}']  # fmt: skip
+GARBAGE = [
+    b"<html>502 Bad Gateway</html>",
+    b'{"keys": "none"}',
+    b'{"keys": [{"kty": "oct", "k": "c2VjcmV0LXNoYXJlZC13aXRoLWV2ZXJ5b25l", "kid": "hmac"}]}',
+]
 
 
 async def echo_at(
@@ -201,9 +204,11 @@ async def _two_issuers(stack: LiveStack, jwt_issuer: DevIssuer) -> None:
     assert await metric(stack, "authentications_total", auth_method="jwt") == 2
     assert await metric(stack, "authentications_total", auth_method="introspection") == 2
     # Protected-resource metadata names both authorization servers (RFC 9728 §2).
-    async with stack.session.get(stack.config.prm_url.replace(
-        stack.config.public_origin, stack.server.mcp_url.rsplit("/mcp", 1)[0]
-    )) as response:  # fmt: skip
+    async with stack.session.get(
+        stack.config.prm_url.replace(
+            stack.config.public_origin, stack.server.mcp_url.rsplit("/mcp", 1)[0]
+        )
+    ) as response:
         document = await response.json()
     assert document["authorization_servers"] == [jwt_issuer.url, opaque_issuer.url]
     # Both are reported, and ready.
@@ -226,9 +231,11 @@ async def test_several_introspecting_issuers_are_asked_in_order_and_each_answer_
         common = {"failed_auth_rate": "1/minute", "failed_auth_probe_interval_s": 0}
         first, second = issuer_entries(other)
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
             gateway={"issuer": None, "issuers": [{**first, **common}, {**second, **common}]},
-        ) as stack:  # fmt: skip
+        ) as stack:
             home = stack.token(sub="erin")
             away = other.mint_token(
                 sub="zoe", scopes="mcp:access tools:echo", audience=stack.config.resource

@@ -90,8 +90,9 @@ async def test_no_jwt_outcome_leaks_the_token(
                     "Accept": "application/json",
                 }
                 async with session.post(server.mcp_url, data=b"{}", headers=headers) as response:
-                    seen.append(f"{response.status} {dict(response.headers)!r} "
-                                f"{await response.text()}")  # fmt: skip
+                    seen.append(
+                        f"{response.status} {dict(response.headers)!r} {await response.text()}"
+                    )
             async with stack.session.get(stack.server.ops_url + "/metrics") as response:
                 metrics = await response.text()
 

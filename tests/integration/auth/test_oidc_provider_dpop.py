@@ -104,9 +104,10 @@ async def gateway_for(
         else:
             # Its introspection answer for a client_credentials token has no sub.
             issuer |= {
-                "client_id": "mcp-gateway", "client_secret": {"env": "OP_GATEWAY_SECRET"},
+                "client_id": "mcp-gateway",
+                "client_secret": {"env": "OP_GATEWAY_SECRET"},
                 "subject_fallback": "client_id",
-            }  # fmt: skip
+            }
         (tmp_path / "policy.yaml").write_text(POLICY)
         config = {
             "resource": RESOURCE,
@@ -114,12 +115,13 @@ async def gateway_for(
             "ops_listen": {"host": "127.0.0.1", "port": 0},
             "issuer": issuer,
             "backend": {
-                "url": backend, "allow_insecure_http": True,
+                "url": backend,
+                "allow_insecure_http": True,
                 "credential": {"type": "bearer", "token": {"env": "OP_SERVICE"}},
             },
             "policy": "policy.yaml",
             "audit": {"sink": "off"},
-        }  # fmt: skip
+        }
         path = tmp_path / "gateway.yaml"
         path.write_text(yaml.safe_dump(config, sort_keys=False))
         async with wired_gateway(path, ready_timeout_s=20) as (server, session):
@@ -164,16 +166,22 @@ async def test_oidc_provider_dpop_bound_tokens_work_and_are_refused_without_thei
         assert json.loads(json.loads(text)["result"]["content"][0]["text"]) == {"text": "hi"}
         assert await metric(stack, "authentications_total", auth_method=method) == 1
         assert_row(
-            *await send(stack, dpop(token, proof)), error="invalid_dpop_proof",
-            message="Invalid DPoP proof", bearer=False,
-        )  # fmt: skip
+            *await send(stack, dpop(token, proof)),
+            error="invalid_dpop_proof",
+            message="Invalid DPoP proof",
+            bearer=False,
+        )
         assert_row(
-            *await send(stack, [("Authorization", f"Bearer {token}")]), error="invalid_token",
-            message="This access token must be used with a DPoP proof", bearer=False,
-        )  # fmt: skip
+            *await send(stack, [("Authorization", f"Bearer {token}")]),
+            error="invalid_token",
+            message="This access token must be used with a DPoP proof",
+            bearer=False,
+        )
         other = DpopKey()
         assert_row(
             *await send(stack, dpop(token, other.proof(RESOURCE, token=token))),
-            error="invalid_dpop_proof", message="Invalid DPoP proof", bearer=False,
-        )  # fmt: skip
+            error="invalid_dpop_proof",
+            message="Invalid DPoP proof",
+            bearer=False,
+        )
         await asyncio.sleep(0)

@@ -40,9 +40,11 @@ async def start(
     await dev.start()
     dev.register_client("mcp-gateway", SECRET, can_introspect=True)
     config = make_config(
-        IssuerStub().bind(dev.url), client_id="mcp-gateway",
-        client_secret=Secret(SECRET, "literal"), tokens=tokens,
-    )  # fmt: skip
+        IssuerStub().bind(dev.url),
+        client_id="mcp-gateway",
+        client_secret=Secret(SECRET, "literal"),
+        tokens=tokens,
+    )
     config = replace(config, issuer=replace(config.issuer, url=dev.url))
     outbound = Outbound()
     rs = ResourceServer(config, outbound)
@@ -55,12 +57,20 @@ def keycloak_like(dev: DevIssuer) -> str:
     now = int(time.time())
     return dev.mint_signed(
         {
-            "iss": dev.url, "sub": "svc-7", "aud": RESOURCE, "exp": now + 300, "iat": now,
-            "azp": "ci-bot", "client_id": "ci-bot", "scope": "mcp:access", "tid": "tenant-a",
-            "groups": ["/sre"], "realm_access": {"roles": ["notes-writer"]},
+            "iss": dev.url,
+            "sub": "svc-7",
+            "aud": RESOURCE,
+            "exp": now + 300,
+            "iat": now,
+            "azp": "ci-bot",
+            "client_id": "ci-bot",
+            "scope": "mcp:access",
+            "tid": "tenant-a",
+            "groups": ["/sre"],
+            "realm_access": {"roles": ["notes-writer"]},
         },
         header={"typ": "at+jwt"},
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("tokens", ["introspection", "jwt", "jwt+introspection"])

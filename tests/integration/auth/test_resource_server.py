@@ -83,9 +83,17 @@ class TestInvalidTokens:
             {"active": True, "token_type": "refresh_token", "aud": ...},
             {"sub": ...},
         ],
-        ids=["inactive", "expired", "nbf in the future", "wrong iss", "wrong aud string",
-             "wrong aud array", "refresh token", "missing sub"],
-    )  # fmt: skip
+        ids=[
+            "inactive",
+            "expired",
+            "nbf in the future",
+            "wrong iss",
+            "wrong aud string",
+            "wrong aud array",
+            "refresh token",
+            "missing sub",
+        ],
+    )
     async def test_the_token_is_answered_invalid_token(
         self, stub: IssuerStub, make_rs: MakeRS, claims: dict[str, object]
     ) -> None:
@@ -168,9 +176,21 @@ class TestClientAuthentication:
 class TestIssuerFaults:
     @pytest.mark.parametrize(
         "fault",
-        ["slow", "5xx", "oversized", "redirect", "wrong_content_type", "malformed", "deep",
-         "no_active", "byte_order_mark", "utf16", "overflow", "lone_surrogate"],
-    )  # fmt: skip
+        [
+            "slow",
+            "5xx",
+            "oversized",
+            "redirect",
+            "wrong_content_type",
+            "malformed",
+            "deep",
+            "no_active",
+            "byte_order_mark",
+            "utf16",
+            "overflow",
+            "lone_surrogate",
+        ],
+    )
     async def test_an_issuer_fault_is_503_with_retry_after(
         self, stub: IssuerStub, make_rs: MakeRS, fault: str
     ) -> None:
@@ -245,10 +265,14 @@ class TestDiscovery:
 
     @pytest.mark.parametrize(
         "shape",
-        ["http://evil@{host}/introspect", "http://{host}/introspect#frag",
-         "http://u:p@{host}/introspect", "http://{host}\\@evil.example/introspect"],
+        [
+            "http://evil@{host}/introspect",
+            "http://{host}/introspect#frag",
+            "http://u:p@{host}/introspect",
+            "http://{host}\\@evil.example/introspect",
+        ],
         ids=["userinfo", "fragment", "user and password", "backslash"],
-    )  # fmt: skip
+    )
     async def test_an_endpoint_with_userinfo_or_a_fragment_is_refused(
         self, stub: IssuerStub, make_rs: MakeRS, shape: str
     ) -> None:

@@ -48,8 +48,10 @@ def recipe() -> tuple[dict[str, Any], str]:
     section = text.split("## Several providers at once", 1)[1]
     config, policy = re.findall(r"```yaml\n(.*?)```", section, re.DOTALL)[:2]
     for placeholder, value in {
-        "<tenant-id>": ENTRA_TENANT_ID, "<api-client-id>": ENTRA_API_CLIENT_ID, "<realm>": "acme",
-    }.items():  # fmt: skip
+        "<tenant-id>": ENTRA_TENANT_ID,
+        "<api-client-id>": ENTRA_API_CLIENT_ID,
+        "<realm>": "acme",
+    }.items():
         config = config.replace(placeholder, value)
     assert "<" not in config
     return yaml.safe_load(config), policy
@@ -89,9 +91,14 @@ def stack_for(
     gateway["audit"] = {"sink": "file", "path": str(tmp_path / "audit.jsonl")}
     upstream = ModernUpstream(tools=[echo_tool("search_notes"), echo_tool("create_note")])
     return live_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer=keycloak, upstream=upstream,
-        policy=policy, gateway=gateway,
-    )  # fmt: skip
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        issuer=keycloak,
+        upstream=upstream,
+        policy=policy,
+        gateway=gateway,
+    )
 
 
 def error_data(text: str) -> dict[str, Any]:

@@ -28,9 +28,11 @@ async def test_scope_map_only_issuer_cannot_grant_policy_scopes_by_their_own_nam
         first, second = issuer_entries(partner)
         second = {**second, "scope_map": PARTNER_MAP, "scope_map_only": True}
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
             gateway={"issuer": None, "issuers": [first, second]},
-        ) as stack:  # fmt: skip
+        ) as stack:
             resource = stack.config.resource
 
             def partner_token(scopes: str) -> str:

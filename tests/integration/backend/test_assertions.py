@@ -75,15 +75,22 @@ class TestTheBackendVerifiesWhoIsCalling:
         key = write_key(tmp_path / "assertion.pem")
         upstream = VerifiedUpstream(tools=[echo_tool("echo"), echo_tool("shout")])
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
+            policy=POLICY,
             gateway={"backend": _identity(key)},
-        ) as stack:  # fmt: skip
+        ) as stack:
             verifier = _trust(upstream, stack)
             erin = stack.token(sub="erin")
             frank = stack.issuer.mint_token(
-                sub="frank", client_id="claude-code", scopes="mcp:access tools:echo",
-                audience=RESOURCE, ttl_s=600,
-            )  # fmt: skip
+                sub="frank",
+                client_id="claude-code",
+                scopes="mcp:access tools:echo",
+                audience=RESOURCE,
+                ttl_s=600,
+            )
             for token, tool in ((erin, "echo"), (erin, "echo"), (erin, "shout"), (frank, "echo")):
                 status, _, text = await stack.call(token, tool, {"text": "hi"})
                 _ok(status, text)
@@ -103,9 +110,18 @@ class TestTheBackendVerifiesWhoIsCalling:
             assert claims["request_id"] == first.request_id  # minted for this call
             # Nothing else of the caller's token is copied (no jti/aud/iss of the token).
             assert set(claims) == {
-                "iss", "aud", "sub", "client_id", "azp", "scope", "tool", "iat", "exp", "jti",
+                "iss",
+                "aud",
+                "sub",
+                "client_id",
+                "azp",
+                "scope",
+                "tool",
+                "iat",
+                "exp",
+                "jti",
                 "request_id",
-            }  # fmt: skip
+            }
             # The documented jti policy: reused within half the lifetime for the same caller
             # token and tool (same jti), a fresh one for another tool or another caller.
             assert again.token == first.token and again.claims["jti"] == claims["jti"]
@@ -126,10 +142,21 @@ class TestTheBackendVerifiesWhoIsCalling:
         key = write_key(tmp_path / "assertion.pem", "p256")
         upstream = VerifiedUpstream()
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
-            gateway={"backend": _identity(key, alg="ES256", reuse=False, ttl_s=300,
-                                          audience="urn:tools", header="X-Caller")},
-        ) as stack:  # fmt: skip
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
+            gateway={
+                "backend": _identity(
+                    key,
+                    alg="ES256",
+                    reuse=False,
+                    ttl_s=300,
+                    audience="urn:tools",
+                    header="X-Caller",
+                )
+            },
+        ) as stack:
             verifier = _trust(upstream, stack, "urn:tools")
             verifier.header = "X-Caller"
             token = stack.token()
@@ -151,9 +178,12 @@ class TestTheBackendVerifiesWhoIsCalling:
         key = write_key(tmp_path / "assertion.pem")
         upstream = VerifiedUpstream()
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
             gateway={"backend": _identity(key, ttl_s=300), "issuer": {"clock_skew_s": 0}},
-        ) as stack:  # fmt: skip
+        ) as stack:
             verifier = _trust(upstream, stack)
             before = int(time.time())
             token = stack.token(ttl_s=20)  # exp = mint time + 20, with no clock skew allowed
@@ -168,9 +198,12 @@ class TestTheBackendVerifiesWhoIsCalling:
         forged = jwt.encode({"sub": "admin"}, "x" * 32, algorithm="HS256")
         upstream = VerifiedUpstream()
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
             gateway={"backend": _identity(key)},
-        ) as stack:  # fmt: skip
+        ) as stack:
             verifier = _trust(upstream, stack)
             sent = {ASSERTION_HEADER: forged, "X-MCP-Gateway-Subject": "admin"}
             status, _, text = await stack.call(stack.token(sub="erin"), headers=sent)
@@ -214,9 +247,11 @@ class TestTheJwkSet:
             base = str(stack.server.mcp_url).rsplit("/mcp", 1)[0]
             assert (await _jwks(stack, base))[0] == 404  # not public unless configured
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
             gateway={"backend": _identity(key), "identity_jwks": {"public": True}},
-        ) as stack:  # fmt: skip
+        ) as stack:
             base = str(stack.server.mcp_url).rsplit("/mcp", 1)[0]
             status, headers, public = await _jwks(stack, base)
             assert status == 200 and public == doc
@@ -239,12 +274,15 @@ class TestRotationWithoutRestart:
         published.write_text("")  # an empty slot: nothing extra published yet
         upstream = VerifiedUpstream()
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
             gateway={
                 "backend": _identity(key),
                 "identity_jwks": {"publish_keys": [{"file": str(published)}]},
             },
-        ) as stack:  # fmt: skip
+        ) as stack:
             verifier = _trust(upstream, stack)
             token = stack.token()
             _ok(*(await stack.call(token))[::2])
@@ -285,9 +323,12 @@ class TestRotationWithoutRestart:
         key = write_key(tmp_path / "assertion.pem")
         upstream = VerifiedUpstream()
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
             gateway={"backend": _identity(key)},
-        ) as stack:  # fmt: skip
+        ) as stack:
             verifier = _trust(upstream, stack)
             kid = (await _jwks(stack, stack.server.ops_url))[2]["keys"][0]["kid"]
             write_key(tmp_path / "rsa.pem", "rsa")
@@ -314,15 +355,18 @@ class TestSeveralBackends:
         plain_url = str((await aiohttp_server(plain.app())).make_url("/mcp"))
         backends = {
             "docs": {
-                "url": docs_url, "allow_insecure_http": True,
+                "url": docs_url,
+                "allow_insecure_http": True,
                 "credential": {"type": "bearer", "token": {"env": "LIVE_STACK_SERVICE"}},
                 **_identity(key),
             },
             "plain": {
-                "url": plain_url, "allow_insecure_http": True, "prefix": "",
+                "url": plain_url,
+                "allow_insecure_http": True,
+                "prefix": "",
                 "credential": {"type": "bearer", "token": {"env": "LIVE_STACK_SERVICE"}},
             },
-        }  # fmt: skip
+        }
         async with live_stack(
             tmp_path, aiohttp_server, monkeypatch, backends=backends, policy=POLICY
         ) as stack:

@@ -103,9 +103,11 @@ async def test_client_secret_basic_form_encodes_id_and_secret(token_setup, backe
     _, url, tokens, issuer = token_setup
     tokens.client_secret = "p+ss%41word:x y"
     credential = CredentialConfig(
-        type="client_credentials", client_id="gateway", token_endpoint=issuer + "/token",
+        type="client_credentials",
+        client_id="gateway",
+        token_endpoint=issuer + "/token",
         client_secret=Secret(tokens.client_secret, "literal"),
-    )  # fmt: skip
+    )
     issuer_cfg = IssuerConfig(url=issuer, client_id="gw", allow_insecure_http=True)
     backend = await backend_factory(make_config(url, credential=credential, issuer=issuer_cfg))
     assert backend.ready
@@ -170,9 +172,13 @@ async def test_private_key_jwt_authenticates_with_a_signed_assertion(
         serialization.NoEncryption(),
     ).decode()
     config = cc_config(
-        url, issuer, token_endpoint=issuer + "/token", client_auth="private_key_jwt",
-        private_key=Secret(pem, "literal"), private_key_id="k1",
-    )  # fmt: skip
+        url,
+        issuer,
+        token_endpoint=issuer + "/token",
+        client_auth="private_key_jwt",
+        private_key=Secret(pem, "literal"),
+        private_key_id="k1",
+    )
     backend = await backend_factory(config)
     assert backend.ready
     form = tokens.forms[0]

@@ -43,9 +43,13 @@ async def test_tools_list_is_cleaned_capped_and_hidden_and_counted(
     upstream = ModernUpstream(tools=[echo_tool("echo"), poisoned, long, edge, twin])
     with structlog.testing.capture_logs() as logs:
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
+            policy=POLICY,
             gateway={"limits": {"max_description_chars": CAP}},
-        ) as stack:  # fmt: skip
+        ) as stack:
             status, _, text = await stack.modern(stack.token(), "tools/list")
             assert status == 200, text
             tools = {t["name"]: t for t in json.loads(text)["result"]["tools"]}
@@ -70,5 +74,7 @@ async def test_tools_list_is_cleaned_capped_and_hidden_and_counted(
     assert _sample(metrics, metric, backend="default", kind="name_refused") == 1.0
     changes = [(e["item"], e["change"]) for e in logs if e["event"] == "backend_catalog_sanitised"]
     assert sorted(changes) == [
-        ("echo\\u200b", "name_refused"), ("search", "invisible"), ("summarise", "truncated"),
-    ]  # fmt: skip
+        ("echo\\u200b", "name_refused"),
+        ("search", "invisible"),
+        ("summarise", "truncated"),
+    ]

@@ -28,8 +28,12 @@ async def test_a_legacy_upstream_is_detected_after_discover_fails(legacy, backen
     assert (state.era, state.version) == ("legacy", "2025-06-18")
     assert state.session_id in upstream.sessions
     methods = [r.json.get("method") for r in upstream.requests]
-    assert methods[:4] == ["server/discover", "initialize", "notifications/initialized",
-                           "tools/list"]  # fmt: skip
+    assert methods[:4] == [
+        "server/discover",
+        "initialize",
+        "notifications/initialized",
+        "tools/list",
+    ]
     # The upstream counter-offered 2025-06-18 to our 2025-11-25 (lifecycle.mdx): accepted.
     offered = [r.json["params"]["protocolVersion"] for r in upstream.calls("initialize")]
     assert offered == ["2025-11-25"]
@@ -108,11 +112,17 @@ async def test_progress_notifications_are_relayed_with_the_clients_token(
 
     result = await backend.call_tool(
         call_of(
-            backend, "echo", {"steps": 3}, progress_token="client-tok", accepts_sse=True,
+            backend,
+            "echo",
+            {"steps": 3},
+            progress_token="client-tok",
+            accepts_sse=True,
             on_progress=on_progress,
         ),
-        principal(), context(), time.monotonic() + 5,
-    )  # fmt: skip
+        principal(),
+        context(),
+        time.monotonic() + 5,
+    )
     assert result["isError"] is False
     assert [p["progress"] for p in seen] == [1, 2, 3]
     assert all(p["progressToken"] == "client-tok" for p in seen)
@@ -138,8 +148,10 @@ async def test_a_garbled_event_stream_maps_to_the_failure_text(legacy, backend_f
     result = await backend.call_tool(
         call_of(backend, "echo", {}), principal(), ctx, time.monotonic() + 5
     )
-    assert result == {"content": [{"type": "text", "text": "Upstream tool failed"}],
-                      "isError": True}  # fmt: skip
+    assert result == {
+        "content": [{"type": "text", "text": "Upstream tool failed"}],
+        "isError": True,
+    }
     assert ctx.outcome == "upstream_error"
 
 

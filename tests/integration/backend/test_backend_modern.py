@@ -391,12 +391,19 @@ async def test_no_log_line_carries_the_service_token_or_upstream_text(
         for fault in ("500", "rpc_error", "garbled_json", "unknown_tool"):
             upstream.fault = fault
             await backend.call_tool(
-                call_of(backend, "echo", {"text": "private argument"}), principal(), context(),
+                call_of(backend, "echo", {"text": "private argument"}),
+                principal(),
+                context(),
                 time.monotonic() + 5,
-            )  # fmt: skip
+            )
     text = repr(logs)
-    for secret in ("service-secret", "hunter2", "secret-internal-name", "private argument",
-                   "Traceback"):  # fmt: skip
+    for secret in (
+        "service-secret",
+        "hunter2",
+        "secret-internal-name",
+        "private argument",
+        "Traceback",
+    ):
         assert secret not in text
     assert any(entry["event"] == "backend_call_failed" for entry in logs)
 

@@ -51,12 +51,19 @@ def _cert(
     )
     if ca:
         builder = builder.add_extension(
-            x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                          content_commitment=False, key_encipherment=False,
-                          data_encipherment=False, key_agreement=False, encipher_only=False,
-                          decipher_only=False),
+            x509.KeyUsage(
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
             critical=True,
-        )  # fmt: skip
+        )
     elif server:
         builder = builder.add_extension(
             x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
@@ -73,9 +80,12 @@ def _write(path: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey |
     path.with_suffix(".crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     if key is not None:
         path.with_suffix(".key").write_bytes(
-            key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                              serialization.NoEncryption())
-        )  # fmt: skip
+            key.private_bytes(
+                serialization.Encoding.PEM,
+                serialization.PrivateFormat.PKCS8,
+                serialization.NoEncryption(),
+            )
+        )
 
 
 @pytest.fixture
@@ -103,8 +113,11 @@ async def test_the_gateway_presents_its_client_certificate_to_an_mtls_upstream(
     pki: Path, aiohttp_server, backend_factory
 ) -> None:
     _, url = await _mtls_upstream(pki, aiohttp_server)
-    tls = TlsConfig(ca_file=str(pki / "ca.crt"), client_cert=str(pki / "client.crt"),
-                    client_key=str(pki / "client.key"))  # fmt: skip
+    tls = TlsConfig(
+        ca_file=str(pki / "ca.crt"),
+        client_cert=str(pki / "client.crt"),
+        client_key=str(pki / "client.key"),
+    )
     backend = await backend_factory(make_config(url, tls=tls))
     assert backend.ready
     tool = backend.catalog().get("echo")

@@ -80,10 +80,14 @@ async def _sdk_gateway(
     async with (
         sdk_upstream() as sdk,
         live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=OPEN_POLICY,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            backend_url=sdk.url,
+            policy=OPEN_POLICY,
             gateway=SLOW_POLLING,
         ) as stack,
-    ):  # fmt: skip
+    ):
         yield sdk, stack
 
 
@@ -145,9 +149,13 @@ async def test_a_burst_of_notifications_is_coalesced(
     upstream = ModernUpstream(list_changed=True)
     upstream.ttl_ms = None
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=OPEN_POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=upstream,
+        policy=OPEN_POLICY,
         gateway=SLOW_POLLING,
-    ) as stack:  # fmt: skip
+    ) as stack:
         listener = backend_of(stack)._listener
         await eventually(lambda: _true(listener.acknowledged >= 1))
         await eventually(lambda: _true(len(upstream.calls("tools/list")) >= 2))  # after the ack
@@ -165,9 +173,13 @@ async def test_a_legacy_upstreams_get_stream_notification_refreshes_the_catalog(
 ) -> None:
     upstream = LegacyUpstream(list_changed=True)
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=OPEN_POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=upstream,
+        policy=OPEN_POLICY,
         gateway=SLOW_POLLING,
-    ) as stack:  # fmt: skip
+    ) as stack:
         assert await listed(stack) == {"echo"}
         await eventually(lambda: _true(upstream.streams_opened >= 1))
         gets = [r for r in upstream.requests if r.method == "GET"]
@@ -184,9 +196,13 @@ async def test_a_list_changed_inside_a_legacy_tool_reply_refreshes_the_catalog(
 ) -> None:
     upstream = LegacyUpstream(list_changed=True)
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=OPEN_POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=upstream,
+        policy=OPEN_POLICY,
         gateway=SLOW_POLLING,
-    ) as stack:  # fmt: skip
+    ) as stack:
         upstream.tools = [echo_tool("echo"), echo_tool("from_reply")]
         status, _, text = await stack.call(stack.token("mcp:access"), arguments={"text": "changed"})
         assert status == 200, text

@@ -92,9 +92,14 @@ async def test_every_served_member_is_pinned_held_and_shown_by_diff(
 ) -> None:
     served = upstream()
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=served, policy=POLICY, gateway=GATEWAY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=served,
+        policy=POLICY,
+        gateway=GATEWAY,
         prepare=pin_first([]),
-    ) as stack:  # fmt: skip
+    ) as stack:
         server = stack.server
         tools = await listed(stack, server, "tools/list", "tools")
         # What a client is shown of a pinned tool: every member the backend listed.
@@ -118,10 +123,16 @@ async def test_every_served_member_is_pinned_held_and_shown_by_diff(
         assert code == 1, err
         assert "9 changed" in err
         for label in (
-            "tool apps", "tool iconic", "tool tasks", "tool typed", "tool vendor",
-            "prompt greet", "prompt plan", "template tmpl://notes/{name}",
+            "tool apps",
+            "tool iconic",
+            "tool tasks",
+            "tool typed",
+            "tool vendor",
+            "prompt greet",
+            "prompt plan",
+            "template tmpl://notes/{name}",
             "template tmpl://files/{path}",
-        ):  # fmt: skip
+        ):
             assert f"# {label} (backend default): changed\n" in out, label
         assert "quiet" not in out
         plus = "\n".join(added_lines(out))
@@ -178,17 +189,21 @@ async def test_a_version_1_lock_is_read_and_holds_what_it_never_pinned(
     path = tmp_path / "catalog.lock.yaml"
     with structlog.testing.capture_logs() as logs:
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream(), policy=POLICY,
-            gateway=GATEWAY, prepare=pin_as_version_1,
-        ) as stack:  # fmt: skip
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream(),
+            policy=POLICY,
+            gateway=GATEWAY,
+            prepare=pin_as_version_1,
+        ) as stack:
             server = stack.server
             outdated = [e for e in logs if e["event"] == "catalog.lock_outdated"]
             assert [(e["format"], e["detail"]) for e in outdated] == [(1, OUTDATED)]
             # Served: what the old lock pinned whole; held: what carries other members.
             assert await names(stack, server, "tools/list", "tools") == ["plain", "typed"]
             assert await names(stack, server, "prompts/list", "prompts") == ["plan", "quiet"]
-            templates = await names(stack, server, "resources/templates/list",
-                                    "resourceTemplates")  # fmt: skip
+            templates = await names(stack, server, "resources/templates/list", "resourceTemplates")
             assert templates == ["tmpl://files/{path}", "tmpl://other/{x}"]
 
             code, out, err = await catalog_cli(stack.config_path, "diff")
@@ -222,9 +237,13 @@ async def test_approve_with_nothing_to_approve_rewrites_a_version_1_lock(
         as_version_1(config.parent / "catalog.lock.yaml")
 
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=plain, gateway=GATEWAY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=plain,
+        gateway=GATEWAY,
         prepare=pin_as_version_1,
-    ) as stack:  # fmt: skip
+    ) as stack:
         path = tmp_path / "catalog.lock.yaml"
         before = load_lock(path)
         assert before.format == 1

@@ -300,8 +300,11 @@ class TestTasks:
     async def test_a_declaring_call_is_a_task_polled_and_cancelled(
         self, backend: DemoBackend, http: HttpClient
     ) -> None:
-        body = modern_body("tools/call", {"name": "notes_report", "arguments": {"seconds": 30}},
-                           capabilities=TASKS_CAPS)  # fmt: skip
+        body = modern_body(
+            "tools/call",
+            {"name": "notes_report", "arguments": {"seconds": 30}},
+            capabilities=TASKS_CAPS,
+        )
         status, created, _ = await _post(
             http, backend, body, _modern_headers("tools/call", "notes_report")
         )

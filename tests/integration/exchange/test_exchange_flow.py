@@ -106,11 +106,17 @@ async def test_actor_service_sends_the_gateways_own_token_as_actor_token(
     dev = DevIssuer(token_format="jwt")
     dev.exchange_policy.require_actor = True  # an issuer that needs one (Okta's shape)
     async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=dev,
-        credential={"actor": "service", "scope": "mcp:access",
-                    "requested_token_type": "urn:ietf:params:oauth:token-type:jwt"},
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        dev=dev,
+        credential={
+            "actor": "service",
+            "scope": "mcp:access",
+            "requested_token_type": "urn:ietf:params:oauth:token-type:jwt",
+        },
         gateway={"audit": {"sink": "stdout"}},
-    ) as (stack, upstream):  # fmt: skip
+    ) as (stack, upstream):
         _ok(*(await stack.call(stack.token(sub="erin")))[::2])
         (seen,) = upstream.calls_seen()
         assert seen.token.count(".") == 2  # a JWT, as requested
@@ -154,10 +160,12 @@ async def test_the_exchange_authenticates_the_gateway_as_client_credentials_do(
         # is the problem, so the caller gets the 503 row, never a fallback.
         other = "client_secret_basic" if client_auth == "private_key_jwt" else "private_key_jwt"
         dev.register_client(
-            EXCHANGE_CLIENT, EXCHANGE_SECRET, auth_method=other,
+            EXCHANGE_CLIENT,
+            EXCHANGE_SECRET,
+            auth_method=other,
             jwks=client.get("jwks") or {"keys": []},
             grant_types=("client_credentials", TOKEN_EXCHANGE_GRANT),
-        )  # fmt: skip
+        )
         status, headers, text = await stack.call(stack.token(sub="frank"))
         assert (status, headers["Retry-After"]) == (503, "5"), text
         assert json.loads(text)["error"] == "exchange_unavailable"
@@ -170,9 +178,12 @@ async def test_fifty_concurrent_calls_by_one_caller_make_one_exchange(
     dev = DevIssuer()
     dev.exchange_faults.delay_s = 0.3  # every caller arrives while the exchange is in flight
     async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=dev,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        dev=dev,
         gateway={"limits": {"max_in_flight_per_principal": 64, "principal_rate": None}},
-    ) as (stack, upstream):  # fmt: skip
+    ) as (stack, upstream):
         token = stack.token(sub="erin")
         answers = await asyncio.gather(
             *(stack.call(token, "echo", {"text": str(i)}) for i in range(50))
@@ -211,9 +222,11 @@ async def test_a_gateway_revocation_drops_the_exchanged_token_at_once(
 ) -> None:
     monkeypatch.setenv("EXCHANGE_ADMIN", ADMIN)
     async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
         gateway={"admin": {"token": {"env": "EXCHANGE_ADMIN"}}},
-    ) as (stack, upstream):  # fmt: skip
+    ) as (stack, upstream):
         token = stack.token(sub="erin")
         _ok(*(await stack.call(token))[::2])
         assert await metric(stack, "exchanged_tokens", backend="default") == 1
@@ -270,17 +283,21 @@ async def test_several_issuers_each_callers_token_goes_only_to_its_own_issuer(
 ) -> None:
     async with other_issuer(monkeypatch) as other:
         other.register_client(
-            EXCHANGE_CLIENT, EXCHANGE_SECRET,
+            EXCHANGE_CLIENT,
+            EXCHANGE_SECRET,
             grant_types=("client_credentials", "urn:ietf:params:oauth:grant-type:token-exchange"),
-        )  # fmt: skip
+        )
         other.exchange_policy.allow(EXCHANGE_CLIENT, BACKEND_RESOURCE)
         first, second = issuer_entries(other)
         other.register_client(*INTROSPECTOR, can_introspect=True)
         upstream = IntrospectingUpstream(issuer_urls=[other.url])
         async with exchange_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
             gateway={"issuer": None, "issuers": [first, second]},
-        ) as (stack, _):  # fmt: skip
+        ) as (stack, _):
             home = stack.token(sub="erin")
             away = other.mint_token(
                 sub="zoe", scopes="mcp:access tools:echo", audience=stack.config.resource
@@ -301,10 +318,12 @@ async def test_credential_issuer_refuses_callers_of_other_issuers(
     async with other_issuer(monkeypatch) as other:
         first, second = issuer_entries(other)
         async with exchange_stack(
-            tmp_path, aiohttp_server, monkeypatch,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
             credential={"issuer": "{issuer_url}"},
             gateway={"issuer": None, "issuers": [first, second]},
-        ) as (stack, upstream):  # fmt: skip
+        ) as (stack, upstream):
             away = other.mint_token(
                 sub="zoe", scopes="mcp:access tools:echo", audience=stack.config.resource
             )

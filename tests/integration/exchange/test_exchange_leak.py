@@ -53,13 +53,16 @@ async def test_the_callers_token_goes_only_to_its_issuer(
     callers: list[str] = []
     with structlog.testing.capture_logs() as events:
         async with exchange_stack(
-            tmp_path, aiohttp_server, monkeypatch, dev=dev,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            dev=dev,
             gateway={
                 "audit": {"sink": "stdout"},
                 "admin": {"token": {"env": "LEAK_ADMIN"}},
                 "backend": {"identity": {"assertion": {"key": {"file": str(key)}}}},
             },
-        ) as (stack, upstream):  # fmt: skip
+        ) as (stack, upstream):
 
             async def call(token: str, legacy: bool = False) -> None:
                 callers.append(token)
@@ -121,7 +124,12 @@ async def test_the_callers_token_goes_only_to_its_issuer(
         for token in callers:
             for form in _forms(token):
                 assert form not in text, f"the caller's token leaked into {where}"
-    for where in ("structlog events", "stdout/stderr (audit trail)", "stdlib logs", "metrics",
-                  "responses"):  # fmt: skip
+    for where in (
+        "structlog events",
+        "stdout/stderr (audit trail)",
+        "stdlib logs",
+        "metrics",
+        "responses",
+    ):
         for token in exchanged:
             assert token not in haystacks[where], f"an exchanged token leaked into {where}"

@@ -104,9 +104,20 @@ async def test_the_issuers_own_policy_refusals_reach_the_caller(
 @pytest.mark.row("exchange_unavailable")
 @pytest.mark.parametrize(
     "fault",
-    ["status_503", "status_500", "garbage", "slow", "no_token_type", "echo", "not_bearer",
-     "duplicate_member", "nan", "byte_order_mark", "text_plain"],
-)  # fmt: skip
+    [
+        "status_503",
+        "status_500",
+        "garbage",
+        "slow",
+        "no_token_type",
+        "echo",
+        "not_bearer",
+        "duplicate_member",
+        "nan",
+        "byte_order_mark",
+        "text_plain",
+    ],
+)
 async def test_an_issuer_that_fails_is_a_503_with_retry_after(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, fault: str
 ) -> None:
@@ -168,9 +179,12 @@ async def test_a_token_endpoint_that_went_away_is_a_503(
     await dev.start()
     relay = await aiohttp_server(_relay(dev.url + "/token"))
     async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=dev,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        dev=dev,
         credential={"token_endpoint": str(relay.make_url("/token"))},
-    ) as (stack, upstream):  # fmt: skip
+    ) as (stack, upstream):
         await relay.close()
         _assert_unavailable(*(await stack.call(stack.token())))
         assert upstream.calls_seen() == []
@@ -184,9 +198,10 @@ def _relay(target: str) -> web.Application:
             session.post(target, data=await request.read(), headers=headers) as response,
         ):
             return web.Response(
-                status=response.status, body=await response.read(),
+                status=response.status,
+                body=await response.read(),
                 content_type="application/json",
-            )  # fmt: skip
+            )
 
     app = web.Application()
     app.router.add_post("/token", forward)
@@ -239,12 +254,17 @@ async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_other
     exchanging_url = str((await aiohttp_server(exchanging.app())).make_url("/mcp"))
     backends = {
         "plain": {
-            "url": plain_url, "allow_insecure_http": True, "prefix": "",
+            "url": plain_url,
+            "allow_insecure_http": True,
+            "prefix": "",
             "credential": {"type": "bearer", "token": {"env": "LIVE_STACK_SERVICE"}},
         },
-        "ex": {"url": exchanging_url, "allow_insecure_http": True,
-               "credential": exchange_credential()},
-    }  # fmt: skip
+        "ex": {
+            "url": exchanging_url,
+            "allow_insecure_http": True,
+            "credential": exchange_credential(),
+        },
+    }
     policy = (
         "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*echo': {scopes: [mcp:access]}\n"
     )

@@ -67,9 +67,16 @@ class TestContentType:
 
     @pytest.mark.parametrize(
         "value",
-        [None, "", "text/json", "application/json; charset=latin-1", "application/json; q=1",
-         "application/json; charset", "application/json-seq"],
-    )  # fmt: skip
+        [
+            None,
+            "",
+            "text/json",
+            "application/json; charset=latin-1",
+            "application/json; q=1",
+            "application/json; charset",
+            "application/json-seq",
+        ],
+    )
     def test_anything_else_is_refused(self, value: str | None) -> None:
         with pytest.raises(UnsupportedMediaType):
             check_content_type(value)
@@ -96,9 +103,15 @@ class TestAccept:
 
     @pytest.mark.parametrize(
         "value",
-        ["text/html", "application/json;q=0", "*/*;q=1, application/json;q=0",
-         "application/*;q=0, */*", "application/json;q=abc", "application/json;q=2"],
-    )  # fmt: skip
+        [
+            "text/html",
+            "application/json;q=0",
+            "*/*;q=1, application/json;q=0",
+            "application/*;q=0, */*",
+            "application/json;q=abc",
+            "application/json;q=2",
+        ],
+    )
     def test_json_excluded_is_refused(self, value: str) -> None:
         with pytest.raises(NotAcceptable):
             accepts((value,))

@@ -46,7 +46,7 @@ class TestModern:
             ("ops", BASELINE_TOOLS | DOCS_TOOLS | {"create_ticket", "admin_reset"}),
         ],
         ids=["baseline only", "docs reader", "ops console"],
-    )  # fmt: skip
+    )
     async def test_tools_list_shows_only_the_tools_the_caller_may_call(
         self, gw: Gateway, token: str, expected: set[str]
     ) -> None:
@@ -261,12 +261,17 @@ class TestLegacy:
         assert "resultType" not in listed["result"]
         called = await assert_json_ok(
             await gw.post(
-                {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
-                 "params": {"name": "echo", "arguments": {"text": "hi"}}},
+                {
+                    "jsonrpc": "2.0",
+                    "id": 3,
+                    "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "hi"}},
+                },
                 legacy_headers(version),
             ),
-            revision=version, method="tools/call",
-        )  # fmt: skip
+            revision=version,
+            method="tools/call",
+        )
         assert called["result"]["content"][0]["text"] == "hi"
 
     async def test_a_2025_03_26_batch_gets_one_array_without_notification_entries(
@@ -275,10 +280,14 @@ class TestLegacy:
         batch = [
             {"jsonrpc": "2.0", "id": 1, "method": "ping"},
             {"jsonrpc": "2.0", "method": "notifications/initialized"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-             "params": {"name": "echo", "arguments": {"text": "b"}}},
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "b"}},
+            },
             {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "nope"}},
-        ]  # fmt: skip
+        ]
         response = await gw.post(batch, legacy_headers("2025-03-26"))
         payload = await response.json()
         assert response.status == 200
@@ -292,9 +301,13 @@ class TestLegacy:
     async def test_a_step_up_inside_a_batch_answers_the_whole_batch_403(self, gw: Gateway) -> None:
         batch = [
             {"jsonrpc": "2.0", "id": 1, "method": "ping"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-             "params": {"name": "create_ticket", "arguments": {}}},
-        ]  # fmt: skip
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "create_ticket", "arguments": {}},
+            },
+        ]
         response = await gw.post(batch, legacy_headers("2025-03-26"))
         # One JSON-RPC error for the whole batch: its id is null, not one member's.
         payload = await assert_error(response, 403, FORBIDDEN_CODE, request_id=None)
@@ -307,8 +320,11 @@ class TestLegacy:
         self, make_gw: MakeGateway, budget: int
     ) -> None:
         gw = await make_gw(max_response_bytes=budget)
-        call = {"jsonrpc": "2.0", "method": "tools/call",
-                "params": {"name": "big", "arguments": {"size": 600}}}  # fmt: skip
+        call = {
+            "jsonrpc": "2.0",
+            "method": "tools/call",
+            "params": {"name": "big", "arguments": {"size": 600}},
+        }
         batch = [{**call, "id": 1}, {**call, "id": 2}, {**call, "id": 3}]
         response = await gw.post(batch, legacy_headers("2025-03-26"))
         assert response.status == 200

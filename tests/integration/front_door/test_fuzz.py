@@ -196,11 +196,18 @@ SEEDS = [
     modern_request("tools/list", 2, {"cursor": "abc"}),
     modern_request("tools/call", 3, {"name": "echo", "arguments": {"text": "hi"}}),
     modern_request("tools/call", 4, {"name": "region_lookup", "arguments": {"region": "eu"}}),
-    {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-     "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                "clientInfo": {"name": "x", "version": "1"}}},
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "x", "version": "1"},
+        },
+    },
     [{"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"jsonrpc": "2.0", "method": "n/x"}],
-]  # fmt: skip
+]
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
@@ -309,19 +316,50 @@ GOOD_HEAD = [
 ]
 FOLDED_SECRET = "tok-fuzz-folded-5e2d"
 REQUEST_LINES = [
-    "POST /mcp HTTP/1.1", "POST /mcp HTTP/1.0", "POST /mcp HTTP/2.0", "POST /mcp HTTP/1.1 x",
-    "P@ST /mcp HTTP/1.1", "post /mcp HTTP/1.1", "POST  /mcp HTTP/1.1", "POST\t/mcp HTTP/1.1",
-    "POST /mcp", "POST", "", "GARBAGE", "\x00POST /mcp HTTP/1.1", "POST /m\x7fcp HTTP/1.1",
-    "POST /mcp?access_token=x HTTP/1.1", "POST http://127.0.0.1/mcp HTTP/1.1",
-    "POST /mcp#frag HTTP/1.1", "POST /%00 HTTP/1.1", "PRI * HTTP/2.0",
-    "POST /mcp HTTP/1.1\rX", "GET /mcp HTTP/1.1", "DELETE /mcp HTTP/1.1",
-]  # fmt: skip
+    "POST /mcp HTTP/1.1",
+    "POST /mcp HTTP/1.0",
+    "POST /mcp HTTP/2.0",
+    "POST /mcp HTTP/1.1 x",
+    "P@ST /mcp HTTP/1.1",
+    "post /mcp HTTP/1.1",
+    "POST  /mcp HTTP/1.1",
+    "POST\t/mcp HTTP/1.1",
+    "POST /mcp",
+    "POST",
+    "",
+    "GARBAGE",
+    "\x00POST /mcp HTTP/1.1",
+    "POST /m\x7fcp HTTP/1.1",
+    "POST /mcp?access_token=x HTTP/1.1",
+    "POST http://127.0.0.1/mcp HTTP/1.1",
+    "POST /mcp#frag HTTP/1.1",
+    "POST /%00 HTTP/1.1",
+    "PRI * HTTP/2.0",
+    "POST /mcp HTTP/1.1\rX",
+    "GET /mcp HTTP/1.1",
+    "DELETE /mcp HTTP/1.1",
+]
 HEADER_MUTATIONS = [
-    "none", "fold the token", "fold with a tab", "fold an empty value", "bare LF endings",
-    "space before colon", "no colon", "NUL in a value", "CR in a value", "non-ASCII name",
-    "two Content-Length", "Content-Length and chunked", "bad chunk size", "chunked then close",
-    "gzip garbage", "huge header line", "many headers", "empty name", "leading whitespace line",
-]  # fmt: skip
+    "none",
+    "fold the token",
+    "fold with a tab",
+    "fold an empty value",
+    "bare LF endings",
+    "space before colon",
+    "no colon",
+    "NUL in a value",
+    "CR in a value",
+    "non-ASCII name",
+    "two Content-Length",
+    "Content-Length and chunked",
+    "bad chunk size",
+    "chunked then close",
+    "gzip garbage",
+    "huge header line",
+    "many headers",
+    "empty name",
+    "leading whitespace line",
+]
 
 
 def _mutate(head: list[tuple[str, str]], mutation: str, body: bytes) -> tuple[list[str], bytes]:

@@ -206,9 +206,14 @@ async def test_answers_are_rebuilt_only_asked_keys_go_upstream(
             "another": 123,
         }
         status, _, done = await call(
-            stack, token, "confirm_delete", {"path": "/a"},
-            state=first["result"]["requestState"], responses=answers, rid=2,
-        )  # fmt: skip
+            stack,
+            token,
+            "confirm_delete",
+            {"path": "/a"},
+            state=first["result"]["requestState"],
+            responses=answers,
+            rid=2,
+        )
     assert status == 200, done
     assert done["result"]["content"][0]["text"] == "Deleted /a"
     # mrtr.mdx §Error Handling: what the server does not recognise is ignored (here: dropped).
@@ -284,10 +289,14 @@ async def test_a_retry_is_served_by_a_second_gateway_with_the_same_key(
         token = one.token(SCOPES)
         _, _, first = await call(one, token, "confirm_delete", {"path": "/r"})
         status, _, done = await call(
-            two, token, "confirm_delete", {"path": "/r"},
+            two,
+            token,
+            "confirm_delete",
+            {"path": "/r"},
             state=first["result"]["requestState"],
-            responses={"confirm": {"action": "accept", "content": {"confirm": True}}}, rid=2,
-        )  # fmt: skip
+            responses={"confirm": {"action": "accept", "content": {"confirm": True}}},
+            rid=2,
+        )
     assert status == 200, done
     assert done["result"]["content"][0]["text"] == "Deleted /r"
     assert len(retries(upstream)) == 2
@@ -299,12 +308,20 @@ async def test_key_rotation_the_old_key_still_opens_the_new_key_seals(
     from tests.support.input_stack import KEY_A, KEY_B
 
     upstream = InputUpstream()
-    async with input_stack(
-        tmp_path / "old", aiohttp_server, monkeypatch, upstream=upstream, keys={"k1": KEY_A}
-    ) as old, input_stack(
-        tmp_path / "new", aiohttp_server, monkeypatch, keys={"k1": KEY_A, "k2": KEY_B},
-        seal_key_id="k2", issuer=old.issuer, backend_url=old.config.backend.url,
-    ) as new:  # fmt: skip
+    async with (
+        input_stack(
+            tmp_path / "old", aiohttp_server, monkeypatch, upstream=upstream, keys={"k1": KEY_A}
+        ) as old,
+        input_stack(
+            tmp_path / "new",
+            aiohttp_server,
+            monkeypatch,
+            keys={"k1": KEY_A, "k2": KEY_B},
+            seal_key_id="k2",
+            issuer=old.issuer,
+            backend_url=old.config.backend.url,
+        ) as new,
+    ):
         token = old.token(SCOPES)
         args = {"city": "Lima"}
         _, _, first = await call(old, token, "book_trip", args)
@@ -319,14 +336,24 @@ async def test_key_rotation_the_old_key_still_opens_the_new_key_seals(
         assert _key_id(sealed_k2) == "k2"  # the next round is sealed with the new key
         # A replica that has not got the new key yet cannot open it: the documented row.
         status, _, stale = await call(
-            old, token, "book_trip", args, state=sealed_k2,
-            responses={"sure": {"action": "accept"}}, rid=3,
-        )  # fmt: skip
+            old,
+            token,
+            "book_trip",
+            args,
+            state=sealed_k2,
+            responses={"sure": {"action": "accept"}},
+            rid=3,
+        )
         assert (status, stale["error"]["message"]) == (400, "Invalid requestState")
         status, _, done = await call(
-            new, token, "book_trip", args, state=sealed_k2,
-            responses={"sure": {"action": "accept"}}, rid=4,
-        )  # fmt: skip
+            new,
+            token,
+            "book_trip",
+            args,
+            state=sealed_k2,
+            responses={"sure": {"action": "accept"}},
+            rid=4,
+        )
     assert status == 200 and done["result"]["content"][0]["text"] == "Booked Lima on soon"
     assert len(retries(upstream)) == 3  # the refused retry never went upstream
 
@@ -354,9 +381,12 @@ async def test_several_backends_each_round_is_bound_to_the_backend_that_asked(
         url = str((await aiohttp_server(upstream.app())).make_url("/mcp"))
         backends[name] = {"url": url, "allow_insecure_http": True, "credential": SERVICE_CREDENTIAL}
     async with input_stack(
-        tmp_path, aiohttp_server, monkeypatch, backends=backends,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        backends=backends,
         policy=_prefixed_policy("docs__", "tickets__"),
-    ) as stack:  # fmt: skip
+    ) as stack:
         token = stack.token(SCOPES)
         args = {"city": "Bern"}
         _, _, first = await call(stack, token, "docs__book_trip", args)
@@ -366,8 +396,9 @@ async def test_several_backends_each_round_is_bound_to_the_backend_that_asked(
             stack, token, "tickets__book_trip", args, state=sealed, responses=answer, rid=2
         )
         assert (status, wrong["error"]["message"]) == (
-            400, "requestState does not match this request"
-        )  # fmt: skip
+            400,
+            "requestState does not match this request",
+        )
         status, _, second = await call(
             stack, token, "docs__book_trip", args, state=sealed, responses=answer, rid=3
         )
@@ -387,8 +418,14 @@ async def test_a_state_sealed_for_one_backend_is_refused_where_the_tool_has_anot
     urls = [str((await aiohttp_server(u.app())).make_url("/mcp")) for u in (first_up, second_up)]
 
     def only(name: str, url: str) -> dict[str, Any]:
-        return {name: {"url": url, "allow_insecure_http": True, "prefix": "",
-                       "credential": SERVICE_CREDENTIAL}}  # fmt: skip
+        return {
+            name: {
+                "url": url,
+                "allow_insecure_http": True,
+                "prefix": "",
+                "credential": SERVICE_CREDENTIAL,
+            }
+        }
 
     async with contextlib.AsyncExitStack() as stacks:
         one = await stacks.enter_async_context(
@@ -406,10 +443,14 @@ async def test_a_state_sealed_for_one_backend_is_refused_where_the_tool_has_anot
         token = one.token(SCOPES)
         _, _, first = await call(one, token, "confirm_delete", {"path": "/x"})
         status, _, body = await call(
-            two, token, "confirm_delete", {"path": "/x"},
+            two,
+            token,
+            "confirm_delete",
+            {"path": "/x"},
             state=first["result"]["requestState"],
-            responses={"confirm": {"action": "accept", "content": {"confirm": True}}}, rid=2,
-        )  # fmt: skip
+            responses={"confirm": {"action": "accept", "content": {"confirm": True}}},
+            rid=2,
+        )
         events = audit_events(two)
     assert (status, body["error"]["message"]) == (400, "requestState does not match this request")
     assert retries(second_up) == []

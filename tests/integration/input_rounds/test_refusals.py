@@ -91,9 +91,14 @@ class TestTampering:
         sealed = await first_round(stack, stack.token(SCOPES, sub="alice"))
         before = len(retries(stack.upstream))
         status, headers, body = await call(
-            stack, stack.token(SCOPES, sub="bob"), "confirm_delete", ARGS,
-            state=sealed, responses=CONFIRM, rid=2,
-        )  # fmt: skip
+            stack,
+            stack.token(SCOPES, sub="bob"),
+            "confirm_delete",
+            ARGS,
+            state=sealed,
+            responses=CONFIRM,
+            rid=2,
+        )
         assert_row(status, headers, body, "requestState does not match this request")
         assert body["id"] == 2
         assert len(retries(stack.upstream)) == before
@@ -178,9 +183,13 @@ class TestTampering:
     async def test_state_bound_to_another_backend(self, stack: LiveStack) -> None:
         state = forge(stack, genuine_claims(stack, backend="tickets"))
         status, headers, body = await call(
-            stack, stack.token(SCOPES, sub="erin"), "confirm_delete", ARGS,
-            state=state, responses=CONFIRM,
-        )  # fmt: skip
+            stack,
+            stack.token(SCOPES, sub="erin"),
+            "confirm_delete",
+            ARGS,
+            state=state,
+            responses=CONFIRM,
+        )
         assert_row(status, headers, body, "requestState does not match this request")
         assert retries(stack.upstream) == []
         assert audit_events(stack)[-1]["input"] == {"refused": "mismatch"}
@@ -191,9 +200,13 @@ class TestTampering:
         sealed = await first_round(stack, token)
         for responses in (None, {"responses": None}):  # absent, and explicitly null
             status, headers, body = await call(
-                stack, token, "confirm_delete", ARGS, state=sealed,
+                stack,
+                token,
+                "confirm_delete",
+                ARGS,
+                state=sealed,
                 extra={"inputResponses": None} if responses else None,
-            )  # fmt: skip
+            )
             assert_row(status, headers, body, "inputResponses are required with this requestState")
         assert len(retries(stack.upstream)) == 1
 

@@ -144,9 +144,11 @@ async def test_a_form_without_the_sessions_token_from_its_origin_does_nothing(
     form = {} if csrf is None else {"csrf": csrf_of(page) if csrf == "mine" else csrf}
     if origin == "null-cross-site":
         answer = await browser.request(
-            "POST", stack.url("/logout"), data=form,
+            "POST",
+            stack.url("/logout"),
+            data=form,
             headers={"Origin": "null", "Sec-Fetch-Site": "cross-site"},
-        )  # fmt: skip
+        )
     else:
         answer = await browser.post(stack.url("/logout"), form, origin=origin)
     assert_row(answer, "login_csrf_failed", 403)
@@ -199,9 +201,11 @@ async def test_a_form_over_the_bound_or_not_urlencoded(
     at_bound = await browser.post(stack.url("/logout"), {"csrf": "x" * (8192 - 5)})
     assert_row(at_bound, "login_csrf_failed", 403)  # read, then refused for its token
     json_body = await browser.request(
-        "POST", stack.url("/logout"), json={"csrf": "x"},
+        "POST",
+        stack.url("/logout"),
+        json={"csrf": "x"},
         headers={"Origin": "null", "Sec-Fetch-Site": "same-origin"},
-    )  # fmt: skip
+    )
     assert_row(json_body, "login_bad_request", 400)
 
 
@@ -278,9 +282,11 @@ async def test_a_code_issued_to_another_client_is_refused(
 ) -> None:
     issuer = stack.issuer
     issuer.register_client(
-        "other-app", "other-secret", grant_types=["authorization_code"],
+        "other-app",
+        "other-secret",
+        grant_types=["authorization_code"],
         redirect_uris=[stack.url("/callback")],
-    )  # fmt: skip
+    )
     browser = HttpBrowser(session, stack.origin)
     _, headers, _ = await browser.get(stack.url("/login"))
     foreign = with_query(headers["Location"], client_id="other-app")  # same state, same PKCE

@@ -58,13 +58,14 @@ async def test_arguments_past_the_bound_are_refused_before_the_conditions_in_bot
             status, headers, text = await stack.call(token, "deploy", {"hosts": past}, rid=9)
             assert status == 400, text
             assert json.loads(text) == {
-                "jsonrpc": "2.0", "id": 9,
+                "jsonrpc": "2.0",
+                "id": 9,
                 "error": {
                     "code": -32602,
                     "message": "Arguments too large for the policy conditions of rule 'deploy'",
                     "data": {"rule": "deploy"},
                 },
-            }  # fmt: skip
+            }
             assert headers["Cache-Control"] == "no-store"
             assert "WWW-Authenticate" not in headers
             # The 2025 profile: the same JSON-RPC error with HTTP 200.

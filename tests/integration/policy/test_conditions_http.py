@@ -65,9 +65,15 @@ TOKENS = pytest.mark.parametrize("tokens", ["introspection", "jwt"])
 def _token(stack: LiveStack, sub: str, **claims: Any) -> str:
     now = int(time.time())
     body = {
-        "iss": stack.issuer.url, "sub": sub, "aud": stack.config.resource, "iat": now,
-        "exp": now + 300, "client_id": "demo-cli", "scope": "mcp:access ops", **claims,
-    }  # fmt: skip
+        "iss": stack.issuer.url,
+        "sub": sub,
+        "aud": stack.config.resource,
+        "iat": now,
+        "exp": now + 300,
+        "client_id": "demo-cli",
+        "scope": "mcp:access ops",
+        **claims,
+    }
     return stack.issuer.mint_signed(body, header={"typ": "at+jwt"})
 
 
@@ -123,8 +129,10 @@ async def test_conditions_by_group_role_tenant_argument_and_time_in_both_token_m
     refusals = [e for e in audit if e.get("error_row") == "condition_denied"]
     assert len(refusals) == 9
     assert [e["condition"] for e in refusals if e["tool"] == "audit_log"] == [
-        "false", "error", "error",
-    ]  # fmt: skip
+        "false",
+        "error",
+        "error",
+    ]
     assert {e["condition"] for e in refusals if e["tool"] != "audit_log"} == {"false"}
     assert all(e["rule"] == e["tool"] and e["decision"] == "deny" for e in refusals)
     # Leak test: no claim value and no token (nor its signature, its encoded forms) in any
@@ -155,8 +163,11 @@ async def _scenario(  # noqa: PLR0917 - the test's fixtures, passed on
         # Listing: the token-only conditions decide (audit_log errs: no department claim;
         # closed_door is false), the argument one waits for the call.
         assert await _listed(stack, sre) == [
-            "notes_write", "office_hours", "open_door", "restart_service",
-        ]  # fmt: skip
+            "notes_write",
+            "office_hours",
+            "open_door",
+            "restart_service",
+        ]
         for tool in ("notes_write", "open_door", "office_hours"):
             status, _, text = await stack.call(sre, tool, {"text": "x"})
             assert status == 200, (tool, text)

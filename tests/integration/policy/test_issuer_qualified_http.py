@@ -62,9 +62,13 @@ async def two_issuers(
     async with other_issuer(monkeypatch) as other:
         first, second = issuer_entries(other)
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=policy.replace("{second}", other.url),
-            upstream=upstream, gateway={"issuer": None, "issuers": [first, second], **gateway},
-        ) as stack:  # fmt: skip
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            policy=policy.replace("{second}", other.url),
+            upstream=upstream,
+            gateway={"issuer": None, "issuers": [first, second], **gateway},
+        ) as stack:
             yield TwoIssuers(stack, other)
 
 

@@ -40,8 +40,11 @@ from tests.support.sdk_upstream import SdkUpstream
 
 pytestmark = pytest.mark.filterwarnings("ignore:resources/(un)?subscribe is removed")
 eventually = functools.partial(shared.eventually, within=10.0)
-LISTEN_HEADERS = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen",
-                  "Accept": "application/json, text/event-stream"}  # fmt: skip
+LISTEN_HEADERS = {
+    "MCP-Protocol-Version": MODERN,
+    "Mcp-Method": "subscriptions/listen",
+    "Accept": "application/json, text/event-stream",
+}
 
 
 @contextlib.asynccontextmanager
@@ -55,14 +58,20 @@ async def get_stream(live: LiveStack, token: str, sid: str) -> AsyncIterator[int
 async def listen(live: LiveStack, token: str, *uris: str) -> AsyncIterator[tuple[int, Any]]:
     """A 2026-07-28 ``subscriptions/listen``, open while the block runs; yields its status and
     its first message (the acknowledgment) or error body."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
-            "params": {"_meta": modern_meta(),
-                       "notifications": {"toolsListChanged": True,
-                                         "resourceSubscriptions": list(uris)}}}  # fmt: skip
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "subscriptions/listen",
+        "params": {
+            "_meta": modern_meta(),
+            "notifications": {"toolsListChanged": True, "resourceSubscriptions": list(uris)},
+        },
+    }
     async with live.session.post(
-        live.server.mcp_url, json=body,
+        live.server.mcp_url,
+        json=body,
         headers={"Authorization": f"Bearer {token}", **LISTEN_HEADERS},
-    ) as response:  # fmt: skip
+    ) as response:
         if response.status != 200:
             yield response.status, await response.json()
             return
@@ -127,8 +136,9 @@ async def test_uris_per_principal_at_and_past_the_bound_across_sessions_and_list
     assert status == 429, text
     assert "Retry-After" not in headers and headers["Cache-Control"] == "no-store"
     assert json.loads(text)["error"] == {
-        "code": RATE_LIMITED_CODE, "message": "Too many subscriptions",
-    }  # fmt: skip
+        "code": RATE_LIMITED_CODE,
+        "message": "Too many subscriptions",
+    }
     # The URIs are counted with the listens' (one more is past the bound there too), but a
     # session takes no listen slot: the caller's two listens are open next to it.
     async with listen(live, token, "docs://guide/c") as (status, body):
@@ -146,7 +156,7 @@ async def test_uris_per_principal_at_and_past_the_bound_across_sessions_and_list
     async with live.session.delete(
         live.server.mcp_url,
         headers={"Authorization": f"Bearer {token}", "Mcp-Session-Id": first["Mcp-Session-Id"]},
-    ) as response:  # fmt: skip
+    ) as response:
         assert response.status == 204
     for uri in ("docs://guide/d", "docs://guide/e"):
         assert (await live.post(token, subscribe(uri), second))[0] == 200
@@ -163,9 +173,12 @@ async def test_get_streams_per_principal_at_and_past_their_share(
     """A quarter of ``max_subscriptions`` (8 here: 2 GET streams) per principal, so one caller
     cannot take the replica's streams; listens are not in that count."""
     async with sdk_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        policy=POLICY,
         gateway={"limits": {"max_subscriptions": 8}},
-    ) as (live, sdk):  # fmt: skip
+    ) as (live, sdk):
         token = live.token("mcp:access docs:read tools:echo")  # a backend listen per stream
         sids = [(await initialize(live, token))[0]["Mcp-Session-Id"] for _ in range(3)]
         async with get_stream(live, token, sids[0]) as one:
@@ -194,9 +207,12 @@ async def test_streams_per_replica_at_and_past_the_bound(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with sdk_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        policy=POLICY,
         gateway={"limits": {"max_subscriptions": 2}},
-    ) as (live, _sdk):  # fmt: skip
+    ) as (live, _sdk):
         tokens = [live.token("mcp:access docs:read", sub=sub) for sub in "abc"]
         sids = [(await initialize(live, t))[0]["Mcp-Session-Id"] for t in tokens]
         async with get_stream(live, tokens[0], sids[0]) as a, listen(live, tokens[1]) as (b, _):

@@ -63,10 +63,17 @@ stack = sdk_stack_fixture(POLICY, {"limits": LIMITS})
 async def initialize(live: LiveStack, token: str) -> tuple[dict[str, str], dict[str, Any]]:
     status, headers, text = await live.post(
         token,
-        {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-         "params": {"protocolVersion": VERSION, "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"}}},
-    )  # fmt: skip
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": VERSION,
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
     assert status == 200, text
     return headers, json.loads(text)["result"]
 
@@ -189,9 +196,12 @@ async def test_a_session_answers_only_its_own_principal(
         assert json.loads(text)["error"] == {"code": -31404, "message": "Session not found"}
         async with live.session.get(
             live.server.mcp_url,
-            headers={"Authorization": f"Bearer {bob}", "Accept": "text/event-stream",
-                     "Mcp-Session-Id": sid},
-        ) as response:  # fmt: skip
+            headers={
+                "Authorization": f"Bearer {bob}",
+                "Accept": "text/event-stream",
+                "Mcp-Session-Id": sid,
+            },
+        ) as response:
             assert response.status == 404
             assert (await response.json())["error"]["code"] == -31404
     # Another client id of the same subject is another principal too.
@@ -202,7 +212,7 @@ async def test_a_session_answers_only_its_own_principal(
     async with live.session.delete(
         live.server.mcp_url,
         headers={"Authorization": f"Bearer {ann}", "Mcp-Session-Id": session},
-    ) as response:  # fmt: skip
+    ) as response:
         assert response.status == 204
     status, _, _ = await live.post(ann, subscribe(GUIDE), {"Mcp-Session-Id": session, **LEGACY})
     assert status == 404
@@ -218,8 +228,9 @@ async def test_subscribe_without_a_session_is_400(stack: tuple[LiveStack, SdkUps
         assert status == 400, text
         assert headers["Cache-Control"] == "no-store"
         assert json.loads(text)["error"] == {
-            "code": BAD_REQUEST_CODE, "message": "Mcp-Session-Id required",
-        }  # fmt: skip
+            "code": BAD_REQUEST_CODE,
+            "message": "Mcp-Session-Id required",
+        }
 
 
 @pytest.mark.row("stream_not_acceptable")
@@ -232,9 +243,12 @@ async def test_a_get_that_does_not_accept_a_stream_is_406(
     for accept in ("application/json", "*/*", "text/event-stream;q=0"):
         async with live.session.get(
             live.server.mcp_url,
-            headers={"Authorization": f"Bearer {token}", "Accept": accept,
-                     "Mcp-Session-Id": headers["Mcp-Session-Id"]},
-        ) as response:  # fmt: skip
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": accept,
+                "Mcp-Session-Id": headers["Mcp-Session-Id"],
+            },
+        ) as response:
             assert response.status == 406
             assert response.headers["Cache-Control"] == "no-store"
             assert (await response.json())["error"] == "stream_not_acceptable"
@@ -245,7 +259,7 @@ async def test_a_get_that_does_not_accept_a_stream_is_406(
     async with live.session.get(
         live.server.mcp_url,
         headers={"Accept": "text/event-stream", "Mcp-Session-Id": headers["Mcp-Session-Id"]},
-    ) as response:  # fmt: skip
+    ) as response:
         assert response.status == 401
         assert "resource_metadata=" in response.headers["WWW-Authenticate"]
 
@@ -266,9 +280,12 @@ async def test_a_client_that_goes_away_releases_the_backend_listens_then_the_ses
     async with aiohttp.ClientSession() as raw:
         response = await raw.get(
             live.server.mcp_url,
-            headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
-                     "Mcp-Session-Id": sids[0]},
-        )  # fmt: skip
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "text/event-stream",
+                "Mcp-Session-Id": sids[0],
+            },
+        )
         assert response.status == 200
         assert response.headers["Content-Type"] == "text/event-stream"
         assert response.headers["Mcp-Session-Id"] == sids[0]
@@ -319,9 +336,12 @@ async def test_a_reload_that_takes_the_method_away_ends_the_session(
     assert (await live.post(token, subscribe(GUIDE), headers))[0] == 200
     async with live.session.get(
         live.server.mcp_url,
-        headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
-                 "Mcp-Session-Id": sid},
-    ) as response:  # fmt: skip
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "text/event-stream",
+            "Mcp-Session-Id": sid,
+        },
+    ) as response:
         assert response.status == 200
         await eventually(lambda: listeners(sdk) == 1)
         stricter = POLICY + "methods:\n  subscriptions/listen: {scopes: [subs:listen]}\n"
@@ -347,9 +367,12 @@ async def test_a_graceful_stop_ends_sessions_and_their_streams(
     sid = (await initialize(live, token))[0]["Mcp-Session-Id"]
     async with live.session.get(
         live.server.mcp_url,
-        headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
-                 "Mcp-Session-Id": sid},
-    ) as response:  # fmt: skip
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "text/event-stream",
+            "Mcp-Session-Id": sid,
+        },
+    ) as response:
         assert response.status == 200
         await eventually(lambda: listeners(sdk) == 1)
         for hook in live.server.services.drain:
@@ -438,8 +461,10 @@ async def test_every_request_naming_an_ended_session_is_404(
         assert status == 404, text
         assert headers["Cache-Control"] == "no-store"
         assert json.loads(text) == {
-            "jsonrpc": "2.0", "id": rid, "error": {"code": -31404, "message": "Session not found"},
-        }  # fmt: skip
+            "jsonrpc": "2.0",
+            "id": rid,
+            "error": {"code": -31404, "message": "Session not found"},
+        }
     batch = {"Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-03-26"}
     status, _, text = await live.post(token, [ping, tools_list], batch)
     assert status == 404 and json.loads(text)["error"]["code"] == -31404, text
@@ -486,9 +511,12 @@ async def test_a_worker_or_the_config_switch_offers_no_legacy_sessions(
         assert status == 200 and json.loads(text)["error"]["code"] == -32601
         async with live.session.get(
             live.server.mcp_url,
-            headers={"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
-                     "Mcp-Session-Id": "x.y"},
-        ) as response:  # fmt: skip
+            headers={
+                "Authorization": f"Bearer {token}",
+                "Accept": "text/event-stream",
+                "Mcp-Session-Id": "x.y",
+            },
+        ) as response:
             assert response.status == 405
 
 
@@ -506,8 +534,11 @@ async def read_event(response: aiohttp.ClientResponse, within: float = 10.0) -> 
 
 
 def stream_headers(token: str, sid: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {token}", "Accept": "text/event-stream",
-            "Mcp-Session-Id": sid}  # fmt: skip
+    return {
+        "Authorization": f"Bearer {token}",
+        "Accept": "text/event-stream",
+        "Mcp-Session-Id": sid,
+    }
 
 
 async def test_the_stream_ends_with_the_token_and_a_fresh_token_resumes_the_session(
@@ -531,9 +562,10 @@ async def test_the_stream_ends_with_the_token_and_a_fresh_token_resumes_the_sess
         await eventually(lambda: listeners(sdk) == 1)
         await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
         assert await read_event(again) == {
-            "jsonrpc": "2.0", "method": "notifications/resources/updated",
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
             "params": {"uri": GUIDE},
-        }  # fmt: skip
+        }
 
 
 async def test_a_newer_get_of_the_session_replaces_the_older(
@@ -572,13 +604,19 @@ async def test_a_uri_the_backend_declines_or_cannot_take_is_not_kept(
     (-32603); neither URI stays counted."""
     upstream = ModernUpstream(
         subscribe=True,
-        answers={"resources/list": {"resources": [{"uri": GUIDE, "name": "i"}]},
-                 "resources/templates/list": {"resourceTemplates": []}},
-    )  # fmt: skip
+        answers={
+            "resources/list": {"resources": [{"uri": GUIDE, "name": "i"}]},
+            "resources/templates/list": {"resourceTemplates": []},
+        },
+    )
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=upstream,
+        policy=POLICY,
         gateway={"limits": {"max_subscribed_uris_per_principal": 1}},
-    ) as live:  # fmt: skip
+    ) as live:
         token = live.token("mcp:access docs:read")
         headers, result = await initialize(live, token)
         assert result["capabilities"]["resources"]["subscribe"] is True
@@ -591,9 +629,10 @@ async def test_a_uri_the_backend_declines_or_cannot_take_is_not_kept(
             status, headers, text = await live.post(token, subscribe(GUIDE, rid=3), session)
             assert status == 200 and headers["Cache-Control"] == "no-store"
             assert json.loads(text) == {
-                "jsonrpc": "2.0", "id": 3,
+                "jsonrpc": "2.0",
+                "id": 3,
                 "error": {"code": -32002, "message": "Resource not found"},
-            }  # fmt: skip
+            }
             assert len(upstream.calls("subscriptions/listen")) == 1  # it was asked
             upstream.fault = "listen_refused"
             other = "docs://guide/other"  # a new filter: a new listen, which the backend refuses

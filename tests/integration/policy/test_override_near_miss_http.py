@@ -64,13 +64,14 @@ async def test_near_miss_keys_of_a_fixed_argument_are_refused_in_both_eras(
             )
             assert status == 400, (key, text)
             assert json.loads(text) == {
-                "jsonrpc": "2.0", "id": 9,
+                "jsonrpc": "2.0",
+                "id": 9,
                 "error": {
                     "code": -32602,
                     "message": "Arguments set by the gateway cannot be set by the caller: env",
                     "data": {"arguments": ["env"]},
                 },
-            }, key  # fmt: skip
+            }, key
             assert headers["Cache-Control"] == "no-store"
             assert "WWW-Authenticate" not in headers
             # The 2025 profile: the same JSON-RPC error with HTTP 200.

@@ -77,10 +77,15 @@ def upstream_tools() -> list[dict[str, Any]]:
 async def legacy(stack: LiveStack, token: str, method: str, params: dict[str, Any]) -> Any:
     """``initialize`` + ``notifications/initialized`` + one request, as a 2025 client."""
     init = {
-        "jsonrpc": "2.0", "id": 0, "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {},
-                   "clientInfo": {"name": "legacy-client", "version": "1"}},
-    }  # fmt: skip
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "legacy-client", "version": "1"},
+        },
+    }
     assert (await stack.post(token, init))[0] == 200
     headers = {"MCP-Protocol-Version": LEGACY}
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -103,8 +108,10 @@ def check_listing(tools: dict[str, Any]) -> None:
     assert echo["title"] == "Echo (reviewed)"
     assert echo["description"] == "Repeats the text back."
     assert echo["annotations"] == {
-        "readOnlyHint": False, "destructiveHint": True, "openWorldHint": False,
-    }  # fmt: skip
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "openWorldHint": False,
+    }
     schema = find["inputSchema"]
     assert sorted(schema["properties"]) == ["query"]
     assert schema["required"] == ["query"]
@@ -118,9 +125,13 @@ async def test_overrides_reach_listing_and_calls_in_both_eras(
     audit = tmp_path / "audit.jsonl"
     with structlog.testing.capture_logs() as events:
         async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY,
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
+            policy=POLICY,
             gateway={"audit": {"sink": "file", "path": str(audit)}},
-        ) as stack:  # fmt: skip
+        ) as stack:
             token = stack.token()
             # --- listing, 2026-07-28 and 2025 ---
             status, _, text = await stack.modern(token, "tools/list")
@@ -197,23 +208,26 @@ async def test_a_caller_cannot_set_a_fixed_or_hidden_argument(
             assert status == 400, text
             body = json.loads(text)
             assert body == {
-                "jsonrpc": "2.0", "id": 7,
+                "jsonrpc": "2.0",
+                "id": 7,
                 "error": {
                     "code": -32602,
                     "message": "Arguments set by the gateway cannot be set by the caller: "
                     + ", ".join(names),
                     "data": {"arguments": names},
                 },
-            }  # fmt: skip
+            }
             assert got["Content-Type"].startswith("application/json")
             assert got["Cache-Control"] == "no-store"
             assert "WWW-Authenticate" not in got, got
             assert got["X-Request-ID"]
         # The legacy profile: the same error with HTTP 200 (its rule for JSON-RPC errors).
         status, got, text = await legacy(
-            stack, token, "tools/call",
+            stack,
+            token,
+            "tools/call",
             {"name": "find", "arguments": {"query": "q", "tenant": "globex"}},
-        )  # fmt: skip
+        )
         assert status == 200, text
         assert json.loads(text)["error"]["code"] == -32602
         assert json.loads(text)["error"]["data"] == {"arguments": ["tenant"]}
@@ -252,9 +266,11 @@ async def test_a_policy_reload_changes_the_override_without_restart(
         search = listed(text)["search"]
         assert search["inputSchema"] == search_tool()["inputSchema"]
         status, _, text = await stack.call(
-            token, "search", {"query": "d", "tenant": "initech"},
+            token,
+            "search",
+            {"query": "d", "tenant": "initech"},
             headers={"Mcp-Param-Tenant": "initech"},
-        )  # fmt: skip
+        )
         assert status == 200, text
     assert [(p["name"], p["arguments"]) for p in upstream_calls(upstream)] == [
         ("search", {"query": "a", "tenant": "acme"}),
@@ -402,26 +418,41 @@ async def test_in_a_2025_03_26_batch_only_the_member_that_sets_a_fixed_argument_
     ) as stack:
         token = stack.token()
         init = {
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-03-26", "capabilities": {},
-                       "clientInfo": {"name": "batch-client", "version": "1"}},
-        }  # fmt: skip
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-03-26",
+                "capabilities": {},
+                "clientInfo": {"name": "batch-client", "version": "1"},
+            },
+        }
         assert (await stack.post(token, init))[0] == 200
         batch = [
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-             "params": {"name": "find", "arguments": {"query": "ok"}}},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-             "params": {"name": "find", "arguments": {"query": "no", "tenant": "globex"}}},
-        ]  # fmt: skip
-        status, _, text = await stack.post(token, json.dumps(batch).encode(),
-                                           {"MCP-Protocol-Version": "2025-03-26"})  # fmt: skip
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": "find", "arguments": {"query": "ok"}},
+            },
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "find", "arguments": {"query": "no", "tenant": "globex"}},
+            },
+        ]
+        status, _, text = await stack.post(
+            token, json.dumps(batch).encode(), {"MCP-Protocol-Version": "2025-03-26"}
+        )
         assert status == 200, text
         entries = {entry["id"]: entry for entry in json.loads(text)}
         assert "result" in entries[1]
         # A batch member's JSON-RPC error carries the row's fixed message (no data).
         assert entries[2]["error"] == {
-            "code": -32602, "message": "Arguments set by the gateway cannot be set by the caller",
-        }  # fmt: skip
+            "code": -32602,
+            "message": "Arguments set by the gateway cannot be set by the caller",
+        }
     assert [p["arguments"] for p in upstream_calls(upstream)] == [{"query": "ok", "tenant": "acme"}]
 
 

@@ -54,14 +54,15 @@ def _upstream() -> ModernUpstream:
     return ModernUpstream(
         tools=[echo_tool("echo"), echo_tool("danger"), echo_tool("admin_echo")],
         answers={
-            "prompts/list": {"prompts": [{"name": "greet", "arguments": [{"name": "who"}]},
-                                         {"name": "plan"}]},
+            "prompts/list": {
+                "prompts": [{"name": "greet", "arguments": [{"name": "who"}]}, {"name": "plan"}]
+            },
             "prompts/get": {"messages": [{"role": "user", "content": text}]},
             "resources/list": {"resources": [{"uri": URI, "name": "a"}]},
             "resources/templates/list": {"resourceTemplates": []},
             "resources/read": {"contents": [{"uri": URI, "text": "doc"}]},
         },
-    )  # fmt: skip
+    )
 
 
 def _refuse(*ids: str) -> Any:
@@ -80,9 +81,12 @@ async def _stack(
     monkeypatch.setenv("PDP_TOKEN", PDP_SECRET)
     upstream = _upstream()
     settings = {
-        "url": pdp.url, "allow_insecure_http": True, "timeout_s": 0.5,
-        "credential": {"type": "bearer", "token": {"env": "PDP_TOKEN"}}, **section,
-    }  # fmt: skip
+        "url": pdp.url,
+        "allow_insecure_http": True,
+        "timeout_s": 0.5,
+        "credential": {"type": "bearer", "token": {"env": "PDP_TOKEN"}},
+        **section,
+    }
     gateway = {
         "policy_external": settings,
         "audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")},
@@ -189,14 +193,18 @@ async def test_the_question_carries_facts_and_the_gateways_credential_never_the_
 ) -> None:
     section: dict[str, Any] = {
         "subject_properties": {
-            "cerbos.roles": "roles", "tenant": "tid", "department": "org.department",
+            "cerbos.roles": "roles",
+            "tenant": "tid",
+            "department": "org.department",
             "absent": "no_such_claim",
         },
-    }  # fmt: skip
+    }
     if credential == "basic":
         section["credential"] = {
-            "type": "basic", "username": "gateway", "password": {"env": "PDP_TOKEN"},
-        }  # fmt: skip
+            "type": "basic",
+            "username": "gateway",
+            "password": {"env": "PDP_TOKEN"},
+        }
         expected = "Basic " + base64.b64encode(f"gateway:{PDP_SECRET}".encode()).decode()
     else:
         expected = f"Bearer {PDP_SECRET}"
@@ -205,11 +213,21 @@ async def test_the_question_carries_facts_and_the_gateways_credential_never_the_
         _stack(tmp_path, aiohttp_server, monkeypatch, pdp, **section) as (stack, _),
     ):
         now = int(time.time())
-        token = stack.issuer.mint_signed({
-            "iss": stack.issuer.url, "sub": "sam", "aud": stack.config.resource, "iat": now,
-            "exp": now + 300, "client_id": "ops-console", "scope": "mcp:access tools:echo",
-            "roles": ["sre", "oncall"], "tid": "t-1", "org": {"department": "platform"},
-        }, header={"typ": "at+jwt"})  # fmt: skip
+        token = stack.issuer.mint_signed(
+            {
+                "iss": stack.issuer.url,
+                "sub": "sam",
+                "aud": stack.config.resource,
+                "iat": now,
+                "exp": now + 300,
+                "client_id": "ops-console",
+                "scope": "mcp:access tools:echo",
+                "roles": ["sre", "oncall"],
+                "tid": "t-1",
+                "org": {"department": "platform"},
+            },
+            header={"typ": "at+jwt"},
+        )
         status, _, text = await stack.call(token, "echo", {"text": "private words"})
         assert status == 200, text
         (seen,) = pdp.seen
@@ -219,11 +237,15 @@ async def test_the_question_carries_facts_and_the_gateways_credential_never_the_
         assert seen.headers["Content-Type"] == "application/json"
         assert seen.body == {
             "subject": {
-                "type": "user", "id": "sam",
+                "type": "user",
+                "id": "sam",
                 "properties": {
-                    "issuer": stack.issuer.url, "client_id": "ops-console",
-                    "scopes": ["mcp:access", "tools:echo"], "auth_method": "introspection",
-                    "cerbos.roles": ["sre", "oncall"], "tenant": "t-1",
+                    "issuer": stack.issuer.url,
+                    "client_id": "ops-console",
+                    "scopes": ["mcp:access", "tools:echo"],
+                    "auth_method": "introspection",
+                    "cerbos.roles": ["sre", "oncall"],
+                    "tenant": "t-1",
                     "department": "platform",
                 },
             },
@@ -231,7 +253,7 @@ async def test_the_question_carries_facts_and_the_gateways_credential_never_the_
             # send_arguments is off by default: the arguments stay at the gateway.
             "resource": {"type": "mcp_tool", "id": "echo", "properties": {"backend": "default"}},
             "context": {"resource_server": stack.config.resource},
-        }  # fmt: skip
+        }
         # The caller's token reaches neither the PDP (body, headers), nor logs, nor metrics.
         assert token.encode() not in seen.raw
         assert all(token not in value for value in seen.headers.values())
@@ -321,9 +343,20 @@ async def test_a_slow_decision_point_is_a_503_with_retry_after_in_both_eras(
 @pytest.mark.row("policy_unavailable")
 @pytest.mark.parametrize(
     "fault",
-    ["status_500", "status_404", "html", "decision_not_boolean", "not_an_object", "no_decision",
-     "gone", "duplicate_decision", "nan", "byte_order_mark", "text_plain"],
-)  # fmt: skip
+    [
+        "status_500",
+        "status_404",
+        "html",
+        "decision_not_boolean",
+        "not_an_object",
+        "no_decision",
+        "gone",
+        "duplicate_decision",
+        "nan",
+        "byte_order_mark",
+        "text_plain",
+    ],
+)
 async def test_a_failing_or_garbled_decision_point_is_a_503(
     tmp_path: Path,
     aiohttp_server: ServerFactory,
@@ -333,8 +366,10 @@ async def test_a_failing_or_garbled_decision_point_is_a_503(
 ) -> None:
     pdp = AuthZenPdp()
     bodies = {
-        "html": b"<html>oops</html>", "decision_not_boolean": b'{"decision": "true"}',
-        "not_an_object": b"[true]", "no_decision": b'{"context": {}}',
+        "html": b"<html>oops</html>",
+        "decision_not_boolean": b'{"decision": "true"}',
+        "not_an_object": b"[true]",
+        "no_decision": b'{"context": {}}',
         # Read leniently, each of these was an allow (the last "decision" wins, NaN and a BOM
         # are accepted by json.loads, the content type was not looked at): a strict reader
         # refuses them all, so the PDP has given no decision.
@@ -342,7 +377,7 @@ async def test_a_failing_or_garbled_decision_point_is_a_503(
         "nan": b'{"decision": true, "context": {"score": NaN}}',
         "byte_order_mark": b'\xef\xbb\xbf{"decision": true}',
         "text_plain": b'{"decision": true}',
-    }  # fmt: skip
+    }
     if fault.startswith("status_"):
         pdp.faults.status = int(fault[7:])
     elif fault in bodies:
@@ -403,8 +438,9 @@ async def test_prompts_get_and_resources_read_are_narrowed_too(
                 return await stack.modern(token, method, params, name=name)
             return await _legacy(stack, token, method, params)
 
-        status, _, text = await ask("prompts/get", {"name": "greet", "arguments": {"who": "x"}},
-                                    "greet")  # fmt: skip
+        status, _, text = await ask(
+            "prompts/get", {"name": "greet", "arguments": {"who": "x"}}, "greet"
+        )
         assert status == 200, text
         _assert_denied(*(await ask("prompts/get", {"name": "plan"}, "plan")))
         status, _, text = await ask("resources/read", {"uri": URI}, URI)
@@ -414,27 +450,54 @@ async def test_prompts_get_and_resources_read_are_narrowed_too(
         _assert_denied(*(await ask("resources/read", {"uri": spelled}, spelled)))
         questions = [(s.body["action"]["name"], s.body["resource"]) for s in pdp.seen]
         assert questions == [
-            ("prompts/get", {"type": "mcp_prompt", "id": "greet",
-                             "properties": {"backend": "default", "arguments": {"who": "x"}}}),
-            ("prompts/get", {"type": "mcp_prompt", "id": "plan",
-                             "properties": {"backend": "default", "arguments": {}}}),
-            ("resources/read", {"type": "mcp_resource", "id": URI,
-                                "properties": {"backend": "default"}}),
-            ("resources/read", {"type": "mcp_resource", "id": "file:///secret/x.txt",
-                                "properties": {"backend": "default"}}),
-        ]  # fmt: skip
-        assert [(r.json["params"]["name"], r.json["params"]["arguments"])
-                for r in up.calls("prompts/get")] == [("greet", {"who": "x"})]  # fmt: skip
+            (
+                "prompts/get",
+                {
+                    "type": "mcp_prompt",
+                    "id": "greet",
+                    "properties": {"backend": "default", "arguments": {"who": "x"}},
+                },
+            ),
+            (
+                "prompts/get",
+                {
+                    "type": "mcp_prompt",
+                    "id": "plan",
+                    "properties": {"backend": "default", "arguments": {}},
+                },
+            ),
+            (
+                "resources/read",
+                {"type": "mcp_resource", "id": URI, "properties": {"backend": "default"}},
+            ),
+            (
+                "resources/read",
+                {
+                    "type": "mcp_resource",
+                    "id": "file:///secret/x.txt",
+                    "properties": {"backend": "default"},
+                },
+            ),
+        ]
+        assert [
+            (r.json["params"]["name"], r.json["params"]["arguments"])
+            for r in up.calls("prompts/get")
+        ] == [("greet", {"who": "x"})]
         assert [r.json["params"]["uri"] for r in up.calls("resources/read")] == [URI]
         for method, rule in (("prompts/get", "*"), ("resources/read", "file:///**")):
             labels = {"method": method, "outcome": "denied", "rule": rule}
             assert await metric(stack, "surface_requests_total", **labels) == 1
-        targets = [(e["event"], e.get("prompt", e.get("uri")), e["pdp"]["decision"])
-                   for e in _audit(stack) if "pdp" in e]  # fmt: skip
+        targets = [
+            (e["event"], e.get("prompt", e.get("uri")), e["pdp"]["decision"])
+            for e in _audit(stack)
+            if "pdp" in e
+        ]
         assert targets == [
-            ("prompt_get", "greet", "allow"), ("prompt_get", "plan", "deny"),
-            ("resource_read", URI, "allow"), ("resource_read", "file:///secret/x.txt", "deny"),
-        ]  # fmt: skip
+            ("prompt_get", "greet", "allow"),
+            ("prompt_get", "plan", "deny"),
+            ("resource_read", URI, "allow"),
+            ("resource_read", "file:///secret/x.txt", "deny"),
+        ]
 
 
 @pytest.mark.row("policy_unavailable")
@@ -477,8 +540,9 @@ async def test_a_consultation_is_a_client_span_of_the_request_and_a_cache_hit_no
 ) -> None:
     receiver = OtlpReceiver()
     collector = await aiohttp_server(receiver.app(), host="127.0.0.1")
-    tracing = {"tracing": {"otlp": {"endpoint": f"http://127.0.0.1:{collector.port}",
-                                    "timeout_s": 5}}}  # fmt: skip
+    tracing = {
+        "tracing": {"otlp": {"endpoint": f"http://127.0.0.1:{collector.port}", "timeout_s": 5}}
+    }
     async with (
         authzen_pdp(aiohttp_server) as pdp,
         _stack(tmp_path, aiohttp_server, monkeypatch, pdp, gateway_extra=tracing) as (stack, _),
@@ -522,9 +586,10 @@ async def test_tools_limits_which_tools_the_decision_point_decides_on(
     async with (
         authzen_pdp(aiohttp_server, AuthZenPdp(rule=lambda body: False)) as pdp,
         _stack(tmp_path, aiohttp_server, monkeypatch, pdp, tools=["dan?er", "admin_*"]) as (
-            stack, _,
+            stack,
+            _,
         ),
-    ):  # fmt: skip
+    ):
         token = stack.token()
         assert (await stack.call(token, "echo"))[0] == 200  # not listed: the local policy alone
         _assert_denied(*(await stack.call(token, "danger")))

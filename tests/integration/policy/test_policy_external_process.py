@@ -57,14 +57,18 @@ async def test_serve_starts_with_a_decision_point_and_asks_it(tmp_path: Path, wo
         port=port,
         ops_port=ops_port,
         policy_external={
-            "url": str(pdp_server.make_url(EVALUATION_PATH)), "allow_insecure_http": True,
+            "url": str(pdp_server.make_url(EVALUATION_PATH)),
+            "allow_insecure_http": True,
             "credential": {"type": "bearer", "token": {"file": "pdp-token"}},
         },
-    )  # fmt: skip
+    )
     serving = serve_process(
-        write_config(tmp_path, config), "--workers", str(workers),
-        *(["--event-loop", "asyncio"] if workers > 1 else []), env={"PDP_GW_SECRET": SECRET},
-    )  # fmt: skip
+        write_config(tmp_path, config),
+        "--workers",
+        str(workers),
+        *(["--event-loop", "asyncio"] if workers > 1 else []),
+        env={"PDP_GW_SECRET": SECRET},
+    )
     try:
         async with serving as gw:
             await gw.until_ready(f"http://127.0.0.1:{ops_port}")

@@ -90,9 +90,13 @@ async def federation(
             "credential": {"type": "bearer", "token": {"env": "URI_SECRET"}},
         }
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=FEDERATION_POLICY, backends=settings,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        policy=FEDERATION_POLICY,
+        backends=settings,
         gateway={"audit": {"sink": "stdout"}},
-    ) as live:  # fmt: skip
+    ) as live:
         yield live, alpha, beta
 
 
@@ -116,8 +120,11 @@ async def test_dot_segments_never_cross_the_wrapped_uris_authority(
     live, alpha, beta = federation
     token = live.token("mcp:access")
     # Decided as rt://public/x by the old code, read as rt://secret/public/x by the backend.
-    for uri in ("mcp-gw://alpha/rt://secret/../public/x", "mcp-gw://alpha/rt://secret/%2e%2e/x",
-                "mcp-gw://alpha/rt://a/../../secret/x"):  # fmt: skip
+    for uri in (
+        "mcp-gw://alpha/rt://secret/../public/x",
+        "mcp-gw://alpha/rt://secret/%2e%2e/x",
+        "mcp-gw://alpha/rt://a/../../secret/x",
+    ):
         status, headers, body = await read(live, token, uri, era)
         assert status == (400 if era == "modern" else 200), body
         assert body["error"] == AMBIGUOUS and body["id"] == (1 if era == "modern" else 3)
@@ -145,8 +152,11 @@ async def test_the_backend_is_sent_the_normal_form_the_policy_decided_on(
     # The audit trail names the URI that was decided on and sent, not the client's spelling.
     lines = capfd.readouterr().out.splitlines()
     audited = {json.loads(line).get("uri") for line in lines if '"log":"audit"' in line}
-    assert audited == {"mcp-gw://alpha/rt://public/~/b?q=A", "mcp-gw://alpha/rt://public/c%2A",
-                       "mcp-gw://beta/file:///docs/readme"}  # fmt: skip
+    assert audited == {
+        "mcp-gw://alpha/rt://public/~/b?q=A",
+        "mcp-gw://alpha/rt://public/c%2A",
+        "mcp-gw://beta/file:///docs/readme",
+    }
     # A dot segment inside the wrapped URI stays inside it: still the secret rule (step-up).
     status, _, body = await read(live, token, "mcp-gw://alpha/rt://secret/a/../keys", "modern")
     assert status == 403 and received(alpha)[-1] == "rt://public/c%2A"
@@ -192,13 +202,38 @@ async def test_a_legacy_control_character_is_refused_over_http(
 
 
 PIECES = st.sampled_from(
-    ["docs", "private", "public", "keys", "a", ".", "..", "%2e", "%2E%2e", "%2F", "%2f", "\\",
-     "%5c", "/", "//", "%7E", "A", "?", "%41", "x%20y"]
-)  # fmt: skip
+    [
+        "docs",
+        "private",
+        "public",
+        "keys",
+        "a",
+        ".",
+        "..",
+        "%2e",
+        "%2E%2e",
+        "%2F",
+        "%2f",
+        "\\",
+        "%5c",
+        "/",
+        "//",
+        "%7E",
+        "A",
+        "?",
+        "%41",
+        "x%20y",
+    ]
+)
 PREFIXES = st.sampled_from(
-    ["mcp-gw://alpha/file:///", "mcp-gw://alpha/rt://", "MCP-GW://Alpha/RT://Secret/",
-     "mcp-gw://beta/file:///docs/", "mcp-gw://alpha/file:///docs/"]
-)  # fmt: skip
+    [
+        "mcp-gw://alpha/file:///",
+        "mcp-gw://alpha/rt://",
+        "MCP-GW://Alpha/RT://Secret/",
+        "mcp-gw://beta/file:///docs/",
+        "mcp-gw://alpha/file:///docs/",
+    ]
+)
 
 
 async def test_whatever_a_client_sends_a_backend_gets_only_a_normal_form_the_policy_allows(
@@ -222,8 +257,10 @@ async def test_whatever_a_client_sends_a_backend_gets_only_a_normal_form_the_pol
             timeout=30
         )
         after = received(alpha), received(beta)
-        new = [(name, uris[len(old) :]) for name, old, uris in zip(
-            ("alpha", "beta"), before, after, strict=True)]  # fmt: skip
+        new = [
+            (name, uris[len(old) :])
+            for name, old, uris in zip(("alpha", "beta"), before, after, strict=True)
+        ]
         forwarded = [(name, uri) for name, uris in new for uri in uris]
         if "result" not in body:
             assert forwarded == [], (sent, body)
@@ -249,26 +286,45 @@ async def test_subscriptions_refuse_an_ambiguous_uri_and_ask_for_the_normal_form
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=SUBSCRIBE_POLICY) as (
-        live, sdk,
-    ):  # fmt: skip
+        live,
+        sdk,
+    ):
         token = live.token("mcp:access")
         listens = sdk.count("subscriptions/listen")  # the gateway's own, for list changes
-        listen = {"jsonrpc": "2.0", "id": 1, "method": "subscriptions/listen",
-                  "params": {"_meta": modern_meta(), "notifications": {
-                      "resourceSubscriptions": ["docs://guide/intro", "docs://guide%2F..%2Fprivate"]
-                  }}}  # fmt: skip
+        listen = {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "subscriptions/listen",
+            "params": {
+                "_meta": modern_meta(),
+                "notifications": {
+                    "resourceSubscriptions": ["docs://guide/intro", "docs://guide%2F..%2Fprivate"]
+                },
+            },
+        }
         status, headers, text = await live.post(token, listen, LISTEN)
         assert status == 400 and headers["Cache-Control"] == "no-store", text
         assert json.loads(text)["error"] == AMBIGUOUS
         # Legacy: resources/subscribe in a session, then unsubscribe: -32602 with HTTP 200.
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": LEGACY["MCP-Protocol-Version"], "capabilities": {},
-                           "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": LEGACY["MCP-Protocol-Version"],
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        }
         status, headers, _ = await live.post(token, init)
         session = {"Mcp-Session-Id": headers["Mcp-Session-Id"], **LEGACY}
         for method in ("resources/subscribe", "resources/unsubscribe"):
-            body = {"jsonrpc": "2.0", "id": 4, "method": method,
-                    "params": {"uri": "docs://guide//private/keys"}}  # fmt: skip
+            body = {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": method,
+                "params": {"uri": "docs://guide//private/keys"},
+            }
             status, _, text = await live.post(token, body, session)
             assert status == 200 and json.loads(text)["error"] == AMBIGUOUS, method
         assert sdk.count("subscriptions/listen") == listens  # nothing was asked upstream

@@ -42,9 +42,13 @@ async def test_an_implied_scope_admits_and_a_403_names_the_least_privilege_scope
 ) -> None:
     audit = tmp_path / "audit.jsonl"
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=_upstream(), policy=POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=_upstream(),
+        policy=POLICY,
         gateway={"audit": {"sink": "file", "path": str(audit)}},
-    ) as stack:  # fmt: skip
+    ) as stack:
         writer = stack.token("mcp:access tickets:write", sub="wendy")
         # tickets:write implies tickets:read: the read is admitted without tickets:read.
         status, _, text = await stack.call(writer, "read_ticket", {"text": "t-1"})

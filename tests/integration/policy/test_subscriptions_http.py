@@ -49,8 +49,12 @@ stack = sdk_stack_fixture(POLICY, {"limits": LIMITS})
 
 
 def listen_body(rid: int = 1, **notifications: Any) -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": rid, "method": "subscriptions/listen",
-            "params": {"_meta": modern_meta(), "notifications": notifications}}  # fmt: skip
+    return {
+        "jsonrpc": "2.0",
+        "id": rid,
+        "method": "subscriptions/listen",
+        "params": {"_meta": modern_meta(), "notifications": notifications},
+    }
 
 
 HEADERS = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"}
@@ -61,11 +65,17 @@ async def test_caller_a_is_told_and_caller_b_is_not(stack: tuple[LiveStack, SdkU
     http_a, a = sdk_client(live, live.token("mcp:access docs:read tools:echo", sub="ann"))
     http_b, b = sdk_client(live, live.token("mcp:access", sub="bob"))
     async with (
-        http_a, a, http_b, b, a.listen(tools_list_changed=True, prompts_list_changed=True,
-                 resource_subscriptions=[GUIDE, KEYS]) as sub_a,
-        b.listen(tools_list_changed=True, prompts_list_changed=True,
-                 resource_subscriptions=[GUIDE, KEYS]) as sub_b,
-    ):  # fmt: skip
+        http_a,
+        a,
+        http_b,
+        b,
+        a.listen(
+            tools_list_changed=True, prompts_list_changed=True, resource_subscriptions=[GUIDE, KEYS]
+        ) as sub_a,
+        b.listen(
+            tools_list_changed=True, prompts_list_changed=True, resource_subscriptions=[GUIDE, KEYS]
+        ) as sub_b,
+    ):
         # A may read the guide (not the keys) and sees echo; B sees only the prompt.
         assert sub_a.honored.resource_subscriptions == [GUIDE]
         assert sub_a.honored.tools_list_changed is True
@@ -104,10 +114,17 @@ async def test_discover_advertises_what_listen_would_grant(
     # (tests/integration/policy/test_legacy_subscriptions_http.py).
     status, headers, text = await live.post(
         live.token("mcp:access docs:read"),
-        {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-         "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"}}},
-    )  # fmt: skip
+        {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"},
+            },
+        },
+    )
     assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is True
     assert headers["Mcp-Session-Id"]
 
@@ -122,14 +139,16 @@ async def test_streams_and_uris_per_principal_at_and_past_the_bound(
     async with http, client:
         # Past the URI bound in one request (4 > 3): refused before anything opens.
         status, headers, text = await live.post(
-            token, listen_body(resourceSubscriptions=[f"docs://guide/p{i}" for i in range(4)]),
+            token,
+            listen_body(resourceSubscriptions=[f"docs://guide/p{i}" for i in range(4)]),
             HEADERS,
-        )  # fmt: skip
+        )
         assert status == 429, text
         assert "Retry-After" not in headers and headers["Cache-Control"] == "no-store"
         assert json.loads(text)["error"] == {
-            "code": RATE_LIMITED_CODE, "message": "Too many subscriptions",
-        }  # fmt: skip
+            "code": RATE_LIMITED_CODE,
+            "message": "Too many subscriptions",
+        }
         async with (
             client.listen(resource_subscriptions=[GUIDE, "docs://guide/a"]),
             client.listen(resource_subscriptions=["docs://guide/b"]),  # at both bounds
@@ -159,23 +178,29 @@ async def test_streams_per_replica_at_and_past_the_bound(
     ) as (live, sdk):
         clients = [sdk_client(live, live.token("mcp:access docs:read", sub=s)) for s in "abc"]
         async with (
-            clients[0][0], clients[0][1], clients[1][0], clients[1][1], clients[2][0],
+            clients[0][0],
+            clients[0][1],
+            clients[1][0],
+            clients[1][1],
+            clients[2][0],
             clients[2][1],
-        ):  # fmt: skip
+        ):
             async with (
                 clients[0][1].listen(resource_subscriptions=[GUIDE]),
                 clients[1][1].listen(resource_subscriptions=[GUIDE]),
             ):
                 status, headers, text = await live.post(
                     live.token("mcp:access docs:read", sub="c"),
-                    listen_body(resourceSubscriptions=[GUIDE]), HEADERS,
-                )  # fmt: skip
+                    listen_body(resourceSubscriptions=[GUIDE]),
+                    HEADERS,
+                )
                 assert status == 503, text
                 assert headers["Retry-After"] == "1"
                 assert json.loads(text)["error"] == "over_capacity"
                 # Held streams hold no in-flight slot: tools/call still runs.
-                status, _, text = await live.call(live.token("mcp:access tools:echo"),
-                                                  arguments={"text": "hi"})  # fmt: skip
+                status, _, text = await live.call(
+                    live.token("mcp:access tools:echo"), arguments={"text": "hi"}
+                )
                 assert status == 200, text
             # Both closed: once the gateway saw them go, their replica slots are free again.
             await eventually(lambda: listeners(sdk) == 0)
@@ -229,8 +254,9 @@ async def test_a_graceful_stop_ends_streams_with_the_listen_result(
             await next_event(sub)
         status, headers, _ = await live.post(
             live.token("mcp:access docs:read", sub="late"),
-            listen_body(resourceSubscriptions=[GUIDE]), HEADERS,
-        )  # fmt: skip
+            listen_body(resourceSubscriptions=[GUIDE]),
+            HEADERS,
+        )
         assert status == 503 and headers["Retry-After"] == "1"
     await eventually(lambda: listeners(sdk) == 0)
 
@@ -238,8 +264,11 @@ async def test_a_graceful_stop_ends_streams_with_the_listen_result(
 async def test_bad_filters_are_invalid_params(stack: tuple[LiveStack, SdkUpstream]) -> None:
     live, _ = stack
     token = live.token("mcp:access docs:read")
-    for notifications in ({"toolsListChanged": "yes"}, {"resourceSubscriptions": "docs://x"},
-                          {"resourceSubscriptions": [1]}):  # fmt: skip
+    for notifications in (
+        {"toolsListChanged": "yes"},
+        {"resourceSubscriptions": "docs://x"},
+        {"resourceSubscriptions": [1]},
+    ):
         status, _, text = await live.post(token, listen_body(**notifications), HEADERS)
         assert status == 400, text
         assert json.loads(text)["error"]["code"] == -32602
@@ -259,8 +288,9 @@ async def test_the_clients_token_reaches_no_backend_log_metric_or_body(
             ) as sub:
                 await sdk.bus.publish(ResourceUpdated(uri=GUIDE))
                 seen.append(repr(await next_event(sub)))
-            status, headers, text = await live.post(token, listen_body(rid=9, toolsListChanged=1),
-                                                    HEADERS)  # fmt: skip
+            status, headers, text = await live.post(
+                token, listen_body(rid=9, toolsListChanged=1), HEADERS
+            )
             seen.append(f"{status} {headers!r} {text}")
     assert "subscriptions/listen" in sdk.methods
     assert sdk.authorizations and all(token not in value for value in sdk.authorizations)

@@ -46,9 +46,13 @@ async def test_a_read_at_the_response_cap_passes_and_one_byte_more_fails(
     upstream = ModernUpstream(answers={"resources/list": {"resources": []}})
     upstream.answers["resources/read"] = contents(mimeType="text/plain", text="x" * 100)
     async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=upstream,
+        policy=POLICY,
         gateway={"limits": {"max_response_bytes": CAP}},
-    ) as live:  # fmt: skip
+    ) as live:
         status, _, text = await read(live)
         assert status == 200, text
         fill = 100 + CAP - len(text.encode())
@@ -77,13 +81,22 @@ async def test_a_read_at_the_response_cap_passes_and_one_byte_more_fails(
         {"text": 5},
         {},
     ],
-    ids=["bad-base64", "unpadded", "mime-no-subtype", "bad-parameter", "text-and-blob",
-         "text-not-string", "neither"],
-)  # fmt: skip
+    ids=[
+        "bad-base64",
+        "unpadded",
+        "mime-no-subtype",
+        "bad-parameter",
+        "text-and-blob",
+        "text-not-string",
+        "neither",
+    ],
+)
 async def test_garbled_contents_are_refused_in_both_eras(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
     item: dict[str, Any],
-) -> None:  # fmt: skip
+) -> None:
     upstream = ModernUpstream(
         answers={"resources/list": {"resources": []}, "resources/read": contents(**item)}
     )
@@ -118,19 +131,22 @@ async def test_a_good_blob_and_an_input_required_answer(
 
 
 async def test_a_legacy_upstream_serves_prompts_and_resources_to_both_client_eras(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
-) -> None:  # fmt: skip
+) -> None:
     upstream = LegacyUpstream(
         answers={
             "prompts/list": {"prompts": [{"name": "hello", "arguments": [{"name": "who"}]}]},
-            "prompts/get": {"messages": [{"role": "user",
-                                          "content": {"type": "text", "text": "hi"}}]},
+            "prompts/get": {
+                "messages": [{"role": "user", "content": {"type": "text", "text": "hi"}}]
+            },
             "resources/list": {"resources": [{"uri": URI, "name": "a", "mimeType": "text/plain"}]},
             "resources/templates/list": {"resourceTemplates": []},
             "resources/read": contents(text="from legacy"),
         }
-    )  # fmt: skip
+    )
     async with live_stack(
         tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
     ) as live:

@@ -84,16 +84,21 @@ async def test_prompts_are_prefixed_and_uris_name_their_backend(
         assert contents[0]["uri"] == uri  # the answer names the exposed URI again
         assert upstream.count("resources/read") == before + 1
     status, _, text = await live.modern(
-        token, "prompts/get", {"name": "wiki__greet", "arguments": {"name": "W"}},
+        token,
+        "prompts/get",
+        {"name": "wiki__greet", "arguments": {"name": "W"}},
         name="wiki__greet",
-    )  # fmt: skip
+    )
     assert status == 200 and wiki.count("prompts/get") == 1 and docs.count("prompts/get") == 0
     # Completion against a rewritten template reaches its backend with the backend's template.
     status, _, text = await live.modern(
-        token, "completion/complete",
-        {"ref": {"type": "ref/resource", "uri": "mcp-gw://wiki/docs://guide/{page}"},
-         "argument": {"name": "page", "value": "u"}},
-    )  # fmt: skip
+        token,
+        "completion/complete",
+        {
+            "ref": {"type": "ref/resource", "uri": "mcp-gw://wiki/docs://guide/{page}"},
+            "argument": {"name": "page", "value": "u"},
+        },
+    )
     assert status == 200 and json.loads(text)["result"]["completion"]["values"] == ["usage"]
 
 
@@ -108,9 +113,11 @@ async def test_a_uri_not_in_the_gateways_form_or_of_an_unknown_backend_is_not_fo
         assert json.loads(text)["error"] == {"code": -32602, "message": "Resource not found"}
     # The policy's scheme and authority are literal: docs' rule never covers wiki's URIs.
     status, _, _ = await live.modern(
-        live.token("mcp:access"), "resources/read",
-        {"uri": "mcp-gw://wiki/docs://guide/intro"}, name="mcp-gw://wiki/docs://guide/intro",
-    )  # fmt: skip
+        live.token("mcp:access"),
+        "resources/read",
+        {"uri": "mcp-gw://wiki/docs://guide/intro"},
+        name="mcp-gw://wiki/docs://guide/intro",
+    )
     assert status == 403
     assert docs.count("resources/read") == wiki.count("resources/read") == 0
 
@@ -143,11 +150,16 @@ async def test_a_backend_answering_with_another_backends_uris_is_refused(
         sdk_upstream(surface=True) as docs,
         sdk_upstream(surface=True, rogue=True) as rogue,
         live_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=POLICY.replace("wiki", "rogue"),
-            backends={"docs": backend_settings(docs.url, "SURFACE_DOCS"),
-                      "rogue": backend_settings(rogue.url, "SURFACE_WIKI")},
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            policy=POLICY.replace("wiki", "rogue"),
+            backends={
+                "docs": backend_settings(docs.url, "SURFACE_DOCS"),
+                "rogue": backend_settings(rogue.url, "SURFACE_WIKI"),
+            },
         ) as live,
-    ):  # fmt: skip
+    ):
         token = live.token("mcp:access rogue:read")
         resources = await pages(live, token, "resources/list", "resources")
         uris = [r["uri"] for r in resources]

@@ -52,14 +52,16 @@ async def test_the_sdk_lists_reads_gets_and_completes_what_the_policy_allows(
         prompts = await client.list_prompts()
         assert [p.name for p in prompts.prompts] == ["greet"]
         assert [(a.name, a.required) for a in prompts.prompts[0].arguments or []] == [
-            ("name", True), ("style", None),
-        ]  # fmt: skip
+            ("name", True),
+            ("style", None),
+        ]
         got = await client.get_prompt("greet", {"name": "Ada"})
         assert got.messages[0].content.text == "Hello, Ada! (plain)"  # type: ignore[union-attr]
         resources = await client.list_resources()
         assert sorted(str(r.uri) for r in resources.resources) == [
-            "docs://guide/intro", "docs://guide/logo.png",
-        ]  # fmt: skip
+            "docs://guide/intro",
+            "docs://guide/logo.png",
+        ]
         templates = await client.list_resource_templates()
         assert [t.uri_template for t in templates.resource_templates] == ["docs://guide/{page}"]
         text = await client.read_resource("docs://guide/intro")
@@ -204,14 +206,22 @@ async def test_discover_and_initialize_advertise_only_what_the_caller_can_use(
     status, _, text = await live.modern(live.token("mcp:access"), "server/discover")
     assert set(json.loads(text)["result"]["capabilities"]) == {"tools", "prompts", "completions"}
     initialize = {
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                   "clientInfo": {"name": "t", "version": "1"}},
-    }  # fmt: skip
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     status, _, text = await live.post(live.token("mcp:access docs:read"), initialize)
     assert set(json.loads(text)["result"]["capabilities"]) == {
-        "tools", "prompts", "resources", "completions",
-    }  # fmt: skip
+        "tools",
+        "prompts",
+        "resources",
+        "completions",
+    }
 
 
 async def test_2026_lists_and_reads_carry_the_caching_members(
@@ -231,8 +241,10 @@ async def test_2026_lists_and_reads_carry_the_caching_members(
     )
     result = json.loads(text)["result"]
     assert (result["resultType"], result["cacheScope"], result["ttlMs"]) == (
-        "complete", "private", 0,
-    )  # fmt: skip
+        "complete",
+        "private",
+        0,
+    )
     status, _, text = await live.post(
         token,
         {"jsonrpc": "2.0", "id": 2, "method": "resources/list"},
@@ -269,12 +281,15 @@ async def test_audit_events_name_the_prompt_and_the_uri_and_the_token_stays_home
 ) -> None:
     live, _ = stack
     token = live.token("mcp:access docs:read")
-    await live.modern(token, "prompts/get", {"name": "greet", "arguments": {"name": "x"}},
-                      name="greet")  # fmt: skip
-    await live.modern(token, "resources/read", {"uri": "docs://guide/intro"},
-                      name="docs://guide/intro")  # fmt: skip
-    await live.modern(token, "resources/read", {"uri": "docs://private/keys"},
-                      name="docs://private/keys")  # fmt: skip
+    await live.modern(
+        token, "prompts/get", {"name": "greet", "arguments": {"name": "x"}}, name="greet"
+    )
+    await live.modern(
+        token, "resources/read", {"uri": "docs://guide/intro"}, name="docs://guide/intro"
+    )
+    await live.modern(
+        token, "resources/read", {"uri": "docs://private/keys"}, name="docs://private/keys"
+    )
     captured = capfd.readouterr()
     events = [json.loads(line) for line in captured.out.splitlines() if '"log":"audit"' in line]
     got = [(e["event"], e.get("prompt") or e.get("uri"), e["decision"], e["rule"]) for e in events]
@@ -320,15 +335,20 @@ async def test_prompt_arguments_are_checked_before_anything_is_sent(
     assert answer[0] == status, answer[2]
     if status == 400:
         assert json.loads(answer[2])["error"] == {
-            "code": -32602, "message": "Invalid prompt arguments",
-        }  # fmt: skip
+            "code": -32602,
+            "message": "Invalid prompt arguments",
+        }
         assert sdk.count("prompts/get") == 0
     legacy = await live.post(
         token,
-        {"jsonrpc": "2.0", "id": 4, "method": "prompts/get",
-         "params": {"name": "greet", "arguments": arguments}},
+        {
+            "jsonrpc": "2.0",
+            "id": 4,
+            "method": "prompts/get",
+            "params": {"name": "greet", "arguments": arguments},
+        },
         {"MCP-Protocol-Version": "2025-06-18"},
-    )  # fmt: skip
+    )
     assert legacy[0] == 200
     assert ("error" in json.loads(legacy[2])) is (status == 400)
 
@@ -339,9 +359,11 @@ async def test_a_prompt_argument_that_is_not_a_string_is_invalid_params(
 ) -> None:
     live, _ = stack
     answer = await live.modern(
-        live.token("mcp:access"), "prompts/get", {"name": "greet", "arguments": {"name": 1}},
+        live.token("mcp:access"),
+        "prompts/get",
+        {"name": "greet", "arguments": {"name": 1}},
         name="greet",
-    )  # fmt: skip
+    )
     assert answer[0] == 400
     assert json.loads(answer[2])["error"] == {"code": -32602, "message": "Invalid params"}
 
@@ -358,12 +380,15 @@ async def test_listing_step_up_also_lists_what_more_scopes_would_unlock(
         token = live.token("mcp:access")
         _, _, text = await live.modern(token, "prompts/list")
         assert [p["name"] for p in json.loads(text)["result"]["prompts"]] == [
-            "greet", "secret_plan",
-        ]  # fmt: skip
+            "greet",
+            "secret_plan",
+        ]
         _, _, text = await live.modern(token, "resources/list")
         assert sorted(r["uri"] for r in json.loads(text)["result"]["resources"]) == [
-            "docs://guide/intro", "docs://guide/logo.png", "docs://private/keys",
-        ]  # fmt: skip
+            "docs://guide/intro",
+            "docs://guide/logo.png",
+            "docs://private/keys",
+        ]
         _, _, text = await live.modern(token, "server/discover")
         assert "resources" in json.loads(text)["result"]["capabilities"]
         status, _, _ = await live.modern(

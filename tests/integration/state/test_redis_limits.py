@@ -175,9 +175,12 @@ class TestStoreFaults:
             shared, MemoryRateLimiter(), kind="ip", policy="deny", metrics=metrics
         )
         leases = FallbackLeases(
-            RedisLeases(store), MemoryLeases(), kind="tool_concurrency", policy="deny",
+            RedisLeases(store),
+            MemoryLeases(),
+            kind="tool_concurrency",
+            policy="deny",
             metrics=metrics,
-        )  # fmt: skip
+        )
         try:
             assert await local.hit("sub:a", 2, 60.0) is None  # shared count 1
             server.stop()

@@ -31,9 +31,11 @@ POLICY = policy_text(tools={"echo": ""})
 ADMIN = "streams-admin-token-0123456789abcdef0123"
 LEGACY = "2025-11-25"
 LISTEN = {
-    "jsonrpc": "2.0", "id": 7, "method": "subscriptions/listen",
+    "jsonrpc": "2.0",
+    "id": 7,
+    "method": "subscriptions/listen",
     "params": {"_meta": modern_meta(), "notifications": {"toolsListChanged": True}},
-}  # fmt: skip
+}
 
 
 async def open_streams(
@@ -42,15 +44,27 @@ async def open_streams(
     """A ``subscriptions/listen`` stream (acknowledged) and a legacy session's GET stream."""
     auth = {"Authorization": f"Bearer {token}"}
     listen = await http.post(
-        mcp_url, json=LISTEN,
-        headers={**auth, "Accept": "application/json, text/event-stream",
-                 "MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"},
-    )  # fmt: skip
+        mcp_url,
+        json=LISTEN,
+        headers={
+            **auth,
+            "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN,
+            "Mcp-Method": "subscriptions/listen",
+        },
+    )
     assert listen.status == 200, await listen.text()
     assert (await next_message(listen))["method"] == "notifications/subscriptions/acknowledged"
-    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": LEGACY, "capabilities": {},
-                       "clientInfo": {"name": "t", "version": "1"}}}  # fmt: skip
+    init = {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": LEGACY,
+            "capabilities": {},
+            "clientInfo": {"name": "t", "version": "1"},
+        },
+    }
     async with http.post(
         mcp_url, json=init, headers={**auth, "Accept": "application/json, text/event-stream"}
     ) as response:
@@ -93,19 +107,27 @@ async def test_a_revocation_here_ends_the_tokens_streams_and_only_those(
 ) -> None:
     monkeypatch.setenv("STREAMS_ADMIN_TOKEN", ADMIN)
     upstream = ModernUpstream(list_changed=True)
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY,
-        gateway={"admin": {"token": {"env": "STREAMS_ADMIN_TOKEN"}}},
-    ) as live, aiohttp.ClientSession() as http:  # fmt: skip
+    async with (
+        live_stack(
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
+            policy=POLICY,
+            gateway={"admin": {"token": {"env": "STREAMS_ADMIN_TOKEN"}}},
+        ) as live,
+        aiohttp.ClientSession() as http,
+    ):
         token = live.token("mcp:access")
         other = live.token("mcp:access")  # the same caller's other token
         listen, get = await open_streams(http, live.server.mcp_url, token)
         kept, kept_get = await open_streams(http, live.server.mcp_url, other)
         started = time.monotonic()
         async with http.post(
-            live.server.ops_url + "/admin/revoke", json={"token": token},
+            live.server.ops_url + "/admin/revoke",
+            json={"token": token},
             headers={"Authorization": f"Bearer {ADMIN}"},
-        ) as response:  # fmt: skip
+        ) as response:
             assert response.status == 200, await response.text()
         ended = await asyncio.gather(rest_of(listen, 1.0), rest_of(get, 1.0))
         assert time.monotonic() - started <= 1.0
@@ -113,11 +135,15 @@ async def test_a_revocation_here_ends_the_tokens_streams_and_only_those(
         upstream.announce()
         assert (await next_message(kept))["method"] == "notifications/tools/list_changed"
         async with http.post(
-            live.server.mcp_url, json=LISTEN,
-            headers={"Authorization": f"Bearer {token}", "MCP-Protocol-Version": MODERN,
-                     "Mcp-Method": "subscriptions/listen",
-                     "Accept": "application/json, text/event-stream"},
-        ) as again:  # fmt: skip
+            live.server.mcp_url,
+            json=LISTEN,
+            headers={
+                "Authorization": f"Bearer {token}",
+                "MCP-Protocol-Version": MODERN,
+                "Mcp-Method": "subscriptions/listen",
+                "Accept": "application/json, text/event-stream",
+            },
+        ) as again:
             assert again.status == 401
         kept.close()
         kept_get.close()
@@ -137,10 +163,17 @@ async def test_a_token_revoked_while_its_listen_arrived_opens_no_stream(
     """Accepted before the body arrived, revoked before the stream registered: 401, not a
     stream that no revocation can reach any more."""
     monkeypatch.setenv("STREAMS_ADMIN_TOKEN", ADMIN)
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=ModernUpstream(list_changed=True),
-        policy=POLICY, gateway={"admin": {"token": {"env": "STREAMS_ADMIN_TOKEN"}}},
-    ) as live, aiohttp.ClientSession() as http:  # fmt: skip
+    async with (
+        live_stack(
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=ModernUpstream(list_changed=True),
+            policy=POLICY,
+            gateway={"admin": {"token": {"env": "STREAMS_ADMIN_TOKEN"}}},
+        ) as live,
+        aiohttp.ClientSession() as http,
+    ):
         token = live.token("mcp:access")
         data, rest = json.dumps(LISTEN).encode(), asyncio.Event()
 
@@ -149,20 +182,28 @@ async def test_a_token_revoked_while_its_listen_arrived_opens_no_stream(
             await rest.wait()
             yield data[10:]
 
-        request = asyncio.ensure_future(http.post(
-            live.server.mcp_url, data=body(),
-            headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                     "Accept": "application/json, text/event-stream",
-                     "MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"},
-        ))  # fmt: skip
+        request = asyncio.ensure_future(
+            http.post(
+                live.server.mcp_url,
+                data=body(),
+                headers={
+                    "Authorization": f"Bearer {token}",
+                    "Content-Type": "application/json",
+                    "Accept": "application/json, text/event-stream",
+                    "MCP-Protocol-Version": MODERN,
+                    "Mcp-Method": "subscriptions/listen",
+                },
+            )
+        )
         async with asyncio.timeout(10):
             # A readiness poll of the metric: the request is authenticated, its body arriving.
             while await in_flight(http, live.server.ops_url) != 1:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
         async with http.post(
-            live.server.ops_url + "/admin/revoke", json={"token": token},
+            live.server.ops_url + "/admin/revoke",
+            json={"token": token},
             headers={"Authorization": f"Bearer {ADMIN}"},
-        ) as response:  # fmt: skip
+        ) as response:
             assert response.status == 200
         rest.set()
         async with asyncio.timeout(10):

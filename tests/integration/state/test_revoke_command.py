@@ -27,8 +27,14 @@ def revoke(*args: str, stdin: str, cwd: Path) -> subprocess.CompletedProcess[str
     env["PYTHONPATH"] = str(ROOT)
     return subprocess.run(
         [sys.executable, "-m", "gateway.commands", "revoke", *args],
-        cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=30, check=False,
-    )  # fmt: skip
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def without_other_secrets(stack: ReplicaStack, name: str) -> Path:
@@ -58,12 +64,17 @@ async def test_revoke_with_only_the_ops_address_and_the_admin_token_readable(
 def test_revoke_still_names_a_problem_in_the_two_sections_it_reads(tmp_path: Path) -> None:
     base = {
         "resource": "https://mcp.example.com/mcp",
-        "issuer": {"url": "https://id.example.com", "client_id": "c",
-                   "client_secret": {"env": "REVOKE_TEST_UNSET_SECRET"}},
-        "backend": {"url": "https://b.example.com/mcp",
-                    "credential": {"type": "bearer", "token": {"file": "missing"}}},
+        "issuer": {
+            "url": "https://id.example.com",
+            "client_id": "c",
+            "client_secret": {"env": "REVOKE_TEST_UNSET_SECRET"},
+        },
+        "backend": {
+            "url": "https://b.example.com/mcp",
+            "credential": {"type": "bearer", "token": {"file": "missing"}},
+        },
         "policy": "policy.yaml",
-    }  # fmt: skip
+    }
     path = tmp_path / "gateway.yaml"
     path.write_text(json.dumps({**base, "ops_listen": {"host": "127.0.0.1", "port": "ninety"}}))
     result = revoke("--config", str(path), "--token-file", "-", stdin="t", cwd=tmp_path)

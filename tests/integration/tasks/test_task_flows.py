@@ -115,8 +115,10 @@ async def test_input_requests_are_relayed_and_answered_with_tasks_update(
         waiting = await poll(stack, token, handle, "input_required")
         assert waiting["status"] == "input_required"
         assert waiting["inputRequests"]["confirm"]["method"] == "elicitation/create"
-        answer = {"confirm": {"action": "accept", "content": {"confirm": True}},
-                  "junk": {"not": "an answer"}}  # fmt: skip
+        answer = {
+            "confirm": {"action": "accept", "content": {"confirm": True}},
+            "junk": {"not": "an answer"},
+        }
         status, _, raw = await task(stack, token, "tasks/update", handle, responses=answer)
         assert status == 200, raw
         assert json.loads(raw)["result"]["resultType"] == "complete"
@@ -165,9 +167,12 @@ async def test_without_the_extension_on_the_request_no_task_is_made(
     async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         status, _, body = await call(
-            stack, token, "slow_compute", {"seconds": 0, "label": "s"},
+            stack,
+            token,
+            "slow_compute",
+            {"seconds": 0, "label": "s"},
             capabilities={"extensions": {"com.example/other": {}}},
-        )  # fmt: skip
+        )
         assert status == 200 and body["result"]["resultType"] == "complete"
         assert body["result"]["content"][0]["text"] == "Computed s"
         sent = upstream.calls("tools/call")[-1].json["params"]["_meta"]
@@ -258,9 +263,13 @@ async def test_a_client_disconnect_does_not_cancel_a_task(
                 "params": {"taskId": handle, "_meta": modern_meta(CAPS)},
             }
         ).encode()
-        headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json",
-                   "Mcp-Method": "tasks/get", "Mcp-Name": handle,
-                   "MCP-Protocol-Version": "2026-07-28"}  # fmt: skip
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "Content-Type": "application/json",
+            "Mcp-Method": "tasks/get",
+            "Mcp-Name": handle,
+            "MCP-Protocol-Version": "2026-07-28",
+        }
         url = urlsplit(stack.server.mcp_url)
         _, writer = await asyncio.open_connection(url.hostname, url.port)
         writer.write(request_bytes(headers, body, path=url.path))
@@ -290,10 +299,12 @@ async def test_the_callers_token_reaches_neither_the_backend_nor_any_log_or_answ
         handle = body["result"]["taskId"]
         answer = {"confirm": {"action": "accept", "content": {"confirm": True}}}
         for who, method, sent in (
-            (token, "tasks/get", handle), (token, "tasks/update", handle),
-            (token, "tasks/cancel", handle), (other, "tasks/get", handle),
+            (token, "tasks/get", handle),
+            (token, "tasks/update", handle),
+            (token, "tasks/cancel", handle),
+            (other, "tasks/get", handle),
             (token, "tasks/get", handle[:-2]),
-        ):  # fmt: skip
+        ):
             _, headers, raw = await task(stack, who, method, sent, responses=answer)
             seen += [raw.decode(), json.dumps(headers)]
         _, headers, raw = await task(stack, token, "tasks/get", handle, capabilities={})

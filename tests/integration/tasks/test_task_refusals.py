@@ -55,9 +55,15 @@ def forge(stack: LiveStack, **changes: Any) -> str:
     """A handle minted with the gateway's own key for the genuine first task, but ``changes``."""
     now = int(time.time())
     claims = TaskClaims(
-        backend="default", upstream_id="task-1", issuer=stack.issuer.url, subject="erin",
-        client_id="demo-cli", tool="slow_compute", issued_at=now, expires_at=now + 600,
-    )  # fmt: skip
+        backend="default",
+        upstream_id="task-1",
+        issuer=stack.issuer.url,
+        subject="erin",
+        client_id="demo-cli",
+        tool="slow_compute",
+        issued_at=now,
+        expires_at=now + 600,
+    )
     key = changes.pop("key", ("a", KEY_A))
     handles = TaskHandles(
         (SealKey(key[0], base64.b64decode(key[1])),), key[0], resource=stack.config.resource
@@ -71,9 +77,11 @@ async def stack(
 ) -> Any:
     monkeypatch.setenv("TASKS_ADMIN_TOKEN", ADMIN)
     async with task_stack(
-        tmp_path, aiohttp_server, monkeypatch,
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
         gateway={"admin": {"token": {"env": "TASKS_ADMIN_TOKEN"}}},
-    ) as live:  # fmt: skip
+    ) as live:
         yield live
 
 
@@ -112,11 +120,16 @@ class TestIndistinguishable:
         middle = len(handle) // 2
         flipped = handle[:middle] + ("A" if handle[middle] != "A" else "B") + handle[middle + 1 :]
         for forged in (
-            flipped, handle[:-4], handle + "A", "t2" + handle[2:], handle[3:],
-            forge(stack, key=("zz", KEY_B)), forge(stack, key=("a", KEY_B)),
+            flipped,
+            handle[:-4],
+            handle + "A",
+            "t2" + handle[2:],
+            handle[3:],
+            forge(stack, key=("zz", KEY_B)),
+            forge(stack, key=("a", KEY_B)),
             "task-1",  # the backend's own (guessable) id
             "t1." + "A" * 4000,  # longer than any handle
-        ):  # fmt: skip
+        ):
             got = answer(*(await task(stack, token, "tasks/get", forged)))
             assert got == await unknown(stack, token), forged
         assert stack.upstream.task_calls() == []
@@ -141,8 +154,10 @@ class TestIndistinguishable:
     ) -> None:
         token = stack.token(SCOPES, sub="erin")
         await created(stack, token)
-        for forged in (forge(stack, issuer="https://other.example.test"),
-                       forge(stack, backend="gone")):  # fmt: skip
+        for forged in (
+            forge(stack, issuer="https://other.example.test"),
+            forge(stack, backend="gone"),
+        ):
             got = answer(*(await task(stack, token, "tasks/get", forged)))
             assert got == await unknown(stack, token)
         assert stack.upstream.task_calls() == []
@@ -186,8 +201,9 @@ class TestIndistinguishable:
         await task(stack, stack.token(SCOPES), "tasks/cancel", "task-1")
         events = [e for e in audit_events(stack) if e["event"].startswith("task_")]
         assert [(e["event"], e["task"]["refused"]) for e in events] == [
-            ("task_get", "subject"), ("task_cancel", "malformed")
-        ]  # fmt: skip
+            ("task_get", "subject"),
+            ("task_cancel", "malformed"),
+        ]
         assert events[0]["tool"] is None and events[0]["error_row"] == "unknown_task"
         text = json.dumps(audit_events(stack))
         assert handle not in text and "task-1" not in text
@@ -245,9 +261,11 @@ class TestBeforeTheHandle:
         self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         async with task_stack(
-            tmp_path / "b", aiohttp_server, monkeypatch,
+            tmp_path / "b",
+            aiohttp_server,
+            monkeypatch,
             inputs={"max_input_response_bytes": 1024},
-        ) as live:  # fmt: skip
+        ) as live:
             token = live.token(SCOPES)
             handle = await created(live, token)
 
@@ -261,8 +279,10 @@ class TestBeforeTheHandle:
             assert status == 200
             status, _, raw = await task(live, token, "tasks/update", handle, responses=padded(1025))
             assert status == 400
-            assert json.loads(raw)["error"] == {"code": -32602,
-                                                "message": "inputResponses too large"}  # fmt: skip
+            assert json.loads(raw)["error"] == {
+                "code": -32602,
+                "message": "inputResponses too large",
+            }
             assert len(live.upstream.task_calls("tasks/update")) == 1
 
     @pytest.mark.row("method_not_found")
@@ -271,9 +291,12 @@ class TestBeforeTheHandle:
     ) -> None:
         upstream = TaskUpstream()
         async with task_stack(
-            tmp_path / "b", aiohttp_server, monkeypatch, upstream=upstream,
+            tmp_path / "b",
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
             tasks={"enabled": False},
-        ) as live:  # fmt: skip
+        ) as live:
             token = live.token(SCOPES)
             status, _, raw = await task(live, token, "tasks/get", "t1.AAAA")
             assert status == 404 and json.loads(raw)["error"]["code"] == -32601
@@ -294,8 +317,9 @@ class TestBeforeTheHandle:
     async def test_a_tool_that_needs_a_task_the_policy_withholds_is_a_tool_error(
         self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        policy = POLICY.replace("failing_job: {scopes: [tools:run], tasks: true}",
-                                "failing_job: {scopes: [tools:run]}")  # fmt: skip
+        policy = POLICY.replace(
+            "failing_job: {scopes: [tools:run], tasks: true}", "failing_job: {scopes: [tools:run]}"
+        )
         async with task_stack(tmp_path / "b", aiohttp_server, monkeypatch, policy=policy) as live:
             status, _, body = await call(live, live.token(SCOPES), "failing_job")
             assert status == 200 and body["result"]["isError"] is True
@@ -306,10 +330,14 @@ async def test_a_revoked_tokens_polls_are_refused_at_once(stack: LiveStack) -> N
     token = stack.token(SCOPES)
     handle = await created(stack, token)
     assert (await task(stack, token, "tasks/get", handle))[0] == 200
-    async with aiohttp.ClientSession() as http, http.post(
-        stack.server.ops_url + "/admin/revoke", json={"token": token},
-        headers={"Authorization": f"Bearer {ADMIN}"},
-    ) as response:  # fmt: skip
+    async with (
+        aiohttp.ClientSession() as http,
+        http.post(
+            stack.server.ops_url + "/admin/revoke",
+            json={"token": token},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        ) as response,
+    ):
         assert response.status == 200
     status, headers, _ = await task(stack, token, "tasks/get", handle)
     assert status == 401 and 'error="invalid_token"' in headers["WWW-Authenticate"]
@@ -326,18 +354,27 @@ async def test_a_key_rotation_keeps_old_handles_valid_until_the_key_is_dropped(
         url, issuer = old.config.backends[0].url, old.issuer
         # Rolled out: b seals, a still opens. The old handle works, the new ones are b's.
         async with task_stack(
-            tmp_path / "b", aiohttp_server, monkeypatch, backend_url=url, issuer=issuer,
-            keys={"b": KEY_B, "a": KEY_A}, seal_key_id="b",
-        ) as rotated:  # fmt: skip
+            tmp_path / "b",
+            aiohttp_server,
+            monkeypatch,
+            backend_url=url,
+            issuer=issuer,
+            keys={"b": KEY_B, "a": KEY_A},
+            seal_key_id="b",
+        ) as rotated:
             status, _, raw = await task(rotated, token, "tasks/get", handle)
             assert status == 200 and json.loads(raw)["result"]["taskId"] == handle
             fresh = await created(rotated, token)
             assert (await task(old, token, "tasks/get", fresh))[2] == UNKNOWN  # a cannot open b's
         # a dropped: its handles are unknown, like any other.
         async with task_stack(
-            tmp_path / "c", aiohttp_server, monkeypatch, backend_url=url, issuer=issuer,
+            tmp_path / "c",
+            aiohttp_server,
+            monkeypatch,
+            backend_url=url,
+            issuer=issuer,
             keys={"b": KEY_B},
-        ) as dropped:  # fmt: skip
+        ) as dropped:
             assert (await task(dropped, token, "tasks/get", handle))[2] == UNKNOWN
             assert (await task(dropped, token, "tasks/get", fresh))[0] == 200
 
@@ -360,11 +397,18 @@ async def test_a_listen_for_task_statuses_needs_the_extension_and_gets_none(
         assert json.loads(text)["error"]["data"] == {
             "requiredCapabilities": {"extensions": {TASKS: {}}}
         }
-        body = {"jsonrpc": "2.0", "id": 3, "method": "subscriptions/listen",
-                "params": {"notifications": wanted, "_meta": modern_meta(CAPS)}}  # fmt: skip
-        headers = {"Authorization": f"Bearer {token}", "MCP-Protocol-Version": "2026-07-28",
-                   "Mcp-Method": "subscriptions/listen",
-                   "Accept": "application/json, text/event-stream"}  # fmt: skip
+        body = {
+            "jsonrpc": "2.0",
+            "id": 3,
+            "method": "subscriptions/listen",
+            "params": {"notifications": wanted, "_meta": modern_meta(CAPS)},
+        }
+        headers = {
+            "Authorization": f"Bearer {token}",
+            "MCP-Protocol-Version": "2026-07-28",
+            "Mcp-Method": "subscriptions/listen",
+            "Accept": "application/json, text/event-stream",
+        }
         async with live.session.post(live.server.mcp_url, json=body, headers=headers) as stream:
             assert stream.status == 200
             line = b""
@@ -385,8 +429,12 @@ async def test_the_decision_point_is_asked_again_and_its_deny_is_unknown(
     allowed = {"now": True}
     pdp = AuthZenPdp(rule=lambda request: allowed["now"])
     async with authzen_pdp(aiohttp_server, pdp) as pdp:
-        external = {"url": pdp.url, "allow_insecure_http": True, "timeout_s": 0.5,
-                    "cache": {"ttl_s": 0}}  # fmt: skip
+        external = {
+            "url": pdp.url,
+            "allow_insecure_http": True,
+            "timeout_s": 0.5,
+            "cache": {"ttl_s": 0},
+        }
         async with task_stack(
             tmp_path, aiohttp_server, monkeypatch, gateway={"policy_external": external}
         ) as live:

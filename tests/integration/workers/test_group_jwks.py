@@ -28,8 +28,11 @@ async def test_the_groups_jwks_carries_the_audit_checkpoint_key(tmp_path: Path) 
         assert call_status == 200
 
         async def checkpoints() -> set[object] | None:
-            kids = {line.get("kid") for line in log_lines(stack.replicas[0])
-                    if line.get("event") == "audit_checkpoint"}  # fmt: skip
+            kids = {
+                line.get("kid")
+                for line in log_lines(stack.replicas[0])
+                if line.get("event") == "audit_checkpoint"
+            }
             return kids or None
 
         kids = await until(checkpoints, "a worker's checkpoint")

@@ -517,10 +517,14 @@ async def test_a_group_revokes_every_spelling_of_a_jwt_until_its_exp(
     """Issue 32 items 1 and 8 through the group's admin API: revoking the re-spelled (r, n-s)
     form of an ES256 token refuses both forms on every worker, past ``revocation_ttl_s``."""
     overrides = {
-        "issuer": {"tokens": "jwt", "client_id": None, "client_secret": None,
-                   "cache": {"max_ttl_s": 1}},
+        "issuer": {
+            "tokens": "jwt",
+            "client_id": None,
+            "client_secret": None,
+            "cache": {"max_ttl_s": 1},
+        },
         "admin": {"revocation_ttl_s": 2},
-    }  # fmt: skip
+    }
     async with group(
         tmp_path,
         redis_server if with_redis else None,

@@ -16,10 +16,15 @@ def req(*authorization: str, query: frozenset[str] = frozenset()) -> AuthRequest
 class TestAccepted:
     @pytest.mark.parametrize(
         "header",
-        ["Bearer abc.DEF-_~+/==", "bearer abc.DEF-_~+/==", "BEARER abc.DEF-_~+/==",
-         "Bearer   abc.DEF-_~+/==", " Bearer abc.DEF-_~+/== "],
+        [
+            "Bearer abc.DEF-_~+/==",
+            "bearer abc.DEF-_~+/==",
+            "BEARER abc.DEF-_~+/==",
+            "Bearer   abc.DEF-_~+/==",
+            " Bearer abc.DEF-_~+/== ",
+        ],
         ids=["Bearer <t>", "bearer <t>", "BEARER <t>", "Bearer<3 spaces><t>", "padded"],
-    )  # fmt: skip
+    )
     def test_the_bearer_scheme_is_case_insensitive_and_the_token_is_returned(
         self, header: str
     ) -> None:
@@ -53,11 +58,27 @@ class TestRefused:
 
     @pytest.mark.parametrize(
         "header",
-        ["Bearer", "Bearer ", "Bearer a b", "Bearer a=b", "Bearer é", 'Bearer "abc"',
-         "Bearer abc,", "Bearer =abc"],
-        ids=["Bearer", "Bearer<space>", "two tokens", "= inside", "non-ASCII", "quoted",
-             "trailing comma", "leading ="],
-    )  # fmt: skip
+        [
+            "Bearer",
+            "Bearer ",
+            "Bearer a b",
+            "Bearer a=b",
+            "Bearer é",
+            'Bearer "abc"',
+            "Bearer abc,",
+            "Bearer =abc",
+        ],
+        ids=[
+            "Bearer",
+            "Bearer<space>",
+            "two tokens",
+            "= inside",
+            "non-ASCII",
+            "quoted",
+            "trailing comma",
+            "leading =",
+        ],
+    )
     def test_a_malformed_bearer_token_is_invalid_token(self, header: str) -> None:
         with pytest.raises(InvalidToken):
             extract_bearer(req(header))

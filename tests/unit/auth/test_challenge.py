@@ -27,12 +27,27 @@ class TestBuilder:
 
     @pytest.mark.parametrize(
         ("name", "value"),
-        [("error", 'x"y'), ("error", "x\\y"), ("scope", "a  b"), ("scope", ""), ("scope", "a\tb"),
-         ("resource_metadata", "https://x/ y"), ("error_description", "caf\u00e9"),
-         ("error", "line\r\nInjected: 1")],
-        ids=["quote", "backslash", "double space in scope", "empty scope", "tab in scope",
-             "space in URI", "non-ASCII description", "CRLF"],
-    )  # fmt: skip
+        [
+            ("error", 'x"y'),
+            ("error", "x\\y"),
+            ("scope", "a  b"),
+            ("scope", ""),
+            ("scope", "a\tb"),
+            ("resource_metadata", "https://x/ y"),
+            ("error_description", "caf\u00e9"),
+            ("error", "line\r\nInjected: 1"),
+        ],
+        ids=[
+            "quote",
+            "backslash",
+            "double space in scope",
+            "empty scope",
+            "tab in scope",
+            "space in URI",
+            "non-ASCII description",
+            "CRLF",
+        ],
+    )
     def test_characters_outside_rfc_6749_sets_are_refused(self, name: str, value: str) -> None:
         with pytest.raises(ValueError, match="RFC 6749"):
             bearer_challenge([(name, value)])

@@ -39,18 +39,25 @@ class TestAccepted:
     def test_a_complete_active_token_becomes_a_principal(self) -> None:
         p = check(doc())
         assert (p.subject, p.client_id, p.issuer, p.fingerprint) == (
-            "alice", "claude-code", ISSUER, "0123456789ab"
-        )  # fmt: skip
+            "alice",
+            "claude-code",
+            ISSUER,
+            "0123456789ab",
+        )
         assert p.scopes == frozenset({"mcp:access", "docs:read"})
         assert p.expires_at == NOW + 300
 
     @pytest.mark.parametrize(
         "aud",
-        [RESOURCE, [RESOURCE], ["https://other.example", RESOURCE], "HTTPS://MCP.Example.COM/mcp",
-         "https://mcp.example.com:443/mcp"],
-        ids=["string", "array of one", "array of two", "uppercase scheme and host",
-             "default port"],
-    )  # fmt: skip
+        [
+            RESOURCE,
+            [RESOURCE],
+            ["https://other.example", RESOURCE],
+            "HTTPS://MCP.Example.COM/mcp",
+            "https://mcp.example.com:443/mcp",
+        ],
+        ids=["string", "array of one", "array of two", "uppercase scheme and host", "default port"],
+    )
     def test_the_audience_matches_as_a_canonical_uri(self, aud: object) -> None:
         assert check(doc(aud=aud)).subject == "alice"
 
@@ -84,39 +91,86 @@ class TestRefused:
     @pytest.mark.parametrize(
         "overrides",
         [
-            {"active": False}, {"active": "true"}, {"active": 1}, {"active": ...},
-            {"token_type": "refresh_token"}, {"token_type": "DPoP"}, {"token_type": 7},
+            {"active": False},
+            {"active": "true"},
+            {"active": 1},
+            {"active": ...},
+            {"token_type": "refresh_token"},
+            {"token_type": "DPoP"},
+            {"token_type": 7},
             {"cnf": {"jkt": "x"}},
-            {"iss": "https://evil.example.com"}, {"iss": ISSUER + "/"},
-            {"aud": ...}, {"aud": "https://other.example.com/mcp"},
-            {"aud": ["https://other.example.com/mcp", "x"]}, {"aud": []}, {"aud": 5},
-            {"aud": [RESOURCE, 5]}, {"aud": RESOURCE + "/"}, {"aud": RESOURCE + "?x=1"},
-            {"aud": RESOURCE + "#f"}, {"aud": "https://mcp.example.com:x/mcp"},
-            {"exp": ...}, {"exp": NOW - 30}, {"exp": NOW - 3600}, {"exp": "soon"}, {"exp": True},
-            {"nbf": NOW + 31}, {"iat": NOW + 31}, {"nbf": "x"},
-            {"sub": ...}, {"sub": ""}, {"sub": 7},
+            {"iss": "https://evil.example.com"},
+            {"iss": ISSUER + "/"},
+            {"aud": ...},
+            {"aud": "https://other.example.com/mcp"},
+            {"aud": ["https://other.example.com/mcp", "x"]},
+            {"aud": []},
+            {"aud": 5},
+            {"aud": [RESOURCE, 5]},
+            {"aud": RESOURCE + "/"},
+            {"aud": RESOURCE + "?x=1"},
+            {"aud": RESOURCE + "#f"},
+            {"aud": "https://mcp.example.com:x/mcp"},
+            {"exp": ...},
+            {"exp": NOW - 30},
+            {"exp": NOW - 3600},
+            {"exp": "soon"},
+            {"exp": True},
+            {"nbf": NOW + 31},
+            {"iat": NOW + 31},
+            {"nbf": "x"},
+            {"sub": ...},
+            {"sub": ""},
+            {"sub": 7},
             {"scope": ["a"]},
         ],
         ids=[
-            "inactive", "active as string", "active as 1", "active missing",
-            "refresh token", "DPoP token", "token_type not a string", "sender-constrained",
-            "wrong iss", "iss with trailing slash",
-            "aud missing", "aud wrong string", "aud wrong array", "aud empty array",
-            "aud a number", "aud array with a number", "aud trailing slash", "aud with query",
-            "aud with fragment", "aud bad port",
-            "exp missing", "exp at the skew edge", "expired", "exp a string", "exp a bool",
-            "nbf in the future", "iat in the future", "nbf a string",
-            "sub missing", "sub empty", "sub a number",
+            "inactive",
+            "active as string",
+            "active as 1",
+            "active missing",
+            "refresh token",
+            "DPoP token",
+            "token_type not a string",
+            "sender-constrained",
+            "wrong iss",
+            "iss with trailing slash",
+            "aud missing",
+            "aud wrong string",
+            "aud wrong array",
+            "aud empty array",
+            "aud a number",
+            "aud array with a number",
+            "aud trailing slash",
+            "aud with query",
+            "aud with fragment",
+            "aud bad port",
+            "exp missing",
+            "exp at the skew edge",
+            "expired",
+            "exp a string",
+            "exp a bool",
+            "nbf in the future",
+            "iat in the future",
+            "nbf a string",
+            "sub missing",
+            "sub empty",
+            "sub a number",
             "scope not a string",
         ],
-    )  # fmt: skip
+    )
     def test_the_token_is_invalid(self, overrides: dict[str, Any]) -> None:
         with pytest.raises(InvalidToken):
             check(doc(**overrides))
 
     def test_a_refresh_token_as_issuers_introspect_it_fails(self) -> None:
-        refresh = {"active": True, "token_type": "refresh_token", "client_id": "c",
-                   "sub": "alice", "exp": NOW + 86400}  # fmt: skip
+        refresh = {
+            "active": True,
+            "token_type": "refresh_token",
+            "client_id": "c",
+            "sub": "alice",
+            "exp": NOW + 86400,
+        }
         with pytest.raises(InvalidToken):
             check(refresh)
 

@@ -37,9 +37,11 @@ def test_basic_form_encodes_both_parts_before_base64() -> None:
 
 def test_post_puts_the_credentials_in_the_form() -> None:
     issuer = IssuerConfig(
-        url=ISSUER, client_id="gw", client_auth="client_secret_post",
+        url=ISSUER,
+        client_id="gw",
+        client_auth="client_secret_post",
         client_secret=Secret("s", "literal"),
-    )  # fmt: skip
+    )
     headers, form = apply(issuer)
     assert headers == {}
     assert form == {"client_id": "gw", "client_secret": "s"}
@@ -48,13 +50,18 @@ def test_post_puts_the_credentials_in_the_form() -> None:
 def test_private_key_jwt_with_an_ec_key_signs_a_short_lived_assertion_for_the_issuer() -> None:
     key = ec.generate_private_key(ec.SECP256R1())
     pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
-    ).decode()  # fmt: skip
+    ).decode()
     issuer = IssuerConfig(
-        url=ISSUER, client_id="gw", client_auth="private_key_jwt",
-        private_key=Secret(pem, "literal"), private_key_id="ec-1", signing_alg="ES256",
-    )  # fmt: skip
+        url=ISSUER,
+        client_id="gw",
+        client_auth="private_key_jwt",
+        private_key=Secret(pem, "literal"),
+        private_key_id="ec-1",
+        signing_alg="ES256",
+    )
     _, first = apply(issuer)
     _, second = apply(issuer)
     assert first["client_assertion_type"] == (
@@ -90,9 +97,12 @@ def test_a_missing_credential_is_a_configuration_error() -> None:
 )
 def test_an_unusable_private_key_fails_at_startup_without_quoting_it(alg: str, pem: str) -> None:
     issuer = IssuerConfig(
-        url=ISSUER, client_id="gw", client_auth="private_key_jwt",
-        private_key=Secret(pem, "literal"), signing_alg=alg,
-    )  # fmt: skip
+        url=ISSUER,
+        client_id="gw",
+        client_auth="private_key_jwt",
+        private_key=Secret(pem, "literal"),
+        signing_alg=alg,
+    )
     with pytest.raises(ValueError, match="not a PEM private key") as info:
         ClientAuthenticator(issuer, clock=lambda: 0.0)
     assert pem not in str(info.value)

@@ -50,8 +50,11 @@ def test_an_overage_is_refused_not_read_as_no_groups(claims: dict[str, object]) 
 
 
 def test_overage_markers_that_do_not_name_the_groups_claim_are_ignored() -> None:
-    for claims in ({"_claim_names": {"other": "src1"}}, {"_claim_names": "groups"},
-                   {"hasgroups": "true"}):  # fmt: skip
+    for claims in (
+        {"_claim_names": {"other": "src1"}},
+        {"_claim_names": "groups"},
+        {"hasgroups": "true"},
+    ):
         assert derive_scopes(claims, scope_claims=(), groups=GROUPS) == ()
     # Groups present: the claim itself is used, whatever else the token says.
     found = derive_scopes({"groups": ["a"], "hasgroups": True}, scope_claims=(), groups=GROUPS)

@@ -29,8 +29,15 @@ def segment(doc: Any) -> str:
 
 def claims(**changes: Any) -> dict[str, Any]:
     now = int(time.time())
-    doc: dict[str, Any] = {"iss": ISSUER, "sub": "alice", "aud": RESOURCE, "exp": now + 300,
-                           "iat": now, "client_id": "cli", "scope": "mcp:access"}  # fmt: skip
+    doc: dict[str, Any] = {
+        "iss": ISSUER,
+        "sub": "alice",
+        "aud": RESOURCE,
+        "exp": now + 300,
+        "iat": now,
+        "client_id": "cli",
+        "scope": "mcp:access",
+    }
     for key, value in changes.items():
         if value is None:
             doc.pop(key, None)
@@ -42,10 +49,16 @@ def claims(**changes: Any) -> dict[str, Any]:
 class TestCompactReader:
     @pytest.mark.parametrize(
         "token",
-        ["opaque-token_value", "a.b", "a.b.c.d.e", "!!.b.c", f"{b64url(b'not json')}.e30.c2ln",
-         f"{segment({'typ': 'JWT'})}.{segment({'iss': ISSUER})}.c2ln"],
+        [
+            "opaque-token_value",
+            "a.b",
+            "a.b.c.d.e",
+            "!!.b.c",
+            f"{b64url(b'not json')}.e30.c2ln",
+            f"{segment({'typ': 'JWT'})}.{segment({'iss': ISSUER})}.c2ln",
+        ],
         ids=["opaque", "two parts", "JWE-like", "not base64url", "header not JSON", "no alg"],
-    )  # fmt: skip
+    )
     def test_what_is_not_a_jws_is_left_to_the_introspecting_issuers(self, token: str) -> None:
         assert parse_compact(token) is None
 
@@ -58,12 +71,16 @@ class TestCompactReader:
 
     @pytest.mark.parametrize(
         ("payload", "signature"),
-        [(b64url(b"[1, 2]"), "c2ln"), (b64url(b'{"iss": "a", "iss": "b"}'), "c2ln"),
-         (b64url(b'{"exp": NaN}'), "c2ln"), (segment(claims()), "c2lnbmF0dXJl+"),
-         # 'c2lnbh' decodes to the same bytes as 'c2lnbg' ("sign"): a second spelling.
-         (segment(claims()), "c2lnbh")],
+        [
+            (b64url(b"[1, 2]"), "c2ln"),
+            (b64url(b'{"iss": "a", "iss": "b"}'), "c2ln"),
+            (b64url(b'{"exp": NaN}'), "c2ln"),
+            (segment(claims()), "c2lnbmF0dXJl+"),
+            # 'c2lnbh' decodes to the same bytes as 'c2lnbg' ("sign"): a second spelling.
+            (segment(claims()), "c2lnbh"),
+        ],
         ids=["payload not an object", "duplicate iss", "NaN", "not base64url", "non-canonical"],
-    )  # fmt: skip
+    )
     def test_a_malformed_jws_is_refused_without_routing(self, payload: str, signature: str) -> None:
         with pytest.raises(InvalidToken):
             parse_compact(f"{segment({'alg': 'RS256'})}.{payload}.{signature}")
@@ -76,7 +93,9 @@ class TestKeySetVetting:
         public = {k["kid"]: k for k in keys.jwks()["keys"]}
         private = {**keys.key(rsa).as_dict(private=True), "kid": "leaked"}
         members = [
-            public[rsa], public[ec], private,
+            public[rsa],
+            public[ec],
+            private,
             {"kty": "oct", "k": "c2VjcmV0", "kid": "hmac"},
             {**public[rsa], "kid": "enc", "use": "enc"},
             {**public[rsa], "kid": "ops", "key_ops": ["encrypt"]},
@@ -84,7 +103,7 @@ class TestKeySetVetting:
             {**public[ec], "kid": "curve", "crv": "secp256k1"},
             {"kty": "RSA", "kid": "small", "e": "AQAB", "n": b64url(b"\xc3" * 128)},
             "not an object",
-        ]  # fmt: skip
+        ]
         found, skipped = parse_jwks(json.dumps({"keys": members}).encode(), ALGS)
         assert (found.kids, skipped) == (frozenset({rsa, ec}), 8)
 
@@ -107,19 +126,26 @@ class TestKeySetVetting:
         assert found.find("other", "RS256") is None
         assert found.find(None, "ES256") is not None  # exactly one EC key: unambiguous
         found_two, _ = parse_jwks(
-            json.dumps({"keys": [*keys.jwks()["keys"], {**keys.jwks()["keys"][1],
-                                                        "kid": "twin"}]}).encode(), ALGS
-        )  # fmt: skip
+            json.dumps(
+                {"keys": [*keys.jwks()["keys"], {**keys.jwks()["keys"][1], "kid": "twin"}]}
+            ).encode(),
+            ALGS,
+        )
         assert found_two.find(None, "ES256") is None  # two candidates: no guessing
         assert KeySet().find(None, "RS256") is None
 
     @pytest.mark.parametrize(
         ("headers", "expected"),
-        [({"Cache-Control": "public, max-age=600"}, 600), ({"Cache-Control": "max-age=5"}, 60),
-         ({"Cache-Control": "max-age=999999"}, 3600), ({"Cache-Control": "no-store"}, 60),
-         ({"Cache-Control": "no-cache, max-age=900"}, 60), ({}, 3600),
-         ({"Expires": "not a date"}, 60)],
-    )  # fmt: skip
+        [
+            ({"Cache-Control": "public, max-age=600"}, 600),
+            ({"Cache-Control": "max-age=5"}, 60),
+            ({"Cache-Control": "max-age=999999"}, 3600),
+            ({"Cache-Control": "no-store"}, 60),
+            ({"Cache-Control": "no-cache, max-age=900"}, 60),
+            ({}, 3600),
+            ({"Expires": "not a date"}, 60),
+        ],
+    )
     def test_refresh_follows_cache_headers_within_bounds(
         self, headers: dict[str, str], expected: float
     ) -> None:
@@ -145,8 +171,9 @@ class TestClaimMapping:
         rules = replace(
             self.RULES, scope_prefix="api://app/", roles=RolesConfig(("roles",), "role:")
         )
-        principal = self.check(claims(scope=None, scp="mcp.access notes.read", roles=["Ops"]),
-                               rules)  # fmt: skip
+        principal = self.check(
+            claims(scope=None, scp="mcp.access notes.read", roles=["Ops"]), rules
+        )
         assert principal.scopes == {"api://app/mcp.access", "api://app/notes.read", "role:Ops"}
 
     def test_roles_join_the_scopes_with_their_prefix_from_a_nested_path(self) -> None:
@@ -158,8 +185,9 @@ class TestClaimMapping:
 
     def test_subject_and_client_id_come_from_the_configured_claims(self) -> None:
         rules = replace(self.RULES, subject_claim="oid", client_id_claims=("azp", "appid"))
-        principal = self.check(claims(oid="object-id", appid="app", azp=None, client_id=None),
-                               rules)  # fmt: skip
+        principal = self.check(
+            claims(oid="object-id", appid="app", azp=None, client_id=None), rules
+        )
         assert (principal.subject, principal.client_id) == ("object-id", "app")
         with pytest.raises(InvalidToken, match="oid missing"):
             self.check(claims(), rules)
@@ -168,11 +196,20 @@ class TestClaimMapping:
 
     @pytest.mark.parametrize(
         "change",
-        [{"nonce": "n"}, {"at_hash": "x"}, {"typ": "Refresh"}, {"typ": "ID"},
-         {"token_use": "id"}, {"cnf": {"jkt": "x"}}, {"iss": ISSUER + "/"},
-         {"scp": ["two", "with space"]}, {"scope": 7},
-         {"scp": [f"s{i}" for i in range(300)]}, {"sub": "x" * 257}],
-    )  # fmt: skip
+        [
+            {"nonce": "n"},
+            {"at_hash": "x"},
+            {"typ": "Refresh"},
+            {"typ": "ID"},
+            {"token_use": "id"},
+            {"cnf": {"jkt": "x"}},
+            {"iss": ISSUER + "/"},
+            {"scp": ["two", "with space"]},
+            {"scope": 7},
+            {"scp": [f"s{i}" for i in range(300)]},
+            {"sub": "x" * 257},
+        ],
+    )
     def test_what_is_not_a_plain_access_token_for_us_is_refused(self, change: Any) -> None:
         with pytest.raises(InvalidToken):
             self.check(claims(**change))

@@ -62,16 +62,45 @@ class TestEndpointRules:
 
     @pytest.mark.parametrize(
         "endpoint",
-        [None, "", 5, "http://id.example.com/introspect", "https://evil.example.com/introspect",
-         "https://id.example.com:8443/introspect", "https://id.example.com.evil.com/x",
-         "/introspect", "https://id.example.com:bad/x", "https://evil@id.example.com/x",
-         "https://a:b@id.example.com/x", "https://id.example.com/x#f", "https://id.example.com/x#",
-         "https://id.example.com\\@evil.example/x", "https://id.example.com/in trospect",
-         "https://id.example.com/x\n", "https://[::1/x"],
-        ids=["missing", "empty", "not a string", "plain http", "other host", "other port",
-             "suffix host", "relative", "bad port", "userinfo", "user and password", "fragment",
-             "empty fragment", "backslash", "space", "newline", "bad ipv6"],
-    )  # fmt: skip
+        [
+            None,
+            "",
+            5,
+            "http://id.example.com/introspect",
+            "https://evil.example.com/introspect",
+            "https://id.example.com:8443/introspect",
+            "https://id.example.com.evil.com/x",
+            "/introspect",
+            "https://id.example.com:bad/x",
+            "https://evil@id.example.com/x",
+            "https://a:b@id.example.com/x",
+            "https://id.example.com/x#f",
+            "https://id.example.com/x#",
+            "https://id.example.com\\@evil.example/x",
+            "https://id.example.com/in trospect",
+            "https://id.example.com/x\n",
+            "https://[::1/x",
+        ],
+        ids=[
+            "missing",
+            "empty",
+            "not a string",
+            "plain http",
+            "other host",
+            "other port",
+            "suffix host",
+            "relative",
+            "bad port",
+            "userinfo",
+            "user and password",
+            "fragment",
+            "empty fragment",
+            "backslash",
+            "space",
+            "newline",
+            "bad ipv6",
+        ],
+    )
     def test_other_endpoints_are_refused(self, endpoint: object) -> None:
         with pytest.raises(DiscoveryFailed):
             check_endpoint(endpoint, self.ISSUER)
@@ -93,10 +122,23 @@ JSON_VALUES = st.recursive(
     max_leaves=10,
 )
 CLAIMS = st.dictionaries(
-    st.sampled_from(["active", "iss", "aud", "exp", "nbf", "iat", "sub", "client_id", "scope",
-                     "token_type", "cnf"]),
+    st.sampled_from(
+        [
+            "active",
+            "iss",
+            "aud",
+            "exp",
+            "nbf",
+            "iat",
+            "sub",
+            "client_id",
+            "scope",
+            "token_type",
+            "cnf",
+        ]
+    ),
     JSON_VALUES | st.sampled_from([True, "https://mcp.example.com/mcp", 1.9e9, "alice"]),
-)  # fmt: skip
+)
 
 
 @settings(max_examples=300, deadline=None)

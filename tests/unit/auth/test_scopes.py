@@ -26,9 +26,14 @@ MAP = (
 
 def entra(**overrides: Any) -> IssuerConfig:
     settings: dict[str, Any] = {
-        "url": ISSUER, "tokens": "jwt", "audiences": ("api-client",), "scope_claims": ("scp",),
-        "scope_prefix": API, "roles": RolesConfig(("roles",), API), "scope_map": MAP,
-    }  # fmt: skip
+        "url": ISSUER,
+        "tokens": "jwt",
+        "audiences": ("api-client",),
+        "scope_claims": ("scp",),
+        "scope_prefix": API,
+        "roles": RolesConfig(("roles",), API),
+        "scope_map": MAP,
+    }
     return IssuerConfig(**{**settings, **overrides})
 
 
@@ -47,8 +52,10 @@ class TestVocabulary:
     def test_outward_names_the_first_key_of_a_target_in_order_without_duplicates(self) -> None:
         vocabulary = ScopeVocabulary(MAP)
         assert vocabulary.outward(["mcp:access", "notes:read", "admin", "notes:read"]) == (
-            f"{API}mcp.access", f"{API}notes.read", "admin",
-        )  # fmt: skip
+            f"{API}mcp.access",
+            f"{API}notes.read",
+            "admin",
+        )
 
     def test_scope_map_only_drops_every_spelling_that_is_no_key(self) -> None:
         vocabulary = ScopeVocabulary.for_issuer(entra(scope_map_only=True))
@@ -57,9 +64,11 @@ class TestVocabulary:
         assert vocabulary.inward(f"{API}other") is None
         rules = JwtRules.for_issuer(RESOURCE, entra(scope_map_only=True))
         principal = check_jwt_claims(
-            claims(scp="mcp.access admin", roles=["Notes.Reader", "Admin"]), rules,
-            now=time.time(), fingerprint="f",
-        )  # fmt: skip
+            claims(scp="mcp.access admin", roles=["Notes.Reader", "Admin"]),
+            rules,
+            now=time.time(),
+            fingerprint="f",
+        )
         assert principal.scopes == {"mcp:access", "notes:read"}
         dropped = [d.spelled for d in derive(claims(scp="admin"), rules) if d.scope is None]
         assert dropped == [f"{API}admin"]  # kept in the derivation, for policy explain
@@ -91,11 +100,19 @@ class TestJwtDerivation:
 
     def test_the_scope_bound_counts_the_spelled_scopes(self) -> None:
         rules = JwtRules.for_issuer(RESOURCE, entra(scope_prefix="", roles=None, scope_map=()))
-        check_jwt_claims(claims(scp=" ".join(f"s{i}" for i in range(256))), rules,
-                         now=time.time(), fingerprint="f")  # fmt: skip
+        check_jwt_claims(
+            claims(scp=" ".join(f"s{i}" for i in range(256))),
+            rules,
+            now=time.time(),
+            fingerprint="f",
+        )
         with pytest.raises(InvalidToken, match="too many"):
-            check_jwt_claims(claims(scp=" ".join(f"s{i}" for i in range(257))), rules,
-                             now=time.time(), fingerprint="f")  # fmt: skip
+            check_jwt_claims(
+                claims(scp=" ".join(f"s{i}" for i in range(257))),
+                rules,
+                now=time.time(),
+                fingerprint="f",
+            )
 
 
 class TestIntrospectedScopes:

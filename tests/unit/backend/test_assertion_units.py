@@ -76,8 +76,9 @@ def _signer(
 
 
 class TestClaims:
-    @pytest.mark.parametrize(("kind", "alg"), [("ed25519", "EdDSA"), ("p256", "ES256"),
-                                                ("rsa", "RS256")])  # fmt: skip
+    @pytest.mark.parametrize(
+        ("kind", "alg"), [("ed25519", "EdDSA"), ("p256", "ES256"), ("rsa", "RS256")]
+    )
     def test_exactly_the_documented_claims_signed_with_each_algorithm(
         self, tmp_path: Path, kind: str, alg: str
     ) -> None:
@@ -88,9 +89,19 @@ class TestClaims:
         assert header == {"alg": alg, "kid": keys.jwks()["keys"][0]["kid"], "typ": ASSERTION_TYP}
         claims = _verify(keys, token, alg)
         assert set(claims) == {
-            "iss", "aud", "sub", "client_id", "azp", "act", "scope", "tool", "iat", "exp", "jti",
+            "iss",
+            "aud",
+            "sub",
+            "client_id",
+            "azp",
+            "act",
+            "scope",
+            "tool",
+            "iat",
+            "exp",
+            "jti",
             "request_id",
-        }  # fmt: skip
+        }
         assert claims["act"] == {"sub": "agent-7"}
         assert claims["scope"] == "docs:read mcp:access"  # sorted
         assert claims["tool"] == {"name": "docs__search", "upstream": "search"}

@@ -136,6 +136,10 @@ class TestFederatedBackend:
 
 def _principal() -> Principal:
     return Principal(
-        subject="s", client_id=None, scopes=frozenset(), expires_at=4e9, issuer="i",
+        subject="s",
+        client_id=None,
+        scopes=frozenset(),
+        expires_at=4e9,
+        issuer="i",
         fingerprint="f",
-    )  # fmt: skip
+    )

@@ -104,8 +104,9 @@ def test_build_catalog_cleans_caps_and_refuses_hidden_names() -> None:
     search = catalog.get("docs__search")
     assert search is not None
     assert (search.definition["title"], search.definition["description"]) == (
-        "Search", "Find elif files",
-    )  # fmt: skip
+        "Search",
+        "Find elif files",
+    )
     long = catalog.get("docs__long")
     assert long is not None and len(long.definition["description"]) == 2048
     edge = catalog.get("docs__edge")

@@ -19,8 +19,10 @@ def part(backend: str, prefix: str, *names: str) -> Part:
 
 
 def lookup(**overrides: dict[str, Any]) -> Any:
-    table = {name: ToolOverride(where=f"p.yaml:{i}:1", **kw) for i, (name, kw) in
-             enumerate(overrides.items(), start=1)}  # fmt: skip
+    table = {
+        name: ToolOverride(where=f"p.yaml:{i}:1", **kw)
+        for i, (name, kw) in enumerate(overrides.items(), start=1)
+    }
     return table.get
 
 
@@ -72,9 +74,10 @@ def test_a_misfit_is_refused_and_changes_the_version() -> None:
     merged = merge_catalogs([docs], lookup(a={"fixed": MappingProxyType({"nope": 1})}))
     assert sorted(merged.names) == ["b"]
     assert merged.refusals == (
-        Refusal("a", "docs", "fixed argument 'nope' is not a property of the inputSchema",
-                "p.yaml:1:1"),
-    )  # fmt: skip
+        Refusal(
+            "a", "docs", "fixed argument 'nope' is not a property of the inputSchema", "p.yaml:1:1"
+        ),
+    )
     assert merged.version != merge_catalogs([docs]).version
 
 

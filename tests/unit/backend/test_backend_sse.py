@@ -18,9 +18,22 @@ def feed_all(parser: SseParser, data: bytes, step: int) -> list[SseEvent]:
 @pytest.mark.parametrize("eol", [b"\n", b"\r\n", b"\r"], ids=["LF", "CRLF", "CR"])
 def test_events_are_found_whatever_the_chunking_and_line_endings(step: int, eol: bytes) -> None:
     data = eol.join(
-        [b"\xef\xbb\xbf: comment", b"event: message", b"id: 7", b"data: {\"a\":", b"data: 1}",
-         b"", b"data:x", b"", b"retry: 10", b"event: other", b"data: y", b"", b""]
-    )  # fmt: skip
+        [
+            b"\xef\xbb\xbf: comment",
+            b"event: message",
+            b"id: 7",
+            b'data: {"a":',
+            b"data: 1}",
+            b"",
+            b"data:x",
+            b"",
+            b"retry: 10",
+            b"event: other",
+            b"data: y",
+            b"",
+            b"",
+        ]
+    )
     events = feed_all(SseParser(max_line=100, max_event=100), data, step)
     assert events == [
         SseEvent("message", '{"a":\n1}', "7"),

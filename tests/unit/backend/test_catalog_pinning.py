@@ -36,8 +36,9 @@ def test_a_tool_pins_every_member_it_is_served_with_under_the_exposed_name() -> 
     ).encode()
     assert item.sha256 == hashlib.sha256(canonical).hexdigest()
     # Key order changes nothing; any member a client is shown does.
-    again = pin("tool", "docs", {**dict(reversed(TOOL.items())), "x-vendor": {"ui": 1}},
-                "docs__search")  # fmt: skip
+    again = pin(
+        "tool", "docs", {**dict(reversed(TOOL.items())), "x-vendor": {"ui": 1}}, "docs__search"
+    )
     assert again.sha256 == item.sha256
     for member, value in (
         ("icons", []),
@@ -46,8 +47,9 @@ def test_a_tool_pins_every_member_it_is_served_with_under_the_exposed_name() -> 
         ("outputSchema", {"type": "object"}),
         ("x-vendor", {"ui": 2}),
     ):
-        changed = pin("tool", "docs", {**TOOL, "x-vendor": {"ui": 1}, member: value},
-                      "docs__search")  # fmt: skip
+        changed = pin(
+            "tool", "docs", {**TOOL, "x-vendor": {"ui": 1}, member: value}, "docs__search"
+        )
         assert changed.sha256 != item.sha256, member
 
 
@@ -58,14 +60,16 @@ def test_prompts_and_templates_pin_the_members_they_are_served_with() -> None:
         {
             "name": "greet",
             "description": "Hi",
-            "arguments": [{"name": "who", "required": True, "x-extra": 1}, {"name": "why",
-                          "required": False}],
+            "arguments": [
+                {"name": "who", "required": True, "x-extra": 1},
+                {"name": "why", "required": False},
+            ],
             "icons": [],
             "_meta": {"k": "v"},
             "x-unserved": 1,
         },
         "p_greet",
-    )  # fmt: skip
+    )
     # As build_surface serves it: unknown members (and required: false) are not served.
     assert prompt.definition == {
         "name": "p_greet",

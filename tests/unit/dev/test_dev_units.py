@@ -148,8 +148,11 @@ class TestDemoSetup:
         assert config.issuer.cache.max_ttl_s == 5
         notes, vault = config.backends  # two backends behind the one endpoint
         assert (notes.name, notes.name_prefix, vault.name, vault.name_prefix) == (
-            "notes", "", "vault", "vault__",
-        )  # fmt: skip
+            "notes",
+            "",
+            "vault",
+            "vault__",
+        )
         assert notes.credential.token is not None
         # The vault gets an issuer-minted token per caller (RFC 8693), for its own URL.
         assert vault.credential.type == "token_exchange"

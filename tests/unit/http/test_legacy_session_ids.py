@@ -19,9 +19,13 @@ from gateway.http.subscriptions.subscription_hub import SubscriptionHub
 from gateway.seams import Principal
 
 ANN = Principal(
-    subject="ann", client_id="cli", scopes=frozenset({"mcp:access"}), expires_at=2e9,
-    issuer="https://id.example", fingerprint="f",
-)  # fmt: skip
+    subject="ann",
+    client_id="cli",
+    scopes=frozenset({"mcp:access"}),
+    expires_at=2e9,
+    issuer="https://id.example",
+    fingerprint="f",
+)
 
 
 def test_an_id_verifies_for_its_principal_only() -> None:

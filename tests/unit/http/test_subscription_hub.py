@@ -64,9 +64,13 @@ def test_the_filter_is_parsed_strictly() -> None:
     )
     assert got == ListenFilter(tools=True, uris=("a://x",))  # duplicates once
     assert parse_filter({"notifications": {}}, 4).empty
-    for bad in ({}, {"notifications": []}, {"notifications": {"promptsListChanged": 1}},
-                {"notifications": {"resourceSubscriptions": ["a" * 8193]}},
-                {"notifications": {"resourceSubscriptions": [""]}}):  # fmt: skip
+    for bad in (
+        {},
+        {"notifications": []},
+        {"notifications": {"promptsListChanged": 1}},
+        {"notifications": {"resourceSubscriptions": ["a" * 8193]}},
+        {"notifications": {"resourceSubscriptions": [""]}},
+    ):
         with pytest.raises(InvalidParams):
             parse_filter(bad, 4)
     parse_filter({"notifications": {"resourceSubscriptions": ["u://1", "u://2"]}}, 2)

@@ -21,11 +21,19 @@ from gateway.observability.lines import LineWriter
 
 def event(n: int, tool: str = "search_docs") -> AuditEvent:
     return AuditEvent(
-        request_id=f"req-{n:04d}", trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-        subject="alice@example.com", client_id="claude-code", tool=tool,
-        decision="allow", rule="search_docs", missing_scopes=(), outcome="ok",
-        duration_ms=1.5, backend_ms=1.0, status=200,
-    )  # fmt: skip
+        request_id=f"req-{n:04d}",
+        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+        subject="alice@example.com",
+        client_id="claude-code",
+        tool=tool,
+        decision="allow",
+        rule="search_docs",
+        missing_scopes=(),
+        outcome="ok",
+        duration_ms=1.5,
+        backend_ms=1.0,
+        status=200,
+    )
 
 
 def reasons(data: bytes) -> list[str]:
@@ -98,8 +106,9 @@ class TestVerifierCornerCases:
     def test_an_audit_event_without_its_chain_fields_is_a_break(self) -> None:
         lines = self.lines(3)
         lines.insert(1, event(9).to_json(0.0).encode() + b"\n")
-        assert reasons(b"".join(lines)) == ["f:2: audit event without its chain fields (chain, "
-                                            "seq, prev)"]  # fmt: skip
+        assert reasons(b"".join(lines)) == [
+            "f:2: audit event without its chain fields (chain, seq, prev)"
+        ]
 
     def test_a_damaged_line_in_the_middle_is_a_break(self) -> None:
         lines = self.lines(3)
@@ -136,11 +145,15 @@ class TestCheckpoints:
         kid = sink.checkpoint_jwk["kid"]
         sink.close()
         records = [json.loads(line) for line in stream.getvalue().splitlines()]
-        checkpoints = [(r["seq"], r["final"], r["events"], r["kid"]) for r in records
-                       if r["event"] == "audit_checkpoint"]  # fmt: skip
+        checkpoints = [
+            (r["seq"], r["final"], r["events"], r["kid"])
+            for r in records
+            if r["event"] == "audit_checkpoint"
+        ]
         assert checkpoints == [(3, False, 2, kid), (6, False, 5, kid), (8, True, 7, kid)]
-        report = verify_files([("f", stream.getvalue().encode())], {kid: key.public_key()},
-                              complete=True)  # fmt: skip
+        report = verify_files(
+            [("f", stream.getvalue().encode())], {kid: key.public_key()}, complete=True
+        )
         assert (report.breaks, report.signatures, report.chains[0].closed) == ([], 3, True)
 
     def test_a_checkpoint_that_miscounts_is_a_bad_checkpoint(self) -> None:
@@ -171,8 +184,13 @@ class TestCheckpoints:
         for n in range(1, events + 1):
             lines.append(chain.link(event(n).to_json(0.0)))
             if n % every == 0 and n // every <= checkpoints:
-                record = {"log": "audit", "event": "audit_checkpoint", "kid": signer.kid,
-                          "final": False, "events": chain.seq}  # fmt: skip
+                record = {
+                    "log": "audit",
+                    "event": "audit_checkpoint",
+                    "kid": signer.kid,
+                    "final": False,
+                    "events": chain.seq,
+                }
                 lines.append(chain.link(json.dumps(record, separators=(",", ":")), signer.sign))
         return [(line + "\n").encode() for line in lines], {signer.kid: key.public_key()}
 

@@ -16,11 +16,19 @@ from gateway.observability.audit_records import argument_shape
 
 def event(n: int) -> AuditEvent:
     return AuditEvent(
-        request_id=f"req-{n:04d}", trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-        subject="alice@example.com", client_id="claude-code", tool="search_docs",
-        decision="allow", rule="search_docs", missing_scopes=(), outcome="ok",
-        duration_ms=1.5, backend_ms=1.0, status=200,
-    )  # fmt: skip
+        request_id=f"req-{n:04d}",
+        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
+        subject="alice@example.com",
+        client_id="claude-code",
+        tool="search_docs",
+        decision="allow",
+        rule="search_docs",
+        missing_scopes=(),
+        outcome="ok",
+        duration_ms=1.5,
+        backend_ms=1.0,
+        status=200,
+    )
 
 
 class TestFileSink:
@@ -110,9 +118,14 @@ class TestArgumentShape:
             {"q": "secret", "n": 1, "x": 1.5, "b": True, "z": None, "o": {"k": "v"}, "a": [1]}
         )
         assert shape == {
-            "q": "string", "n": "integer", "x": "number", "b": "boolean", "z": "null",
-            "o": "object", "a": "array",
-        }  # fmt: skip
+            "q": "string",
+            "n": "integer",
+            "x": "number",
+            "b": "boolean",
+            "z": "null",
+            "o": "object",
+            "a": "array",
+        }
 
     def test_64_keys_are_kept_and_the_65th_marks_truncation(self) -> None:
         assert len(argument_shape({f"k{i}": i for i in range(64)})) == 64

@@ -73,8 +73,12 @@ def dashboard_exprs() -> list[str]:
 
 def test_the_registry_has_the_names_the_checks_rely_on() -> None:
     names = sample_names()
-    expected = {"mcp_gateway_requests_total", "mcp_gateway_build_info",
-                "mcp_gateway_request_duration_seconds_bucket", "mcp_gateway_in_flight"}  # fmt: skip
+    expected = {
+        "mcp_gateway_requests_total",
+        "mcp_gateway_build_info",
+        "mcp_gateway_request_duration_seconds_bucket",
+        "mcp_gateway_in_flight",
+    }
     assert expected <= names
 
 
@@ -92,8 +96,15 @@ def test_every_alert_uses_only_exported_metrics_and_links_its_runbook(rule: dict
 
 def test_the_required_alerts_exist() -> None:
     names = {rule["alert"] for rule in alert_rules()}
-    assert {"IssuerErrors", "High5xxRatio", "Saturation", "RateLimiting",
-            "PolicyReloadFailures", "CatalogStale", "WorkerRestarts"} <= names  # fmt: skip
+    assert {
+        "IssuerErrors",
+        "High5xxRatio",
+        "Saturation",
+        "RateLimiting",
+        "PolicyReloadFailures",
+        "CatalogStale",
+        "WorkerRestarts",
+    } <= names
 
 
 @pytest.mark.parametrize("expr", dashboard_exprs())

@@ -39,8 +39,10 @@ def test_a_failed_reload_logs_its_problems_at_error_and_keeps_the_version() -> N
         report("failure", None, problems)
     (line,) = logs
     assert (line["event"], line["log_level"], line["problem_count"]) == (
-        "policy.reload_failed", "error", 60,
-    )  # fmt: skip
+        "policy.reload_failed",
+        "error",
+        60,
+    )
     assert line["problems"] == problems[:50]
     assert value(metrics, "mcp_gateway_policy_reloads_total", result="failure") == 1
     assert value(metrics, "mcp_gateway_policy_info", version="v1") == 1

@@ -48,9 +48,10 @@ class TestFixedVocabularies:
             metrics.register_backend(name)
         for name in ("docs", "tickets"):
             for result in CATALOG_REFRESH_RESULTS:
-                assert value(
-                    metrics, "mcp_gateway_catalog_refresh_total", backend=name, result=result
-                ) == 0.0  # fmt: skip
+                assert (
+                    value(metrics, "mcp_gateway_catalog_refresh_total", backend=name, result=result)
+                    == 0.0
+                )
             assert value(metrics, "mcp_gateway_catalog_collisions", backend=name) == 0.0
             assert value(metrics, "mcp_gateway_catalog_tools", backend=name) == 0.0
             assert value(metrics, "mcp_gateway_backend_ready", backend=name) == 0.0
@@ -80,16 +81,23 @@ class TestHelpers:
         assert method_label("Tools/Call") == "other"
 
     def test_every_client_method_the_gateway_serves_has_its_own_label(self) -> None:
-        for method in ("subscriptions/listen", "resources/subscribe", "resources/unsubscribe",
-                       "prompts/get", "resources/read", "completion/complete"):  # fmt: skip
+        for method in (
+            "subscriptions/listen",
+            "resources/subscribe",
+            "resources/unsubscribe",
+            "prompts/get",
+            "resources/read",
+            "completion/complete",
+        ):
             assert method_label(method) == method
 
     def test_the_metrics_reference_lists_every_method_label(self) -> None:
         docs = Path(__file__).resolve().parents[3] / "docs" / "operations.md"
         row = next(
-            line for line in docs.read_text(encoding="utf-8").splitlines()
+            line
+            for line in docs.read_text(encoding="utf-8").splitlines()
             if line.startswith("| `mcp_gateway_requests_total`")
-        )  # fmt: skip
+        )
         listed = re.findall(r"`([a-z/]+)`", row.split("`method`:", 1)[1].split("`status`", 1)[0])
         assert tuple(listed) == METHOD_LABELS
 

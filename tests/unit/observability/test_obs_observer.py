@@ -127,9 +127,14 @@ def denied_call(clock: Clock, rule: str) -> Any:
     """A ``tools/call create_ticket`` refused 403 by ``rule`` for want of ``tickets:write``."""
     denied = Decision(allowed=False, visible=True, rule=rule, missing_scopes=("tickets:write",))
     return tool_call(
-        clock, tool="create_ticket", decision=denied, status=403,
-        error_row="tool_insufficient_scope", outcome=None, backend_ms=None,
-    )  # fmt: skip
+        clock,
+        tool="create_ticket",
+        decision=denied,
+        status=403,
+        error_row="tool_insufficient_scope",
+        outcome=None,
+        backend_ms=None,
+    )
 
 
 def run(obs: GatewayObserver, ctx: RequestContext, clock: Clock, seconds: float = 0.05) -> None:
@@ -160,8 +165,10 @@ class TestMetrics:
         ) == pytest.approx(0.05)
         assert sample(metrics, "mcp_gateway_in_flight") == 0
         # Backend metrics are the backend layer's: the observer must not count them twice.
-        assert sample(metrics, "mcp_gateway_backend_requests_total", tool="search_docs",
-                      outcome="ok") == 0  # fmt: skip
+        assert (
+            sample(metrics, "mcp_gateway_backend_requests_total", tool="search_docs", outcome="ok")
+            == 0
+        )
 
     def test_in_flight_rises_at_start_and_falls_at_finish(
         self, metrics: Metrics, clock: Clock
@@ -221,30 +228,45 @@ class TestMetrics:
     def test_a_policy_denial_is_labelled_deny(self, metrics: Metrics, clock: Clock) -> None:
         ctx = denied_call(clock, "create_ticket")
         run(observer(metrics, clock), ctx, clock)
-        assert sample(
-            metrics, "mcp_gateway_requests_total", method="tools/call", status="403",
-            decision="deny",
-        ) == 1  # fmt: skip
+        assert (
+            sample(
+                metrics,
+                "mcp_gateway_requests_total",
+                method="tools/call",
+                status="403",
+                decision="deny",
+            )
+            == 1
+        )
         assert sample(metrics, "mcp_gateway_rejections_total", row="tool_insufficient_scope") == 1
 
     def test_request_metrics_can_be_left_to_the_endpoint(
         self, metrics: Metrics, clock: Clock
     ) -> None:
         obs = GatewayObserver(
-            metrics=metrics, logging_config=LoggingConfig(), audit=None,
-            record_request_metrics=False, clock=clock,
-        )  # fmt: skip
+            metrics=metrics,
+            logging_config=LoggingConfig(),
+            audit=None,
+            record_request_metrics=False,
+            clock=clock,
+        )
         ctx = tool_call(clock)
         obs.request_started(ctx)
         assert sample(metrics, "mcp_gateway_in_flight") == 0
         obs.request_finished(ctx)
-        assert sample(
-            metrics, "mcp_gateway_requests_total", method="tools/call", status="200",
-            decision="allow",
-        ) == 0  # fmt: skip
-        assert sample(
-            metrics, "mcp_gateway_request_duration_seconds_count", method="tools/call"
-        ) == 0  # fmt: skip
+        assert (
+            sample(
+                metrics,
+                "mcp_gateway_requests_total",
+                method="tools/call",
+                status="200",
+                decision="allow",
+            )
+            == 0
+        )
+        assert (
+            sample(metrics, "mcp_gateway_request_duration_seconds_count", method="tools/call") == 0
+        )
         assert sample(metrics, "mcp_gateway_rejections_total", row="invalid_token") == 0
 
 
@@ -257,18 +279,48 @@ class TestAccessLine:
         assert len(access) == 1
         line = access[0]
         assert line["log_level"] == "info"
-        assert {k: line[k] for k in (
-            "request_id", "trace_id", "method", "tool", "protocol_version", "status",
-            "jsonrpc_code", "decision", "rule", "subject", "client_id", "token_fp",
-            "bytes_in", "bytes_out", "error_row", "outcome", "backend_ms", "duration_ms",
-        )} == {
-            "request_id": "req-1", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
-            "method": "tools/call", "tool": "search_docs", "protocol_version": "2026-07-28",
-            "status": 200, "jsonrpc_code": None, "decision": "allow", "rule": "search_docs",
-            "subject": "alice@example.com", "client_id": "claude-code",
-            "token_fp": FINGERPRINT, "bytes_in": 180, "bytes_out": 420, "error_row": None,
-            "outcome": "ok", "backend_ms": 12.5, "duration_ms": 42.1,
-        }  # fmt: skip
+        assert {
+            k: line[k]
+            for k in (
+                "request_id",
+                "trace_id",
+                "method",
+                "tool",
+                "protocol_version",
+                "status",
+                "jsonrpc_code",
+                "decision",
+                "rule",
+                "subject",
+                "client_id",
+                "token_fp",
+                "bytes_in",
+                "bytes_out",
+                "error_row",
+                "outcome",
+                "backend_ms",
+                "duration_ms",
+            )
+        } == {
+            "request_id": "req-1",
+            "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+            "method": "tools/call",
+            "tool": "search_docs",
+            "protocol_version": "2026-07-28",
+            "status": 200,
+            "jsonrpc_code": None,
+            "decision": "allow",
+            "rule": "search_docs",
+            "subject": "alice@example.com",
+            "client_id": "claude-code",
+            "token_fp": FINGERPRINT,
+            "bytes_in": 180,
+            "bytes_out": 420,
+            "error_row": None,
+            "outcome": "ok",
+            "backend_ms": 12.5,
+            "duration_ms": 42.1,
+        }
 
     def test_the_subject_is_a_fingerprint_when_configured(
         self, metrics: Metrics, clock: Clock, logs: list[MutableMapping[str, Any]]
@@ -315,13 +367,18 @@ class TestAccessLine:
         run(observer(metrics, clock), ctx, clock)
         (line,) = [entry for entry in logs if entry["event"] == ACCESS_EVENT]
         assert (len(line["tool"]), len(line["method"]), len(line["protocol_version"])) == (
-            128, 64, 32,
-        )  # fmt: skip
+            128,
+            64,
+            32,
+        )
 
     def test_argument_values_are_never_logged_and_their_shape_only_on_request(
-        self, metrics: Metrics, clock: Clock, audit_stream: io.StringIO,
+        self,
+        metrics: Metrics,
+        clock: Clock,
+        audit_stream: io.StringIO,
         logs: list[MutableMapping[str, Any]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         arguments = {"query": "quarterly secret plan", "limit": 3, "filters": {"a": 1}}
         run(
             observer(metrics, clock, audit_stream),
@@ -330,8 +387,9 @@ class TestAccessLine:
         )
         run(
             observer(metrics, clock, audit_stream, log_arguments=True),
-            tool_call(clock, extra={"arguments": arguments}), clock,
-        )  # fmt: skip
+            tool_call(clock, extra={"arguments": arguments}),
+            clock,
+        )
         dumped = json.dumps(logs) + audit_stream.getvalue()
         assert "quarterly secret plan" not in dumped
         first, second = [entry for entry in logs if entry["event"] == ACCESS_EVENT]
@@ -344,17 +402,28 @@ class TestAccessLine:
 
 class TestTokenNeverWritten:
     def test_the_token_appears_in_no_log_line_and_no_audit_event(
-        self, metrics: Metrics, clock: Clock, audit_stream: io.StringIO,
+        self,
+        metrics: Metrics,
+        clock: Clock,
+        audit_stream: io.StringIO,
         logs: list[MutableMapping[str, Any]],
-    ) -> None:  # fmt: skip
+    ) -> None:
         obs = observer(metrics, clock, audit_stream)
         for ctx in (
             tool_call(clock),
-            tool_call(clock, request_id="req-2", status=401, error_row="invalid_token",
-                      outcome=None, backend_ms=None, decision=None),
-            context(clock, request_id="req-3", method="tools/list", status=200,
-                    principal=principal()),
-        ):  # fmt: skip
+            tool_call(
+                clock,
+                request_id="req-2",
+                status=401,
+                error_row="invalid_token",
+                outcome=None,
+                backend_ms=None,
+                decision=None,
+            ),
+            context(
+                clock, request_id="req-3", method="tools/list", status=200, principal=principal()
+            ),
+        ):
             run(obs, ctx, clock)
         assert logs and audit_stream.getvalue()
         everything = json.dumps(logs) + audit_stream.getvalue() + metrics_text(metrics)
@@ -380,19 +449,33 @@ class TestAudit:
         (event,) = [json.loads(line) for line in audit_stream.getvalue().splitlines()]
         chain = event.pop("chain")  # the links of the hash chain (test_obs_audit_chain.py)
         assert (event.pop("seq"), event.pop("prev"), chain.partition("@")[0]) == (
-            1, "0" * 64, f"{socket.gethostname()}:{os.getpid()}",
-        )  # fmt: skip
+            1,
+            "0" * 64,
+            f"{socket.gethostname()}:{os.getpid()}",
+        )
         assert event == {
-            "ts": "2026-11-30T00:53:20.000Z", "log": "audit", "event": "tool_call",
-            "request_id": "req-1", "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
-            "subject": "alice@example.com", "client_id": "claude-code", "tool": "search_docs",
-            "decision": "allow", "rule": "search_docs",
+            "ts": "2026-11-30T00:53:20.000Z",
+            "log": "audit",
+            "event": "tool_call",
+            "request_id": "req-1",
+            "trace_id": "4bf92f3577b34da6a3ce929d0e0e4736",
+            "subject": "alice@example.com",
+            "client_id": "claude-code",
+            "tool": "search_docs",
+            "decision": "allow",
+            "rule": "search_docs",
             "granted_scopes": ["mcp:access", "docs:read"],
-            "missing_scopes": [], "outcome": "ok",
-            "duration_ms": 20.0, "backend_ms": 12.5, "status": 200, "jsonrpc_code": None,
-            "error_row": None, "token_fp": FINGERPRINT, "auth_method": "introspection",
+            "missing_scopes": [],
+            "outcome": "ok",
+            "duration_ms": 20.0,
+            "backend_ms": 12.5,
+            "status": 200,
+            "jsonrpc_code": None,
+            "error_row": None,
+            "token_fp": FINGERPRINT,
+            "auth_method": "introspection",
             "issuer": "https://id.example.com",
-        }  # fmt: skip
+        }
 
     def test_a_denied_call_records_the_rule_and_the_missing_scopes(
         self, metrics: Metrics, clock: Clock, audit_stream: io.StringIO
@@ -401,24 +484,36 @@ class TestAudit:
         run(observer(metrics, clock, audit_stream), ctx, clock)
         event = json.loads(audit_stream.getvalue())
         assert (event["decision"], event["rule"], event["missing_scopes"], event["outcome"]) == (
-            "deny", "create_*", ["tickets:write"], "denied",
-        )  # fmt: skip
+            "deny",
+            "create_*",
+            ["tickets:write"],
+            "denied",
+        )
         assert (event["status"], event["error_row"], event["backend_ms"]) == (
-            403, "tool_insufficient_scope", None,
-        )  # fmt: skip
+            403,
+            "tool_insufficient_scope",
+            None,
+        )
 
     def test_a_call_refused_before_the_policy_ran_is_decision_none_outcome_rejected(
         self, metrics: Metrics, clock: Clock, audit_stream: io.StringIO
     ) -> None:
         ctx = tool_call(
-            clock, decision=None, status=400, jsonrpc_code=-32020, error_row="header_mismatch",
-            outcome=None, backend_ms=None,
-        )  # fmt: skip
+            clock,
+            decision=None,
+            status=400,
+            jsonrpc_code=-32020,
+            error_row="header_mismatch",
+            outcome=None,
+            backend_ms=None,
+        )
         run(observer(metrics, clock, audit_stream), ctx, clock)
         event = json.loads(audit_stream.getvalue())
         assert (event["decision"], event["outcome"], event["jsonrpc_code"]) == (
-            "none", "rejected", -32020,
-        )  # fmt: skip
+            "none",
+            "rejected",
+            -32020,
+        )
 
     def test_the_audit_subject_follows_the_logging_subject_setting(
         self, metrics: Metrics, clock: Clock, audit_stream: io.StringIO
@@ -455,7 +550,10 @@ class TestContextBinding:
     ) -> None:
         structlog.contextvars.bind_contextvars(request_id="stale", trace_id="stale")
         GatewayObserver(
-            metrics=metrics, logging_config=LoggingConfig(), audit=None,
-            record_request_metrics=False, clock=clock,
-        ).request_finished(tool_call(clock))  # fmt: skip
+            metrics=metrics,
+            logging_config=LoggingConfig(),
+            audit=None,
+            record_request_metrics=False,
+            clock=clock,
+        ).request_finished(tool_call(clock))
         assert structlog.contextvars.get_contextvars() == {}

@@ -47,9 +47,12 @@ def one_request(t: Tracing, *, method: str | None = "tools/call", tool: str = "e
     with spans.child("mcp_gateway.token_check"):
         spans.annotate("mcp_gateway.token_cache", "hit")
     ctx = RequestContext(
-        request_id="r1", trace_id=trace.trace_id, span_id=trace.span_id, started=0.0,
+        request_id="r1",
+        trace_id=trace.trace_id,
+        span_id=trace.span_id,
+        started=0.0,
         client_ip="192.0.2.1",
-    )  # fmt: skip
+    )
     ctx.method, ctx.tool, ctx.status = method, tool, 200
     t.finish(recorded, ctx)
     spans.enter(None)

@@ -24,11 +24,24 @@ class TestSecretKeys:
     @pytest.mark.parametrize(
         "key",
         [
-            "authorization", "Authorization", "proxy-authorization", "token", "access_token",
-            "refresh_token", "id_token", "client_secret", "password", "cookie", "Set-Cookie",
-            "api_key", "X-Api-Key", "private_key", "client_assertion", "mcp-session-id",
+            "authorization",
+            "Authorization",
+            "proxy-authorization",
+            "token",
+            "access_token",
+            "refresh_token",
+            "id_token",
+            "client_secret",
+            "password",
+            "cookie",
+            "Set-Cookie",
+            "api_key",
+            "X-Api-Key",
+            "private_key",
+            "client_assertion",
+            "mcp-session-id",
         ],
-    )  # fmt: skip
+    )
     def test_a_secret_named_key_has_its_value_masked(self, key: str) -> None:
         assert is_secret_key(key)
         assert redact(**{key: TOKEN})[key] == REDACTED

@@ -178,8 +178,9 @@ leaves = st.one_of(
 
 
 def _extend(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-    binary = st.sampled_from(["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=",
-                              "in", "&&", "||"])  # fmt: skip
+    binary = st.sampled_from(
+        ["+", "-", "*", "/", "%", "==", "!=", "<", "<=", ">", ">=", "in", "&&", "||"]
+    )
     pairs = st.lists(st.tuples(inner, inner), max_size=2)
     return st.one_of(
         st.tuples(inner, binary, inner).map(lambda t: f"{t[0]} {t[1]} {t[2]}"),
@@ -243,10 +244,22 @@ def test_check_refuses_the_costly_expressions_at_their_position(tmp_path: Path) 
     )
     env = {k: v for k, v in os.environ.items() if k != "MCP_GATEWAY_CONFIG"}
     result = subprocess.run(
-        [sys.executable, "-m", "gateway.commands", "check", "--skip-secrets", "--config",
-         "gateway.yaml"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path, env=env, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "gateway.commands",
+            "check",
+            "--skip-secrets",
+            "--config",
+            "gateway.yaml",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
     assert result.returncode == 1, result.stdout + result.stderr
     lines = result.stdout.splitlines()
     assert len(lines) == 2, lines

@@ -45,87 +45,165 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> PolicySet:
 
 ALLOW, STEP_UP, HIDDEN = "allow", "step-up", "hidden"
 
-# (id, tool, principal, verdict, rule, reason, required, missing)
-CASES: list[tuple[str, str, Principal, str, str | None, str, str, str]] = [
-    ("exact rule, scopes present", "search_docs", who("mcp:access docs:read"),
-     ALLOW, "search_docs", "allow", "mcp:access docs:read", ""),
-    ("exact rule, scope missing", "search_docs", who("mcp:access"),
-     STEP_UP, "search_docs", "scope", "mcp:access docs:read", "docs:read"),
-    ("baseline missing is part of the step-up", "search_docs", who("docs:read"),
-     STEP_UP, "search_docs", "scope", "mcp:access docs:read", "mcp:access"),
-    ("no scopes at all names every scope", "search_docs", who(""),
-     STEP_UP, "search_docs", "scope", "mcp:access docs:read", "mcp:access docs:read"),
-    ("glob rule", "docs_search", who("mcp:access docs:read"),
-     ALLOW, "docs_*", "allow", "mcp:access docs:read", ""),
-    ("more literal characters beat fewer", "docs_admin_users", who("mcp:access docs:read"),
-     STEP_UP, "docs_admin_*", "scope", "mcp:access docs:admin", "docs:admin"),
-    ("exact deny beats a matching glob", "docs_admin_purge", who("mcp:access docs:admin"),
-     HIDDEN, "docs_admin_purge", "deny", "", ""),
-    ("'?' beats '*' at equal literal count", "report_q1", who("mcp:access reports:read"),
-     ALLOW, "report_??", "allow", "mcp:access reports:read", ""),
-    ("'?' pins the length", "report_2024", who("mcp:access reports:read"),
-     STEP_UP, "report_*", "scope", "mcp:access reports:admin", "reports:admin"),
-    ("any_of: a satisfied alternative allows", "create_ticket",
-     who("mcp:access tickets:write team:b team:c"),
-     ALLOW, "create_ticket", "allow", "mcp:access tickets:write team:b team:c", ""),
-    ("any_of: step-up picks the alternative with fewest missing", "create_ticket",
-     who("mcp:access team:b team:c"),
-     STEP_UP, "create_ticket", "scope", "mcp:access tickets:write team:b team:c",
-     "tickets:write"),
-    ("any_of: equal missing counts pick the first alternative", "create_ticket",
-     who("mcp:access tickets:write team:b"),
-     STEP_UP, "create_ticket", "scope", "mcp:access tickets:write team:a", "team:a"),
-    ("any_of: scopes alone do not satisfy", "create_ticket", who("mcp:access tickets:write"),
-     STEP_UP, "create_ticket", "scope", "mcp:access tickets:write team:a", "team:a"),
-    ("any_of without scopes: second alternative", "read_ticket", who("mcp:access tickets:write"),
-     ALLOW, "read_ticket", "allow", "mcp:access tickets:write", ""),
-    ("any_of without scopes: step-up to the first", "read_ticket", who("mcp:access"),
-     STEP_UP, "read_ticket", "scope", "mcp:access tickets:read", "tickets:read"),
-    ("allow-listed client", "admin_reset", who("mcp:access admin", client_id="ops-console"),
-     ALLOW, "admin_*", "allow", "mcp:access admin", ""),
-    ("other client is hidden", "admin_reset", who("mcp:access admin", client_id="cli"),
-     HIDDEN, "admin_*", "client", "", ""),
-    ("no client_id is hidden", "admin_reset", who("mcp:access admin", client_id=None),
-     HIDDEN, "admin_*", "client", "", ""),
-    ("other client without the scope gets no step-up hint", "admin_reset", who("mcp:access"),
-     HIDDEN, "admin_*", "client", "", ""),
-    ("allow-listed client without the scope steps up", "admin_reset",
-     who("mcp:access", client_id="ops-console"),
-     STEP_UP, "admin_*", "scope", "mcp:access admin", "admin"),
-    ("subject listed exactly", "me_profile", who("mcp:access", sub="alice"),
-     ALLOW, "me_*", "allow", "mcp:access", ""),
-    ("subject matching a pattern", "me_profile", who("mcp:access", sub="bob@example.com"),
-     ALLOW, "me_*", "allow", "mcp:access", ""),
-    ("subject patterns match the whole subject", "me_profile",
-     who("mcp:access", sub="bob@example.com.evil"),
-     HIDDEN, "me_*", "subject", "", ""),
-    ("unlisted subject is hidden", "me_profile", who("mcp:access", sub="mallory"),
-     HIDDEN, "me_*", "subject", "", ""),
-    ("subject match is case-sensitive", "me_profile", who("mcp:access", sub="Alice"),
-     HIDDEN, "me_*", "subject", "", ""),
-    ("deny wins over scopes", "legacy_tool", who("mcp:access docs:read"),
-     HIDDEN, "legacy_tool", "deny", "", ""),
-    ("no rule is hidden", "drop_database", who("mcp:access docs:read admin"),
-     HIDDEN, None, "no_rule", "", ""),
-    ("tool names are case-sensitive", "Search_docs", who("mcp:access docs:read"),
-     HIDDEN, None, "no_rule", "", ""),
-    ("a glob must match the whole name", "my_docs_x", who("mcp:access docs:read"),
-     HIDDEN, None, "no_rule", "", ""),
-    ("empty tool name", "", who("mcp:access"), HIDDEN, None, "no_rule", "", ""),
-]  # fmt: skip
+# name: (tool, caller, "verdict rule reason | required scopes | missing scopes"); rule - is none
+CASES: dict[str, tuple[str, Principal, str]] = {
+    "exact rule, scopes present": (
+        "search_docs",
+        who("mcp:access docs:read"),
+        "allow search_docs allow | mcp:access docs:read |",
+    ),
+    "exact rule, scope missing": (
+        "search_docs",
+        who("mcp:access"),
+        "step-up search_docs scope | mcp:access docs:read | docs:read",
+    ),
+    "baseline missing is part of the step-up": (
+        "search_docs",
+        who("docs:read"),
+        "step-up search_docs scope | mcp:access docs:read | mcp:access",
+    ),
+    "no scopes at all names every scope": (
+        "search_docs",
+        who(""),
+        "step-up search_docs scope | mcp:access docs:read | mcp:access docs:read",
+    ),
+    "glob rule": (
+        "docs_search",
+        who("mcp:access docs:read"),
+        "allow docs_* allow | mcp:access docs:read |",
+    ),
+    "more literal characters beat fewer": (
+        "docs_admin_users",
+        who("mcp:access docs:read"),
+        "step-up docs_admin_* scope | mcp:access docs:admin | docs:admin",
+    ),
+    "exact deny beats a matching glob": (
+        "docs_admin_purge",
+        who("mcp:access docs:admin"),
+        "hidden docs_admin_purge deny",
+    ),
+    "'?' beats '*' at equal literal count": (
+        "report_q1",
+        who("mcp:access reports:read"),
+        "allow report_?? allow | mcp:access reports:read |",
+    ),
+    "'?' pins the length": (
+        "report_2024",
+        who("mcp:access reports:read"),
+        "step-up report_* scope | mcp:access reports:admin | reports:admin",
+    ),
+    "any_of: a satisfied alternative allows": (
+        "create_ticket",
+        who("mcp:access tickets:write team:b team:c"),
+        "allow create_ticket allow | mcp:access tickets:write team:b team:c |",
+    ),
+    "any_of: step-up picks the alternative with fewest missing": (
+        "create_ticket",
+        who("mcp:access team:b team:c"),
+        "step-up create_ticket scope | mcp:access tickets:write team:b team:c | tickets:write",
+    ),
+    "any_of: equal missing counts pick the first alternative": (
+        "create_ticket",
+        who("mcp:access tickets:write team:b"),
+        "step-up create_ticket scope | mcp:access tickets:write team:a | team:a",
+    ),
+    "any_of: scopes alone do not satisfy": (
+        "create_ticket",
+        who("mcp:access tickets:write"),
+        "step-up create_ticket scope | mcp:access tickets:write team:a | team:a",
+    ),
+    "any_of without scopes: second alternative": (
+        "read_ticket",
+        who("mcp:access tickets:write"),
+        "allow read_ticket allow | mcp:access tickets:write |",
+    ),
+    "any_of without scopes: step-up to the first": (
+        "read_ticket",
+        who("mcp:access"),
+        "step-up read_ticket scope | mcp:access tickets:read | tickets:read",
+    ),
+    "allow-listed client": (
+        "admin_reset",
+        who("mcp:access admin", client_id="ops-console"),
+        "allow admin_* allow | mcp:access admin |",
+    ),
+    "other client is hidden": (
+        "admin_reset",
+        who("mcp:access admin", client_id="cli"),
+        "hidden admin_* client",
+    ),
+    "no client_id is hidden": (
+        "admin_reset",
+        who("mcp:access admin", client_id=None),
+        "hidden admin_* client",
+    ),
+    "other client without the scope gets no step-up hint": (
+        "admin_reset",
+        who("mcp:access"),
+        "hidden admin_* client",
+    ),
+    "allow-listed client without the scope steps up": (
+        "admin_reset",
+        who("mcp:access", client_id="ops-console"),
+        "step-up admin_* scope | mcp:access admin | admin",
+    ),
+    "subject listed exactly": (
+        "me_profile",
+        who("mcp:access", sub="alice"),
+        "allow me_* allow | mcp:access |",
+    ),
+    "subject matching a pattern": (
+        "me_profile",
+        who("mcp:access", sub="bob@example.com"),
+        "allow me_* allow | mcp:access |",
+    ),
+    "subject patterns match the whole subject": (
+        "me_profile",
+        who("mcp:access", sub="bob@example.com.evil"),
+        "hidden me_* subject",
+    ),
+    "unlisted subject is hidden": (
+        "me_profile",
+        who("mcp:access", sub="mallory"),
+        "hidden me_* subject",
+    ),
+    "subject match is case-sensitive": (
+        "me_profile",
+        who("mcp:access", sub="Alice"),
+        "hidden me_* subject",
+    ),
+    "deny wins over scopes": (
+        "legacy_tool",
+        who("mcp:access docs:read"),
+        "hidden legacy_tool deny",
+    ),
+    "no rule is hidden": ("drop_database", who("mcp:access docs:read admin"), "hidden - no_rule"),
+    "tool names are case-sensitive": (
+        "Search_docs",
+        who("mcp:access docs:read"),
+        "hidden - no_rule",
+    ),
+    "a glob must match the whole name": (
+        "my_docs_x",
+        who("mcp:access docs:read"),
+        "hidden - no_rule",
+    ),
+    "empty tool name": ("", who("mcp:access"), "hidden - no_rule"),
+}
 
 
 @pytest.mark.parametrize(
     ("tool", "caller", "expected"),
-    [pytest.param(case[1], case[2], case[3:], id=case[0]) for case in CASES],
+    [pytest.param(*case, id=name) for name, case in CASES.items()],
 )
 def test_a_tool_decision_follows_the_ladder(
-    policy: PolicySet, tool: str, caller: Principal, expected: tuple[str, ...]
+    policy: PolicySet, tool: str, caller: Principal, expected: str
 ) -> None:
-    verdict, rule, reason, required, missing = expected
+    ladder, required, missing = (*expected.split("|"), "", "")[:3]
+    verdict, rule, reason = ladder.split()
     decision = policy.decide_tool(caller, tool)
     got = ALLOW if decision.allowed else STEP_UP if decision.visible else HIDDEN
-    assert (got, decision.rule, decision.reason) == (verdict, rule, reason)
+    assert (got, decision.rule or "-", decision.reason) == (verdict, rule, reason)
     assert decision.required_scopes == tuple(required.split())
     assert decision.missing_scopes == tuple(missing.split())
 

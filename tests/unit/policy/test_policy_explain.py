@@ -73,9 +73,18 @@ class TestText:
     def test_all_without_a_catalog_lists_every_rule_key_and_the_methods(
         self, config: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        code, out, _ = run(capsys, "--config", str(config), "--scopes",
-            "mcp:access docs:read admin", "--client-id", "cli", "--sub",
-            "bob@example.com", "--all")  # fmt: skip
+        code, out, _ = run(
+            capsys,
+            "--config",
+            str(config),
+            "--scopes",
+            "mcp:access docs:read admin",
+            "--client-id",
+            "cli",
+            "--sub",
+            "bob@example.com",
+            "--all",
+        )
         assert code == 0
         table = out.split("\n\n")[1:3]
         assert table == [
@@ -98,9 +107,18 @@ class TestText:
         catalog.write_text(
             json.dumps({"tools": [{"name": "search_docs"}, {"name": "admin_reset"}, {"name": "x"}]})
         )
-        code, out, _ = run(capsys, "--config", str(config), "--scopes",
-            "mcp:access admin", "--client-id", "ops-console", "--all",
-            "--catalog-file", str(catalog))  # fmt: skip
+        code, out, _ = run(
+            capsys,
+            "--config",
+            str(config),
+            "--scopes",
+            "mcp:access admin",
+            "--client-id",
+            "ops-console",
+            "--all",
+            "--catalog-file",
+            str(catalog),
+        )
         assert code == 0
         assert (
             "TOOL         DECISION  RULE         REASON   MISSING SCOPES\n"
@@ -121,8 +139,16 @@ class TestJson:
     def test_json_output_carries_the_whole_decision(
         self, config: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        code, out, _ = run(capsys, "--config", str(config), "--scopes",
-            "mcp:access tickets:write", "--tool", "create_ticket", "--json")  # fmt: skip
+        code, out, _ = run(
+            capsys,
+            "--config",
+            str(config),
+            "--scopes",
+            "mcp:access tickets:write",
+            "--tool",
+            "create_ticket",
+            "--json",
+        )
         assert code == 0
         report = json.loads(out)
         assert report["baseline_scopes"] == ["mcp:access"]

@@ -62,13 +62,22 @@ def test_each_condition_with_where_it_is_decided_and_its_result(
         f'claims.department == "ops"  [{where}:9:9]',
     ]
     code, out, err = _explain(
-        config, tmp_path, capsys, "--tool", "restart_service", "--arguments", '{"env": "prod"}',
+        config,
+        tmp_path,
+        capsys,
+        "--tool",
+        "restart_service",
+        "--arguments",
+        '{"env": "prod"}',
         "--json",
-    )  # fmt: skip
+    )
     assert code == 0, err
     shown = json.loads(out)["results"][0]["conditions"]
-    assert [c["result"] for c in shown] == ["true", "false", "error: no such key 'department' "
-                                            "(use has())"]  # fmt: skip
+    assert [c["result"] for c in shown] == [
+        "true",
+        "false",
+        "error: no such key 'department' (use has())",
+    ]
     assert [c["decided_at"] for c in shown] == ["listing", "call", "listing"]
     assert shown[1]["reads"] == ["arguments"]
     assert "k3ep-0ut" not in out  # a claim value is never printed
@@ -107,8 +116,9 @@ def test_a_condition_that_refuses_makes_the_decision_denied_and_the_tool_unliste
         "deploy": ("allow", "allow", True),  # reads the arguments: decided at the call
     }
     assert rows["reports"]["allowed"] is False and rows["reports"]["visible"] is True
-    code, out, err = _explain(config, tmp_path, capsys, "--tool", "deploy", "--arguments",
-                              '{"env": "prod"}', "--json")  # fmt: skip
+    code, out, err = _explain(
+        config, tmp_path, capsys, "--tool", "deploy", "--arguments", '{"env": "prod"}', "--json"
+    )
     assert code == 0, err
     (row,) = json.loads(out)["results"]
     # Refused at the call, still listed: tools/list decides no condition that reads arguments.

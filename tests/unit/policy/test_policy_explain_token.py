@@ -60,10 +60,18 @@ def config(tmp_path: Path) -> Path:
 def entra_claims(**extra: Any) -> dict[str, Any]:
     now = int(time.time())
     return {
-        "aud": "66666666-7777-8888-9999-000000000000", "iss": ENTRA, "iat": now, "nbf": now,
-        "exp": now + 3600, "azp": "claude-code-app", "oid": "user-oid", "sub": "pairwise",
-        "scp": "mcp.access notes.read offline", "ver": "2.0", **extra,
-    }  # fmt: skip
+        "aud": "66666666-7777-8888-9999-000000000000",
+        "iss": ENTRA,
+        "iat": now,
+        "nbf": now,
+        "exp": now + 3600,
+        "azp": "claude-code-app",
+        "oid": "user-oid",
+        "sub": "pairwise",
+        "scp": "mcp.access notes.read offline",
+        "ver": "2.0",
+        **extra,
+    }
 
 
 def compact(claims: dict[str, Any]) -> str:
@@ -126,17 +134,28 @@ def test_json_names_each_step_and_an_expired_token_is_flagged_not_refused(
     token = tmp_path / "payload.json"
     token.write_text(json.dumps(entra_claims(exp=int(time.time()) - 3600)))
     code, out, err = run(
-        capsys, "--config", str(config), "--token-file", str(token), "--tool", "search_notes",
+        capsys,
+        "--config",
+        str(config),
+        "--token-file",
+        str(token),
+        "--tool",
+        "search_notes",
         "--json",
-    )  # fmt: skip
+    )
     assert code == 0, err
     report = json.loads(out)
     assert report["token"]["accepted"] is False
     assert report["token"]["refusal"] == "token expired"
     assert report["token"]["derivation"][0] == {
-        "source": "scope", "claim": "scp", "value": "mcp.access", "spelled": f"{API}mcp.access",
-        "mapped": True, "dropped": False, "scope": "mcp:access",
-    }  # fmt: skip
+        "source": "scope",
+        "claim": "scp",
+        "value": "mcp.access",
+        "spelled": f"{API}mcp.access",
+        "mapped": True,
+        "dropped": False,
+        "scope": "mcp:access",
+    }
     assert report["principal"]["scopes"] == [f"{API}offline", "mcp:access", "notes:read"]
     assert report["results"][0]["decision"] == "allow"
 
@@ -146,10 +165,18 @@ def test_an_introspection_answer_uses_the_issuer_it_names_and_flags_an_id_token(
 ) -> None:
     now = int(time.time())
     answer = {
-        "active": True, "iss": KEYCLOAK, "aud": ["claude-code", "https://mcp.example.com/mcp"],
-        "exp": now + 300, "iat": now, "sub": "f2b1c0de", "typ": "ID", "nonce": "n",
-        "azp": "claude-code", "client_id": "claude-code", "scope": "openid mcp:access",
-    }  # fmt: skip
+        "active": True,
+        "iss": KEYCLOAK,
+        "aud": ["claude-code", "https://mcp.example.com/mcp"],
+        "exp": now + 300,
+        "iat": now,
+        "sub": "f2b1c0de",
+        "typ": "ID",
+        "nonce": "n",
+        "azp": "claude-code",
+        "client_id": "claude-code",
+        "scope": "openid mcp:access",
+    }
     token = tmp_path / "answer.json"
     token.write_text(json.dumps(answer))
     code, out, err = run(capsys, "--config", str(config), "--token-file", str(token), "--all")
@@ -166,9 +193,16 @@ def test_groups_print_their_prefix_and_an_overage_is_flagged(
 ) -> None:
     now = int(time.time())
     answer = {
-        "active": True, "iss": KEYCLOAK, "aud": "https://mcp.example.com/mcp", "exp": now + 300,
-        "iat": now, "sub": "svc", "client_id": "ci-bot", "scope": "mcp:access", "groups": ["/sre"],
-    }  # fmt: skip
+        "active": True,
+        "iss": KEYCLOAK,
+        "aud": "https://mcp.example.com/mcp",
+        "exp": now + 300,
+        "iat": now,
+        "sub": "svc",
+        "client_id": "ci-bot",
+        "scope": "mcp:access",
+        "groups": ["/sre"],
+    }
     token = tmp_path / "answer.json"
     token.write_text(json.dumps(answer))
     code, out, err = run(capsys, "--config", str(config), "--token-file", str(token), "--all")
@@ -218,9 +252,12 @@ def test_secret_references_whose_values_are_checked_are_not_read_either(
     ],
 )
 def test_unreadable_token_files_are_clear_errors(
-    config: Path, capsys: pytest.CaptureFixture[str], content: str,
-    extra: tuple[str, ...], message: str,
-) -> None:  # fmt: skip
+    config: Path,
+    capsys: pytest.CaptureFixture[str],
+    content: str,
+    extra: tuple[str, ...],
+    message: str,
+) -> None:
     token = config.parent / "token"
     token.write_text(content)
     code, out, err = run(

@@ -57,9 +57,18 @@ class TestNormalisation:
 
     @pytest.mark.parametrize(
         "raw",
-        ["", "no-scheme", "/relative", "file:///a#frag", "file:///a%zz", "file:///a b",
-         "file:///\u00e9", "file:///a\x00", "x:" + "a" * 2048],
-    )  # fmt: skip
+        [
+            "",
+            "no-scheme",
+            "/relative",
+            "file:///a#frag",
+            "file:///a%zz",
+            "file:///a b",
+            "file:///\u00e9",
+            "file:///a\x00",
+            "x:" + "a" * 2048,
+        ],
+    )
     def test_what_is_not_a_uri_is_refused(self, raw: str) -> None:
         assert normalize_uri(raw) is None
 
@@ -134,33 +143,47 @@ class TestLoader:
     @pytest.mark.parametrize(
         ("body", "expected"),
         [
-            ("resources:\n  docs/**: {scopes: []}\n",
-             '4:3: resources.docs/**: not a URI: write scheme:[//authority]path, '
-             'e.g. "file:///docs/**"'),
-            ('resources:\n  "ui://*/view": {scopes: []}\n',
-             "4:3: resources.ui://*/view: the scheme and the authority are matched literally: "
-             "no * in them"),
-            ('resources:\n  "file:///a/***": {scopes: []}\n',
-             "4:3: resources.file:///a/***: use * (one segment) or ** (any depth), not ***"),
-            ('resources:\n  "file:///a%zz": {scopes: []}\n',
-             "4:3: resources.file:///a%zz: not a valid URI (printable ASCII, percent-encodings "
-             "as %XX, no fragment)"),
-            ('resources:\n  "file:///a": {}\n',
-             "4:3: resources.file:///a: a rule needs scopes (use [] for the baseline only), "
-             "any_of or deny"),
-            ('resources:\n  "": {scopes: []}\n',
-             "4:3: resources.: a resource URI or pattern must not be empty"),
-            ("prompts:\n  \"p[ab]\": {scopes: []}\n",
-             "4:3: prompts.p[ab]: character classes ([...]) are not supported; use * and ?"),
-            ("prompts:\n  p: {scopes: [], scope: [x]}\n",
-             "4:19: prompts.p.scope: unknown key"),
-            ("prompts:\n  p: {scopes: [], rate_limit: fast}\n",
-             '4:19: prompts.p.rate_limit: "fast" is not a rate: write N/second, N/minute or '
-             "N/hour"),
-            ("methods:\n  prompts/get: {scopes: [x]}\n",
-             "4:3: methods.prompts/get: unknown key"),
+            (
+                "resources:\n  docs/**: {scopes: []}\n",
+                "4:3: resources.docs/**: not a URI: write scheme:[//authority]path, "
+                'e.g. "file:///docs/**"',
+            ),
+            (
+                'resources:\n  "ui://*/view": {scopes: []}\n',
+                "4:3: resources.ui://*/view: the scheme and the authority are matched literally: "
+                "no * in them",
+            ),
+            (
+                'resources:\n  "file:///a/***": {scopes: []}\n',
+                "4:3: resources.file:///a/***: use * (one segment) or ** (any depth), not ***",
+            ),
+            (
+                'resources:\n  "file:///a%zz": {scopes: []}\n',
+                "4:3: resources.file:///a%zz: not a valid URI (printable ASCII, percent-encodings "
+                "as %XX, no fragment)",
+            ),
+            (
+                'resources:\n  "file:///a": {}\n',
+                "4:3: resources.file:///a: a rule needs scopes (use [] for the baseline only), "
+                "any_of or deny",
+            ),
+            (
+                'resources:\n  "": {scopes: []}\n',
+                "4:3: resources.: a resource URI or pattern must not be empty",
+            ),
+            (
+                'prompts:\n  "p[ab]": {scopes: []}\n',
+                "4:3: prompts.p[ab]: character classes ([...]) are not supported; use * and ?",
+            ),
+            ("prompts:\n  p: {scopes: [], scope: [x]}\n", "4:19: prompts.p.scope: unknown key"),
+            (
+                "prompts:\n  p: {scopes: [], rate_limit: fast}\n",
+                '4:19: prompts.p.rate_limit: "fast" is not a rate: write N/second, N/minute or '
+                "N/hour",
+            ),
+            ("methods:\n  prompts/get: {scopes: [x]}\n", "4:3: methods.prompts/get: unknown key"),
         ],
-    )  # fmt: skip
+    )
     def test_each_mistake_is_reported_at_its_position(
         self, tmp_path: Path, body: str, expected: str
     ) -> None:
@@ -319,16 +342,28 @@ class TestExplainAndCheck:
         assert "summarize  step-up   summarize  scope   docs:read" in out
         assert "a hidden prompt is answered like an unknown prompt (-32602)" in out
         code, out = self.run(
-            capsys, "--policy", str(path), "--scopes", "mcp:access docs:read", "--json",
-            "--resource", "file:///docs/%2e%2e/etc/passwd",
-        )  # fmt: skip
+            capsys,
+            "--policy",
+            str(path),
+            "--scopes",
+            "mcp:access docs:read",
+            "--json",
+            "--resource",
+            "file:///docs/%2e%2e/etc/passwd",
+        )
         report = json.loads(out)
         assert report["evaluated"] == "resource"
         assert report["results"][0] | {"required_scopes": None} == {
-            "name": "file:///docs/%2e%2e/etc/passwd", "decision": "hidden", "allowed": False,
-            "visible": False, "rule": None, "reason": "no_rule", "required_scopes": None,
-            "missing_scopes": [], "listed": False,
-        }  # fmt: skip
+            "name": "file:///docs/%2e%2e/etc/passwd",
+            "decision": "hidden",
+            "allowed": False,
+            "visible": False,
+            "rule": None,
+            "reason": "no_rule",
+            "required_scopes": None,
+            "missing_scopes": [],
+            "listed": False,
+        }
         assert report["warnings"] == [
             "decided on, and sent to the backend as, its normal form file:///etc/passwd"
         ]
@@ -350,9 +385,13 @@ class TestExplainAndCheck:
         assert tables[3].splitlines()[0].startswith("RESOURCE RULE")
         assert "file:///docs/private/**           step-up" in tables[3]
         assert [line.split()[0] for line in tables[4].splitlines()[1:]] == [
-            "server/discover", "tools/list", "prompts/list", "resources/list",
-            "resources/templates/list", "who:",
-        ]  # fmt: skip
+            "server/discover",
+            "tools/list",
+            "prompts/list",
+            "resources/list",
+            "resources/templates/list",
+            "who:",
+        ]
         # No configuration: the principal stands for the first issuer, whose names plain
         # entries are.
         assert "who: ops_*: clients 'ops-console' of the first issuer" in tables[4]

@@ -73,9 +73,19 @@ class TestTheNormalForm:
             resource_uri(raw)
 
     @pytest.mark.parametrize(
-        "raw", ["", "no-scheme", "file:///a#f", "file:///a%zz", "file:///a b", "file:///\u00e9",
-                "mcp-gw://alpha/", "mcp-gw://alpha", "mcp-gw://alpha/no-scheme"],
-    )  # fmt: skip
+        "raw",
+        [
+            "",
+            "no-scheme",
+            "file:///a#f",
+            "file:///a%zz",
+            "file:///a b",
+            "file:///\u00e9",
+            "mcp-gw://alpha/",
+            "mcp-gw://alpha",
+            "mcp-gw://alpha/no-scheme",
+        ],
+    )
     def test_what_is_no_uri_has_no_rule_and_is_not_ambiguous(self, raw: str) -> None:
         assert resource_uri(raw) is None
 
@@ -97,8 +107,10 @@ class TestTheNormalForm:
     def test_explain_says_what_the_gateway_makes_of_a_uri(
         self, tmp_path: Path, capsys: pytest.CaptureFixture[str]
     ) -> None:
-        path = write_text(tmp_path / "p.yaml", 'version: 1\nbaseline_scopes: [a]\nresources:\n'
-                          '  "file:///docs/**": {scopes: []}\n')  # fmt: skip
+        path = write_text(
+            tmp_path / "p.yaml",
+            'version: 1\nbaseline_scopes: [a]\nresources:\n  "file:///docs/**": {scopes: []}\n',
+        )
         base = ["policy", "explain", "--policy", str(path), "--scopes", "a", "--json"]
         assert main([*base, "--resource", "file:///docs//private/x"]) == 0
         report = json.loads(capsys.readouterr().out)
@@ -129,13 +141,48 @@ class TestTheNormalForm:
 
 
 PIECES = st.sampled_from(
-    ["a", "B", "/", "//", ".", "..", "%2e", "%2E", "%2F", "%2f", "%5c", "\\", "%7e", "%41", "?",
-     "%", "%zz", "*", "**", ":", "rt://", "file:///", "@", "%00", " ", "~", "%25"]
-)  # fmt: skip
+    [
+        "a",
+        "B",
+        "/",
+        "//",
+        ".",
+        "..",
+        "%2e",
+        "%2E",
+        "%2F",
+        "%2f",
+        "%5c",
+        "\\",
+        "%7e",
+        "%41",
+        "?",
+        "%",
+        "%zz",
+        "*",
+        "**",
+        ":",
+        "rt://",
+        "file:///",
+        "@",
+        "%00",
+        " ",
+        "~",
+        "%25",
+    ]
+)
 HEADS = st.sampled_from(
-    ["file://", "FILE:///", "rt://Host", "urn:", "mcp-gw://alpha/", "MCP-GW://Beta/rt://H",
-     "mcp-gw://alpha/file:///", "x:"]
-)  # fmt: skip
+    [
+        "file://",
+        "FILE:///",
+        "rt://Host",
+        "urn:",
+        "mcp-gw://alpha/",
+        "MCP-GW://Beta/rt://H",
+        "mcp-gw://alpha/file:///",
+        "x:",
+    ]
+)
 
 
 @settings(max_examples=2000, deadline=None)
@@ -151,8 +198,10 @@ def test_normalising_is_idempotent_and_never_ambiguous(head: str, pieces: list[s
 
 
 @settings(max_examples=1000, deadline=None)
-@given(st.sampled_from(["file:///", "rt://h/", "mcp-gw://alpha/", "mcp-gw://a/rt://h/"]),
-       st.lists(PIECES, max_size=10))  # fmt: skip
+@given(
+    st.sampled_from(["file:///", "rt://h/", "mcp-gw://alpha/", "mcp-gw://a/rt://h/"]),
+    st.lists(PIECES, max_size=10),
+)
 def test_a_keys_normal_form_is_its_own(head: str, pieces: list[str]) -> None:
     compiled, _ = compile_pattern(head + "".join(pieces))
     if compiled is None:
@@ -165,13 +214,18 @@ def _member(name: str, outbound: Outbound) -> UpstreamBackend:
     settings = BackendConfig(
         url=f"http://127.0.0.1:9/{name}",
         credential=CredentialConfig(type="bearer", token=Secret(f"{name}-secret", "literal")),
-        allow_insecure_http=True, name=name, name_prefix=f"{name}__",
-    )  # fmt: skip
+        allow_insecure_http=True,
+        name=name,
+        name_prefix=f"{name}__",
+    )
     config = Config(
-        source="test", resource="https://mcp.example.com/mcp",
-        issuer=IssuerConfig(url="http://127.0.0.1:1", client_id="gw"), backend=None,
-        backends=(settings,), policy_paths=(),
-    )  # fmt: skip
+        source="test",
+        resource="https://mcp.example.com/mcp",
+        issuer=IssuerConfig(url="http://127.0.0.1:1", client_id="gw"),
+        backend=None,
+        backends=(settings,),
+        policy_paths=(),
+    )
     return UpstreamBackend(config, outbound, settings=settings)
 
 

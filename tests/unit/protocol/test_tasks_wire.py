@@ -91,18 +91,29 @@ class TestParseTask:
     def test_a_created_task_keeps_the_task_members_only(self) -> None:
         task = parse_task({**TASK, "resultType": "task", "result": {}, "x": 1}, detailed=False)
         assert (task.task_id, task.status, task.ttl_ms, task.poll_interval_ms) == (
-            "786512e2", "working", 60000, 5000,
-        )  # fmt: skip
+            "786512e2",
+            "working",
+            60000,
+            5000,
+        )
         assert task.result is None
 
     @pytest.mark.parametrize(
         "change",
         [
-            {"taskId": ""}, {"taskId": "x" * 257}, {"taskId": 7}, {"status": "done"},
-            {"createdAt": 5}, {"lastUpdatedAt": "x" * 65}, {"ttlMs": -1}, {"ttlMs": 1.5},
-            {"ttlMs": True}, {"pollIntervalMs": 0}, {"pollIntervalMs": "5"},
+            {"taskId": ""},
+            {"taskId": "x" * 257},
+            {"taskId": 7},
+            {"status": "done"},
+            {"createdAt": 5},
+            {"lastUpdatedAt": "x" * 65},
+            {"ttlMs": -1},
+            {"ttlMs": 1.5},
+            {"ttlMs": True},
+            {"pollIntervalMs": 0},
+            {"pollIntervalMs": "5"},
         ],
-    )  # fmt: skip
+    )
     def test_a_task_breaking_the_shape_is_refused(self, change: dict[str, Any]) -> None:
         with pytest.raises(InvalidTask):
             parse_task({**TASK, **change}, detailed=False)
@@ -136,14 +147,26 @@ class TestParseTask:
 class TestClientTask:
     def test_the_handle_replaces_the_id_and_the_bounds_apply(self) -> None:
         task = parse_task({**TASK, "ttlMs": None, "pollIntervalMs": 50}, detailed=False)
-        out = client_task(task, "t1.h", result_type="task", lifetime_ms=3_600_000,
-                          min_poll_ms=1000, server=ServerInfo())  # fmt: skip
+        out = client_task(
+            task,
+            "t1.h",
+            result_type="task",
+            lifetime_ms=3_600_000,
+            min_poll_ms=1000,
+            server=ServerInfo(),
+        )
         assert out["taskId"] == "t1.h" and out["resultType"] == "task"
         assert out["ttlMs"] == 3_600_000 and out["pollIntervalMs"] == 1000
         assert "786512e2" not in str(out)
         longer = parse_task({**TASK, "ttlMs": 10**9}, detailed=False)
-        out = client_task(longer, "t1.h", result_type="complete", lifetime_ms=60_000,
-                          min_poll_ms=1000, server=ServerInfo())  # fmt: skip
+        out = client_task(
+            longer,
+            "t1.h",
+            result_type="complete",
+            lifetime_ms=60_000,
+            min_poll_ms=1000,
+            server=ServerInfo(),
+        )
         assert out["ttlMs"] == 60_000 and out["pollIntervalMs"] == 5000
 
 

@@ -47,8 +47,10 @@ def test_one_worker_is_exposed_exactly_as_it_exposes_itself() -> None:
     assert merged.startswith(own)  # then only the supervisor's own series
     tail = merged[len(own) :]
     assert {line.split()[2] for line in tail.splitlines() if line.startswith("# TYPE")} == {
-        "mcp_gateway_workers", "mcp_gateway_workers_running", "mcp_gateway_worker_restarts_total",
-    }  # fmt: skip
+        "mcp_gateway_workers",
+        "mcp_gateway_workers_running",
+        "mcp_gateway_worker_restarts_total",
+    }
 
 
 def test_counters_and_histograms_are_summed_and_each_gauge_follows_its_rule() -> None:

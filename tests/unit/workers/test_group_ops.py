@@ -33,8 +33,13 @@ def test_a_backend_is_ready_only_on_every_worker_and_shows_the_worst_figures() -
         ],
         2,
     )
-    assert merged["docs"] == {"ready": True, "era": "modern", "tools": 3, "hidden": 0,
-                              "catalog_age_s": 9.5}  # fmt: skip
+    assert merged["docs"] == {
+        "ready": True,
+        "era": "modern",
+        "tools": 3,
+        "hidden": 0,
+        "catalog_age_s": 9.5,
+    }
     assert merged["tickets"]["ready"] is False
     assert merged["tickets"]["era"] is None  # the workers disagree
 
@@ -49,9 +54,12 @@ def test_the_catalog_lock_report_is_the_one_of_the_worker_holding_the_most() -> 
     caught_up = {"on_change": "hold", "held": 0, "differences": []}
     holding = {"on_change": "hold", "held": 2, "differences": [{"name": "a"}, {"name": "b"}]}
     merged = merge_backend_reports(
-        [{"docs": {**entry(), "catalog_lock": caught_up}},
-         {"docs": {**entry(), "catalog_lock": holding}}], 2,
-    )  # fmt: skip
+        [
+            {"docs": {**entry(), "catalog_lock": caught_up}},
+            {"docs": {**entry(), "catalog_lock": holding}},
+        ],
+        2,
+    )
     assert merged["docs"]["catalog_lock"] == holding
     assert "catalog_lock" not in merge_backend_reports([{"docs": entry()}], 1)["docs"]
 
@@ -68,9 +76,13 @@ def test_an_issuer_is_ready_only_on_every_worker_with_the_first_reason_and_fewes
     )
     assert merged == [
         {"url": "https://a.example", "tokens": "jwt", "ready": True, "keys": 2},
-        {"url": "https://b.example", "tokens": "introspection", "ready": False,
-         "reason": "issuer metadata not loaded"},
-    ]  # fmt: skip
+        {
+            "url": "https://b.example",
+            "tokens": "introspection",
+            "ready": False,
+            "reason": "issuer metadata not loaded",
+        },
+    ]
     assert merge_issuer_reports([[a], None], 2)[0]["ready"] is False
 
 
