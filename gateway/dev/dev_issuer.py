@@ -123,9 +123,13 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         if token_format == "jwt":
             self.server.jwt_signer = self.sign_jwt
         self.server.sign_exchanged = self.sign_jwt
-        self.server.sign_id_token = lambda claims: self.keys.sign(claims, header={"typ": "JWT"})
+        self.server.sign_id_token = lambda claims: self.keys.sign(
+            claims, header={"typ": "JWT", **self.server.id_token_header}
+        )
         self.id_token_claims = self.server.id_token_claims
-        """Test knob: claims every ID token gets on top of its own (a wrong ``aud``, ...)."""
+        """Test knob: claims every ID token gets instead of its own (None: left out)."""
+        self.id_token_header = self.server.id_token_header
+        """Test knob: the ID token's header changed (``typ``, ``kid``; None: left out)."""
         self.exchange_policy = self.server.exchange_policy
         """RFC 8693: which clients may exchange tokens for which targets (tests and the demo)."""
         self.exchange_faults = self.server.exchange_faults

@@ -172,11 +172,16 @@ class IdTokens:
             "iat": now,
             "exp": now + ID_TOKEN_TTL_S,
             "auth_time": code.auth_time,
-            **self._server.id_token_claims,
         }
         if code.nonce is not None:
             claims["nonce"] = code.nonce
-        token["id_token"] = self._server.sign_id_token(claims)
+        for name, value in self._server.id_token_claims.items():  # test knob; None removes
+            if value is None:
+                claims.pop(name, None)
+            else:
+                claims[name] = value
+        forge = self._server.id_token_forger  # test knob: a token signed some other way
+        token["id_token"] = (forge or self._server.sign_id_token)(claims)
 
 
 class RefreshToken(RefreshTokenGrant):  # type: ignore[misc]

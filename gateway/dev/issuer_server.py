@@ -65,7 +65,11 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         self.sign_id_token: Callable[[dict[str, Any]], str] = _no_signer
         """Signs an OpenID Connect ID token (set by the issuer to its key set)."""
         self.id_token_claims: dict[str, Any] = {}
-        """Test knob: claims every ID token gets on top of (or instead of) its own."""
+        """Test knob: claims every ID token gets instead of its own (None: left out)."""
+        self.id_token_header: dict[str, Any] = {}
+        """Test knob: the ID token's JOSE header changed (None: left out)."""
+        self.id_token_forger: Callable[[dict[str, Any]], str] | None = None
+        """Test knob: makes the ID token from its claims instead of the issuer's key."""
         self.exchange_policy = ExchangePolicy()
         self.exchange_faults = ExchangeFaults()
         self.register_token_generator("default", self._generate_token)

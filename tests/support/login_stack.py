@@ -67,8 +67,12 @@ def login_gateway(port: int, **login: Any) -> dict[str, Any]:
         "listen": {"host": "127.0.0.1", "port": port},
         "input_requests": {"seal_keys": [{"id": "t1", "key": {"env": "LOGIN_SEAL_KEY"}}]},
         "login": {
-            "client_id": LOGIN_CLIENT,
-            "client_secret": {"env": "LOGIN_CLIENT_SECRET"},
+            # An external verifier needs no client at the issuer.
+            **(
+                {}
+                if "verifier" in login
+                else {"client_id": LOGIN_CLIENT, "client_secret": {"env": "LOGIN_CLIENT_SECRET"}}
+            ),
             **login,
         },
     }
