@@ -137,12 +137,16 @@ async def login_stack(
     if not running:
         await dev.start()
     prefix = login.get("path_prefix", "/gateway")
-    dev.register_client(
-        LOGIN_CLIENT,
-        LOGIN_SECRET,
-        grant_types=["authorization_code"],
-        redirect_uris=[f"http://127.0.0.1:{port}{prefix}/callback"],
-    )
+    resource = (gateway or {}).get("resource", f"http://127.0.0.1:{port}/mcp")
+    callback = resource.rsplit("/", 1)[0] + f"{prefix}/callback"
+    known = dev.store.clients.get(LOGIN_CLIENT)
+    if known is None:
+        dev.register_client(
+            LOGIN_CLIENT, LOGIN_SECRET, grant_types=["authorization_code"],
+            redirect_uris=[callback],
+        )  # fmt: skip
+    elif callback not in known.redirect_uris:  # another replica's stack, or another prefix
+        known.redirect_uris = (*known.redirect_uris, callback)
     monkeypatch.setenv("LOGIN_CLIENT_SECRET", LOGIN_SECRET)
     monkeypatch.setenv("LOGIN_SEAL_KEY", SEAL_KEY)
     keys = {**login_gateway(port, **login), **(gateway or {})}
@@ -183,16 +187,21 @@ class HttpBrowser:
     session: aiohttp.ClientSession
     origin: str
     cookies: dict[str, str] = field(default_factory=dict)
+    aliases: tuple[str, ...] = ()
+    """Other origins that get the same cookies (the replicas of one gateway, on other ports)."""
     set_cookie_headers: list[str] = field(default_factory=list)
     """Every ``Set-Cookie`` the gateway sent (attribute checks)."""
 
+    def _ours(self, url: str) -> bool:
+        return any(url.startswith(origin + "/") for origin in (self.origin, *self.aliases))
+
     def _cookie_header(self, url: str) -> dict[str, str]:
-        if not url.startswith(self.origin) or not self.cookies:
+        if not self._ours(url) or not self.cookies:
             return {}
         return {"Cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())}
 
     def _keep(self, url: str, response: aiohttp.ClientResponse) -> None:
-        if not url.startswith(self.origin):
+        if not self._ours(url):
             return
         for header in response.headers.getall("Set-Cookie", []):
             self.set_cookie_headers.append(header)
