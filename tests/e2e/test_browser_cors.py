@@ -3,17 +3,13 @@
 A page served by the test from an allowed origin lists and calls tools with plain ``fetch`` and a
 bearer token (a 2026-07-28 client: the mirrored ``Mcp-*`` headers and an ``Mcp-Param-*`` header
 make every call preflighted), reads the 401 challenge through the exposed ``WWW-Authenticate``,
-and the same page from an origin off the list gets nothing (``fetch`` rejects). The browser is
-the system's (``/usr/bin/chromium``); playwright never downloads one. Without it (or without
-playwright) the test skips with the reason; ``.ci/run`` installs chromium and requires it.
+and the same page from an origin off the list gets nothing (``fetch`` rejects). The browser:
+:mod:`tests.support.chromium` (the system's; playwright never downloads one).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -21,21 +17,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.support.chromium import chromium_context, needs_chromium
 from tests.support.live_stack import MODERN, ServerFactory, live_stack
 from tests.support.policy import policy_text
 from tests.support.upstreams import ModernUpstream, echo_tool
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 
 POLICY = policy_text(tools={"echo": "tools:echo", "regional": "tools:echo"})
 
@@ -79,22 +64,7 @@ async function mcp(url, token, method, params, extra) {
 """
 
 
-def _skip_reason() -> str | None:
-    try:
-        import playwright.async_api  # noqa: F401
-    except ImportError:
-        return "playwright is not installed (pip install -e '.[dev]')"
-    if not Path(CHROMIUM).exists():
-        return "chromium is not installed (apt-get install chromium); .ci/run installs it"
-    return None
-
-
-# Required (.ci/run): no skip, a missing piece fails the test instead.
-_REQUIRED = "chromium" in os.environ.get("MCP_GATEWAY_TEST_REQUIRE", "").split()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not _REQUIRED and _skip_reason() is not None, reason=_skip_reason() or ""),
-]
+pytestmark = needs_chromium
 
 
 async def _page_server(aiohttp_server: ServerFactory) -> str:
@@ -109,17 +79,8 @@ async def _page_server(aiohttp_server: ServerFactory) -> str:
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
-
-    with tempfile.TemporaryDirectory(prefix="chromium-") as profile:
-        async with async_playwright() as driver:
-            context = await driver.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
-            )
-            try:
-                yield context
-            finally:
-                await context.close()
+    async with chromium_context() as context:
+        yield context
 
 
 async def test_a_browser_page_calls_tools_from_an_allowed_origin_only(
