@@ -56,11 +56,19 @@ async def replicas(
         (tmp_path / "b").mkdir()
         async with (
             login_stack(
-                tmp_path / "a", aiohttp_server, monkeypatch, issuer=issuer, port=first,
+                tmp_path / "a",
+                aiohttp_server,
+                monkeypatch,
+                issuer=issuer,
+                port=first,
                 gateway=shared,
             ) as a,  # fmt: skip
             login_stack(
-                tmp_path / "b", aiohttp_server, monkeypatch, issuer=issuer, port=second,
+                tmp_path / "b",
+                aiohttp_server,
+                monkeypatch,
+                issuer=issuer,
+                port=second,
                 gateway={**shared, "listen": {"host": "127.0.0.1", "port": second}},
             ) as b,  # fmt: skip
         ):
