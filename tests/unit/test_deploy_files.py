@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.config import DEFAULT_LOGIN_PREFIX
+
 ROOT = Path(__file__).resolve().parents[2]
 NGINX_CONF = (ROOT / "deploy" / "nginx.conf").read_text(encoding="utf-8")
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
@@ -132,6 +134,16 @@ def test_the_access_log_carries_the_request_id_the_gateway_logs_and_no_query_str
     # Server-Sent Events (progress) reach the client unbuffered.
     assert "proxy_buffering off;" in mcp and "proxy_cache off;" in mcp
     assert "proxy_http_version 1.1;" in mcp
+
+
+def test_nginx_routes_the_login_surfaces_prefix_to_the_gateway() -> None:
+    pages = NGINX_CONF.split(f"location {DEFAULT_LOGIN_PREFIX}/ {{", 1)[1].split("}", 1)[0]
+    assert "proxy_pass http://mcp_gateway;" in pages
+    assert "proxy_set_header X-Request-Id $request_id;" in pages
+    assert "proxy_set_header Host $host;" in pages
+    # Nothing strips what the CSRF checks read, and nothing caches the pages.
+    assert "proxy_set_header Cookie" not in pages and "proxy_set_header Origin" not in pages
+    assert "proxy_cache " not in pages.replace("proxy_cache off", "")
 
 
 def test_the_dockerfile_run_example_mounts_a_layout_that_passes_check(tmp_path: Path) -> None:

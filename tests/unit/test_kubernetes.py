@@ -26,7 +26,7 @@ import yaml
 from gateway.app.ops import build_ops_app
 from gateway.app.services import Services
 from gateway.commands.cli import main as cli_main
-from gateway.config import load_config
+from gateway.config import DEFAULT_LOGIN_PREFIX, load_config
 from tests.support.kustomize import normalise_generated_names, render
 
 ROOT: Final = Path(__file__).resolve().parents[2]
@@ -353,6 +353,26 @@ def test_the_service_monitor_component_selects_the_ops_service(
     ]
 
 
+def test_the_ingress_component_routes_exactly_what_the_gateway_serves_publicly(
+    documents: list[dict[str, Any]],
+) -> None:
+    built = render(BASE, [BASE / "components" / "ingress"])
+    ingress = one(built, "Ingress", "mcp-gateway")
+    service = one(documents, "Service", "mcp-gateway")
+    (rule,) = ingress["spec"]["rules"]
+    routes = {(p["path"], p["pathType"]) for p in rule["http"]["paths"]}
+    mcp_path = urlsplit(raw_config(documents)["resource"]).path
+    assert routes == {
+        (mcp_path, "Exact"),
+        ("/.well-known/oauth-protected-resource" + mcp_path, "Exact"),
+        (DEFAULT_LOGIN_PREFIX, "Prefix"),  # the login surface's pages (issue 45)
+    }
+    for path in rule["http"]["paths"]:
+        backend = path["backend"]["service"]
+        assert backend["name"] == service["metadata"]["name"]
+        assert backend["port"]["name"] in {p["name"] for p in service["spec"]["ports"]}
+
+
 # --- the knobs: one kustomize component per choice the base makes for you (issue 32 item 10) ---
 
 COMPONENTS: Final = BASE / "components"
@@ -362,6 +382,7 @@ KNOBS: Final = (
     "issuer-private-network",
     "redis-persistent",
     "redis-pdb",
+    "ingress",
 )
 DOCS: Final = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
 
