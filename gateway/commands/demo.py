@@ -74,6 +74,7 @@ async def _run(args: argparse.Namespace) -> int:
             stack.ops_url,
             stack.backend.url,
             stack.vault.url if stack.vault is not None else "",
+            stack.account_url,
         )
         # The banner's `demo token` / `demo proof` lines must find this state file.
         option = "" if args.state_file is None else f" --state-file {shlex.quote(str(state_file))}"

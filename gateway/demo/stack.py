@@ -35,11 +35,11 @@ from cryptography.hazmat.primitives.asymmetric import ed25519
 from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
 
 from gateway.app import GatewayServer
-from gateway.config import TOKEN_EXCHANGE_GRANT, TokenMode, load_config
+from gateway.config import DEFAULT_LOGIN_PREFIX, TOKEN_EXCHANGE_GRANT, TokenMode, load_config
 from gateway.demo.ports import free_port
 from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.demo_identity import CallerCheck
-from gateway.dev.demo_setup import DEMO_ROLES, render_gateway_yaml
+from gateway.dev.demo_setup import DEMO_ROLES, DEMO_USERS, render_gateway_yaml
 from gateway.dev.demo_vault import IssuerTokenCheck, VaultBackend
 from gateway.dev.dev_issuer import DevIssuer
 from gateway.dev.dpop_proofs import new_client_key
@@ -60,6 +60,8 @@ __all__ = [
 GATEWAY_CLIENT_ID: Final = "mcp-gateway"
 EXCHANGE_CLIENT_ID: Final = "mcp-gateway-exchange"
 """The gateway's client for the vault's token exchange (it may exchange for the vault only)."""
+LOGIN_CLIENT_ID: Final = "mcp-gateway-login"
+"""The login surface's client at the issuer (a person signs in at the gateway's pages)."""
 VAULT_CLIENT_ID: Final = "demo-vault"
 """The vault's own introspection client at the issuer."""
 DEMO_TOKEN_TTL_S: Final = 12 * 3600
@@ -115,12 +117,19 @@ class DemoStack:
     def ops_url(self) -> str:
         return self.gateway.ops_url
 
+    @property
+    def account_url(self) -> str:
+        """The login surface's account page."""
+        login = self.gateway.services.login
+        return login.account_url if login is not None else ""
+
     def state(self) -> dict[str, Any]:
         """The state-file document: URLs, tokens, and how to mint more."""
         return {
             "mcp_url": self.mcp_url,
             "issuer_url": self.issuer_url,
             "ops_url": self.ops_url,
+            "account_url": self.account_url,
             "tokens": dict(self.tokens),
             "mint_url": f"{self.issuer_url}/dev/tokens",
             "admin_secret": self.issuer.admin_secret,
@@ -209,6 +218,7 @@ async def start_demo(
         consent="page" if consent == "page" else "auto",
         token_format="opaque" if tokens == "introspection" else "jwt",
         introspection=tokens != "jwt",
+        users=DEMO_USERS,  # the sign-in page lets you pick who you are
     )
     backend = DemoBackend(
         host,
@@ -252,6 +262,14 @@ async def start_demo(
         vault.token_check = IssuerTokenCheck(
             issuer.url, audience=vault_url, introspection=vault_client
         )
+        # The login surface's client: a person signs in at the issuer, back at /gateway/callback.
+        login_secret = secrets.token_urlsafe(32)
+        origin = resource.rsplit("/", 1)[0]
+        issuer.register_client(
+            LOGIN_CLIENT_ID, login_secret, grant_types=["authorization_code"],
+            redirect_uris=[f"{origin}{DEFAULT_LOGIN_PREFIX}/callback"],
+        )  # fmt: skip
+        _write_secret(workdir / "login-client-secret", login_secret)
         # A fresh key per demo run: the gateway seals input rounds' requestState with it.
         _write_secret(workdir / "input-seal-key", secrets.token_hex(32))
         # And one it signs the backend's caller assertions with (Ed25519, the default alg).
@@ -273,6 +291,7 @@ async def start_demo(
                 cache_max_ttl_s=cache_max_ttl_s,
                 tokens=tokens,
                 dpop=dpop,
+                login_client_id=LOGIN_CLIENT_ID,
             ),
             encoding="utf-8",
         )

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DEMO_ROLES", "DemoEndpoints", "render_banner", "render_gateway_yaml"]
+__all__ = ["DEMO_ROLES", "DEMO_USERS", "DemoEndpoints", "render_banner", "render_gateway_yaml"]
 
 DEMO_ROLES: Final[Mapping[str, str]] = {
     "reader": "mcp:access notes:read",
@@ -21,6 +21,9 @@ DEMO_ROLES: Final[Mapping[str, str]] = {
     "admin": "mcp:access notes:read notes:write admin",
 }
 """The ready-made tokens the demo mints, and the scopes each carries (see demo-policy.yaml)."""
+DEMO_USERS: Final = ("demo-user", "demo-reader", "demo-writer", "demo-admin")
+"""Who may sign in at the development issuer's sign-in page (the login surface, an MCP client's
+own OAuth flow): the subject an MCP client's OAuth token names, and those of the tokens above."""
 
 _MODERN_HEADERS: Final = (
     "-H 'Accept: application/json, text/event-stream' -H 'Content-Type: application/json' "
@@ -39,6 +42,8 @@ class DemoEndpoints:
     ops_url: str
     backend_url: str
     vault_url: str = ""
+    account_url: str = ""
+    """The login surface's account page (``login:``), when the demo configures it."""
 
 
 def render_gateway_yaml(
@@ -57,11 +62,13 @@ def render_gateway_yaml(
     cache_max_ttl_s: int,
     tokens: str = "introspection",
     dpop: bool = False,
+    login_client_id: str | None = None,
 ) -> str:
     """The demo's gateway configuration. Secrets are ``{file: ...}`` references next to it.
 
     ``tokens: jwt`` configures no client credentials: the issuer's JWT access tokens are
-    validated locally against its JWK Set (its metadata's ``jwks_uri``)."""
+    validated locally against its JWK Set (its metadata's ``jwks_uri``). ``login_client_id``:
+    the browser login surface, signing in at the issuer with that client."""
     # JSON strings are valid YAML scalars, so every value is emitted with json.dumps.
     q = json.dumps
     if tokens == "jwt":
@@ -114,7 +121,17 @@ logging: {{format: console, level: info}}
 input_requests:   # relay elicitation, sampling and roots rounds, state sealed with this key
   seal_keys: [{{id: demo, key: {{file: input-seal-key}}}}]
 tasks: {{max_ttl_s: 3600}}   # relay the tasks extension; task handles sealed with the key above
-"""
+{_login_section(login_client_id)}"""
+
+
+def _login_section(client_id: str | None) -> str:
+    if client_id is None:
+        return ""
+    return (
+        "login:   # the browser login surface (/gateway/account): sign in at the issuer\n"
+        f"  client_id: {json.dumps(client_id)}\n"
+        "  client_secret: {file: login-client-secret}\n"
+    )
 
 
 _CHECKS: Final[Mapping[str, str]] = {
@@ -164,6 +181,7 @@ def render_banner(
         f'"arguments":{{}},{_META}}}}}\''
     )
     mint = f'mcp-gateway demo token{state_option} --scopes "mcp:access notes:read"'
+    more = _vault_lines(endpoints.vault_url) + _account_lines(endpoints.account_url)
     return f"""
 MCP gateway demo is running (development only; Ctrl-C stops it).
 
@@ -174,7 +192,7 @@ MCP gateway demo is running (development only; Ctrl-C stops it).
   Backend (private) {endpoints.backend_url}
   Caller identity   signed caller assertion on every tool call, verified by the backend
                     (call the whoami tool); keys at {endpoints.ops_url}/.well-known/jwks.json
-{_vault_lines(endpoints.vault_url)}  State file        {state_file}
+{more}  State file        {state_file}
 
 Ready-made tokens:
 {role_lines}
@@ -237,6 +255,16 @@ file). Each request needs a fresh proof; the same token sent as Bearer is refuse
   {call}
   More bound tokens: mcp-gateway demo token{state_option} --dpop --scopes "mcp:access notes:read"
 """
+
+
+def _account_lines(url: str) -> str:
+    if not url:
+        return ""
+    return (
+        f"  Your account      {url}\n"
+        "                    the login surface: sign in at the development issuer, choosing\n"
+        f"                    who you are ({', '.join(DEMO_USERS)})\n"
+    )
 
 
 def _vault_lines(url: str) -> str:

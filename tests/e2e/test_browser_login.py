@@ -132,3 +132,22 @@ async def test_a_link_opened_by_another_signed_in_user_does_nothing_until_its_ow
     assert await page.inner_text("#redeemed") == "carol-record"
     await page.goto(link)
     await page.wait_for_selector("text=This page or link does not exist")
+
+
+async def test_the_demo_shows_the_account_page_after_signing_in_as_a_demo_user(
+    browser: Any,
+) -> None:
+    from gateway.demo import start_demo, wait_ready
+
+    demo = await start_demo(port=0)
+    try:
+        assert await wait_ready(demo, timeout_s=15)
+        assert demo.account_url == demo.mcp_url.removesuffix("/mcp") + "/gateway/account"
+        assert demo.state()["account_url"] == demo.account_url
+        page = await browser.new_page()
+        await page.goto(demo.account_url)
+        await sign_in_at_the_issuer(page, "demo-writer")
+        await page.wait_for_url(demo.account_url)
+        assert "Signed in as demo-writer" in await page.inner_text("p.who")
+    finally:
+        await demo.stop()

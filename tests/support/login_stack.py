@@ -125,14 +125,15 @@ async def login_stack(
     monkeypatch: pytest.MonkeyPatch,
     *,
     gateway: Mapping[str, Any] | None = None,
-    issuer: DevIssuer | None = None,
+    dev: DevIssuer | None = None,
     port: int | None = None,
     **login: Any,
 ) -> AsyncIterator[LoginStack]:
     """The stack of the module docstring; ``login`` keys override the ``login:`` section and
-    ``gateway`` keys the rest (as :func:`~tests.support.live_stack.live_stack`'s)."""
+    ``gateway`` keys the rest (as :func:`~tests.support.live_stack.live_stack`'s). ``dev``: the
+    development issuer (started here unless it runs already; then it is the caller's to stop)."""
     port = port or free_port("127.0.0.1")
-    dev = issuer or DevIssuer(users=USERS, token_format="jwt")
+    dev = dev or DevIssuer(users=USERS, token_format="jwt")
     running = _started(dev)
     if not running:
         await dev.start()

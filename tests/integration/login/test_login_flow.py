@@ -10,12 +10,16 @@ from typing import Any
 import aiohttp
 import pytest
 
+from gateway.dev.dev_issuer import DevIssuer
 from gateway.login.cookies import SESSION_COOKIE, SIGNIN_COOKIE
 from gateway.login.pages import SECURITY_HEADERS
 from tests.support.live_stack import ServerFactory
 from tests.support.login_stack import (
+    LOGIN_CLIENT,
+    LOGIN_SECRET,
     HttpBrowser,
     LoginStack,
+    authorize,
     csrf_of,
     login_stack,
     sign_in,
@@ -92,3 +96,39 @@ async def test_a_signed_out_session_stays_ended_even_if_its_cookie_comes_back(
     browser.cookies.update(kept)  # a copy of the cookie taken before sign-out
     status, headers, _ = await browser.get(stack.url("/account"))
     assert status == 303 and headers["Location"].startswith("/gateway/login")
+
+
+async def test_login_issuer_names_a_second_issuer_with_people_of_its_own(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A second development issuer instance: another authorization server, its own people.
+    second = DevIssuer(users=("pat", "quinn"))
+    await second.start()
+    try:
+        second.register_client("mcp-gateway", "second-secret", can_introspect=True)
+        monkeypatch.setenv("SECOND_SECRET", "second-secret")
+        entries = [
+            {"url": "{issuer_url}", "client_id": "mcp-gateway",
+             "client_secret": {"env": "LIVE_STACK_GW_SECRET"}, "allow_insecure_http": True},
+            {"url": second.url, "client_id": "mcp-gateway",
+             "client_secret": {"env": "SECOND_SECRET"}, "allow_insecure_http": True},
+        ]  # fmt: skip
+        keys = {"issuer": None, "issuers": entries}
+        second.register_client(
+            LOGIN_CLIENT, LOGIN_SECRET, grant_types=["authorization_code"], redirect_uris=[],
+        )  # fmt: skip
+        async with (
+            login_stack(
+                tmp_path, aiohttp_server, monkeypatch, gateway=keys, issuer=second.url
+            ) as stack,
+            aiohttp.ClientSession() as session,
+        ):
+            second.store.clients[LOGIN_CLIENT].redirect_uris = (stack.url("/callback"),)
+            browser = HttpBrowser(session, stack.origin)
+            _, headers, _ = await browser.get(stack.url("/login"))
+            assert headers["Location"].startswith(second.url + "/authorize?")
+            await browser.get(await authorize(browser, headers["Location"], "quinn"))
+            _, _, page = await browser.get(stack.url("/account"))
+            assert "Signed in as <code>quinn</code>" in page and second.url in page
+    finally:
+        await second.stop()

@@ -142,7 +142,7 @@ async def test_the_subject_is_the_claim_the_issuer_entry_derives_mcp_subjects_fr
         "allow_insecure_http": True, "client_id": None, "client_secret": None,
     }  # fmt: skip
     async with login_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer=issuer, gateway={"issuer": entry}
+        tmp_path, aiohttp_server, monkeypatch, dev=issuer, gateway={"issuer": entry}
     ) as stack:
         issuer.id_token_claims.update({"sub": "pairwise-for-the-login-client", "oid": "oid-1"})
         async with aiohttp.ClientSession() as session:

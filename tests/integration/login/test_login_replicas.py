@@ -59,7 +59,7 @@ async def replicas(
                 tmp_path / "a",
                 aiohttp_server,
                 monkeypatch,
-                issuer=issuer,
+                dev=issuer,
                 port=first,
                 gateway=shared,
             ) as a,  # fmt: skip
@@ -67,7 +67,7 @@ async def replicas(
                 tmp_path / "b",
                 aiohttp_server,
                 monkeypatch,
-                issuer=issuer,
+                dev=issuer,
                 port=second,
                 gateway={**shared, "listen": {"host": "127.0.0.1", "port": second}},
             ) as b,  # fmt: skip

@@ -123,6 +123,7 @@ class TestDemoSetup:
         (tmp_path / "backend-service-token").write_text("token\n")
         (tmp_path / "exchange-client-secret").write_text("exchange\n")
         (tmp_path / "input-seal-key").write_text("ab" * 32 + "\n")
+        (tmp_path / "login-client-secret").write_text("login\n")
         write_key(tmp_path / "assertion-key.pem")
         path = tmp_path / "gateway.yaml"
         path.write_text(
@@ -139,6 +140,7 @@ class TestDemoSetup:
                 exchange_client_id="mcp-gateway-exchange",
                 policy_path=str(REPO / "gateway" / "dev" / "demo-policy.yaml"),
                 cache_max_ttl_s=5,
+                login_client_id="mcp-gateway-login",
             )
         )
         config = load_config(path, environ={})
@@ -164,15 +166,22 @@ class TestDemoSetup:
         assert config.input_requests.seal_keys[0].key == bytes.fromhex("ab" * 32)
         assertion = notes.identity.assertion  # the demo signs caller assertions
         assert assertion is not None and assertion.audience == "http://127.0.0.1:9001/mcp"
+        assert config.login is not None  # the login surface, at the issuer
+        assert (config.login.client_id, config.login.issuer) == (
+            "mcp-gateway-login", "http://127.0.0.1:9000",
+        )  # fmt: skip
         assert config.warnings == ()  # no literal secrets
 
     def test_the_banner_gives_claude_code_codex_and_curl_setup(self) -> None:
         tokens = {role: f"tok-{role}" for role in DEMO_ROLES}
         endpoints = DemoEndpoints(
-            "http://127.0.0.1:8080/mcp", "http://i", "http://o", "http://b", "http://v/mcp"
-        )
+            "http://127.0.0.1:8080/mcp", "http://i", "http://o", "http://b", "http://v/mcp",
+            "http://127.0.0.1:8080/gateway/account",
+        )  # fmt: skip
         banner = render_banner(endpoints, tokens, "/tmp/state.json")
         assert "Vault (private)   http://v/mcp" in banner
+        assert "Your account      http://127.0.0.1:8080/gateway/account" in banner
+        assert "demo-user, demo-reader, demo-writer, demo-admin" in banner
         assert "call vault__whoami" in banner
         assert "Tools that ask the user:        notes_compose (writer)" in banner
         assert "claude mcp add --transport http demo http://127.0.0.1:8080/mcp --header" in banner
