@@ -266,9 +266,11 @@ async def start_demo(
         login_secret = secrets.token_urlsafe(32)
         origin = resource.rsplit("/", 1)[0]
         issuer.register_client(
-            LOGIN_CLIENT_ID, login_secret, grant_types=["authorization_code"],
+            LOGIN_CLIENT_ID,
+            login_secret,
+            grant_types=["authorization_code"],
             redirect_uris=[f"{origin}{DEFAULT_LOGIN_PREFIX}/callback"],
-        )  # fmt: skip
+        )
         _write_secret(workdir / "login-client-secret", login_secret)
         # A fresh key per demo run: the gateway seals input rounds' requestState with it.
         _write_secret(workdir / "input-seal-key", secrets.token_hex(32))

@@ -143,9 +143,11 @@ async def login_stack(
     known = dev.store.clients.get(LOGIN_CLIENT)
     if known is None:
         dev.register_client(
-            LOGIN_CLIENT, LOGIN_SECRET, grant_types=["authorization_code"],
+            LOGIN_CLIENT,
+            LOGIN_SECRET,
+            grant_types=["authorization_code"],
             redirect_uris=[callback],
-        )  # fmt: skip
+        )
     elif callback not in known.redirect_uris:  # another replica's stack, or another prefix
         known.redirect_uris = (*known.redirect_uris, callback)
     monkeypatch.setenv("LOGIN_CLIENT_SECRET", LOGIN_SECRET)

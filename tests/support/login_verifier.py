@@ -48,10 +48,13 @@ class TinyVerifier:
     def assertion(self, params: dict[str, str]) -> str:
         now = int(time.time())
         claims: dict[str, Any] = {
-            "iss": self.url, "aud": params["audience"], "iat": now, "exp": now + 60,
+            "iss": self.url,
+            "aud": params["audience"],
+            "iat": now,
+            "exp": now + 60,
             "nonce": params["nonce"],
             "sub_id": {"format": "iss_sub", "iss": self.person[0], "sub": self.person[1]},
-        }  # fmt: skip
+        }
         for name, value in self.claims.items():
             if value is None:
                 claims.pop(name, None)

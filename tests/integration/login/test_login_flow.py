@@ -108,15 +108,26 @@ async def test_login_issuer_names_a_second_issuer_with_people_of_its_own(
         second.register_client("mcp-gateway", "second-secret", can_introspect=True)
         monkeypatch.setenv("SECOND_SECRET", "second-secret")
         entries = [
-            {"url": "{issuer_url}", "client_id": "mcp-gateway",
-             "client_secret": {"env": "LIVE_STACK_GW_SECRET"}, "allow_insecure_http": True},
-            {"url": second.url, "client_id": "mcp-gateway",
-             "client_secret": {"env": "SECOND_SECRET"}, "allow_insecure_http": True},
-        ]  # fmt: skip
+            {
+                "url": "{issuer_url}",
+                "client_id": "mcp-gateway",
+                "client_secret": {"env": "LIVE_STACK_GW_SECRET"},
+                "allow_insecure_http": True,
+            },
+            {
+                "url": second.url,
+                "client_id": "mcp-gateway",
+                "client_secret": {"env": "SECOND_SECRET"},
+                "allow_insecure_http": True,
+            },
+        ]
         keys = {"issuer": None, "issuers": entries}
         second.register_client(
-            LOGIN_CLIENT, LOGIN_SECRET, grant_types=["authorization_code"], redirect_uris=[],
-        )  # fmt: skip
+            LOGIN_CLIENT,
+            LOGIN_SECRET,
+            grant_types=["authorization_code"],
+            redirect_uris=[],
+        )
         async with (
             login_stack(
                 tmp_path, aiohttp_server, monkeypatch, gateway=keys, issuer=second.url

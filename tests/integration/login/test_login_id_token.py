@@ -138,9 +138,13 @@ async def test_the_subject_is_the_claim_the_issuer_entry_derives_mcp_subjects_fr
     # Entra-like: sub pairwise per application, oid the same across them (subject_claim: oid).
     issuer = DevIssuer(users=USERS, token_format="jwt", introspection=False)
     entry = {
-        "url": "{issuer_url}", "tokens": "jwt", "subject_claim": "oid",
-        "allow_insecure_http": True, "client_id": None, "client_secret": None,
-    }  # fmt: skip
+        "url": "{issuer_url}",
+        "tokens": "jwt",
+        "subject_claim": "oid",
+        "allow_insecure_http": True,
+        "client_id": None,
+        "client_secret": None,
+    }
     async with login_stack(
         tmp_path, aiohttp_server, monkeypatch, dev=issuer, gateway={"issuer": entry}
     ) as stack:

@@ -173,9 +173,11 @@ async def drive(stack: LoginStack, session: aiohttp.ClientSession, record: Recor
     await started(third)
     await get(third, await started(HttpBrowser(session, stack.origin)))
     stack.issuer.register_client(
-        "other-app", "other-app-secret-value", grant_types=["authorization_code"],
+        "other-app",
+        "other-app-secret-value",
+        grant_types=["authorization_code"],
         redirect_uris=[stack.url("/callback")],
-    )  # fmt: skip
+    )
     fourth = HttpBrowser(session, stack.origin)
     _, headers, _ = await fourth.get(stack.url("/login"))
     record.protocol(headers["Location"])

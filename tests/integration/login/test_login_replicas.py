@@ -62,7 +62,7 @@ async def replicas(
                 dev=issuer,
                 port=first,
                 gateway=shared,
-            ) as a,  # fmt: skip
+            ) as a,
             login_stack(
                 tmp_path / "b",
                 aiohttp_server,
@@ -70,7 +70,7 @@ async def replicas(
                 dev=issuer,
                 port=second,
                 gateway={**shared, "listen": {"host": "127.0.0.1", "port": second}},
-            ) as b,  # fmt: skip
+            ) as b,
         ):
             yield a, b
     finally:

@@ -34,9 +34,12 @@ async def stack(
     verifier: TinyVerifier,
 ) -> AsyncIterator[LoginStack]:
     settings = {
-        "url": f"{verifier.url}/start", "issuer": verifier.url, "jwks_uri": f"{verifier.url}/jwks",
-        "allow_insecure_http": True, "algorithms": ["ES256"],
-    }  # fmt: skip
+        "url": f"{verifier.url}/start",
+        "issuer": verifier.url,
+        "jwks_uri": f"{verifier.url}/jwks",
+        "allow_insecure_http": True,
+        "algorithms": ["ES256"],
+    }
     audit = {"audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")}}
     async with login_stack(
         tmp_path, aiohttp_server, monkeypatch, gateway=audit, verifier=settings

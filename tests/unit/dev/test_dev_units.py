@@ -168,16 +168,21 @@ class TestDemoSetup:
         assert assertion is not None and assertion.audience == "http://127.0.0.1:9001/mcp"
         assert config.login is not None  # the login surface, at the issuer
         assert (config.login.client_id, config.login.issuer) == (
-            "mcp-gateway-login", "http://127.0.0.1:9000",
-        )  # fmt: skip
+            "mcp-gateway-login",
+            "http://127.0.0.1:9000",
+        )
         assert config.warnings == ()  # no literal secrets
 
     def test_the_banner_gives_claude_code_codex_and_curl_setup(self) -> None:
         tokens = {role: f"tok-{role}" for role in DEMO_ROLES}
         endpoints = DemoEndpoints(
-            "http://127.0.0.1:8080/mcp", "http://i", "http://o", "http://b", "http://v/mcp",
+            "http://127.0.0.1:8080/mcp",
+            "http://i",
+            "http://o",
+            "http://b",
+            "http://v/mcp",
             "http://127.0.0.1:8080/gateway/account",
-        )  # fmt: skip
+        )
         banner = render_banner(endpoints, tokens, "/tmp/state.json")
         assert "Vault (private)   http://v/mcp" in banner
         assert "Your account      http://127.0.0.1:8080/gateway/account" in banner
