@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 
-__all__ = ["backoff_s", "sleep_or_wake"]
+__all__ = ["backoff_s", "refresh_forever", "sleep_or_wake"]
 
 
 def backoff_s(failures: int, first_s: float, cap_s: float) -> float:
@@ -26,3 +27,28 @@ async def sleep_or_wake(wake: asyncio.Event, delay_s: float) -> None:
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(delay_s):
             await wake.wait()
+
+
+async def refresh_forever(
+    attempt: Callable[[], Awaitable[bool]],
+    *,
+    every_s: float,
+    first_retry_s: float,
+    max_retry_s: float,
+    succeeded: bool,
+    crashed: Callable[[], None],
+) -> None:
+    """Run ``attempt`` (True: it succeeded) until cancelled: ``every_s`` after a success, with
+    :func:`backoff_s` after failures in a row. ``succeeded``: how the attempt before the loop
+    went. An exception is a bug: ``crashed`` reports it (from within the ``except``) and the
+    loop goes on as after a failure."""
+    failures = 0 if succeeded else 1
+    while True:
+        delay = backoff_s(failures, first_retry_s, max_retry_s) if failures else every_s
+        await asyncio.sleep(delay)
+        try:
+            ok = await attempt()
+        except Exception:  # a bug must not end the refresher: keep retrying, loudly
+            crashed()
+            ok = False
+        failures = 0 if ok else failures + 1

@@ -22,7 +22,6 @@ for JWT validation, a first usable key set.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +33,7 @@ from gateway.errors import InvalidToken, IssuerUnavailable
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
-from gateway.retry import backoff_s
+from gateway.retry import refresh_forever
 from gateway.seams import Principal
 
 from .cache import TokenCache
@@ -224,21 +223,16 @@ class TrustedIssuer:
         return True
 
     async def _refresh_loop(self) -> None:
-        failures = 0 if self.metadata is not None else 1
-        while True:
-            if failures:
-                delay = backoff_s(failures, self._discovery_retry_s, MAX_RETRY_BACKOFF_S)
-            else:
-                delay = self.config.metadata_refresh_s
-            await asyncio.sleep(delay)
-            # A failed refresh keeps the last good metadata (logged); only an issuer that never
-            # had metadata is not ready.
-            try:
-                ok = await self._discover_once()
-            except Exception:  # a bug must not end the refresher: keep retrying, loudly
-                _log.exception("issuer_discovery_crashed", issuer=self.config.url)
-                ok = False
-            failures = 0 if ok else failures + 1
+        # A failed refresh keeps the last good metadata (logged); only an issuer that never had
+        # metadata is not ready.
+        await refresh_forever(
+            self._discover_once,
+            every_s=self.config.metadata_refresh_s,
+            first_retry_s=self._discovery_retry_s,
+            max_retry_s=MAX_RETRY_BACKOFF_S,
+            succeeded=self.metadata is not None,
+            crashed=lambda: _log.exception("issuer_discovery_crashed", issuer=self.config.url),
+        )
 
     def assertion_audience(self, metadata: IssuerMetadata) -> str | None:
         """``aud`` of a private_key_jwt assertion (``issuer.assertion_audience``; RFC 7523 §3

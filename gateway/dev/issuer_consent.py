@@ -124,34 +124,17 @@ def consent_page(
     settings: IssuerSettings,
     nonce: str,
 ) -> str:
-    hidden = "".join(
-        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
-        for k, values in _query_lists(parsed).items()
-        for v in values
-    )
+    """The consent page: tick the scopes to grant, approve or deny."""
     boxes = "".join(
         f'<label><input type="checkbox" name="scope_choice" value="{html.escape(s)}"'
         f"{' checked' if s in offered else ''}> {html.escape(s)}</label><br>"
         for s in settings.scopes_supported
     )
     name = html.escape(client.client_name or client.client_id)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Development issuer</title></head>"
-        "<body style='font-family:sans-serif;max-width:40em;margin:2em auto'>"
-        f"<h1>Authorize {name}?</h1><p>Development issuer (not for production). Signed in as "
-        f"<b>demo-user</b>. Scopes to grant:</p>"
-        f"<form method='post' action='{html.escape(settings.issuer)}/authorize'>{hidden}"
-        f"<input type='hidden' name='consent_nonce' value='{html.escape(nonce)}'>{boxes}<p>"
-        "<button name='approve' value='yes' type='submit'>Approve</button> "
-        "<button name='approve' value='no' type='submit'>Deny</button></p></form></body></html>"
+    intro = "Signed in as <b>demo-user</b>. Scopes to grant:"
+    return _form_page(
+        f"Authorize {name}?", intro, parsed, settings, nonce, inputs=boxes, yes="Approve", no="Deny"
     )
-
-
-def _query_lists(parsed: ParsedRequest) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = {}
-    for key, value in parsed.query.items():
-        out.setdefault(key, []).append(value)
-    return out
 
 
 def signin_page(
@@ -162,23 +145,56 @@ def signin_page(
     nonce: str,
 ) -> str:
     """The OpenID Connect sign-in page: pick a user, sign in or cancel."""
-    hidden = "".join(
-        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
-        for k, values in _query_lists(parsed).items()
-        for v in values
-    )
     choices = "".join(
         f'<label><input type="radio" name="signin_user" value="{html.escape(user)}"'
         f"{' checked' if index == 0 else ''}> {html.escape(user)}</label><br>"
         for index, user in enumerate(users)
     )
     name = html.escape(client.client_name or client.client_id)
-    return (
-        "<!doctype html><html><head><meta charset='utf-8'><title>Development issuer: sign in"
-        "</title></head><body style='font-family:sans-serif;max-width:40em;margin:2em auto'>"
-        f"<h1>Sign in to {name}</h1><p>Development issuer (not for production): choose who "
-        f"you are.</p><form method='post' action='{html.escape(settings.issuer)}/authorize'>"
-        f"{hidden}<input type='hidden' name='consent_nonce' value='{html.escape(nonce)}'>"
-        f"{choices}<p><button name='approve' value='yes' type='submit'>Sign in</button> "
-        "<button name='approve' value='no' type='submit'>Cancel</button></p></form></body></html>"
+    intro = "choose who you are."
+    return _form_page(
+        f"Sign in to {name}",
+        intro,
+        parsed,
+        settings,
+        nonce,
+        inputs=choices,
+        yes="Sign in",
+        no="Cancel",
     )
+
+
+def _form_page(
+    title: str,
+    intro: str,
+    parsed: ParsedRequest,
+    settings: IssuerSettings,
+    nonce: str,
+    *,
+    inputs: str,
+    yes: str,
+    no: str,
+) -> str:
+    """A page whose form re-posts the authorization request with the single-use ``nonce``;
+    ``title``, ``intro`` and ``inputs`` are markup (their values escaped by the caller)."""
+    hidden = "".join(
+        f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">'
+        for k, values in _query_lists(parsed).items()
+        for v in values
+    )
+    return (
+        "<!doctype html><html><head><meta charset='utf-8'><title>Development issuer</title></head>"
+        "<body style='font-family:sans-serif;max-width:40em;margin:2em auto'>"
+        f"<h1>{title}</h1><p>Development issuer (not for production): {intro}</p>"
+        f"<form method='post' action='{html.escape(settings.issuer)}/authorize'>{hidden}"
+        f"<input type='hidden' name='consent_nonce' value='{html.escape(nonce)}'>{inputs}<p>"
+        f"<button name='approve' value='yes' type='submit'>{yes}</button> "
+        f"<button name='approve' value='no' type='submit'>{no}</button></p></form></body></html>"
+    )
+
+
+def _query_lists(parsed: ParsedRequest) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for key, value in parsed.query.items():
+        out.setdefault(key, []).append(value)
+    return out

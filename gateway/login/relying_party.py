@@ -24,7 +24,6 @@ The ``state`` check and its single use are the surface's (:mod:`.signin`), befor
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import Callable, Mapping
@@ -47,7 +46,7 @@ from gateway.observability.logging import get_logger
 from gateway.outbound.client import Destination, Outbound
 from gateway.outbound.client_auth import ClientAuthentication, signing_key
 from gateway.outbound.failures import OutboundError
-from gateway.retry import backoff_s
+from gateway.retry import refresh_forever
 
 __all__ = ["DESTINATION", "MAX_TOKEN_RESPONSE_BYTES", "RelyingParty"]
 
@@ -159,19 +158,14 @@ class RelyingParty:
         return True
 
     async def _refresh_loop(self, ok: bool) -> None:
-        failures = 0 if ok else 1
-        while True:
-            if failures:
-                delay = backoff_s(failures, self._retry_s, MAX_RETRY_S)
-            else:
-                delay = self._issuer.metadata_refresh_s
-            await asyncio.sleep(delay)
-            try:
-                ok = await self._discover()
-            except Exception:  # a bug must not end the refresher: keep retrying, loudly
-                _log.exception("login.discovery_crashed", issuer=self._issuer.url)
-                ok = False
-            failures = 0 if ok else failures + 1
+        await refresh_forever(
+            self._discover,
+            every_s=self._issuer.metadata_refresh_s,
+            first_retry_s=self._retry_s,
+            max_retry_s=MAX_RETRY_S,
+            succeeded=ok,
+            crashed=lambda: _log.exception("login.discovery_crashed", issuer=self._issuer.url),
+        )
 
     # --- a sign-in -------------------------------------------------------------------------
 
