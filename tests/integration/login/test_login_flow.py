@@ -143,3 +143,32 @@ async def test_login_issuer_names_a_second_issuer_with_people_of_its_own(
             assert "Signed in as <code>quinn</code>" in page and second.url in page
     finally:
         await second.stop()
+
+
+async def test_the_sign_in_client_may_authenticate_with_private_key_jwt(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from joserfc.jwk import RSAKey
+
+    from tests.support.test_issuer import generate_rsa_key
+
+    private, public = generate_rsa_key()
+    (tmp_path / "login-key.pem").write_text(private)
+    login = {
+        "client_auth": "private_key_jwt",
+        "private_key": {"file": str(tmp_path / "login-key.pem")},
+        "private_key_id": "login-1",
+    }
+    async with (
+        login_stack(tmp_path, aiohttp_server, monkeypatch, **login) as stack,
+        aiohttp.ClientSession() as session,
+    ):
+        client = stack.issuer.store.clients[LOGIN_CLIENT]
+        client.auth_method, client.secret = "private_key_jwt", None
+        client.jwks = {
+            "keys": [RSAKey.import_key(public).as_dict(private=False) | {"kid": "login-1"}]
+        }
+        stack.issuer.store.assertion_audience = "issuer"  # rfc7523bis: the issuer identifier
+        browser = HttpBrowser(session, stack.origin)
+        assert await sign_in(browser, stack, "carol") == "/gateway/account"
+        assert "Signed in as <code>carol</code>" in (await browser.get(stack.url("/account")))[2]
