@@ -13,6 +13,9 @@ Every page is under ``login.path_prefix`` (default ``/gateway``) on the origin o
 anything else under the prefix    any     ``login_not_found``
 ================================  ======  =====================================================
 
+``HEAD`` is answered as ``GET`` (no body) on every page but the callback, whose ``GET`` uses up a
+sign-in's state.
+
 A page that needs a signed-in person and has none sends the browser to sign in and back
 (``login?next=``); a form without a session is refused. Sessions are the sealed cookie of
 :mod:`.cookies`; signing out marks the session ended in the shared store (checked on every page,
@@ -195,17 +198,19 @@ class LoginSurface:
     def install(self, app: web.Application) -> None:
         """Route every page of the prefix (one resource per path; the methods are the page's)."""
         prefix, routes = self.prefix, app.router
+        # HEAD is answered as GET (without the body) where a GET changes nothing; the answer to
+        # a sign-in is GET only (it uses up its state).
         pages: dict[str, dict[str, Handler]] = {
-            "/login": {"GET": self._start_signin},
+            "/login": {"GET": self._start_signin, "HEAD": self._start_signin},
             "/callback": {"GET": self._callback},
             "/logout": {"POST": self._logout},
-            "/account": {"GET": self._account},
-            "": {"GET": self._to_account},
-            "/": {"GET": self._to_account},
+            "/account": {"GET": self._account, "HEAD": self._account},
+            "": {"GET": self._to_account, "HEAD": self._to_account},
+            "/": {"GET": self._to_account, "HEAD": self._to_account},
         }
         for path, methods in pages.items():
             routes.add_route("*", prefix + path, self._dispatch(methods))
-        actions = {"GET": self._action, "POST": self._action}
+        actions = {"GET": self._action, "HEAD": self._action, "POST": self._action}
         routes.add_route(
             "*", prefix + "/{kind:[a-z][a-z0-9-]{0,31}}/{nonce}", self._dispatch(actions)
         )
@@ -217,8 +222,7 @@ class LoginSurface:
         allowed = tuple(methods)
 
         async def handle(request: web.Request) -> web.StreamResponse:
-            method = "GET" if request.method == "HEAD" else request.method
-            handler = methods.get(method)
+            handler = methods.get(request.method)
             try:
                 if handler is None:
                     if not methods:

@@ -220,7 +220,10 @@ async def test_unknown_pages_and_methods(stack: LoginStack, session: aiohttp.Cli
     assert answer[1]["Allow"] == "POST"
     answer = await browser.request("PUT", stack.url("/account"))
     assert_row(answer, "login_method_not_allowed", 405)
-    assert answer[1]["Allow"] == "GET"
+    assert answer[1]["Allow"] == "GET, HEAD"
+    answer = await browser.request("HEAD", stack.url("/callback?state=x&code=y"))
+    assert (answer[0], answer[1]["Allow"]) == (405, "GET")  # an answer is used up by a GET only
+    assert (await browser.request("HEAD", stack.url("/account")))[0] == 303
     status, headers, _ = await browser.get(stack.url(""))
     assert (status, headers["Location"]) == (303, "/gateway/account")
 
