@@ -14,7 +14,6 @@ import json
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import aiohttp
 import pytest
@@ -23,6 +22,7 @@ from tests.support.live_stack import MODERN, ServerFactory, live_stack, modern_m
 from tests.support.policy import policy_text
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import replica_stack
+from tests.support.sse_reading import complete, next_message, rest_of
 from tests.support.upstreams import ModernUpstream
 
 __all__ = ["redis_server"]
@@ -75,31 +75,6 @@ async def open_streams(
     )
     assert get.status == 200
     return listen, get
-
-
-async def next_message(response: aiohttp.ClientResponse) -> dict[str, Any]:
-    async with asyncio.timeout(10):
-        while True:
-            line = await response.content.readline()
-            assert line, "the stream ended"
-            if line.startswith(b"data: "):
-                message: dict[str, Any] = json.loads(line[6:])
-                return message
-
-
-async def rest_of(response: aiohttp.ClientResponse, within: float) -> list[dict[str, Any]]:
-    """Every message until the stream ends, which must be within ``within`` seconds."""
-    messages = []
-    async with asyncio.timeout(within):
-        async for line in response.content:
-            if line.startswith(b"data: "):
-                messages.append(json.loads(line[6:]))
-    return messages
-
-
-def complete(messages: list[dict[str, Any]]) -> bool:
-    """The listen ended with its graceful result (2026-07-28 §Graceful Closure)."""
-    return bool(messages) and messages[-1].get("result", {}).get("resultType") == "complete"
 
 
 async def test_a_revocation_here_ends_the_tokens_streams_and_only_those(
