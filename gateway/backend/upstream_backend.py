@@ -40,6 +40,7 @@ from gateway.backend.credentials.token_exchange import TokenExchange
 from gateway.backend.listen.caller_listen import (
     LISTEN_DESTINATION_SUFFIX,
     CallerListen,
+    Exposure,
     open_caller_listen,
 )
 from gateway.backend.listen.change_listener import ChangeListener
@@ -277,14 +278,14 @@ class UpstreamBackend:
         if state is None or state.era != "modern":
             return ListenOffer(self.name, frozenset(), subscribe=False)
         kinds = state.list_changed | ({"tools"} if state.tools_list_changed else set())
-        return ListenOffer(self.name, frozenset(kinds), subscribe=state.subscribe)
+        return ListenOffer(self.name, frozenset(kinds), state.subscribe, tasks=state.tasks)
 
     def listen(
         self,
         wanted: ListenFilter,
         own_uris: tuple[str, ...],
         *,
-        expose: Callable[[str], str | None],
+        expose: Exposure,
         ack_deadline: float,
         deadline: float,
     ) -> AbstractAsyncContextManager[CallerListen]:

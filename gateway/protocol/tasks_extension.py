@@ -81,10 +81,8 @@ extension (§Error Handling: MUST)."""
 
 def check_task_listen(params: Mapping[str, Any], capabilities: Mapping[str, Any]) -> None:
     """A ``subscriptions/listen`` asking for task status notifications (``notifications.taskIds``)
-    without the extension declared is -32021 (§Task Status Notifications, MUST).
-
-    With it declared, no task id is agreed to (the acknowledgment lists none): the gateway does
-    not relay ``notifications/tasks``, so clients poll (the default the extension describes)."""
+    without the extension declared is -32021 (§Task Status Notifications, MUST). With it, the
+    handles are decided on by :mod:`gateway.http.subscriptions.task_listen`."""
     wanted = params.get("notifications")
     asked = isinstance(wanted, Mapping) and wanted.get("taskIds") is not None
     if asked and not declares_tasks(capabilities):

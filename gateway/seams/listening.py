@@ -9,6 +9,8 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from gateway.seams.task_relay import Task
+
 __all__ = [
     "ListenEvent",
     "ListenFilter",
@@ -29,10 +31,14 @@ class ListenFilter:
     resources: bool = False
     uris: tuple[str, ...] = ()
     """``resourceSubscriptions``: exposed URIs (the gateway's form with several backends)."""
+    task_ids: tuple[str, ...] = ()
+    """``taskIds`` (the tasks extension, SEP-2663 §Task Status Notifications): the backend's
+    own task ids, restored by the front door from the caller's handles (it maps each
+    notification back to the caller's handle; the backend's id never reaches a client)."""
 
     @property
     def empty(self) -> bool:
-        return not (self.tools or self.prompts or self.resources or self.uris)
+        return not (self.tools or self.prompts or self.resources or self.uris or self.task_ids)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +50,8 @@ class ListenOffer:
     """Of ``tools``, ``prompts``, ``resources``: the kinds whose ``listChanged`` it advertised."""
     subscribe: bool
     """It advertised ``resources.subscribe``."""
+    tasks: bool = False
+    """It advertised the tasks extension: it may be asked for ``notifications/tasks``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,12 +59,14 @@ class ListenEvent:
     """One notification from a backend's listen stream, in the exposed names.
 
     ``kind``: ``tools`` / ``prompts`` / ``resources`` (a ``list_changed``), ``updated``
-    (``notifications/resources/updated`` of ``uri``), or ``end`` (the backend ended the stream;
-    ``graceful`` when it answered the listen request first)."""
+    (``notifications/resources/updated`` of ``uri``), ``task`` (``notifications/tasks`` about
+    an acknowledged task: ``task``, checked, with the backend's own id), or ``end`` (the backend
+    ended the stream; ``graceful`` when it answered the listen request first)."""
 
-    kind: Literal["tools", "prompts", "resources", "updated", "end"]
+    kind: Literal["tools", "prompts", "resources", "updated", "task", "end"]
     uri: str | None = None
     graceful: bool = False
+    task: Task | None = None
 
 
 class UpstreamListen(Protocol):

@@ -5,25 +5,33 @@
 ``input_requests`` keys, audit to ``audit.jsonl``) whose upstream is a
 :class:`~tests.support.task_upstream.TaskUpstream` and whose ``gateway.yaml`` has a ``tasks``
 section. :func:`call` creates (or calls) with the extension declared; :func:`task` sends one
-``tasks/*`` request the way the extension's text describes (``Mcp-Name`` = ``taskId``).
+``tasks/*`` request the way the extension's text describes (``Mcp-Name`` = ``taskId``);
+:func:`listen` opens a ``subscriptions/listen`` naming task handles in ``taskIds``.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import dataclasses
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 
+from gateway.config import SealKey
 from gateway.dev.dev_issuer import DevIssuer
-from tests.support.input_stack import input_stack
+from gateway.protocol.task_handle import TaskClaims, TaskHandles
+from tests.support.input_stack import KEY_A, input_stack
 from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.mcp_client import modern_body, modern_headers
 from tests.support.task_upstream import TASK_TOOLS, TASKS, TaskUpstream
 
-__all__ = ["CAPS", "POLICY", "SCOPES", "call", "task", "task_stack"]
+__all__ = ["CAPS", "POLICY", "SCOPES", "call", "forge", "listen", "task", "task_stack"]
 
 SCOPES = "mcp:access tools:run"
 CAPS: Mapping[str, Any] = {"elicitation": {"form": {}}, "extensions": {TASKS: {}}}
@@ -120,3 +128,48 @@ async def task(
         rid=rid,
     )
     return status, headers, text.encode()
+
+
+@contextlib.asynccontextmanager
+async def listen(
+    stack: LiveStack,
+    token: str,
+    handles: Any,
+    *,
+    capabilities: Mapping[str, Any] = CAPS,
+    rid: int = 5,
+    era: str | None = None,
+) -> AsyncIterator[aiohttp.ClientResponse]:
+    """A ``subscriptions/listen`` whose ``notifications.taskIds`` is ``handles`` (SEP-2663 §Task
+    Status Notifications), the response left open; ``era``: another ``MCP-Protocol-Version``."""
+    body = modern_body(
+        "subscriptions/listen",
+        {"notifications": {"taskIds": handles}},
+        rid=rid,
+        capabilities=capabilities,
+    )
+    headers = modern_headers(token, "subscriptions/listen")
+    if era is not None:
+        headers["MCP-Protocol-Version"] = era
+    async with stack.session.post(stack.server.mcp_url, json=body, headers=headers) as response:
+        yield response
+
+
+def forge(stack: LiveStack, **changes: Any) -> str:
+    """A handle minted with the gateway's own key for the genuine first task, but ``changes``."""
+    now = int(time.time())
+    claims = TaskClaims(
+        backend="default",
+        upstream_id="task-1",
+        issuer=stack.issuer.url,
+        subject="erin",
+        client_id="demo-cli",
+        tool="slow_compute",
+        issued_at=now,
+        expires_at=now + 600,
+    )
+    key = changes.pop("key", ("a", KEY_A))
+    handles = TaskHandles(
+        (SealKey(key[0], base64.b64decode(key[1])),), key[0], resource=stack.config.resource
+    )
+    return handles.seal(dataclasses.replace(claims, **changes))

@@ -21,6 +21,14 @@ hand them to a client. The tools are the conformance suite's fixtures:
 - ``multi_input``: needs a task; waits for two elicitations at once;
 - ``test_tool_with_task``: an input round (``requestState``) asking for ``user_name``, then a
   task whose result greets the name.
+
+Task status notifications (§Task Status Notifications): a ``subscriptions/listen`` naming
+``taskIds`` (``-32021`` without the extension declared) is acknowledged with the ids it knows and
+then gets a ``notifications/tasks`` (the full ``DetailedTask``, tagged with the subscription id)
+at every status change of one of them, and on :meth:`TaskUpstream.push`. ``chatty`` adds a
+``notifications/progress`` and a ``notifications/message`` about the task before each (which a
+server MUST NOT send for a task: the gateway must drop them); ``broadcast`` sends every task's
+statuses to every listener, named or not (a server that leaks: the gateway must drop them).
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -39,6 +49,7 @@ from tests.support.upstreams import ModernUpstream
 __all__ = ["TASKS", "TASK_TOOLS", "TaskUpstream", "UpstreamTask"]
 
 TASKS = "io.modelcontextprotocol/tasks"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 NEEDS_TASK = frozenset(
     {"failing_job", "protocol_error_job", "confirm_delete", "multi_input", "test_tool_with_task"}
 )
@@ -96,9 +107,13 @@ class UpstreamTask:
     answers: dict[str, Any] = field(default_factory=dict)
     answered: asyncio.Event = field(default_factory=asyncio.Event)
     runner: asyncio.Task[None] | None = None
+    on_change: Callable[[UpstreamTask], None] | None = None
+    """Told of every status change (the upstream's listen streams)."""
 
     def touch(self, status: str) -> None:
         self.status, self.updated = status, _now()
+        if self.on_change is not None:
+            self.on_change(self)
 
     def detailed(self, ttl_ms: int | None, poll_ms: int) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -129,6 +144,14 @@ class TaskUpstream(ModernUpstream):
     """Advertise the extension in ``server/discover``."""
     rogue: bool = False
     """Answer every task-supporting call with a task, declared or not (breaks the MUST NOT)."""
+    chatty: bool = False
+    """Send progress and log notifications about a task on the listen stream (MUST NOT)."""
+    broadcast: bool = False
+    """Send every task's statuses to every listen stream, named or not."""
+    listeners: list[tuple[Any, frozenset[str], asyncio.Queue[dict[str, Any] | None]]] = field(
+        default_factory=list
+    )
+    """Open listen streams: (subscription id, acknowledged task ids, queue)."""
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def task_calls(self, method: str | None = None) -> list[dict[str, Any]]:
@@ -141,7 +164,83 @@ class TaskUpstream(ModernUpstream):
             and (method is None or r.json["method"] == method)
         ]
 
+    def push(self, task_id: str) -> None:
+        """Send the task's current state on every listen stream that asked for it."""
+        self._announce(self.tasks[task_id])
+
+    def _announce(self, task: UpstreamTask) -> None:
+        detailed = task.detailed(self.task_ttl_ms, self.poll_ms)
+        for tag, ids, queue in self.listeners:
+            if task.task_id not in ids and not self.broadcast:
+                continue
+            meta = {SUBSCRIPTION_ID: tag}
+            if self.chatty:
+                queue.put_nowait(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/progress",
+                        "params": {
+                            "_meta": meta,
+                            "progressToken": task.task_id,
+                            "progress": 1,
+                            "message": task.task_id,
+                        },
+                    }
+                )
+                queue.put_nowait(
+                    {
+                        "jsonrpc": "2.0",
+                        "method": "notifications/message",
+                        "params": {
+                            "_meta": meta,
+                            "level": "info",
+                            "data": f"{task.task_id} is {task.status}",
+                        },
+                    }
+                )
+            queue.put_nowait(
+                {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/tasks",
+                    "params": {"_meta": meta, **detailed},
+                }
+            )
+
+    async def _listen(
+        self, request: web.Request, rid: Any, params: dict[str, Any], declared: bool
+    ) -> web.StreamResponse:
+        wanted = params.get("notifications") or {}
+        asked = wanted.get("taskIds")
+        if asked is not None and not declared:  # §Task Status Notifications: MUST
+            return _error(
+                rid,
+                -32021,
+                "Missing required client capability",
+                {"requiredCapabilities": {"extensions": {TASKS: {}}}},
+            )
+        agreed = [i for i in asked or [] if i in self.tasks]
+        queue: asyncio.Queue[dict[str, Any] | None] = asyncio.Queue()
+        entry = (rid, frozenset(agreed), queue)
+        self.listeners.append(entry)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        try:
+            await response.prepare(request)
+            ack: dict[str, Any] | None = {
+                "jsonrpc": "2.0",
+                "method": "notifications/subscriptions/acknowledged",
+                "params": {"_meta": {SUBSCRIPTION_ID: rid}, "notifications": {"taskIds": agreed}},
+            }
+            while ack is not None:
+                await response.write(b"data: " + json.dumps(ack).encode() + b"\n\n")
+                ack = await queue.get()
+        finally:
+            self.listeners.remove(entry)
+        await response.write_eof()
+        return response
+
     async def close(self) -> None:
+        for _, _, queue in self.listeners:
+            queue.put_nowait(None)
         for task in self.tasks.values():
             if task.runner is not None:
                 task.runner.cancel()
@@ -183,6 +282,8 @@ class TaskUpstream(ModernUpstream):
             return self._ok(rid, {"tools": self.tools, "ttlMs": 60_000, "cacheScope": "public"})
         if method == "tools/call":
             return await self._call(rid, params, has_tasks or self.rogue)
+        if method == "subscriptions/listen":
+            return await self._listen(request, rid, params, has_tasks)
         if method in ("tasks/get", "tasks/update", "tasks/cancel"):
             if not has_tasks:
                 return _error(
@@ -248,7 +349,7 @@ class TaskUpstream(ModernUpstream):
                 )
             await asyncio.sleep(min(float(args.get("seconds") or 0), 5.0))
             return self._ok(rid, _text(f"Computed {args.get('label')}"))
-        task = UpstreamTask(f"task-{next(self._ids)}", str(name))
+        task = UpstreamTask(f"task-{next(self._ids)}", str(name), on_change=self._announce)
         self.tasks[task.task_id] = task
         task.runner = asyncio.create_task(self._run(task, args, user_name))
         created = {

@@ -9,6 +9,17 @@ abrupt one. Untagged messages, notifications the backend was not asked for and m
 are dropped (the spec says a server MUST NOT send unrequested types; the gateway does not pass
 them on if one does).
 
+Task status notifications (the tasks extension, SEP-2663 §Task Status Notifications): the
+``taskIds`` are the backend's own ids (the front door restored them from its callers' handles),
+asked with the extension declared on the listen (a backend MUST refuse a listen for task
+statuses without it); only the ids the backend acknowledges, and that were asked, are kept. A
+``notifications/tasks`` about another id, or whose task does not check like a ``tasks/get``
+result (:func:`~gateway.backend.upstream.task_call.checked_task`), is dropped;
+``notifications/progress`` and ``notifications/message`` (which MUST NOT be sent for a task) are
+dropped like every other type the gateway did not ask for. Since a notification carries the
+whole task, a result included, its events may be as large as a response
+(``limits.max_response_bytes``).
+
 Only a 2026-07-28 backend is asked: a 2025 one has no ``subscriptions/listen`` (its
 ``resources/subscribe`` belongs to a session the stateless gateway does not keep), so its
 offer is empty. The streams use their own connection pool per backend
@@ -18,7 +29,8 @@ offer is empty. The streams use their own connection pool per backend
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from gateway.backend.listen.change_listener import SUBSCRIPTION_ID
@@ -26,22 +38,38 @@ from gateway.backend.upstream.era import modern_meta
 from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.rpc import UpstreamFault, decode_json, encode_json
 from gateway.backend.upstream.sse_parser import SseError, SseParser
+from gateway.backend.upstream.task_call import checked_task
 from gateway.deadlines import deadline_at
+from gateway.observability.logging import get_logger
 from gateway.outbound.failures import OutboundError, OutboundTimeout
-from gateway.seams import ListenEvent, ListenFilter, ListenRefused
+from gateway.protocol.tasks_extension import TASKS_EXTENSION, InvalidTask
+from gateway.seams import ListenEvent, ListenFilter, ListenRefused, Task
 
-__all__ = ["LISTEN_DESTINATION_SUFFIX", "CallerListen", "open_caller_listen"]
+__all__ = ["LISTEN_DESTINATION_SUFFIX", "CallerListen", "Exposure", "open_caller_listen"]
 
 LISTEN_DESTINATION_SUFFIX: Final = "/listen"
 MAX_EVENT_BYTES: Final = 65_536
 STREAM_MAX_BYTES: Final = 16 * 1_048_576
 """Bytes one caller's upstream stream may carry before it is ended (the client re-listens)."""
 _ACK: Final = "notifications/subscriptions/acknowledged"
+_TASK_STATUS: Final = "notifications/tasks"
 _KINDS: Final = {
     "notifications/tools/list_changed": "tools",
     "notifications/prompts/list_changed": "prompts",
     "notifications/resources/list_changed": "resources",
 }
+
+_log = get_logger("gateway.backend")
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """How what a backend sends is put into the exposed names (None: refused, dropped)."""
+
+    uri: Callable[[str], str | None]
+    """A resource URI."""
+    result: Callable[[Mapping[str, Any]], Mapping[str, Any] | None]
+    """A completed task's tool result (its resource links)."""
 
 
 class CallerListen:
@@ -53,13 +81,17 @@ class CallerListen:
         parser: SseParser,
         chunks: AsyncIterator[bytes],
         request_id: int,
-        expose: Callable[[str], str | None],
+        expose: Exposure,
+        *,
+        backend: str,
     ) -> None:
         self.acknowledged = acknowledged
         self._parser = parser
         self._chunks = chunks
         self._id = request_id
         self._expose = expose
+        self._backend = backend
+        self._task_ids = frozenset(acknowledged.task_ids)
 
     async def events(self) -> AsyncIterator[ListenEvent]:
         ack = self.acknowledged
@@ -78,12 +110,43 @@ class CallerListen:
                             yield ListenEvent(kind)  # type: ignore[arg-type]
                     elif method == "notifications/resources/updated":
                         uri = _uri(message)
-                        exposed = self._expose(uri) if uri is not None else None
+                        exposed = self._expose.uri(uri) if uri is not None else None
                         if exposed is not None and ack.uris:
                             yield ListenEvent("updated", uri=exposed)
+                    elif method == _TASK_STATUS and self._task_ids:
+                        task = self._task(message.get("params"))
+                        if task is not None:
+                            yield ListenEvent("task", task=task)
         except OutboundTimeout:
             pass  # the stream's lifetime ended: an abrupt end, the client re-listens
         yield ListenEvent("end")
+
+    def _task(self, params: Any) -> Task | None:
+        """A ``notifications/tasks`` about an acknowledged task, checked, or None (dropped)."""
+        try:
+            task = checked_task(params)
+        except InvalidTask as bad:
+            _log.warning(
+                "backend_notification_dropped",
+                backend=self._backend,
+                kind="bad_task",
+                reason=str(bad),
+            )
+            return None
+        if task.task_id not in self._task_ids:
+            return None  # not one this listen asked for and the backend acknowledged
+        if task.result is None:
+            return task
+        exposed = self._expose.result(task.result)
+        if exposed is None:
+            _log.warning(
+                "backend_notification_dropped",
+                backend=self._backend,
+                kind="bad_result",
+                reason="uri in the gateway's own form",
+            )
+            return None
+        return replace(task, result=exposed)
 
 
 @contextlib.asynccontextmanager
@@ -92,12 +155,13 @@ async def open_caller_listen(
     wanted: ListenFilter,
     own_uris: tuple[str, ...],
     *,
-    expose: Callable[[str], str | None],
+    expose: Exposure,
     ack_deadline: float,
     deadline: float,
 ) -> AsyncIterator[CallerListen]:
     """Open the stream, wait for the acknowledgment (module docstring); ``own_uris``: the
-    backend's own URIs for ``wanted.uris``; ``expose`` maps one back (None: refused)."""
+    backend's own URIs for ``wanted.uris``; ``expose`` maps what comes back into the exposed
+    names."""
     # After a failure the link forgot its era; detect it again rather than refuse the listen.
     try:
         state = await link.ensure(ack_deadline)
@@ -116,12 +180,18 @@ async def open_caller_listen(
             notifications[key] = True
     if own_uris:
         notifications["resourceSubscriptions"] = list(own_uris)
+    declared: dict[str, Any] = {}
+    max_event = MAX_EVENT_BYTES
+    if wanted.task_ids:
+        notifications["taskIds"] = list(wanted.task_ids)
+        declared = {"extensions": {TASKS_EXTENSION: {}}}  # SEP-2663: MUST, else -32021
+        max_event = max(MAX_EVENT_BYTES, link.max_bytes)  # a notification carries the result
     body = encode_json(
         {
             "jsonrpc": "2.0",
             "id": request_id,
             "method": "subscriptions/listen",
-            "params": {"_meta": modern_meta(), "notifications": notifications},
+            "params": {"_meta": modern_meta(capabilities=declared), "notifications": notifications},
         }
     )
     try:
@@ -135,14 +205,16 @@ async def open_caller_listen(
         ) as response:
             if response.status != 200 or response.content_type != "text/event-stream":
                 raise ListenRefused(f"http_{response.status}")
-            parser = SseParser(max_line=MAX_EVENT_BYTES + 16, max_event=MAX_EVENT_BYTES)
+            parser = SseParser(max_line=max_event + 16, max_event=max_event)
             chunks = response.chunks().__aiter__()
             try:
                 with deadline_at(ack_deadline):
-                    acknowledged = await _acknowledgment(parser, chunks, request_id, expose)
+                    acknowledged = await _acknowledgment(parser, chunks, request_id, expose, wanted)
             except TimeoutError:
                 raise ListenRefused("ack_timeout") from None
-            yield CallerListen(acknowledged, parser, chunks, request_id, expose)
+            yield CallerListen(
+                acknowledged, parser, chunks, request_id, expose, backend=link.backend
+            )
     except (UpstreamFault, OutboundError, SseError, ValueError) as exc:
         raise ListenRefused(getattr(exc, "kind", type(exc).__name__)) from None
 
@@ -151,7 +223,8 @@ async def _acknowledgment(
     parser: SseParser,
     chunks: AsyncIterator[bytes],
     request_id: int,
-    expose: Callable[[str], str | None],
+    expose: Exposure,
+    wanted: ListenFilter,
 ) -> ListenFilter:
     async for chunk in chunks:
         for message in _messages(parser, chunk):
@@ -167,13 +240,16 @@ async def _acknowledgment(
             uris = tuple(
                 exposed
                 for uri in (raw if isinstance(raw, list) else ())
-                if isinstance(uri, str) and (exposed := expose(uri)) is not None
+                if isinstance(uri, str) and (exposed := expose.uri(uri)) is not None
             )
+            acked = granted.get("taskIds")
+            agreed = {i for i in acked if isinstance(i, str)} if isinstance(acked, list) else set()
             return ListenFilter(
                 tools=granted.get("toolsListChanged") is True,
                 prompts=granted.get("promptsListChanged") is True,
                 resources=granted.get("resourcesListChanged") is True,
                 uris=uris,
+                task_ids=tuple(i for i in wanted.task_ids if i in agreed),  # only those asked
             )
     raise ListenRefused("closed")
 

@@ -70,7 +70,8 @@ class UpstreamLink:
         self.destination = backend_destination(backend)
         self._outbound = outbound
         self._credential = credential
-        self._max_bytes = max_bytes
+        self.max_bytes = max_bytes
+        """The largest answer read from the backend (``limits.max_response_bytes``)."""
         self._state: LinkState | None = None
         self._known: LinkState | None = None
         """The last detected state: what the backend offers, kept while a failure is re-detected."""
@@ -174,7 +175,7 @@ class UpstreamLink:
                     headers,
                     request_id,
                     deadline,
-                    max_bytes=max_bytes or self._max_bytes,
+                    max_bytes=max_bytes or self.max_bytes,
                     progress_token=progress_token,
                     on_progress=on_progress,
                     credential=credential,
@@ -194,7 +195,7 @@ class UpstreamLink:
     async def notify(self, state: LinkState, method: str, deadline: float) -> None:
         body = encode_json({"jsonrpc": "2.0", "method": method})
         await self._send(
-            body, self.headers(state, method), None, deadline, max_bytes=self._max_bytes
+            body, self.headers(state, method), None, deadline, max_bytes=self.max_bytes
         )
 
     async def _send(
@@ -242,14 +243,12 @@ class UpstreamLink:
     ) -> Reply:
         try:
             return await self._send(
-                body, dict(headers), request_id, deadline, max_bytes=self._max_bytes
+                body, dict(headers), request_id, deadline, max_bytes=self.max_bytes
             )
         except UpstreamFault as fault:
             if fault.kind != "unauthorized":
                 raise
-        return await self._send(
-            body, dict(headers), request_id, deadline, max_bytes=self._max_bytes
-        )
+        return await self._send(body, dict(headers), request_id, deadline, max_bytes=self.max_bytes)
 
     async def _reinitialize(self, expired: LinkState, deadline: float) -> LinkState:
         async with self._lock:

@@ -32,9 +32,9 @@ from gateway.observability import spans
 from gateway.observability.logging import get_logger
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.tasks_extension import InvalidTask, parse_task
-from gateway.seams import Principal, RequestContext, TaskReply, TaskRequest, ToolDef
+from gateway.seams import Principal, RequestContext, Task, TaskReply, TaskRequest, ToolDef
 
-__all__ = ["UNKNOWN_TASK_CODE", "UpstreamTaskCall"]
+__all__ = ["UNKNOWN_TASK_CODE", "UpstreamTaskCall", "checked_task"]
 
 UNKNOWN_TASK_CODE = -32602
 """SEP-2663 §Error Handling: an invalid or nonexistent ``taskId`` is ``-32602``."""
@@ -155,14 +155,9 @@ class UpstreamTaskCall:
 
     def _task(self, result: dict[str, Any], request: TaskRequest) -> TaskReply:
         try:
-            task = parse_task(result, detailed=True)
+            task = checked_task(result)
             if task.task_id != request.task_id:
                 raise InvalidTask("another task's id")
-            if task.result is not None:
-                checked = sanitize_result(task.result)
-                if checked is None:
-                    raise InvalidTask("completed task's result is not a tool result")
-                task = replace(task, result=checked)
         except InvalidTask as bad:
             _log.warning(
                 "backend_request_failed",
@@ -173,3 +168,17 @@ class UpstreamTaskCall:
             )
             return TaskReply(fault="garbled")
         return TaskReply(task=task)
+
+
+def checked_task(raw: Any) -> Task:
+    """A backend's ``DetailedTask`` (a ``tasks/get`` result, or the params of a
+    ``notifications/tasks``) checked (:func:`~gateway.protocol.tasks_extension.parse_task`), a
+    completed task's ``result`` as a tool result; raises
+    :class:`~gateway.protocol.tasks_extension.InvalidTask`."""
+    task = parse_task(raw, detailed=True)
+    if task.result is not None:
+        checked = sanitize_result(task.result)
+        if checked is None:
+            raise InvalidTask("completed task's result is not a tool result")
+        task = replace(task, result=checked)
+    return task

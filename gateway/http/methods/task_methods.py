@@ -14,7 +14,9 @@ the client sees it. Then, in order, before anything goes upstream:
 5. the policy, with the current token, still lets the caller call the tool as a task: the
    tool's decision, ``tasks: true``, the ``when:`` conditions that do not read arguments, then
    the external decision point (asked the ``tools/call`` question, without arguments); one
-   that cannot decide is 503 ``policy_unavailable`` as for any call (the caller's own task);
+   that cannot decide is 503 ``policy_unavailable`` as for any call (the caller's own task).
+   Steps 4 and 5 are :class:`gateway.http.task_access.TaskAccess`, which a listen for task
+   statuses asks too;
 6. the token is still unexpired (step 16).
 
 Every failure of 4 and 5 is the one ``unknown_task`` answer, the same bytes as for a made-up
@@ -40,41 +42,27 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from gateway.config import Config
-from gateway.errors import (
-    BackendFailure,
-    ExternalPolicyDenied,
-    InvalidRequestState,
-    MissingClientCapability,
-    UnknownTask,
-)
+from gateway.errors import BackendFailure, InvalidRequestState, MissingClientCapability, UnknownTask
 from gateway.http.call_limits import CallLimits
-from gateway.http.condition_gate import ConditionGate
 from gateway.http.progress import ProgressRelay
+from gateway.http.task_access import TaskAccess, task_view
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry
 from gateway.jsonkit.write import compact
 from gateway.limits.keys import principal_key
 from gateway.observability.metrics import Metrics
-from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.envelope import success_body
-from gateway.protocol.input_required import known_kind_responses, required_capabilities
+from gateway.protocol.input_required import known_kind_responses
 from gateway.protocol.messages import McpMessage
-from gateway.protocol.results import META_SERVER_INFO, server_implementation, shape_call_result
-from gateway.protocol.task_handle import (
-    HandleRefused,
-    TaskClaims,
-    TaskHandles,
-    check_owner,
-    handle_digest,
-)
+from gateway.protocol.results import META_SERVER_INFO, server_implementation
+from gateway.protocol.task_handle import HandleRefused, TaskClaims, handle_digest
 from gateway.protocol.tasks_extension import (
     REQUIRED_DATA,
     TASK_KEY,
     TASK_METHODS,
     TERMINAL,
-    client_task,
     declares_tasks,
 )
-from gateway.seams import AccessQuestion, DecisionPoint, Task, TaskRelay, TaskRequest
+from gateway.seams import Task, TaskRelay, TaskRequest
 from gateway.state.dpop_replay import MemoryReplays
 
 __all__ = ["POLL_WINDOW_S", "TaskMethods", "poll_budget"]
@@ -97,23 +85,18 @@ class TaskMethods:
         self,
         *,
         config: Config,
-        handles: TaskHandles,
+        access: TaskAccess,
         relay: TaskRelay,
         limits: CallLimits,
-        conditions: ConditionGate,
         exchanging: frozenset[str],
-        decision_point: DecisionPoint | None = None,
         metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._handles = handles
+        self._access = access
         self._relay = relay
         self._limits = limits
-        self._conditions = conditions
         self._exchanging = exchanging
-        self._pdp = decision_point
         self._metrics = metrics
-        self._clock = clock
         self._server = config.server
         self._cap = config.limits.max_response_bytes
         self._min_poll_ms = config.tasks.min_poll_interval_ms
@@ -138,9 +121,8 @@ class TaskMethods:
         await self._limits.enforce_rate(key, self._budget, POLL_WINDOW_S, "task")
         responses = self._responses(message)
         try:
-            claims = self._handles.open(handle)
-            check_owner(claims, principal, self._clock())
-            await self._authorize(claims, turn)
+            claims = self._access.open(handle, principal)
+            await self._access.authorize(claims, turn, record=True)
         except HandleRefused as refused:
             record["refused"] = refused.reason
             raise UnknownTask(detail=f"task handle refused: {refused.reason}") from None
@@ -186,51 +168,22 @@ class TaskMethods:
             raise InvalidRequestState("responses_too_large")
         return known_kind_responses(responses)
 
-    async def _authorize(self, claims: TaskClaims, turn: Turn) -> None:
-        """Step 5: raise :class:`HandleRefused` (``policy``) unless the caller may still call
-        the tool as a task; records the tool, backend and decision for the audit event."""
-        ctx = turn.ctx
-        ctx.tool, ctx.backend = claims.tool, claims.backend
-        decision = turn.decide(claims.tool)
-        ctx.decision = decision
-        if not (decision.allowed and turn.policy.allows_tasks(claims.tool)):
-            raise HandleRefused("policy")
-        if not self._conditions.listed(turn, "tools", claims.tool, claims.backend):
-            raise HandleRefused("policy")
-        if self._pdp is not None:
-            question = AccessQuestion("tools/call", claims.tool, claims.backend, None)
-            try:
-                await self._pdp.consult(turn.principal, question, ctx, turn.deadline)
-            except ExternalPolicyDenied:
-                raise HandleRefused("policy") from None
-
     def _task_answer(
         self, task: Task, claims: TaskClaims, handle: str, message: McpMessage, turn: Turn
     ) -> bytes:
         record = turn.ctx.extra[TASK_KEY]
         record["status"] = task.status
-        if task.input_requests:
-            declared = known_capabilities(message.client_capabilities)
-            missing = required_capabilities(task.input_requests, declared)
-            if missing:
-                raise MissingClientCapability(data={"requiredCapabilities": missing})
+        answer = task_view(
+            task,
+            claims,
+            handle,
+            capabilities=message.client_capabilities,
+            server=self._server,
+            min_poll_ms=self._min_poll_ms,
+        )
         digest = str(record["handle"]).encode("ascii")
         if task.status in TERMINAL and self._terminal.record(digest, claims.expires_at):
             record["event"] = task.status
             if self._metrics is not None:
                 self._metrics.tasks_total.labels(backend=claims.backend, event=task.status).inc()
-        result = (
-            shape_call_result(task.result, era="modern", server=self._server)
-            if task.result is not None
-            else None
-        )
-        answer = client_task(
-            task,
-            handle,
-            result_type="complete",
-            lifetime_ms=(claims.expires_at - claims.issued_at) * 1000,
-            min_poll_ms=self._min_poll_ms,
-            server=self._server,
-            result=result,
-        )
         return bounded_success(message, answer, self._cap)

@@ -38,6 +38,8 @@ from gateway.http.pipeline.batch_admission import admit_batch
 from gateway.http.progress import ProgressRelay
 from gateway.http.subscriptions.legacy_sessions import LegacySessions
 from gateway.http.subscriptions.listen_route import SubscriptionRoutes
+from gateway.http.subscriptions.task_listen import TaskWatcher
+from gateway.http.task_access import TaskAccess
 from gateway.http.turn import Route, Turn
 from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import error_body
@@ -86,6 +88,7 @@ class Dispatcher:
         conditions = ConditionGate(metrics)
         handles = handles_for(config) if tasks is not None else None
         self.tasks = tasks if handles is not None else None
+        access = TaskAccess(handles, conditions, decision_point) if handles is not None else None
         """The task relay when tasks are on (``server/discover`` advertises the extension)."""
         tools = ToolCalls(
             config=config,
@@ -103,6 +106,7 @@ class Dispatcher:
             listening=listening,
             policy=policy,
             detach=detach,
+            tasks=TaskWatcher(config, access) if access is not None else None,
         )
         self.sessions = LegacySessions(
             config=config,
@@ -132,16 +136,14 @@ class Dispatcher:
             **self.subscriptions.routes(),
             **self.sessions.routes(),
         }
-        if handles is not None and tasks is not None:
+        if access is not None and tasks is not None:
             self._routes.update(
                 TaskMethods(
                     config=config,
-                    handles=handles,
+                    access=access,
                     relay=tasks,
                     limits=limits,
-                    conditions=conditions,
                     exchanging=tools.exchanging,
-                    decision_point=decision_point,
                     metrics=metrics,
                 ).routes()
             )

@@ -8,7 +8,9 @@ until the request deadline, and acknowledges the intersection to the client, tag
 client's request id (``io.modelcontextprotocol/subscriptionId``). The relay and how the stream ends:
 :mod:`gateway.http.subscriptions.listen_stream`; the replica's bounds, reloads and drain:
 :mod:`gateway.http.subscriptions.subscription_hub`. An acknowledged stream stops holding an
-in-flight slot (it is not work in progress). The legacy era's ``resources/subscribe``:
+in-flight slot (it is not work in progress). Task status notifications (``taskIds``, with
+``tasks:`` on): :mod:`gateway.http.subscriptions.task_listen`; each task id counts like a URI
+against the principal's bound. The legacy era's ``resources/subscribe``:
 :mod:`gateway.http.subscriptions.legacy_sessions` (docs/protocol.md#legacy-subscriptions).
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -31,6 +34,7 @@ from gateway.http.subscriptions.subscription_plan import (
     parse_filter,
     plan,
 )
+from gateway.http.subscriptions.task_listen import TaskWatch, TaskWatcher, parse_task_ids
 from gateway.http.turn import Route, Turn, check_expiry, require_method_scopes
 from gateway.limits.keys import principal_key
 from gateway.observability.logging import get_logger
@@ -38,6 +42,7 @@ from gateway.protocol.messages import McpMessage
 from gateway.protocol.tasks_extension import check_task_listen
 from gateway.seams import (
     Backend,
+    ListenFilter,
     Listening,
     ListenRefused,
     PolicySource,
@@ -61,8 +66,11 @@ class SubscriptionRoutes:
         listening: Listening | None,
         policy: PolicySource | None,
         detach: Callable[[RequestContext], None] | None,
+        tasks: TaskWatcher | None = None,
     ) -> None:
+        """``tasks``: task handles are honoured (``tasks:`` on)."""
         self._backend = backend
+        self._tasks = tasks
         self._listening = listening
         self._detach = detach
         self._max_uris = limits.max_subscribed_uris_per_principal
@@ -75,21 +83,30 @@ class SubscriptionRoutes:
         }
 
     async def _listen(self, message: McpMessage, turn: Turn) -> web.StreamResponse:
-        listening = self._listening
+        listening, tasks = self._listening, self._tasks
         offers = listening.listen_offers() if listening is not None else ()
-        if listening is None or not any(o.list_changed or o.subscribe for o in offers):
+        if listening is None or not any(
+            o.list_changed or o.subscribe or (o.tasks and tasks is not None) for o in offers
+        ):
             raise MethodNotFound()
         require_method_scopes(turn, message.method)
         check_task_listen(message.params, message.client_capabilities)
         wanted = normal_filter(turn.policy, parse_filter(message.params, self._max_uris))
+        handles = parse_task_ids(message.params, self._max_uris) if tasks is not None else ()
         who = turn.principal
         token = turn.token_key()  # 401 if revoked meanwhile; bound below with no wait between
-        slot = self.hub.admit(principal_key(who), len(wanted.uris))
+        slot = self.hub.admit(principal_key(who), len(wanted.uris) + len(handles))
         self.hub.bind(slot, token)
         try:
             granted = plan(
                 turn.policy, who, wanted, offers, self._backend, client_ip=turn.ctx.client_ip
             )
+            watch: TaskWatch | None = None
+            if tasks is not None and handles:
+                capabilities = message.client_capabilities
+                watch = await tasks.watch(handles, turn, offers, capabilities)
+                for name, ids in watch.asked().items():
+                    granted[name] = replace(granted.get(name, ListenFilter()), task_ids=ids)
             check_expiry(turn)
             lifetime = min(self.hub.lifetime_s, max(0.0, who.expires_at - time.time()))
             ends_at = time.monotonic() + lifetime
@@ -107,7 +124,9 @@ class SubscriptionRoutes:
                 honoured = {
                     name: intersect(granted[name], up.acknowledged) for name, up in opened.items()
                 }
-                stream = ListenStream(turn, message, slot, honoured, wanted, self._source)
+                if watch is not None:
+                    watch.honour(honoured)
+                stream = ListenStream(turn, message, slot, honoured, wanted, self._source, watch)
                 return await stream.run(opened, ends_at, self._detach, self._backend)
         finally:
             self.hub.release(slot)

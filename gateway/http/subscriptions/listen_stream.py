@@ -1,8 +1,10 @@
 """One client's open ``subscriptions/listen`` stream: the acknowledgment, the relay, the end.
 
-Each backend notification is passed on only when the acknowledgment covers it, and
+Each backend notification is passed on only when the acknowledgment covers it,
 ``notifications/resources/updated`` only when the caller may read that URI under the stream's
-current policy (the spec allows a sub-resource URI). The stream ends:
+current policy (the spec allows a sub-resource URI), ``notifications/tasks`` as
+:mod:`gateway.http.subscriptions.task_listen` decides (under the caller's own handle). The stream
+ends:
 
 - when the client goes away (every backend stream is closed with it);
 - with the graceful ``subscriptions/listen`` result (§Graceful Closure) at
@@ -32,6 +34,7 @@ from gateway.http.subscriptions.subscription_plan import (
     plan,
     relayed_method,
 )
+from gateway.http.subscriptions.task_listen import TaskWatch
 from gateway.http.turn import Turn
 from gateway.observability.logging import get_logger
 from gateway.protocol.messages import McpMessage
@@ -69,8 +72,10 @@ class ListenStream:
         honoured: dict[str, ListenFilter],
         wanted: ListenFilter,
         source: PolicySource | None,
+        tasks: TaskWatch | None = None,
     ) -> None:
         self._turn = turn
+        self._tasks = tasks
         self._source = source
         self._id = message.id
         self._slot = slot
@@ -153,6 +158,11 @@ class ListenStream:
 
     def _outgoing(self, name: str, event: ListenEvent) -> dict[str, Any] | None:
         honoured, policy, source = self._honoured.get(name), self._policy, self._source
+        if event.kind == "task":
+            if self._tasks is None or event.task is None:
+                return None
+            now = source.current() if source is not None else policy
+            return self._tasks.notification(name, event.task, now, self._meta)
         method = relayed_method(self._turn, name, event, honoured, policy=policy, source=source)
         if method is None:
             return None
@@ -166,6 +176,8 @@ class ListenStream:
         if not who.scopes.issuperset(policy.baseline_scopes):
             return True
         if not policy.decide_method(who, "subscriptions/listen").allowed:
+            return True
+        if self._tasks is not None and not self._tasks.allowed_under(policy):
             return True
         offers = [
             ListenOffer(name, frozenset(("tools", "prompts", "resources")), subscribe=True)
@@ -203,6 +215,9 @@ class ListenStream:
         uris = [u for u in self._wanted.uris if u in got]
         if uris:
             out["resourceSubscriptions"] = uris
+        handles = self._tasks.acknowledged() if self._tasks is not None else []
+        if handles:
+            out["taskIds"] = handles
         return out
 
     async def _send(self, message: dict[str, Any]) -> None:

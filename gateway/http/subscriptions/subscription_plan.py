@@ -187,7 +187,12 @@ def parse_filter(params: Mapping[str, Any], max_uris: int) -> ListenFilter:
         raise InvalidParams(detail="resourceSubscriptions")
     if len(uris) > max_uris:
         raise TooManySubscriptions()
-    return ListenFilter(uris=tuple(dict.fromkeys(uris)), **flags)
+    return ListenFilter(
+        tools=flags["tools"],
+        prompts=flags["prompts"],
+        resources=flags["resources"],
+        uris=tuple(dict.fromkeys(uris)),
+    )
 
 
 def normal_filter(policy: Policy, wanted: ListenFilter) -> ListenFilter:
@@ -203,11 +208,13 @@ def normal_filter(policy: Policy, wanted: ListenFilter) -> ListenFilter:
 def intersect(asked: ListenFilter, acked: ListenFilter) -> ListenFilter:
     """What a backend acknowledged of what the gateway asked it for."""
     got = set(acked.uris)
+    ids = set(acked.task_ids)
     return ListenFilter(
         tools=asked.tools and acked.tools,
         prompts=asked.prompts and acked.prompts,
         resources=asked.resources and acked.resources,
         uris=tuple(u for u in asked.uris if u in got),
+        task_ids=tuple(i for i in asked.task_ids if i in ids),
     )
 
 
@@ -236,6 +243,6 @@ def relayed_method(
         if not readable(now, who, uri, backend=backend, client_ip=client_ip):
             return None
         return "notifications/resources/updated"
-    if event.kind == "end" or not getattr(honoured, event.kind):
-        return None
+    if event.kind not in LIST_CHANGED or not getattr(honoured, event.kind):
+        return None  # an end, or a task's status (its own path: .task_listen)
     return LIST_CHANGED[event.kind]

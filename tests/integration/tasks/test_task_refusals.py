@@ -9,8 +9,6 @@ same body bytes, same headers (but the request's own id), and the upstream saw n
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import json
 import time
 from pathlib import Path
@@ -19,13 +17,11 @@ from typing import Any, cast
 import aiohttp
 import pytest
 
-from gateway.config import SealKey
-from gateway.protocol.task_handle import TaskClaims, TaskHandles
 from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
 from tests.support.input_stack import KEY_A, KEY_B, audit_events
 from tests.support.live_stack import LiveStack, ServerFactory, modern_meta
 from tests.support.schemas import validate_response
-from tests.support.task_stack import CAPS, POLICY, SCOPES, call, task, task_stack
+from tests.support.task_stack import CAPS, POLICY, SCOPES, call, forge, task, task_stack
 from tests.support.task_upstream import TASKS, TaskUpstream
 from tests.support.upstreams import ModernUpstream
 
@@ -49,26 +45,6 @@ async def created(stack: LiveStack, token: str, seconds: float = 60) -> str:
     status, _, body = await call(stack, token, "slow_compute", {"seconds": seconds, "label": "x"})
     assert status == 200 and body["result"]["resultType"] == "task", body
     return cast(str, body["result"]["taskId"])
-
-
-def forge(stack: LiveStack, **changes: Any) -> str:
-    """A handle minted with the gateway's own key for the genuine first task, but ``changes``."""
-    now = int(time.time())
-    claims = TaskClaims(
-        backend="default",
-        upstream_id="task-1",
-        issuer=stack.issuer.url,
-        subject="erin",
-        client_id="demo-cli",
-        tool="slow_compute",
-        issued_at=now,
-        expires_at=now + 600,
-    )
-    key = changes.pop("key", ("a", KEY_A))
-    handles = TaskHandles(
-        (SealKey(key[0], base64.b64decode(key[1])),), key[0], resource=stack.config.resource
-    )
-    return handles.seal(dataclasses.replace(claims, **changes))
 
 
 @pytest.fixture
@@ -380,11 +356,12 @@ async def test_a_key_rotation_keeps_old_handles_valid_until_the_key_is_dropped(
 
 
 @pytest.mark.row("missing_client_capability")
-async def test_a_listen_for_task_statuses_needs_the_extension_and_gets_none(
+async def test_a_listen_for_task_statuses_needs_the_extension_and_a_real_handle(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SEP-2663 §Task Status Notifications: -32021 without the extension (MUST); with it, the
-    acknowledgment agrees to no task id (the gateway relays none: clients poll)."""
+    """SEP-2663 §Task Status Notifications: -32021 without the extension (MUST); with it, a
+    handle nobody minted is not agreed to (tests/integration/tasks/test_task_notifications.py:
+    the relay itself)."""
     upstream = ModernUpstream(list_changed=True)
     stack = task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream)  # type: ignore[arg-type]
     async with stack as live:
