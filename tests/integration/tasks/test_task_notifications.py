@@ -24,7 +24,7 @@ import structlog
 
 from gateway.errors import RATE_LIMITED_CODE
 from gateway.protocol.task_handle import handle_digest
-from tests.support.input_stack import audit_events
+from tests.support.input_stack import SERVICE_CREDENTIAL, audit_events
 from tests.support.live_stack import LiveStack, ServerFactory
 from tests.support.sse_reading import complete, next_message, rest_of
 from tests.support.task_stack import POLICY, SCOPES, call, forge, listen, task, task_stack
@@ -58,7 +58,8 @@ def upstream_of(stack: LiveStack) -> TaskUpstream:
 
 
 async def created(stack: LiveStack, token: str, tool: str = "slow_compute") -> str:
-    arguments = {"seconds": 60, "label": "x"} if tool == "slow_compute" else {"filename": "f"}
+    slow = tool.endswith("slow_compute")
+    arguments = {"seconds": 60, "label": "x"} if slow else {"filename": "f"}
     status, _, body = await call(stack, token, tool, arguments)
     assert status == 200 and body["result"]["resultType"] == "task", body
     return cast(str, body["result"]["taskId"])
@@ -135,6 +136,36 @@ async def test_only_the_named_tasks_are_relayed_and_no_progress_or_log(
             assert note["params"]["taskId"] == named
             upstream.push("task-1")
             assert (await next_message(response))["params"]["taskId"] == named
+
+
+async def test_with_several_backends_each_id_maps_back_to_its_own_backends_handle(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two backends that both call their task ``task-1``: each is asked for its own, and each
+    notification goes out under the handle of the task of the backend that sent it."""
+    ups = {"a": TaskUpstream(), "b": TaskUpstream()}
+    backends = {}
+    for name, upstream in ups.items():
+        url = str((await aiohttp_server(upstream.app())).make_url("/mcp"))
+        backends[name] = {"url": url, "allow_insecure_http": True, "credential": SERVICE_CREDENTIAL}
+    policy = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n" + "".join(
+        f"  {name}__slow_compute: {{scopes: [tools:run], tasks: true}}\n" for name in ups
+    )
+    async with task_stack(
+        tmp_path, aiohttp_server, monkeypatch, backends=backends, policy=policy
+    ) as stack:
+        token = stack.token(SCOPES)
+        handles = {name: await created(stack, token, f"{name}__slow_compute") for name in ups}
+        async with listen(stack, token, [handles["a"], handles["b"]]) as response:
+            ack = await acknowledged(response)
+            assert ack["notifications"] == {"taskIds": [handles["a"], handles["b"]]}
+            for name in ("b", "a"):
+                ups[name].push("task-1")
+                assert (await next_message(response))["params"]["taskId"] == handles[name]
+        for upstream in ups.values():
+            (asked,) = [r.json["params"] for r in upstream.calls("subscriptions/listen")]
+            assert asked["notifications"] == {"taskIds": ["task-1"]}
+            await upstream.close()
 
 
 class TestNotAcknowledged:
