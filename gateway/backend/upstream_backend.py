@@ -48,11 +48,12 @@ from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.surface_call import UpstreamSurfaceCall
 from gateway.backend.upstream.task_call import UpstreamTaskCall
 from gateway.backend.upstream.tool_call import UpstreamToolCall
-from gateway.backend.upstream.tool_results import INVALID_ARGUMENTS_TEXT, Outcome, error_result
+from gateway.backend.upstream.tool_results import INVALID_ARGUMENTS_TEXT, error_result
 from gateway.config import BackendConfig, Config
 from gateway.errors import InvalidRequestState
 from gateway.jsonkit.write import plain_copy
 from gateway.observability.logging import get_logger
+from gateway.observability.metric_labels import BackendOutcome
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Destination, Outbound
 from gateway.seams import (
@@ -340,7 +341,7 @@ class UpstreamBackend:
         # Bounded: the exposed name of a tool of this backend's catalog, anything else "other".
         label = call.tool.name if own.name in self.catalog() else "other"
         started = self._clock()
-        outcome: Outcome = "upstream_error"
+        outcome: BackendOutcome = "upstream_error"
         called = False
         try:
             # A private plain copy (fixed arguments already in, http/tool_call): jsonschema-rs

@@ -38,7 +38,8 @@ from gateway.dev.demo_listen import LATEST_URI, DemoListeners
 from gateway.dev.demo_records import RecordedRequest, RecordsRequests, request_log
 from gateway.dev.demo_tasks import CAPABILITIES, TASK_TOOLS, TASKS, DemoTaskError, DemoTasks
 from gateway.dev.demo_tools import TOOLS, DemoTools, UnknownToolError
-from gateway.dev.loopback import bind_site, check_bind_host
+from gateway.dev.loopback import McpOnLoopback, check_bind_host
+from gateway.seams import SURFACE_METHODS
 
 __all__ = [
     "LEGACY_VERSIONS",
@@ -71,7 +72,7 @@ class _RpcError(Exception):
 
 
 @dataclass
-class DemoBackend(RecordsRequests):
+class DemoBackend(RecordsRequests, McpOnLoopback):
     """A both-eras MCP server on loopback. ``await start()``, read :attr:`url`, ``await stop()``."""
 
     host: str = "127.0.0.1"
@@ -95,8 +96,7 @@ class DemoBackend(RecordsRequests):
     """Set (``mcp-gateway demo``): every ``tools/call`` must carry a valid caller assertion of
     the gateway (else 401), and ``whoami`` shows the verified caller."""
     _caller: dict[str, Any] | None = field(default=None, repr=False)
-    _runner: web.AppRunner | None = field(default=None, repr=False)
-    _url: str | None = field(default=None, repr=False)
+    max_body = MAX_BODY
 
     def __post_init__(self) -> None:
         if not self.service_token:
@@ -105,30 +105,9 @@ class DemoBackend(RecordsRequests):
         self.inputs = DemoInputs(self.tools)
         self.tasks = DemoTasks(self.tools)
 
-    @property
-    def url(self) -> str:
-        """The MCP endpoint URL (base URL + :attr:`path`)."""
-        if self._url is None:
-            raise RuntimeError("DemoBackend is not started")
-        return self._url + self.path
-
-    async def start(self) -> None:
-        app = web.Application(client_max_size=MAX_BODY)
-        app.router.add_route("*", self.path, self._handle)
-        self._runner, self._url = await bind_site(app, self.host, self.port)
-
     async def stop(self) -> None:
         self.listeners.close()
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> DemoBackend:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
+        await super().stop()
 
     # --- HTTP ------------------------------------------------------------------------------
 
@@ -279,7 +258,7 @@ class DemoBackend(RecordsRequests):
             return {"resultType": "complete", **result, "_meta": server_meta}
         if method == "tools/call":
             return {"resultType": "complete", **self._call(params, 400), "_meta": server_meta}
-        if method in demo_surface.SURFACE_METHODS:
+        if method in SURFACE_METHODS:
             return {
                 "resultType": "complete",
                 **self._surface(method, params, 400, -32602),
@@ -310,7 +289,7 @@ class DemoBackend(RecordsRequests):
             return {"content": [{"type": "text", "text": text}], "isError": True}
         if method == "tools/call":
             return self._call(params, 200)
-        if method in demo_surface.SURFACE_METHODS:
+        if method in SURFACE_METHODS:
             return self._surface(method, params, 200, -32002)
         raise _RpcError(200, -32601, "Method not found")
 

@@ -25,7 +25,6 @@ __all__ = [
     "PAGES",
     "PROMPTS",
     "RESOURCES",
-    "SURFACE_METHODS",
     "TEMPLATES",
     "SurfaceError",
     "answer",
@@ -70,16 +69,6 @@ RESOURCES: Final = (
 )
 TEMPLATES: Final = (
     {"uriTemplate": "demo://notes/{page}", "name": "note page", "mimeType": "text/markdown"},
-)
-SURFACE_METHODS: Final = frozenset(
-    {
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "completion/complete",
-    }
 )
 CAPABILITIES: Final = {
     "prompts": {"listChanged": False},

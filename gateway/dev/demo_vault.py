@@ -33,7 +33,7 @@ from joserfc.jwt import JWTClaimsRegistry
 
 from gateway.dev.demo_identity import NotVerified
 from gateway.dev.demo_records import RecordedRequest, RecordsRequests, request_log
-from gateway.dev.loopback import bind_site, check_bind_host
+from gateway.dev.loopback import McpOnLoopback, check_bind_host
 
 __all__ = ["VAULT_WHOAMI", "IssuerTokenCheck", "VaultBackend"]
 
@@ -118,7 +118,7 @@ class IssuerTokenCheck:
 
 
 @dataclass
-class VaultBackend(RecordsRequests):
+class VaultBackend(RecordsRequests, McpOnLoopback):
     """A 2026-07-28 MCP server on loopback that accepts only issuer-vouched tokens for itself.
     Set :attr:`token_check` before traffic; ``await start()``, read :attr:`url`."""
 
@@ -133,27 +133,10 @@ class VaultBackend(RecordsRequests):
     seen_subjects: list[str] = field(default_factory=list)
     """``sub`` of every ``tools/call`` token the issuer vouched for."""
     auth_failures: int = 0
-    _runner: web.AppRunner | None = field(default=None, repr=False)
-    _url: str | None = field(default=None, repr=False)
+    max_body = MAX_BODY
 
     def __post_init__(self) -> None:
         check_bind_host(self.host, self.allow_non_loopback)
-
-    @property
-    def url(self) -> str:
-        if self._url is None:
-            raise RuntimeError("VaultBackend is not started")
-        return self._url + self.path
-
-    async def start(self) -> None:
-        app = web.Application(client_max_size=MAX_BODY)
-        app.router.add_route("*", self.path, self._handle)
-        self._runner, self._url = await bind_site(app, self.host, self.port)
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await self._record(request)

@@ -49,7 +49,7 @@ from gateway.dev.issuer_endpoints import EndpointHandlers
 from gateway.dev.issuer_keys import DevKeySet, JwksPublisher, access_token_claims
 from gateway.dev.issuer_server import DevAuthorizationServer
 from gateway.dev.issuer_store import DevClient, IssuerStore, TokenRecord
-from gateway.dev.loopback import bind_site, check_bind_host
+from gateway.dev.loopback import LoopbackServer, check_bind_host
 
 __all__ = ["DevIssuer"]
 
@@ -58,7 +58,7 @@ MAX_BODY = 65_536
 """Request bodies above this are refused by aiohttp with 413."""
 
 
-class DevIssuer(AuthorizationHandlers, EndpointHandlers):
+class DevIssuer(AuthorizationHandlers, EndpointHandlers, LoopbackServer):
     """A development OAuth 2.1 authorization server. Start it, read :attr:`url`, stop it."""
 
     def __init__(
@@ -92,8 +92,8 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         sign-in page lets the person pick one (cross-user tests; a second instance is another
         authorization server with people of its own)."""
         check_bind_host(host, allow_non_loopback)
-        self._host = host
-        self._port = port
+        self.host = host
+        self.port = port
         self._allow_non_loopback = allow_non_loopback
         self.consent = consent
         self.user_sub = user_sub
@@ -141,17 +141,13 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         of ours with HTTP 400 ``{"error": <this>}``, as node oidc-provider does for id_tokens,
         JWT access tokens it does not introspect and forged JWTs (``unsupported_token_type`` or
         ``invalid_token``). None (default): RFC 7662 ``{"active": false}``."""
-        self._runner: web.AppRunner | None = None
-        self._url: str | None = None
 
     # --- lifecycle -------------------------------------------------------------------------
 
     @property
     def url(self) -> str:
         """The issuer identifier: the base URL, exactly as in the metadata's ``issuer``."""
-        if self._url is None:
-            raise RuntimeError("DevIssuer is not started")
-        return self._url
+        return self.base_url
 
     @property
     def metadata_url(self) -> str:
@@ -161,7 +157,7 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
     def introspection_calls(self) -> int:
         return self.store.introspection_calls
 
-    async def start(self) -> None:
+    def _app(self) -> web.Application:
         app = web.Application(client_max_size=MAX_BODY)
         app.router.add_get("/.well-known/oauth-authorization-server", self._metadata)
         app.router.add_get("/.well-known/openid-configuration", self._metadata)
@@ -174,12 +170,15 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         app.router.add_get("/jwks", self.jwks.handle)
         app.router.add_post("/revoke", self._revoke)
         app.router.add_post("/dev/tokens", self._mint_endpoint)
-        self._runner, self._url = await bind_site(app, self._host, self._port)
-        if self._url.startswith("http://") and self._allow_non_loopback:
+        return app
+
+    async def start(self) -> None:
+        await super().start()
+        if self.url.startswith("http://") and self._allow_non_loopback:
             # authlib refuses plain http except loopback; the operator forced this explicitly.
             os.environ["AUTHLIB_INSECURE_TRANSPORT"] = "1"
         self._settings = IssuerSettings(
-            issuer=self._url,
+            issuer=self.url,
             resources=self._settings.resources,
             scopes_supported=self._settings.scopes_supported,
             access_token_ttl_s=self._settings.access_token_ttl_s,
@@ -190,18 +189,6 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers):
         self.server.settings = self._settings
         # Fail at startup, not in a client, if the discovery document is not RFC 8414-valid.
         AuthorizationServerMetadata(self.metadata()).validate(metadata_classes=[IssMetadata])
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    async def __aenter__(self) -> DevIssuer:
-        await self.start()
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.stop()
 
     # --- programmatic API ------------------------------------------------------------------
 

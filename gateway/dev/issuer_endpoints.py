@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 import hmac
-import ipaddress
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -23,6 +22,7 @@ from gateway.dev.issuer_adapter import ParsedRequest, oauth_error
 from gateway.dev.issuer_exchange import ExchangeFaults
 from gateway.dev.issuer_server import DevAuthorizationServer
 from gateway.dev.issuer_store import IssuerStore
+from gateway.dev.loopback import is_loopback_host
 
 __all__ = ["EndpointHandlers"]
 
@@ -47,17 +47,8 @@ class EndpointHandlers:
     def url(self) -> str:
         raise NotImplementedError
 
-    def mint_token(
-        self,
-        *,
-        sub: str,
-        client_id: str = "demo-cli",
-        scopes: Sequence[str] | str,
-        audience: Sequence[str] | str | None = None,
-        ttl_s: int | None = None,
-        jkt: str | None = None,
-    ) -> str:
-        raise NotImplementedError
+    mint_token: Callable[..., str]
+    """The issuer's own :meth:`~gateway.dev.dev_issuer.DevIssuer.mint_token`."""
 
     async def _token(self, request: web.Request) -> web.StreamResponse:
         parsed = await ParsedRequest.read(request)
@@ -112,7 +103,8 @@ class EndpointHandlers:
         peer = request.remote or ""
         supplied = request.headers.get("Authorization", "")
         expected = f"Bearer {self.admin_secret}"
-        if not _is_loopback(peer) or not hmac.compare_digest(supplied.encode(), expected.encode()):
+        authorized = hmac.compare_digest(supplied.encode(), expected.encode())
+        if not is_loopback_host(peer) or not authorized:
             return oauth_error(401, "invalid_client", "Admin secret required (loopback only).")
         try:
             body = await request.json()
@@ -155,10 +147,3 @@ class EndpointHandlers:
             # authlib refuses to render an error description holding '"' or '\' (RFC 6749 §5.2).
             return oauth_error(400, "invalid_request", "Malformed request.")
         return response
-
-
-def _is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False

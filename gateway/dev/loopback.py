@@ -1,15 +1,18 @@
 """RFC 8252 §8.3 spirit: development servers bind to loopback unless explicitly forced.
 
-DEVELOPMENT ONLY. Shared by the development issuer and the demo backend.
+DEVELOPMENT ONLY. Shared by the development issuer and the demo backends: the bind check,
+and :class:`LoopbackServer`, their one lifecycle (``await start()`` or ``async with``, then
+``await stop()``).
 """
 
 from __future__ import annotations
 
 import ipaddress
+from typing import Self
 
 from aiohttp import web
 
-__all__ = ["bind_site", "check_bind_host", "is_loopback_host"]
+__all__ = ["LoopbackServer", "McpOnLoopback", "bind_site", "check_bind_host", "is_loopback_host"]
 
 
 def is_loopback_host(host: str) -> bool:
@@ -42,3 +45,58 @@ async def bind_site(app: web.Application, host: str, port: int) -> tuple[web.App
     bound_port = int(runner.addresses[0][1])
     shown = f"[{host}]" if ":" in host and not host.startswith("[") else host
     return runner, f"http://{shown}:{bound_port}"
+
+
+class LoopbackServer:
+    """A development server's lifecycle: :meth:`start` binds :meth:`_app` on ``host:port``
+    (0 = ephemeral), :meth:`stop` closes it; ``async with`` does both."""
+
+    host: str
+    port: int
+    _runner: web.AppRunner | None = None
+    _base_url: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port`` as bound (raises before :meth:`start`)."""
+        if self._base_url is None:
+            raise RuntimeError(f"{type(self).__name__} is not started")
+        return self._base_url
+
+    def _app(self) -> web.Application:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        self._runner, self._base_url = await bind_site(self._app(), self.host, self.port)
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+
+class McpOnLoopback(LoopbackServer):
+    """A development MCP server: every method of one endpoint at :attr:`path`."""
+
+    path: str
+    max_body: int
+
+    @property
+    def url(self) -> str:
+        """The MCP endpoint URL (base URL + :attr:`path`)."""
+        return self.base_url + self.path
+
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=self.max_body)
+        app.router.add_route("*", self.path, self._handle)
+        return app
+
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        raise NotImplementedError

@@ -8,7 +8,9 @@ policy rule). ``docs/operations.md`` lists them per metric.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal, get_args
+
+from gateway.seams import SURFACE_METHODS
 
 __all__ = [
     "ASSERTION_RESULTS",
@@ -33,6 +35,7 @@ __all__ = [
     "TASK_EVENTS",
     "TOKEN_CACHE_OUTCOMES",
     "TRACE_DROP_REASONS",
+    "BackendOutcome",
     "method_label",
 ]
 
@@ -44,12 +47,7 @@ METHOD_LABELS: Final = (
     "ping",
     "tools/list",
     "tools/call",
-    "prompts/list",
-    "prompts/get",
-    "resources/list",
-    "resources/templates/list",
-    "resources/read",
-    "completion/complete",
+    *SURFACE_METHODS,
     "subscriptions/listen",
     "resources/subscribe",
     "resources/unsubscribe",
@@ -120,7 +118,7 @@ TOKEN_CACHE_OUTCOMES: Final = ("hit", "miss", "coalesced", "stale", "shared")
 (single-flight); ``stale`` served a cached result past its TTL because the issuer failed;
 ``shared`` found another replica's result in the shared cache (``state.share_token_cache``)."""
 
-BACKEND_OUTCOMES: Final = (
+BackendOutcome = Literal[
     "ok",
     "tool_error",
     "invalid_arguments",
@@ -131,12 +129,13 @@ BACKEND_OUTCOMES: Final = (
     "input_required",
     "exchange_failed",
     "task",
-)
+]
 """``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
 went away mid-call; ``too_large``: the upstream reply exceeded its cap; ``input_required``: the
 upstream asked for input (2026-07-28 input round; what the gateway did with it is
 ``input_rounds_total``); ``exchange_failed``: the token exchange was refused or failed, so the
 call never went upstream; ``task``: the upstream answered with a task (``tasks_total``)."""
+BACKEND_OUTCOMES: Final[tuple[str, ...]] = get_args(BackendOutcome)
 TASK_EVENTS: Final = ("created", "completed", "failed", "cancelled")
 """``tasks_total{backend,event}`` (``gateway/http/methods/task_*``): a task relayed to its
 creator, and the terminal status a request about it saw first (on this replica)."""

@@ -38,7 +38,7 @@ M6. ``tools/call``, ``prompts/get``, ``resources/read``, ``tasks/get``, ``tasks/
 M7. ``tools/call`` of a tool with ``x-mcp-header`` parameters: ``Mcp-Param-*`` rules -> -32020.
 M8. ``_meta`` version not in ``SUPPORTED`` -> -32022.
 M9. Method other than ``server/discover``, ``tools/list``, ``tools/call``, the prompts,
-    resources and completion requests (:data:`SURFACE_METHODS`) and the tasks extension's
+    resources and completion requests (``SURFACE_METHODS``) and the tasks extension's
     (this includes the removed ``initialize``, ``ping``, ``logging/setLevel``,
     ``resources/subscribe``, ``tasks/result``, ``tasks/list``, …) -> -32601 (404).
 M10. Method params: ``arguments`` not an object, ``cursor`` not a string, ``progressToken``
@@ -95,7 +95,7 @@ from gateway.protocol.messages import EMPTY, McpMessage
 from gateway.protocol.params import build_request
 from gateway.protocol.tasks_extension import TASK_METHODS
 from gateway.protocol.versions import ASSUMED_LEGACY, LEGACY, MODERN, SUPPORTED
-from gateway.seams import Era, ToolDef
+from gateway.seams import SURFACE_METHODS, Era, ToolDef
 
 __all__ = [
     "LEGACY_METHODS",
@@ -106,7 +106,6 @@ __all__ = [
     "META_CLIENT_CAPABILITIES",
     "META_PROTOCOL_VERSION",
     "MODERN_METHODS",
-    "SURFACE_METHODS",
     "ToolLookup",
     "classify",
     "valid_id",
@@ -121,21 +120,9 @@ _LOG_LEVELS: Final = frozenset(
     {"debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"}
 )
 
-SURFACE_METHODS: Final = frozenset(
-    {
-        "prompts/list",
-        "prompts/get",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "completion/complete",
-    }
-)
-"""The prompts, resources and completion requests (both eras; served when a backend offers
-them, else -32601 at dispatch)."""
 MODERN_METHODS: Final = (
     frozenset({"server/discover", "tools/list", "tools/call", "subscriptions/listen"})
-    | SURFACE_METHODS
+    | frozenset(SURFACE_METHODS)
     | TASK_METHODS
 )
 """Requests served on 2026-07-28; everything else is -32601 with HTTP 404 (the tasks
@@ -145,7 +132,7 @@ LEGACY_SUBSCRIBE_METHODS: Final = frozenset({"resources/subscribe", "resources/u
 its GET stream; served when a backend can listen, else -32601 at dispatch."""
 LEGACY_METHODS: Final = (
     frozenset({"initialize", "ping", "tools/list", "tools/call"})
-    | SURFACE_METHODS
+    | frozenset(SURFACE_METHODS)
     | LEGACY_SUBSCRIBE_METHODS
 )
 """Requests served on the legacy profile; everything else is -32601 with HTTP 200."""

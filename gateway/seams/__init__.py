@@ -67,6 +67,7 @@ from gateway.seams.requests import (
 from gateway.seams.surface import (
     EMPTY_SURFACE,
     GATEWAY_SCHEME,
+    SURFACE_METHODS,
     PromptDef,
     ResourceDef,
     Surface,
@@ -89,6 +90,7 @@ __all__ = [
     "EMPTY_SURFACE",
     "GATEWAY_SCHEME",
     "NO_CLAIMS",
+    "SURFACE_METHODS",
     "TOOL_NAME",
     "AccessQuestion",
     "AuthMethod",

@@ -12,6 +12,7 @@ from gateway.seams.callers import CallerToken
 __all__ = [
     "EMPTY_SURFACE",
     "GATEWAY_SCHEME",
+    "SURFACE_METHODS",
     "PromptDef",
     "ResourceDef",
     "Surface",
@@ -24,6 +25,17 @@ GATEWAY_SCHEME: Final = "mcp-gw"
 """The scheme of the resource URIs the gateway owns when several backends offer resources,
 ``mcp-gw://<backend>/<the backend's URI>`` (``gateway/backend/catalog/surface_merge.py`` writes
 them; ``gateway/policy/uri.py`` normalises the inner URI on its own)."""
+
+SURFACE_METHODS: Final = (
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "completion/complete",
+)
+"""The prompts, resources and completion requests (both eras): the front door serves them when a
+backend offers them (else -32601 at dispatch), and they are ``method`` labels of their own."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,7 +29,6 @@ from gateway.backend.upstream.tool_results import (
     MISSING_CAPABILITY_CODE,
     REJECTED_TEXT,
     TASKS_WITHHELD_TEXT,
-    Outcome,
     error_result,
     fault_outcome,
     fault_text,
@@ -41,6 +40,7 @@ from gateway.config import BackendConfig
 from gateway.errors import MissingClientCapability
 from gateway.observability import spans
 from gateway.observability.logging import get_logger
+from gateway.observability.metric_labels import BackendOutcome
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_required import InvalidInputRequired
 from gateway.protocol.tasks_extension import (
@@ -81,7 +81,7 @@ _REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
 
 _log = get_logger("gateway.backend")
 
-Answer = tuple[dict[str, Any] | InputRequired | TaskCreated, Outcome]
+Answer = tuple[dict[str, Any] | InputRequired | TaskCreated, BackendOutcome]
 """A call's result for the client and its ``backend_requests_total`` outcome."""
 
 

@@ -10,9 +10,10 @@ and the gateway's front door keeps its JSON-RPC errors for requests it rejects i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from gateway.backend.upstream.rpc import FaultKind
+from gateway.observability.metric_labels import BackendOutcome
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_required import parse_input_required
 from gateway.seams import InputRequired
@@ -26,26 +27,12 @@ __all__ = [
     "TASKS_WITHHELD_TEXT",
     "TIMEOUT_TEXT",
     "TOO_LARGE_TEXT",
-    "Outcome",
     "error_result",
     "fault_outcome",
     "fault_text",
     "input_required",
     "missing_capability_data",
     "sanitize_result",
-]
-
-Outcome = Literal[
-    "ok",
-    "tool_error",
-    "invalid_arguments",
-    "timeout",
-    "upstream_error",
-    "too_large",
-    "cancelled",
-    "input_required",
-    "exchange_failed",
-    "task",
 ]
 
 INVALID_ARGUMENTS_TEXT: Final = (
@@ -77,7 +64,7 @@ def error_result(text: str) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": text}], "isError": True}
 
 
-def fault_outcome(kind: FaultKind) -> Outcome:
+def fault_outcome(kind: FaultKind) -> BackendOutcome:
     if kind == "timeout":
         return "timeout"
     if kind == "too_large":
