@@ -9,11 +9,8 @@ from __future__ import annotations
 import pytest
 
 from gateway.demo import DemoStack
-from tests.support.demo_stack import demo_stack
 from tests.support.dev_http import http_client
 from tests.support.sdk_stack import sdk_session
-
-__all__ = ["demo_stack"]  # the fixture, imported for pytest
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

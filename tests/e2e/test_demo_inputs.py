@@ -18,9 +18,6 @@ from mcp.shared.exceptions import MCPError
 
 from gateway.backend.upstream.tool_results import CAPABILITY_TEXT
 from gateway.demo import DemoStack
-from tests.support.demo_stack import demo_stack
-
-__all__ = ["demo_stack"]  # the fixture, imported for pytest
 
 
 class User:

@@ -17,7 +17,6 @@ from gateway.demo import DemoStack
 from tests.support.demo_stack import (
     CACHE_BOUND_S,
     READER_TOOLS,
-    demo_stack,
     modern_body,
     modern_headers,
     parse_challenge,
@@ -27,8 +26,6 @@ from tests.support.oauth_flow import (
     code_flow,
     dev_endpoints,
 )
-
-__all__ = ["demo_stack"]  # the fixture, imported for pytest
 
 
 async def _tools_list(http: HttpClient, url: str, token: str | None) -> tuple[int, Any, Any]:

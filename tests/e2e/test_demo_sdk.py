@@ -16,7 +16,6 @@ from gateway.demo import DemoStack
 from gateway.errors import FORBIDDEN_CODE, UNAUTHORIZED_CODE
 from tests.support.demo_stack import (
     READER_TOOLS,
-    demo_stack,
     legacy_headers,
     modern_body,
     modern_headers,
@@ -24,8 +23,6 @@ from tests.support.demo_stack import (
 )
 from tests.support.dev_http import http_client
 from tests.support.sdk_stack import sdk_session
-
-__all__ = ["demo_stack"]  # the fixture, imported for pytest
 
 MODES = pytest.mark.parametrize(
     ("mode", "version"),

@@ -18,10 +18,7 @@ from mcp.types import ResourceTemplateReference
 from gateway.demo import DemoStack
 from gateway.dev.demo_surface import LOGO_PNG
 from gateway.errors import FORBIDDEN_CODE
-from tests.support.demo_stack import demo_stack
 from tests.support.sdk_stack import sdk_session
-
-__all__ = ["demo_stack"]  # the fixture, imported for pytest
 
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])

@@ -15,9 +15,7 @@ from typing import Any
 import aiohttp
 
 from gateway.demo import DemoStack
-from tests.support.demo_stack import demo_stack, modern_body, modern_headers
-
-__all__ = ["demo_stack"]  # the fixture, imported for pytest
+from tests.support.demo_stack import modern_body, modern_headers
 
 TASKS = "io.modelcontextprotocol/tasks"
 
