@@ -327,9 +327,12 @@ def gateway_config(
         "logging": {"format": "json", "level": "info"},
         "audit": {"sink": "stdout"},
         "admin": {"token": {"file": "admin-token"}},
+        # A generous Redis deadline: on a loaded 2-core host (parallel test workers) a healthy
+        # call can take far longer than the default, and a timed-out one is a 503 (fail closed),
+        # which is not what these tests are about; the deadline's own tests set theirs.
         "state": {
             "backend": "redis",
-            "redis": {"url": {"file": "redis-url"}, "key_prefix": prefix, "timeout_ms": 200},
+            "redis": {"url": {"file": "redis-url"}, "key_prefix": prefix, "timeout_ms": 3000},
         },
     }
 
