@@ -131,7 +131,13 @@ class Deriver:
                 }
             if key.by_name:
                 value = self.field(item_type, item_key, (*path, "*"))
-                return {"type": "object", **_keywords(key), "additionalProperties": value}
+                names = {} if key.names is None else _keywords(key.names, message=True)
+                return {
+                    "type": "object",
+                    **_keywords(key),
+                    **({"propertyNames": names} if names else {}),
+                    "additionalProperties": value,
+                }
             items = self.field(item_type, item_key, (*path, "[]"), nullable=True)
             array = {"type": "array", **_keywords(key)}
             if key.unique_items:
@@ -300,12 +306,11 @@ def declared_keys(cls: Any = Config, prefix: str = "") -> list[Declared]:
         nested = f.type
         if get_origin(nested) in (tuple, frozenset):
             nested = unwrap(get_args(nested)[0])[0]
-            if (
-                f.key.by_name
-                or f.key.ref is not None
-                or (f.key.items is not None and f.key.items.ref)
-            ):
+            if f.key.ref is not None or (f.key.items is not None and f.key.items.ref):
                 continue  # backends, issuers: documented as backend.*, issuer.*
+            if f.key.by_name:  # guardrails: each entry's keys as guardrails.<name>.*
+                out.extend(declared_keys(nested, f"{path}.<name>."))
+                continue
             if dataclasses.is_dataclass(nested):
                 out.extend(declared_keys(nested, f"{path}[]."))
             continue

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 from gateway.commands.catalog_command import check_lock
@@ -49,12 +49,12 @@ def register(subparsers: Subparsers) -> None:
 
 
 def load_policies(
-    paths: Sequence[Path], issuers: Sequence[str]
+    paths: Sequence[Path], issuers: Sequence[str], guardrails: Collection[str] | None = None
 ) -> tuple[list[str], PolicySet | None, tuple[str, ...], PolicySet | None]:
-    """Validate the policy files for these issuers' urls: (problems, the policy set or None, the
-    files that declare themselves a demo, the set merged from what the files got right even
-    with problems)."""
-    report = policy_loader.inspect_policy(paths, issuers=issuers)
+    """Validate the policy files for these issuers' urls (and guardrail names: None, not
+    checked): (problems, the policy set or None, the files that declare themselves a demo, the
+    set merged from what the files got right even with problems)."""
+    report = policy_loader.inspect_policy(paths, issuers=issuers, guardrails=guardrails)
     if report.problems or report.policy is None:
         return list(report.problems), None, policy_loader.demo_sources(paths), report.policy
     return [], report.policy, report.policy.demo_sources, report.policy
@@ -87,7 +87,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if report.policy_paths is not None:
         # partial: what the files got right, for the warnings a mistake must not hide.
         policy_problems, policy, demos, partial = load_policies(
-            report.policy_paths, report.issuer_urls
+            report.policy_paths, report.issuer_urls, report.guardrails
         )
         problems.extend(policy_problems)
     else:

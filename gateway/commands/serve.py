@@ -108,7 +108,9 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print_problems(exc.problems, path)
         return 1
-    problems, policy, demos, _ = load_policies(config.policy_paths, config.issuer_urls)
+    problems, policy, demos, _ = load_policies(
+        config.policy_paths, config.issuer_urls, [g.name for g in config.guardrails]
+    )
     if problems:
         print_problems(problems, path)
         return 1

@@ -3,9 +3,10 @@
 The package, by job:
 
 * :mod:`~gateway.config.model` (with ``issuer_model``, ``backend_model``, ``limits_model``,
-  ``state_model``, ``identity_model``, ``policy_external_model``, ``login_model``): the frozen
-  dataclasses (:class:`Config` and one per section), whose fields declare the keys of the file once
-  (:mod:`~gateway.config.declare`; the JSON Schema is written from them);
+  ``state_model``, ``identity_model``, ``policy_external_model``, ``login_model``,
+  ``guardrails_model``): the frozen dataclasses (:class:`Config` and one per section), whose
+  fields declare the keys of the file once (:mod:`~gateway.config.declare`; the JSON Schema is
+  written from them);
 * :mod:`~gateway.config.loader`: :func:`load_config` (YAML with positions, the JSON Schema, then
   the sections' semantic checks; every problem reported at once as ``file:line:column``);
 * :mod:`~gateway.config.builder`: the state the section builders share (document, directory,
@@ -24,6 +25,7 @@ Import the public names from here (``from gateway.config import Config``): this 
 
 from gateway.config import (
     backend_model,
+    guardrails_model,
     identity_model,
     issuer_model,
     limits_model,
@@ -34,6 +36,7 @@ from gateway.config import (
 )
 from gateway.config.backend_model import *  # noqa: F403
 from gateway.config.catalog import CatalogConfig, OnChange
+from gateway.config.guardrails_model import *  # noqa: F403
 from gateway.config.identity_model import *  # noqa: F403
 from gateway.config.issuer_model import *  # noqa: F403
 from gateway.config.limits_model import *  # noqa: F403
@@ -47,6 +50,7 @@ from gateway.config.urls import canonical_uri, is_loopback_url
 
 __all__ = ["CatalogConfig", "OnChange", "Secret", "canonical_uri", "is_loopback_url", "load_config"]
 __all__ += backend_model.__all__
+__all__ += guardrails_model.__all__
 __all__ += identity_model.__all__
 __all__ += issuer_model.__all__
 __all__ += limits_model.__all__

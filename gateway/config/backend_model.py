@@ -98,6 +98,7 @@ class BackendConfig:
         CredentialConfig,
         Key(
             required=True,
+            ref="credential",
             message="must be {type: bearer, token: <secret>}, {type: client_credentials, "
             "client_id: ..., ...} or {type: token_exchange, client_id: ..., ...}",
         ),

@@ -29,6 +29,7 @@ from gateway.config.backend_model import BackendConfig
 from gateway.config.builder import Builder
 from gateway.config.catalog import build_catalog
 from gateway.config.declare import declared_default, fill
+from gateway.config.guardrails import build_guardrails
 from gateway.config.identity import build_identity_jwks
 from gateway.config.input_requests import build_input_requests
 from gateway.config.issuer import build_issuers, issuer_allows_insecure_http, issuer_entries
@@ -73,6 +74,8 @@ class ConfigReport:
     policy_paths: tuple[Path, ...] | None
     backend_prefixes: tuple[str, ...] | None = None
     issuer_urls: tuple[str, ...] = ()
+    guardrails: tuple[str, ...] | None = None
+    """The names of ``guardrails:`` (what a policy rule may name); None when unreadable."""
 
 
 def load_config(
@@ -127,6 +130,7 @@ def inspect_config(
             config.policy_paths,
             backend_prefixes(config.backends),
             config.issuer_urls,
+            tuple(processor.name for processor in config.guardrails),
         )
     sections = _sections(b, doc.value, guarded=True)
     return ConfigReport(
@@ -136,6 +140,7 @@ def inspect_config(
         sections.get("policy_paths"),
         backend_prefixes(sections["backends"]) if "backends" in sections else None,
         tuple(i.url for i in (sections.get("issuer"), *sections.get("more_issuers", ())) if i),
+        None if "guardrails" not in sections else tuple(p.name for p in sections["guardrails"]),
     )
 
 
@@ -239,6 +244,7 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     section("tracing", lambda: build_tracing(b, raw.get("tracing")))
     section("policy_external", lambda: build_policy_external(b, raw.get("policy_external")))
     section("catalog", lambda: build_catalog(b, raw.get("catalog")))
+    section("guardrails", lambda: build_guardrails(b, raw.get("guardrails"), dev_http=dev_http))
     section("state", lambda: build_state(b, raw.get("state", {})))
     # A revocation marker must outlive the longest any issuer's cache may hold a token.
     section("admin", lambda: build_admin(b, raw.get("admin", {}), _longest_cache(issuers)))

@@ -1,7 +1,7 @@
 """The typed configuration: :class:`Config` and the small sections, frozen dataclasses whose fields
 declare the keys of ``gateway.yaml`` (:mod:`gateway.config.declare`); the larger sections have
 modules of their own (``issuer_model``, ``backend_model``, ``limits_model``, ``state_model``,
-``identity_model``, ``policy_external_model``, ``catalog``).
+``identity_model``, ``policy_external_model``, ``guardrails_model``, ``catalog``).
 
 Built by :mod:`gateway.config.loader`; immutable, so a reload builds a new :class:`Config`.
 """
@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from gateway.config.backend_model import NAME_PREFIX, BackendConfig, BackendReadiness
 from gateway.config.catalog import CatalogConfig
 from gateway.config.declare import INTERNAL, Key
+from gateway.config.guardrails_model import GUARDRAIL_NAME_PATTERN, GuardrailConfig
 from gateway.config.identity_model import IdentityJwksConfig
 from gateway.config.issuer_model import IssuerConfig
 from gateway.config.limits_model import Limits
@@ -270,6 +271,20 @@ class Config:
     """None without a ``catalog:`` section: no lock is read, nothing is compared."""
     login: LoginConfig | None = None
     """None without a ``login:`` section: no page of the browser login surface is served."""
+    guardrails: Annotated[
+        tuple[GuardrailConfig, ...],
+        Key(
+            by_name=True,
+            max_properties=32,
+            names=Key(
+                pattern=GUARDRAIL_NAME_PATTERN,
+                message="must be 1-32 characters of a-z, 0-9, '_' and '-', starting with a "
+                "letter or digit",
+            ),
+        ),
+    ] = ()
+    """The named content processors policy rules may select (``guardrails: [name]``); empty:
+    no processor is ever asked."""
 
     @property
     def issuers(self) -> tuple[IssuerConfig, ...]:

@@ -35,7 +35,7 @@ import base64
 import dataclasses
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 from gateway.bounded import BoundedMap
@@ -50,7 +50,7 @@ from gateway.outbound.client import Destination, Outbound
 from gateway.outbound.failures import OutboundError
 from gateway.policy.glob import Glob
 from gateway.policy.uri import normalize_uri
-from gateway.seams import AccessQuestion, Principal, RequestContext
+from gateway.seams import AccessQuestion, Principal, RequestContext, find_claim
 
 __all__ = ["PDP_DESTINATION", "RESOURCE_TYPES", "AuthZenDecisionPoint"]
 
@@ -173,9 +173,9 @@ class AuthZenDecisionPoint:
         if principal.actor is not None:
             subject["actor"] = principal.actor
         for name, claim in config.subject_properties:
-            found = _claim(principal.claims, claim)
-            if found is not _ABSENT:
-                subject[name] = found
+            found, value = find_claim(principal.claims, claim)
+            if found:
+                subject[name] = value
         target = question.target
         if question.action == "resources/read":
             # The form the local policy decided on: two spellings of one URI (``/a/../b``,
@@ -273,22 +273,6 @@ class AuthZenDecisionPoint:
 
     async def close(self) -> None:
         await self._flights.cancel_all()
-
-
-_ABSENT: Final = object()
-
-
-def _claim(claims: Mapping[str, Any], name: str) -> Any:
-    """``claims[name]``, else a dotted path into nested objects (``realm_access.roles``); a
-    missing claim is absent (left out), never null."""
-    if name in claims:
-        return claims[name]
-    value: Any = claims
-    for part in name.split("."):
-        if not isinstance(value, Mapping) or part not in value:
-            return _ABSENT
-        value = value[part]
-    return value
 
 
 def _decision(status: int, content_type: str, body: bytes) -> bool | None:

@@ -58,4 +58,5 @@ def _canonical_rule(rule: Rule) -> dict[str, Any]:
         **({"tasks": True} if rule.tasks else {}),
         **({"when": [c.source for c in rule.when]} if rule.when else {}),
         **({"override": overrides.canonical_override(rule.override)} if rule.override else {}),
+        **({"guardrails": list(rule.guardrails)} if rule.guardrails else {}),
     }

@@ -123,6 +123,7 @@ def evaluate_rule(
                 required_scopes=option,
                 reason="allow",
                 granted_scopes=hierarchy.holders(option, held) if hierarchy else option,
+                guardrails=rule.guardrails,
             )
     # Step-up: challenge with the option that needs the fewest additional scopes; min() keeps
     # the first listed on a tie, so the challenge is deterministic for a given token.

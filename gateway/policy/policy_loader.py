@@ -23,24 +23,26 @@ Every finding reads ``file:line:col: key.path: message``; :func:`load_policy` ra
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Final
 
-from gateway.config import parse_rate
 from gateway.errors import ConfigError
-from gateway.policy import overrides, uri
+from gateway.policy import overrides
 from gateway.policy.canonical import policy_version
-from gateway.policy.condition_checks import conditions_of
 from gateway.policy.conditions import TokenContexts
-from gateway.policy.glob import Glob, has_wildcard
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy, find_cycles
-from gateway.policy.issuers import NO_CLASSES, check_entries, entries
 from gateway.policy.policy_set import PolicySet
-from gateway.policy.rules import MethodRule, Rule, RuleTable
-from gateway.policy.ties import pattern_ties
+from gateway.policy.rule_reading import (
+    MAX_KEY_LENGTH,
+    check_rule,
+    index_key,
+    read_rule,
+    rule_table,
+)
+from gateway.policy.rules import MethodRule, Rule
 from gateway.seams import Listing
 from gateway.yaml_source import Located, SchemaValidator, load_yaml
 
@@ -62,13 +64,9 @@ POLICY_SCHEMA: Final = "policy.schema.json"
 SUFFIXES: Final = (".yaml", ".yml")
 """File name endings read from a policy directory."""
 
-MAX_KEY_LENGTH: Final = 256
-"""Longest tool key (MCP tool names SHOULD be at most 128 characters); bounds the tie check."""
-
 SECTIONS: Final = ("tools", "prompts", "resources")
 """The rule sections: one rule type, one ladder (:mod:`gateway.policy.evaluate`)."""
 
-_NO_CLASSES: Final = NO_CLASSES
 _POSITION: Final = re.compile(r":(\d+):(\d+): ")
 
 
@@ -122,14 +120,20 @@ def load_policy(
     *,
     issuers: Sequence[str] = (),
     token_contexts: TokenContexts | None = None,
+    guardrails: Collection[str] | None = None,
 ) -> PolicySet:
     """Read, validate and merge ``paths``; raise ConfigError listing every problem.
 
     ``issuers``: the configured issuers' urls, in order (``Config.issuer_urls``): a plain
     ``subjects`` / ``clients`` entry applies to the first. Without them such an entry applies
     to no principal (:mod:`gateway.policy.issuers`). ``token_contexts``: the owner of the
-    principals' CEL contexts the set uses (:class:`~.policy_set.PolicySet`; default: its own)."""
-    report = inspect_policy(paths, issuers=issuers, token_contexts=token_contexts)
+    principals' CEL contexts the set uses (:class:`~.policy_set.PolicySet`; default: its own).
+    ``guardrails``: the names of gateway.yaml's ``guardrails:`` (a rule naming another is a
+    problem); None: names are not checked (the routes refuse content whose processor is not
+    configured)."""
+    report = inspect_policy(
+        paths, issuers=issuers, token_contexts=token_contexts, guardrails=guardrails
+    )
     if report.problems or report.policy is None:
         raise ConfigError(list(report.problems) or ["policy: no valid policy file"])
     return report.policy
@@ -140,6 +144,7 @@ def inspect_policy(
     *,
     issuers: Sequence[str] = (),
     token_contexts: TokenContexts | None = None,
+    guardrails: Collection[str] | None = None,
 ) -> PolicyReport:
     """Read, validate and merge ``paths``, reporting every problem in one pass.
 
@@ -166,7 +171,10 @@ def inspect_policy(
         problems.extend(sorted(doc.problems, key=_position))
         salvaged = salvaged or bool(doc.problems)
         merged.append(_salvage(doc) if doc.problems else doc)
-    policy = _merge(merged, problems, partial=salvaged, configured=tuple(issuers))
+    processors = None if guardrails is None else frozenset(guardrails)
+    policy = _merge(
+        merged, problems, partial=salvaged, configured=tuple(issuers), processors=processors
+    )
     if policy is not None and token_contexts is not None:
         policy.token_contexts = token_contexts  # before anyone has the set
     return PolicyReport(tuple(problems), policy)
@@ -213,32 +221,7 @@ def _check_file(doc: Located) -> None:
         rules = doc.value.get(section)
         if isinstance(rules, dict):
             for key, raw in rules.items():
-                _check_rule(doc, section, key, raw)
-
-
-def _check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
-    path = (section, key)
-    noun = {"tools": "tool name", "prompts": "prompt name", "resources": "resource URI"}[section]
-    if not key:
-        doc.problem(path, f"a {noun} or pattern must not be empty")
-    elif section == "resources":
-        _pattern, reason = uri.compile_pattern(key)
-        if reason is not None:
-            doc.problem(path, reason)
-    else:
-        if len(key) > MAX_KEY_LENGTH:
-            doc.problem(path, f"longer than {MAX_KEY_LENGTH} characters")
-        if "[" in key or "]" in key:
-            doc.problem(path, _NO_CLASSES)
-    if not isinstance(raw, dict):
-        return
-    if "scopes" not in raw and "any_of" not in raw and raw.get("deny", False) is False:
-        doc.problem(path, "a rule needs scopes (use [] for the baseline only), any_of or deny")
-    check_entries(doc, path, raw)
-    overrides.check_override(doc, section, key, raw)
-    if section != "tools" and raw.get("tasks") is True:
-        doc.problem((*path, "tasks"), "tasks are a tools rule's setting (a tool call is a task)")
-    conditions_of(doc, path, section, raw.get("when"), problems=True)
+                check_rule(doc, section, key, raw)
 
 
 def _position(problem: str) -> tuple[int, int]:
@@ -248,11 +231,16 @@ def _position(problem: str) -> tuple[int, int]:
 
 
 def _merge(
-    docs: list[Located], problems: list[str], *, partial: bool, configured: tuple[str, ...]
+    docs: list[Located],
+    problems: list[str],
+    *,
+    partial: bool,
+    configured: tuple[str, ...],
+    processors: frozenset[str] | None,
 ) -> PolicySet | None:
     """Merge validated files; conflicts, cycles and pattern ties are appended to ``problems``.
     ``partial``: some files lost parts to their problems (a missing ``baseline_scopes`` is then
-    theirs to report)."""
+    theirs to report); ``processors``: the configured guardrail names (None: not checked)."""
     if not docs:
         return None
     baseline: tuple[str, ...] | None = None
@@ -298,8 +286,8 @@ def _merge(
             hierarchy_where[scope] = doc.where(("scope_hierarchy", scope))
         for section, rules in sections.items():
             for key, body in raw.get(section, {}).items():
-                rule = _rule(doc, section, key, body, configured)
-                index = _index_key(rule)
+                rule = read_rule(doc, section, key, body, configured, processors)
+                index = index_key(rule)
                 if index in rules:
                     doc.problem((section, key), f"also defined at {rules[index].where}")
                     continue
@@ -316,7 +304,7 @@ def _merge(
             f"({' -> '.join(cycle)}); a scope hierarchy must not lead back to a scope"
         )
     baseline = baseline or ()
-    tables = {section: _table(section, rules, problems) for section, rules in sections.items()}
+    tables = {section: rule_table(section, rules, problems) for section, rules in sections.items()}
     known = set(baseline)
     for scope, implied in hierarchy.items():
         known.add(scope)
@@ -344,53 +332,4 @@ def _merge(
         hierarchy=ScopeHierarchy(hierarchy) if hierarchy else NO_HIERARCHY,
         aliases=MappingProxyType(overrides.rename_aliases(tools.exact, problems)),
         issuers=configured,
-    )
-
-
-def _index_key(rule: Rule) -> str:
-    """The key a rule is indexed (and compared for duplicates) under: resources in normal form."""
-    if rule.section != "resources":
-        return rule.key
-    if rule.glob is not None:
-        return rule.glob.pattern
-    return uri.normalize_uri(rule.key) or rule.key
-
-
-def _table(section: str, rules: dict[str, Rule], problems: list[str]) -> RuleTable:
-    patterns = sorted(
-        (rule for rule in rules.values() if rule.glob is not None),
-        key=lambda rule: rule.glob.specificity if rule.glob else (0, 0),
-        reverse=True,
-    )
-    problems.extend(pattern_ties(section, patterns))
-    exact = {index: rule for index, rule in rules.items() if rule.glob is None}
-    return RuleTable(MappingProxyType(exact), tuple(patterns))
-
-
-def _rule(
-    doc: Located, section: str, key: str, body: dict[str, Any], configured: tuple[str, ...]
-) -> Rule:
-    rate = parse_rate(body.get("rate_limit"))
-    pattern: Glob | uri.UriPattern | None = None
-    if section == "resources":
-        if uri.has_uri_wildcard(key):
-            pattern = uri.compile_pattern(key)[0]
-    elif has_wildcard(key):
-        pattern = Glob(key)
-    return Rule(
-        key=key,
-        where=doc.where((section, key)),
-        scopes=tuple(body.get("scopes", ())),
-        any_of=tuple(tuple(alternative) for alternative in body.get("any_of", ())),
-        clients=entries(doc, (section, key), "clients", body, configured),
-        subjects=entries(doc, (section, key), "subjects", body, configured),
-        deny=bool(body.get("deny", False)),
-        rate_limit=(rate.count, rate.per_s) if rate else None,
-        max_concurrency=body.get("max_concurrency"),
-        tasks=body.get("tasks") is True,
-        description=body.get("description"),
-        glob=pattern,
-        section=section,
-        when=conditions_of(doc, (section, key), section, body.get("when"), problems=False),
-        override=overrides.parse_override(doc, (section, key), body.get("override")),
     )

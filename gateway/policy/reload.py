@@ -16,7 +16,7 @@ the caller logs them and counts the failure. This module does no logging or metr
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Final, Literal
 
@@ -54,10 +54,13 @@ class PolicyReloader:
         issuers: Sequence[str] = (),
         on_reload: ReloadCallback | None = None,
         token_contexts: TokenContexts | None = None,
+        guardrails: Collection[str] | None = None,
     ) -> None:
         self.paths = tuple(Path(p) for p in paths)
         self.issuers = tuple(issuers)
         """The configured issuers' urls (:func:`~gateway.policy.policy_loader.load_policy`)."""
+        self.guardrails = None if guardrails is None else frozenset(guardrails)
+        """The configured guardrail names (a rule naming another cannot be loaded)."""
         self.token_contexts = token_contexts or TokenContexts(TOKEN_CONTEXTS)
         """The principals' CEL contexts, handed to every set loaded: a reload keeps them."""
         self._on_reload = on_reload
@@ -67,7 +70,12 @@ class PolicyReloader:
         self._policy = self._read()
 
     def _read(self) -> PolicySet:
-        return load_policy(self.paths, issuers=self.issuers, token_contexts=self.token_contexts)
+        return load_policy(
+            self.paths,
+            issuers=self.issuers,
+            token_contexts=self.token_contexts,
+            guardrails=self.guardrails,
+        )
 
     def current(self) -> PolicySet:
         """The active set; a plain attribute read, so a concurrent swap is never seen half-done."""

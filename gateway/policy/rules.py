@@ -61,6 +61,9 @@ class Rule:
     those that do not read ``arguments``, at the listing)."""
     override: ToolOverride | None = field(default=None, compare=False)
     """``override:`` (:mod:`.overrides`): how the tools this rule governs are exposed."""
+    guardrails: tuple[str, ...] = ()
+    """``guardrails:``: the processors of gateway.yaml's ``guardrails:`` this rule's content
+    is shown to, in order (docs/policy.md#guardrails)."""
 
 
 @dataclass(slots=True, eq=False)

@@ -35,8 +35,10 @@ from gateway.seams.callers import (
     PrincipalFacts,
     Revocations,
     SharedTokenCache,
+    find_claim,
     frozen_claims,
 )
+from gateway.seams.guarded import GUARDED_CHECKS, GuardedCheck, GuardedContent, Guardrails
 from gateway.seams.listening import (
     ListenEvent,
     ListenFilter,
@@ -89,6 +91,7 @@ __all__ = [
     "AUTH_METHODS",
     "EMPTY_SURFACE",
     "GATEWAY_SCHEME",
+    "GUARDED_CHECKS",
     "NO_CLAIMS",
     "SURFACE_METHODS",
     "TOOL_NAME",
@@ -106,6 +109,9 @@ __all__ = [
     "DecisionPoint",
     "DpopReplays",
     "Era",
+    "GuardedCheck",
+    "GuardedContent",
+    "Guardrails",
     "HeaderParam",
     "InputRequired",
     "JsonObject",
@@ -144,6 +150,7 @@ __all__ = [
     "ToolDef",
     "ToolOverride",
     "UpstreamListen",
+    "find_claim",
     "frozen_claims",
     "listed",
     "sorted_tools",

@@ -203,6 +203,8 @@ class Resume:
     """Validated ``inputResponses`` (only keys the upstream asked for), None when not sent."""
     round: int
     """The round this retry answers (1 for the first input request)."""
+    kinds: Mapping[str, str] = field(default_factory=dict)
+    """Each answered key's input request method (``elicitation/create`` ...), as sealed."""
 
 
 @dataclass(frozen=True, slots=True)

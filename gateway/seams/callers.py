@@ -25,6 +25,7 @@ __all__ = [
     "PrincipalFacts",
     "Revocations",
     "SharedTokenCache",
+    "find_claim",
     "frozen_claims",
 ]
 
@@ -62,6 +63,20 @@ def frozen_claims(claims: Mapping[str, Any]) -> Mapping[str, Any]:
     """A read-only copy of a validated token's claims for ``Principal.claims`` (shallow: the
     values are the JSON the issuer sent, never written to afterwards)."""
     return MappingProxyType(dict(claims)) if claims else NO_CLAIMS
+
+
+def find_claim(claims: Mapping[str, Any], name: str) -> tuple[bool, Any]:
+    """``(found, value)`` of the claim ``name``: as written, else a dotted path into nested
+    objects (``realm_access.roles``). What an operator's list of claims to send elsewhere names
+    (``policy_external.subject_properties``, ``guardrails.<name>.claims``)."""
+    if name in claims:
+        return True, claims[name]
+    value: Any = claims
+    for part in name.split("."):
+        if not isinstance(value, Mapping) or part not in value:
+            return False, None
+        value = value[part]
+    return True, value
 
 
 @dataclass(frozen=True, slots=True)

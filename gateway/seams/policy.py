@@ -49,6 +49,9 @@ class Decision:
     ``scope_hierarchy``, the granted scope that implies it. The audit trail records them."""
     detail: str = ""
     """For the log only, never the client: why a ``when:`` condition could not be evaluated."""
+    guardrails: tuple[str, ...] = ()
+    """On an allow: the processors (``guardrails:`` names) the rule shows its content to, in
+    order (docs/policy.md#guardrails)."""
 
 
 class Policy(Protocol):

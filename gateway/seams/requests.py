@@ -110,6 +110,9 @@ class CallRecord:
     """The token exchange of this call (``RequestContext.extra["exchange"]``), if any."""
     pdp: Mapping[str, Any] | None = None
     """What the external decision point said of this call (``RequestContext.extra["pdp"]``)."""
+    guardrails: Sequence[Mapping[str, Any]] | None = None
+    """The verdicts of the rule's processors on this call (``RequestContext.extra
+    ["guardrails"]``)."""
 
 
 class Observer(Protocol):

@@ -36,7 +36,11 @@ async def fetch_catalogs(config: Config, lock: Lock, path: Path) -> Fetched:
     """Fetch every backend's tools, prompts and resource templates once, under ``lock`` (read
     from ``path``). Raises :class:`~gateway.errors.ConfigError` for an invalid policy."""
     # The policy's tool overrides are part of what is pinned (what clients are shown).
-    policy = load_policy(config.policy_paths, issuers=config.issuer_urls)
+    policy = load_policy(
+        config.policy_paths,
+        issuers=config.issuer_urls,
+        guardrails=[processor.name for processor in config.guardrails],
+    )
     outbound = Outbound(user_agent=f"mcp-resource-gateway/{gateway.__version__}")
     pins = CatalogLock(path, "allow", lock=lock)
     members = [

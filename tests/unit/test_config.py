@@ -76,6 +76,7 @@ def yaml_keys(path: Path) -> set[str]:
         "issuer.scope_map",
         "tracing.otlp.headers",
         "policy_external.subject_properties",
+        "guardrails",
     }
 
     def walk(value: Any, prefix: str, free: bool) -> None:
@@ -116,6 +117,12 @@ class TestEveryKeyRoundTrips:
             k.replace("issuer.", "issuers[].", 1) for k in present if k.startswith("issuer.")
         }
         present |= yaml_keys(FIXTURES / "issuers.yaml")
+        # A guardrail's credential is a backend's (one $defs/credential), which they set.
+        present |= {
+            "guardrails.*.credential." + k.split(".credential.", 1)[1]
+            for k in present
+            if k.startswith(("backend.credential.", "backends.*.credential."))
+        }
         assert wanted - present == set()
 
     def test_every_key_of_the_full_fixture_arrives_in_the_typed_config(self) -> None:
@@ -270,6 +277,24 @@ class TestEveryKeyRoundTrips:
         assert pe.tools == ("admin_*", "create_ticket")
         assert pe.credential.type == "bearer" and pe.credential.token is not None
         assert pe.credential.token.reveal() == "backend-token"
+        pii, sidecar = c.guardrails
+        assert (pii.name, pii.url, pii.timeout_s, pii.max_body_bytes, pii.on_error) == (
+            "pii",
+            "https://guard.internal.example.com/check",
+            0.5,
+            65536,
+            "deny",
+        )
+        assert pii.checks == {"tool_arguments", "tool_result"}
+        assert (pii.claims, pii.max_connections) == (("tid", "realm_access.roles"), 4)
+        assert pii.credential is not None and pii.credential.token is not None
+        assert pii.credential.token.reveal() == "backend-token"
+        assert (sidecar.name, sidecar.allow_insecure_http, sidecar.on_error) == (
+            "sidecar",
+            True,
+            "deny",
+        )
+        assert sidecar.credential is None and len(sidecar.checks) == 5
         assert (c.logging.format, c.logging.level) == ("console", "debug")
         assert (c.logging.subject, c.logging.log_arguments) == ("fingerprint", True)
         assert (c.audit.sink, c.audit.max_bytes, c.audit.backups) == ("file", 8192, 2)
@@ -606,7 +631,14 @@ def test_docs_configuration_md_documents_every_key_of_the_schema() -> None:
     def documented_as(key: str) -> str:
         # Per-backend keys are documented as backends.<name>.<key>; an issuers[] entry once,
         # as issuer.<key> (the same $defs/issuer).
-        return key.replace("backends.*.", "backends.<name>.").replace("issuers[].", "issuer.", 1)
+        # A guardrail's credential is a backend's ($defs/credential), documented there.
+        if key.startswith("guardrails.*.credential."):
+            return key.replace("guardrails.*.", "backend.", 1)
+        return (
+            key.replace("backends.*.", "backends.<name>.")
+            .replace("guardrails.*.", "guardrails.<name>.")
+            .replace("issuers[].", "issuer.", 1)
+        )
 
     undocumented = sorted(
         key
