@@ -19,6 +19,7 @@ __all__ = [
     "BAD_REQUEST_CODE",
     "EXCHANGE_REFUSALS",
     "FORBIDDEN_CODE",
+    "GUARDRAIL_VERDICTS",
     "NOT_IMPLEMENTED_CODE",
     "RATE_LIMITED_CODE",
     "UNAUTHORIZED_CODE",
@@ -38,6 +39,7 @@ __all__ = [
     "ExchangeUnavailable",
     "ExternalPolicyDenied",
     "GatewayError",
+    "GuardrailDenied",
     "HeaderMismatch",
     "HeadersTooLarge",
     "InsufficientScope",
@@ -587,6 +589,42 @@ class PolicyUnavailable(GatewayError):
         "Policy decision point unavailable, retry later",
     )
     batch_member_code = -32603
+
+
+# --- guardrails (named content processors a policy rule selects) ------------------------------
+
+GUARDRAIL_VERDICTS = ("deny", "unavailable", "invalid")
+"""``data.verdict`` of ``guardrail_denied``: the processor refused the content; it could not
+answer (``on_error: deny``); it answered a change the gateway refused (not valid for the
+method, or wider than the policy allows)."""
+
+
+class GuardrailDenied(GatewayError):
+    """A guardrail the rule names refused the content, could not answer (under ``on_error:
+    deny``, the default), or changed it in a way the gateway refuses (docs/policy.md#guardrails).
+    No challenge: more scopes would not change a processor's verdict. The body names the
+    processor; ``data.reason`` is the processor's own reason (meant for the client, bounded,
+    control characters removed), present only when it gave one."""
+
+    row, status, message = "guardrail_denied", 403, "Denied by a guardrail"
+    body_code = batch_member_code = FORBIDDEN_CODE
+
+    def __init__(
+        self, *, guardrail: str, verdict: str, reason: str | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.guardrail = guardrail
+        self.verdict = verdict if verdict in GUARDRAIL_VERDICTS else "deny"
+        self.reason = reason
+
+    def body_message(self) -> str:
+        return f"Denied by guardrail {self.guardrail!r}"
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        data: dict[str, Any] = {"guardrail": self.guardrail, "verdict": self.verdict}
+        if self.reason:
+            data["reason"] = self.reason
+        return data
 
 
 # --- JSON-RPC / MCP ---------------------------------------------------------------------------

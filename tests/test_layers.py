@@ -292,9 +292,14 @@ def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
     assert all(RULES[name] == frozenset() for name in NEUTRAL_TARGETS - {""})
     # The decision point's client: only the composition root builds it; http/ sees the seam.
     assert RULES["pdp"] == TABLE.foundation | {"outbound", "policy"}
-    assert {"dev": {"commands", "demo"}, "workers": {"commands"}, "pdp": {"wiring"}} == (
-        ONLY_IMPORTED_BY
-    )
+    # The guardrail processors' client likewise (http/ sees the Guardrails seam).
+    assert RULES["guardrails"] == TABLE.foundation | {"outbound", "protocol"}
+    assert {
+        "dev": {"commands", "demo"},
+        "workers": {"commands"},
+        "pdp": {"wiring"},
+        "guardrails": {"wiring"},
+    } == ONLY_IMPORTED_BY
 
 
 def test_the_parser_reads_every_form_of_a_rule() -> None:

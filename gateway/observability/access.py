@@ -35,6 +35,7 @@ from gateway.observability.audit_records import (
     TASK_EVENT_NAMES,
     argument_shape,
     exchange_record,
+    guardrail_records,
     input_record,
     pdp_record,
     task_record,
@@ -265,6 +266,7 @@ class GatewayObserver:
             exchange=exchange_record(ctx.extra.get("exchange")),
             target=ctx.extra.get("audit_target"),
             pdp=pdp_record(ctx.extra.get("pdp")),
+            guardrails=guardrail_records(ctx.extra.get("guardrails")),
             task=task_record(ctx.extra.get("task")),
             event=TASK_EVENT_NAMES.get(ctx.method or ""),
         )
@@ -299,6 +301,7 @@ class GatewayObserver:
             arguments=argument_shape(arguments) if arguments is not None else None,
             exchange=exchange_record(call.exchange),
             pdp=pdp_record(call.pdp),
+            guardrails=guardrail_records(call.guardrails),
         )
 
     @staticmethod

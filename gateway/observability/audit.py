@@ -29,7 +29,7 @@ import logging
 import logging.handlers
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, Protocol, TextIO
@@ -99,6 +99,8 @@ class AuditEvent:
     "uri", "file:///docs/a.md")``; the event then has that field instead of ``tool``."""
     pdp: Mapping[str, Any] | None = None
     """What the external decision point said (:func:`pdp_record`), when one was asked."""
+    guardrails: Sequence[Mapping[str, str]] | None = None
+    """The verdicts of the rule's processors (:func:`guardrail_records`), when any was asked."""
     task: Mapping[str, Any] | None = None
     """A task created by the call, or the task a task request named (:func:`task_record`)."""
     event: str | None = None
@@ -140,6 +142,8 @@ class AuditEvent:
             record["exchange"] = dict(self.exchange)
         if self.pdp is not None:
             record["pdp"] = dict(self.pdp)
+        if self.guardrails is not None:
+            record["guardrails"] = [dict(entry) for entry in self.guardrails]
         if self.task is not None:
             record["task"] = dict(self.task)
         return json_line(record)

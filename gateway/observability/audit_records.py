@@ -8,13 +8,19 @@ trail. Arguments appear only as their shape (key -> JSON type name), never their
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any, Final
+
+from gateway.config import GUARDRAIL_NAME_PATTERN
+from gateway.observability.metric_labels import GUARDRAIL_VERDICTS
+from gateway.seams import GUARDED_CHECKS
 
 __all__ = [
     "TASK_EVENT_NAMES",
     "argument_shape",
     "exchange_record",
+    "guardrail_records",
     "input_record",
     "pdp_record",
     "task_record",
@@ -125,6 +131,39 @@ def pdp_record(raw: Any) -> dict[str, Any] | None:
         if key in raw and type(raw[key]) in (str, bool) and raw[key] in allowed
     }
     return record or None
+
+
+_GUARDRAIL_VALUES: Final[Mapping[str, frozenset[str]]] = {
+    "check": frozenset(GUARDED_CHECKS),
+    "verdict": frozenset(GUARDRAIL_VERDICTS),
+    "fallback": frozenset({"allow"}),
+}
+_GUARDRAIL_NAME: Final = re.compile(GUARDRAIL_NAME_PATTERN)
+_MAX_GUARDRAIL_RECORDS: Final = 32
+
+
+def guardrail_records(raw: Any) -> list[dict[str, str]] | None:
+    """The audit form of the processors' verdicts (``RequestContext.extra["guardrails"]``):
+    per verdict, in order, ``guardrail`` (a configured name), ``check`` (``tool_arguments``,
+    ``tool_result``, ``input_answers``, ``prompt_result``, ``resource_result``), ``verdict``
+    (``pass``, ``mutate``, ``deny``, ``invalid``, ``error``) and, for a failure let pass under
+    ``on_error: allow``, ``fallback: allow``. Never the content, a change or a reason."""
+    if not isinstance(raw, list):
+        return None
+    records: list[dict[str, str]] = []
+    for entry in raw[:_MAX_GUARDRAIL_RECORDS]:
+        if not isinstance(entry, Mapping):
+            continue
+        name = entry.get("guardrail")
+        if not isinstance(name, str) or not _GUARDRAIL_NAME.fullmatch(name):
+            continue
+        record = {"guardrail": name}
+        for key, allowed in _GUARDRAIL_VALUES.items():
+            value = entry.get(key)
+            if isinstance(value, str) and value in allowed:
+                record[key] = value
+        records.append(record)
+    return records or None
 
 
 TASK_EVENT_NAMES: Final[Mapping[str, str]] = {

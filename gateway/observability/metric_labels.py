@@ -20,6 +20,8 @@ __all__ = [
     "DECISIONS",
     "DPOP_REFUSALS",
     "EXCHANGE_RESULTS",
+    "GUARDRAIL_FAILURES",
+    "GUARDRAIL_VERDICTS",
     "INPUT_KINDS",
     "INPUT_ROUND_EVENTS",
     "INTROSPECTION_RESULTS",
@@ -161,6 +163,21 @@ ASSERTION_RESULTS: Final = ("signed", "reused")
 """``identity_assertions_total{result}``: a caller assertion minted, or one reused."""
 EXCHANGE_RESULTS: Final = ("ok", "refused", "unavailable")
 """``token_exchanges_total{result}``: RFC 8693 requests to the token endpoint."""
+GUARDRAIL_VERDICTS: Final = ("pass", "mutate", "deny", "invalid", "error")
+"""``guardrail_verdicts_total{verdict}``: a processor let the content pass, changed it (the
+change was valid), refused it, answered a change the gateway refused (``invalid``), or could
+not answer (``error``: see ``guardrail_errors_total``)."""
+GUARDRAIL_FAILURES: Final = (
+    "timeout",
+    "unreachable",
+    "status",
+    "malformed",
+    "too_large",
+    "credential",
+)
+"""``guardrail_errors_total{reason}``: why a processor gave no verdict (its deadline ran out;
+no connection; a status other than 200; an answer that is not a verdict; the message or the
+answer over ``max_body_bytes``; the gateway's own credential could not be had)."""
 PDP_OUTCOMES: Final = ("allow", "deny", "error", "cache_hit")
 """``policy_external_decisions_total{outcome}``: the external decision point's answers (allow,
 deny), the consultations it could not answer (error: unreachable, slow, garbled) and the ones

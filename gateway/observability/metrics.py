@@ -1,6 +1,8 @@
 """Prometheus metrics on the gateway's own registry (served only on the ops listener).
 
-Every collector is defined here, once, with the ``mcp_gateway_`` prefix. Label values are
+Every collector is defined once, with the ``mcp_gateway_`` prefix (:mod:`.collectors`): here,
+or for a feature with a family of its own, in its module (:mod:`.guardrail_metrics`), built
+here all the same. Label values are
 bounded: callers pass ``tool_label()`` for tools (catalog names only, anything else ``other``),
 ``method_label()`` for JSON-RPC methods, and one of the fixed vocabularies of
 :mod:`gateway.observability.metric_labels` for every other label. Series of the fixed vocabularies
@@ -19,20 +21,15 @@ the supervisor's own series and how each gauge combines).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container
 from typing import Any, Final
 
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    Info,
-    disable_created_metrics,
-)
+from prometheus_client import CollectorRegistry, Info
 from prometheus_client.exposition import choose_encoder
 
 from gateway.errors import all_rows
+from gateway.observability.collectors import LATENCY_BUCKETS, PREFIX, Collectors
+from gateway.observability.guardrail_metrics import GuardrailMetrics
 from gateway.observability.metric_labels import (
     ASSERTION_RESULTS,
     CATALOG_REFRESH_RESULTS,
@@ -57,53 +54,6 @@ from gateway.seams import AUTH_METHODS
 __all__ = ["LATENCY_BUCKETS", "Metrics", "metrics_response_body"]
 
 _ROWS: Final = frozenset(cls.row for cls in all_rows())
-_PREFIX: Final = "mcp_gateway_"
-
-# The ``*_created`` companion series double every counter's series count and no rule or
-# dashboard reads them (process-wide switch; the gateway owns its process).
-disable_created_metrics()  # type: ignore[no-untyped-call]
-
-LATENCY_BUCKETS: Final = (
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-)
-
-
-class _Collectors:
-    """Builds the collectors on one registry: the ``mcp_gateway_`` prefix, the latency buckets
-    of every histogram, and a counter's fixed-vocabulary series created at zero (``zero``)."""
-
-    def __init__(self, registry: CollectorRegistry) -> None:
-        self._registry = registry
-
-    def counter(
-        self, name: str, doc: str, labels: tuple[str, ...] = (), *, zero: Iterable[str] = ()
-    ) -> Counter:
-        made = Counter(_PREFIX + name, doc, labels, registry=self._registry)
-        for value in zero:  # only with one label
-            made.labels(value)
-        return made
-
-    def histogram(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Histogram:
-        return Histogram(
-            _PREFIX + name, doc, labels, buckets=LATENCY_BUCKETS, registry=self._registry
-        )
-
-    def gauge(self, name: str, doc: str, labels: tuple[str, ...] = ()) -> Gauge:
-        return Gauge(_PREFIX + name, doc, labels, registry=self._registry)
 
 
 class Metrics:
@@ -111,7 +61,7 @@ class Metrics:
 
     def __init__(self, version: str = "0.1.0") -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        make = _Collectors(self.registry)
+        make = Collectors(self.registry)
         counter, histogram, gauge = make.counter, make.histogram, make.gauge
         self.requests_total = counter(
             "requests_total",
@@ -211,6 +161,7 @@ class Metrics:
             "policy_external_duration_seconds",
             "External decision point (AuthZEN) request duration",
         )
+        self.guardrails = GuardrailMetrics(make)
         self.in_flight = gauge("in_flight", "MCP requests in flight")
         self.surface_requests_total = counter(
             "surface_requests_total",
@@ -280,7 +231,7 @@ class Metrics:
             ("backend",),
         )
         self.build_info = Info(
-            _PREFIX + "build", "Gateway build information", registry=self.registry
+            PREFIX + "build", "Gateway build information", registry=self.registry
         )
         self.build_info.info({"version": version})
         self.rejections_total = counter(
