@@ -2,7 +2,8 @@
 
 The one place concrete classes meet the Protocols of :mod:`gateway.seams`: the resource server
 (auth/), the policy reloader (policy/), the upstream backend (backend/), the external decision
-point when ``policy_external:`` is set (pdp/), the limiters of
+point when ``policy_external:`` is set (pdp/), the processors of ``guardrails:`` when set
+(guardrails/), the limiters of
 ``state:`` (state/ and limits/: per replica, or shared in Redis), the observer
 (observability/) and the MCP endpoint (http/). Startup dependencies
 (issuer metadata, the first catalog fetch) run as background tasks that flip their readiness
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import signal
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Final
@@ -24,14 +26,20 @@ from gateway.app import Services
 from gateway.app.request_id import assign_request_id
 from gateway.auth.resource_server import ResourceServer
 from gateway.backend.catalog.lock_watch import CatalogLock
+from gateway.backend.catalog.tool_catalog import compile_validator
 from gateway.backend.credentials.assertion_keys import GatewayKeys
+from gateway.backend.credentials.service_credential import make_credential
 from gateway.backend.federated_listen import FederatedListening
 from gateway.backend.federation import FederatedBackend
+from gateway.backend.upstream.surface_results import prompt_result, read_result
+from gateway.backend.upstream.tool_results import sanitize_result
 from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import Config
 from gateway.config.loader import backend_prefixes
 from gateway.config.sections import TRACING_PACKAGES
 from gateway.errors import ConfigError
+from gateway.guardrails.chain import ContentChecks, GuardrailChain
+from gateway.guardrails.processor import Processor
 from gateway.http.pipeline.endpoint import McpEndpoint
 from gateway.http.pipeline.routes import add_mcp_routes, ops_jwks
 from gateway.login.build import build_surface
@@ -143,6 +151,8 @@ def build_services(
         if config.policy_external is not None
         else None
     )
+    # guardrails: built only when configured; a rule may name only what is configured.
+    guardrails = _guardrails(config, outbound, metrics)
     endpoint = McpEndpoint(
         config=config,
         authenticator=authenticator,
@@ -156,6 +166,7 @@ def build_services(
         tracing=tracing,
         listening=FederatedListening(backend),
         decision_point=pdp,
+        guardrails=guardrails,
         legacy_sessions=legacy_sessions,
         tasks=backend if config.tasks.enabled else None,
     )
@@ -241,6 +252,36 @@ def _catalog_lock(config: Config, metrics: Metrics, audit: AuditSink) -> Catalog
     )
 
 
+def _guardrails(config: Config, outbound: Outbound, metrics: Metrics) -> GuardrailChain | None:
+    """The processors of ``guardrails:`` (None without the section: nothing is ever asked),
+    each with its service credential (built as a backend's), and the backend layer's checks of
+    what an upstream sends, which a processor's change passes too."""
+    if not config.guardrails:
+        return None
+    processors = {
+        settings.name: Processor(
+            settings,
+            outbound,
+            credential=None
+            if settings.credential is None
+            else make_credential(
+                settings.credential, config, outbound, backend=f"guardrail:{settings.name}"
+            ),
+            metrics=metrics,
+        )
+        for settings in config.guardrails
+    }
+    checks = ContentChecks(
+        tool_result=sanitize_result,
+        prompt_result=prompt_result,
+        resource_result=functools.partial(
+            read_result, max_blob_bytes=config.limits.max_response_bytes
+        ),
+        compile_schema=compile_validator,
+    )
+    return GuardrailChain(processors, checks, metrics=metrics)
+
+
 def _tracing(config: Config, metrics: Metrics) -> Tracing | None:
     """The OpenTelemetry export (``tracing:``); without the section the SDK is never imported."""
     if config.tracing is None:
@@ -312,6 +353,7 @@ def _policy_source(
     reloader = PolicyReloader(
         config.policy_paths,
         issuers=config.issuer_urls,
+        guardrails=[processor.name for processor in config.guardrails],
         on_reload=on_reload,
         # The principals' CEL contexts: one owner, bounded, kept across reloads.
         token_contexts=TokenContexts(TOKEN_CONTEXTS),

@@ -139,6 +139,7 @@ class InputRounds:
             state=claims.state,
             responses=kept if claims.requests else None,
             round=claims.round,
+            kinds={key: claims.requests[key] for key in kept},
         )
 
     def relay(

@@ -29,6 +29,7 @@ Each ``prompts/get`` and ``resources/read`` leaves an audit event (prompt name /
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -40,6 +41,7 @@ from gateway.errors import (
     ConditionArgumentsTooLarge,
     ConditionDenied,
     ExternalPolicyDenied,
+    GuardrailDenied,
     InvalidPromptArguments,
     MethodNotFound,
     ToolInsufficientScope,
@@ -47,6 +49,7 @@ from gateway.errors import (
 )
 from gateway.http.call_limits import CallLimits
 from gateway.http.condition_gate import ConditionGate
+from gateway.http.guard_gate import GuardGate
 from gateway.http.methods.surface_lists import SurfaceLists, not_found
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import (
@@ -64,6 +67,7 @@ from gateway.seams import (
     Backend,
     Decision,
     DecisionPoint,
+    GuardedCheck,
     Surface,
     SurfaceReply,
     SurfaceRequest,
@@ -104,8 +108,10 @@ class SurfaceRoutes:
         exchanging: frozenset[str] = frozenset(),
         decision_point: DecisionPoint | None = None,
         conditions: ConditionGate | None = None,
+        guards: GuardGate | None = None,
     ) -> None:
         self._conditions = conditions or ConditionGate(metrics)
+        self._guards = guards or GuardGate(None, self._conditions)
         self._config = config
         self._pdp = decision_point
         """``policy_external``: asked after step-up, the limits and the expiry re-check."""
@@ -174,6 +180,9 @@ class SurfaceRoutes:
         if reply.error_code in _NOT_FOUND_CODES:
             self._count(message.method, decision.rule, "not_found")
             raise UnknownPrompt()
+        reply = await self._guarded(
+            message, turn, decision, reply, "prompt_result", name, prompt.backend
+        )
         return self._answer(message, turn, decision, reply, ttl_ms=None)
 
     # --- resources/read -------------------------------------------------------------------
@@ -228,6 +237,7 @@ class SurfaceRoutes:
         if reply.error_code in _NOT_FOUND_CODES:
             self._count(message.method, decision.rule, "not_found")
             raise not_found(message.era)
+        reply = await self._guarded(message, turn, decision, reply, "resource_result", uri, backend)
         return self._answer(message, turn, decision, reply, ttl_ms=0)
 
     # --- completion/complete ------------------------------------------------------------
@@ -338,6 +348,28 @@ class SurfaceRoutes:
         finally:
             if lease is not None:
                 await lease.release()
+
+    async def _guarded(  # noqa: PLR0917 - one call shape, two callers in this class
+        self,
+        message: McpMessage,
+        turn: Turn,
+        decision: Decision,
+        reply: SurfaceReply,
+        check: GuardedCheck,
+        target: str,
+        backend: str,
+    ) -> SurfaceReply:
+        """The result as the rule's processors (``guardrails``) left it."""
+        if not decision.guardrails or reply.result is None:
+            return reply
+        try:
+            result = await self._guards.result(
+                turn, decision, check, message.method, target, backend, reply.result
+            )
+        except GuardrailDenied:
+            self._count(message.method, decision.rule, "denied")
+            raise
+        return dataclasses.replace(reply, result=result)
 
     async def _request(self, turn: Turn, request: SurfaceRequest) -> SurfaceReply:
         began = time.monotonic()

@@ -24,6 +24,7 @@ from gateway.errors import (
 from gateway.http.call_limits import CallLimits
 from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
+from gateway.http.guard_gate import GuardGate
 from gateway.http.methods.input_rounds import InputRounds
 from gateway.http.methods.task_creation import TaskCreation
 from gateway.http.progress import ProgressRelay
@@ -35,6 +36,7 @@ from gateway.protocol.results import shape_call_result, tool_error_result
 from gateway.seams import (
     AccessQuestion,
     Backend,
+    Decision,
     DecisionPoint,
     InputRequired,
     JsonObject,
@@ -45,6 +47,12 @@ from gateway.seams import (
 )
 
 __all__ = ["OVERSIZE_TEXT", "TIMEOUT_TEXT", "ToolCalls"]
+
+_GATEWAY_MADE: Final = frozenset(
+    {"invalid_arguments", "timeout", "upstream_error", "too_large", "exchange_failed"}
+)
+"""Call outcomes whose result is a fixed-text tool error the gateway made (never shown to a
+processor: there is nothing of the backend's in it)."""
 
 OVERSIZE_TEXT: Final = "The tool result exceeded the gateway's response size limit."
 """Fixed text of the tool error that replaces a result larger than ``max_response_bytes``."""
@@ -66,8 +74,10 @@ class ToolCalls:
         decision_point: DecisionPoint | None = None,
         conditions: ConditionGate | None = None,
         tasks: TaskCreation | None = None,
+        guards: GuardGate | None = None,
     ) -> None:
-        """``tasks``: the tasks extension's side of a call (None: no call becomes a task)."""
+        """``tasks``: the tasks extension's side of a call (None: no call becomes a task);
+        ``guards``: the processors of ``guardrails:`` (None: none configured)."""
         self._backend = backend
         self._tasks = tasks
         self._pdp = decision_point
@@ -80,6 +90,7 @@ class ToolCalls:
         self._log_arguments = config.logging.log_arguments
         self._inputs = InputRounds(config, metrics=metrics)
         self._conditions = conditions or ConditionGate(metrics)
+        self._guards = guards or GuardGate(None, self._conditions)
         self.exchanging = frozenset(
             b.name for b in config.backends if b.credential.type == "token_exchange"
         )
@@ -108,25 +119,37 @@ class ToolCalls:
         self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
     ) -> bytes:
         ctx, principal, policy = turn.ctx, turn.principal, turn.policy
-        tool = self._permitted(message, turn)
+        tool, decision = self._permitted(message, turn)
         lease = None if admitted else await self._limits.admit_call(turn, tool.name)
+        arguments = message.arguments or {}
         if self._log_arguments:
-            ctx.extra["arguments"] = message.arguments or {}
+            ctx.extra["arguments"] = arguments
         try:
             if not admitted:
                 check_expiry(turn)
-            if self._pdp is not None:  # it can only narrow what the local policy allowed
-                question = AccessQuestion(
-                    "tools/call", tool.name, tool.backend or None, message.arguments or {}
-                )
-                await self._pdp.consult(principal, question, ctx, turn.deadline)
+            await self._consult(turn, tool, arguments)
             # A retry of an input round: checked now, before anything goes upstream.
             resume = (
                 self._inputs.resume(message, principal, policy.version, ctx, backend=tool.backend)
                 if message.era == "modern"
                 else None
             )
-            call = self._tool_call(message, turn, tool, relay, resume)
+            if decision.guardrails:  # the rule's processors see what goes upstream
+                changed = await self._guards.arguments(turn, decision, tool, arguments)
+                if changed is not None:
+                    arguments = changed
+                    await self._consult(turn, tool, arguments)  # decided on what is sent
+                if resume is not None:
+                    resume = await self._guards.answers(turn, decision, tool, resume)
+            call = self._tool_call(
+                message,
+                turn,
+                tool,
+                relay,
+                resume,
+                arguments=arguments,
+                guarded=bool(decision.guardrails),
+            )
             raw = await self._call_backend(call, turn)
         finally:
             if lease is not None:
@@ -144,17 +167,36 @@ class ToolCalls:
             assert self._tasks is not None
             shaped = self._tasks.created(raw, principal, tool, ctx)
         else:
+            result: Mapping[str, Any] = raw
+            if decision.guardrails and ctx.outcome not in _GATEWAY_MADE:
+                result = await self._guards.result(
+                    turn,
+                    decision,
+                    "tool_result",
+                    "tools/call",
+                    tool.name,
+                    tool.backend,
+                    raw,
+                    tool=tool,
+                )
             if ctx.outcome is None:
-                ctx.outcome = "tool_error" if raw.get("isError") is True else "ok"
-            shaped = shape_call_result(raw, era=message.era, server=self._server)
+                ctx.outcome = "tool_error" if result.get("isError") is True else "ok"
+            shaped = shape_call_result(result, era=message.era, server=self._server)
         body = success_body(message.id, shaped)
         if len(body) > self._cap:
             ctx.outcome = "too_large"
             body = self.over_budget(message)
         return body
 
-    def _permitted(self, message: McpMessage, turn: Turn) -> ToolDef:
-        """The tool this caller may call, recorded on the context; else its rejection row."""
+    async def _consult(self, turn: Turn, tool: ToolDef, arguments: Mapping[str, Any]) -> None:
+        """``policy_external``, when configured: it can only narrow what the policy allowed."""
+        if self._pdp is not None:
+            question = AccessQuestion("tools/call", tool.name, tool.backend or None, arguments)
+            await self._pdp.consult(turn.principal, question, turn.ctx, turn.deadline)
+
+    def _permitted(self, message: McpMessage, turn: Turn) -> tuple[ToolDef, Decision]:
+        """The tool this caller may call and the decision, recorded on the context; else its
+        rejection row."""
         ctx = turn.ctx
         name = message.tool_name or ""
         ctx.tool = name
@@ -173,8 +215,9 @@ class ToolCalls:
             if closed:
                 raise ArgumentNotSettable(arguments=tuple(closed))
         # Conditions see the arguments the backend will get (fixed ones included).
-        self._conditions.enforce(turn, "tools", name, _arguments(message, tool), tool.backend)
-        return tool
+        arguments = _arguments(message.arguments or {}, tool)
+        self._conditions.enforce(turn, "tools", name, arguments, tool.backend)
+        return tool, decision
 
     def _tool_call(
         self,
@@ -183,11 +226,14 @@ class ToolCalls:
         tool: ToolDef,
         relay: ProgressRelay | None,
         resume: Resume | None,
+        *,
+        arguments: Mapping[str, Any],
+        guarded: bool,
     ) -> ToolCall:
         ctx = turn.ctx
         return ToolCall(
             tool=tool,
-            arguments=_arguments(message, tool),
+            arguments=_arguments(arguments, tool),
             era=message.era,
             protocol_version=message.version,
             progress_token=message.progress_token,
@@ -199,7 +245,10 @@ class ToolCalls:
             client_capabilities=message.client_capabilities if message.era == "modern" else {},
             resume=resume,
             caller_token=turn.caller_token if tool.backend in self.exchanging else None,
-            tasks=self._tasks is not None and self._tasks.may_create(message, turn.policy, tool),
+            # A guarded call is never a task: its result must pass the processors in this answer.
+            tasks=self._tasks is not None
+            and not guarded
+            and self._tasks.may_create(message, turn.policy, tool),
         )
 
     async def _call_backend(
@@ -230,10 +279,9 @@ class ToolCalls:
         return success_body(message.id, shaped)
 
 
-def _arguments(message: McpMessage, tool: ToolDef) -> Mapping[str, Any]:
-    """What goes upstream: the caller's arguments, plus the override's fixed ones (which the
-    caller was refused from setting, so nothing of the caller's is replaced)."""
-    arguments = message.arguments or {}
+def _arguments(arguments: Mapping[str, Any], tool: ToolDef) -> Mapping[str, Any]:
+    """What goes upstream: the caller's arguments (as the rule's processors left them), plus
+    the override's fixed ones (which neither was let set, so nothing of theirs is replaced)."""
     if tool.fixed_arguments:
         return {**arguments, **tool.fixed_arguments}
     return arguments

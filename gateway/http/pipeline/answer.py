@@ -62,14 +62,16 @@ async def answer_single(
     except Exception as exc:
         if relay is None or not relay.streaming:
             raise
-        # Status 200 is already on the wire: the error becomes the stream's last event.
+        # Status 200 is already on the wire: the error becomes the stream's last event, with
+        # the code a batch member raising it mid-batch would get (a guardrail refusing the
+        # result: -31403 and its data).
         err = exc if isinstance(exc, GatewayError) else internal_error(exc)
-        if err.jsonrpc_code is None:
+        code = err.jsonrpc_code or err.batch_member_code
+        if code is None:
             err = internal_error(exc)
-        ctx.jsonrpc_code, ctx.error_row = err.jsonrpc_code, err.row
-        body = error_body(
-            message.id, err.jsonrpc_code or -32603, err.body_message(), err.body_data()
-        )
+            code = err.jsonrpc_code or -32603
+        ctx.jsonrpc_code, ctx.error_row = code, err.row
+        body = error_body(message.id, code, err.body_message(), err.body_data())
     ctx.bytes_out = len(body)
     if relay is not None and relay.streaming:
         response = await relay.finish(body)
@@ -164,6 +166,7 @@ def _call_record(
     arguments = ctx.extra.get("arguments")
     exchange = ctx.extra.pop("exchange", None)  # this member's own, never the previous one's
     pdp = ctx.extra.pop("pdp", None)
+    guardrails = ctx.extra.pop("guardrails", None)
     return CallRecord(
         tool=message.tool_name or "",
         decision=ctx.decision,
@@ -175,4 +178,5 @@ def _call_record(
         arguments=arguments if isinstance(arguments, dict) else None,
         exchange=exchange if isinstance(exchange, dict) else None,
         pdp=pdp if isinstance(pdp, dict) else None,
+        guardrails=guardrails if isinstance(guardrails, list) else None,
     )

@@ -28,6 +28,7 @@ from gateway.errors import BackendFailure, GatewayError, MethodNotFound
 from gateway.http.call_limits import CallLimits, release_leases
 from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
+from gateway.http.guard_gate import GuardGate
 from gateway.http.methods.handshake import Handshake
 from gateway.http.methods.listing import Listing
 from gateway.http.methods.surface_routes import SurfaceRoutes
@@ -47,6 +48,7 @@ from gateway.protocol.messages import McpMessage
 from gateway.seams import (
     Backend,
     DecisionPoint,
+    Guardrails,
     Lease,
     Listening,
     PolicySource,
@@ -77,15 +79,18 @@ class Dispatcher:
         decision_point: DecisionPoint | None = None,
         legacy_sessions: bool = True,
         tasks: TaskRelay | None = None,
+        guardrails: Guardrails | None = None,
     ) -> None:
         """``listening``: the backends' listen streams (``subscriptions/listen``; None: the
         method does not exist); ``policy``: the source whose reloads end streams; ``detach``:
         the endpoint's release of a request's in-flight slots (an acknowledged stream);
         ``legacy_sessions``: legacy ``resources/subscribe`` is offered (with ``listening``);
-        ``tasks``: the backends' tasks (with ``tasks:`` on, the tasks extension is relayed)."""
+        ``tasks``: the backends' tasks (with ``tasks:`` on, the tasks extension is relayed);
+        ``guardrails``: the processors a rule may name (``guardrails:``; None: none)."""
         self._backend = backend
         self._limits = limits
         conditions = ConditionGate(metrics)
+        guards = GuardGate(guardrails, conditions)
         handles = handles_for(config) if tasks is not None else None
         self.tasks = tasks if handles is not None else None
         access = TaskAccess(handles, conditions, decision_point) if handles is not None else None
@@ -99,6 +104,7 @@ class Dispatcher:
             decision_point=decision_point,
             conditions=conditions,
             tasks=TaskCreation(config, handles, metrics=metrics) if handles else None,
+            guards=guards,
         )
         self.subscriptions = SubscriptionRoutes(
             limits=config.limits,
@@ -132,6 +138,7 @@ class Dispatcher:
                 exchanging=tools.exchanging,
                 decision_point=decision_point,
                 conditions=conditions,
+                guards=guards,
             ).routes(),
             **self.subscriptions.routes(),
             **self.sessions.routes(),

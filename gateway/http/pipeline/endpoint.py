@@ -72,6 +72,7 @@ from gateway.seams import (
     CallerToken,
     ConcurrencyLimiter,
     DecisionPoint,
+    Guardrails,
     Listening,
     Observer,
     Policy,
@@ -119,11 +120,12 @@ class McpEndpoint:
         decision_point: DecisionPoint | None = None,
         legacy_sessions: bool = True,
         tasks: TaskRelay | None = None,
+        guardrails: Guardrails | None = None,
     ) -> None:
         """``legacy_sessions``: legacy subscriptions are offered (off in a worker of
         ``serve --workers N``, where the kernel spreads a session's connections over processes
         that cannot see each other's sessions); ``tasks``: the backends' tasks (relayed when
-        ``tasks:`` is on)."""
+        ``tasks:`` is on); ``guardrails``: the processors of ``guardrails:`` (when configured)."""
         self._config = config
         self._auth = authenticator
         self._policy = policy
@@ -169,6 +171,7 @@ class McpEndpoint:
             policy=policy,
             detach=self._detach,
             decision_point=decision_point,
+            guardrails=guardrails,
             legacy_sessions=self._sessions,
             tasks=tasks,
         )
