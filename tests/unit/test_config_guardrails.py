@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from gateway.policy.loader import inspect_policy, load_policy
+from gateway.policy.policy_loader import inspect_policy, load_policy
 
 from gateway.config import GUARDRAIL_CHECKS, load_config
 from gateway.config.loader import inspect_config
