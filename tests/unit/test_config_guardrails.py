@@ -7,11 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from gateway.policy.policy_loader import inspect_policy, load_policy
 
 from gateway.config import GUARDRAIL_CHECKS, load_config
 from gateway.config.loader import inspect_config
 from gateway.errors import ConfigError
+from gateway.policy.policy_loader import inspect_policy, load_policy
 from gateway.policy.reload import PolicyReloader
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "config"
