@@ -22,7 +22,8 @@ counted), ``features`` (JWT with a warm cache, two backends, signed caller asser
 DPoP-bound JWT with a fresh ES256 or EdDSA proof per request: one more signature verification;
 ``when:`` conditions on the tool; an ``override:`` on the tool; a catalog lock under ``hold``;
 the external decision point,
-cached and not; a
+cached and not; a guardrail on the tool that passes (its processor's own time is not the
+gateway's), and one configured that no rule names; a
 ``prompts/get`` and a ``resources/read`` beside a
 ``tools/call``; a ``tasks/get`` of a working task (the tasks extension: its handle opened and
 checked, the poll relayed); signed audit checkpoints; tracing off and on at ratio 1.0),
@@ -420,6 +421,7 @@ class Bench:
         (self.work / "policy-two.yaml").write_text(policy(1, extra=["b__echo"]))
         (self.work / "policy-when.yaml").write_text(policy(1, when=CONDITIONS))
         (self.work / "policy-override.yaml").write_text(policy(1, override=OVERRIDE))
+        (self.work / "policy-guarded.yaml").write_text(policy(1, guardrails=["bench"]))
         jwt_issuer = {"url": self.info["jwt_issuer"], "tokens": "jwt", "allow_insecure_http": True}
         two = {
             "a": {**self.config()["backend"], "prefix": ""},
@@ -428,6 +430,7 @@ class Bench:
         jwt_lua = write_lua(self.work / "jwt.lua", call_body(), modern_headers(self.info["jwt"]))
         token = self.info["token"]
         pdp = {"url": self.info["pdp"], "allow_insecure_http": True}
+        guardrails = {"bench": {"url": self.info["guardrail"], "allow_insecure_http": True}}
         prompt_lua = write_lua(
             self.work / "prompt.lua",
             surface_body("prompts/get", {"name": "greet", "arguments": {"name": "wrk"}}),
@@ -492,6 +495,15 @@ class Bench:
                 {"policy_external": {**pdp, "cache": {"ttl_s": 0}}},
                 self.lua["modern"],
             ),
+            # guardrails: a processor (the peer, on the load core: its own time is not the
+            # gateway's) that passes everything, asked twice per call (the arguments, the
+            # result); configured but named by no rule, it must cost nothing.
+            (
+                "guardrail on the tool, pass",
+                {"guardrails": guardrails, "policy": str(self.work / "policy-guarded.yaml")},
+                self.lua["modern"],
+            ),
+            ("guardrail configured, unused", {"guardrails": guardrails}, self.lua["modern"]),
             (
                 "signed assertion",
                 {
@@ -707,13 +719,16 @@ def policy(
     when: list[str] | None = None,
     override: dict[str, Any] | None = None,
     tasks: bool = False,
+    guardrails: list[str] | None = None,
 ) -> str:
     """The echo rule plus ``rules - 1`` others (half exact names, half globs) that never match;
     ``when``: conditions on the echo rule; ``override``: its ``override:``; ``tasks``: its
-    ``tasks: true``."""
+    ``tasks: true``; ``guardrails``: its processors."""
     body: dict[str, Any] = {"scopes": []}
     if tasks:
         body["tasks"] = True
+    if guardrails is not None:
+        body["guardrails"] = guardrails
     if when is not None:
         body["when"] = when
     if override is not None:

@@ -164,10 +164,15 @@ PEER = textwrap.dedent(
             await request.read()
             return web.json_response({"decision": True})
 
+        async def guardrail(request):  # a guardrail processor that passes everything (features)
+            await request.read()
+            return web.json_response({"pass": {}})
+
         app = web.Application()
         app.router.add_get("/calls", calls)
         app.router.add_post("/v1/traces", traces)
         app.router.add_post("/access/v1/evaluation", evaluation)
+        app.router.add_post("/guardrail", guardrail)
         runner = web.AppRunner(app, access_log=None)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -176,6 +181,7 @@ PEER = textwrap.dedent(
         info["calls"] = base + "/calls"
         info["otlp"] = base
         info["pdp"] = base + "/access/v1/evaluation"
+        info["guardrail"] = base + "/guardrail"
         print(json.dumps(info), flush=True)
         await asyncio.Event().wait()
 

@@ -70,6 +70,7 @@ class Explained:
             "reason": d.reason,
             "required_scopes": list(d.required_scopes),
             "missing_scopes": list(d.missing_scopes),
+            **({"guardrails": list(d.guardrails)} if d.guardrails else {}),
             **shown,
         }
 

@@ -60,6 +60,11 @@ def print_text(report: dict[str, Any], out: TextIO) -> None:
     for rows in (report["results"], report["prompts"], report["resources"]):
         for line in condition_lines(rows):
             out.write(f"{line}\n")
+    for rows in (report["results"], report["prompts"], report["resources"]):
+        for row in rows:
+            if row.get("guardrails"):
+                # Asked in this order, after everything local allowed (docs/policy.md#guardrails).
+                out.write(f"guardrails: {row['name']}: {', '.join(row['guardrails'])}\n")
     out.write(f"\n{LEGEND}\n")
     if evaluated in ("prompt", "resource") or report["prompts"] or report["resources"]:
         out.write(f"{_SURFACE_LEGEND}\n")

@@ -16,6 +16,11 @@ from tests.support.guardrail_service import GuardrailService, guardrail_service,
 from tests.support.input_stack import ALL_CAPS, SCOPES, audit_events, call, input_stack
 from tests.support.input_upstream import retries
 from tests.support.live_stack import ServerFactory
+from tests.support.task_stack import POLICY as TASK_POLICY
+from tests.support.task_stack import SCOPES as TASK_SCOPES
+from tests.support.task_stack import call as task_call
+from tests.support.task_stack import task_stack
+from tests.support.task_upstream import TASKS
 
 ANSWER = "CARD-4111-1111-1111-1111"
 POLICY = """\
@@ -150,3 +155,23 @@ async def test_a_changed_answer_must_still_answer_what_was_asked(
             assert status == 403
             assert refused["error"]["data"] == {"guardrail": "answers", "verdict": "invalid"}
             assert len(retries(stack.upstream)) == 1  # only the first round went upstream
+
+
+async def test_a_guarded_call_never_becomes_a_task(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rule says tasks: true and the client declares the extension; the result must still
+    # pass the processor in this answer, so the backend never hears of the extension.
+    policy = TASK_POLICY.replace("tasks: true}", "tasks: true, guardrails: [answers]}")
+    async with guardrail_service(aiohttp_server) as g:
+        extra = {"guardrails": {"answers": {"url": g.url, "allow_insecure_http": True}}}
+        async with task_stack(
+            tmp_path, aiohttp_server, monkeypatch, policy=policy, gateway=extra
+        ) as stack:
+            status, _, body = await task_call(
+                stack, stack.token(TASK_SCOPES), "slow_compute", {"seconds": 0}
+            )
+            assert status == 200 and body["result"]["resultType"] == "complete", body
+            sent = stack.upstream.calls("tools/call")[-1].json["params"]["_meta"]
+            assert TASKS not in json.dumps(sent)
+            assert g.checks() == ["tool_arguments", "tool_result"]

@@ -261,3 +261,22 @@ class TestCheck:
         assert main(["check", "--config", str(config)]) == 0
         out, _ = capsys.readouterr()
         assert out.startswith(f"{config}: OK (policy version ")
+
+
+def test_a_rules_guardrails_are_named_where_the_rule_allows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = write_text(
+        tmp_path / "p.yaml",
+        "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n"
+        "  send_email: {scopes: [], guardrails: [pii, injection]}\n  plain: {scopes: []}\n",
+    )
+    argv = ("--policy", str(policy), "--scopes", "mcp:access", "--all")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert "guardrails: send_email: pii, injection" in out.splitlines()
+    assert "guardrails: plain" not in out
+    report = json.loads(run(capsys, *argv, "--json")[1])
+    rows = {row["name"]: row for row in report["results"]}
+    assert rows["send_email"]["guardrails"] == ["pii", "injection"]
+    assert "guardrails" not in rows["plain"]
