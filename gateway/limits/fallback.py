@@ -17,7 +17,7 @@ request.
 from __future__ import annotations
 
 import contextlib
-from typing import Final
+from typing import Final, Generic, TypeVar
 
 from gateway.config import StoreErrorPolicy
 from gateway.observability.metrics import Metrics
@@ -32,57 +32,53 @@ __all__ = [
     "SharedRateLimiter",
 ]
 
+_Limiter = TypeVar("_Limiter")
+
 DENY_WAIT_S: Final = 1.0
 """The wait (``Retry-After``) of a decision denied because the store could not answer."""
 
 
-class FallbackRateLimiter:
+class _Fallback(Generic[_Limiter]):
+    """The shared limiter, this replica's own, and what a store failure of ``kind`` does."""
+
     def __init__(
         self,
-        shared: RateLimiter,
-        local: RateLimiter,
+        shared: _Limiter,
+        local: _Limiter,
         *,
         kind: str,
         policy: StoreErrorPolicy,
         metrics: Metrics | None = None,
     ) -> None:
-        self._shared, self._local, self._policy = shared, local, policy
+        self._shared: _Limiter = shared
+        self._local: _Limiter = local
+        self._policy = policy
         self._errors = metrics.state_store_errors_total.labels(kind=kind) if metrics else None
 
+    def _store_failed(self) -> _Limiter | None:
+        """Count the failure; the limiter that decides instead (None: ``deny``)."""
+        if self._errors is not None:
+            self._errors.inc()
+        return None if self._policy == "deny" else self._local
+
+
+class FallbackRateLimiter(_Fallback[RateLimiter]):
     async def hit(self, key: str, count: int, per_s: float) -> float | None:
         try:
             return await self._shared.hit(key, count, per_s)
         except StoreUnavailable:
-            if self._errors is not None:
-                self._errors.inc()
-            if self._policy == "deny":
-                return DENY_WAIT_S
-            return await self._local.hit(key, count, per_s)
+            local = self._store_failed()
+            return DENY_WAIT_S if local is None else await local.hit(key, count, per_s)
 
 
-class FallbackLeases:
-    def __init__(
-        self,
-        shared: ConcurrencyLimiter,
-        local: ConcurrencyLimiter,
-        *,
-        kind: str,
-        policy: StoreErrorPolicy,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self._shared, self._local, self._policy = shared, local, policy
-        self._errors = metrics.state_store_errors_total.labels(kind=kind) if metrics else None
-
+class FallbackLeases(_Fallback[ConcurrencyLimiter]):
     async def acquire(self, key: str, limit: int, hold_s: float) -> Lease | None:
         """A lease, or None when every slot is taken (or the store failed under ``deny``)."""
         try:
             lease = await self._shared.acquire(key, limit, hold_s)
         except StoreUnavailable:
-            if self._errors is not None:
-                self._errors.inc()
-            if self._policy == "deny":
-                return None
-            return await self._local.acquire(key, limit, hold_s)
+            local = self._store_failed()
+            return None if local is None else await local.acquire(key, limit, hold_s)
         return None if lease is None else _QuietLease(lease)
 
 
