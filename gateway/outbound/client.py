@@ -168,113 +168,76 @@ class Outbound:
         session = self._session(destination) if lean is None else None
         if deadline - time.monotonic() <= 0:
             raise OutboundTimeout("deadline exceeded")
-        if lean is not None:
-            payload = body if body is not None else data
-            if payload is not None and not isinstance(payload, bytes):
-                raise OutboundInvalidRequest("the lean client sends bytes bodies only")
-            async with self._lean_stream(
-                lean,
-                method,
-                url,
-                deadline,
-                headers=headers,
-                body=payload,
-                max_body=max_body,
-            ) as lean_response:
-                yield lean_response
-            return
-        assert session is not None
+        payload = body if body is not None else data
+        if lean is not None and payload is not None and not isinstance(payload, bytes):
+            raise OutboundInvalidRequest("the lean client sends bytes bodies only")
         try:
             # One timer for the whole exchange: connecting, sending, and the caller reading the
             # body inside the block. On expiry the task is cancelled wherever it waits and the
             # cancellation surfaces here as TimeoutError.
             with deadline_at(deadline):
-                try:
-                    response = await session.request(
-                        method,
-                        url,
-                        headers=headers,
-                        data=body if body is not None else data,
-                        allow_redirects=False,
-                    )
-                except aiohttp.InvalidURL as exc:
-                    raise OutboundInvalidRequest("invalid request URL") from exc
-                except aiohttp.ClientError as exc:
-                    raise OutboundConnectionError("connection failed") from exc
-                except (ValueError, TypeError) as exc:
-                    # aiohttp builds the request before connecting and raises plain ValueError
-                    # e.g. for "user@host" URLs combined with an Authorization header.
-                    raise OutboundInvalidRequest("request could not be built") from exc
+                if lean is not None:
+                    reader = await _send_lean(lean, method, url, headers, payload)
+                else:
+                    assert session is not None
+                    reader = await _send(session, method, url, headers, payload)
                 streaming: StreamingResponse | None = None
                 try:
-                    if 300 <= response.status < 400:
+                    if 300 <= reader.status < 400:
                         raise OutboundRedirect("redirect refused")
-                    length = response.content_length
+                    length = reader.content_length
                     if length is not None and length > max_body:
                         raise ResponseTooLarge("response exceeds the size cap")
                     streaming = StreamingResponse(
-                        response.status,
-                        response.headers,
-                        BodyReader(aiohttp_response=response),
-                        max_body,
-                        deadline,
+                        reader.status, reader.headers, reader, max_body, deadline
                     )
                     yield streaming
                 finally:
-                    # A fully read body returns the connection to the pool; anything else
-                    # (cancel, cap exceeded, early exit) closes it so the upstream sees the abort.
-                    if streaming is not None and streaming.done:
-                        response.release()
-                    else:
-                        response.close()
+                    reader.finish(streaming is not None and streaming.done)
         except OutboundTimeout:
             raise
         except TimeoutError as exc:
             raise OutboundTimeout("deadline exceeded") from exc
 
-    @asynccontextmanager
-    async def _lean_stream(
-        self,
-        pool: Http1Pool,
-        method: str,
-        url: str,
-        deadline: float,
-        *,
-        headers: Mapping[str, str] | None,
-        body: bytes | None,
-        max_body: int,
-    ) -> AsyncIterator[StreamingResponse]:
-        """:meth:`stream` on the lean client: the same timer, errors, cap and release rules."""
-        try:
-            with deadline_at(deadline):
-                try:
-                    response = await pool.request(method, url, headers, body)
-                except Http1Error as exc:
-                    if exc.kind == "invalid":
-                        raise OutboundInvalidRequest(str(exc)) from None
-                    raise OutboundConnectionError("connection failed") from exc
-                try:
-                    if 300 <= response.status < 400:
-                        raise OutboundRedirect("redirect refused")
-                    length = response.content_length
-                    if length is not None and length > max_body:
-                        raise ResponseTooLarge("response exceeds the size cap")
-                    yield StreamingResponse(
-                        response.status,
-                        response.headers,
-                        BodyReader(lean=response),
-                        max_body,
-                        deadline,
-                    )
-                finally:
-                    # release() returns the connection only after a complete body on a
-                    # keep-alive connection; anything else closes it (the upstream sees the
-                    # abort), as on the aiohttp path.
-                    response.release()
-        except OutboundTimeout:
-            raise
-        except TimeoutError as exc:
-            raise OutboundTimeout("deadline exceeded") from exc
+
+async def _send(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    headers: Mapping[str, str] | None,
+    payload: Any,
+) -> BodyReader:
+    """The request on aiohttp's client, its errors as :mod:`gateway.outbound.failures`."""
+    try:
+        response = await session.request(
+            method, url, headers=headers, data=payload, allow_redirects=False
+        )
+    except aiohttp.InvalidURL as exc:
+        raise OutboundInvalidRequest("invalid request URL") from exc
+    except aiohttp.ClientError as exc:
+        raise OutboundConnectionError("connection failed") from exc
+    except (ValueError, TypeError) as exc:
+        # aiohttp builds the request before connecting and raises plain ValueError
+        # e.g. for "user@host" URLs combined with an Authorization header.
+        raise OutboundInvalidRequest("request could not be built") from exc
+    return BodyReader(aiohttp_response=response)
+
+
+async def _send_lean(
+    pool: Http1Pool,
+    method: str,
+    url: str,
+    headers: Mapping[str, str] | None,
+    payload: bytes | None,
+) -> BodyReader:
+    """The request on the lean client, its errors as :mod:`gateway.outbound.failures`."""
+    try:
+        response = await pool.request(method, url, headers, payload)
+    except Http1Error as exc:
+        if exc.kind == "invalid":
+            raise OutboundInvalidRequest(str(exc)) from None
+        raise OutboundConnectionError("connection failed") from exc
+    return BodyReader(lean=response)
 
 
 async def post_json_once(

@@ -34,9 +34,10 @@ class Response:
 
 
 class BodyReader:
-    """What :class:`StreamingResponse` reads from: aiohttp's response or the lean client's."""
+    """An open response of either client, aiohttp's or the lean one: what
+    :class:`StreamingResponse` reads from, and how the connection is let go."""
 
-    __slots__ = ("_aiohttp", "_lean")
+    __slots__ = ("_aiohttp", "_lean", "headers", "status")
 
     def __init__(
         self,
@@ -46,6 +47,10 @@ class BodyReader:
     ) -> None:
         self._aiohttp = aiohttp_response
         self._lean = lean
+        opened = lean if lean is not None else aiohttp_response
+        assert opened is not None
+        self.status: int = opened.status
+        self.headers: CIMultiDictProxy[str] = opened.headers
 
     @property
     def content_length(self) -> int | None:
@@ -53,6 +58,19 @@ class BodyReader:
             return self._lean.content_length
         assert self._aiohttp is not None
         return self._aiohttp.content_length
+
+    def finish(self, done: bool) -> None:
+        """Let the connection go: back to the pool after a fully read body (``done``), closed
+        otherwise (cancelled, cap exceeded, early exit), so that the upstream sees the abort.
+        The lean client's ``release`` tells the two apart itself."""
+        if self._lean is not None:
+            self._lean.release()
+            return
+        assert self._aiohttp is not None
+        if done:
+            self._aiohttp.release()
+        else:
+            self._aiohttp.close()
 
     async def read(self) -> bytes:
         if self._lean is not None:
