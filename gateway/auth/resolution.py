@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Final
 
 from gateway.errors import GatewayError, InvalidToken, IssuerUnavailable
@@ -28,7 +29,7 @@ from .router import Route
 from .sharing import SHARED_CLAIM_MARGIN_S, ReplicaSharing
 from .trusted_issuer import Down, TrustedIssuer
 
-__all__ = ["COMBINED", "NEGATIVE", "Outcome", "Resolver"]
+__all__ = ["COMBINED", "NEGATIVE", "Flight", "Outcome", "Resolver"]
 
 _log = get_logger("gateway.auth")
 
@@ -39,6 +40,22 @@ fresh exception instance (a shared instance would pile up tracebacks)."""
 COMBINED: Final = "jwt+introspection"
 
 NEGATIVE: Final = "refused earlier (negative cache)"
+
+
+@dataclass(frozen=True, slots=True)
+class Flight:
+    """One token to resolve, as the request that started the flight found it."""
+
+    route: Route
+    token: str
+    key: bytes
+    """The token's digest: its cache key."""
+    fingerprint: str
+    """The token's fingerprint for logs."""
+    budget_key: str
+    """The failed-authentication budget of the client that started the flight."""
+    revocation_key: bytes
+    """What the revocation list is asked."""
 
 
 class Resolver:
@@ -57,58 +74,56 @@ class Resolver:
         self._caches = caches
         self._clock = clock
 
-    async def resolve(
-        self,
-        route: Route,
-        token: str,
-        key: bytes,
-        fingerprint: str,
-        budget_key: str,
-        *,
-        revocation_key: bytes,
-    ) -> Outcome:
-        """One flight per token (``key``: its digest) on this replica: local validation, then
-        introspection. ``revocation_key`` is what the revocation list is asked."""
+    async def resolve(self, flight: Flight) -> Outcome:
+        """One flight per token on this replica: local validation, then introspection."""
         local: Principal | None = None
+        route = flight.route
         if route.jws is not None:
             issuer = route.issuers[0]
             if issuer.verifier is not None:
                 try:
-                    local = await issuer.verifier.verify(route.jws, len(token), fingerprint)
+                    local = await issuer.verifier.verify(
+                        route.jws, len(flight.token), flight.fingerprint
+                    )
                 except InvalidToken as exc:
                     # Refused without an issuer call: cached as negative, never charged.
-                    issuer.cache.forget(key)
-                    issuer.cache.store_negative(key, self._clock())
+                    self._refused(issuer, flight.key)
                     return exc
                 except IssuerUnavailable:
-                    down = Down("jwks_unavailable")
-                    return self._issuer_down(route, key, revocation_key, fingerprint, down)
+                    return self._issuer_down(flight, Down("jwks_unavailable"))
                 if not issuer.config.introspects:
-                    outcome, _ = await self._sharing.admit(
-                        issuer.cache, key, local, fingerprint, revocation_key=revocation_key
-                    )
-                    return outcome
-        return await self._introspect(
-            route, token, key, fingerprint, budget_key, revocation_key=revocation_key, local=local
-        )
+                    return await self._admit(flight, issuer, local)
+        return await self._introspect(flight, local)
 
-    async def _introspect(
-        self,
-        route: Route,
-        token: str,
-        key: bytes,
-        fingerprint: str,
-        budget_key: str,
-        *,
-        revocation_key: bytes,
-        local: Principal | None,
+    async def _admit(
+        self, flight: Flight, issuer: TrustedIssuer, principal: Principal, *, claimed: bool = False
     ) -> Outcome:
+        """Cache an accepted token (unless revoked meanwhile); ``claimed``: publish it to the
+        other replicas too."""
+        outcome, shareable = await self._sharing.admit(
+            issuer.cache,
+            flight.key,
+            principal,
+            flight.fingerprint,
+            revocation_key=flight.revocation_key,
+        )
+        if claimed:
+            await self._sharing.publish(flight.key, shareable)
+        return outcome
+
+    def _refused(self, issuer: TrustedIssuer, key: bytes) -> None:
+        """A refusal ends any earlier acceptance (revocation), cached or stale."""
+        issuer.cache.forget(key)
+        issuer.cache.store_negative(key, self._clock())
+
+    async def _introspect(self, flight: Flight, local: Principal | None) -> Outcome:
         """The shared cache (when on), else introspection at each candidate issuer in order.
 
         With the shared cache this is one flight across replicas (the claim). A refusal is
         charged once, to the client that started the flight, when no issuer accepted and none
         was down; the refusing issuer's ``failed_auth_rate`` applies.
         """
+        route, key = flight.route, flight.key
         hold = sum(i.config.timeout_s for i in route.issuers) + SHARED_CLAIM_MARGIN_S
         entry, claimed = await self._sharing.lookup(key, hold)
         if entry is not None:
@@ -124,9 +139,9 @@ class Resolver:
                     owner.cache,
                     key,
                     entry.principal,
-                    fingerprint,
+                    flight.fingerprint,
                     entry.fresh_until,
-                    revocation_key=revocation_key,
+                    revocation_key=flight.revocation_key,
                 )
                 return outcome
         refused: tuple[TrustedIssuer, InvalidToken] | None = None
@@ -134,63 +149,54 @@ class Resolver:
         for issuer in route.issuers:
             if len(route.issuers) > 1 and issuer.cache.lookup(key, self._clock()).negative:
                 continue  # this issuer refused it a moment ago: ask the next one
-            checked = await issuer.introspect(token, fingerprint)
+            checked = await issuer.introspect(flight.token, flight.fingerprint)
             if isinstance(checked, Principal) and local is not None:
                 checked = _combine(local, checked, issuer.config.subject_claim)
             if isinstance(checked, Principal):
-                outcome, shareable = await self._sharing.admit(
-                    issuer.cache, key, checked, fingerprint, revocation_key=revocation_key
-                )
-                if claimed:
-                    await self._sharing.publish(key, shareable)
-                return outcome
+                return await self._admit(flight, issuer, checked, claimed=claimed)
             if isinstance(checked, InvalidToken):
-                # A refusal ends any earlier acceptance (revocation), cached or stale.
-                issuer.cache.forget(key)
-                issuer.cache.store_negative(key, self._clock())
+                self._refused(issuer, key)
                 refused = refused or (issuer, checked)
             else:
                 down = down or checked
         if claimed:
             await self._sharing.publish(key, None)
         if down is not None:
-            return self._issuer_down(route, key, revocation_key, fingerprint, down)
+            return self._issuer_down(flight, down)
         if refused is None:  # every candidate refused it a moment ago (negative entries)
             return InvalidToken(detail=NEGATIVE)
         issuer, error = refused
         config = issuer.config
         await self._budget.charge(
-            budget_key, config.failed_auth_rate, config.failed_auth_probe_interval_s
+            flight.budget_key, config.failed_auth_rate, config.failed_auth_probe_interval_s
         )
         return error
 
-    def _issuer_down(
-        self, route: Route, key: bytes, revocation_key: bytes, fingerprint: str, down: Down
-    ) -> Outcome:
-        now = self._clock()
-        for issuer in route.issuers:
-            stale = issuer.cache.stale(key, now)
-            if stale is not None and stale.principal is not None:
-                if self._sharing.revoked_locally(revocation_key):
-                    # Revoked while the flight ran: never served, stale or not.
-                    return InvalidToken(detail="revoked at the gateway")
-                self._caches.count("stale")
-                _log.warning(
-                    "serving_stale_token",
-                    fingerprint=fingerprint,
-                    reason=down.reason,
-                    status=down.status,
-                    error=down.error,
-                )
-                return stale.principal
+    def _issuer_down(self, flight: Flight, down: Down) -> Outcome:
+        """The last positive result within its allowance (``stale_if_error_s``) unless revoked
+        meanwhile, else 503."""
+        stale = self._stale(flight)
+        if stale is not None:
+            if self._sharing.revoked_locally(flight.revocation_key):
+                # Revoked while the flight ran: never served, stale or not.
+                return InvalidToken(detail="revoked at the gateway")
+            self._caches.count("stale")
         _log.warning(
-            "issuer_unavailable",
-            fingerprint=fingerprint,
+            "issuer_unavailable" if stale is None else "serving_stale_token",
+            fingerprint=flight.fingerprint,
             reason=down.reason,
             status=down.status,
             error=down.error,
         )
-        return down.refusal()
+        return down.refusal() if stale is None else stale
+
+    def _stale(self, flight: Flight) -> Principal | None:
+        now = self._clock()
+        for issuer in flight.route.issuers:
+            entry = issuer.cache.stale(flight.key, now)
+            if entry is not None and entry.principal is not None:
+                return entry.principal
+        return None
 
 
 def _combine(

@@ -70,7 +70,7 @@ from .dpop import Proof
 from .dpop_guard import DpopGuard
 from .issuer_caches import IssuerCaches
 from .issuer_metadata import IssuerMetadata
-from .resolution import NEGATIVE, Outcome, Resolver
+from .resolution import NEGATIVE, Flight, Outcome, Resolver
 from .resource_metadata import protected_resource_metadata
 from .router import TokenRouter
 from .scopes import ScopeVocabulary
@@ -277,7 +277,7 @@ class ResourceServer:
             flight = self._flights.start(
                 key,
                 lambda: self._resolver.resolve(
-                    route, token, key, fingerprint, budget_key, revocation_key=revocation
+                    Flight(route, token, key, fingerprint, budget_key, revocation)
                 ),
             )
         outcome = await asyncio.shield(flight)
