@@ -38,13 +38,7 @@ from gateway.outbound.client_auth import (
     ClientAuthentication,
     signing_key,
 )
-from gateway.outbound.failures import (
-    OutboundConnectionError,
-    OutboundError,
-    OutboundRedirect,
-    OutboundTimeout,
-    ResponseTooLarge,
-)
+from gateway.outbound.failures import OutboundError, OutboundFailure
 
 __all__ = [
     "ASSERTION_LIFETIME_S",
@@ -62,6 +56,15 @@ MAX_RESPONSE_BYTES: Final = 16_384
 MAX_DEPTH: Final = 8
 """Deepest JSON nesting accepted in an introspection response."""
 _LIMITS: Final = peer_limits(MAX_DEPTH)
+_FAILED: Final[dict[OutboundFailure, tuple[str, str]]] = {
+    "failed": ("refused", "introspection request failed"),
+    "invalid": ("refused", "introspection request failed"),
+    "timeout": ("timeout", "introspection timed out"),
+    "connection": ("refused", "introspection connection failed"),
+    "redirect": ("redirect", "introspection answered a redirect"),
+    "too_large": ("oversized", "introspection response too large"),
+}
+"""An outbound failure's ``introspection_total`` result and its message."""
 
 
 TOKEN_REFUSALS: Final = frozenset({"invalid_token", "unsupported_token_type", "invalid_grant"})
@@ -178,16 +181,8 @@ class Introspector:
                 max_body=MAX_RESPONSE_BYTES,
                 span="mcp_gateway.introspection",
             )
-        except OutboundTimeout as exc:
-            raise IntrospectionFailed("timeout", "introspection timed out") from exc
-        except OutboundConnectionError as exc:
-            raise IntrospectionFailed("refused", "introspection connection failed") from exc
-        except OutboundRedirect as exc:
-            raise IntrospectionFailed("redirect", "introspection answered a redirect") from exc
-        except ResponseTooLarge as exc:
-            raise IntrospectionFailed("oversized", "introspection response too large") from exc
         except OutboundError as exc:
-            raise IntrospectionFailed("refused", "introspection request failed") from exc
+            raise IntrospectionFailed(*_FAILED[exc.kind]) from exc
         status = response.status
         if status != 200:
             error = oauth_error_code(response.body) if is_json(response.content_type) else None

@@ -23,13 +23,7 @@ from gateway.errors import JsonRpcId
 from gateway.jsonkit.read import UNBOUNDED, JsonError, loads, peer_limits
 from gateway.jsonkit.write import compact
 from gateway.outbound.client import Outbound
-from gateway.outbound.failures import (
-    OutboundConnectionError,
-    OutboundError,
-    OutboundRedirect,
-    OutboundTimeout,
-    ResponseTooLarge,
-)
+from gateway.outbound.failures import OutboundError, OutboundFailure
 from gateway.outbound.responses import StreamingResponse
 
 __all__ = [
@@ -71,6 +65,12 @@ FaultKind = Literal[
     "credential",
     "incompatible",
 ]
+_OUTBOUND_FAULTS: Final[dict[OutboundFailure, FaultKind]] = {
+    "timeout": "timeout",
+    "too_large": "too_large",
+    "redirect": "redirect",
+}
+"""The outbound failures with a fault kind of their own; the others are ``connection``."""
 ProgressSink = Callable[[Mapping[str, Any]], Awaitable[None]]
 
 
@@ -180,16 +180,8 @@ async def exchange(
                 on_progress,
                 on_list_changed=on_list_changed,
             )
-    except OutboundTimeout as exc:
-        raise UpstreamFault("timeout") from exc
-    except ResponseTooLarge as exc:
-        raise UpstreamFault("too_large") from exc
-    except OutboundRedirect as exc:
-        raise UpstreamFault("redirect") from exc
-    except OutboundConnectionError as exc:
-        raise UpstreamFault("connection") from exc
     except OutboundError as exc:
-        raise UpstreamFault("connection") from exc
+        raise UpstreamFault(_OUTBOUND_FAULTS.get(exc.kind, "connection")) from exc
 
 
 async def _read_reply(
