@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from gateway.jsonkit.read import JsonError, answer
+from gateway.jsonkit.read import UNBOUNDED, JsonError, answer, peer_limits
 from gateway.jsonkit.write import canonical, compact
 from gateway.seams import GuardedContent, Principal, find_claim
 
@@ -46,6 +46,9 @@ MAX_REASON_CHARS: Final = 256
 """A processor's reason is cut to this many characters before the client sees it."""
 _CONTROLS: Final = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u2069]")
 _VERDICTS: Final = ("pass", "mutated", "error")
+_VERDICT_LIMITS: Final = peer_limits(UNBOUNDED)
+"""As a backend's reply is read: bounded by ``max_body_bytes`` as it is read, its depth only by
+the interpreter's (a changed result may nest as deep as the result it changes)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +115,7 @@ def read_verdict(
     if status != 200:
         return None
     try:
-        found = answer(content_type, body)
+        found = answer(content_type, body, _VERDICT_LIMITS)
     except JsonError:
         return None
     present = [name for name in _VERDICTS if name in found]

@@ -136,5 +136,7 @@ class GuardGate:
 
     @staticmethod
     def _refused(turn: Turn, decision: Decision) -> None:
-        # The audit trail's verdict: denied, and by what.
+        # The audit trail's verdict: denied, and by what (a refused result: the call ran, its
+        # answer was denied).
         turn.ctx.decision = dataclasses.replace(decision, allowed=False, reason="guardrail")
+        turn.ctx.outcome = "denied"

@@ -108,10 +108,15 @@ def test_each_verdict_of_a_request(answer: Any, expected: Verdict) -> None:
     assert _verdict(answer) == expected
 
 
-def test_a_changed_result_is_taken_whole() -> None:
+def test_a_changed_result_is_taken_whole_however_deep() -> None:
     assert _verdict({"mutated": {"contents": [1]}}, RESULT) == Verdict(
         "mutated", changed={"contents": [1]}
     )
+    deep: Any = "x"
+    for _ in range(40):  # a backend's reply may nest this deep, and so may its change
+        deep = {"a": deep}
+    found = _verdict({"mutated": {"structuredContent": deep}}, RESULT)
+    assert found is not None and found.kind == "mutated"
 
 
 @pytest.mark.parametrize(

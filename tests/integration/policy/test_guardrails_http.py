@@ -168,6 +168,7 @@ async def test_a_processor_passes_denies_and_changes_a_calls_arguments_in_both_e
         assert await metric(stack, "guardrail_verdicts_total", **labels, verdict="deny") == 2
         assert await metric(stack, "guardrail_duration_seconds_count", guardrail="pii") >= 5
         refused = [e for e in _audit(stack) if e.get("error_row") == "guardrail_denied"]
+        assert {e["outcome"] for e in refused} == {"denied"}
         assert [(e["decision"], e["guardrails"]) for e in refused] == [
             ("deny", [{"guardrail": "pii", "check": "tool_arguments", "verdict": "deny"}])
         ] * 2
@@ -259,6 +260,9 @@ async def test_a_processor_denies_and_changes_results_of_tools_prompts_and_reads
         assert _refusal(status, headers, text)["verdict"] == "deny"
         assert len(upstream.calls("tools/call")) == before + 1
         assert SECRET not in text
+        withheld = [e for e in _audit(stack) if e.get("tool") == "echo"][-1]
+        assert (withheld["decision"], withheld["outcome"]) == ("deny", "denied")
+        assert withheld["backend_ms"] is not None  # it ran
         checks = [(s.check, s.body["method"]) for s in g.seen]
         assert ("prompt_result", "prompts/get") in checks
         assert ("resource_result", "resources/read") in checks
