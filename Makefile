@@ -31,9 +31,9 @@ typecheck: $(STAMP)
 check: lint typecheck
 
 PYTEST_OPTS ?=
-# Test workers (pytest-xdist). The tests mostly wait on loopback I/O and child processes, so on
-# two cores three workers were fastest (README.md, Tests). loadgroup: test by test, except
-# the modules marked xdist_group, which share one expensive module fixture on one worker.
+# Test workers (pytest-xdist): the tests mostly wait on loopback I/O and child processes, so
+# workers beat cores (figures for two to four: README.md, Tests). loadgroup: test by test,
+# except the modules marked xdist_group, which share one expensive module fixture on one worker.
 PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
 
