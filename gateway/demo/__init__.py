@@ -6,23 +6,3 @@ tests); :mod:`gateway.commands.demo` is the command line (``demo``, ``demo token
 ``--tokens jwt`` runs the gateway in front of an issuer with JWT access tokens and no
 introspection endpoint (the Microsoft Entra ID shape).
 """
-
-from gateway.demo.stack import (
-    DEMO_POLICY,
-    DemoStack,
-    default_policy,
-    default_state_file,
-    start_demo,
-    wait_ready,
-    write_state,
-)
-
-__all__ = [
-    "DEMO_POLICY",
-    "DemoStack",
-    "default_policy",
-    "default_state_file",
-    "start_demo",
-    "wait_ready",
-    "write_state",
-]

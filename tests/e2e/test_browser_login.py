@@ -137,7 +137,7 @@ async def test_a_link_opened_by_another_signed_in_user_does_nothing_until_its_ow
 async def test_the_demo_shows_the_account_page_after_signing_in_as_a_demo_user(
     browser: Any,
 ) -> None:
-    from gateway.demo import start_demo, wait_ready
+    from gateway.demo.stack import start_demo, wait_ready
 
     demo = await start_demo(port=0)
     try:

@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from gateway.demo import DemoStack
+from gateway.demo.stack import DemoStack
 from tests.support.demo_stack import modern_body, modern_headers
 
 TASKS = "io.modelcontextprotocol/tasks"

@@ -11,7 +11,7 @@ from typing import Any, Final
 
 import pytest
 
-from gateway.demo import DemoStack, start_demo, wait_ready
+from gateway.demo.stack import DemoStack, start_demo, wait_ready
 from tests.support.mcp_client import legacy_headers, modern_headers
 
 __all__ = [
