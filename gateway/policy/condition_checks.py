@@ -30,7 +30,7 @@ from typing import Any, Final
 import cel
 
 from gateway.policy.cel_syntax import CelSyntaxError, Node, TooDeep, parse
-from gateway.policy.condition_cost import BUDGET, CostUnbounded, cost_of
+from gateway.policy.condition_cost import BUDGET, TIMESTAMP_ACCESSORS, CostUnbounded, cost_of
 from gateway.policy.conditions import NAMED, Condition, glob_matches, variables_of
 from gateway.yaml_source import Located
 
@@ -67,16 +67,7 @@ FUNCTIONS: Final = frozenset(
         "duration",
         "dyn",
         "type",
-        "getFullYear",
-        "getMonth",
-        "getDayOfYear",
-        "getDayOfMonth",
-        "getDate",
-        "getDayOfWeek",
-        "getHours",
-        "getMinutes",
-        "getSeconds",
-        "getMilliseconds",
+        *TIMESTAMP_ACCESSORS,
         "glob",
     }
 )

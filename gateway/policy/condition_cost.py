@@ -46,6 +46,7 @@ from gateway.policy.uri import MAX_URI_LENGTH
 __all__ = [
     "BUDGET",
     "CHARACTERS_PER_WEIGHT",
+    "TIMESTAMP_ACCESSORS",
     "TOKEN_BYTES",
     "CostUnbounded",
     "cost_of",
@@ -129,6 +130,19 @@ _VARIABLES: Final[dict[str, tuple[_Size, bool]]] = {
     "now": (_SCALAR, True),
 }
 """Each variable's bound, and whether it is converted at every read (a per-call value)."""
+TIMESTAMP_ACCESSORS: Final = (
+    "getFullYear",
+    "getMonth",
+    "getDayOfYear",
+    "getDayOfMonth",
+    "getDate",
+    "getDayOfWeek",
+    "getHours",
+    "getMinutes",
+    "getSeconds",
+    "getMilliseconds",
+)
+"""CEL's timestamp field accessors (a constant cost each)."""
 _LINEAR_CALLS: Final = frozenset(
     {"contains", "startsWith", "endsWith", "==", "!=", "<", "<=", ">", ">=", "size"}
 )
@@ -147,16 +161,7 @@ _CONSTANT_CALLS: Final = frozenset(
         "/",
         "%",
         "neg",
-        "getFullYear",
-        "getMonth",
-        "getDayOfYear",
-        "getDayOfMonth",
-        "getDate",
-        "getDayOfWeek",
-        "getHours",
-        "getMinutes",
-        "getSeconds",
-        "getMilliseconds",
+        *TIMESTAMP_ACCESSORS,
     }
 )
 
