@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 from gateway.config import GUARDRAIL_NAME_PATTERN
-from gateway.observability.metric_labels import GUARDRAIL_VERDICTS
-from gateway.seams import GUARDED_CHECKS
+from gateway.observability.metric_labels import GUARDRAIL_VERDICTS, TASK_EVENTS
+from gateway.seams import GUARDED_CHECKS, HandleRefusal, TaskStatus
 
 __all__ = [
     "TASK_EVENT_NAMES",
@@ -173,23 +173,9 @@ TASK_EVENT_NAMES: Final[Mapping[str, str]] = {
 }
 """The audit ``event`` of each task request (every one is audited, refused or not)."""
 _TASK_FIELDS: Final[Mapping[str, frozenset[str] | None]] = {
-    "event": frozenset({"created", "completed", "failed", "cancelled"}),
-    "status": frozenset({"working", "input_required", "completed", "failed", "cancelled"}),
-    "refused": frozenset(
-        {
-            "malformed",
-            "tampered",
-            "expired",
-            "issuer",
-            "subject",
-            "client",
-            "backend",
-            "policy",
-            "upstream",
-            "unsolicited",
-            "too_large",
-        }
-    ),
+    "event": frozenset(TASK_EVENTS),
+    "status": frozenset(get_args(TaskStatus)),
+    "refused": frozenset({*get_args(HandleRefusal), "unsolicited", "too_large"}),
     "handle": None,
 }
 

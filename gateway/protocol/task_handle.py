@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from gateway.config import SealKey
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import canonical
 from gateway.sealing import EnvelopeError, SealRing, envelope_chars
-from gateway.seams import Principal
+from gateway.seams import HandleRefusal, Principal
 
 __all__ = [
     "LABEL",
@@ -57,26 +57,13 @@ MAX_CLAIMS_BYTES: Final = 2048
 MAX_HANDLE_CHARS: Final = len(PREFIX) + envelope_chars(MAX_CLAIMS_BYTES)
 """Longest handle the gateway mints: a longer ``taskId`` is refused before anything is opened."""
 
-Refusal = Literal[
-    "malformed",
-    "tampered",
-    "expired",
-    "issuer",
-    "subject",
-    "client",
-    "backend",
-    "policy",
-    "upstream",
-]
-"""Why a handle was refused (audit ``task.refused``; never the client's answer)."""
-
 
 class HandleRefused(Exception):
     """A handle the caller may not use; the client hears only "unknown task"."""
 
-    def __init__(self, reason: Refusal, detail: str = "") -> None:
+    def __init__(self, reason: HandleRefusal, detail: str = "") -> None:
         super().__init__(detail or reason)
-        self.reason: Refusal = reason
+        self.reason: HandleRefusal = reason
 
 
 class HandleTooLarge(ValueError):

@@ -77,6 +77,7 @@ from gateway.seams.surface import (
     SurfaceRequest,
 )
 from gateway.seams.task_relay import (
+    HandleRefusal,
     Task,
     TaskCreated,
     TaskMethod,
@@ -112,6 +113,7 @@ __all__ = [
     "GuardedCheck",
     "GuardedContent",
     "Guardrails",
+    "HandleRefusal",
     "HeaderParam",
     "InputRequired",
     "JsonObject",

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
     from gateway.seams.requests import RequestContext
 
 __all__ = [
+    "HandleRefusal",
     "Task",
     "TaskCreated",
     "TaskMethod",
@@ -25,6 +26,19 @@ __all__ = [
 
 TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
 TaskMethod = Literal["tasks/get", "tasks/update", "tasks/cancel"]
+HandleRefusal = Literal[
+    "malformed",
+    "tampered",
+    "expired",
+    "issuer",
+    "subject",
+    "client",
+    "backend",
+    "policy",
+    "upstream",
+]
+"""Why a task handle was refused (``gateway.protocol.task_handle``; audit ``task.refused``;
+never the client's answer)."""
 
 
 @dataclass(frozen=True, slots=True)
