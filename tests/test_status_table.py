@@ -1,4 +1,4 @@
-"""The status table is complete in both directions (docs/errors.md, gateway/errors.py, tests).
+"""The status table is complete in both directions (docs/errors.md, gateway/errors/, tests).
 
 Every row class in :mod:`gateway.errors` is documented in ``docs/errors.md`` and has at least one
 test marked ``@pytest.mark.row("<row>")``; no test names a row that does not exist. Marks are
