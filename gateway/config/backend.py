@@ -31,11 +31,13 @@ from gateway.yaml_source import PathPart
 __all__ = [
     "BACKEND_NAME",
     "MAX_BACKENDS",
+    "RESERVED_AUTHORIZE_PARAMS",
     "build_backend",
     "build_backends",
     "build_credential",
     "build_tls",
     "check_token_exchange",
+    "check_user_oauth",
     "default_prefix",
 ]
 
@@ -167,14 +169,20 @@ def build_credential(
     kind = rcred["type"]
     cc_auth = rcred.get("client_auth", declared_default(CredentialConfig, "client_auth"))
     # check's guarded pass runs here on credentials the schema refused (and reported) already:
-    # an unknown type or client_auth gets no checks that depend on it.
-    known = kind in ("client_credentials", "token_exchange") and cc_auth in CLIENT_AUTHS
+    # an unknown type or client_auth gets no checks that depend on it. A user_oauth client
+    # without client_id is the gateway's client metadata document (or registered on demand).
+    known = cc_auth in CLIENT_AUTHS and (
+        kind in ("client_credentials", "token_exchange")
+        or (kind == "user_oauth" and "client_id" in rcred)
+    )
     if known and cc_auth == "private_key_jwt" and "private_key" not in rcred:
         doc.problem(cp, "private_key is required with client_auth: private_key_jwt")
     if known and cc_auth != "private_key_jwt" and "client_secret" not in rcred:
         doc.problem(cp, f"client_secret is required with client_auth: {cc_auth}")
     if "token_endpoint" in rcred:
         b.url(rcred["token_endpoint"], (*cp, "token_endpoint"), insecure_ok=dev_http)
+    if kind == "user_oauth":
+        check_user_oauth(b, rcred, cp, insecure_ok=dev_http)
     if kind == "token_exchange" and "audience" not in rcred and "resource" not in rcred:
         doc.problem(
             cp,
@@ -188,7 +196,48 @@ def build_credential(
         cp,
         client_secret=b.secret(rcred.get("client_secret"), (*cp, "client_secret")),
         private_key=b.secret(rcred.get("private_key"), (*cp, "private_key")),
+        catalog_token=b.secret(rcred.get("catalog_token"), (*cp, "catalog_token")),
     )
+
+
+RESERVED_AUTHORIZE_PARAMS: Final = frozenset(
+    (
+        "response_type client_id redirect_uri state scope resource code_challenge "
+        "code_challenge_method prompt request request_uri"
+    ).split()
+)
+"""Parameters the gateway sets itself on an authorization request (``prompt`` has its key)."""
+
+
+def check_user_oauth(
+    b: Builder, rcred: dict[str, Any], cp: tuple[PathPart, ...], *, insecure_ok: bool
+) -> None:
+    """A ``user_oauth`` credential: where its authorization server is, and whose client.
+
+    A pre-registered client belongs to one authorization server (MCP 2026-07-28
+    client-registration.mdx §Authorization Server Binding), so it names that server; explicit
+    endpoints come in pairs and name the server too (the ``iss`` of its answers, RFC 9207)."""
+    doc = b.doc
+    for key in ("authorization_server", "authorization_endpoint"):
+        if key in rcred:
+            b.url(rcred[key], (*cp, key), insecure_ok=insecure_ok)
+    if ("authorization_endpoint" in rcred) != ("token_endpoint" in rcred):
+        doc.problem(cp, "authorization_endpoint and token_endpoint go together")
+    if "authorization_server" not in rcred:
+        if "client_id" in rcred:
+            doc.problem(
+                cp,
+                "a pre-registered client_id needs authorization_server: the server it is "
+                "registered at (its credentials are used there only)",
+            )
+        elif "authorization_endpoint" in rcred:
+            doc.problem(cp, "explicit endpoints need authorization_server (their issuer)")
+    for name in rcred.get("extra_authorize_params") or {}:
+        if str(name).lower() in RESERVED_AUTHORIZE_PARAMS:
+            doc.problem(
+                (*cp, "extra_authorize_params", name),
+                "is set by the gateway itself and cannot be configured here",
+            )
 
 
 def build_tls(b: Builder, rtls: dict[str, Any], tp: tuple[PathPart, ...]) -> TlsConfig:

@@ -38,25 +38,33 @@ NAME_PREFIX: Final = Key(
 
 _GRANT: Final = ("client_credentials", "token_exchange")
 _EXCHANGE: Final = ("token_exchange",)
+_USER: Final = ("user_oauth",)
+_CLIENT: Final = (*_GRANT, *_USER)
+"""The forms whose gateway is an OAuth client somewhere (its client keys)."""
 _URL: Final = Key(min_length=1, forms=_GRANT)
+_USER_URL: Final = Key(min_length=1, forms=_USER)
+_PARAM_NAME: Final = Key(
+    pattern="^[A-Za-z0-9_.-]{1,64}$",
+    message="is not an authorization request parameter name",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class CredentialConfig:
     """``credential``: the gateway's own identity at the backend, one form per ``type``."""
 
-    type: Literal["bearer", "client_credentials", "token_exchange"]
+    type: Literal["bearer", "client_credentials", "token_exchange", "user_oauth"]
     token: Annotated[SecretRef | None, Key(forms=("bearer",), required=("bearer",))] = None
-    client_id: Annotated[str | None, Key(min_length=1, forms=_GRANT, required=_GRANT)] = None
-    client_secret: Annotated[SecretRef | None, Key(forms=_GRANT)] = None
-    client_auth: Annotated[ClientAuth, Key(forms=_GRANT)] = "client_secret_basic"
-    private_key: Annotated[SecretRef | None, Key(forms=_GRANT)] = None
-    private_key_id: Annotated[str | None, Key(forms=_GRANT)] = None
-    token_endpoint: Annotated[str | None, _URL] = None
-    scope: Annotated[str | None, Key(forms=_GRANT)] = None
-    resource: Annotated[str | None, _URL] = None
+    client_id: Annotated[str | None, Key(min_length=1, forms=_CLIENT, required=_GRANT)] = None
+    client_secret: Annotated[SecretRef | None, Key(forms=_CLIENT)] = None
+    client_auth: Annotated[ClientAuth, Key(forms=_CLIENT)] = "client_secret_basic"
+    private_key: Annotated[SecretRef | None, Key(forms=_CLIENT)] = None
+    private_key_id: Annotated[str | None, Key(forms=_CLIENT)] = None
+    token_endpoint: Annotated[str | None, Key(min_length=1, forms=_CLIENT)] = None
+    scope: Annotated[str | None, Key(forms=_CLIENT)] = None
+    resource: Annotated[str | None, Key(min_length=1, forms=_CLIENT)] = None
     audience: Annotated[str | None, _URL] = None
-    refresh_margin_s: Annotated[int, Key(minimum=0, maximum=3600, forms=_GRANT)] = 30
+    refresh_margin_s: Annotated[int, Key(minimum=0, maximum=3600, forms=_CLIENT)] = 30
     requested_token_type: Annotated[
         str,
         Key(
@@ -71,6 +79,24 @@ class CredentialConfig:
     RFC 8693 ``actor_token``."""
     issuer: Annotated[str | None, Key(min_length=1, forms=_EXCHANGE)] = None
     """``token_exchange``: exchange only tokens of this issuer (None: each caller's own)."""
+    authorization_server: Annotated[str | None, _USER_URL] = None
+    """``user_oauth``: the upstream's authorization server (its issuer identifier, RFC 8414);
+    None: the first one the upstream's protected-resource metadata names (RFC 9728)."""
+    authorization_endpoint: Annotated[str | None, _USER_URL] = None
+    """``user_oauth``: with ``token_endpoint``, the endpoints of a server without RFC 8414
+    metadata (nothing is discovered then)."""
+    omit_resource: Annotated[bool, Key(forms=_USER)] = False
+    """``user_oauth``: send no RFC 8707 ``resource`` (a server that refuses it: Entra ID)."""
+    prompt: Annotated[str | None, Key(min_length=1, max_length=64, forms=_USER)] = None
+    """``user_oauth``: the OpenID Connect ``prompt`` of the authorization request."""
+    extra_authorize_params: Annotated[
+        tuple[tuple[str, str], ...],
+        Key(forms=_USER, max_properties=16, names=_PARAM_NAME, items=Key(max_length=512)),
+    ] = ()
+    """``user_oauth``: more authorization request parameters (``access_type: offline``)."""
+    catalog_token: Annotated[SecretRef | None, Key(forms=_USER)] = None
+    """``user_oauth``: the bearer token of the backend's own traffic (discovery, lists, change
+    streams), which acts for nobody; None: that traffic carries no credential."""
 
 
 _PATH: Final = Key(min_length=1)

@@ -47,11 +47,11 @@ def _processor(b: Builder, name: str, raw: dict[str, Any], *, dev_http: bool) ->
         credential = build_credential(
             b, raw["credential"], (*where, "credential"), dev_http=dev_http
         )
-        if credential.type == "token_exchange":
+        if credential.type in ("token_exchange", "user_oauth"):
             b.doc.problem(
                 (*where, "credential", "type"),
                 "a guardrail's credential is bearer or client_credentials: the caller's "
-                "token is never sent to a processor",
+                "token (or their upstream token) is never sent to a processor",
             )
     elif not is_loopback_url(url):
         b.warnings.append(

@@ -33,6 +33,7 @@ __all__ = [
     "build_input_requests",
     "decode_seal_key",
     "max_sealed_chars",
+    "read_seal_keys",
 ]
 
 KEY_BYTES: Final = 32
@@ -69,17 +70,15 @@ def decode_seal_key(text: str) -> bytes | None:
     return key if len(key) == KEY_BYTES else None
 
 
-def build_input_requests(
-    b: Builder, raw: dict[str, Any], json_limits: JsonLimits
-) -> InputRequestsConfig:
-    if not raw:
-        return InputRequestsConfig()
-    ip: tuple[PathPart, ...] = ("input_requests",)
-    config = fill(b, InputRequestsConfig, raw, ip, leave=("seal_keys", "seal_key_id"))
+def read_seal_keys(
+    b: Builder, raw: dict[str, Any], where: tuple[PathPart, ...]
+) -> tuple[tuple[SealKey, ...], str]:
+    """The ``seal_keys`` of the section ``raw`` at ``where`` (each decoded, ids unique) and its
+    ``seal_key_id`` (default: the first key; it must name one of them)."""
     keys: list[SealKey] = []
     seen: set[str] = set()
     for index, entry in enumerate(raw.get("seal_keys", [])):
-        kp: tuple[PathPart, ...] = (*ip, "seal_keys", index)
+        kp: tuple[PathPart, ...] = (*where, "seal_keys", index)
         key_id = entry["id"]
         if key_id in seen:
             b.doc.problem((*kp, "id"), "duplicate key id")
@@ -97,11 +96,22 @@ def build_input_requests(
             )
             continue
         keys.append(SealKey(id=key_id, key=decoded))
-    if config.enabled and "seal_keys" not in raw:
-        b.doc.problem(ip, "needs seal_keys (or enabled: false)")
     seal_key_id = raw.get("seal_key_id", keys[0].id if keys else "")  # default: the first key
     if "seal_key_id" in raw and seal_key_id not in seen:
-        b.doc.problem((*ip, "seal_key_id"), "must be the id of one of seal_keys")
+        b.doc.problem((*where, "seal_key_id"), "must be the id of one of seal_keys")
+    return tuple(keys), seal_key_id
+
+
+def build_input_requests(
+    b: Builder, raw: dict[str, Any], json_limits: JsonLimits
+) -> InputRequestsConfig:
+    if not raw:
+        return InputRequestsConfig()
+    ip: tuple[PathPart, ...] = ("input_requests",)
+    config = fill(b, InputRequestsConfig, raw, ip, leave=("seal_keys", "seal_key_id"))
+    keys, seal_key_id = read_seal_keys(b, raw, ip)
+    if config.enabled and "seal_keys" not in raw:
+        b.doc.problem(ip, "needs seal_keys (or enabled: false)")
     sealed = max_sealed_chars(config.max_state_bytes)
     if config.enabled and sealed > json_limits.max_string_bytes:
         b.warnings.append(
@@ -109,4 +119,4 @@ def build_input_requests(
             f"than limits.json.max_string_bytes ({json_limits.max_string_bytes}); rounds whose "
             "sealed state would not fit are refused as tool errors"
         )
-    return replace(config, seal_keys=tuple(keys), seal_key_id=seal_key_id)
+    return replace(config, seal_keys=keys, seal_key_id=seal_key_id)

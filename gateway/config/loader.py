@@ -49,6 +49,7 @@ from gateway.config.sections import (
 )
 from gateway.config.state import build_admin, build_state
 from gateway.config.tasks import build_tasks
+from gateway.config.user_oauth import build_user_oauth
 from gateway.errors import ConfigError
 from gateway.yaml_source import SchemaValidator, load_yaml
 
@@ -261,6 +262,17 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
             "login",
             lambda: build_login(
                 b, raw.get("login"), issuers, out["resource"], out["input_requests"]
+            ),
+        )
+    if "backends" in out:
+        section(
+            "user_oauth",
+            lambda: build_user_oauth(
+                b,
+                raw.get("user_oauth"),
+                out["backends"],
+                out.get("login"),
+                single="backend" in raw,
             ),
         )
     return out

@@ -9,7 +9,7 @@ Built by :mod:`gateway.config.loader`; immutable, so a reload builds a new :clas
 import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
 from gateway.config.backend_model import NAME_PREFIX, BackendConfig, BackendReadiness
@@ -39,6 +39,7 @@ __all__ = [
     "ServerInfo",
     "TasksConfig",
     "TracingConfig",
+    "UserOAuthConfig",
 ]
 
 EventLoop = Literal["auto", "uvloop", "asyncio"]
@@ -109,14 +110,15 @@ class AuditConfig:
     checkpoint: AuditCheckpoint | None = None
 
 
-_KEY_ID = Key(pattern="^[A-Za-z0-9_-]{1,16}$")
+SEAL_KEY_ID: Final = Key(pattern="^[A-Za-z0-9_-]{1,16}$")
+"""A seal key's id (``input_requests``, ``user_oauth``)."""
 
 
 @dataclass(frozen=True, slots=True)
 class SealKey:
     """One ``input_requests.seal_keys`` entry: a key id and its 32-byte AEAD key."""
 
-    id: Annotated[str, _KEY_ID, Key(required=True)]
+    id: Annotated[str, SEAL_KEY_ID, Key(required=True)]
     """Short, non-secret name carried in every sealed state (rotation)."""
     key: Annotated[bytes, SECRET, Key(required=True)] = field(repr=False)
     """The decoded key (from a base64, base64url or hex secret reference); never logged."""
@@ -133,7 +135,7 @@ class InputRequestsConfig:
     """Off without the section; writing the section turns it on unless it says ``false``."""
     seal_keys: Annotated[tuple[SealKey, ...], Key(min_items=1, max_items=8)] = ()
     """Every key that may open a sealed ``requestState`` (old keys stay here during rotation)."""
-    seal_key_id: Annotated[str, _KEY_ID] = ""
+    seal_key_id: Annotated[str, SEAL_KEY_ID] = ""
     """The key that seals new rounds (default: the first of ``seal_keys``)."""
     ttl_s: Annotated[int, Key(minimum=10, maximum=3600)] = 600
     max_rounds: Annotated[int, Key(minimum=1, maximum=32)] = 8
@@ -141,6 +143,23 @@ class InputRequestsConfig:
     """Largest upstream ``requestState`` (UTF-8 bytes) the gateway will seal."""
     max_input_response_bytes: Annotated[int, Key(minimum=1024, maximum=1_048_576)] = 32768
     """Largest ``inputResponses`` object (canonical JSON bytes) a retry may carry."""
+
+
+@dataclass(frozen=True, slots=True)
+class UserOAuthConfig:
+    """``user_oauth:``: the store of per-user upstream tokens and the consent links; required
+    by a backend whose ``credential.type`` is ``user_oauth``
+    (docs/user-authorization.md#per-user-upstream-authorization)."""
+
+    seal_keys: Annotated[tuple[SealKey, ...], Key(required=True, min_items=1, max_items=8)] = ()
+    """The key ring the stored upstream tokens are sealed under (its own: records live for
+    days, far longer than a ``requestState``); old keys stay here while records are re-sealed."""
+    seal_key_id: Annotated[str, SEAL_KEY_ID] = ""
+    """The key that seals new records (default: the first of ``seal_keys``)."""
+    consent_ttl_s: Annotated[int, Key(minimum=60, maximum=3600)] = 600
+    """How long a consent link (and the upstream authorization it starts) may take."""
+    max_idle_days: Annotated[int, Key(minimum=1, maximum=365)] = 30
+    """A person's stored tokens are deleted after this many days without a call using them."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,6 +304,8 @@ class Config:
     ] = ()
     """The named content processors policy rules may select (``guardrails: [name]``); empty:
     no processor is ever asked."""
+    user_oauth: UserOAuthConfig | None = None
+    """None without a ``user_oauth:`` section (then no backend may be ``type: user_oauth``)."""
 
     @property
     def issuers(self) -> tuple[IssuerConfig, ...]:

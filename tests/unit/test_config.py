@@ -77,6 +77,8 @@ def yaml_keys(path: Path) -> set[str]:
         "tracing.otlp.headers",
         "policy_external.subject_properties",
         "guardrails",
+        "backends.*.credential.extra_authorize_params",
+        "backend.credential.extra_authorize_params",
     }
 
     def walk(value: Any, prefix: str, free: bool) -> None:
@@ -86,7 +88,11 @@ def yaml_keys(path: Path) -> set[str]:
                 path = f"{prefix}.{name}" if prefix else name
                 found.add(path)
                 walk(child, path, path in free_form)
-        elif isinstance(value, list) and prefix in {"issuers", "input_requests.seal_keys"}:
+        elif isinstance(value, list) and prefix in {
+            "issuers",
+            "input_requests.seal_keys",
+            "user_oauth.seal_keys",
+        }:
             for item in value:
                 walk(item, f"{prefix}[]", False)
 
@@ -116,7 +122,7 @@ class TestEveryKeyRoundTrips:
         present |= {
             k.replace("issuer.", "issuers[].", 1) for k in present if k.startswith("issuer.")
         }
-        present |= yaml_keys(FIXTURES / "issuers.yaml")
+        present |= yaml_keys(FIXTURES / "issuers.yaml") | yaml_keys(FIXTURES / "user_oauth.yaml")
         # A guardrail's credential is a backend's (one $defs/credential), which they set.
         present |= {
             "guardrails.*.credential." + k.split(".credential.", 1)[1]

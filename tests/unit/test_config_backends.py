@@ -49,8 +49,9 @@ class TestLoading:
             ("docs", "docs__"),  # the default prefix: the name and two underscores
             ("tickets", "tix."),
             ("warehouse", ""),
+            ("github", "github__"),
         ]
-        docs, tickets, warehouse = c.backends
+        docs, tickets, warehouse, github = c.backends
         assert docs.tool_timeouts_s == (("docs__reindex", 120.0),)
         assert docs.tool_timeout("docs__reindex") == 120.0
         assert (docs.timeout_s, docs.max_connections) == (5.0, 100)
@@ -80,7 +81,32 @@ class TestLoading:
             "none",
         )
         assert exchange.resource == "https://warehouse.internal/mcp"
+        user = github.credential
+        assert (user.type, user.client_id, user.client_auth, user.scope) == (
+            "user_oauth",
+            "gateway-github",
+            "client_secret_basic",
+            "repo read:user",
+        )
+        assert (user.authorization_server, user.authorization_endpoint, user.token_endpoint) == (
+            "https://github.example.com/login/oauth",
+            "https://github.example.com/login/oauth/authorize",
+            "https://github.example.com/login/oauth/access_token",
+        )
+        assert (user.resource, user.omit_resource, user.prompt) == (
+            "https://github-mcp.example.com/mcp/",
+            True,
+            "consent",
+        )
+        assert user.extra_authorize_params == (("access_type", "offline"),)
+        assert user.catalog_token is not None and user.catalog_token.reveal() == "backend-token"
+        assert user.refresh_margin_s == 120
         assert c.backend_readiness == "any"
+        assert c.user_oauth is not None
+        assert [key.id for key in c.user_oauth.seal_keys] == ["u2", "u1"]
+        assert c.user_oauth.seal_keys[0].key == bytes(range(100, 132))
+        assert (c.user_oauth.seal_key_id, c.user_oauth.consent_ttl_s) == ("u2", 300)
+        assert c.user_oauth.max_idle_days == 14
 
     def test_a_single_backend_section_is_the_one_backend_named_default(self) -> None:
         env = {
