@@ -2,8 +2,10 @@
 
 One construction, several purposes (each its own ``label``): the ``requestState`` of an input
 round (:mod:`gateway.protocol.sealed_state`), the task handle
-(:mod:`gateway.protocol.task_handle`), and the browser login surface's session and sign-in
-cookies (:mod:`gateway.login.cookies`). A foundation module, so every layer that seals reaches
+(:mod:`gateway.protocol.task_handle`), the browser login surface's session and sign-in
+cookies (:mod:`gateway.login.cookies`), and, under a key ring of their own (``user_oauth``), the
+stored per-user upstream tokens (:mod:`gateway.state.upstream_tokens`, bound to their owner and
+key by the ``context`` of :meth:`SealRing.seal`). A foundation module, so every layer that seals reaches
 the one construction::
 
     envelope = version (1 byte, 0x01) | key-id length (1 byte) | key id (ASCII, 1-16)
@@ -79,17 +81,21 @@ class SealRing:
     def seal_key_id(self) -> str:
         return self._sealing.decode("ascii")
 
-    def seal(self, plaintext: bytes) -> str:
-        """The envelope text of ``plaintext`` (a fresh nonce every time)."""
+    def seal(self, plaintext: bytes, *, context: bytes = b"") -> str:
+        """The envelope text of ``plaintext`` (a fresh nonce every time). ``context``: more
+        associated data (authenticated, not sent) that :meth:`open` must be given again: what
+        the text is bound to (a stored record's owner and key), so it opens nowhere else."""
         header = bytes((VERSION, len(self._sealing))) + self._sealing
         nonce = os.urandom(NONCE_BYTES)
-        sealed = self._ring[self._sealing].encrypt(nonce, plaintext, self._context + header)
+        aad = self._context + header + context
+        sealed = self._ring[self._sealing].encrypt(nonce, plaintext, aad)
         return b64url.encode(header + nonce + sealed)
 
-    def open(self, text: str, *, max_chars: int) -> bytes:
-        """The plaintext of an envelope this ring (or a replica with the same keys) sealed;
-        raises :class:`EnvelopeError` for anything else: longer than ``max_chars``, not
-        canonical base64url, unknown version or key id, or failed authentication."""
+    def open(self, text: str, *, max_chars: int, context: bytes = b"") -> bytes:
+        """The plaintext of an envelope this ring (or a replica with the same keys) sealed
+        with this ``context``; raises :class:`EnvelopeError` for anything else: longer than
+        ``max_chars``, not canonical base64url, unknown version or key id, or failed
+        authentication (another context included)."""
         if len(text) > max_chars or not _TEXT.fullmatch(text):
             raise EnvelopeError("not a sealed state")
         raw = b64url.decode_canonical(text)  # a flipped padding bit is another text
@@ -105,6 +111,6 @@ class SealRing:
         if len(nonce) != NONCE_BYTES or len(sealed) < TAG_BYTES:
             raise EnvelopeError("truncated envelope")
         try:
-            return aead.decrypt(nonce, sealed, self._context + raw[:kid_end])
+            return aead.decrypt(nonce, sealed, self._context + raw[:kid_end] + context)
         except InvalidTag:
             raise EnvelopeError("authentication failed") from None

@@ -13,12 +13,11 @@ principal": same issuer, same subject, nothing else (no display name, no e-mail)
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from gateway.auth.claims import MAX_IDENTITY_CHARS
-from gateway.jsonkit.write import canonical
 from gateway.seams import Principal
+from gateway.state.browser_records import owner_digest
 
 __all__ = ["MAX_IDENTITY_CHARS", "BrowserIdentity", "same_person"]
 
@@ -38,9 +37,9 @@ class BrowserIdentity:
         return cls(principal.issuer, principal.subject)
 
     def owner(self) -> bytes:
-        """A digest of (issuer, subject): what the shared store binds records to (no names in
-        the store, and one spelling: canonical JSON of the pair, so no separator ambiguity)."""
-        return hashlib.sha256(canonical([self.issuer, self.subject])).digest()
+        """A digest of (issuer, subject): what the shared store binds records to
+        (:func:`~gateway.state.browser_records.owner_digest`)."""
+        return owner_digest(self.issuer, self.subject)
 
 
 def same_person(identity: BrowserIdentity, principal: Principal) -> bool:

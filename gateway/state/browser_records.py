@@ -21,12 +21,14 @@ pages fail closed (503), there is no local fallback for a single-use record.
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
 from gateway.bounded import BoundedMap
+from gateway.jsonkit.write import canonical
 from gateway.state.store import RedisStore
 
 __all__ = [
@@ -35,12 +37,21 @@ __all__ = [
     "Lookup",
     "MemoryBrowserState",
     "RedisBrowserState",
+    "owner_digest",
 ]
 
 MAX_RECORDS: Final = 100_000
 """Pending actions (and, separately, marks) one replica keeps in memory; past it the oldest go."""
 
 Found = Literal["missing", "foreign", "owned"]
+
+
+def owner_digest(issuer: str, subject: str) -> bytes:
+    """The one digest of a person (an MCP caller's issuer and subject, as verified) that the
+    shared store binds and keys records by: no names in the store, and one spelling (canonical
+    JSON of the pair, so no separator ambiguity). Pending actions and stored upstream tokens
+    use it alike."""
+    return hashlib.sha256(canonical([issuer, subject])).digest()
 
 
 @dataclass(frozen=True, slots=True)
