@@ -5,8 +5,8 @@ round (:mod:`gateway.protocol.sealed_state`), the task handle
 (:mod:`gateway.protocol.task_handle`), the browser login surface's session and sign-in
 cookies (:mod:`gateway.login.cookies`), and, under a key ring of their own (``user_oauth``), the
 stored per-user upstream tokens (:mod:`gateway.state.upstream_tokens`, bound to their owner and
-key by the ``context`` of :meth:`SealRing.seal`). A foundation module, so every layer that seals reaches
-the one construction::
+key by the ``context`` of :meth:`SealRing.seal`). A foundation module, so every layer that
+seals reaches the one construction::
 
     envelope = version (1 byte, 0x01) | key-id length (1 byte) | key id (ASCII, 1-16)
                | nonce (12 random bytes) | AES-256-GCM ciphertext and tag

@@ -23,6 +23,7 @@ from typing import Any, Final
 
 import jsonschema_rs
 
+from gateway.backend.call_credentials import CallCredentials
 from gateway.backend.catalog.lock_watch import CatalogLock
 from gateway.backend.catalog.pinning import OverrideSource
 from gateway.backend.catalog.refresher import CatalogRefresher
@@ -30,13 +31,10 @@ from gateway.backend.catalog.surface_catalog import SurfacePart
 from gateway.backend.catalog.tool_catalog import ToolCatalog, compile_validator
 from gateway.backend.credentials.assertion_keys import GatewayKeys
 from gateway.backend.credentials.caller_assertion import signer_for
-from gateway.backend.credentials.service_credential import (
-    TOKEN_DESTINATION,
-    ServiceCredential,
-    make_credential,
-)
+from gateway.backend.credentials.service_credential import TOKEN_DESTINATION, ServiceCredential
 from gateway.backend.credentials.tls import build_ssl_context
-from gateway.backend.credentials.token_exchange import TokenExchange
+from gateway.backend.credentials.upstream_server import OAUTH_DESTINATION
+from gateway.backend.credentials.user_credential import UserCredential
 from gateway.backend.listen.caller_listen import (
     LISTEN_DESTINATION_SUFFIX,
     CallerListen,
@@ -58,6 +56,7 @@ from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Destination, Outbound
 from gateway.seams import (
     CallerToken,
+    ConsentNeeded,
     InputRequired,
     ListenFilter,
     ListenOffer,
@@ -97,12 +96,14 @@ class UpstreamBackend:
         keys: GatewayKeys | None = None,
         pins: CatalogLock | None = None,
         overrides: OverrideSource | None = None,
+        user: UserCredential | None = None,
     ) -> None:
         """``settings``: the backend this instance talks to (default: the configuration's
         first, for a ``backend:`` section its only one). ``keys``: the gateway's assertion
         keys (shared with the JWK Set it publishes; default: this backend's own). ``pins``:
         the catalog lock (``catalog:``) its catalog is held to; ``overrides``: the policy set
-        whose tool overrides are hashed with the definitions (:class:`CatalogRefresher`)."""
+        whose tool overrides are hashed with the definitions (:class:`CatalogRefresher`).
+        ``user``: a ``user_oauth`` backend's credential (:class:`CallCredentials`)."""
         self._config = config
         self._settings = settings if settings is not None else config.backends[0]
         self.name = self._settings.name
@@ -115,21 +116,10 @@ class UpstreamBackend:
         self._max_bytes = config.limits.max_response_bytes
         # Built once: a bad CA or key file fails startup, never a request.
         self._ssl = build_ssl_context(self._settings.tls)
-        self._exchange: TokenExchange | None = None
-        self._credential: ServiceCredential
-        if self._settings.credential.type == "token_exchange":
-            self._credential = self._exchange = TokenExchange(
-                self._settings.credential,
-                config,
-                outbound,
-                backend=self.name,
-                metrics=metrics,
-                clock=clock,
-            )
-        else:
-            self._credential = make_credential(
-                self._settings.credential, config, outbound, backend=self.name, clock=clock
-            )
+        self._credentials = CallCredentials(
+            self._settings, config, outbound, metrics=metrics, clock=clock, user=user
+        )
+        self._credential = self._credentials.service
         self._link = UpstreamLink(
             self._settings.url,
             outbound,
@@ -164,8 +154,6 @@ class UpstreamBackend:
         self.task_call = UpstreamTaskCall(
             self._link, self._settings, signer=self._signer, max_bytes=self._max_bytes
         )
-        if metrics is not None and self._exchange is not None:
-            metrics.register_identity(self.name, exchange=self._exchange.__len__)
         if metrics is not None:
             metrics.register_backend(
                 self.name, age=self._refresher.age, ready=lambda: self._refresher.ready
@@ -236,9 +224,8 @@ class UpstreamBackend:
             )
         )
         if self._settings.credential.type != "bearer":
-            self._outbound.add(
-                Destination(TOKEN_DESTINATION, connect_timeout_s=self._config.issuer.timeout_s)
-            )
+            name = OAUTH_DESTINATION if self._credentials.user else TOKEN_DESTINATION
+            self._outbound.add(Destination(name, connect_timeout_s=self._config.issuer.timeout_s))
         try:
             return await self._refresher.refresh()
         except Exception:  # a bug in the first fetch must not keep this backend down for good
@@ -276,7 +263,8 @@ class UpstreamBackend:
     def listen_offer(self) -> ListenOffer:
         """What a caller's listen stream can get from this backend (2026-07-28 only)."""
         state = self._link.known_state
-        if state is None or state.era != "modern":
+        # A user_oauth backend's streams would carry its catalog credential, nobody's own.
+        if state is None or state.era != "modern" or self._credentials.user is not None:
             return ListenOffer(self.name, frozenset(), subscribe=False)
         kinds = state.list_changed | ({"tools"} if state.tools_list_changed else set())
         return ListenOffer(self.name, frozenset(kinds), state.subscribe, tasks=state.tasks)
@@ -306,18 +294,19 @@ class UpstreamBackend:
         """One prompts/resources/completion request upstream
         (:mod:`gateway.backend.upstream.surface_call`)."""
         credential = await self.caller_credential(request.caller_token, principal, ctx, deadline)
-        return await self._surface_call.request(
+        reply = await self._surface_call.request(
             request, principal, ctx, deadline, credential=credential
         )
+        await self._credentials.settle(credential)
+        return reply
 
     async def caller_credential(
         self, token: CallerToken | None, principal: Principal, ctx: RequestContext, deadline: float
     ) -> ServiceCredential | None:
-        """The caller's exchanged token where the credential exchanges it, else None (the
-        service credential); raises exchange_refused / exchange_unavailable."""
-        if self._exchange is None:
-            return None
-        return await self._exchange.for_call(token, principal, ctx, deadline)
+        """The call's own credential (the caller's exchanged or own upstream token) where the
+        backend's credential makes one, else None (the service credential); raises
+        exchange_refused / exchange_unavailable, ``ConsentNeeded``, upstream_token_unavailable."""
+        return await self._credentials.for_call(token, principal, ctx, deadline)
 
     def request_refresh(self) -> None:
         """Ask for an early catalog refresh (coalesced)."""
@@ -351,14 +340,18 @@ class UpstreamBackend:
             if validator is None or not validator.is_valid(arguments):
                 outcome = "invalid_arguments"
                 return error_result(INVALID_ARGUMENTS_TEXT)
-            if self._exchange is not None:
+            if self._credentials.exchange is not None:
                 outcome = "exchange_failed"
             credential = await self.caller_credential(call.caller_token, principal, ctx, deadline)
             called = True
             result, outcome = await self._tool_call.call(
                 call, arguments, principal, ctx, deadline, credential=credential
             )
+            await self._credentials.settle(credential)  # a person's token the upstream refused
             return result
+        except ConsentNeeded:
+            outcome = "consent_required"
+            raise
         except asyncio.CancelledError:
             outcome = "cancelled"  # client disconnect: leaving the stream aborted the upstream
             raise
@@ -410,5 +403,4 @@ class UpstreamBackend:
         cache: drop what was made for it (reusable assertions, its exchanged token)."""
         if self._signer is not None:
             self._signer.forget(digest)
-        if self._exchange is not None:
-            self._exchange.forget(digest)
+        self._credentials.forget(digest)

@@ -201,10 +201,19 @@ def build_credential(
 
 
 RESERVED_AUTHORIZE_PARAMS: Final = frozenset(
-    (
-        "response_type client_id redirect_uri state scope resource code_challenge "
-        "code_challenge_method prompt request request_uri"
-    ).split()
+    {
+        "response_type",
+        "client_id",
+        "redirect_uri",
+        "state",
+        "scope",
+        "resource",
+        "code_challenge",
+        "code_challenge_method",
+        "prompt",
+        "request",
+        "request_uri",
+    }
 )
 """Parameters the gateway sets itself on an authorization request (``prompt`` has its key)."""
 

@@ -11,7 +11,8 @@ pages: :mod:`gateway.login.pages`). This package is pure and imports nothing els
 gateway, so every layer may raise these. It is imported as ``gateway.errors`` only; its private
 modules are the families of rows: _base.py (the root and the codes), _transport.py (HTTP
 admission), _oauth.py (the resource server), _denials.py (conditions, token exchange, decision
-point, guardrails), _mcp.py (JSON-RPC), _login_pages.py (the login surface).
+point, guardrails, a person's upstream token), _mcp.py (JSON-RPC), _login_pages.py (the login
+surface and its connect pages).
 """
 
 from __future__ import annotations
@@ -37,8 +38,14 @@ from gateway.errors._denials import (
     ExternalPolicyDenied,
     GuardrailDenied,
     PolicyUnavailable,
+    UpstreamConnectionRequired,
+    UpstreamTokenUnavailable,
 )
 from gateway.errors._login_pages import (
+    ConnectFailed,
+    ConnectIssuerMismatch,
+    ConnectStateInvalid,
+    ConnectUnavailable,
     LoginBadRequest,
     LoginCsrfFailed,
     LoginFailed,
@@ -69,6 +76,7 @@ from gateway.errors._mcp import (
     UnknownTask,
     UnknownTool,
     UnsupportedProtocolVersion,
+    UrlElicitationRequired,
 )
 from gateway.errors._oauth import (
     DpopReplayUnavailable,
@@ -121,6 +129,10 @@ __all__ = [
     "ConditionArgumentsTooLarge",
     "ConditionDenied",
     "ConfigError",
+    "ConnectFailed",
+    "ConnectIssuerMismatch",
+    "ConnectStateInvalid",
+    "ConnectUnavailable",
     "DpopReplayUnavailable",
     "DpopRequired",
     "DpopTokenAsBearer",
@@ -181,6 +193,9 @@ __all__ = [
     "UnsupportedMediaType",
     "UnsupportedProtocolVersion",
     "UnsupportedTransferCoding",
+    "UpstreamConnectionRequired",
+    "UpstreamTokenUnavailable",
+    "UrlElicitationRequired",
     "UseDpopNonce",
     "all_rows",
 ]

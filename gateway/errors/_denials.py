@@ -162,3 +162,38 @@ class GuardrailDenied(GatewayError):
         if self.reason:
             data["reason"] = self.reason
         return data
+
+
+# --- per-user upstream authorization (user_oauth backends) ---------------------------------
+
+
+class UpstreamTokenUnavailable(GatewayError):
+    """A ``user_oauth`` backend's call needs the caller's upstream token, and it could not be
+    had right now: the shared store (Redis) did not answer, or its access token lapsed and the
+    upstream's authorization server could not refresh it (down, slow, garbled). Fail closed
+    (never another person's token, never the catalog's), retry later."""
+
+    row, status, message = (
+        "upstream_token_unavailable",
+        503,
+        "Your account at this tool's service cannot be used right now, retry later",
+    )
+    batch_member_code = -32603
+
+
+class UpstreamConnectionRequired(GatewayError):
+    """A request other than ``tools/call`` (``prompts/get``, ``resources/read``,
+    ``completion/complete``, a task request) needs the caller's account at a ``user_oauth``
+    backend, which is not connected, from a client that cannot be sent a link (no URL
+    elicitation): ``data`` names the backend and the account page where the person connects it.
+    (A ``tools/call`` gets a tool error saying the same, which the model can read.)"""
+
+    row, status, message = (
+        "upstream_connection_required",
+        403,
+        "Connect your account for this backend at the gateway's account page, then retry",
+    )
+    body_code = batch_member_code = FORBIDDEN_CODE
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return self.data

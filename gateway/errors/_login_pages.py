@@ -82,3 +82,41 @@ class LoginUnavailable(LoginPageError):
 
     row, status = "login_unavailable", 503
     message = "Sign-in is unavailable right now; try again in a moment."
+
+
+class ConnectStateInvalid(LoginPageError):
+    """An answer of an upstream authorization server that no connect page of this person
+    started, or not now: no ``state``, one unknown, expired or already used (a replayed or
+    forged answer), or one another signed-in person started. Nothing is stored."""
+
+    page_title: ClassVar[str] = "Connect"
+    row, status = "connect_state_invalid", 400
+    message = "This connection was not started here or has already been used: start it again."
+
+
+class ConnectIssuerMismatch(LoginPageError):
+    """RFC 9207 §2.4 at the upstream's authorization server: the answer's ``iss`` is not the
+    server the browser was sent to, or is missing while that server advertises it (a mix-up).
+    The code is never sent to any token endpoint, an error in the answer is not acted on."""
+
+    page_title: ClassVar[str] = "Connect"
+    row, status = "connect_issuer_mismatch", 400
+    message = "The answer came from another authorization server: start the connection again."
+
+
+class ConnectFailed(LoginPageError):
+    """The upstream's authorization server did not grant access: the person declined (an
+    ``error`` answer), or its token endpoint refused the code (another client's, expired,
+    replayed) or answered no usable bearer token. Nothing is stored."""
+
+    page_title: ClassVar[str] = "Connect"
+    row, status, message = "connect_failed", 403, "The connection was not granted."
+
+
+class ConnectUnavailable(LoginUnavailable):
+    """The upstream's authorization server could not be found or did not answer in time (its
+    metadata, its registration or token endpoint), or the shared store did not: retry later."""
+
+    page_title: ClassVar[str] = "Connect"
+    row, status = "connect_unavailable", 503
+    message = "The connection cannot be made right now; try again in a moment."

@@ -195,3 +195,18 @@ class BackendFailure(GatewayError):
 
 class InternalError(GatewayError):
     row, status, jsonrpc_code, message = "internal_error", 500, -32603, "Internal error"
+
+
+class UrlElicitationRequired(GatewayError):
+    """A 2025-11-25 client's request needs the caller's account at a ``user_oauth`` backend,
+    which is not connected (or must be connected again): the spec's URL elicitation required
+    error (2025-11-25 client/elicitation.mdx §URL Elicitation Required Error, ``-32042``), whose
+    ``data.elicitations`` holds one URL elicitation to the gateway's consent link. Never on the
+    2026-07-28 path, which gets an input-required result instead (or a tool error)."""
+
+    row, jsonrpc_code = "url_elicitation_required", -32042
+    status = legacy_status = 200
+    message = "This request requires connecting your account: open the link to continue"
+
+    def body_data(self) -> Mapping[str, Any] | None:
+        return self.data

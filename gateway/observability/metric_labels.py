@@ -131,12 +131,15 @@ BackendOutcome = Literal[
     "input_required",
     "exchange_failed",
     "task",
+    "consent_required",
 ]
 """``backend_requests_total{outcome}`` (set by ``gateway/backend``); ``cancelled``: the client
 went away mid-call; ``too_large``: the upstream reply exceeded its cap; ``input_required``: the
 upstream asked for input (2026-07-28 input round; what the gateway did with it is
 ``input_rounds_total``); ``exchange_failed``: the token exchange was refused or failed, so the
-call never went upstream; ``task``: the upstream answered with a task (``tasks_total``)."""
+call never went upstream; ``task``: the upstream answered with a task (``tasks_total``);
+``consent_required``: a ``user_oauth`` backend has no usable token of the caller (or its
+upstream refused it), so the caller is asked to connect."""
 BACKEND_OUTCOMES: Final[tuple[str, ...]] = get_args(BackendOutcome)
 TASK_EVENTS: Final = ("created", "completed", "failed", "cancelled")
 """``tasks_total{backend,event}`` (``gateway/http/methods/task_*``): a task relayed to its
@@ -235,6 +238,12 @@ LOGIN_EVENTS: Final = (
 proved who is in the browser, page refusals (each also ``rejections_total{row="login_*"}``),
 sign-outs, pending actions started by MCP requests and redeemed at a page, and pending actions
 a page refused because another person is signed in."""
+UPSTREAM_CONSENT_EVENTS: Final = ("started", "completed", "failed")
+"""``upstream_consents_total{event}`` (``user_oauth`` backends): consent links handed out,
+connections stored, and connections that failed (declined, refused, a mix-up, a wrong person)."""
+UPSTREAM_REFRESH_RESULTS: Final = ("ok", "refused", "unavailable")
+"""``upstream_refreshes_total{result}``: people's upstream tokens refreshed, refused by the
+server (``invalid_grant``: the person connects again), or not refreshed (server down)."""
 POLICY_RELOAD_RESULTS: Final = ("success", "failure")
 CATALOG_REFRESH_RESULTS: Final = ("success", "failure")
 CATALOG_SANITISED_KINDS: Final = ("invisible", "truncated", "name_refused")

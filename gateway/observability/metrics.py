@@ -48,6 +48,8 @@ from gateway.observability.metric_labels import (
     STORE_ERROR_KINDS,
     TOKEN_CACHE_OUTCOMES,
     TRACE_DROP_REASONS,
+    UPSTREAM_CONSENT_EVENTS,
+    UPSTREAM_REFRESH_RESULTS,
 )
 from gateway.seams import AUTH_METHODS
 
@@ -151,6 +153,22 @@ class Metrics:
         )
         self.exchanged_tokens = gauge(
             "exchanged_tokens", "Exchanged tokens cached, by backend", ("backend",)
+        )
+        # user_oauth backends (gateway/backend/credentials/user_credential.py, connections/).
+        self.upstream_consents_total = counter(
+            "upstream_consents_total",
+            "Per-user upstream connections by backend and event (started, completed, failed)",
+            ("backend", "event"),
+        )
+        self.upstream_refreshes_total = counter(
+            "upstream_refreshes_total",
+            "Refreshes of people's upstream tokens by result",
+            ("backend", "result"),
+        )
+        self.upstream_connections = gauge(
+            "upstream_connections",
+            "People with a stored upstream token record, by backend",
+            ("backend",),
         )
         self.policy_external_decisions_total = counter(
             "policy_external_decisions_total",
@@ -317,6 +335,14 @@ class Metrics:
             for result in EXCHANGE_RESULTS:
                 self.token_exchanges_total.labels(backend=name, result=result)
             self.exchanged_tokens.labels(backend=name).set_function(lambda: float(exchange()))
+
+    def register_user_oauth(self, name: str) -> None:
+        """A ``user_oauth`` backend's series, at zero from the start."""
+        for event in UPSTREAM_CONSENT_EVENTS:
+            self.upstream_consents_total.labels(backend=name, event=event)
+        for result in UPSTREAM_REFRESH_RESULTS:
+            self.upstream_refreshes_total.labels(backend=name, result=result)
+        self.upstream_connections.labels(backend=name)
 
     def register_policy_external(self) -> None:
         """The decision point's series, at zero from the start (only with ``policy_external``)."""

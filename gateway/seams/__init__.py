@@ -38,6 +38,7 @@ from gateway.seams.callers import (
     find_claim,
     frozen_claims,
 )
+from gateway.seams.consent import ConsentLink, ConsentLinks, ConsentNeeded, ConsentReason
 from gateway.seams.guarded import GUARDED_CHECKS, GuardedCheck, GuardedContent, Guardrails
 from gateway.seams.listening import (
     ListenEvent,
@@ -106,6 +107,10 @@ __all__ = [
     "CallerToken",
     "Catalog",
     "ConcurrencyLimiter",
+    "ConsentLink",
+    "ConsentLinks",
+    "ConsentNeeded",
+    "ConsentReason",
     "Decision",
     "DecisionPoint",
     "DpopReplays",

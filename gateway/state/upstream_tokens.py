@@ -102,13 +102,24 @@ class UpstreamRecord:
         return "connected"
 
     def to_json(self) -> bytes:
-        return canonical({
-            "v": VERSION, "iss": self.issuer, "sub": self.subject, "be": self.backend,
-            "as": self.server, "cid": self.client_id, "at": self.access_token,
-            "rt": self.refresh_token, "exp": self.expires_at, "scope": self.scope,
-            "cat": self.connected_at, "rat": self.refreshed_at, "st": self.status,
-            "want": self.wanted,
-        })  # fmt: skip
+        return canonical(
+            {
+                "v": VERSION,
+                "iss": self.issuer,
+                "sub": self.subject,
+                "be": self.backend,
+                "as": self.server,
+                "cid": self.client_id,
+                "at": self.access_token,
+                "rt": self.refresh_token,
+                "exp": self.expires_at,
+                "scope": self.scope,
+                "cat": self.connected_at,
+                "rat": self.refreshed_at,
+                "st": self.status,
+                "want": self.wanted,
+            }
+        )
 
     @classmethod
     def from_json(cls, body: bytes) -> UpstreamRecord:
@@ -118,13 +129,20 @@ class UpstreamRecord:
             if obj.get("v") != VERSION or obj.get("st") not in ("connected", "reconnect_required"):
                 raise ValueError("record version or status")
             return cls(
-                issuer=_text(obj["iss"]), subject=_text(obj["sub"]), backend=_text(obj["be"]),
-                server=_text(obj["as"]), client_id=_text(obj["cid"]),
-                access_token=_optional(obj["at"]), refresh_token=_optional(obj["rt"]),
-                expires_at=float(_number(obj["exp"])), scope=_text(obj["scope"], empty=True),
-                connected_at=int(_number(obj["cat"])), refreshed_at=int(_number(obj["rat"])),
-                status=obj["st"], wanted=_text(obj["want"], empty=True),
-            )  # fmt: skip
+                issuer=_text(obj["iss"]),
+                subject=_text(obj["sub"]),
+                backend=_text(obj["be"]),
+                server=_text(obj["as"]),
+                client_id=_text(obj["cid"]),
+                access_token=_optional(obj["at"]),
+                refresh_token=_optional(obj["rt"]),
+                expires_at=float(_number(obj["exp"])),
+                scope=_text(obj["scope"], empty=True),
+                connected_at=int(_number(obj["cat"])),
+                refreshed_at=int(_number(obj["rat"])),
+                status=obj["st"],
+                wanted=_text(obj["want"], empty=True),
+            )
         except (JsonError, KeyError, TypeError) as exc:
             raise ValueError("not a stored upstream record") from exc
 
@@ -197,9 +215,10 @@ class UpstreamTokenStore(Protocol):
         """The record, or None (none, idle-expired, or not openable under the ring)."""
         ...
 
-    async def put(self, owner: bytes, record: UpstreamRecord, *, expect: str | None) -> bool:
-        """Write ``record`` (its ``backend``); with ``expect``, only over that generation
-        (False when another write came first). Extends its idle lifetime."""
+    async def put(self, owner: bytes, record: UpstreamRecord, *, expect: str | None) -> str | None:
+        """Write ``record`` (its ``backend``); with ``expect``, only over that generation.
+        The new generation, or None when another write came first. Extends its idle
+        lifetime."""
         ...
 
     async def delete(self, owner: bytes, backend: str) -> bool:
@@ -253,17 +272,17 @@ class MemoryUpstreamTokens:
         record = self._seal.open(owner, backend, found[0])
         return None if record is None else Stored(record, found[1])
 
-    async def put(self, owner: bytes, record: UpstreamRecord, *, expect: str | None) -> bool:
+    async def put(self, owner: bytes, record: UpstreamRecord, *, expect: str | None) -> str | None:
         key, now = (owner, record.backend), self._clock()
         if expect is not None:
             current = self._records.peek(key, now)
             if current is None or current[1] != expect:
-                return False
-        sealed = self._seal.seal(owner, record)
-        self._records.put(key, (sealed, new_generation()), now + self._idle_s)
+                return None
+        sealed, generation = self._seal.seal(owner, record), new_generation()
+        self._records.put(key, (sealed, generation), now + self._idle_s)
         self._records.trim(now)
         self._changed(owner, record.backend)
-        return True
+        return generation
 
     async def delete(self, owner: bytes, backend: str) -> bool:
         existed = self._records.pop((owner, backend)) is not None

@@ -68,9 +68,13 @@ class RedisUpstreamTokens:
     """Every replica's records (module docstring)."""
 
     def __init__(
-        self, store: RedisStore, seal: RecordSeal, *, max_idle_s: float,
+        self,
+        store: RedisStore,
+        seal: RecordSeal,
+        *,
+        max_idle_s: float,
         clock: Callable[[], float] = time.time,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self._store = store
         self._seal = seal
         self._idle_ms = int(max_idle_s * 1000)
@@ -98,18 +102,25 @@ class RedisUpstreamTokens:
             return None
         return Stored(record, _text(generation))
 
-    async def put(self, owner: bytes, record: UpstreamRecord, *, expect: str | None) -> bool:
-        backend = record.backend
+    async def put(self, owner: bytes, record: UpstreamRecord, *, expect: str | None) -> str | None:
+        backend, generation = record.backend, new_generation()
         keys = [self._key(owner, backend), self._index(backend)]
         args: list[str | int] = [
-            expect or "", self._seal.seal(owner, record), new_generation(), self._idle_ms,
-            self._now_ms(), owner.hex(), self._channel, f"{owner.hex()}:{backend}",
-        ]  # fmt: skip
+            expect or "",
+            self._seal.seal(owner, record),
+            generation,
+            self._idle_ms,
+            self._now_ms(),
+            owner.hex(),
+            self._channel,
+            f"{owner.hex()}:{backend}",
+        ]
         script = self._put
         written = bool(await self._store.call(lambda c: script(keys=keys, args=args, client=c)))
-        if written:
-            self._told(owner, backend)  # this replica at once; the others by the channel
-        return written
+        if not written:
+            return None
+        self._told(owner, backend)  # this replica at once; the others by the channel
+        return generation
 
     async def delete(self, owner: bytes, backend: str) -> bool:
         keys = [self._key(owner, backend), self._index(backend)]

@@ -22,7 +22,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 from urllib.parse import urlencode, urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519
@@ -49,6 +49,7 @@ __all__ = [
     "TOKEN_DESTINATION",
     "ClientCredentials",
     "CredentialError",
+    "ScopeAware",
     "ServiceCredential",
     "StaticBearer",
     "build_client_auth",
@@ -81,6 +82,14 @@ class ServiceCredential(Protocol):
     def invalidate(self, token: str) -> bool:
         """The upstream answered 401 to ``token``; return True when a retry may help."""
         ...
+
+
+@runtime_checkable
+class ScopeAware(Protocol):
+    """**Protocol:** a credential told when the upstream answers 403 ``insufficient_scope``
+    (a person's upstream token: the next consent asks for more)."""
+
+    def insufficient_scope(self, token: str, scope: str | None) -> None: ...
 
 
 class StaticBearer:

@@ -23,7 +23,11 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any, Final
 
-from gateway.backend.credentials.service_credential import CredentialError, ServiceCredential
+from gateway.backend.credentials.service_credential import (
+    CredentialError,
+    ScopeAware,
+    ServiceCredential,
+)
 from gateway.backend.upstream.era import MODERN_VERSION, EraDetector, LinkState
 from gateway.backend.upstream.rpc import (
     ProgressSink,
@@ -216,7 +220,8 @@ class UpstreamLink:
         except CredentialError as exc:
             _log.warning("backend_credential_unavailable", backend=self.backend, reason=str(exc))
             raise UpstreamFault("credential") from exc
-        headers["Authorization"] = f"Bearer {token}"
+        if token:  # a user_oauth backend's catalog traffic may go without one
+            headers["Authorization"] = f"Bearer {token}"
         try:
             return await exchange(
                 self._outbound,
@@ -234,6 +239,8 @@ class UpstreamLink:
         except UpstreamFault as fault:
             if fault.kind == "unauthorized" and not credential.invalidate(token):
                 raise UpstreamFault("credential", 401) from fault
+            if fault.kind == "insufficient_scope" and isinstance(credential, ScopeAware):
+                credential.insufficient_scope(token, fault.scope)
             raise
 
     # --- era detection (gateway/backend/upstream/era.py) ----------------------------------------
@@ -284,7 +291,8 @@ class UpstreamLink:
             token = await self._credential.token(deadline)
         except CredentialError as exc:
             raise UpstreamFault("credential") from exc
-        headers["Authorization"] = f"Bearer {token}"
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
         async with self._outbound.stream(
             destination or self.destination,
             "POST" if body is not None else "GET",
@@ -307,7 +315,8 @@ class UpstreamLink:
         headers.pop("Content-Type", None)
         try:
             token = await self._credential.token(time.monotonic() + _CLOSE_TIMEOUT_S)
-            headers["Authorization"] = f"Bearer {token}"
+            if token:
+                headers["Authorization"] = f"Bearer {token}"
             await self._outbound.request(
                 self.destination,
                 "DELETE",

@@ -14,6 +14,7 @@ connection, which aborts the upstream request.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -37,6 +38,7 @@ __all__ = [
     "decode_json",
     "encode_json",
     "exchange",
+    "insufficient_scope",
 ]
 
 LIST_CHANGED: Final = "notifications/tools/list_changed"
@@ -64,6 +66,7 @@ FaultKind = Literal[
     "wrong_id",
     "credential",
     "incompatible",
+    "insufficient_scope",
 ]
 _OUTBOUND_FAULTS: Final[dict[OutboundFailure, FaultKind]] = {
     "timeout": "timeout",
@@ -77,10 +80,14 @@ ProgressSink = Callable[[Mapping[str, Any]], Awaitable[None]]
 class UpstreamFault(Exception):
     """One upstream failure; ``kind`` is what the failure mapping and the logs use."""
 
-    def __init__(self, kind: FaultKind, status: int | None = None) -> None:
+    def __init__(
+        self, kind: FaultKind, status: int | None = None, *, scope: str | None = None
+    ) -> None:
         super().__init__(kind)
         self.kind: FaultKind = kind
         self.status = status
+        self.scope = scope
+        """``insufficient_scope``: the ``scope`` of the upstream's challenge, if it named one."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +116,20 @@ def decode_json(data: bytes | str) -> Any:
         return loads(data, _REPLY_LIMITS)
     except JsonError as exc:
         raise UpstreamFault("garbled") from exc
+
+
+_CHALLENGE_ERROR: Final = re.compile(r'(?:^|[\s,])error="insufficient_scope"', re.IGNORECASE)
+_CHALLENGE_SCOPE: Final = re.compile(r'(?:^|[\s,])scope="([\x21\x23-\x5b\x5d-\x7e ]{1,1024})"')
+
+
+def insufficient_scope(challenge: str) -> str | None:
+    """The scope a ``Bearer error="insufficient_scope"`` challenge names (RFC 6750 §3.1), ""
+    when it names none, None when the 403 is not such a challenge. Bounded: at most 4 KiB read."""
+    challenge = challenge[:4096]
+    if not _CHALLENGE_ERROR.search(challenge):
+        return None
+    found = _CHALLENGE_SCOPE.search(challenge)
+    return found.group(1).strip() if found else ""
 
 
 def _is_response(message: Any) -> bool:
@@ -199,6 +220,10 @@ async def _read_reply(
         raise UpstreamFault("unauthorized", status)
     if status == 404:
         raise UpstreamFault("not_found", status)
+    if status == 403:
+        scope = insufficient_scope(response.headers.get("WWW-Authenticate", ""))
+        if scope is not None:
+            raise UpstreamFault("insufficient_scope", status, scope=scope or None)
     if request_id is None and 200 <= status < 300:
         # A notification was accepted (202 per spec; some servers say 200). Drain the body so
         # the connection goes back to the pool.

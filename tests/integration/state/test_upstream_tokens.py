@@ -41,10 +41,17 @@ DAY = 86_400.0
 
 def record(subject: str = "alice", backend: str = "github", **changes: Any) -> UpstreamRecord:
     base = UpstreamRecord(
-        issuer="https://id.example.com", subject=subject, backend=backend,
-        server="https://github.example.com", client_id="gw", access_token=ACCESS,
-        refresh_token=REFRESH, expires_at=2_000_000_000.0, scope="repo", connected_at=1,
-    )  # fmt: skip
+        issuer="https://id.example.com",
+        subject=subject,
+        backend=backend,
+        server="https://github.example.com",
+        client_id="gw",
+        access_token=ACCESS,
+        refresh_token=REFRESH,
+        expires_at=2_000_000_000.0,
+        scope="repo",
+        connected_at=1,
+    )
     return replace(base, **changes)
 
 
@@ -96,18 +103,21 @@ async def test_a_write_naming_an_old_generation_writes_nothing(stores: Pair) -> 
     first = await a.get(ALICE, "github")
     assert first is not None
     # Replica b refreshes first: its rotated tokens replace the record.
-    assert await b.put(ALICE, record(access_token="new-a", refresh_token="new-r"),
-                       expect=first.generation)  # fmt: skip
+    written = await b.put(
+        ALICE, record(access_token="new-a", refresh_token="new-r"), expect=first.generation
+    )
+    assert written is not None and written != first.generation
     # Replica a's late write of an older grant is refused: the rotated refresh token stays.
-    assert not await a.put(ALICE, record(access_token="old-a"), expect=first.generation)
+    assert await a.put(ALICE, record(access_token="old-a"), expect=first.generation) is None
     now = await a.get(ALICE, "github")
     assert now is not None and (now.record.access_token, now.record.refresh_token) == (
-        "new-a", "new-r",
-    )  # fmt: skip
-    assert now.generation != first.generation
+        "new-a",
+        "new-r",
+    )
+    assert now.generation == written
     # Deleted and written again: a fresh generation, never the one an old writer holds.
     await b.delete(ALICE, "github")
-    assert not await a.put(ALICE, record(), expect=now.generation)
+    assert await a.put(ALICE, record(), expect=now.generation) is None
     assert await a.get(ALICE, "github") is None
 
 

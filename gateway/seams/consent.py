@@ -1,0 +1,54 @@
+"""Per-user upstream authorization as the layers see it: a ``user_oauth`` backend that has no
+usable token of the caller raises :class:`ConsentNeeded` (``gateway/backend``); the front door
+(``gateway/http``) asks :class:`ConsentLinks` (``gateway/connections``) for the link the person
+opens to connect, and answers in the form the client can follow
+(docs/user-authorization.md#per-user-upstream-authorization)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from gateway.seams.callers import Principal
+
+__all__ = ["ConsentLink", "ConsentLinks", "ConsentNeeded", "ConsentReason"]
+
+ConsentReason = Literal["missing", "expired", "revoked", "rejected", "scope"]
+"""Why: never connected (or disconnected, or idle-expired); the access token lapsed without a
+refresh token; the server refused the refresh token (``invalid_grant``); the upstream refused
+a fresh token (401 after a refresh); the upstream needs more scopes (403 ``insufficient_scope``)."""
+
+
+class ConsentNeeded(Exception):
+    """The caller must connect (again) their account at ``backend``'s authorization server
+    before a call can go there. Carries no token and no identity."""
+
+    def __init__(self, backend: str, scope: str, reason: ConsentReason) -> None:
+        super().__init__(f"{backend}: {reason}")
+        self.backend = backend
+        self.scope = scope
+        """The scopes the consent asks for (space-separated; the union after a refusal)."""
+        self.reason: ConsentReason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ConsentLink:
+    """A single-use consent link for one person: a page of the login surface."""
+
+    url: str
+    """``<origin of resource><prefix>/connect/<nonce>``: no identity, no credential in it."""
+    id: str
+    """An opaque id of the link (the 2025-11-25 ``elicitationId``): the digest of the pending
+    action, never its nonce."""
+
+
+class ConsentLinks(Protocol):
+    async def start(self, principal: Principal, needed: ConsentNeeded) -> ConsentLink:
+        """A fresh link for ``principal`` to connect ``needed.backend`` (raises
+        ``StoreUnavailable`` when the shared store cannot take it)."""
+        ...
+
+    @property
+    def account_url(self) -> str:
+        """The account page, where every ``user_oauth`` backend can be connected."""
+        ...
