@@ -299,6 +299,7 @@ def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
         "workers": {"commands"},
         "pdp": {"wiring"},
         "guardrails": {"wiring"},
+        "connections": {"wiring"},
     } == ONLY_IMPORTED_BY
 
 

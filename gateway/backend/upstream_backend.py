@@ -224,7 +224,8 @@ class UpstreamBackend:
             )
         )
         if self._settings.credential.type != "bearer":
-            name = OAUTH_DESTINATION if self._credentials.user else TOKEN_DESTINATION
+            user = self._credentials.user is not None
+            name = OAUTH_DESTINATION if user else TOKEN_DESTINATION
             self._outbound.add(Destination(name, connect_timeout_s=self._config.issuer.timeout_s))
         try:
             return await self._refresher.refresh()

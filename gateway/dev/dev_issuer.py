@@ -75,6 +75,7 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers, LoopbackServer):
         consent: Literal["auto", "page"] = "auto",
         user_sub: str = "demo-user",
         users: Sequence[str] = (),
+        choose_user: bool = False,
         grant_scopes: Sequence[str] = (),
         default_scopes: Sequence[str] = (),
         admin_secret: str | None = None,
@@ -87,7 +88,8 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers, LoopbackServer):
         §3.3 lets an AS issue another scope than requested), so a client that asks only for the
         advertised baseline scope still reaches tools. ``default_scopes`` apply when a request
         omits ``scope``. ``token_format``: opaque or RFC 9068 JWT access tokens;
-        ``introspection=False``: no introspection endpoint (Entra ID has none). ``users``: who
+        ``introspection=False``: no introspection endpoint (Entra ID has none). ``choose_user``:
+        every authorization code grant asks who among ``users`` signs in. ``users``: who
         may sign in at an OpenID Connect sign-in (default: ``user_sub`` alone); with several, the
         sign-in page lets the person pick one (cross-user tests; a second instance is another
         authorization server with people of its own)."""
@@ -98,6 +100,9 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers, LoopbackServer):
         self.consent = consent
         self.user_sub = user_sub
         self.users = tuple(dict.fromkeys(users or (user_sub,)))
+        self.choose_user = choose_user
+        """Every authorization (not only an OpenID Connect sign-in) asks who is signing in
+        among :attr:`users` (an upstream service with people of its own, for ``user_oauth``)."""
         self.grant_scopes = tuple(grant_scopes)
         self.admin_secret = admin_secret or secrets.token_urlsafe(24)
         """Guards ``/dev/tokens``; printed (or written to the demo's state file) at startup."""

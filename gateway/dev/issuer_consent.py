@@ -33,6 +33,7 @@ class AuthorizationHandlers:
     consent: Literal["auto", "page"]
     user_sub: str
     users: tuple[str, ...]
+    choose_user: bool
     grant_scopes: tuple[str, ...]
     _settings: IssuerSettings
 
@@ -50,7 +51,8 @@ class AuthorizationHandlers:
             return oauth_error(400, "invalid_request", "Malformed authorization request.")
         requested = (grant.request.scope or "").split()
         nonce = secrets.token_urlsafe(16)
-        if "openid" in requested and (self.consent == "page" or len(self.users) > 1):
+        signing_in = "openid" in requested or self.choose_user
+        if signing_in and (self.consent == "page" or len(self.users) > 1):
             self.store.consents[nonce] = time.time() + 600
             return web.Response(
                 text=signin_page(grant.request.client, parsed, self.users, self._settings, nonce),

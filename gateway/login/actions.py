@@ -77,9 +77,13 @@ class ActionRecords:
         """Store a pending action for ``principal``; its page URL. Raises ``ValueError`` for a
         kind that is not a path segment or a lifetime out of (0, :data:`MAX_TTL_S`], and
         :class:`~gateway.state.store.StoreUnavailable` when the shared store cannot take it."""
+        return await self.start_for(kind, BrowserIdentity.of(principal), body, ttl_s)
+
+    async def start_for(self, kind: str, owner: BrowserIdentity, body: bytes, ttl_s: float) -> str:
+        """As :meth:`start`, for a person signed in at the surface (a page that sends its own
+        person on to a pending action's page)."""
         if not KIND.fullmatch(kind) or not 0 < ttl_s <= MAX_TTL_S:
             raise ValueError("a pending action needs a path-segment kind and a bounded lifetime")
-        owner = BrowserIdentity.of(principal)
         while True:  # 256 random bits: a collision would only cost another draw
             nonce = random_token()
             record = action_id(kind, nonce)

@@ -40,9 +40,8 @@ import hashlib
 import hmac
 import re
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Final, Protocol
+from collections.abc import Callable, Mapping
+from typing import Final
 
 from aiohttp import web
 
@@ -61,82 +60,29 @@ from gateway.login.cookies import (
     SESSION_COOKIE,
     SIGNIN_COOKIE,
     Cookies,
-    Method,
     Session,
-    SignIn,
 )
 from gateway.login.forms import CSRF_FIELD, check_csrf, query, read_form
 from gateway.login.login_events import LoginAudit
+from gateway.login.page_kinds import (
+    AccountSection,
+    ActionPage,
+    Handler,
+    Prover,
+    SurfacePage,
+    Visit,
+)
 from gateway.login.pages import NOTHING, Html, error_page, hidden_field, html, page, redirect
-from gateway.login.person import BrowserIdentity
 from gateway.observability.logging import get_logger
 from gateway.state.browser_records import BrowserState
 from gateway.state.store import StoreUnavailable
 
-__all__ = ["AccountSection", "ActionPage", "LoginSurface", "Prover", "Visit"]
+__all__ = ["AccountSection", "ActionPage", "LoginSurface", "Prover", "SurfacePage", "Visit"]
 
 RETRY_AFTER_S: Final = 2
 _NEXT: Final = re.compile(r"(/[A-Za-z0-9._~-]+)+")
 _SESSION: Final = web.RequestKey("login_session", Session)
 _log = get_logger("gateway.login")
-
-
-class Prover(Protocol):
-    """How a browser proves who it is: the relying party, or an external verifier."""
-
-    method: Method
-
-    @property
-    def ready(self) -> bool: ...
-
-    @property
-    def failure(self) -> str | None: ...
-
-    async def start(self) -> None: ...
-
-    async def close(self) -> None: ...
-
-    def authorization_url(self, signin: SignIn) -> str: ...
-
-    async def identity(self, params: Mapping[str, str], signin: SignIn) -> BrowserIdentity: ...
-
-
-AccountSection = Callable[[web.Request, Session], Awaitable[Html]]
-"""Renders one section of the account page for the signed-in person."""
-
-
-@dataclass(frozen=True, slots=True)
-class Visit:
-    """A signed-in person at a pending action's page (what an :data:`ActionPage` gets)."""
-
-    session: Session
-    kind: str
-    nonce: str
-    form: Mapping[str, str] | None
-    """A POST's fields (its CSRF token and origin already checked); None for a GET."""
-    actions: ActionRecords
-
-    @property
-    def identity(self) -> BrowserIdentity:
-        return self.session.identity
-
-    def csrf_field(self) -> Html:
-        """The hidden field every form of the page must carry."""
-        return hidden_field(CSRF_FIELD, self.session.csrf)
-
-    async def peek(self) -> bytes:
-        """The record's body, if this person started it (not consumed); raises
-        ``LoginIdentityMismatch`` (audited) or ``LoginNotFound``."""
-        return await self.actions.peek(self.kind, self.nonce, self.identity)
-
-    async def redeem(self) -> bytes:
-        """As :meth:`peek`, and the record is gone afterwards (single use)."""
-        return await self.actions.redeem(self.kind, self.nonce, self.identity)
-
-
-ActionPage = Callable[[web.Request, Visit], Awaitable[web.StreamResponse]]
-"""Answers a pending action's page (GET) and its forms (POST)."""
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 class LoginSurface:
@@ -170,6 +116,7 @@ class LoginSurface:
         self._clock = clock
         self._sections: list[tuple[str, AccountSection]] = []
         self._pages: dict[str, ActionPage] = {}
+        self._fixed: dict[str, dict[str, Handler]] = {}
 
     # --- extension points ------------------------------------------------------------------
 
@@ -182,6 +129,35 @@ class LoginSurface:
         if not KIND.fullmatch(kind) or kind in _RESERVED or kind in self._pages:
             raise ValueError(f"kind {kind!r} is not a free path segment of the surface")
         self._pages[kind] = render
+
+    def add_page(
+        self,
+        path: str,
+        render: SurfacePage,
+        *,
+        methods: tuple[str, ...] = ("GET",),
+        public: bool = False,
+    ) -> None:
+        """Serve ``<prefix><path>`` (a fixed path, matched before the pending actions') with
+        ``render``, for ``methods``. ``public``: no session is read at all (a document other
+        servers fetch)."""
+        if not _NEXT.fullmatch(path) or path in _FIXED or path in self._fixed:
+            raise ValueError(f"path {path!r} is not a free page of the surface")
+
+        async def run(request: web.Request) -> web.StreamResponse:
+            if public:
+                return await render(request, None, None)
+            form = await read_form(request) if request.method == "POST" else None
+            session = await self._session(request)
+            if form is not None:
+                check_csrf(request, form, session, self.origin)
+            return await render(request, session, form)
+
+        self._fixed[path] = dict.fromkeys(methods, run)
+
+    def to_signin(self, request: web.Request) -> web.Response:
+        """A page for signed-in people only, without one: sign in, then come back here."""
+        return self._to_signin(request)
 
     @property
     def account_url(self) -> str:
@@ -208,6 +184,7 @@ class LoginSurface:
             "": {"GET": self._to_account, "HEAD": self._to_account},
             "/": {"GET": self._to_account, "HEAD": self._to_account},
         }
+        pages.update(self._fixed)
         for path, methods in pages.items():
             routes.add_route("*", prefix + path, self._dispatch(methods))
         actions = {"GET": self._action, "HEAD": self._action, "POST": self._action}
@@ -394,6 +371,7 @@ class LoginSurface:
 
 
 _RESERVED: Final = frozenset({"login", "callback", "logout", "account"})
+_FIXED: Final = frozenset({"/login", "/callback", "/logout", "/account"})
 
 
 def _digest(kind: str, value: str) -> str:

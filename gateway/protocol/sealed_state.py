@@ -9,7 +9,10 @@ gateway wraps the upstream's state in an AEAD envelope that binds it (:mod:`gate
 JSON, then, when the upstream sent one, a NUL byte and the upstream's state::
 
     {"v":1,"sub":..., "iss":..., "cid":..., "tool":..., "be":..., "args":..., "pv":...,
-     "iat":..., "exp":..., "r":..., "req":{key: kind}}
+     "iat":..., "exp":..., "r":..., "req":{key: kind}, "st":..., ["c": true]}
+
+(``c``: the gateway's own consent round for a ``user_oauth`` backend, which the gateway answers
+itself.)
 
 Everything is inside the ciphertext: the client learns nothing about the upstream's state or
 the bindings, and AEAD makes every byte tamper-evident (rotation and key derivation: the ring's).
@@ -72,6 +75,9 @@ class Claims:
     """key -> kind of each input request of the round (what an answer must be)."""
     state: str | None = None
     """The upstream's own ``requestState``."""
+    consent: bool = False
+    """The gateway's own round: a consent link to a ``user_oauth`` backend's account (nothing of
+    it goes upstream; the retry calls the backend afresh)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +183,7 @@ def _claims_object(claims: Claims) -> dict[str, Any]:
         "r": claims.round,
         "req": dict(claims.requests),
         "st": claims.state is not None,
+        **({"c": True} if claims.consent else {}),
     }
 
 
@@ -199,6 +206,7 @@ def _parse_claims(plaintext: bytes) -> Claims:
             round=_typed(obj["r"], int),
             requests={str(k): _typed(v, str) for k, v in _typed(obj["req"], dict).items()},
             state=decoded_state,
+            consent=obj.get("c") is True,
         )
         if obj["v"] != VERSION or bool(obj["st"]) != (decoded_state is not None):
             raise ValueError("claims version or state flag")

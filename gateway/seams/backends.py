@@ -205,6 +205,9 @@ class Resume:
     """The round this retry answers (1 for the first input request)."""
     kinds: Mapping[str, str] = field(default_factory=dict)
     """Each answered key's input request method (``elicitation/create`` ...), as sealed."""
+    consent: bool = False
+    """The round was the gateway's own consent link (``user_oauth``): nothing of it goes
+    upstream, the backend is called afresh."""
 
 
 @dataclass(frozen=True, slots=True)

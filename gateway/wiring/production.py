@@ -55,6 +55,7 @@ from gateway.policy.policy_set import PolicySet
 from gateway.policy.reload import PolicyReloader
 from gateway.policy.warnings import policy_warnings, unmatched_rules, unruled_tools
 from gateway.wiring.shared_state import build_shared_state
+from gateway.wiring.user_connections import build_user_connections
 
 if TYPE_CHECKING:
     from gateway.observability.otel import Tracing
@@ -111,6 +112,17 @@ def build_services(
     keys = GatewayKeys.from_config(config)  # assertion keys: signed by backends, published
     audit = AuditSink.from_config(config.audit)
     pins = _catalog_lock(config, metrics, audit)
+    # login: the browser login surface (pages under its prefix), built only when configured.
+    login = build_surface(
+        config,
+        outbound,
+        state.browser,
+        audit=audit,
+        metrics=metrics,
+        request_id=lambda request: assign_request_id(request, config.trusted_proxies),
+    )
+    # user_oauth backends: their token store, credentials, connect pages and consent links.
+    users = build_user_connections(config, outbound, state, login, audit=audit, metrics=metrics)
     backend = FederatedBackend(
         [
             UpstreamBackend(
@@ -123,6 +135,7 @@ def build_services(
                 # The lock hashes tools with their override (a reload pushes the new set:
                 # backend.use_policy below).
                 overrides=policy.current() if pins is not None else None,
+                user=users.users.get(settings.name) if users is not None else None,
             )
             for settings in config.backends
         ],
@@ -169,6 +182,7 @@ def build_services(
         guardrails=guardrails,
         legacy_sessions=legacy_sessions,
         tasks=backend if config.tasks.enabled else None,
+        consent=users.links if users is not None else None,
     )
     services = Services(
         metrics=metrics,
@@ -186,15 +200,6 @@ def build_services(
         reload_policy=policy.reload,
         audit=audit,
         jwks=ops_jwks(keys.jwks if keys.enabled else None, audit.checkpoint_jwk),
-    )
-    # login: the browser login surface (pages under its prefix), built only when configured.
-    login = build_surface(
-        config,
-        outbound,
-        state.browser,
-        audit=audit,
-        metrics=metrics,
-        request_id=lambda request: assign_request_id(request, config.trusted_proxies),
     )
     services.login = login
 
@@ -232,6 +237,8 @@ def build_services(
     services.cleanups.extend([backend.close, authenticator.close, state.close, _async(audit.close)])
     if pdp is not None:
         services.cleanups.append(pdp.close)
+    if users is not None:
+        services.background.append(users.run)
     if login is not None:
         services.background.append(login.start)
         services.cleanups.append(login.close)

@@ -127,6 +127,7 @@ async def login_stack(
     gateway: Mapping[str, Any] | None = None,
     dev: DevIssuer | None = None,
     port: int | None = None,
+    policy: str | None = None,
     **login: Any,
 ) -> AsyncIterator[LoginStack]:
     """The stack of the module docstring; ``login`` keys override the ``login:`` section and
@@ -154,7 +155,10 @@ async def login_stack(
     monkeypatch.setenv("LOGIN_SEAL_KEY", SEAL_KEY)
     keys = {**login_gateway(port, **login), **(gateway or {})}
     try:
-        async with live_stack(tmp_path, aiohttp_server, monkeypatch, issuer=dev, gateway=keys) as s:
+        more: dict[str, Any] = {"policy": policy} if policy is not None else {}
+        async with live_stack(
+            tmp_path, aiohttp_server, monkeypatch, issuer=dev, gateway=keys, **more
+        ) as s:
             result = LoginStack(s, port)
             result.surface.add_action(CHECK, check_page)
             await _until_ready(result.surface)

@@ -57,10 +57,12 @@ from gateway.protocol.sealed_state import (
 )
 from gateway.seams import InputRequired, Principal, RequestContext, Resume
 
-__all__ = ["INPUT_KEY", "InputRounds"]
+__all__ = ["CONSENT_KEY", "INPUT_KEY", "InputRounds"]
 
 INPUT_KEY: Final = "input"
 """``RequestContext.extra`` key of the round record the audit event carries."""
+CONSENT_KEY: Final = "mcp-gateway/connect"
+"""The ``inputRequests`` key of the gateway's own consent round (``user_oauth`` backends)."""
 
 
 class InputRounds:
@@ -140,6 +142,7 @@ class InputRounds:
             responses=kept if claims.requests else None,
             round=claims.round,
             kinds={key: claims.requests[key] for key in kept},
+            consent=claims.consent,
         )
 
     def relay(
@@ -196,6 +199,51 @@ class InputRounds:
             for kind in kinds.values():
                 self._metrics.input_requests_total.labels(kind=kind).inc()
         return input_required_result(found.requests, sealed, server=self._server)
+
+    def consent_round(
+        self,
+        request: Mapping[str, Any],
+        message: McpMessage,
+        *,
+        principal: Principal,
+        policy_version: str,
+        backend: str,
+        after: Resume | None,
+        ctx: RequestContext,
+    ) -> dict[str, Any] | None:
+        """The gateway's own round: ``request`` (a URL elicitation to a consent link) under
+        :data:`CONSENT_KEY`, with a sealed state bound like every round's (caller, tool,
+        arguments, backend), marked as the gateway's. None when it cannot be sealed (no
+        ``input_requests``, or past ``max_rounds``): the caller gets the tool error instead."""
+        round_ = 1 if after is None else after.round + 1
+        ctx.extra[INPUT_KEY] = {
+            "round": round_,
+            "requested": ["elicitation/create"],
+            "consent": backend,
+        }
+        if self._sealer is None or round_ > self._settings.max_rounds:
+            return None
+        now = int(self._clock())
+        claims = Claims(
+            subject=principal.subject,
+            issuer=principal.issuer,
+            client_id=principal.client_id,
+            tool=message.tool_name or "",
+            backend=backend,
+            arguments=arguments_digest(message.arguments),
+            policy_version=policy_version,
+            issued_at=now,
+            expires_at=now + self._settings.ttl_s,
+            round=round_,
+            requests={CONSENT_KEY: request["method"]},
+            consent=True,
+        )
+        try:
+            sealed = self._sealer.seal(claims)
+        except SealError:
+            return None
+        ctx.outcome = "consent_required"
+        return input_required_result({CONSENT_KEY: request}, sealed, server=self._server)
 
     def _refuse(
         self, message: McpMessage, ctx: RequestContext, text: str, event: str

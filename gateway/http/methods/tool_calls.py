@@ -25,6 +25,7 @@ from gateway.http.call_limits import CallLimits
 from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
 from gateway.http.guard_gate import GuardGate
+from gateway.http.methods.consent_answers import ConsentAnswers
 from gateway.http.methods.input_rounds import InputRounds
 from gateway.http.methods.task_creation import TaskCreation
 from gateway.http.progress import ProgressRelay
@@ -36,6 +37,8 @@ from gateway.protocol.results import shape_call_result, tool_error_result
 from gateway.seams import (
     AccessQuestion,
     Backend,
+    ConsentLinks,
+    ConsentNeeded,
     Decision,
     DecisionPoint,
     InputRequired,
@@ -75,9 +78,11 @@ class ToolCalls:
         conditions: ConditionGate | None = None,
         tasks: TaskCreation | None = None,
         guards: GuardGate | None = None,
+        consent: ConsentLinks | None = None,
     ) -> None:
         """``tasks``: the tasks extension's side of a call (None: no call becomes a task);
-        ``guards``: the processors of ``guardrails:`` (None: none configured)."""
+        ``guards``: the processors of ``guardrails:`` (None: none configured); ``consent``: the
+        consent links of ``user_oauth`` backends (None: there are none)."""
         self._backend = backend
         self._tasks = tasks
         self._pdp = decision_point
@@ -89,12 +94,16 @@ class ToolCalls:
         # Only the observer reads them, and only to log their shape (keys and types).
         self._log_arguments = config.logging.log_arguments
         self._inputs = InputRounds(config, metrics=metrics)
+        self.consent = ConsentAnswers(consent, self._inputs, config.server)
+        """How a caller is asked to connect a ``user_oauth`` backend's account."""
         self._conditions = conditions or ConditionGate(metrics)
         self._guards = guards or GuardGate(None, self._conditions)
         self.exchanging = frozenset(
-            b.name for b in config.backends if b.credential.type == "token_exchange"
+            b.name for b in config.backends if b.credential.type in ("token_exchange", "user_oauth")
         )
-        """Backends whose credential exchanges the caller's token: only their calls carry it."""
+        """Backends whose calls carry the caller's token (wrapped): exchanged with it
+        (``token_exchange``), or (``user_oauth``) only its digest read, so that a revocation
+        drops what was cached for its person."""
 
     def routes(self) -> dict[str, Route]:
         return {"tools/call": Route(self._call, admit=self._admit, over_budget=self.over_budget)}
@@ -134,6 +143,12 @@ class ToolCalls:
                 if message.era == "modern"
                 else None
             )
+            after = resume
+            if resume is not None and resume.consent:
+                declined = self.consent.declined(resume, message, turn)
+                if declined is not None:
+                    return success_body(message.id, declined)
+                resume = None  # the gateway's own round: nothing of it goes upstream
             if decision.guardrails:  # the rule's processors see what goes upstream
                 changed = await self._guards.arguments(turn, decision, tool, arguments)
                 if changed is not None:
@@ -150,7 +165,11 @@ class ToolCalls:
                 arguments=arguments,
                 guarded=bool(decision.guardrails),
             )
-            raw = await self._call_backend(call, turn)
+            try:
+                raw = await self._call_backend(call, turn)
+            except ConsentNeeded as needed:
+                answer = await self.consent.for_call(needed, message, turn, after)
+                return success_body(message.id, answer)
         finally:
             if lease is not None:
                 await lease.release()

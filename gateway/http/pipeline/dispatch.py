@@ -47,6 +47,8 @@ from gateway.protocol.envelope import error_body
 from gateway.protocol.messages import McpMessage
 from gateway.seams import (
     Backend,
+    ConsentLinks,
+    ConsentNeeded,
     DecisionPoint,
     Guardrails,
     Lease,
@@ -80,13 +82,15 @@ class Dispatcher:
         legacy_sessions: bool = True,
         tasks: TaskRelay | None = None,
         guardrails: Guardrails | None = None,
+        consent: ConsentLinks | None = None,
     ) -> None:
         """``listening``: the backends' listen streams (``subscriptions/listen``; None: the
         method does not exist); ``policy``: the source whose reloads end streams; ``detach``:
         the endpoint's release of a request's in-flight slots (an acknowledged stream);
         ``legacy_sessions``: legacy ``resources/subscribe`` is offered (with ``listening``);
         ``tasks``: the backends' tasks (with ``tasks:`` on, the tasks extension is relayed);
-        ``guardrails``: the processors a rule may name (``guardrails:``; None: none)."""
+        ``guardrails``: the processors a rule may name (``guardrails:``; None: none);
+        ``consent``: the consent links of ``user_oauth`` backends."""
         self._backend = backend
         self._limits = limits
         conditions = ConditionGate(metrics)
@@ -105,7 +109,9 @@ class Dispatcher:
             conditions=conditions,
             tasks=TaskCreation(config, handles, metrics=metrics) if handles else None,
             guards=guards,
+            consent=consent,
         )
+        self._consent = tools.consent
         self.subscriptions = SubscriptionRoutes(
             limits=config.limits,
             backend=backend,
@@ -194,7 +200,10 @@ class Dispatcher:
             found = self.route(message)
             if found is None:
                 raise MethodNotFound()
-            return await found.run(message, turn, relay, admitted)
+            try:
+                return await found.run(message, turn, relay, admitted)
+            except ConsentNeeded as needed:  # not a tools/call: that one answers it itself
+                raise await self._consent.refusal(needed, message, turn) from None
         except GatewayError as err:
             if err.request_id is None:
                 err.request_id = message.id

@@ -71,6 +71,7 @@ from gateway.seams import (
     Backend,
     CallerToken,
     ConcurrencyLimiter,
+    ConsentLinks,
     DecisionPoint,
     Guardrails,
     Listening,
@@ -121,11 +122,13 @@ class McpEndpoint:
         legacy_sessions: bool = True,
         tasks: TaskRelay | None = None,
         guardrails: Guardrails | None = None,
+        consent: ConsentLinks | None = None,
     ) -> None:
         """``legacy_sessions``: legacy subscriptions are offered (off in a worker of
         ``serve --workers N``, where the kernel spreads a session's connections over processes
         that cannot see each other's sessions); ``tasks``: the backends' tasks (relayed when
-        ``tasks:`` is on); ``guardrails``: the processors of ``guardrails:`` (when configured)."""
+        ``tasks:`` is on); ``guardrails``: the processors of ``guardrails:`` (when configured);
+        ``consent``: the consent links of ``user_oauth`` backends."""
         self._config = config
         self._auth = authenticator
         self._policy = policy
@@ -174,6 +177,7 @@ class McpEndpoint:
             guardrails=guardrails,
             legacy_sessions=self._sessions,
             tasks=tasks,
+            consent=consent,
         )
 
     def drain(self, deadline: float) -> None:
