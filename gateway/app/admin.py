@@ -47,7 +47,7 @@ from gateway.observability.audit import AuditSink, RevocationEvent
 from gateway.observability.logging import get_logger
 from gateway.state.revocation_key import kept_until, revocation_target
 
-__all__ = ["MAX_ADMIN_BODY", "REVOKE_PATH", "Revoke", "add_admin_routes"]
+__all__ = ["MAX_ADMIN_BODY", "REVOKE_PATH", "Revoke", "add_admin_routes", "admin_body", "answer"]
 
 REVOKE_PATH: Final = "/admin/revoke"
 MAX_ADMIN_BODY: Final = 16_384
@@ -61,7 +61,12 @@ Revoke = Callable[[bytes, float], Awaitable[tuple[float, bool]]]
 _log = get_logger("gateway.admin")
 
 
-def _answer(status: int, body: dict[str, Any], **headers: str) -> web.Response:
+def answer(status: int, body: Any, **headers: str) -> web.Response:
+    """An admin API answer (JSON, ``no-store``)."""
+    return _answer(status, body, **headers)
+
+
+def _answer(status: int, body: Any, **headers: str) -> web.Response:
     return web.json_response(body, status=status, headers={**_NO_STORE, **headers})
 
 
@@ -106,42 +111,55 @@ def _target_of(doc: Any, config: Config, now: float) -> tuple[bytes, float] | st
     return bytes.fromhex(key), kept_until(config.issuers, iss, expires, now)
 
 
+_REALM: Final = 'Bearer realm="mcp-gateway-admin"'
+
+
+async def admin_body(request: web.Request, config: Config) -> Any:
+    """The JSON body of an admin request whose credential is ``admin.token``, or the refusal to
+    send (401 missing or wrong credential, 415 not JSON, 413 over 16 KiB, 400 not JSON)."""
+    secret = config.admin.token
+    supplied = request.headers.getall("Authorization", [])
+    expected = f"Bearer {secret.current() if secret is not None else ''}".encode()
+    if (
+        secret is None
+        or len(supplied) != 1
+        or not hmac.compare_digest(supplied[0].encode(), expected)
+    ):
+        _log.warning("admin.unauthorized", path=request.path, peer=request.remote)
+        return _refuse(
+            401, "unauthorized", "admin credential required", **{"WWW-Authenticate": _REALM}
+        )
+    if request.content_type != "application/json":
+        return _refuse(415, "unsupported_media_type", "Content-Type must be application/json")
+    if request.content_length is not None and request.content_length > MAX_ADMIN_BODY:
+        return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async for chunk in request.content.iter_any():  # chunked bodies have no length
+            size += len(chunk)
+            if size > MAX_ADMIN_BODY:
+                return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
+            chunks.append(chunk)
+    except ConnectionError:
+        return _refuse(400, "invalid_request", "the body could not be read")
+    try:
+        return loads(b"".join(chunks))
+    except ValueError:
+        return _refuse(400, "invalid_request", "the body is not JSON")
+
+
 def add_admin_routes(
     app: web.Application, config: Config, revoke: Revoke, audit: AuditSink | None
 ) -> None:
     """Install ``POST /admin/revoke`` when ``admin.token`` is configured (else nothing)."""
-    secret = config.admin.token
-    if secret is None:
+    if config.admin.token is None:
         return
-    realm = 'Bearer realm="mcp-gateway-admin"'
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        supplied = request.headers.getall("Authorization", [])
-        expected = f"Bearer {secret.current()}".encode()
-        if len(supplied) != 1 or not hmac.compare_digest(supplied[0].encode(), expected):
-            _log.warning("admin.unauthorized", path=request.path, peer=request.remote)
-            return _refuse(
-                401, "unauthorized", "admin credential required", **{"WWW-Authenticate": realm}
-            )
-        if request.content_type != "application/json":
-            return _refuse(415, "unsupported_media_type", "Content-Type must be application/json")
-        if request.content_length is not None and request.content_length > MAX_ADMIN_BODY:
-            return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            async for chunk in request.content.iter_any():  # chunked bodies have no length
-                size += len(chunk)
-                if size > MAX_ADMIN_BODY:
-                    return _refuse(413, "body_too_large", "the body is larger than 16 KiB")
-                chunks.append(chunk)
-        except ConnectionError:
-            return _refuse(400, "invalid_request", "the body could not be read")
-        raw = b"".join(chunks)
-        try:
-            doc = loads(raw)
-        except ValueError:
-            return _refuse(400, "invalid_request", "the body is not JSON")
+        doc = await admin_body(request, config)
+        if isinstance(doc, web.Response):
+            return doc
         target = _target_of(doc, config, time.time())
         if isinstance(target, str):
             return _refuse(400, "invalid_request", target)

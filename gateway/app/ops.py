@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from gateway.app.admin import add_admin_routes
+from gateway.app.admin_upstream import add_upstream_admin_routes
 from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.app.services import CONFIG, SERVICES, Services
 from gateway.config import Config
@@ -81,4 +82,6 @@ def build_ops_app(config: Config, services: Services, *, admin: bool = True) -> 
         add_jwks_route(app, services.jwks)
     if admin and services.revoke is not None:
         add_admin_routes(app, config, services.revoke, services.audit)
+    if admin and services.upstream_tokens is not None:
+        add_upstream_admin_routes(app, config, services.upstream_tokens)
     return app

@@ -26,6 +26,7 @@ from gateway.seams import (
     Observer,
     PolicySource,
     RateLimiter,
+    UpstreamTokenAdmin,
 )
 
 __all__ = ["CONFIG", "SERVICES", "Readiness", "ReadinessCheck", "Services"]
@@ -124,6 +125,8 @@ class Services:
     login: LoginPages | None = None
     """The browser login surface (``login:``): its pages are installed by ``install_routes``;
     features add their account sections and pending-action pages to it before the start."""
+    upstream_tokens: UpstreamTokenAdmin | None = None
+    """The stored per-user upstream tokens (``user_oauth`` backends), for the admin API."""
     jwks: Callable[[], dict[str, Any]] | None = None
     """The JWK Set of the caller-assertion keys (``/.well-known/jwks.json`` on the ops
     listener); None when no backend signs assertions and no key is published."""

@@ -170,6 +170,11 @@ class UpstreamBackend:
         return self._credential
 
     @property
+    def user_credential(self) -> UserCredential | None:
+        """A ``user_oauth`` backend's per-person credential (its records), else None."""
+        return self._credentials.user
+
+    @property
     def settings(self) -> BackendConfig:
         return self._settings
 

@@ -21,10 +21,12 @@ from gateway.commands import (
     audit_command,
     catalog_command,
     check,
+    connect_command,
     demo,
     policy_explain,
     revoke,
     serve,
+    upstream_tokens_command,
 )
 from gateway.commands.options import CONFIG_ENV, Subparsers, logging_options
 from gateway.observability.logging import configure
@@ -46,6 +48,8 @@ SUBCOMMANDS: Final[tuple[Callable[[Subparsers], None], ...]] = (
     demo.register,
     policy_explain.register,
     revoke.register,
+    upstream_tokens_command.register,
+    connect_command.register,
     audit_command.register,
     catalog_command.register,
 )

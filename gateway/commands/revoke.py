@@ -30,7 +30,7 @@ from gateway.outbound.client import post_json_once
 from gateway.outbound.failures import OutboundError
 from gateway.state.revocation_key import revocation_target
 
-__all__ = ["ADMIN_TOKEN_ENV", "register"]
+__all__ = ["ADMIN_TOKEN_ENV", "add_admin_options", "admin_target", "register"]
 
 ADMIN_TOKEN_ENV: Final = "MCP_GATEWAY_ADMIN_TOKEN"  # noqa: S105 - a variable name
 TIMEOUT_S: Final = 10.0
@@ -50,6 +50,13 @@ def register(subparsers: Subparsers) -> None:
     which.add_argument(
         "--key", metavar="HEX", help="the revocation key (64 hex digits, as the audit trail has it)"
     )
+    add_admin_options(parser)
+    parser.set_defaults(handler=_cmd_revoke)
+
+
+def add_admin_options(parser: argparse.ArgumentParser) -> None:
+    """``--config``, ``--url`` and ``--admin-token-file``: where the ops listener is and its
+    admin credential (every client of the admin API)."""
     add_config_option(parser, "gateway.yaml: ops_listen and admin.token")
     parser.add_argument("--url", metavar="URL", help="the ops listener, e.g. http://127.0.0.1:9090")
     parser.add_argument(
@@ -57,7 +64,6 @@ def register(subparsers: Subparsers) -> None:
         metavar="PATH",
         help=f"the admin credential (default: ${ADMIN_TOKEN_ENV}, else admin.token)",
     )
-    parser.set_defaults(handler=_cmd_revoke)
 
 
 def _fail(message: str, code: int = 1) -> int:
@@ -84,7 +90,7 @@ def _body(args: argparse.Namespace) -> dict[str, Any] | None:
     return body
 
 
-def _target(args: argparse.Namespace) -> tuple[str, str] | str:
+def admin_target(args: argparse.Namespace) -> tuple[str, str] | str:
     """(ops URL, admin credential), or what is missing."""
     url, credential = args.url, None
     if args.admin_token_file:
@@ -118,7 +124,7 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
     if body is None:
         return _fail("no token given (empty input), or --key is not 64 hex digits", 2)
     try:
-        target = _target(args)
+        target = admin_target(args)
     except OSError as exc:
         return _fail(f"cannot read the admin credential: {exc.strerror}", 2)
     if isinstance(target, str):

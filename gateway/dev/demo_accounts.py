@@ -12,7 +12,8 @@ call, only a token **its own** authorization server (a second
 - lets the gateway's catalog traffic (``server/discover``, ``tools/list``) through with its
   ``catalog_token`` (a token that acts for nobody); a tool call needs a person's token;
 - serves ``whoami`` (who the server says you are) and ``notes_write`` (needs the
-  ``notes:write`` scope: 403 ``insufficient_scope`` naming it otherwise);
+  ``notes:write`` scope: 403 ``insufficient_scope`` naming it otherwise), and the resource
+  ``accounts://me`` (listed with the catalog token, read with a person's);
 - records what it received (:attr:`AccountsBackend.received`, :attr:`calls`) and can refuse the
   next tokens it sees (:attr:`refuse`), for the tests.
 
@@ -60,6 +61,7 @@ ACCOUNTS_TOOLS: Final[tuple[dict[str, Any], ...]] = (
     },
 )
 MAX_BODY: Final = 65_536
+ME: Final = {"uri": "accounts://me", "name": "me", "mimeType": "text/plain"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +157,8 @@ class AccountsBackend(RecordsRequests):
         if "id" not in message:
             return web.Response(status=202)
         rid, method = message["id"], message["method"]
-        params = message.get("params") if isinstance(message.get("params"), dict) else {}
+        raw_params = message.get("params")
+        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
         supplied = request.headers.get("Authorization", "")
         token = supplied[7:] if supplied.startswith("Bearer ") else ""
         if request.headers.get("MCP-Protocol-Version") != VERSION:
@@ -167,7 +170,7 @@ class AccountsBackend(RecordsRequests):
             result: dict[str, Any] = (
                 {
                     "supportedVersions": [VERSION],
-                    "capabilities": {"tools": {"listChanged": False}},
+                    "capabilities": {"tools": {"listChanged": False}, "resources": {}},
                     "instructions": "The demo accounts service: your own account, connected.",
                     "ttlMs": 3_600_000,
                     "cacheScope": "public",
@@ -175,6 +178,14 @@ class AccountsBackend(RecordsRequests):
                 if method == "server/discover"
                 else {"tools": list(ACCOUNTS_TOOLS), "ttlMs": 60_000, "cacheScope": "public"}
             )
+        elif method in ("resources/list", "resources/templates/list"):
+            if not token or token != self.catalog_token:
+                return self._unauthorized("catalog token required")
+            key = "resources" if method == "resources/list" else "resourceTemplates"
+            listed = [ME] if method == "resources/list" else []
+            result = {key: listed, "ttlMs": 60_000, "cacheScope": "public"}
+        elif method == "resources/read":
+            return await self._read(rid, params, token, meta)
         elif method == "tools/call":
             return await self._call(rid, params, token, meta)
         else:
@@ -219,6 +230,29 @@ class AccountsBackend(RecordsRequests):
             "resultType": "complete",
             "content": [{"type": "text", "text": text}],
             "structuredContent": structured,
+            "_meta": meta,
+        }
+        return web.json_response({"jsonrpc": "2.0", "id": rid, "result": result})
+
+    async def _read(
+        self, rid: Any, params: dict[str, Any], token: str, meta: dict[str, Any]
+    ) -> web.Response:
+        try:
+            if self.token_check is None or not token or token == self.catalog_token:
+                raise NotVerified("a person's token is required")
+            claims = await self.token_check.verify(token)
+        except NotVerified as exc:
+            return self._unauthorized(str(exc))
+        if params.get("uri") != ME["uri"]:
+            return _error(rid, 400, -32602, "Resource not found")
+        subject = str(claims.get("sub"))
+        self.calls.append(Call("resources/read", subject, token, str(claims.get("scope") or "")))
+        contents = [{"uri": ME["uri"], "mimeType": "text/plain", "text": f"You are {subject}."}]
+        result = {
+            "resultType": "complete",
+            "contents": contents,
+            "ttlMs": 0,
+            "cacheScope": "private",
             "_meta": meta,
         }
         return web.json_response({"jsonrpc": "2.0", "id": rid, "result": result})

@@ -49,6 +49,7 @@ GAUGE_MERGE: Final[Mapping[str, GaugeMerge]] = {
     "mcp_gateway_in_flight": "sum",
     "mcp_gateway_max_in_flight": "sum",
     "mcp_gateway_exchanged_tokens": "sum",
+    "mcp_gateway_upstream_connections": "max",
     "mcp_gateway_catalog_tools": "min",
     "mcp_gateway_catalog_age_seconds": "max",
     "mcp_gateway_catalog_collisions": "max",

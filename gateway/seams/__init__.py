@@ -38,7 +38,13 @@ from gateway.seams.callers import (
     find_claim,
     frozen_claims,
 )
-from gateway.seams.consent import ConsentLink, ConsentLinks, ConsentNeeded, ConsentReason
+from gateway.seams.consent import (
+    ConsentLink,
+    ConsentLinks,
+    ConsentNeeded,
+    ConsentReason,
+    UpstreamTokenAdmin,
+)
 from gateway.seams.guarded import GUARDED_CHECKS, GuardedCheck, GuardedContent, Guardrails
 from gateway.seams.listening import (
     ListenEvent,
@@ -157,6 +163,7 @@ __all__ = [
     "ToolDef",
     "ToolOverride",
     "UpstreamListen",
+    "UpstreamTokenAdmin",
     "find_claim",
     "frozen_claims",
     "listed",

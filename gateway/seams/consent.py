@@ -7,11 +7,17 @@ opens to connect, and answers in the form the client can follow
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Any, Literal, Protocol
 
 from gateway.seams.callers import Principal
 
-__all__ = ["ConsentLink", "ConsentLinks", "ConsentNeeded", "ConsentReason"]
+__all__ = [
+    "ConsentLink",
+    "ConsentLinks",
+    "ConsentNeeded",
+    "ConsentReason",
+    "UpstreamTokenAdmin",
+]
 
 ConsentReason = Literal["missing", "expired", "revoked", "rejected", "scope"]
 """Why: never connected (or disconnected, or idle-expired); the access token lapsed without a
@@ -51,4 +57,21 @@ class ConsentLinks(Protocol):
     @property
     def account_url(self) -> str:
         """The account page, where every ``user_oauth`` backend can be connected."""
+        ...
+
+
+class UpstreamTokenAdmin(Protocol):
+    """The operators' view of the stored upstream tokens (``POST /admin/upstream-tokens/*``,
+    ``mcp-gateway upstream-tokens``): never a token, only who, where and in which state."""
+
+    async def records(
+        self, backend: str | None, issuer: str | None, subject: str | None
+    ) -> list[dict[str, Any]]:
+        """The records of a backend (or every ``user_oauth`` backend), of one person or all:
+        backend, issuer, subject, state, server, scope and times."""
+        ...
+
+    async def purge(self, backend: str | None, issuer: str | None, subject: str | None) -> int:
+        """Delete the records of a backend, of a person, or of a person at a backend (at
+        least one of the two named); how many went. Audited."""
         ...

@@ -122,7 +122,9 @@ def build_services(
         request_id=lambda request: assign_request_id(request, config.trusted_proxies),
     )
     # user_oauth backends: their token store, credentials, connect pages and consent links.
-    users = build_user_connections(config, outbound, state, login, audit=audit, metrics=metrics)
+    users = build_user_connections(
+        config, outbound, state, login, authenticator=authenticator, audit=audit, metrics=metrics
+    )
     backend = FederatedBackend(
         [
             UpstreamBackend(
@@ -202,6 +204,7 @@ def build_services(
         jwks=ops_jwks(keys.jwks if keys.enabled else None, audit.checkpoint_jwk),
     )
     services.login = login
+    services.upstream_tokens = users
 
     def install_routes(app: web.Application) -> None:
         add_mcp_routes(

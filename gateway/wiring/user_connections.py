@@ -8,15 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from gateway.backend.credentials.upstream_grants import UpstreamClient
 from gateway.backend.credentials.upstream_server import ServerDiscovery
 from gateway.backend.credentials.user_credential import UserCredential
 from gateway.config import Config
 from gateway.config.user_oauth import user_oauth_backends
+from gateway.connections.connect_api import ConnectApi
 from gateway.connections.connect_pages import CALLBACK_PATH, DOCUMENT_PATH, ConnectPages
 from gateway.connections.consent_links import ConsentStarter
 from gateway.connections.upstream_flows import Flows
@@ -26,6 +28,8 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.observability.upstream_events import UpstreamAudit
 from gateway.outbound.client import Outbound
+from gateway.seams import Authenticator
+from gateway.state.browser_records import owner_digest
 from gateway.state.shared import SharedState
 from gateway.state.store import StoreUnavailable
 from gateway.state.upstream_tokens import MemoryUpstreamTokens, RecordSeal, UpstreamTokenStore
@@ -40,11 +44,67 @@ _log = get_logger("gateway.upstream")
 
 @dataclass(slots=True)
 class UserConnections:
+    """What the composition root hands out: the credentials (to the backends), the consent links
+    (to the front door), and the operators' view of the records (``UpstreamTokenAdmin``)."""
+
     users: Mapping[str, UserCredential]
     """The credential of each ``user_oauth`` backend, by name."""
     store: UpstreamTokenStore
     links: ConsentStarter
+    audit: UpstreamAudit
     metrics: Metrics | None = None
+
+    async def records(
+        self, backend: str | None, issuer: str | None, subject: str | None
+    ) -> list[dict[str, Any]]:
+        now, found = time.time(), []
+        for name in self._backends(backend):
+            for owner in await self._owners(name, issuer, subject):
+                stored = await self.store.get(owner, name)
+                if stored is None:
+                    continue
+                record = stored.record
+                found.append(
+                    {
+                        "backend": name,
+                        "issuer": record.issuer,
+                        "subject": record.subject,
+                        "state": record.state(now),
+                        "server": record.server,
+                        "scope": record.scope,
+                        "connected_at": record.connected_at,
+                        "refreshed_at": record.refreshed_at,
+                        "expires_at": int(record.expires_at),
+                    }
+                )
+        return found
+
+    async def purge(self, backend: str | None, issuer: str | None, subject: str | None) -> int:
+        total = 0
+        for name in self._backends(backend):
+            purged = 0
+            for owner in await self._owners(name, issuer, subject):
+                purged += await self.store.delete(owner, name)
+            total += purged
+            self.audit.emit(
+                "upstream_tokens_purged",
+                name,
+                issuer=issuer,
+                subject=subject,
+                count=purged,
+                reason="admin",
+            )
+        return total
+
+    def _backends(self, backend: str | None) -> list[str]:
+        if backend is None:
+            return list(self.users)
+        return [backend] if backend in self.users else []
+
+    async def _owners(self, backend: str, issuer: str | None, subject: str | None) -> list[bytes]:
+        if issuer is not None and subject is not None:
+            return [owner_digest(issuer, subject)]
+        return await self.store.owners(backend)
 
     async def run(self) -> None:
         """Hear other replicas' changes; count the records for the gauge."""
@@ -75,6 +135,7 @@ def build_user_connections(
     state: SharedState,
     login: LoginSurface | None,
     *,
+    authenticator: Authenticator,
     audit: AuditSink | None,
     metrics: Metrics | None,
 ) -> UserConnections | None:
@@ -120,5 +181,6 @@ def build_user_connections(
         login, users, flows, events, ttl_s=settings.consent_ttl_s, client_name=name
     ).install()
     links = ConsentStarter(login, events, ttl_s=settings.consent_ttl_s)
+    ConnectApi(login, users, links, authenticator, ttl_s=settings.consent_ttl_s).install()
     _log.info("upstream.configured", backends=sorted(users), shared=state.store is not None)
-    return UserConnections(users, store, links, metrics)
+    return UserConnections(users, store, links, events, metrics)

@@ -31,9 +31,12 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
+from gateway.backend.credentials.user_credential import UserCredential
 from gateway.dev.demo_accounts import AccountsBackend
 from gateway.dev.demo_vault import IssuerTokenCheck
 from gateway.dev.dev_issuer import DevIssuer
+from gateway.state.browser_records import owner_digest
+from gateway.state.upstream_tokens import UpstreamRecord
 from tests.support.live_stack import ServerFactory
 from tests.support.login_stack import (
     HttpBrowser,
@@ -66,7 +69,8 @@ CONSENT_KEY: Final = "mcp-gateway/connect"
 URL_ELICITATION: Final = {"elicitation": {"url": {}}}
 """The client capabilities of a 2026-07-28 client that can open a URL elicitation."""
 POLICY: Final = policy_text(
-    tools={"accounts__whoami": "mcp:access", "accounts__notes_write": "mcp:access"}
+    tools={"accounts__whoami": "mcp:access", "accounts__notes_write": "mcp:access"},
+    resources={"accounts://me": "mcp:access", "mcp-gw://accounts/**": "mcp:access"},
 )
 
 
@@ -84,6 +88,21 @@ class UserOAuthStack:
     def token(self, sub: str = "alice") -> str:
         """An MCP access token of the gateway's issuer for ``sub``."""
         return self.login.stack.token(scopes="mcp:access", sub=sub)
+
+    @property
+    def user(self) -> UserCredential:
+        """The gateway's credential of the ``accounts`` backend (its records, its refreshes)."""
+        member = self.login.stack.server.services.backend.member("accounts")
+        assert member is not None and member.user_credential is not None
+        return member.user_credential
+
+    def owner(self, sub: str = "alice") -> bytes:
+        """The owner digest of the gateway's caller ``sub``."""
+        return owner_digest(self.login.issuer.url, sub)
+
+    async def record(self, sub: str = "alice") -> UpstreamRecord | None:
+        stored = await self.user.store.get(self.owner(sub), "accounts")
+        return None if stored is None else stored.record
 
 
 @contextlib.asynccontextmanager

@@ -204,6 +204,8 @@ class TestSubcommands:
             "revoke",
             "audit_command",
             "catalog_command",
+            "upstream_tokens_command",
+            "connect_command",
         )
         assert registered == {f"gateway.commands.{name}" for name in commands}
 
