@@ -114,13 +114,18 @@ async def user_oauth_stack(
     credential: Mapping[str, Any] | None = None,
     gateway: Mapping[str, Any] | None = None,
     upstream: DevIssuer | None = None,
+    accounts: AccountsBackend | None = None,
+    dev: DevIssuer | None = None,
     port: int | None = None,
     access_token_ttl_s: int = 3600,
 ) -> AsyncIterator[UserOAuthStack]:
     """The stack of the module docstring. ``credential`` keys override the backend's
-    credential, ``gateway`` keys the rest of ``gateway.yaml``; ``upstream``: an authorization
-    server (and ``port`` a gateway port) shared with another stack (a second replica)."""
-    accounts = AccountsBackend(port=free_port("127.0.0.1"), catalog_token=CATALOG_TOKEN)
+    credential, ``gateway`` keys the rest of ``gateway.yaml``. A second replica shares the
+    first's ``upstream`` (the service's server), ``accounts`` (the service) and ``dev`` (the
+    gateway's issuer), each started and stopped by its owner; ``port``: the gateway's."""
+    shared_service = accounts is not None
+    if accounts is None:
+        accounts = AccountsBackend(port=free_port("127.0.0.1"), catalog_token=CATALOG_TOKEN)
     resource = f"http://127.0.0.1:{accounts.port}/mcp"
     server = upstream or DevIssuer(
         users=UPSTREAM_USERS,
@@ -134,11 +139,15 @@ async def user_oauth_stack(
     owned = upstream is None
     if owned:
         await server.start()
-    await accounts.start()
-    accounts.issuer_url = server.url
-    accounts.token_check = IssuerTokenCheck(server.url, audience=accounts.url, introspection=None)
+    if not shared_service:
+        await accounts.start()
+        accounts.issuer_url = server.url
+        accounts.token_check = IssuerTokenCheck(
+            server.url, audience=accounts.url, introspection=None
+        )
     port = port or free_port("127.0.0.1")
-    callback = f"http://127.0.0.1:{port}/gateway/oauth/callback"
+    public = str((gateway or {}).get("resource", f"http://127.0.0.1:{port}/mcp"))
+    callback = public.rsplit("/", 1)[0] + "/gateway/oauth/callback"
     known = server.store.clients.get(CLIENT_ID)
     if known is None:
         server.register_client(
@@ -174,11 +183,12 @@ async def user_oauth_stack(
     }
     try:
         async with login_stack(
-            tmp_path, aiohttp_server, monkeypatch, gateway=keys, port=port, policy=POLICY
+            tmp_path, aiohttp_server, monkeypatch, gateway=keys, port=port, policy=POLICY, dev=dev
         ) as login:
             yield UserOAuthStack(login, accounts, server)
     finally:
-        await accounts.stop()
+        if not shared_service:
+            await accounts.stop()
         if owned:
             await server.stop()
 

@@ -1,0 +1,182 @@
+"""Per-user upstream authorization on two replicas sharing a real redis-server (issue 45, "Done
+when"): a person connects at one replica and calls at the other; twenty concurrent calls at the
+token's expiry, on both replicas, make exactly one refresh request upstream; the rotated refresh
+token is the one kept; one person's token never serves another's call, on either replica; a
+disconnect at one replica ends the use at the other at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.dev.dev_issuer import DevIssuer
+from tests.support.live_stack import ServerFactory
+from tests.support.login_stack import USERS, HttpBrowser, hidden_fields, sign_in
+from tests.support.ports import free_port
+from tests.support.redis_server import RedisServer, redis_server, unique_prefix
+from tests.support.user_oauth_stack import (
+    CLIENT_ID,
+    CONSENT_KEY,
+    UPSTREAM_USERS,
+    URL_ELICITATION,
+    UserOAuthStack,
+    connect,
+    user_oauth_stack,
+)
+
+__all__ = ["redis_server"]  # the module fixture, imported for pytest
+
+WHOAMI = "accounts__whoami"
+
+
+@contextlib.asynccontextmanager
+async def replicas(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    redis: RedisServer,
+) -> AsyncIterator[tuple[UserOAuthStack, UserOAuthStack]]:
+    monkeypatch.setenv("UO_REDIS_URL", redis.url)
+    first, second = free_port("127.0.0.1"), free_port("127.0.0.1")
+    shared = {
+        "resource": f"http://127.0.0.1:{first}/mcp",  # one public origin for both replicas
+        "state": {
+            "backend": "redis",
+            "redis": {"url": {"env": "UO_REDIS_URL"}, "key_prefix": unique_prefix()},
+        },
+    }
+    issuer = DevIssuer(users=USERS, token_format="jwt")
+    await issuer.start()
+    try:
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        async with user_oauth_stack(
+            tmp_path / "a", aiohttp_server, monkeypatch, dev=issuer, port=first, gateway=shared
+        ) as a:
+            second_keys = {**shared, "listen": {"host": "127.0.0.1", "port": second}}
+            async with user_oauth_stack(
+                tmp_path / "b",
+                aiohttp_server,
+                monkeypatch,
+                dev=issuer,
+                port=second,
+                gateway=second_keys,
+                upstream=a.upstream,
+                accounts=a.accounts,
+            ) as b:
+                yield a, b
+    finally:
+        await issuer.stop()
+
+
+async def call(stack: UserOAuthStack, token: str, **kw: Any) -> dict[str, Any]:
+    _, _, text = await stack.stack.call(token, WHOAMI, **kw)
+    result: dict[str, Any] = json.loads(text)["result"]
+    return result
+
+
+async def connect_at(a: UserOAuthStack, sub: str, upstream: str) -> None:
+    """``sub`` connects their account through replica ``a`` (the public origin's pages)."""
+    first = await call(a, a.token(sub), capabilities=URL_ELICITATION)
+    async with aiohttp.ClientSession() as session:
+        browser = HttpBrowser(session, a.login.origin)
+        link = first["inputRequests"][CONSENT_KEY]["params"]["url"]
+        await connect(browser, a, link, person=sub, upstream_person=upstream)
+
+
+def refresh_tokens(stack: UserOAuthStack) -> list[Any]:
+    return [
+        t
+        for t in stack.upstream.store.tokens.values()
+        if t.kind == "refresh_token" and t.client_id == CLIENT_ID
+    ]
+
+
+async def expire(stack: UserOAuthStack, sub: str) -> None:
+    store, owner = stack.user.store, stack.owner(sub)
+    stored = await store.get(owner, "accounts")
+    assert stored is not None
+    lapsed = replace(stored.record, expires_at=time.time() - 1)
+    assert await store.put(owner, lapsed, expect=stored.generation) is not None
+
+
+async def until_empty(stack: UserOAuthStack) -> None:
+    """A readiness poll: the replica heard the change on the store's channel."""
+    deadline = time.monotonic() + 5
+    while len(stack.user):
+        assert time.monotonic() < deadline, "the change never reached the replica"
+        await asyncio.sleep(0.02)
+
+
+async def test_consent_on_one_replica_serves_calls_on_the_other_and_refreshes_once(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_server: RedisServer,
+) -> None:
+    async with replicas(tmp_path, aiohttp_server, monkeypatch, redis_server) as (a, b):
+        await connect_at(a, "alice", UPSTREAM_USERS[0])
+        await connect_at(a, "bob", UPSTREAM_USERS[1])
+        alice, bob = a.token("alice"), a.token("bob")
+        assert (await call(b, alice))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+        assert (await call(b, bob))["structuredContent"]["sub"] == UPSTREAM_USERS[1]
+        assert (await call(a, bob))["structuredContent"]["sub"] == UPSTREAM_USERS[1]
+        # Twenty concurrent calls at the expiry of Alice's token, half at each replica.
+        await expire(a, "alice")
+        before = len(refresh_tokens(a))
+        answers = await asyncio.gather(
+            *(call(a if i % 2 else b, alice) for i in range(20)), call(b, bob), call(a, bob)
+        )
+        for answer in answers[:20]:
+            assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[0], answer
+        assert [answer["structuredContent"]["sub"] for answer in answers[20:]] == [
+            UPSTREAM_USERS[1]
+        ] * 2
+        assert len(refresh_tokens(a)) == before + 1  # exactly one refresh request upstream
+        assert a.user.refreshes + b.user.refreshes == 1
+        # The rotated refresh token is the one kept, and the server still honours it.
+        record = await b.record("alice")
+        assert record is not None and record.refresh_token is not None
+        current = a.upstream.store.tokens[record.refresh_token]
+        assert not current.revoked
+        await expire(b, "alice")
+        assert (await call(b, alice))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+        assert len(refresh_tokens(a)) == before + 2
+        # Every call upstream carried its caller's own token.
+        tokens = {
+            c.subject: {x.token for x in a.accounts.calls if x.subject == c.subject}
+            for c in a.accounts.calls
+        }
+        assert not tokens[UPSTREAM_USERS[0]] & tokens[UPSTREAM_USERS[1]]
+
+
+async def test_a_disconnect_at_one_replica_ends_the_use_at_the_other(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_server: RedisServer,
+) -> None:
+    async with replicas(tmp_path, aiohttp_server, monkeypatch, redis_server) as (a, b):
+        await connect_at(a, "alice", UPSTREAM_USERS[0])
+        token = a.token("alice")
+        assert (await call(b, token))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+        assert len(b.user) == 1  # replica b keeps the record in memory
+        async with aiohttp.ClientSession() as session:
+            browser = HttpBrowser(session, a.login.origin)
+            await sign_in(browser, a.login, "alice")
+            _, _, page = await browser.get(a.login.url("/account"))
+            form = {"csrf": hidden_fields(page)["csrf"], "backend": "accounts"}
+            status, _, _ = await browser.post(a.login.url("/connections/disconnect"), form)
+            assert status == 303
+        await until_empty(b)
+        answer = await call(b, token)
+        assert answer["isError"] is True and "not connected" in answer["content"][0]["text"]
