@@ -107,15 +107,7 @@ class PolicySet:
     def decide_tool(self, principal: Principal, tool: str) -> Decision:
         """Whether ``principal`` may call ``tool`` (and whether it may know the tool)."""
         try:
-            rule, tied = self.lookup(tool)
-            if tied:
-                # Unreachable after load-time checks; if it ever happens, nobody wins the tie.
-                key = rule.key if rule else None
-                return Decision(allowed=False, visible=False, rule=key, reason="tie")
-            if rule is None:
-                # Default deny: a tool without a rule does not exist for any caller.
-                return HIDDEN_NO_RULE
-            return evaluate_rule(self.baseline_scopes, rule, principal, self.hierarchy)
+            return self._decide(self.lookup(tool), principal)
         except Exception:  # SECURITY: an evaluation error denies (fail closed)
             return HIDDEN_ERROR
 
@@ -184,7 +176,7 @@ class PolicySet:
     def decide_prompt(self, principal: Principal, prompt: str) -> Decision:
         """``prompts:`` rules (the tool ladder); a hidden prompt is answered as an unknown one."""
         try:
-            return self._decide_in(self.prompts, principal, prompt)
+            return self._decide(self.prompts.lookup(prompt), principal)
         except Exception:  # SECURITY: an evaluation error denies (fail closed)
             return HIDDEN_ERROR
 
@@ -197,7 +189,7 @@ class PolicySet:
             normalized = normalize_uri(uri)
             if normalized is None:
                 return HIDDEN_NO_RULE
-            return self._decide_in(self.resources, principal, normalized)
+            return self._decide(self.resources.lookup(normalized), principal)
         except Exception:  # SECURITY: an evaluation error denies (fail closed)
             return HIDDEN_ERROR
 
@@ -225,12 +217,15 @@ class PolicySet:
         except Exception:  # SECURITY: an evaluation error denies (fail closed)
             return HIDDEN_ERROR
 
-    def _decide_in(self, table: RuleTable, principal: Principal, name: str) -> Decision:
-        rule, tied = table.lookup(name)
+    def _decide(self, found: tuple[Rule | None, bool], principal: Principal) -> Decision:
+        """The ladder on the rule a lookup found (tools, prompts, resources alike)."""
+        rule, tied = found
         if tied:
+            # Unreachable after load-time checks; if it ever happens, nobody wins the tie.
             key = rule.key if rule else None
             return Decision(allowed=False, visible=False, rule=key, reason="tie")
         if rule is None:
+            # Default deny: a name without a rule does not exist for any caller.
             return HIDDEN_NO_RULE
         return evaluate_rule(self.baseline_scopes, rule, principal, self.hierarchy)
 
