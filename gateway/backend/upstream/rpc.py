@@ -193,27 +193,25 @@ async def exchange(
             body=body,
             max_body=max_bytes * SSE_STREAM_FACTOR,
         ) as response:
-            return await _read_reply(
-                response,
-                request_id,
-                max_bytes,
-                progress_token,
-                on_progress,
-                on_list_changed=on_list_changed,
-            )
+            reading = _Reading(request_id, max_bytes, progress_token, on_progress, on_list_changed)
+            return await _read_reply(response, reading)
     except OutboundError as exc:
         raise UpstreamFault(_OUTBOUND_FAULTS.get(exc.kind, "connection")) from exc
 
 
-async def _read_reply(
-    response: StreamingResponse,
-    request_id: JsonRpcId | None,
-    max_bytes: int,
-    progress_token: str | None,
-    on_progress: ProgressSink | None,
-    *,
-    on_list_changed: Callable[[], None] | None,
-) -> Reply:
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """What reading one reply needs besides the response (:func:`exchange`'s arguments)."""
+
+    request_id: JsonRpcId | None
+    max_bytes: int
+    progress_token: str | None
+    on_progress: ProgressSink | None
+    on_list_changed: Callable[[], None] | None
+
+
+async def _read_reply(response: StreamingResponse, reading: _Reading) -> Reply:
+    request_id, max_bytes = reading.request_id, reading.max_bytes
     status = response.status
     session_id = response.headers.get("Mcp-Session-Id")
     if status == 401:
@@ -243,14 +241,7 @@ async def _read_reply(
         message = decode_json(await _read_json_body(response, max_bytes))
         return Reply(status, _check_response(message, request_id), session_id)
     if kind == "text/event-stream":
-        message = await _read_sse(
-            response,
-            request_id,
-            max_bytes,
-            progress_token,
-            on_progress,
-            on_list_changed=on_list_changed,
-        )
+        message = await _read_sse(response, request_id, reading)
         return Reply(status, message, session_id)
     raise UpstreamFault("garbled", status)
 
@@ -278,15 +269,11 @@ async def _read_json_body(
 
 
 async def _read_sse(
-    response: StreamingResponse,
-    request_id: JsonRpcId,
-    max_bytes: int,
-    progress_token: str | None,
-    on_progress: ProgressSink | None,
-    *,
-    on_list_changed: Callable[[], None] | None,
+    response: StreamingResponse, request_id: JsonRpcId, reading: _Reading
 ) -> Mapping[str, Any]:
-    parser = SseParser(max_line=max_bytes + 16, max_event=max_bytes)
+    progress_token, on_progress = reading.progress_token, reading.on_progress
+    on_list_changed = reading.on_list_changed
+    parser = SseParser(max_line=reading.max_bytes + 16, max_event=reading.max_bytes)
     saw_other_id = False
     last_progress: float | None = None
     try:
