@@ -68,6 +68,29 @@ class ConditionGate:
         condition of the rule governing ``name`` holds (``arguments=None``: a request that has
         no arguments of the rule's kind, such as a completion: the conditions that read none),
         ``condition_arguments_too_large`` when the arguments they read are over the bound."""
+        refused = self._refused(turn, section, name, arguments, backend)
+        if refused is None:
+            return
+        turn.ctx.decision = refused
+        if refused.reason == "arguments_too_large":
+            raise ConditionArgumentsTooLarge(rule=refused.rule or name)
+        raise ConditionDenied(rule=refused.rule or name)
+
+    def listed(self, turn: Turn, section: str, name: str, backend: str | None = None) -> bool:
+        """At a listing: whether the conditions that can be decided without the call's
+        arguments all hold (the others are decided at the call)."""
+        return self._refused(turn, section, name, None, backend) is None
+
+    def _refused(
+        self,
+        turn: Turn,
+        section: str,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        backend: str | None,
+    ) -> Decision | None:
+        """The conditions' refusal, if any; one that could not be evaluated is counted (and
+        logged once per policy version and rule)."""
         refused = turn.policy.decide_conditions(
             turn.principal,
             name,
@@ -76,31 +99,9 @@ class ConditionGate:
             backend=backend or "",
             client_ip=turn.ctx.client_ip,
         )
-        if refused is None:
-            return
-        turn.ctx.decision = refused
-        if refused.reason == "arguments_too_large":
-            raise ConditionArgumentsTooLarge(rule=refused.rule or name)
-        if refused.reason == "condition_error":
+        if refused is not None and refused.reason == "condition_error":
             self._errored(turn.policy.version, section, refused)
-        raise ConditionDenied(rule=refused.rule or name)
-
-    def listed(self, turn: Turn, section: str, name: str, backend: str | None = None) -> bool:
-        """At a listing: whether the conditions that can be decided without the call's
-        arguments all hold (the others are decided at the call)."""
-        refused = turn.policy.decide_conditions(
-            turn.principal,
-            name,
-            None,
-            section=section,
-            backend=backend or "",
-            client_ip=turn.ctx.client_ip,
-        )
-        if refused is None:
-            return True
-        if refused.reason == "condition_error":
-            self._errored(turn.policy.version, section, refused)
-        return False
+        return refused
 
     def _errored(self, version: str, section: str, refused: Decision) -> None:
         rule = refused.rule or ""

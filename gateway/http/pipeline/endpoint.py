@@ -352,16 +352,10 @@ class McpEndpoint:
     ) -> web.StreamResponse:
         headers = request.headers
         deadline = started + self._deadline_s
+        turn = Turn(
+            request, ctx, policy, principal, deadline, accepts_sse=True, token_key=token_key
+        )
         if request.method != "POST":  # a session's GET or DELETE: no body
-            turn = Turn(
-                request=request,
-                ctx=ctx,
-                policy=policy,
-                principal=principal,
-                deadline=deadline,
-                accepts_sse=True,
-                token_key=token_key,
-            )
             return await serve_session(
                 self._dispatcher.sessions, turn, source=self._policy, detach=self._detach
             )
@@ -371,16 +365,8 @@ class McpEndpoint:
         body = await self._drain.read_body(request, self._body_cap, deadline)
         ctx.bytes_in = len(body)
         message = decode(body, self._json_limits)  # step 12
-        turn = Turn(
-            request=request,
-            ctx=ctx,
-            policy=policy,
-            principal=principal,
-            deadline=deadline,
-            accepts_sse=accept.sse,
-            token_key=token_key,
-            caller_token=caller,
-        )
+        turn.accepts_sse = accept.sse
+        turn.caller_token = caller
         # Steps 13-14; the lookup hides tools the caller may not see (no existence leak).
         classified = classify(headers, message, self._dispatcher.tool_lookup(turn))
         if not isinstance(classified, tuple) and classified.era == "modern":
