@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 from gateway import __version__
 from gateway.config import ServerInfo
 from gateway.errors import InvalidParams, JsonRpcId
 from gateway.protocol.cursor import decode_cursor, encode_cursor
+from gateway.protocol.messages import McpMessage
 from gateway.protocol.versions import LEGACY, SUPPORTED
 from gateway.seams import Era, ToolDef
 
@@ -28,6 +30,7 @@ __all__ = [
     "CACHE_SCOPE",
     "LIST_MEMBERS",
     "META_SERVER_INFO",
+    "ListPage",
     "discover_result",
     "initialize_result",
     "input_required_result",
@@ -95,44 +98,63 @@ def discover_result(
     return result
 
 
-def tools_list_result(
-    tools: Sequence[ToolDef],
-    *,
-    cursor: str | None,
-    page_size: int,
-    ttl_ms: int,
-    era: Era,
-    server: ServerInfo,
-    request_id: JsonRpcId | None = None,
-) -> dict[str, Any]:
-    """One page of ``ListToolsResult``, tools ordered by name.
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """The page of a list a request asks for, and how its result is shaped."""
 
-    ``cursor`` is the client's ``params.cursor`` (None or ``""`` for the first page). A cursor
-    this gateway did not issue raises :class:`InvalidParams` carrying ``request_id`` and
-    ``era`` (pagination.mdx: invalid cursors SHOULD get -32602). ``nextCursor`` is set only
-    when more tools follow.
-    """
+    cursor: str | None
+    """The client's ``params.cursor`` (None or ``""`` for the first page)."""
+    page_size: int
+    ttl_ms: int
+    era: Era
+    server: ServerInfo
+    request_id: JsonRpcId | None = None
+
+    @classmethod
+    def asked(
+        cls, message: McpMessage, page_size: int, ttl_ms: int, server: ServerInfo
+    ) -> ListPage:
+        """The page ``message`` (a list request) asks for."""
+        return cls(message.cursor, page_size, ttl_ms, message.era, server, message.id)
+
+    def bounds(self, keys: Sequence[str]) -> tuple[int, int]:
+        """Where the page starts and ends in ``keys`` (sorted). A cursor this gateway did not
+        issue raises :class:`InvalidParams` carrying the request's id and era (pagination.mdx:
+        invalid cursors SHOULD get -32602). The cursor names the last key of the page before,
+        so a page survives that key disappearing."""
+        start = 0
+        if self.cursor:
+            after = decode_cursor(self.cursor)
+            if after is None:
+                raise InvalidParams(
+                    request_id=self.request_id, era=self.era, detail="invalid cursor"
+                )
+            start = bisect_right(keys, after)
+        return start, start + max(1, self.page_size)
+
+    def finish(self, result: dict[str, Any], keys: Sequence[str], end: int) -> dict[str, Any]:
+        """``nextCursor`` only when more follow; a modern page's caching members (every page of
+        one list uses the same scope)."""
+        if end < len(keys):
+            result["nextCursor"] = encode_cursor(keys[end - 1])
+        if self.era == "modern":
+            _cacheable(result, self.ttl_ms, self.server)
+        return result
+
+
+def tools_list_result(tools: Sequence[ToolDef], page: ListPage) -> dict[str, Any]:
+    """One page of ``ListToolsResult``, tools ordered by name (:class:`ListPage`)."""
     ordered = sorted(tools, key=lambda tool: tool.name)
-    start = 0
-    if cursor:
-        after = decode_cursor(cursor)
-        if after is None:
-            raise InvalidParams(request_id=request_id, era=era, detail="invalid cursor")
-        start = bisect_right([tool.name for tool in ordered], after)
-    size = max(1, page_size)
-    page = ordered[start : start + size]
-    if era == "modern":
+    keys = [tool.name for tool in ordered]
+    start, end = page.bounds(keys)
+    if page.era == "modern":
         result: dict[str, Any] = {
             "resultType": "complete",
-            "tools": [_modern_tool(tool) for tool in page],
+            "tools": [_modern_tool(tool) for tool in ordered[start:end]],
         }
     else:
-        result = {"tools": [_legacy_tool(tool) for tool in page]}
-    if start + size < len(ordered):
-        result["nextCursor"] = encode_cursor(page[-1].name)
-    if era == "modern":
-        _cacheable(result, ttl_ms, server)  # every page of one list uses the same scope
-    return result
+        result = {"tools": [_legacy_tool(tool) for tool in ordered[start:end]]}
+    return page.finish(result, keys, end)
 
 
 def _modern_tool(tool: ToolDef) -> dict[str, Any]:
@@ -256,37 +278,19 @@ LIST_MEMBERS: Final = {
 
 
 def surface_list_result(
-    method: str,
-    items: Sequence[tuple[str, Mapping[str, Any]]],
-    *,
-    cursor: str | None,
-    page_size: int,
-    ttl_ms: int,
-    era: Era,
-    server: ServerInfo,
-    request_id: JsonRpcId | None = None,
+    method: str, items: Sequence[tuple[str, Mapping[str, Any]]], page: ListPage
 ) -> dict[str, Any]:
     """One page of ``prompts/list``, ``resources/list`` or ``resources/templates/list``.
 
     ``items``: (sort key, definition) pairs (the exposed prompt name, URI or template); paged
-    by the same opaque cursors as ``tools/list`` (the cursor names the last key of a page).
+    by the same opaque cursors as ``tools/list`` (:class:`ListPage`).
     """
     ordered = sorted(items, key=lambda item: item[0])
-    start = 0
-    if cursor:
-        after = decode_cursor(cursor)
-        if after is None:
-            raise InvalidParams(request_id=request_id, era=era, detail="invalid cursor")
-        start = bisect_right([key for key, _ in ordered], after)
-    size = max(1, page_size)
-    page = ordered[start : start + size]
-    result: dict[str, Any] = {"resultType": "complete"} if era == "modern" else {}
-    result[LIST_MEMBERS[method]] = [dict(definition) for _, definition in page]
-    if start + size < len(ordered):
-        result["nextCursor"] = encode_cursor(page[-1][0])
-    if era == "modern":
-        _cacheable(result, ttl_ms, server)
-    return result
+    keys = [key for key, _ in ordered]
+    start, end = page.bounds(keys)
+    result: dict[str, Any] = {"resultType": "complete"} if page.era == "modern" else {}
+    result[LIST_MEMBERS[method]] = [dict(definition) for _, definition in ordered[start:end]]
+    return page.finish(result, keys, end)
 
 
 def shape_surface_result(

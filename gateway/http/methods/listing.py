@@ -28,7 +28,7 @@ from gateway.http.turn import (
     require_method_scopes,
 )
 from gateway.protocol.messages import McpMessage
-from gateway.protocol.results import discover_result, tools_list_result
+from gateway.protocol.results import ListPage, discover_result, tools_list_result
 from gateway.seams import Backend, Listening, TaskRelay, listed
 
 __all__ = ["Listing"]
@@ -84,15 +84,8 @@ class Listing:
         ttl_ms = self._config.protocol.tools_list_ttl_ms
         if catalog.ttl_ms is not None:
             ttl_ms = min(ttl_ms, catalog.ttl_ms)
-        result = tools_list_result(
-            tools,
-            cursor=message.cursor,
-            page_size=self._config.protocol.page_size,
-            ttl_ms=ttl_ms,
-            era=message.era,
-            server=self._server,
-            request_id=message.id,
-        )
+        page = ListPage.asked(message, self._config.protocol.page_size, ttl_ms, self._server)
+        result = tools_list_result(tools, page)
         return bounded_success(message, result, self._cap)
 
     async def _discover(

@@ -20,7 +20,7 @@ from gateway.http.condition_gate import ConditionGate
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
 from gateway.protocol.messages import McpMessage
-from gateway.protocol.results import surface_list_result
+from gateway.protocol.results import ListPage, surface_list_result
 from gateway.seams import Backend, Era, Surface, listed
 
 __all__ = ["SurfaceLists", "not_found", "surface_capabilities"]
@@ -95,16 +95,10 @@ class SurfaceLists:
                 if listed(policy.decide_template(who, t.uri), listing)
             ]
         check_expiry(turn, admitted)
-        result = surface_list_result(
-            message.method,
-            items,
-            cursor=message.cursor,
-            page_size=self._config.protocol.page_size,
-            ttl_ms=self._ttl_ms(surface),
-            era=message.era,
-            server=self._server,
-            request_id=message.id,
+        page = ListPage.asked(
+            message, self._config.protocol.page_size, self._ttl_ms(surface), self._server
         )
+        result = surface_list_result(message.method, items, page)
         return bounded_success(message, result, self._cap)
 
     def _ttl_ms(self, surface: Surface) -> int:

@@ -13,6 +13,7 @@ from gateway.errors import InternalError, InvalidParams
 from gateway.protocol.cursor import decode_cursor, encode_cursor
 from gateway.protocol.envelope import error_body, success_body
 from gateway.protocol.results import (
+    ListPage,
     discover_result,
     initialize_result,
     ping_result,
@@ -66,7 +67,8 @@ class TestDiscover:
 class TestToolsList:
     def test_a_modern_list_is_ordered_by_name_with_caching_hints(self) -> None:
         result = tools_list_result(
-            CATALOG, cursor=None, page_size=100, ttl_ms=60_000, era="modern", server=SERVER
+            CATALOG,
+            ListPage(cursor=None, page_size=100, ttl_ms=60_000, era="modern", server=SERVER),
         )
         validate_response(MODERN, envelope(result), "tools/list")
         assert [tool["name"] for tool in result["tools"]] == sorted(t.name for t in CATALOG)
@@ -81,7 +83,7 @@ class TestToolsList:
         pages = 0
         while True:
             result = tools_list_result(
-                CATALOG, cursor=cursor, page_size=2, ttl_ms=1, era=era, server=SERVER
+                CATALOG, ListPage(cursor=cursor, page_size=2, ttl_ms=1, era=era, server=SERVER)
             )
             pages += 1
             seen.extend(tool["name"] for tool in result["tools"])
@@ -93,11 +95,11 @@ class TestToolsList:
 
     def test_a_page_exactly_full_has_no_next_cursor(self) -> None:
         result = tools_list_result(
-            CATALOG, cursor=None, page_size=5, ttl_ms=1, era="modern", server=SERVER
+            CATALOG, ListPage(cursor=None, page_size=5, ttl_ms=1, era="modern", server=SERVER)
         )
         assert "nextCursor" not in result
         result = tools_list_result(
-            CATALOG, cursor=None, page_size=4, ttl_ms=1, era="modern", server=SERVER
+            CATALOG, ListPage(cursor=None, page_size=4, ttl_ms=1, era="modern", server=SERVER)
         )
         assert result["nextCursor"] == encode_cursor("tool_d")
 
@@ -105,13 +107,13 @@ class TestToolsList:
         cursor = encode_cursor("tool_b")
         remaining = [tool for tool in CATALOG if tool.name != "tool_b"]
         result = tools_list_result(
-            remaining, cursor=cursor, page_size=10, ttl_ms=1, era="modern", server=SERVER
+            remaining, ListPage(cursor=cursor, page_size=10, ttl_ms=1, era="modern", server=SERVER)
         )
         assert [tool["name"] for tool in result["tools"]] == ["tool_c", "tool_d", "tool_e"]
 
     def test_an_empty_cursor_starts_at_the_beginning(self) -> None:
         result = tools_list_result(
-            CATALOG, cursor="", page_size=1, ttl_ms=1, era="modern", server=SERVER
+            CATALOG, ListPage(cursor="", page_size=1, ttl_ms=1, era="modern", server=SERVER)
         )
         assert [tool["name"] for tool in result["tools"]] == ["tool_a"]
 
@@ -145,12 +147,14 @@ class TestToolsList:
         with pytest.raises(InvalidParams) as caught:
             tools_list_result(
                 CATALOG,
-                cursor=cursor,
-                page_size=2,
-                ttl_ms=1,
-                era="legacy",
-                server=SERVER,
-                request_id="r-1",
+                ListPage(
+                    cursor=cursor,
+                    page_size=2,
+                    ttl_ms=1,
+                    era="legacy",
+                    server=SERVER,
+                    request_id="r-1",
+                ),
             )
         assert (caught.value.request_id, caught.value.era) == ("r-1", "legacy")
         assert caught.value.status_for() == 200
@@ -170,7 +174,7 @@ class TestToolsList:
             ToolDef(name="no_schema", definition={"name": "no_schema"}),
         ]
         result = tools_list_result(
-            tools, cursor=None, page_size=10, ttl_ms=1, era="legacy", server=SERVER
+            tools, ListPage(cursor=None, page_size=10, ttl_ms=1, era="legacy", server=SERVER)
         )
         validate_response(revision, envelope(result), "tools/list")
         assert set(result) == {"tools"}
@@ -191,7 +195,7 @@ class TestToolsList:
             upstream_name="search",
         )
         result = tools_list_result(
-            [prefixed], cursor=None, page_size=1, ttl_ms=1, era="modern", server=SERVER
+            [prefixed], ListPage(cursor=None, page_size=1, ttl_ms=1, era="modern", server=SERVER)
         )
         assert result["tools"][0]["name"] == "acme.search"
 
