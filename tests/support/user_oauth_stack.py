@@ -52,6 +52,7 @@ from tests.support.ports import free_port
 __all__ = [
     "CATALOG_TOKEN",
     "CLIENT_ID",
+    "CLIENT_SECRET",
     "CONSENT_KEY",
     "UPSTREAM_USERS",
     "URL_ELICITATION",
