@@ -75,6 +75,8 @@ async def _run(args: argparse.Namespace) -> int:
             stack.backend.url,
             stack.vault.url if stack.vault is not None else "",
             stack.account_url,
+            stack.accounts.url if stack.accounts is not None else "",
+            stack.accounts_issuer.url if stack.accounts_issuer is not None else "",
         )
         # The banner's `demo token` / `demo proof` lines must find this state file.
         option = "" if args.state_file is None else f" --state-file {shlex.quote(str(state_file))}"

@@ -5,7 +5,10 @@ points at the development issuer (:mod:`gateway.dev.dev_issuer`) and the demo ba
 (:mod:`gateway.dev.demo_backend`, a bearer service token, and a signed caller assertion it
 verifies against the gateway's JWK Set) and, as a second backend under ``vault__``, the vault
 (:mod:`gateway.dev.demo_vault`, an RFC 8693 ``token_exchange`` credential: it gets a token the
-issuer minted for it for each caller), with ``gateway/dev/demo-policy.yaml``, and starts the
+issuer minted for it for each caller), and, as a third under ``accounts__``, the accounts
+service (:mod:`gateway.dev.demo_accounts`, a ``user_oauth`` credential: each person's own token
+at the service's own authorization server, a second development issuer with people of its own),
+with ``gateway/dev/demo-policy.yaml``, and starts the
 production :class:`~gateway.app.GatewayServer` on it. ``tokens`` picks how the gateway checks
 tokens: ``introspection`` (RFC 7662 with ``client_secret_basic``, the default),
 ``jwt`` (RFC 9068 JWT access tokens validated locally against the issuer's JWK Set; the issuer
@@ -37,9 +40,10 @@ from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption,
 from gateway.app import GatewayServer
 from gateway.config import DEFAULT_LOGIN_PREFIX, TOKEN_EXCHANGE_GRANT, TokenMode, load_config
 from gateway.demo.ports import free_port
+from gateway.dev.demo_accounts import AccountsBackend
 from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.demo_identity import CallerCheck
-from gateway.dev.demo_setup import DEMO_ROLES, DEMO_USERS, render_gateway_yaml
+from gateway.dev.demo_setup import ACCOUNTS_USERS, DEMO_ROLES, DEMO_USERS, render_gateway_yaml
 from gateway.dev.demo_vault import IssuerTokenCheck, VaultBackend
 from gateway.dev.dev_issuer import DevIssuer
 from gateway.dev.dpop_proofs import new_client_key
@@ -62,6 +66,8 @@ EXCHANGE_CLIENT_ID: Final = "mcp-gateway-exchange"
 """The gateway's client for the vault's token exchange (it may exchange for the vault only)."""
 LOGIN_CLIENT_ID: Final = "mcp-gateway-login"
 """The login surface's client at the issuer (a person signs in at the gateway's pages)."""
+ACCOUNTS_CLIENT_ID: Final = "mcp-gateway-accounts"
+"""The gateway's client at the accounts service's own authorization server (user_oauth)."""
 VAULT_CLIENT_ID: Final = "demo-vault"
 """The vault's own introspection client at the issuer."""
 DEMO_TOKEN_TTL_S: Final = 12 * 3600
@@ -104,6 +110,11 @@ class DemoStack:
     """``dpop=True``: the demo client's DPoP key (private JWK: development only, mode 0600)."""
     dpop_token: str | None = None
     """``dpop=True``: a reader token bound to :attr:`dpop_key` (``cnf.jkt``)."""
+    accounts: AccountsBackend | None = None
+    """The third backend (``user_oauth``): each person's own account, exposed as
+    ``accounts__<tool>``."""
+    accounts_issuer: DevIssuer | None = None
+    """The accounts service's own authorization server, with people of its own."""
 
     @property
     def mcp_url(self) -> str:
@@ -150,6 +161,10 @@ class DemoStack:
             await self.backend.stop()
             if self.vault is not None:
                 await self.vault.stop()
+            if self.accounts is not None:
+                await self.accounts.stop()
+            if self.accounts_issuer is not None:
+                await self.accounts_issuer.stop()
             await self.issuer.stop()
             shutil.rmtree(self.workdir, ignore_errors=True)
 
@@ -220,6 +235,25 @@ async def start_demo(
         introspection=tokens != "jwt",
         users=DEMO_USERS,  # the sign-in page lets you pick who you are
     )
+    # The accounts service (user_oauth) and its own authorization server, with its own people.
+    accounts = AccountsBackend(
+        host,
+        free_port(host),
+        allow_non_loopback=force_non_loopback,
+        catalog_token=secrets.token_urlsafe(32),
+    )
+    accounts_url = f"http://{_url_host(host)}:{accounts.port}{accounts.path}"
+    accounts_issuer = DevIssuer(
+        host,
+        0,
+        resources=[accounts_url],
+        allow_non_loopback=force_non_loopback,
+        scopes=("notes:read", "notes:write"),
+        token_format="jwt",  # noqa: S106 - a token format, not a secret
+        introspection=False,
+        users=ACCOUNTS_USERS,
+        choose_user=True,
+    )
     backend = DemoBackend(
         host,
         backend_port,
@@ -235,6 +269,14 @@ async def start_demo(
         started.append(backend)
         await vault.start()
         started.append(vault)
+        await accounts_issuer.start()
+        started.append(accounts_issuer)
+        accounts.issuer_url = accounts_issuer.url
+        accounts.token_check = IssuerTokenCheck(
+            accounts_issuer.url, audience=accounts_url, introspection=None
+        )
+        await accounts.start()
+        started.append(accounts)
         if tokens != "jwt":  # a JWT-only gateway has no client at the issuer
             client_secret = secrets.token_urlsafe(32)
             issuer.register_client(
@@ -272,6 +314,17 @@ async def start_demo(
             redirect_uris=[f"{origin}{DEFAULT_LOGIN_PREFIX}/callback"],
         )
         _write_secret(workdir / "login-client-secret", login_secret)
+        # user_oauth: the gateway's client at the accounts service's server, one redirect URI.
+        accounts_secret = secrets.token_urlsafe(32)
+        accounts_issuer.register_client(
+            ACCOUNTS_CLIENT_ID,
+            accounts_secret,
+            grant_types=["authorization_code", "refresh_token"],
+            redirect_uris=[f"{origin}{DEFAULT_LOGIN_PREFIX}/oauth/callback"],
+        )
+        _write_secret(workdir / "accounts-client-secret", accounts_secret)
+        _write_secret(workdir / "accounts-catalog-token", accounts.catalog_token)
+        _write_secret(workdir / "user-oauth-seal-key", secrets.token_hex(32))
         # A fresh key per demo run: the gateway seals input rounds' requestState with it.
         _write_secret(workdir / "input-seal-key", secrets.token_hex(32))
         # And one it signs the backend's caller assertions with (Ed25519, the default alg).
@@ -294,6 +347,7 @@ async def start_demo(
                 tokens=tokens,
                 dpop=dpop,
                 login_client_id=LOGIN_CLIENT_ID,
+                accounts=(accounts_url, accounts_issuer.url, ACCOUNTS_CLIENT_ID),
             ),
             encoding="utf-8",
         )
@@ -309,7 +363,16 @@ async def start_demo(
             await server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
         raise
-    stack = DemoStack(issuer, backend, gateway, workdir, vault=vault, auth_mode=tokens)
+    stack = DemoStack(
+        issuer,
+        backend,
+        gateway,
+        workdir,
+        vault=vault,
+        auth_mode=tokens,
+        accounts=accounts,
+        accounts_issuer=accounts_issuer,
+    )
     for role, scopes in DEMO_ROLES.items():
         stack.tokens[role] = issuer.mint_token(
             sub=f"demo-{role}", client_id="demo-cli", scopes=scopes, ttl_s=DEMO_TOKEN_TTL_S

@@ -13,7 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["DEMO_ROLES", "DEMO_USERS", "DemoEndpoints", "render_banner", "render_gateway_yaml"]
+__all__ = [
+    "ACCOUNTS_USERS",
+    "DEMO_ROLES",
+    "DEMO_USERS",
+    "DemoEndpoints",
+    "render_banner",
+    "render_gateway_yaml",
+]
 
 DEMO_ROLES: Final[Mapping[str, str]] = {
     "reader": "mcp:access notes:read",
@@ -22,6 +29,8 @@ DEMO_ROLES: Final[Mapping[str, str]] = {
 }
 """The ready-made tokens the demo mints, and the scopes each carries (see demo-policy.yaml)."""
 DEMO_USERS: Final = ("demo-user", "demo-reader", "demo-writer", "demo-admin")
+ACCOUNTS_USERS: Final = ("ann", "ben")
+"""The people of the accounts service's own authorization server (not the gateway's issuer's)."""
 """Who may sign in at the development issuer's sign-in page (the login surface, an MCP client's
 own OAuth flow): the subject an MCP client's OAuth token names, and those of the tokens above."""
 
@@ -44,6 +53,10 @@ class DemoEndpoints:
     vault_url: str = ""
     account_url: str = ""
     """The login surface's account page (``login:``), when the demo configures it."""
+    accounts_url: str = ""
+    """The accounts service (a ``user_oauth`` backend), when the demo runs it."""
+    accounts_issuer_url: str = ""
+    """Its own authorization server, with people of its own."""
 
 
 def render_gateway_yaml(
@@ -63,12 +76,15 @@ def render_gateway_yaml(
     tokens: str = "introspection",
     dpop: bool = False,
     login_client_id: str | None = None,
+    accounts: tuple[str, str, str] | None = None,
 ) -> str:
     """The demo's gateway configuration. Secrets are ``{file: ...}`` references next to it.
 
     ``tokens: jwt`` configures no client credentials: the issuer's JWT access tokens are
     validated locally against its JWK Set (its metadata's ``jwks_uri``). ``login_client_id``:
-    the browser login surface, signing in at the issuer with that client."""
+    the browser login surface, signing in at the issuer with that client. ``accounts``: the
+    accounts service's URL, its authorization server's and the gateway's client id there (a
+    ``user_oauth`` backend; needs the login surface)."""
     # JSON strings are valid YAML scalars, so every value is emitted with json.dumps.
     q = json.dumps
     if tokens == "jwt":
@@ -116,12 +132,39 @@ backends:   # two MCP servers behind this one endpoint (docs/backends.md)
       client_id: {q(exchange_client_id)}
       client_secret: {{file: exchange-client-secret}}
       resource: {q(vault_url)}
-policy: {q(policy_path)}
+{_accounts_backend(accounts)}policy: {q(policy_path)}
 logging: {{format: console, level: info}}
 input_requests:   # relay elicitation, sampling and roots rounds, state sealed with this key
   seal_keys: [{{id: demo, key: {{file: input-seal-key}}}}]
 tasks: {{max_ttl_s: 3600}}   # relay the tasks extension; task handles sealed with the key above
-{_login_section(login_client_id)}"""
+{_login_section(login_client_id)}{_user_oauth_section(accounts)}"""
+
+
+def _accounts_backend(accounts: tuple[str, str, str] | None) -> str:
+    if accounts is None:
+        return ""
+    url, server, client_id = (json.dumps(value) for value in accounts)
+    return (
+        "  accounts:      # tools exposed as accounts__<name>, each person's own account there\n"
+        f"    url: {url}\n"
+        "    allow_insecure_http: true\n"
+        "    credential:  # a person's own token at the service's server: they connect once\n"
+        "      type: user_oauth\n"
+        f"      authorization_server: {server}\n"
+        f"      client_id: {client_id}\n"
+        "      client_secret: {file: accounts-client-secret}\n"
+        "      scope: notes:read\n"
+        "      catalog_token: {file: accounts-catalog-token}   # lists only, acts for nobody\n"
+    )
+
+
+def _user_oauth_section(accounts: tuple[str, str, str] | None) -> str:
+    if accounts is None:
+        return ""
+    return (
+        "user_oauth:   # people's upstream tokens, sealed with this key\n"
+        "  seal_keys: [{id: demo, key: {file: user-oauth-seal-key}}]\n"
+    )
 
 
 def _login_section(client_id: str | None) -> str:
@@ -181,7 +224,11 @@ def render_banner(
         f'"arguments":{{}},{_META}}}}}\''
     )
     mint = f'mcp-gateway demo token{state_option} --scopes "mcp:access notes:read"'
-    more = _vault_lines(endpoints.vault_url) + _account_lines(endpoints.account_url)
+    more = (
+        _vault_lines(endpoints.vault_url)
+        + _account_lines(endpoints.account_url)
+        + _accounts_lines(endpoints.accounts_url, endpoints.accounts_issuer_url)
+    )
     return f"""
 MCP gateway demo is running (development only; Ctrl-C stops it).
 
@@ -264,6 +311,19 @@ def _account_lines(url: str) -> str:
         f"  Your account      {url}\n"
         "                    the login surface: sign in at the development issuer, choosing\n"
         f"                    who you are ({', '.join(DEMO_USERS)})\n"
+    )
+
+
+def _accounts_lines(url: str, issuer_url: str) -> str:
+    if not url:
+        return ""
+    return (
+        f"  Accounts (private) {url}\n"
+        f"                    a service with people of its own ({', '.join(ACCOUNTS_USERS)}; its\n"
+        f"                    server: {issuer_url}):\n"
+        "                    accounts__whoami and accounts__notes_write act with YOUR account\n"
+        "                    there; the first call asks you to connect it (a link; or the\n"
+        "                    account page; or mcp-gateway connect accounts)\n"
     )
 
 

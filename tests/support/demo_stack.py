@@ -35,6 +35,8 @@ READER_TOOLS: Final = {
     "workspace_roots",
     "whoami",
     "vault__whoami",
+    "accounts__whoami",
+    "accounts__notes_write",
 }
 """What gateway/dev/demo-policy.yaml lets a token with ``mcp:access notes:read`` see."""
 MODERN: Final = "2026-07-28"

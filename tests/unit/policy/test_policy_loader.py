@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.dev.demo_accounts import ACCOUNTS_TOOLS
 from gateway.dev.demo_backend import LISTED
 from gateway.dev.demo_vault import VAULT_WHOAMI
 from gateway.errors import ConfigError
@@ -401,13 +402,16 @@ class TestShippedFiles:
         assert policy.decide_tool(reader, "notes_add").missing_scopes == ("notes:write",)
         assert policy.decide_tool(who("mcp:access notes:write"), "notes_list").allowed
         assert policy.rate_limit("notes_add") == (30, 60.0)
-        # What the demo's two backends list, as exposed (the vault's under vault__).
+        # What the demo's three backends list, as exposed (the vault's under vault__, the
+        # accounts service's under accounts__).
         demo_tools = [tool["name"] for tool in LISTED] + ["vault__" + VAULT_WHOAMI["name"]]
+        demo_tools += ["accounts__" + tool["name"] for tool in ACCOUNTS_TOOLS]
         assert unmatched_rules(policy, demo_tools) == []
         assert policy.decide_tool(reader, "notes_summarize").allowed
         assert policy.decide_tool(reader, "notes_compose").missing_scopes == ("notes:write",)
         assert policy.decide_tool(reader, "whoami").allowed
         assert policy.decide_tool(reader, "vault__whoami").allowed
+        assert policy.decide_tool(reader, "accounts__whoami").allowed
 
 
 class TestBounds:
