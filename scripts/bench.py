@@ -26,7 +26,9 @@ cached and not; a guardrail on the tool that passes (its processor's own time is
 gateway's), and one configured that no rule names; a
 ``prompts/get`` and a ``resources/read`` beside a
 ``tools/call``; a ``tasks/get`` of a working task (the tasks extension: its handle opened and
-checked, the poll relayed); signed audit checkpoints; tracing off and on at ratio 1.0),
+checked, the poll relayed); signed audit checkpoints; tracing off and on at ratio 1.0; a call
+of a ``user_oauth`` backend with a person's stored token beside the same Redis store's
+service-credential call: scripts/bench_user_oauth.py),
 ``sweep`` (1,000 catalog tools, 1,000 policy rules), ``workers`` (``--workers 2`` against 1,
 unpinned: every process shares both cores). At the defaults the whole run takes about 11
 minutes (``--quick``: about 3).
@@ -75,6 +77,7 @@ from bench_procs import (
     start_gateway,
     start_peer,
 )
+from bench_user_oauth import UserOAuthBench
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from joserfc import jws
@@ -534,6 +537,21 @@ class Bench:
             ),
         ]
         self.side_by_side([v for v in variants if self.wanted(v[0])])
+        # user_oauth: a call with a person's stored upstream token beside the same store's
+        # service-credential call (scripts/bench_user_oauth.py: its own redis-server).
+        users = UserOAuthBench(
+            self.work,
+            resource=self.resource,
+            issuer=self.info["issuer"],
+            backend=self.config()["backend"],
+        )
+        picked = [(n, o, self.lua["modern"]) for n, o in users.variants() if self.wanted(n)]
+        if picked:
+            users.start()
+            try:
+                self.side_by_side(picked)
+            finally:
+                users.stop()
         # DPoP: the same JWT, bound to a key, each request with its own proof. The proofs are
         # made just before their variant runs (their iat must stay within the window).
         dpop_issuer = {**jwt_issuer, "dpop": {"mode": "required", "iat_window_s": 600}}

@@ -265,11 +265,11 @@ class Proc:
 def start_backend(port: int, core: int) -> Proc:
     popen = subprocess.Popen([PYTHON, "-c", BACKEND, str(port)], env=ENV)  # noqa: S603
     pin([popen.pid], core)
-    _wait_port(port, popen, "the bare backend")
+    wait_port(port, popen, "the bare backend")
     return Proc("bare backend", popen)
 
 
-def _wait_port(port: int, popen: subprocess.Popen[Any], what: str) -> None:
+def wait_port(port: int, popen: subprocess.Popen[Any], what: str) -> None:
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -284,7 +284,7 @@ def _wait_port(port: int, popen: subprocess.Popen[Any], what: str) -> None:
 def start_floor(port: int, backend_url: str, core: int) -> Proc:
     popen = subprocess.Popen([PYTHON, "-c", FLOOR, str(port), backend_url], env=ENV)  # noqa: S603
     pin([popen.pid], core)
-    _wait_port(port, popen, "the floor proxy")
+    wait_port(port, popen, "the floor proxy")
     return Proc("floor", popen, url=f"http://127.0.0.1:{port}/mcp")
 
 
