@@ -121,9 +121,10 @@ async def user_oauth_stack(
     access_token_ttl_s: int = 3600,
 ) -> AsyncIterator[UserOAuthStack]:
     """The stack of the module docstring. ``credential`` keys override the backend's
-    credential, ``gateway`` keys the rest of ``gateway.yaml``. A second replica shares the
-    first's ``upstream`` (the service's server), ``accounts`` (the service) and ``dev`` (the
-    gateway's issuer), each started and stopped by its owner; ``port``: the gateway's."""
+    credential (None leaves one out), ``gateway`` keys the rest of ``gateway.yaml``. A second
+    replica shares the first's ``upstream`` (the service's server), ``accounts`` (the service)
+    and ``dev`` (the gateway's issuer), each started and stopped by its owner; ``port``: the
+    gateway's."""
     shared_service = accounts is not None
     if accounts is None:
         accounts = AccountsBackend(port=free_port("127.0.0.1"), catalog_token=CATALOG_TOKEN)
@@ -169,13 +170,17 @@ async def user_oauth_stack(
                 "url": accounts.url,
                 "allow_insecure_http": True,
                 "credential": {
-                    "type": "user_oauth",
-                    "authorization_server": server.url,
-                    "client_id": CLIENT_ID,
-                    "client_secret": {"env": "ACCOUNTS_CLIENT_SECRET"},
-                    "scope": "notes:read",
-                    "catalog_token": {"env": "ACCOUNTS_CATALOG_TOKEN"},
-                    **(credential or {}),
+                    key: value
+                    for key, value in {
+                        "type": "user_oauth",
+                        "authorization_server": server.url,
+                        "client_id": CLIENT_ID,
+                        "client_secret": {"env": "ACCOUNTS_CLIENT_SECRET"},
+                        "scope": "notes:read",
+                        "catalog_token": {"env": "ACCOUNTS_CATALOG_TOKEN"},
+                        **(credential or {}),
+                    }.items()
+                    if value is not None  # None: the key left out
                 },
             }
         },

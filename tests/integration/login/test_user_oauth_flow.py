@@ -231,3 +231,41 @@ async def test_the_catalog_is_served_whoever_is_connected(stack: UserOAuthStack)
     assert all(
         r.header("Authorization") == f"Bearer {CATALOG_TOKEN}" for r in stack.accounts.received
     )
+
+
+async def test_the_client_metadata_document_names_the_one_redirect_uri(
+    stack: UserOAuthStack,
+) -> None:
+    url = stack.login.url("/oauth/client.json")
+    async with stack.stack.session.get(url) as response:
+        assert response.status == 200 and response.content_type == "application/json"
+        assert "max-age" in response.headers["Cache-Control"]
+        document = await response.json()
+    assert document["client_id"] == url  # MUST be the document's URL exactly
+    assert document["redirect_uris"] == [stack.login.url("/oauth/callback")]
+    assert document["token_endpoint_auth_method"] == "none"
+    assert set(document["grant_types"]) == {"authorization_code", "refresh_token"}
+
+
+async def test_without_a_client_or_a_server_configured_both_are_found_and_it_works(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The server from the service's RFC 9728 metadata, a client registered there dynamically
+    (a public client: PKCE, no secret), and the whole consent."""
+    bare = {"authorization_server": None, "client_id": None, "client_secret": None}
+    async with (
+        user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, credential=bare) as stack,
+        aiohttp.ClientSession() as session,
+    ):
+        browser = HttpBrowser(session, stack.login.origin)
+        token = stack.token("alice")
+        first = result_of((await stack.stack.call(token, WHOAMI, capabilities=URL_ELICITATION))[2])
+        link = first["inputRequests"][CONSENT_KEY]["params"]["url"]
+        await connect(browser, stack, link, person="alice")
+        done = result_of((await retry(stack, token, first["requestState"]))[2])
+        assert done["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+        record = await stack.record("alice")
+        assert record is not None and record.client_id != "gateway-accounts"
+        assert stack.upstream.store.clients[record.client_id].auth_method == "none"
