@@ -41,7 +41,7 @@ from typing import Final
 from gateway.policy.hierarchy import NO_HIERARCHY, ScopeHierarchy
 from gateway.policy.issuers import admits_client, admits_subject
 from gateway.policy.rules import Rule, RuleTable
-from gateway.policy.uri import UriPattern, overlap, template_pattern
+from gateway.policy.uri_patterns import UriPattern, overlap, template_pattern
 from gateway.seams import Decision, Principal
 
 __all__ = [

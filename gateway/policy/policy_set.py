@@ -196,9 +196,10 @@ class PolicySet:
     def decide_template(self, principal: Principal, uri_template: str) -> Decision:
         """Whether a resource template is shown (``resources/templates/list``) and completed.
 
-        The template's expansions are approximated by a pattern (:func:`.uri.template_pattern`,
-        a superset); the decision is the best one among the rules that can match one of them:
-        allowed if one allows, else step-up if one would with more scopes, else hidden. A read
+        The template's expansions are approximated by a pattern (a superset:
+        :func:`.uri_patterns.template_pattern`); the decision is the best one among the rules
+        that can match one of them: allowed if one allows, else step-up if one would with more
+        scopes, else hidden. A read
         of an expansion is decided on its own URI (:meth:`decide_resource`), so a template shown
         here can still expand to URIs that are refused.
         """

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from gateway.config import parse_rate
-from gateway.policy import overrides, uri
+from gateway.policy import overrides, uri, uri_patterns
 from gateway.policy.condition_checks import conditions_of
 from gateway.policy.glob import Glob, has_wildcard
 from gateway.policy.issuers import NO_CLASSES, check_entries, entries
@@ -30,7 +30,7 @@ def check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
     if not key:
         doc.problem(path, f"a {noun} or pattern must not be empty")
     elif section == "resources":
-        _pattern, reason = uri.compile_pattern(key)
+        _pattern, reason = uri_patterns.compile_pattern(key)
         if reason is not None:
             doc.problem(path, reason)
     else:
@@ -82,10 +82,10 @@ def read_rule(  # noqa: PLR0917 - one call site
     """The rule of one entry; ``processors``: the configured guardrail names (None: not
     checked)."""
     rate = parse_rate(body.get("rate_limit"))
-    pattern: Glob | uri.UriPattern | None = None
+    pattern: Glob | uri_patterns.UriPattern | None = None
     if section == "resources":
         if uri.has_uri_wildcard(key):
-            pattern = uri.compile_pattern(key)[0]
+            pattern = uri_patterns.compile_pattern(key)[0]
     elif has_wildcard(key):
         pattern = Glob(key)
     return Rule(

@@ -17,7 +17,7 @@ from typing import Final
 from gateway.policy.conditions import Condition
 from gateway.policy.glob import Glob
 from gateway.policy.issuers import Entry
-from gateway.policy.uri import UriPattern
+from gateway.policy.uri_patterns import UriPattern
 from gateway.seams import ToolOverride
 
 __all__ = ["EMPTY_TABLE", "LOOKUP_CACHE_SIZE", "MethodRule", "Rule", "RuleTable", "match_rules"]

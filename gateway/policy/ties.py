@@ -3,7 +3,7 @@ name (or URI) leave no rule to govern it, so the loader rejects them, naming a w
 
 from __future__ import annotations
 
-from gateway.policy import uri
+from gateway.policy import uri_patterns
 from gateway.policy.glob import Glob, overlap
 from gateway.policy.rules import Rule
 
@@ -20,8 +20,8 @@ def pattern_ties(section: str, globs: list[Rule]) -> list[str]:
                 continue
             if a.specificity != b.specificity:
                 break  # sorted by specificity: no later pattern has the same one
-            if isinstance(a, uri.UriPattern) and isinstance(b, uri.UriPattern):
-                witness = uri.overlap(a, b)
+            if isinstance(a, uri_patterns.UriPattern) and isinstance(b, uri_patterns.UriPattern):
+                witness = uri_patterns.overlap(a, b)
                 described = a.describe()
             elif isinstance(a, Glob) and isinstance(b, Glob):
                 witness = overlap(first.key, second.key)

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from gateway.commands.cli import main
 from gateway.errors import ConfigError
 from gateway.policy.policy_loader import load_policy
-from gateway.policy.uri import compile_pattern, normalize_uri, overlap, template_pattern
+from gateway.policy.uri import normalize_uri
+from gateway.policy.uri_patterns import compile_pattern, overlap, template_pattern
 from tests.support.policy import HEAD, minimal_config, policy_from, policy_problems, who, write_text
 
 SURFACE = """

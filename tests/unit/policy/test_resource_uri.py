@@ -22,9 +22,10 @@ from gateway.commands.cli import main
 from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig, Secret
 from gateway.errors import AmbiguousResourceUri, ConfigError
 from gateway.outbound.client import Outbound
-from gateway.policy import uri as uri_module
+from gateway.policy import uri_patterns as uri_module
 from gateway.policy.policy_loader import load_policy
-from gateway.policy.uri import compile_pattern, normalize_uri, resource_uri, template_pattern
+from gateway.policy.uri import normalize_uri, resource_uri
+from gateway.policy.uri_patterns import compile_pattern, template_pattern
 from tests.support.policy import policy_from, who, write_text
 
 AMBIGUOUS = [
