@@ -14,8 +14,9 @@ stand in front of authentication (issue 12: slowloris, header floods, 500s from
   ``limits.keepalive_timeout_s`` (aiohttp's own keep-alive timer, which also covers a partial head
   on a reused connection);
 - **head size** (``limits.max_header_bytes``): bytes received while a head is incomplete are
-  counted before they reach the parser, and every completed head is measured; past the cap
-  ``431 headers_too_large`` and close. One line stays capped at 16 KiB by the parser;
+  counted before they reach the parser, and every completed head is measured
+  (:mod:`gateway.app.head_bounds`); past the cap ``431 headers_too_large`` and close. One line
+  stays capped at 16 KiB by the parser;
 - **connections** (``limits.max_connections`` per replica, ``limits.max_connections_per_ip`` per
   TCP peer, IPv6 per /64, peers in ``trusted_proxies`` exempt): counted at accept time, before
   a byte is read (``X-Forwarded-For`` is not known yet); over a cap the connection gets
@@ -53,6 +54,7 @@ from aiohttp.web_protocol import RequestHandler
 from gateway import SERVER_PRODUCT
 from gateway.app.connection_limits import ConnectionCounts, ListenerLimits, LogThrottle
 from gateway.app.fast_path import write_plain
+from gateway.app.head_bounds import HeadCount, head_size, only_chunked
 from gateway.app.request_id import REQUEST_ID, REQUEST_ID_HEADER, new_request_id
 from gateway.errors import (
     GatewayError,
@@ -83,8 +85,6 @@ unread input would reset the connection and could destroy the answer in the clie
 FRESH_GRACE_S: Final = 1.0
 """When the listener stops, how long a connection accepted just before that has to deliver its
 first request (a proxy writes it right after connecting) before it is closed unused."""
-_TERMINATOR: Final = b"\r\n\r\n"
-"""The end of a request head (aiohttp's llhttp parser refuses bare-LF line endings)."""
 
 
 class _Refusal(Exception):
@@ -96,40 +96,16 @@ class _Refusal(Exception):
         self.reason = reason
 
 
-def _head_size(method: str, path: str, raw_headers: Any) -> int:
-    """A parsed head's size in its canonical form: ``METHOD path HTTP/1.1`` CRLF, one
-    ``Name: value`` CRLF per header, CRLF. Equal to the bytes received for a canonically
-    written head (what the pre-parse count sees), a little over it otherwise."""
-    return (
-        len(method)
-        + len(path)
-        + 13
-        + sum(len(name) + len(value) + 4 for name, value in raw_headers)
-    )
-
-
-def _only_chunked(headers: Any) -> bool:
-    """``Transfer-Encoding`` is exactly one ``chunked`` (case-insensitive, RFC 9112 §7).
-
-    aiohttp's parser refuses a request whose final coding is not chunked (400, RFC 9112 §6.3)
-    and a repeated ``chunked``, but accepts others before it (``gzip, chunked``) and decodes
-    only the chunking: RFC 9112 §6.1 answers a coding the server does not understand 501.
-    """
-    values = headers.getall("Transfer-Encoding", ())
-    return len(values) == 1 and values[0].strip().lower() == "chunked"
-
-
 class GuardedRequestHandler(RequestHandler):
     """One client connection: aiohttp's handler plus the header deadline, head-size cap,
     connection accounting and the gateway's own answers to malformed requests."""
 
     __slots__ = (
         "_admitted",
-        "_carry",
         "_conn_key",
         "_connections",
         "_fresh_timer",
-        "_head_bytes",
+        "_head",
         "_head_timer",
         "_last_payload",
         "_limits",
@@ -159,8 +135,7 @@ class GuardedRequestHandler(RequestHandler):
         self._throttle = throttle
         self._admitted = False
         self._conn_key: str | None = None
-        self._head_bytes = 0
-        self._carry = b""
+        self._head = HeadCount()
         self._head_timer: asyncio.TimerHandle | None = None
         self._last_payload: StreamReader | None = None
         self._lingering = False
@@ -241,8 +216,8 @@ class GuardedRequestHandler(RequestHandler):
             super().data_received(data)
             return
         awaiting = self._awaiting_head()
-        counted = self._head_bytes
-        if awaiting and not self._head_may_continue(data):
+        counted = self._head.counted
+        if awaiting and not self._head.fits(data, self._limits.max_header_bytes):
             self._refuse(_Refusal(HeadersTooLarge(), "head_over_cap"))
             return
         before = self._request_count
@@ -259,33 +234,7 @@ class GuardedRequestHandler(RequestHandler):
         )
         if self._messages:
             self._last_payload = self._messages[-1][1]
-        self._carry = b""
-        self._head_bytes = 0
-        if self._awaiting_head():
-            # Bytes after the last head terminator belong to the next head (or to the end of a
-            # body, counted conservatively).
-            end = data.rfind(_TERMINATOR)
-            self._head_bytes = len(data) - end - len(_TERMINATOR) if end >= 0 else 0
-
-    def _head_may_continue(self, data: bytes) -> bool:
-        """Count ``data`` towards the incomplete head; False once it cannot fit the cap.
-
-        When the head ends in this chunk only the bytes up to its end count (the rest is body or
-        a pipelined request, measured after parsing). ``_carry`` keeps the last three bytes so a
-        terminator split across two reads is found.
-        """
-        cap = self._limits.max_header_bytes
-        carry = self._carry
-        if carry:
-            spanning = (carry + data[:3]).find(_TERMINATOR)
-            if spanning >= 0:
-                return self._head_bytes + spanning + len(_TERMINATOR) - len(carry) <= cap
-        end = data.find(_TERMINATOR)
-        if end >= 0:
-            return self._head_bytes + end + len(_TERMINATOR) <= cap
-        self._head_bytes += len(data)
-        self._carry = (carry + data)[-3:]
-        return self._head_bytes <= cap
+        self._head.restart(data, awaiting=self._awaiting_head())
 
     def _check_completed_heads(self, count: int, *, sizes: bool) -> None:
         """Refuse the first of the ``count`` heads just parsed that is over the size cap
@@ -298,9 +247,9 @@ class GuardedRequestHandler(RequestHandler):
             if isinstance(message, web_protocol._ErrInfo):
                 continue  # a parse error: answered 400 anyway
             refusal: _Refusal | None = None
-            if sizes and _head_size(message.method, message.path, message.raw_headers) > cap:
+            if sizes and head_size(message.method, message.path, message.raw_headers) > cap:
                 refusal = _Refusal(HeadersTooLarge(), "head_over_cap")
-            elif message.chunked and not _only_chunked(message.headers):
+            elif message.chunked and not only_chunked(message.headers):
                 refusal = _Refusal(UnsupportedTransferCoding(), "transfer_coding")
             if refusal is not None:
                 while len(queued) > index:
