@@ -19,11 +19,12 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping
 from contextlib import AbstractAsyncContextManager
-from typing import Any, Final
+from typing import Any
 
 import jsonschema_rs
 
 from gateway.backend.call_credentials import CallCredentials
+from gateway.backend.call_metrics import BackendCallMetrics
 from gateway.backend.catalog.lock_watch import CatalogLock
 from gateway.backend.catalog.pinning import OverrideSource
 from gateway.backend.catalog.refresher import CatalogRefresher
@@ -71,9 +72,6 @@ from gateway.seams import (
 
 __all__ = ["UpstreamBackend"]
 
-_MAX_CHILDREN: Final = 4096
-"""Metric label children remembered per backend (tool labels are bounded by the catalog)."""
-
 _log = get_logger("gateway.backend")
 
 
@@ -110,8 +108,7 @@ class UpstreamBackend:
         """The backend's configured name (metrics label, logs, audit, ``/readyz``)."""
         self._outbound = outbound
         self._metrics = metrics
-        self._children: dict[Any, Any] = {}
-        """Metric label children by (tool label, outcome) and by tool label."""
+        self._calls = BackendCallMetrics(metrics, self.name) if metrics is not None else None
         self._clock = clock
         self._max_bytes = config.limits.max_response_bytes
         # Built once: a bad CA or key file fails startup, never a request.
@@ -365,31 +362,8 @@ class UpstreamBackend:
             elapsed = self._clock() - started
             ctx.outcome = outcome
             ctx.backend_ms = elapsed * 1000 if called else 0.0
-            if self._metrics is not None:
-                self._count(label, outcome, elapsed if called else None)
-
-    def _count(self, label: str, outcome: str, elapsed: float | None) -> None:
-        # Label children are looked up once per (bounded) label set, not per call:
-        # labels() with keyword arguments was 2 % of the CPU per call.
-        metrics = self._metrics
-        assert metrics is not None
-        children = self._children
-        counter = children.get((label, outcome))
-        if counter is None:
-            if len(children) > _MAX_CHILDREN:
-                children.clear()  # tool names churned: start over (still bounded)
-            counter = metrics.backend_requests_total.labels(
-                backend=self.name, tool=label, outcome=outcome
-            )
-            children[(label, outcome)] = counter
-        counter.inc()
-        if elapsed is not None:
-            histogram = children.get(label)
-            if histogram is None:
-                histogram = children[label] = metrics.backend_duration_seconds.labels(
-                    backend=self.name, tool=label
-                )
-            histogram.observe(elapsed)
+            if self._calls is not None:
+                self._calls.count(label, outcome, elapsed if called else None)
 
     def _validator(self, tool: ToolDef) -> jsonschema_rs.Validator | None:
         """``tool``: the backend's own definition (the arguments sent are checked against the
