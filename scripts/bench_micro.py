@@ -2,14 +2,16 @@
 """In-process microbenchmarks of the hot path's pieces (``make bench-micro``).
 
 The end-to-end comparison at the defaults is ``scripts/bench.py`` (``make bench``); these
-measure one piece each, in process, without sockets:
+measure in process, one piece each without sockets (``pipeline``: all of them, on loopback):
 
 - ``front_door``: the MCP endpoint's handler with in-process fakes;
 - ``protocol``: strict JSON decoding and classification of a ``tools/call``;
 - ``observer``: the access line, request metrics and the audit event;
 - ``jwt``: local JWT validation, cold and with a warm verification cache, per algorithm;
 - ``assertion``: signed caller assertions, fresh and reused, per algorithm;
-- ``conditions``: a rule's ``when:`` conditions per call (the bench's ``conditions`` policy).
+- ``conditions``: a rule's ``when:`` conditions per call (the bench's ``conditions`` policy);
+- ``pipeline``: the whole default pipeline in one process (gateway, issuer, bare backend,
+  client), per variant; with ``--callgrind``, instructions per call (load-independent).
 
 Usage::
 
@@ -26,7 +28,7 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-PARTS = ("front_door", "protocol", "observer", "jwt", "assertion", "conditions")
+PARTS = ("front_door", "protocol", "observer", "jwt", "assertion", "conditions", "pipeline")
 
 
 def main() -> int:

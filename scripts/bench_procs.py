@@ -25,75 +25,8 @@ PYTHON = sys.executable
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
-BACKEND = textwrap.dedent(
-    r"""
-    # The bare backend: an aiohttp MCP server (2026-07-28, no auth, no logging) answering
-    # server/discover, tools/list and tools/call echo, prompts/list and prompts/get greet,
-    # resources/list and resources/read bench://notes/1, tasks/get (any id: a working task).
-    # /mcp lists 1 tool, /mcp<N> lists N.
-    import json, sys
-    from aiohttp import web
-
-    def tools(n):
-        echo = {"name": "echo", "description": "Echo the text back.", "inputSchema": {
-            "type": "object", "properties": {"text": {"type": "string"}},
-            "required": ["text"]}}
-        more = [{"name": f"tool_{i:04d}", "description": f"Tool {i}.", "inputSchema": {
-            "type": "object", "properties": {"q": {"type": "string"}}}} for i in range(1, n)]
-        return [echo, *more]
-
-    CATALOGS = {}
-    PROMPT = {"name": "greet", "description": "Greet someone.",
-              "arguments": [{"name": "name", "required": True}]}
-    NOTE = {"uri": "bench://notes/1", "name": "note-1", "mimeType": "text/plain"}
-
-    async def handle(request):
-        message = json.loads(await request.read())
-        method, rid = message.get("method"), message.get("id")
-        if method == "tools/call":
-            text = message["params"]["arguments"].get("text", "")
-            result = {"resultType": "complete", "content": [{"type": "text", "text": text}]}
-        elif method == "prompts/get":
-            name = message["params"].get("arguments", {}).get("name", "")
-            result = {"resultType": "complete", "messages": [
-                {"role": "user", "content": {"type": "text", "text": f"Hello {name}"}}]}
-        elif method == "tasks/get":
-            result = {"resultType": "complete", "taskId": message["params"]["taskId"],
-                      "status": "working", "createdAt": "2026-12-01T00:00:00Z",
-                      "lastUpdatedAt": "2026-12-01T00:00:00Z", "ttlMs": 86400000}
-        elif method == "resources/read":
-            result = {"resultType": "complete", "contents": [
-                {"uri": NOTE["uri"], "mimeType": "text/plain", "text": "note one"}]}
-        elif method == "server/discover":
-            result = {"resultType": "complete", "supportedVersions": ["2026-07-28"],
-                      "capabilities": {"tools": {}, "prompts": {}, "resources": {},
-                                       "extensions": {"io.modelcontextprotocol/tasks": {}}},
-                      "ttlMs": 600000, "cacheScope": "public",
-                      "serverInfo": {"name": "bare", "version": "1"}}
-        elif method in ("prompts/list", "resources/list", "resources/templates/list"):
-            key = {"prompts/list": "prompts", "resources/list": "resources",
-                   "resources/templates/list": "resourceTemplates"}[method]
-            items = {"prompts": [PROMPT], "resources": [NOTE], "resourceTemplates": []}[key]
-            result = {"resultType": "complete", key: items, "ttlMs": 600000,
-                      "cacheScope": "public"}
-        elif method == "tools/list":
-            n = request.match_info.get("n") or "1"
-            if n not in CATALOGS:
-                CATALOGS[n] = tools(int(n))
-            result = {"resultType": "complete", "tools": CATALOGS[n], "ttlMs": 600000,
-                      "cacheScope": "public"}
-        else:
-            reply = {"jsonrpc": "2.0", "id": rid,
-                     "error": {"code": -32601, "message": "Method not found"}}
-            return web.json_response(reply, status=404)
-        return web.json_response({"jsonrpc": "2.0", "id": rid, "result": result})
-
-    app = web.Application()
-    app.router.add_post("/mcp", handle)
-    app.router.add_post("/mcp{n:[0-9]+}", handle)
-    web.run_app(app, host="127.0.0.1", port=int(sys.argv[1]), access_log=None, print=None)
-    """
-)
+BACKEND = ROOT / "scripts" / "bench_backend.py"
+"""The bare backend (its own process here)."""
 
 FLOOR = textwrap.dedent(
     r"""
@@ -263,7 +196,7 @@ class Proc:
 
 
 def start_backend(port: int, core: int) -> Proc:
-    popen = subprocess.Popen([PYTHON, "-c", BACKEND, str(port)], env=ENV)  # noqa: S603
+    popen = subprocess.Popen([PYTHON, str(BACKEND), str(port)], env=ENV)  # noqa: S603
     pin([popen.pid], core)
     wait_port(port, popen, "the bare backend")
     return Proc("bare backend", popen)
