@@ -18,6 +18,12 @@ from typing import Final
 __all__ = ["decode", "decode_canonical", "encode", "encode_bytes"]
 
 _ALPHABET: Final = re.compile(r"[A-Za-z0-9_-]*")
+_STANDARD: Final = bytes.maketrans(b"-_", b"+/")
+_PADDING: Final = (b"", b"", b"==", b"=")
+_ZERO_LOW_4: Final = frozenset("AQgw")
+"""The characters whose value (0-63) is a multiple of 16."""
+_ZERO_LOW_2: Final = frozenset("AEIMQUYcgkosw048")
+"""The characters whose value is a multiple of 4."""
 
 
 def encode(raw: bytes) -> str:
@@ -31,13 +37,14 @@ def encode_bytes(raw: bytes) -> bytes:
 
 def decode(text: str) -> tuple[bytes, bool] | None:
     """``(bytes, canonical)``, or None when ``text`` is not unpadded base64url at all."""
-    if len(text) % 4 == 1 or _ALPHABET.fullmatch(text) is None:
+    rest = len(text) % 4
+    if rest == 1 or _ALPHABET.fullmatch(text) is None:
         return None
-    try:
-        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    return raw, encode(raw) == text
+    # Only the last character can carry unused bits (4 of them after 2 characters of a
+    # quantum, 2 after 3): canonical when they are zero, as a re-encoding would write them.
+    canonical = rest == 0 or text[-1] in (_ZERO_LOW_4 if rest == 2 else _ZERO_LOW_2)
+    raw = binascii.a2b_base64(text.encode("ascii").translate(_STANDARD) + _PADDING[rest])
+    return raw, canonical
 
 
 def decode_canonical(text: str) -> bytes | None:

@@ -93,6 +93,17 @@ class BoundedMap(Generic[K, V]):
                 if on_drop is not None:
                     on_drop(old, dropped)
 
+    def add(self, key: K, value: V, expires_at: float, now: float) -> bool:
+        """:meth:`put` unless ``key`` is present and not expired at ``now`` (then nothing
+        changes); whether it was put. A first-use record in one lookup (a replay store)."""
+        found = self._entries.get(key)
+        if found is not None:
+            if now < found[1]:
+                return False
+            self._drop(key, found[0])
+        self.put(key, value, expires_at)
+        return True
+
     def pop(self, key: K) -> V | None:
         """Remove ``key`` without ``on_drop``; its value, or None."""
         found = self._entries.pop(key, None)

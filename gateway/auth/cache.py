@@ -34,7 +34,14 @@ from gateway.config import CacheConfig
 from gateway.flights import SingleFlight
 from gateway.seams import Principal
 
-__all__ = ["FINGERPRINT_HEX", "CacheLookup", "SingleFlight", "TokenCache", "token_digest"]
+__all__ = [
+    "FINGERPRINT_HEX",
+    "CacheLookup",
+    "SingleFlight",
+    "TokenCache",
+    "fingerprint_of",
+    "token_digest",
+]
 
 FINGERPRINT_HEX: Final = 12
 """Hex characters of the SHA-256 digest used as the log fingerprint (48 bits: enough to
@@ -44,7 +51,12 @@ correlate log lines across replicas, far too few to test guesses of a high-entro
 def token_digest(token: str) -> tuple[bytes, str]:
     """(cache key, log fingerprint) of ``token``: its SHA-256 digest and the first 12 hex chars."""
     digest = hashlib.sha256(token.encode("ascii")).digest()
-    return digest, digest.hex()[:FINGERPRINT_HEX]
+    return digest, fingerprint_of(digest)
+
+
+def fingerprint_of(digest: bytes) -> str:
+    """The log fingerprint of the token whose digest is ``digest``."""
+    return digest.hex()[:FINGERPRINT_HEX]
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,11 @@
 """The DPoP proof of one request (RFC 9449 §4.3, §7.1), checked before the token it binds.
 
 :func:`check_proof` is pure (no I/O; the clock is an argument). It takes every ``DPoP`` header
-line of the request, the access token, the request's method and the public URL of the resource
-(``resource``: the URL the client called behind the TLS proxy, never the listener's own), and
-returns a :class:`Proof` or raises :class:`~gateway.errors.InvalidDpopProof` whose ``reason``
-(one of :data:`PROOF_REFUSALS`, a bounded metrics label) says which check failed. In order,
-first failure wins:
+line of the request, the access token's hash (``ath``), the request's method and the public URL
+of the resource (``resource``: the URL the client called behind the TLS proxy, never the
+listener's own), and returns a :class:`Proof` or raises
+:class:`~gateway.errors.InvalidDpopProof` whose ``reason`` (one of :data:`PROOF_REFUSALS`, a
+bounded metrics label) says which check failed. In order, first failure wins:
 
 1. exactly one ``DPoP`` header (§4.3 item 1), at most :data:`MAX_PROOF_CHARS` long;
 2. a JWS in compact form, read by the strict decoder of our access tokens (:mod:`.jws`:
@@ -15,7 +15,7 @@ first failure wins:
    family can never be configured (item 5);
 5. ``jwk``: a public key of the type and curve ``alg`` needs, without private members (item 7;
    RSA at least 2048 bits);
-6. the signature, verified with that key by joserfc's algorithm (item 6);
+6. the signature, verified with that key (:mod:`.signatures`) (item 6);
 7. claims: ``jti`` a non-empty string of at most 256 characters; ``htm`` equal to the request's
    method (item 8); ``htu`` equal to ``resource`` after RFC 3986 §6.2.2/§6.2.3 normalisation,
    and without query or fragment (RFC 9449 §4.2 defines it "without query and fragment
@@ -25,34 +25,41 @@ first failure wins:
 What needs state or the token's claims is checked by the caller: the ``nonce``
 (:mod:`.dpop_nonce`), the ``jti`` replay (:class:`gateway.seams.DpopReplays`) and the RFC 7638
 thumbprint of the key against the token's ``cnf.jkt`` (:func:`check_binding`).
+
+Cost: steps 3-5 depend on the protected header alone, so they, the key's import and its
+thumbprint are done once per header text (a client's proofs share one); per proof there is one
+signature verification and no other cryptography (``ath`` is compared with the hash of the
+token the caller already computed for its cache).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import hmac
 import posixpath
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from gateway import b64url
+from gateway.bounded import BoundedMap
 from gateway.errors import InvalidDpopProof, InvalidToken
 from gateway.observability.metric_labels import DPOP_REFUSALS
 
+from .cache import token_digest
 from .jwks import MIN_RSA_BITS, key_type_for
-from .jws import parse_compact
-from .jwt_verifier import signature_valid
+from .jws import read_header, read_rest
+from .signatures import Verifier, verifier
 
 __all__ = [
     "MAX_PROOF_CHARS",
     "PROOF_REFUSALS",
     "Proof",
+    "ath_of",
     "check_binding",
     "check_proof",
     "normalise_htu",
@@ -68,8 +75,21 @@ PROOF_REFUSALS: Final = tuple(r for r in DPOP_REFUSALS if r not in ("as_bearer",
 
 _TYP: Final = "application/dpop+jwt"
 _MAX_KEYS: Final = 1024
-_KEYS: dict[str, tuple[RSAKey | ECKey | OKPKey, str]] = {}
-"""Protected-header segment -> (its ``jwk`` imported, its RFC 7638 thumbprint)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _ProofKey:
+    """What proofs with one protected header are checked with: its ``alg``, its ``jwk``'s
+    RFC 7638 thumbprint and the key's verifier (public keys only)."""
+
+    alg: str
+    jkt: str
+    verify: Verifier
+
+
+_PROOF_KEYS: Final[BoundedMap[str, _ProofKey]] = BoundedMap(_MAX_KEYS)
+"""Protected-header segment (its exact text) -> its checks' outcome: one entry per client key
+(and header spelling), the least recently used out first."""
 _PRIVATE_MEMBERS: Final = frozenset({"d", "p", "q", "dp", "dq", "qi", "oth", "k"})
 _PERCENT: Final = re.compile(r"%([0-9A-Fa-f]{2})")
 _UNRESERVED: Final = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -89,7 +109,12 @@ class Proof:
 
 def token_hash(token: str) -> str:
     """``ath`` (RFC 9449 §4.2): base64url(SHA-256(ASCII(token))), unpadded."""
-    digest = hashlib.sha256(token.encode("ascii")).digest()
+    return ath_of(token_digest(token)[0])
+
+
+def ath_of(digest: bytes) -> str:
+    """``ath`` of the token whose SHA-256 is ``digest`` (the token cache's key, computed once
+    per request for both)."""
     return b64url.encode(digest)
 
 
@@ -171,7 +196,7 @@ def _number(value: object) -> float | None:
 def check_proof(
     values: tuple[str, ...],
     *,
-    token: str,
+    ath: str,
     method: str,
     htu: str,
     algorithms: Collection[str],
@@ -180,7 +205,8 @@ def check_proof(
 ) -> Proof:
     """Check the request's ``DPoP`` header lines (``values``) as the module docstring says.
 
-    ``htu``: the expected URL, already normalised (:func:`normalise_htu` of ``resource``)."""
+    ``ath``: the access token's hash (:func:`ath_of` its digest); ``htu``: the expected URL,
+    already normalised (:func:`normalise_htu` of ``resource``)."""
     if not values:
         raise _refuse("missing", "no DPoP header")
     if len(values) > 1:
@@ -188,37 +214,29 @@ def check_proof(
     value = values[0].strip(" \t")
     if not value or len(value) > MAX_PROOF_CHARS:
         raise _refuse("malformed", "DPoP header empty or too long")
-    try:
-        jws = parse_compact(value)
-    except InvalidToken:
-        jws = None
-    if jws is None:
+    if value.count(".") != 2:
         raise _refuse("malformed", "DPoP header is not a compact JWS")
-    header = jws.header
-    typ = header.get("typ")
-    if not isinstance(typ, str) or (typ.strip().lower().removeprefix("application/")) != (
-        _TYP.removeprefix("application/")
-    ):
-        raise _refuse("typ", "typ is not dpop+jwt")
-    if "crit" in header:
-        raise _refuse("typ", "crit header (no extension is understood)")
-    alg = jws.alg
-    if alg not in algorithms:
-        raise _refuse("alg", "alg not allowed for DPoP proofs")
-    # A client signs every proof with one key: the same header bytes are the same key, so its
-    # import and thumbprint are done once (the cache holds public keys only, bounded).
-    segment = value.partition(".")[0]
-    known = _KEYS.get(segment)
+    header_b64, payload_b64, signature_b64 = value.split(".")
+    # A client signs every proof with one key and the same header: its checks, the key's
+    # import and thumbprint are done once per header text (a different spelling of a header,
+    # or of the same key, is an entry of its own: no entry is found by what it decodes to).
+    known = _PROOF_KEYS.get(header_b64)
+    try:
+        header = read_header(header_b64) if known is None else None
+        if (known is None and header is None) or not payload_b64:
+            raise _refuse("malformed", "DPoP header is not a compact JWS")
+        claims, signature = read_rest(payload_b64, signature_b64)
+    except InvalidToken:
+        raise _refuse("malformed", "DPoP header is not a compact JWS") from None
     if known is None:
-        public = _public_key(header.get("jwk"), alg)
-        known = (public, public.thumbprint())
-        if len(_KEYS) >= _MAX_KEYS:
-            _KEYS.clear()
-        _KEYS[segment] = known
-    key, jkt = known
-    if not signature_valid(jws, key):
+        assert header is not None
+        known = _proof_key(header, algorithms)
+        _PROOF_KEYS.put(header_b64, known)
+    elif known.alg not in algorithms:
+        raise _refuse("alg", "alg not allowed for DPoP proofs")
+    signing_input = value[: len(header_b64) + 1 + len(payload_b64)].encode("ascii")
+    if not known.verify(signing_input, signature):
         raise _refuse("signature", "bad proof signature")
-    claims = jws.claims
     jti = claims.get("jti")
     if not isinstance(jti, str) or not 0 < len(jti) <= MAX_JTI_CHARS:
         raise _refuse("jti", "jti missing, empty or too long")
@@ -232,13 +250,29 @@ def check_proof(
         raise _refuse("iat", "iat missing or not a number")
     if abs(now - iat) > iat_window_s:
         raise _refuse("iat", "iat outside the accepted window")
-    ath = claims.get("ath")
-    if not isinstance(ath, str) or not hmac.compare_digest(ath, token_hash(token)):
+    claimed_ath = claims.get("ath")
+    if not isinstance(claimed_ath, str) or not hmac.compare_digest(claimed_ath, ath):
         raise _refuse("ath", "ath is not the hash of the access token")
     nonce = claims.get("nonce")
     if nonce is not None and not isinstance(nonce, str):
         raise _refuse("nonce", "nonce is not a string")
-    return Proof(jkt=jkt, alg=alg, jti=jti, iat=iat, nonce=nonce)
+    return Proof(jkt=known.jkt, alg=known.alg, jti=jti, iat=iat, nonce=nonce)
+
+
+def _proof_key(header: dict[str, Any], algorithms: Collection[str]) -> _ProofKey:
+    """The checks of a proof's header (steps 3-5), and what its proofs are verified with."""
+    typ = header.get("typ")
+    if not isinstance(typ, str) or (typ.strip().lower().removeprefix("application/")) != (
+        _TYP.removeprefix("application/")
+    ):
+        raise _refuse("typ", "typ is not dpop+jwt")
+    if "crit" in header:
+        raise _refuse("typ", "crit header (no extension is understood)")
+    alg: str = header["alg"]
+    if alg not in algorithms:
+        raise _refuse("alg", "alg not allowed for DPoP proofs")
+    key = _public_key(header.get("jwk"), alg)
+    return _ProofKey(alg=alg, jkt=key.thumbprint(), verify=verifier(alg, key))
 
 
 def check_binding(proof: Proof, jkt: str) -> None:

@@ -45,7 +45,8 @@ from gateway.observability.metrics import Metrics
 from gateway.seams import AuthMethod, AuthRequest, DpopReplays, Principal, PrincipalFacts
 
 from .bearer import extract_credentials
-from .dpop import Proof, check_binding, check_proof, normalise_htu
+from .cache import token_digest
+from .dpop import Proof, ath_of, check_binding, check_proof, normalise_htu
 from .dpop_nonce import NonceKeys
 
 __all__ = ["DpopGuard"]
@@ -97,16 +98,19 @@ class DpopGuard:
             else {}
         )
 
-    def credentials(self, request: AuthRequest, *, max_bytes: int) -> tuple[str, Proof | None]:
-        """(token, the proof for the ``DPoP`` scheme or None); raise the bearer rows (see
-        :mod:`.bearer`) or InvalidDpopProof."""
+    def credentials(
+        self, request: AuthRequest, *, max_bytes: int
+    ) -> tuple[str, bytes, Proof | None]:
+        """(token, its digest (:func:`.cache.token_digest`), the proof for the ``DPoP`` scheme
+        or None); raise the bearer rows (see :mod:`.bearer`) or InvalidDpopProof."""
         is_dpop, token = extract_credentials(request, max_bytes=max_bytes, dpop=self.enabled)
+        digest = token_digest(token)[0]
         if not is_dpop:
-            return token, None
+            return token, digest, None
         try:
             proof = check_proof(
                 request.dpop,
-                token=token,
+                ath=ath_of(digest),
                 method=request.method,
                 htu=self._htu,
                 algorithms=self.algorithms,
@@ -115,7 +119,7 @@ class DpopGuard:
             )
         except InvalidDpopProof as exc:
             raise self._count(exc, exc.reason) from None
-        return token, proof
+        return token, digest, proof
 
     def nonce(self, issuer: str) -> str | None:
         """A fresh nonce when ``issuer``'s proofs need one (for ``DPoP-Nonce``)."""

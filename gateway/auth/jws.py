@@ -33,7 +33,7 @@ from gateway import b64url
 from gateway.errors import InvalidToken
 from gateway.jsonkit.read import JsonError, loads_object, peer_limits
 
-__all__ = ["MAX_HEADER_CHARS", "CompactJws", "parse_compact"]
+__all__ = ["MAX_HEADER_CHARS", "CompactJws", "parse_compact", "read_header", "read_rest"]
 
 MAX_HEADER_CHARS: Final = 2048
 """Longest protected header read (base64url characters); real ones are under 200."""
@@ -83,9 +83,27 @@ def parse_compact(token: str) -> CompactJws | None:
             raise InvalidToken(detail="JWS with trailing dots")
         return None
     header_b64, payload_b64, signature_b64 = token.split(".")
-    if not header_b64 or not payload_b64 or len(header_b64) > MAX_HEADER_CHARS:
+    if not payload_b64:
         return None
-    decoded = b64url.decode(header_b64)
+    header = read_header(header_b64)
+    if header is None:
+        return None
+    claims, signature = read_rest(payload_b64, signature_b64)
+    return CompactJws(
+        header=header,
+        claims=claims,
+        signing_input=f"{header_b64}.{payload_b64}".encode("ascii"),
+        signature=signature,
+    )
+
+
+def read_header(segment: str) -> dict[str, Any] | None:
+    """The protected header in ``segment``: None when it is not one (not base64url, not a JSON
+    object with a string ``alg``: the token is not JWS-shaped); InvalidToken when it looks like
+    one but is malformed or not canonical."""
+    if not segment or len(segment) > MAX_HEADER_CHARS:
+        return None
+    decoded = b64url.decode(segment)
     if decoded is None or not decoded[0].startswith(b"{"):
         return None
     try:
@@ -95,16 +113,18 @@ def parse_compact(token: str) -> CompactJws | None:
         raise InvalidToken(detail="malformed JWS header") from None
     if not isinstance(header.get("alg"), str):
         return None
-    _canonical(header_b64)
+    if not decoded[1]:
+        raise InvalidToken(detail="JWS segment is not canonical base64url")
+    return header
+
+
+def read_rest(payload_b64: str, signature_b64: str) -> tuple[dict[str, Any], bytes]:
+    """(claims, signature) of the segments after a JOSE header; InvalidToken when a segment is
+    not canonical base64url or the payload not a JSON object."""
     raw_payload = _canonical(payload_b64)
     signature = _canonical(signature_b64)
     try:
         claims = loads_object(raw_payload, _LIMITS)
     except JsonError:
         raise InvalidToken(detail="JWS payload is not a JSON object") from None
-    return CompactJws(
-        header=header,
-        claims=claims,
-        signing_input=f"{header_b64}.{payload_b64}".encode("ascii"),
-        signature=signature,
-    )
+    return claims, signature

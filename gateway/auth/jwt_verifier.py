@@ -15,7 +15,8 @@ here by its ``iss``. In order, first failure wins (all :class:`~gateway.errors.I
    (at most once per ``jwks_unknown_kid_interval_s``) before it is refused; an issuer without
    any usable key yet is 503 :class:`~gateway.errors.IssuerUnavailable` (never 401, never
    anonymous);
-4. signature: verified by joserfc's algorithm implementation with that key;
+4. signature: verified with that key (:mod:`.signatures`: joserfc decides which key may
+   verify which algorithm);
 5. claims: :func:`.jwt_claims.check_jwt_claims`.
 
 ``jku``, ``x5u``, ``jwk`` and ``x5c`` headers are never used to find a key (RFC 8725 §3.10): the
@@ -28,9 +29,6 @@ import time
 from collections.abc import Callable
 from typing import Final
 
-from joserfc.errors import JoseError
-from joserfc.jws import JWSRegistry
-
 from gateway.config import IssuerConfig, normalise_typ
 from gateway.errors import InvalidToken, IssuerUnavailable
 from gateway.observability.metrics import Metrics
@@ -39,6 +37,7 @@ from gateway.seams import Principal
 from .jwks import MAX_KID_CHARS, JwksCache, PublicKey
 from .jws import CompactJws
 from .jwt_claims import JwtRules, check_jwt_claims
+from .signatures import verifier
 
 __all__ = ["JWKS_RETRY_AFTER_S", "JwtVerifier", "signature_valid", "verify_signature"]
 
@@ -49,12 +48,7 @@ JWKS_RETRY_AFTER_S: Final = 5
 def signature_valid(jws: CompactJws, key: PublicKey) -> bool:
     """Whether ``key`` verifies the signature of ``jws`` under its (already allowed) ``alg``;
     a key of the wrong type or a malformed signature is simply not valid."""
-    algorithm = JWSRegistry.algorithms[jws.alg]
-    try:
-        algorithm.check_key(key)
-        return bool(algorithm.verify(jws.signing_input, jws.signature, key))
-    except (JoseError, ValueError, TypeError):
-        return False
+    return verifier(jws.alg, key)(jws.signing_input, jws.signature)
 
 
 async def verify_signature(

@@ -64,7 +64,7 @@ from gateway.state.revocation_key import revocation_key
 
 from .bearer import MAX_TOKEN_BYTES, extract_bearer, extract_credentials
 from .budget import MAX_BLOCKED_IPS, FailedAuthBudget
-from .cache import SingleFlight, token_digest
+from .cache import SingleFlight, fingerprint_of, token_digest
 from .challenge_cache import ChallengeCache
 from .dpop import Proof
 from .dpop_guard import DpopGuard
@@ -221,13 +221,14 @@ class ResourceServer:
         try:
             if self._dpop is None:
                 token = extract_bearer(request, max_bytes=self._max_token_bytes)
+                key, fingerprint = token_digest(token)
             else:
                 # The proof first: a bad one costs no issuer call and no cache entry.
-                token, proof = self._dpop.credentials(request, max_bytes=self._max_token_bytes)
+                token, key, proof = self._dpop.credentials(request, max_bytes=self._max_token_bytes)
+                fingerprint = fingerprint_of(key)
         except InvalidToken as exc:
             self._rejected(request.client_ip, exc, None)
             raise
-        key, fingerprint = token_digest(token)
         now = self._clock()
         # The hot path: a token accepted before is in the cache of the issuer that accepted it,
         # found by digest before the token is decoded for routing (one lookup per issuer).

@@ -47,9 +47,8 @@ class MemoryReplays:
 
     def record(self, key: bytes, until: float) -> bool:
         now = self._clock()
-        if self._seen.peek(key, now) is not None:
+        if not self._seen.add(key, True, until, now):  # past the bound, the oldest goes
             return False
-        self._seen.put(key, True, until)  # past the bound, the oldest is forgotten
         self._seen.trim(now)  # and what has ended, from the oldest end
         return True
 

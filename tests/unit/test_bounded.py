@@ -64,6 +64,18 @@ def test_expire_sweeps_everything_and_trim_stops_at_the_first_live_entry() -> No
     assert log == [("a", 1), ("c", 2)]
 
 
+def test_add_puts_only_what_is_absent_or_expired() -> None:
+    log: list[tuple[str, int]] = []
+    m: BoundedMap[str, int] = BoundedMap(2, on_drop=dropped_into(log))
+    assert m.add("a", 1, 10.0, now=0.0)
+    assert not m.add("a", 2, 20.0, now=9.9)  # present and live: nothing changes
+    assert m.peek("a", 9.9) == 1
+    assert m.add("a", 3, 30.0, now=10.0)  # expired at its instant: dropped, then put
+    assert log == [("a", 1)] and m.peek("a", 10.0) == 3
+    assert m.add("b", 4, NEVER, now=10.0) and m.add("c", 5, NEVER, now=10.0)
+    assert list(m) == ["b", "c"] and log[-1] == ("a", 3)  # the bound holds
+
+
 def test_the_bound_must_hold_one() -> None:
     with pytest.raises(ValueError, match="max_entries"):
         BoundedMap(0)

@@ -19,7 +19,7 @@ ALGS = ("ES256", "EdDSA")
 def _check(values: tuple[str, ...], *, method: str = "POST", now: float | None = None) -> object:
     return check_proof(
         values,
-        token=TOKEN,
+        ath=token_hash(TOKEN),
         method=method,
         htu=HTU,
         algorithms=ALGS,
@@ -160,3 +160,39 @@ async def test_the_memory_replay_cache_refuses_a_second_use_until_it_ends() -> N
     assert await replays.first_use(b"b", 1020.0)
     assert await replays.first_use(b"c", 1020.0)
     assert len(replays) == 2  # the oldest went first past the bound
+
+
+def test_a_header_checked_once_still_has_every_proof_verified_and_its_alg_allowed() -> None:
+    key = DpopKey()
+    good = key.proof(HTU, token=TOKEN)
+    _check((good,))  # the header's checks and the key's import are now cached
+    header, payload, signature = key.proof(HTU, token=TOKEN).split(".")
+    flipped = signature[:10] + ("A" if signature[10] != "A" else "B") + signature[11:]
+    assert _reason((f"{header}.{payload}.{flipped}",)) == "signature"
+    with pytest.raises(InvalidDpopProof) as info:  # another issuer's algorithms
+        check_proof(
+            (good,),
+            ath=token_hash(TOKEN),
+            method="POST",
+            htu=HTU,
+            algorithms=("EdDSA",),
+            iat_window_s=300,
+            now=time.time(),
+        )
+    assert info.value.reason == "alg"
+
+
+def test_a_jwk_spelled_otherwise_is_the_same_key_and_another_key_never_hits_its_entry() -> None:
+    key, other = DpopKey(), DpopKey()
+    first = _check((key.proof(HTU, token=TOKEN),))
+    respelled = {"use": "sig", **dict(reversed(key.public_jwk.items()))}
+    second = _check((key.proof(HTU, token=TOKEN, jwk=respelled),))
+    assert first.jkt == second.jkt == key.jkt  # type: ignore[attr-defined]
+    # The other key's proof names its own jwk: its header text differs, so it is checked (and
+    # thumbprinted) as its own; with the first key's jwk it cannot be verified at all.
+    assert _check((other.proof(HTU, token=TOKEN),)).jkt == other.jkt  # type: ignore[attr-defined]
+    assert _reason((other.proof(HTU, token=TOKEN, jwk=key.public_jwk),)) == "signature"
+    # A jwk whose own members say it is not for signatures verifies nothing.
+    assert _reason((key.proof(HTU, token=TOKEN, jwk={**key.public_jwk, "use": "enc"}),)) == (
+        "signature"
+    )
