@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.demo import DemoStack, start_demo, wait_ready
+from gateway.demo.stack import DemoStack, start_demo, wait_ready
 from tests.support.dev_http import http_client
 from tests.support.sdk_stack import sdk_session
 

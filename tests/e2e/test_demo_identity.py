@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.demo import DemoStack
+from gateway.demo.stack import DemoStack
 from tests.support.dev_http import http_client
 from tests.support.sdk_stack import sdk_session
 

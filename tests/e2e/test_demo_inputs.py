@@ -17,7 +17,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from gateway.backend.upstream.tool_results import CAPABILITY_TEXT
-from gateway.demo import DemoStack
+from gateway.demo.stack import DemoStack
 
 
 class User:

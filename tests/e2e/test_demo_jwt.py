@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from gateway.demo import DemoStack, start_demo, wait_ready
+from gateway.demo.stack import DemoStack, start_demo, wait_ready
 from gateway.errors import FORBIDDEN_CODE
 from tests.e2e.test_demo_command import _demo_ports, running_demo
 from tests.support.demo_stack import READER_TOOLS, modern_body, modern_headers

@@ -13,7 +13,7 @@ import asyncio
 import time
 from typing import Any
 
-from gateway.demo import DemoStack
+from gateway.demo.stack import DemoStack
 from tests.support.demo_stack import (
     CACHE_BOUND_S,
     READER_TOOLS,

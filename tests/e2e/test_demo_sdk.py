@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from gateway.demo import DemoStack
+from gateway.demo.stack import DemoStack
 from gateway.errors import FORBIDDEN_CODE, UNAUTHORIZED_CODE
 from tests.support.demo_stack import (
     READER_TOOLS,

@@ -15,7 +15,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.types import ResourceTemplateReference
 
-from gateway.demo import DemoStack
+from gateway.demo.stack import DemoStack
 from gateway.dev.demo_surface import LOGO_PNG
 from gateway.errors import FORBIDDEN_CODE
 from tests.support.sdk_stack import sdk_session
