@@ -29,49 +29,15 @@ Each ``prompts/get`` and ``resources/read`` leaves an audit event (prompt name /
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from collections.abc import Mapping
 from typing import Any, Final
 
-from gateway.config import Config
-from gateway.errors import (
-    AmbiguousResourceUri,
-    BackendFailure,
-    ConditionArgumentsTooLarge,
-    ConditionDenied,
-    ExternalPolicyDenied,
-    GuardrailDenied,
-    InvalidPromptArguments,
-    MethodNotFound,
-    ToolInsufficientScope,
-    UnknownPrompt,
-)
-from gateway.http.call_limits import CallLimits
-from gateway.http.condition_gate import ConditionGate
-from gateway.http.guard_gate import GuardGate
+from gateway.errors import AmbiguousResourceUri, InvalidPromptArguments, UnknownPrompt
 from gateway.http.methods.surface_lists import SurfaceLists, not_found
+from gateway.http.methods.surface_steps import SurfaceSteps
 from gateway.http.progress import ProgressRelay
-from gateway.http.turn import (
-    Route,
-    Turn,
-    bounded_success,
-    check_expiry,
-)
-from gateway.limits.keys import principal_key
-from gateway.observability.metrics import Metrics
+from gateway.http.turn import Route, Turn, check_expiry
 from gateway.protocol.messages import McpMessage
-from gateway.protocol.results import shape_surface_result
-from gateway.seams import (
-    AccessQuestion,
-    Backend,
-    Decision,
-    DecisionPoint,
-    GuardedCheck,
-    Surface,
-    SurfaceReply,
-    SurfaceRequest,
-)
+from gateway.seams import AccessQuestion
 
 __all__ = [
     "MAX_PROMPT_ARGUMENT_CHARS",
@@ -95,32 +61,8 @@ SURFACE_OUTCOMES: Final = (
 _NOT_FOUND_CODES: Final = frozenset({-32602, -32002})
 
 
-class SurfaceRoutes:
+class SurfaceRoutes(SurfaceSteps):
     """The routes of the prompts, resources and completion methods."""
-
-    def __init__(
-        self,
-        *,
-        config: Config,
-        backend: Backend,
-        limits: CallLimits,
-        metrics: Metrics | None = None,
-        exchanging: frozenset[str] = frozenset(),
-        decision_point: DecisionPoint | None = None,
-        conditions: ConditionGate | None = None,
-        guards: GuardGate | None = None,
-    ) -> None:
-        self._conditions = conditions or ConditionGate(metrics)
-        self._guards = guards or GuardGate(None, self._conditions)
-        self._config = config
-        self._pdp = decision_point
-        """``policy_external``: asked after step-up, the limits and the expiry re-check."""
-        self._backend = backend
-        self._limits = limits
-        self._metrics = metrics
-        self._server = config.server
-        self._cap = config.limits.max_response_bytes
-        self._exchanging = exchanging
 
     def routes(self) -> dict[str, Route]:
         return {
@@ -158,15 +100,8 @@ class SurfaceRoutes:
             self._count(message.method, decision.rule, "invalid_arguments")
             raise InvalidPromptArguments()
         self._conditioned(message, turn, decision, "prompts", name, arguments, prompt.backend)
-        request = SurfaceRequest(
-            "prompts/get",
-            prompt.backend,
-            {"name": prompt.upstream_name, "arguments": dict(arguments)},
-            name=prompt.upstream_name,
-            traceparent=turn.ctx.traceparent,
-            tracestate=turn.ctx.tracestate,
-            caller_token=turn.caller_token if prompt.backend in self._exchanging else None,
-        )
+        params = {"name": prompt.upstream_name, "arguments": dict(arguments)}
+        request = self._upstream(turn, "prompts/get", prompt.backend, params, prompt.upstream_name)
         question = AccessQuestion("prompts/get", name, prompt.backend, dict(arguments))
         reply = await self._send(
             turn,
@@ -214,15 +149,7 @@ class SurfaceRoutes:
         turn.ctx.backend = backend
         self._step_up(message, decision)
         self._conditioned(message, turn, decision, "resources", uri, {}, backend)
-        request = SurfaceRequest(
-            "resources/read",
-            backend,
-            {"uri": own_uri},
-            name=own_uri,
-            traceparent=turn.ctx.traceparent,
-            tracestate=turn.ctx.tracestate,
-            caller_token=turn.caller_token if backend in self._exchanging else None,
-        )
+        request = self._upstream(turn, "resources/read", backend, {"uri": own_uri}, own_uri)
         key = decision.rule or ""
         question = AccessQuestion("resources/read", uri, backend)
         reply = await self._send(
@@ -275,137 +202,6 @@ class SurfaceRoutes:
         }
         if completion.context:
             params["context"] = {"arguments": dict(completion.context)}
-        request = SurfaceRequest(
-            "completion/complete",
-            backend,
-            params,
-            traceparent=turn.ctx.traceparent,
-            tracestate=turn.ctx.tracestate,
-            caller_token=turn.caller_token if backend in self._exchanging else None,
-        )
+        request = self._upstream(turn, "completion/complete", backend, params)
         reply = await self._request(turn, request)
         return self._answer(message, turn, decision, reply, ttl_ms=None)
-
-    # --- shared -------------------------------------------------------------------------
-
-    def _offered(self, message: McpMessage, capability: str) -> Surface:
-        surface = self._backend.surface()
-        if capability not in surface.offers:
-            raise MethodNotFound()
-        return surface
-
-    def _step_up(self, message: McpMessage, decision: Decision) -> None:
-        if not decision.allowed:
-            self._count(message.method, decision.rule, "denied")
-            raise ToolInsufficientScope(
-                scopes=decision.required_scopes, missing=decision.missing_scopes
-            )
-
-    def _conditioned(  # noqa: PLR0917 - one call shape, three callers in this class
-        self,
-        message: McpMessage,
-        turn: Turn,
-        decision: Decision,
-        section: str,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        backend: str,
-    ) -> None:
-        """The rule's ``when:`` conditions (403 ``condition_denied``, no step-up)."""
-        try:
-            self._conditions.enforce(turn, section, name, arguments, backend)
-        except (ConditionDenied, ConditionArgumentsTooLarge):
-            self._count(message.method, decision.rule, "denied")
-            raise
-
-    async def _send(
-        self,
-        turn: Turn,
-        decision: Decision,
-        request: SurfaceRequest,
-        *,
-        section: str,
-        key: str,
-        admitted: bool,
-        question: AccessQuestion,
-    ) -> SurfaceReply:
-        """The rule's rate limit and concurrency cap, the expiry re-check, the external
-        decision point (when configured), the request."""
-        rate, concurrency = turn.policy.limits(section, decision.rule)
-        scope = section[:-1]
-        lease = await self._limits.admit_rule(
-            turn, f"{scope}:{principal_key(turn.principal)}:{key}", rate, concurrency, scope
-        )
-        try:
-            check_expiry(turn, admitted)
-            if self._pdp is not None:
-                try:
-                    await self._pdp.consult(turn.principal, question, turn.ctx, turn.deadline)
-                except ExternalPolicyDenied:
-                    self._count(request.method, decision.rule, "denied")
-                    raise
-            return await self._request(turn, request)
-        finally:
-            if lease is not None:
-                await lease.release()
-
-    async def _guarded(  # noqa: PLR0917 - one call shape, two callers in this class
-        self,
-        message: McpMessage,
-        turn: Turn,
-        decision: Decision,
-        reply: SurfaceReply,
-        check: GuardedCheck,
-        target: str,
-        backend: str,
-    ) -> SurfaceReply:
-        """The result as the rule's processors (``guardrails``) left it."""
-        if not decision.guardrails or reply.result is None:
-            return reply
-        try:
-            result = await self._guards.result(
-                turn, decision, check, message.method, target, backend, reply.result
-            )
-        except GuardrailDenied:
-            self._count(message.method, decision.rule, "denied")
-            raise
-        return dataclasses.replace(reply, result=result)
-
-    async def _request(self, turn: Turn, request: SurfaceRequest) -> SurfaceReply:
-        began = time.monotonic()
-        try:
-            return await self._backend.surface_request(
-                request, turn.principal, turn.ctx, turn.deadline
-            )
-        finally:
-            turn.ctx.backend_ms = (time.monotonic() - began) * 1000.0
-
-    def _answer(
-        self,
-        message: McpMessage,
-        turn: Turn,
-        decision: Decision,
-        reply: SurfaceReply,
-        *,
-        ttl_ms: int | None,
-    ) -> bytes:
-        if reply.result is None:
-            turn.ctx.outcome = "upstream_error"
-            self._count(message.method, decision.rule, "upstream_error")
-            raise BackendFailure(detail=f"upstream {reply.fault or reply.error_code}")
-        shaped = shape_surface_result(
-            reply.result, era=message.era, server=self._server, ttl_ms=ttl_ms
-        )
-        try:
-            body = bounded_success(message, shaped, self._cap)
-        except BackendFailure:
-            turn.ctx.outcome = "too_large"
-            self._count(message.method, decision.rule, "too_large")
-            raise
-        turn.ctx.outcome = "ok"
-        self._count(message.method, decision.rule, "ok")
-        return body
-
-    def _count(self, method: str, rule: str | None, outcome: str) -> None:
-        if self._metrics is not None:
-            self._metrics.count_surface(method, rule, outcome)

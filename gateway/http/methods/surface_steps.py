@@ -1,0 +1,213 @@
+"""What the prompts, resources and completion requests share on their way to a backend
+(:mod:`gateway.http.methods.surface_routes`): the capability check, step-up, the rule's
+conditions, limits and expiry re-check, the external decision point, the guardrails on the
+result, the request itself and the answer, each counted in ``surface_requests_total``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from gateway.config import Config
+from gateway.errors import (
+    BackendFailure,
+    ConditionArgumentsTooLarge,
+    ConditionDenied,
+    ExternalPolicyDenied,
+    GuardrailDenied,
+    MethodNotFound,
+    ToolInsufficientScope,
+)
+from gateway.http.call_limits import CallLimits
+from gateway.http.condition_gate import ConditionGate
+from gateway.http.guard_gate import GuardGate
+from gateway.http.turn import Turn, bounded_success, check_expiry
+from gateway.limits.keys import principal_key
+from gateway.observability.metrics import Metrics
+from gateway.protocol.messages import McpMessage
+from gateway.protocol.results import shape_surface_result
+from gateway.seams import (
+    AccessQuestion,
+    Backend,
+    Decision,
+    DecisionPoint,
+    GuardedCheck,
+    Surface,
+    SurfaceReply,
+    SurfaceRequest,
+)
+
+__all__ = ["SurfaceSteps"]
+
+
+class SurfaceSteps:
+    """The steps of a surface request; :class:`~.surface_routes.SurfaceRoutes` orders them."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        backend: Backend,
+        limits: CallLimits,
+        metrics: Metrics | None = None,
+        exchanging: frozenset[str] = frozenset(),
+        decision_point: DecisionPoint | None = None,
+        conditions: ConditionGate | None = None,
+        guards: GuardGate | None = None,
+    ) -> None:
+        self._conditions = conditions or ConditionGate(metrics)
+        self._guards = guards or GuardGate(None, self._conditions)
+        self._config = config
+        self._pdp = decision_point
+        """``policy_external``: asked after step-up, the limits and the expiry re-check."""
+        self._backend = backend
+        self._limits = limits
+        self._metrics = metrics
+        self._server = config.server
+        self._cap = config.limits.max_response_bytes
+        self._exchanging = exchanging
+
+    def _upstream(
+        self,
+        turn: Turn,
+        method: str,
+        backend: str,
+        params: dict[str, Any],
+        name: str | None = None,
+    ) -> SurfaceRequest:
+        """The request for ``backend``: the request's trace context, and the caller's token only
+        where that backend exchanges it."""
+        return SurfaceRequest(
+            method,
+            backend,
+            params,
+            name=name,
+            traceparent=turn.ctx.traceparent,
+            tracestate=turn.ctx.tracestate,
+            caller_token=turn.caller_token if backend in self._exchanging else None,
+        )
+
+    def _offered(self, message: McpMessage, capability: str) -> Surface:
+        surface = self._backend.surface()
+        if capability not in surface.offers:
+            raise MethodNotFound()
+        return surface
+
+    def _step_up(self, message: McpMessage, decision: Decision) -> None:
+        if not decision.allowed:
+            self._count(message.method, decision.rule, "denied")
+            raise ToolInsufficientScope(
+                scopes=decision.required_scopes, missing=decision.missing_scopes
+            )
+
+    def _conditioned(  # noqa: PLR0917 - one call shape, three callers in this class
+        self,
+        message: McpMessage,
+        turn: Turn,
+        decision: Decision,
+        section: str,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        backend: str,
+    ) -> None:
+        """The rule's ``when:`` conditions (403 ``condition_denied``, no step-up)."""
+        try:
+            self._conditions.enforce(turn, section, name, arguments, backend)
+        except (ConditionDenied, ConditionArgumentsTooLarge):
+            self._count(message.method, decision.rule, "denied")
+            raise
+
+    async def _send(
+        self,
+        turn: Turn,
+        decision: Decision,
+        request: SurfaceRequest,
+        *,
+        section: str,
+        key: str,
+        admitted: bool,
+        question: AccessQuestion,
+    ) -> SurfaceReply:
+        """The rule's rate limit and concurrency cap, the expiry re-check, the external
+        decision point (when configured), the request."""
+        rate, concurrency = turn.policy.limits(section, decision.rule)
+        scope = section[:-1]
+        lease = await self._limits.admit_rule(
+            turn, f"{scope}:{principal_key(turn.principal)}:{key}", rate, concurrency, scope
+        )
+        try:
+            check_expiry(turn, admitted)
+            if self._pdp is not None:
+                try:
+                    await self._pdp.consult(turn.principal, question, turn.ctx, turn.deadline)
+                except ExternalPolicyDenied:
+                    self._count(request.method, decision.rule, "denied")
+                    raise
+            return await self._request(turn, request)
+        finally:
+            if lease is not None:
+                await lease.release()
+
+    async def _guarded(  # noqa: PLR0917 - one call shape, two callers in this class
+        self,
+        message: McpMessage,
+        turn: Turn,
+        decision: Decision,
+        reply: SurfaceReply,
+        check: GuardedCheck,
+        target: str,
+        backend: str,
+    ) -> SurfaceReply:
+        """The result as the rule's processors (``guardrails``) left it."""
+        if not decision.guardrails or reply.result is None:
+            return reply
+        try:
+            result = await self._guards.result(
+                turn, decision, check, message.method, target, backend, reply.result
+            )
+        except GuardrailDenied:
+            self._count(message.method, decision.rule, "denied")
+            raise
+        return dataclasses.replace(reply, result=result)
+
+    async def _request(self, turn: Turn, request: SurfaceRequest) -> SurfaceReply:
+        began = time.monotonic()
+        try:
+            return await self._backend.surface_request(
+                request, turn.principal, turn.ctx, turn.deadline
+            )
+        finally:
+            turn.ctx.backend_ms = (time.monotonic() - began) * 1000.0
+
+    def _answer(
+        self,
+        message: McpMessage,
+        turn: Turn,
+        decision: Decision,
+        reply: SurfaceReply,
+        *,
+        ttl_ms: int | None,
+    ) -> bytes:
+        if reply.result is None:
+            turn.ctx.outcome = "upstream_error"
+            self._count(message.method, decision.rule, "upstream_error")
+            raise BackendFailure(detail=f"upstream {reply.fault or reply.error_code}")
+        shaped = shape_surface_result(
+            reply.result, era=message.era, server=self._server, ttl_ms=ttl_ms
+        )
+        try:
+            body = bounded_success(message, shaped, self._cap)
+        except BackendFailure:
+            turn.ctx.outcome = "too_large"
+            self._count(message.method, decision.rule, "too_large")
+            raise
+        turn.ctx.outcome = "ok"
+        self._count(message.method, decision.rule, "ok")
+        return body
+
+    def _count(self, method: str, rule: str | None, outcome: str) -> None:
+        if self._metrics is not None:
+            self._metrics.count_surface(method, rule, outcome)
