@@ -14,7 +14,7 @@ challenge; 400 a body that is not ``{}`` or ``{"link": true}``; 503 the store di
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from aiohttp import web
@@ -57,7 +57,11 @@ class ConnectApi:
         authenticator: Authenticator,
         *,
         ttl_s: float,
+        client_ip: Callable[[web.Request], str],
     ) -> None:
+        """``client_ip``: the caller's address as the MCP endpoint reads it (behind trusted
+        proxies, from ``X-Forwarded-For``): what the failed-authentication budget counts by."""
+        self._client_ip = client_ip
         self._surface = surface
         self._users = users
         self._links = links
@@ -83,7 +87,7 @@ class ConnectApi:
         auth = AuthRequest(
             authorization=tuple(request.headers.getall("Authorization", [])),
             query_keys=frozenset(request.query),
-            client_ip=request.remote or "",
+            client_ip=self._client_ip(request),
             dpop=tuple(request.headers.getall("DPoP", [])),
             method=request.method,
         )

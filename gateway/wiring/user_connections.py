@@ -13,6 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from aiohttp import web
+
 from gateway.backend.credentials.upstream_grants import UpstreamClient
 from gateway.backend.credentials.upstream_server import ServerDiscovery
 from gateway.backend.credentials.user_credential import UserCredential
@@ -22,6 +24,7 @@ from gateway.connections.connect_api import ConnectApi
 from gateway.connections.connect_pages import CALLBACK_PATH, DOCUMENT_PATH, ConnectPages
 from gateway.connections.consent_links import ConsentStarter
 from gateway.connections.upstream_flows import Flows
+from gateway.http.admission import client_ip
 from gateway.login.login_surface import LoginSurface
 from gateway.observability.audit import AuditSink
 from gateway.observability.logging import get_logger
@@ -181,6 +184,19 @@ def build_user_connections(
         login, users, flows, events, ttl_s=settings.consent_ttl_s, client_name=name
     ).install()
     links = ConsentStarter(login, events, ttl_s=settings.consent_ttl_s)
-    ConnectApi(login, users, links, authenticator, ttl_s=settings.consent_ttl_s).install()
+    trusted = config.trusted_proxies
+
+    def client_address(request: web.Request) -> str:
+        forwarded = request.headers.getall("X-Forwarded-For", [])
+        return client_ip(request.remote, forwarded, trusted)
+
+    ConnectApi(
+        login,
+        users,
+        links,
+        authenticator,
+        ttl_s=settings.consent_ttl_s,
+        client_ip=client_address,
+    ).install()
     _log.info("upstream.configured", backends=sorted(users), shared=state.store is not None)
     return UserConnections(users, store, links, events, metrics)

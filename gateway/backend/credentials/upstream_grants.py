@@ -52,9 +52,19 @@ from gateway.outbound.client import Outbound
 from gateway.outbound.client_auth import ClientAuthentication
 from gateway.outbound.failures import OutboundError
 
-__all__ = ["GrantRefused", "GrantUnavailable", "Granted", "UpstreamClient", "pkce_challenge"]
+__all__ = [
+    "UNBOUNDED_S",
+    "GrantRefused",
+    "GrantUnavailable",
+    "Granted",
+    "UpstreamClient",
+    "pkce_challenge",
+]
 
 MAX_TOKEN_RESPONSE: Final = 65_536
+UNBOUNDED_S: Final = 365 * 86_400.0
+"""The lifetime taken for an access token whose answer names none (the record's idle expiry,
+at most ``user_oauth.max_idle_days``, ends it sooner)."""
 TOKEN_TIMEOUT_S: Final = 10.0
 """Longest wait for one token request (a refresh lease outlives it)."""
 _ERROR_CODE: Final = re.compile(r"[a-z_]{1,64}")
@@ -81,6 +91,8 @@ class Granted:
     access_token: str = field(repr=False)
     refresh_token: str | None = field(repr=False)
     expires_in: float
+    """Seconds; :data:`UNBOUNDED_S` when the answer named no lifetime (a token that does not
+    expire, as a classic GitHub OAuth app's: the upstream's 401 says when it is refused)."""
     scope: str | None
     """``scope`` of the answer, if it said (RFC 6749 §5.1: when it differs from the request)."""
 
@@ -270,7 +282,7 @@ class UpstreamClient:
         return Granted(
             access_token=access,
             refresh_token=refresh if isinstance(refresh, str) and refresh else None,
-            expires_in=lifetime,
+            expires_in=lifetime if "expires_in" in payload else UNBOUNDED_S,
             scope=scope if isinstance(scope, str) else None,
         )
 

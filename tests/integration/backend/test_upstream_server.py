@@ -15,7 +15,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from gateway.backend.credentials.upstream_grants import UpstreamClient
+from gateway.backend.credentials.upstream_grants import (
+    UNBOUNDED_S,
+    GrantRefused,
+    GrantUnavailable,
+    UpstreamClient,
+)
 from gateway.backend.credentials.upstream_server import (
     OAUTH_DESTINATION,
     ServerDiscovery,
@@ -286,3 +291,90 @@ async def test_without_a_client_the_gateway_registers_itself_once_per_server(
     assert await client.client_id(documents, time.monotonic() + 1) == (
         "http://127.0.0.1:8080/gateway/oauth/client.json"
     )
+
+
+class TokenEndpoint:
+    """A token endpoint that answers what a test sets, and records each form it got."""
+
+    def __init__(self) -> None:
+        self.forms: list[dict[str, str]] = []
+        self.status = 200
+        self.answer: Any = {"access_token": "access-1", "token_type": "bearer"}
+        self.content_type = "application/json"
+
+    def app(self) -> web.Application:
+        async def token(request: web.Request) -> web.Response:
+            self.forms.append(dict(await request.post()))  # type: ignore[arg-type]
+            if self.content_type != "application/json":
+                return web.Response(
+                    status=self.status, text=str(self.answer), content_type=self.content_type
+                )
+            return web.json_response(self.answer, status=self.status)
+
+        app = web.Application()
+        app.router.add_post("/token", token)
+        return app
+
+
+async def test_the_token_requests_and_their_answers(aiohttp_server: ServerFactory) -> None:
+    endpoint = TokenEndpoint()
+    server = await aiohttp_server(endpoint.app(), host="127.0.0.1")
+    base = str(server.make_url("")).rstrip("/")
+    backend = settings(
+        "https://svc.example/mcp",
+        authorization_server=base,
+        authorization_endpoint=base + "/authorize",
+        token_endpoint=base + "/token",
+    )
+    outbound = Outbound()
+    outbound.add(Destination(OAUTH_DESTINATION))
+    client = UpstreamClient(
+        backend,
+        outbound,
+        redirect_uri="https://gw.example/cb",
+        client_document="x",
+        client_name="gw",
+    )
+    found = ServerDiscovery(backend, outbound)
+    deadline = time.monotonic() + 5
+    try:
+        known = await found.server(deadline)
+        granted = await client.redeem(known, "public-1", "the-code", "v" * 43, deadline)
+        # No expires_in: a token that does not expire (GitHub's classic OAuth apps).
+        assert granted.expires_in == UNBOUNDED_S and granted.refresh_token is None
+        form = endpoint.forms[-1]
+        assert form == {
+            "grant_type": "authorization_code",
+            "code": "the-code",
+            "redirect_uri": "https://gw.example/cb",
+            "code_verifier": "v" * 43,
+            "resource": "https://svc.example/mcp",
+            "client_id": "public-1",
+        }
+        endpoint.answer = {
+            "access_token": "a2",
+            "token_type": "Bearer",
+            "expires_in": 60,
+            "refresh_token": "r2",
+            "scope": "repo",
+        }
+        granted = await client.refresh(known, "public-1", "r1", deadline)
+        assert (granted.expires_in, granted.refresh_token, granted.scope) == (60.0, "r2", "repo")
+        assert endpoint.forms[-1]["resource"] == "https://svc.example/mcp"  # on a refresh too
+        # GitHub answers a refusal with HTTP 200 and an error member.
+        endpoint.answer = {"error": "bad_verification_code"}
+        with pytest.raises(GrantRefused) as refused:
+            await client.redeem(known, "public-1", "old", "v" * 43, deadline)
+        assert refused.value.error == "bad_verification_code"
+        endpoint.status, endpoint.answer = 400, {"error": "invalid_grant"}
+        with pytest.raises(GrantRefused):
+            await client.refresh(known, "public-1", "r1", deadline)
+        endpoint.status, endpoint.answer = 503, {"error": "temporarily_unavailable"}
+        with pytest.raises(GrantUnavailable):
+            await client.refresh(known, "public-1", "r1", deadline)
+        endpoint.status, endpoint.content_type = 200, "application/x-www-form-urlencoded"
+        endpoint.answer = "access_token=a3&token_type=bearer"
+        with pytest.raises(GrantUnavailable):  # not JSON: never read as a token
+            await client.refresh(known, "public-1", "r1", deadline)
+    finally:
+        await outbound.close()
