@@ -11,14 +11,17 @@ who started it. Each link is audited (``upstream_consent_started``) and counted.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Final
 
+from gateway.backend.credentials.user_credential import UserCredential
 from gateway.jsonkit.read import loads_object
 from gateway.jsonkit.write import canonical
 from gateway.login.actions import action_id
 from gateway.login.login_surface import LoginSurface
 from gateway.observability.upstream_events import UpstreamAudit
 from gateway.seams import ConsentLink, ConsentNeeded, Principal
+from gateway.state.browser_records import owner_digest
 
 __all__ = ["CONNECT", "ConsentStarter", "Wanted", "link_body", "read_link_body"]
 
@@ -45,14 +48,28 @@ def read_link_body(body: bytes) -> Wanted:
 class ConsentStarter:
     """Implements :class:`gateway.seams.ConsentLinks` on the login surface's pending actions."""
 
-    def __init__(self, surface: LoginSurface, audit: UpstreamAudit, *, ttl_s: float) -> None:
+    def __init__(
+        self,
+        surface: LoginSurface,
+        audit: UpstreamAudit,
+        users: Mapping[str, UserCredential],
+        *,
+        ttl_s: float,
+    ) -> None:
         self._surface = surface
         self._audit = audit
+        self._users = users
         self._ttl_s = ttl_s
 
     @property
     def account_url(self) -> str:
         return self._surface.account_url
+
+    async def changed(self, principal: Principal, backend: str, timeout_s: float) -> bool:
+        user = self._users.get(backend)
+        if user is None:
+            return False
+        return await user.changed(owner_digest(principal.issuer, principal.subject), timeout_s)
 
     async def start(self, principal: Principal, needed: ConsentNeeded) -> ConsentLink:
         body = link_body(needed.backend, needed.scope, needed.reason)

@@ -59,6 +59,11 @@ class ConsentLinks(Protocol):
         """The account page, where every ``user_oauth`` backend can be connected."""
         ...
 
+    async def changed(self, principal: Principal, backend: str, timeout_s: float) -> bool:
+        """Wait until ``principal``'s record at ``backend`` changes (a connection completed, on
+        any replica), at most ``timeout_s``; whether it did."""
+        ...
+
 
 class UpstreamTokenAdmin(Protocol):
     """The operators' view of the stored upstream tokens (``POST /admin/upstream-tokens/*``,

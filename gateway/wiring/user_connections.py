@@ -183,7 +183,7 @@ def build_user_connections(
     ConnectPages(
         login, users, flows, events, ttl_s=settings.consent_ttl_s, client_name=name
     ).install()
-    links = ConsentStarter(login, events, ttl_s=settings.consent_ttl_s)
+    links = ConsentStarter(login, events, users, ttl_s=settings.consent_ttl_s)
     trusted = config.trusted_proxies
 
     def client_address(request: web.Request) -> str:

@@ -101,6 +101,8 @@ class UserCredential:
         )
         self.refreshes = 0
         """Refresh requests this replica sent (tests)."""
+        self._waiting: dict[bytes, set[asyncio.Event]] = {}
+        """Requests waiting for a person's record to change (a consent completing)."""
         store.on_change(self._changed)
 
     # --- the catalog's own traffic (no caller) ---------------------------------------------
@@ -312,6 +314,25 @@ class UserCredential:
     def _changed(self, owner: bytes, backend: str) -> None:
         if backend == self.backend:
             self._cache.pop(owner)
+            for event in self._waiting.get(owner, ()):
+                event.set()
+
+    async def changed(self, owner: bytes, timeout_s: float) -> bool:
+        """Wait until the person's record changes (written or deleted, at any replica: the
+        store tells every replica), at most ``timeout_s``; whether it did."""
+        event = asyncio.Event()
+        waiting = self._waiting.setdefault(owner, set())
+        waiting.add(event)
+        try:
+            async with asyncio.timeout(max(0.0, timeout_s)):
+                await event.wait()
+            return True
+        except TimeoutError:
+            return False
+        finally:
+            waiting.discard(event)
+            if not waiting:
+                self._waiting.pop(owner, None)
 
     def forget(self, digest: bytes) -> None:
         """A caller token was revoked (or left the authenticator's cache): what this replica

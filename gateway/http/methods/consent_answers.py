@@ -9,7 +9,9 @@ client can follow (docs/user-authorization.md#asking-for-consent).
   ``requestState`` bound to the caller, the tool, the arguments and the backend
   (:meth:`~gateway.http.methods.input_rounds.InputRounds.consent_round`). The client's retry
   (``action: accept``) calls the backend afresh: connected by then, the call goes through;
-  not yet, another link. ``decline`` or ``cancel``: a tool error, nothing upstream.
+  not yet, it waits for the connection (:meth:`ConsentAnswers.waited`: a client accepts when
+  the person agrees to open the link, before they are through) and calls once more, else
+  another link. ``decline`` or ``cancel``: a tool error, nothing upstream.
 * **2025-11-25** (its client/elicitation.mdx §URL Elicitation Required Error): the error
   ``-32042`` with that URL elicitation in ``data.elicitations`` (``url_elicitation_required``).
   Never on the 2026-07-28 path.
@@ -20,6 +22,7 @@ client can follow (docs/user-authorization.md#asking-for-consent).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any, Final
 
@@ -35,6 +38,10 @@ __all__ = ["URL_ELICITATION_VERSION", "ConsentAnswers", "declares_url_elicitatio
 
 URL_ELICITATION_VERSION: Final = "2025-11-25"
 """The one legacy revision with URL elicitation (and its ``-32042``)."""
+CONSENT_WAIT_S: Final = 30.0
+"""Longest a retry of an accepted consent waits for the person to be through."""
+ANSWER_MARGIN_S: Final = 1.0
+"""Kept of the request's deadline to answer after the wait."""
 _WHY: Final[Mapping[str, str]] = {
     "missing": "is not connected",
     "expired": "has expired",
@@ -111,6 +118,19 @@ class ConsentAnswers:
         if self._links is not None:
             data["account"] = self._links.account_url
         return UpstreamConnectionRequired(data=data)
+
+    async def waited(self, needed: ConsentNeeded, turn: Turn, after: Resume | None) -> bool:
+        """On the retry of an accepted consent round (the client retries as soon as the person
+        agreed to open the link): wait until the person's record changes, at most
+        :data:`CONSENT_WAIT_S` and never past the request's deadline (less a margin to answer);
+        whether it changed (then the call is made once more). The store tells every replica of
+        a change, so the connection may complete at any."""
+        if self._links is None or after is None or not after.consent:
+            return False
+        timeout = min(CONSENT_WAIT_S, turn.deadline - time.monotonic() - ANSWER_MARGIN_S)
+        if timeout <= 0:
+            return False
+        return await self._links.changed(turn.principal, needed.backend, timeout)
 
     def declined(self, resume: Resume, message: McpMessage, turn: Turn) -> dict[str, Any] | None:
         """The retry of a consent round: None when the person accepted (call the backend

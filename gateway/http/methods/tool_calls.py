@@ -165,11 +165,15 @@ class ToolCalls:
                 arguments=arguments,
                 guarded=bool(decision.guardrails),
             )
-            try:
-                raw = await self._call_backend(call, turn)
-            except ConsentNeeded as needed:
-                answer = await self.consent.for_call(needed, message, turn, after)
-                return success_body(message.id, answer)
+            for attempt in (1, 2):
+                try:
+                    raw = await self._call_backend(call, turn)
+                    break
+                except ConsentNeeded as needed:
+                    # The retry of an accepted consent: the person may be connecting right now.
+                    if attempt == 2 or not await self.consent.waited(needed, turn, after):
+                        answer = await self.consent.for_call(needed, message, turn, after)
+                        return success_body(message.id, answer)
         finally:
             if lease is not None:
                 await lease.release()

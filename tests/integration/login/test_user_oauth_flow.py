@@ -9,6 +9,7 @@ issued to that person, to that backend only."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -105,16 +106,32 @@ async def test_a_url_elicitation_connects_the_person_and_the_retry_carries_their
     assert record.server == stack.upstream.url and record.scope
 
 
-async def test_a_retry_before_the_person_connected_gets_another_link(
-    stack: UserOAuthStack,
+async def test_a_retry_before_the_person_is_through_waits_for_the_connection(
+    stack: UserOAuthStack, browser: HttpBrowser
 ) -> None:
+    """A client retries as soon as the person agreed to open the link: the retry waits for the
+    connection (the store's change, heard by the replica) and the call goes through."""
     token = stack.token("alice")
     first = result_of((await stack.stack.call(token, WHOAMI, capabilities=URL_ELICITATION))[2])
-    again = result_of((await retry(stack, token, first["requestState"]))[2])
-    assert again["resultType"] == "input_required"
-    second_link = again["inputRequests"][CONSENT_KEY]["params"]["url"]
-    assert second_link != first["inputRequests"][CONSENT_KEY]["params"]["url"]
-    assert not stack.accounts.calls
+    waiting = asyncio.create_task(retry(stack, token, first["requestState"]))
+    link = first["inputRequests"][CONSENT_KEY]["params"]["url"]
+    await connect(browser, stack, link, person="alice")
+    status, _, text = await asyncio.wait_for(waiting, 10)
+    assert status == 200 and result_of(text)["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+
+
+async def test_a_retry_the_person_is_not_through_by_gets_another_link(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    short = {"limits": {"request_deadline_s": 2}}  # the wait ends a second before the deadline
+    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, gateway=short) as stack:
+        token = stack.token("alice")
+        first = result_of((await stack.stack.call(token, WHOAMI, capabilities=URL_ELICITATION))[2])
+        again = result_of((await retry(stack, token, first["requestState"]))[2])
+        assert again["resultType"] == "input_required"
+        second_link = again["inputRequests"][CONSENT_KEY]["params"]["url"]
+        assert second_link != first["inputRequests"][CONSENT_KEY]["params"]["url"]
+        assert not stack.accounts.calls
 
 
 async def test_a_declined_consent_is_a_tool_error_and_nothing_goes_upstream(
