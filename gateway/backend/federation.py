@@ -382,7 +382,7 @@ class FederatedBackend:
         self._refused = refused
         if self._metrics is not None:
             for member in self._list:
-                self._metrics.catalog_collisions.labels(backend=member.name).set(
+                self._metrics.catalog.collisions.labels(backend=member.name).set(
                     merged.collided.get(member.name, 0)
                 )
             self._metrics.set_catalog_names(merged.names)

@@ -152,7 +152,7 @@ class UpstreamBackend:
             self._link, self._settings, signer=self._signer, max_bytes=self._max_bytes
         )
         if metrics is not None:
-            metrics.register_backend(
+            metrics.catalog.register(
                 self.name, age=self._refresher.age, ready=lambda: self._refresher.ready
             )
 

@@ -20,7 +20,6 @@ the supervisor's own series and how each gauge combines).
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Container
 from typing import Any, Final
 
@@ -28,12 +27,11 @@ from prometheus_client import CollectorRegistry, Info
 from prometheus_client.exposition import choose_encoder
 
 from gateway.errors import all_rows
+from gateway.observability.catalog_metrics import CatalogMetrics
 from gateway.observability.collectors import LATENCY_BUCKETS, PREFIX, Collectors
 from gateway.observability.guardrail_metrics import GuardrailMetrics
 from gateway.observability.metric_labels import (
     ASSERTION_RESULTS,
-    CATALOG_REFRESH_RESULTS,
-    CATALOG_SANITISED_KINDS,
     DPOP_REFUSALS,
     EXCHANGE_RESULTS,
     INPUT_KINDS,
@@ -209,45 +207,7 @@ class Metrics:
         self.policy_info = gauge(
             "policy_info", "The active policy set (value 1) by version hash", ("version",)
         )
-        self.catalog_tools = gauge("catalog_tools", "Tools in the backend's catalog", ("backend",))
-        self.catalog_age_seconds = gauge(
-            "catalog_age_seconds",
-            "Seconds since the backend's last successful catalog fetch",
-            ("backend",),
-        )
-        self.catalog_refresh_total = counter(
-            "catalog_refresh_total",
-            "Catalog refreshes by backend and result",
-            ("backend", "result"),
-        )
-        self.catalog_sanitised_total = counter(
-            "catalog_sanitised_total",
-            "Catalog items the description hygiene changed (invisible, truncated) or hid "
-            "(name_refused), counted once per item and change",
-            ("backend", "kind"),
-        )
-        self.catalog_held_items = gauge(
-            "catalog_held_items",
-            "The backend's catalog items (kind: tool, prompt, template) that differ from the "
-            "catalog lock: hidden under catalog.on_change: hold, served and flagged under warn",
-            ("backend", "kind"),
-        )
-        self.catalog_lock_reloads_total = counter(
-            "catalog_lock_reloads_total",
-            "Reloads of the catalog lock file by result (a failed one keeps the old lock)",
-            ("result",),
-        )
-        self.catalog_collisions = gauge(
-            "catalog_collisions",
-            "The backend's tools hidden because their exposed name is ambiguous (another "
-            "backend offers the same name, or it lies in another backend's prefix)",
-            ("backend",),
-        )
-        self.backend_ready = gauge(
-            "backend_ready",
-            "1 once the backend's first catalog fetch succeeded, else 0",
-            ("backend",),
-        )
+        self.catalog = CatalogMetrics(make)
         self.build_info = Info(
             PREFIX + "build", "Gateway build information", registry=self.registry
         )
@@ -295,33 +255,6 @@ class Metrics:
             zero=STORE_ERROR_KINDS,
         )
         self._catalog_names: Container[str] = frozenset()
-        self._born = time.monotonic()
-
-    def register_backend(
-        self,
-        name: str,
-        *,
-        age: Callable[[], float] | None = None,
-        ready: Callable[[], bool] | None = None,
-    ) -> None:
-        """Create one configured backend's series (the names are bounded by the configuration).
-
-        ``age``: seconds since its last successful catalog fetch; until the backend installs
-        it (at start), the age counts from the process start: a catalog never fetched is as
-        stale as it gets. ``ready``: whether its first fetch succeeded.
-        """
-        born = self._born
-        self.catalog_age_seconds.labels(backend=name).set_function(
-            age if age is not None else (lambda: time.monotonic() - born)
-        )
-        for result in CATALOG_REFRESH_RESULTS:
-            self.catalog_refresh_total.labels(backend=name, result=result)
-        self.catalog_tools.labels(backend=name)
-        for kind in CATALOG_SANITISED_KINDS:
-            self.catalog_sanitised_total.labels(backend=name, kind=kind)
-        self.catalog_collisions.labels(backend=name)
-        check = ready if ready is not None else (lambda: False)
-        self.backend_ready.labels(backend=name).set_function(lambda: 1.0 if check() else 0.0)
 
     def register_identity(
         self, name: str, *, assertion: bool = False, exchange: Callable[[], int] | None = None

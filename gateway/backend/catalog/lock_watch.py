@@ -76,7 +76,7 @@ class CatalogLock:
         self._reported.setdefault(backend, {})
         if self._metrics is not None and self.mode != "allow":
             for kind in KINDS:
-                self._metrics.catalog_held_items.labels(backend=backend, kind=kind).set(0)
+                self._metrics.catalog.held_items.labels(backend=backend, kind=kind).set(0)
 
     # --- reload -----------------------------------------------------------------------
 
@@ -138,7 +138,7 @@ class CatalogLock:
 
     def _count(self, result: str) -> None:
         if self._metrics is not None:
-            self._metrics.catalog_lock_reloads_total.labels(result=result).inc()
+            self._metrics.catalog.lock_reloads_total.labels(result=result).inc()
 
     # --- reporting --------------------------------------------------------------------
 
@@ -170,7 +170,7 @@ class CatalogLock:
             for kind, _, _ in now:
                 counts[kind] += 1
             for kind, count in counts.items():
-                self._metrics.catalog_held_items.labels(backend=backend, kind=kind).set(count)
+                self._metrics.catalog.held_items.labels(backend=backend, kind=kind).set(count)
 
     def _emit(self, event: str, difference: Difference, *, released: bool = False) -> None:
         kind, backend, name = difference.key

@@ -266,7 +266,7 @@ class CatalogRefresher:
                 await self._refresh_surface()
                 self._apply_lock()
             if self._metrics is not None:
-                self._metrics.catalog_tools.labels(backend=self._backend).set(len(self._catalog))
+                self._metrics.catalog.tools.labels(backend=self._backend).set(len(self._catalog))
             self._catalog_at = self._clock()
             self.interval = refresh_interval(self._settings.catalog_refresh_s, ttl_ms)
             self._count("success")
@@ -289,14 +289,14 @@ class CatalogRefresher:
                 change=change,
             )
             if self._metrics is not None:
-                self._metrics.catalog_sanitised_total.labels(
+                self._metrics.catalog.sanitised_total.labels(
                     backend=self._backend, kind=change
                 ).inc()
         return frozenset(changes)
 
     def _count(self, result: str) -> None:
         if self._metrics is not None:
-            self._metrics.catalog_refresh_total.labels(backend=self._backend, result=result).inc()
+            self._metrics.catalog.refresh_total.labels(backend=self._backend, result=result).inc()
 
     async def _refresh_surface(self) -> None:
         state = self._link.state

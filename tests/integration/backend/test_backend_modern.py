@@ -102,7 +102,7 @@ async def test_the_catalog_refreshes_on_its_interval_and_a_failed_refresh_keeps_
     assert await backend.refresh() is False
     assert backend.catalog() is good
     assert backend.ready
-    failures = backend._metrics.catalog_refresh_total.labels(backend="default", result="failure")
+    failures = backend._metrics.catalog.refresh_total.labels(backend="default", result="failure")
     assert failures._value.get() >= 1
 
 

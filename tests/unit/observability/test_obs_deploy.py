@@ -129,7 +129,7 @@ def test_the_dashboard_is_importable_with_unique_panel_ids_and_a_datasource_vari
 def backend_labelled_metrics() -> set[str]:
     """Sample names whose series carry a ``backend`` label (one registered backend)."""
     metrics = Metrics()
-    metrics.register_backend("docs")
+    metrics.catalog.register("docs")
     metrics.backend_requests_total.labels(backend="docs", tool="t", outcome="ok").inc()
     metrics.backend_duration_seconds.labels(backend="docs", tool="t").observe(0.1)
     return {

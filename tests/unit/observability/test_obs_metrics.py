@@ -45,7 +45,7 @@ class TestFixedVocabularies:
     def test_every_registered_backend_exports_its_series_from_the_start(self) -> None:
         metrics = Metrics()
         for name in ("docs", "tickets"):
-            metrics.register_backend(name)
+            metrics.catalog.register(name)
         for name in ("docs", "tickets"):
             for result in CATALOG_REFRESH_RESULTS:
                 assert (
@@ -103,10 +103,10 @@ class TestHelpers:
 
     def test_the_catalog_age_counts_from_startup_until_a_fetch_reports(self) -> None:
         metrics = Metrics()
-        metrics.register_backend("default")
+        metrics.catalog.register("default")
         age = value(metrics, "mcp_gateway_catalog_age_seconds", backend="default")
         assert age is not None and 0 <= age < 5
-        metrics.register_backend("default", age=lambda: 42.0)
+        metrics.catalog.register("default", age=lambda: 42.0)
         assert value(metrics, "mcp_gateway_catalog_age_seconds", backend="default") == 42.0
 
     def test_policy_reloads_count_results_and_export_one_version(self) -> None:

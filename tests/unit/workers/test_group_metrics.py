@@ -15,9 +15,9 @@ def worker(
 ) -> Metrics:
     metrics = Metrics("1.2.3")
     metrics.set_catalog_names({"echo"})
-    metrics.register_backend("default", age=lambda: age, ready=lambda: ready)
+    metrics.catalog.register("default", age=lambda: age, ready=lambda: ready)
     metrics.in_flight.set(in_flight)
-    metrics.catalog_tools.labels(backend="default").set(tools)
+    metrics.catalog.tools.labels(backend="default").set(tools)
     metrics.set_max_in_flight(256)
     metrics.set_policy_version("aaaa")
     return metrics
@@ -56,7 +56,7 @@ def test_one_worker_is_exposed_exactly_as_it_exposes_itself() -> None:
 def test_counters_and_histograms_are_summed_and_each_gauge_follows_its_rule() -> None:
     a = worker(in_flight=3, tools=4, age=10.0)
     b = worker(in_flight=5, tools=0, age=2.0, ready=False)
-    b.catalog_collisions.labels(backend="default").set(2)
+    b.catalog.collisions.labels(backend="default").set(2)
     a.requests_total.labels("tools/call", "200", "allow").inc(2)
     b.requests_total.labels("tools/call", "200", "allow").inc(3)
     b.requests_total.labels("ping", "200", "none").inc()
