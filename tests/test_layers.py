@@ -442,7 +442,7 @@ KNOWN_MODULE_CIRCLES: Final = {
         "seams.backends seams.policy seams.requests seams.task_relay",
         "outbound.http1 outbound.http1_codec",
         "app.listener app.server",
-        "dev.issuer_exchange dev.issuer_grants dev.issuer_server",
+        "dev.issuer_authlib_endpoints dev.issuer_exchange dev.issuer_grants dev.issuer_server",
     )
 }
 

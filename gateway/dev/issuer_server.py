@@ -26,16 +26,18 @@ from gateway.dev.issuer_adapter import (
     IssuerSettings,
     ParsedRequest,
 )
+from gateway.dev.issuer_authlib_endpoints import (
+    Introspection,
+    PrivateKeyJwt,
+    Registration,
+    Revocation,
+)
 from gateway.dev.issuer_exchange import ExchangeFaults, ExchangePolicy, TokenExchange
 from gateway.dev.issuer_grants import (
     AuthorizationCode,
     ClientCredentials,
     IdTokens,
-    Introspection,
-    PrivateKeyJwt,
     RefreshToken,
-    Registration,
-    Revocation,
     S256Only,
 )
 from gateway.dev.issuer_keys import access_token_claims

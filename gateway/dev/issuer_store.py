@@ -11,7 +11,7 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 from urllib.parse import urlsplit
 
 __all__ = [
@@ -192,6 +192,9 @@ class TokenRecord:
         return DevUser(self.sub)
 
 
+_Grant = TypeVar("_Grant", AuthCode, TokenRecord)
+
+
 @dataclass
 class IssuerStore:
     """All mutable issuer state. Single event loop, so no locking is needed."""
@@ -218,6 +221,15 @@ class IssuerStore:
         for record in self.tokens.values():
             if record.family == family:
                 record.revoked = True
+
+    def single_use(self, record: _Grant, *, replayed: bool) -> _Grant | None:
+        """``record`` unless it expired, or came back after its use: then every token of its
+        grant is revoked (a code used twice, RFC 6749 §4.1.2; a rotated-out refresh token,
+        RFC 9700 §4.14.2)."""
+        if replayed:
+            self.revoke_family(record.family)
+            return None
+        return None if record.is_expired() else record
 
     def purge(self, now: float) -> None:
         """Forget what can never be used again, so a long demo session stays small.
