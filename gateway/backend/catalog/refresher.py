@@ -53,7 +53,7 @@ from gateway.backend.catalog.tool_catalog import (
     build_catalog,
 )
 from gateway.backend.upstream.link import UpstreamLink
-from gateway.backend.upstream.list_pages import fetch_list
+from gateway.backend.upstream.list_pages import fetch_list, fetch_surface_lists
 from gateway.backend.upstream.rpc import UpstreamFault
 from gateway.background import Background
 from gateway.config import BackendConfig
@@ -223,7 +223,14 @@ class CatalogRefresher:
         async with self._lock:
             self._started_at = time.monotonic()
             try:
-                tools, ttl_ms = await self._fetch_list("tools/list", "tools", MAX_TOOLS)
+                tools, ttl_ms = await fetch_list(
+                    self._link,
+                    "tools/list",
+                    "tools",
+                    MAX_TOOLS,
+                    timeout_s=self._settings.timeout_s,
+                    backend=self._backend,
+                )
             except UpstreamFault as fault:
                 self._link.forget()  # detect the era again next time
                 self._count("failure")
@@ -307,27 +314,13 @@ class CatalogRefresher:
             self._live_surface = ()
             return
         try:
-            prompts: list[Any] = []
-            resources: list[Any] = []
-            templates: list[Any] = []
-            if "prompts" in offers:
-                prompts, _ = await self._fetch_list("prompts/list", "prompts", MAX_ITEMS)
-            if "resources" in offers:
-                resources, _ = await self._fetch_list("resources/list", "resources", MAX_ITEMS)
-                try:
-                    templates, _ = await self._fetch_list(
-                        "resources/templates/list", "resourceTemplates", MAX_ITEMS
-                    )
-                except UpstreamFault as fault:
-                    # Servers without templates often lack the method: no templates, not a
-                    # failed fetch (the resources are kept).
-                    _log.info(
-                        "backend_templates_unavailable",
-                        backend=self._backend,
-                        kind=fault.kind,
-                        status=fault.status,
-                    )
-                    templates = []
+            prompts, resources, templates = await fetch_surface_lists(
+                self._link,
+                offers,
+                MAX_ITEMS,
+                timeout_s=self._settings.timeout_s,
+                backend=self._backend,
+            )
         except UpstreamFault as fault:
             _log.warning(
                 "backend_surface_refresh_failed",
@@ -357,11 +350,6 @@ class CatalogRefresher:
             return
         self._full_surface = part
         self._live_surface = pin_surface(self._backend, part, prompts, templates)
-
-    async def _fetch_list(self, method: str, key: str, most: int) -> tuple[list[Any], int | None]:
-        return await fetch_list(
-            self._link, method, key, most, timeout_s=self._settings.timeout_s, backend=self._backend
-        )
 
     def _apply_lock(self) -> None:
         """Compare the snapshot with the lock; under ``hold`` leave out what differs."""

@@ -17,7 +17,7 @@ from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.rpc import UpstreamFault
 from gateway.observability.logging import get_logger
 
-__all__ = ["LIST_PAGE_MAX_BYTES", "MAX_LIST_PAGES", "fetch_list"]
+__all__ = ["LIST_PAGE_MAX_BYTES", "MAX_LIST_PAGES", "fetch_list", "fetch_surface_lists"]
 
 MAX_LIST_PAGES: Final = 64
 """Pages followed per fetch; more fails the fetch (the last good catalog stays)."""
@@ -68,6 +68,42 @@ async def fetch_list(
         "backend_catalog_too_many_pages", backend=backend, pages=MAX_LIST_PAGES, method=method
     )
     raise UpstreamFault("garbled")
+
+
+async def fetch_surface_lists(
+    link: UpstreamLink, offers: frozenset[str], most: int, *, timeout_s: float, backend: str
+) -> tuple[list[Any], list[Any], list[Any]]:
+    """The prompts, resources and resource templates of an upstream that ``offers`` them.
+    Raises :class:`UpstreamFault`, but not for the templates: servers without templates often
+    lack the method, which leaves none (the resources are kept)."""
+    prompts: list[Any] = []
+    resources: list[Any] = []
+    templates: list[Any] = []
+    if "prompts" in offers:
+        prompts, _ = await fetch_list(
+            link, "prompts/list", "prompts", most, timeout_s=timeout_s, backend=backend
+        )
+    if "resources" in offers:
+        resources, _ = await fetch_list(
+            link, "resources/list", "resources", most, timeout_s=timeout_s, backend=backend
+        )
+        try:
+            templates, _ = await fetch_list(
+                link,
+                "resources/templates/list",
+                "resourceTemplates",
+                most,
+                timeout_s=timeout_s,
+                backend=backend,
+            )
+        except UpstreamFault as fault:
+            _log.info(
+                "backend_templates_unavailable",
+                backend=backend,
+                kind=fault.kind,
+                status=fault.status,
+            )
+    return prompts, resources, templates
 
 
 def _is_ttl(value: Any) -> bool:

@@ -20,8 +20,8 @@ from gateway.backend.credentials.caller_assertion import AssertionSigner
 from gateway.backend.credentials.service_credential import ServiceCredential
 from gateway.backend.upstream.era import LinkState
 from gateway.backend.upstream.link import Prepare, UpstreamLink
+from gateway.backend.upstream.request_headers import gateway_headers
 from gateway.backend.upstream.rpc import FaultKind, UpstreamFault
-from gateway.backend.upstream.tool_call import gateway_headers
 from gateway.config import BackendConfig
 from gateway.observability import spans
 from gateway.observability.logging import get_logger
@@ -131,17 +131,14 @@ class MethodCall(Generic[_Req, _Reply]):
         ctx: RequestContext,
         traceparent: str | None,
     ) -> dict[str, str]:
-        headers = gateway_headers(
+        return gateway_headers(
             self._settings,
             principal,
             ctx,
-            traceparent=traceparent or request.traceparent,
-            tracestate=request.tracestate,
+            (traceparent or request.traceparent, request.tracestate),
+            signer=self._signer,
+            called=ToolDef(name=request.method, definition={}, upstream_name=request.method),
         )
-        if self._signer is not None:
-            what = ToolDef(name=request.method, definition={}, upstream_name=request.method)
-            headers[self._signer.header] = self._signer.assertion(what, principal, ctx)
-        return headers
 
     async def _exchange(
         self,

@@ -17,7 +17,7 @@ from typing import Any
 
 from gateway.backend.upstream.era import LinkState, modern_meta
 from gateway.backend.upstream.method_call import Exchanged, MethodCall
-from gateway.backend.upstream.tool_call import with_trace
+from gateway.backend.upstream.request_headers import with_trace
 from gateway.seams import SurfaceReply, SurfaceRequest
 
 __all__ = ["UpstreamSurfaceCall"]

@@ -22,8 +22,8 @@ from typing import Any, Final
 
 from gateway.backend.upstream.era import LinkState, modern_meta
 from gateway.backend.upstream.method_call import Exchanged, MethodCall
+from gateway.backend.upstream.request_headers import with_trace
 from gateway.backend.upstream.rpc import UpstreamFault
-from gateway.backend.upstream.tool_call import with_trace
 from gateway.backend.upstream.tool_results import sanitize_result
 from gateway.observability.logging import get_logger
 from gateway.protocol.capabilities import known_capabilities

@@ -11,18 +11,18 @@ client, which is relayed; an ``input_required`` result is checked and returned a
 from __future__ import annotations
 
 import itertools
-import re
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any
 from urllib.parse import urlsplit
 
 from gateway.backend.credentials.caller_assertion import AssertionSigner
 from gateway.backend.credentials.service_credential import ServiceCredential
 from gateway.backend.upstream.era import LinkState, modern_meta
 from gateway.backend.upstream.link import UpstreamLink
+from gateway.backend.upstream.request_headers import gateway_headers, with_trace
 from gateway.backend.upstream.rpc import ProgressSink, Reply, UpstreamFault
-from gateway.backend.upstream.tool_headers import encode_header_value, is_header_safe, param_values
+from gateway.backend.upstream.tool_headers import param_values
 from gateway.backend.upstream.tool_results import (
     CAPABILITY_TEXT,
     FAILED_TEXT,
@@ -61,63 +61,12 @@ from gateway.seams import (
     ToolCall,
 )
 
-__all__ = [
-    "CLIENT_ID_HEADER",
-    "SUBJECT_HEADER",
-    "Answer",
-    "UpstreamToolCall",
-    "gateway_headers",
-    "with_trace",
-]
-
-SUBJECT_HEADER: Final = "X-MCP-Gateway-Subject"
-CLIENT_ID_HEADER: Final = "X-MCP-Gateway-Client-Id"
-
-# W3C Trace Context §3.2 / §3.3: forwarded only when well-formed.
-_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-_MAX_TRACESTATE: Final = 512
-_TRACE_KEYS: Final = ("traceparent", "tracestate")
-_REQUEST_ID: Final = re.compile(r"[A-Za-z0-9._:\-]{1,128}")
+__all__ = ["Answer", "UpstreamToolCall"]
 
 _log = get_logger("gateway.backend")
 
 Answer = tuple[dict[str, Any] | InputRequired | TaskCreated, BackendOutcome]
 """A call's result for the client and its ``backend_requests_total`` outcome."""
-
-
-def gateway_headers(
-    settings: BackendConfig,
-    principal: Principal,
-    ctx: RequestContext,
-    *,
-    traceparent: str | None,
-    tracestate: str | None,
-) -> dict[str, str]:
-    """Request id, trace context and identity headers (every upstream request but the caller
-    assertion, which names what is called)."""
-    headers: dict[str, str] = {}
-    if _REQUEST_ID.fullmatch(ctx.request_id):
-        headers["X-Request-Id"] = ctx.request_id
-    if traceparent is not None and _TRACEPARENT.fullmatch(traceparent):
-        headers["traceparent"] = traceparent
-        if tracestate and len(tracestate) <= _MAX_TRACESTATE and is_header_safe(tracestate):
-            headers["tracestate"] = tracestate
-    if settings.identity_headers:
-        headers[SUBJECT_HEADER] = encode_header_value(principal.subject)
-        if principal.client_id:
-            headers[CLIENT_ID_HEADER] = encode_header_value(principal.client_id)
-    return headers
-
-
-def with_trace(meta: dict[str, Any], headers: Mapping[str, str]) -> dict[str, Any]:
-    """A modern request's ``_meta`` with the trace context of its headers: SEP-414 (2026-07-28
-    basic/index.mdx §OpenTelemetry trace context) reserves ``traceparent``/``tracestate`` there.
-    The gateway's own values; the client's ``_meta`` is never forwarded."""
-    for key in _TRACE_KEYS:
-        value = headers.get(key)
-        if value is not None:
-            meta[key] = value
-    return meta
 
 
 class UpstreamToolCall:
@@ -231,16 +180,14 @@ class UpstreamToolCall:
 
         ``traceparent``: the backend call's own span as the parent (a traced request), else
         the request's (the gateway's server span id, as without tracing)."""
-        headers = gateway_headers(
+        return gateway_headers(
             self._settings,
             principal,
             ctx,
-            traceparent=traceparent or call.traceparent,
-            tracestate=call.tracestate,
+            (traceparent or call.traceparent, call.tracestate),
+            signer=self._signer,
+            called=call.tool,
         )
-        if self._signer is not None:
-            headers[self._signer.header] = self._signer.assertion(call.tool, principal, ctx)
-        return headers
 
     def _error_answer(
         self, error: Mapping[str, Any], reply: Reply, call: ToolCall, request: _Request
