@@ -36,6 +36,7 @@ from gateway.outbound.client import Outbound
 from gateway.outbound.client_auth import (
     ASSERTION_LIFETIME_S,
     ClientAuthentication,
+    post_oauth_form,
     signing_key,
 )
 from gateway.outbound.failures import OutboundError, OutboundFailure
@@ -44,7 +45,6 @@ __all__ = [
     "ASSERTION_LIFETIME_S",
     "MAX_DEPTH",
     "MAX_RESPONSE_BYTES",
-    "ClientAuthenticator",
     "IntrospectionFailed",
     "Introspector",
     "TokenRefused",
@@ -110,39 +110,30 @@ class TokenRefused(Exception):
         self.error = error
 
 
-class ClientAuthenticator:
-    """Adds the gateway's client authentication to an introspection request: the issuer's
-    settings checked and its key parsed here, the request's fields by the one client
-    authentication (:class:`gateway.outbound.client_auth.ClientAuthentication`)."""
-
-    def __init__(self, issuer: IssuerConfig, *, clock: Callable[[], float]) -> None:
-        if issuer.client_id is None:
-            raise ValueError("issuer.client_id is required to introspect")
-        self._issuer = issuer
-        self._client_id: str = issuer.client_id
-        self._clock = clock
-        self._key: RSAKey | ECKey | None = None
-        if issuer.client_auth == "private_key_jwt":
-            if issuer.private_key is None:
-                raise ValueError("issuer.private_key is required with private_key_jwt")
-            # Parse once at startup; a bad key is a configuration error, not a per-request one.
-            self._key = signing_key(
-                issuer.private_key.reveal(), issuer.signing_alg, name="issuer.private_key"
-            )
-        elif issuer.client_secret is None:
-            raise ValueError("issuer.client_secret is required with client_secret_*")
-        self._auth = ClientAuthentication(
-            self._client_id,
-            issuer.client_auth,
-            clock=clock,
-            secret=issuer.client_secret,
-            key=self._key,
-            alg=issuer.signing_alg,
-            key_id=issuer.private_key_id,
+def issuer_client_auth(issuer: IssuerConfig, *, clock: Callable[[], float]) -> ClientAuthentication:
+    """The gateway's client authentication at ``issuer`` (introspection): its settings checked
+    and its key parsed here, once at startup (a bad key is a configuration error, not a
+    per-request one); raises ``ValueError`` with a fixed message."""
+    if issuer.client_id is None:
+        raise ValueError("issuer.client_id is required to introspect")
+    key: RSAKey | ECKey | None = None
+    if issuer.client_auth == "private_key_jwt":
+        if issuer.private_key is None:
+            raise ValueError("issuer.private_key is required with private_key_jwt")
+        key = signing_key(
+            issuer.private_key.reveal(), issuer.signing_alg, name="issuer.private_key"
         )
-
-    def apply(self, headers: dict[str, str], form: dict[str, str], audience: str) -> None:
-        form.update(self._auth.apply(headers, audience))
+    elif issuer.client_secret is None:
+        raise ValueError("issuer.client_secret is required with client_secret_*")
+    return ClientAuthentication(
+        issuer.client_id,
+        issuer.client_auth,
+        clock=clock,
+        secret=issuer.client_secret,
+        key=key,
+        alg=issuer.signing_alg,
+        key_id=issuer.private_key_id,
+    )
 
 
 class Introspector:
@@ -159,25 +150,21 @@ class Introspector:
         self._issuer = issuer
         self._outbound = outbound
         self._destination = destination
-        self._auth = ClientAuthenticator(issuer, clock=clock)
+        self._auth = issuer_client_auth(issuer, clock=clock)
 
     async def introspect(self, token: str, endpoint: str, issuer_id: str) -> Mapping[str, Any]:
         """POST ``token`` to ``endpoint``; return the response object or raise
         IntrospectionFailed. ``issuer_id`` is the private_key_jwt audience."""
-        headers = {
-            "Accept": "application/json",
-            "Content-Type": "application/x-www-form-urlencoded",
-        }
-        form = {"token": token, "token_type_hint": "access_token"}
-        self._auth.apply(headers, form, issuer_id)
+        form = [("token", token), ("token_type_hint", "access_token")]
         try:
-            response = await self._outbound.request(
+            response = await post_oauth_form(
+                self._outbound,
                 self._destination,
-                "POST",
                 endpoint,
+                form,
+                auth=self._auth,
+                audience=issuer_id,
                 timeout_s=self._issuer.timeout_s,
-                headers=headers,
-                data=form,
                 max_body=MAX_RESPONSE_BYTES,
                 span="mcp_gateway.introspection",
             )

@@ -44,7 +44,7 @@ from gateway.login.id_token import validate_id_token
 from gateway.login.person import BrowserIdentity
 from gateway.observability.logging import get_logger
 from gateway.outbound.client import Destination, Outbound
-from gateway.outbound.client_auth import ClientAuthentication, signing_key
+from gateway.outbound.client_auth import ClientAuthentication, post_oauth_form, signing_key
 from gateway.outbound.failures import OutboundError
 from gateway.retry import refresh_forever
 
@@ -216,23 +216,21 @@ class RelyingParty:
         endpoint = self._token
         if endpoint is None:
             raise LoginUnavailable(retry_after=RETRY_AFTER_S, detail="issuer not ready")
-        headers = {"Accept": "application/json"}
-        form = {
-            "grant_type": "authorization_code",
-            "code": code,
-            "redirect_uri": self._redirect_uri,
-            "code_verifier": verifier,
-        }
-        # private_key_jwt: the assertion's aud is the issuer identifier (rfc7523bis).
-        form.update(self._auth.apply(headers, self._issuer.url))
+        form = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", self._redirect_uri),
+            ("code_verifier", verifier),
+        ]
         try:
-            response = await self._outbound.request(
+            response = await post_oauth_form(
+                self._outbound,
                 DESTINATION,
-                "POST",
                 endpoint,
+                form,
+                auth=self._auth,
+                audience=self._issuer.url,  # private_key_jwt: the issuer identifier (rfc7523bis)
                 timeout_s=self._issuer.timeout_s,
-                headers=headers,
-                data=form,
                 max_body=MAX_TOKEN_RESPONSE_BYTES,
                 span="mcp_gateway.login_token",
             )

@@ -1,6 +1,7 @@
 """OAuth client authentication (RFC 6749 §2.3), one way for every request the gateway makes as a
-client of an authorization server: token introspection (``gateway/auth``), the
-client-credentials grant and token exchange (``gateway/backend``).
+client of an authorization server: token introspection (``gateway/auth``), the sign-in's code
+redemption (``gateway/login``), the client-credentials grant, token exchange and a person's
+upstream tokens (``gateway/backend``), each posted by :func:`post_oauth_form`.
 
 - ``client_secret_basic``: ``Authorization: Basic base64(urlenc(id) ":" urlenc(secret))``.
   RFC 6749 §2.3.1 requires the form-urlencoding of both parts before they are joined; authlib
@@ -18,19 +19,22 @@ A secret is read with :meth:`~gateway.config.Secret.current` at each use, so a r
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
-from urllib.parse import quote_plus
+from urllib.parse import quote_plus, urlencode
 
 from authlib.oauth2.rfc7523 import private_key_jwt_sign
 from joserfc.jwk import ECKey, OKPKey, RSAKey
 
 from gateway.config import ClientAuth, Secret
+from gateway.outbound.client import Outbound
+from gateway.outbound.responses import Response
 
 __all__ = [
     "ASSERTION_LIFETIME_S",
     "JWT_BEARER_ASSERTION",
     "ClientAuthentication",
+    "post_oauth_form",
     "signing_key",
 ]
 
@@ -107,3 +111,38 @@ class ClientAuthentication:
             ("client_assertion", str(assertion)),
             ("client_id", self._client_id),
         ]
+
+
+async def post_oauth_form(
+    outbound: Outbound,
+    destination: str,
+    url: str,
+    form: Iterable[tuple[str, str]],
+    *,
+    auth: ClientAuthentication | None,
+    audience: str,
+    timeout_s: float,
+    max_body: int,
+    span: str | None = None,
+) -> Response:
+    """POST ``form`` to an authorization server's endpoint (token, introspection), asking for
+    JSON (GitHub answers form-encoded without it), with ``auth``'s client authentication
+    (``audience``: a ``private_key_jwt`` assertion's ``aud``; None: a public client, whose
+    ``client_id`` the form carries). Raises :class:`~gateway.outbound.failures.OutboundError`."""
+    headers = {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Accept": "application/json",
+    }
+    fields = list(form)
+    if auth is not None:
+        fields += auth.apply(headers, audience)
+    return await outbound.request(
+        destination,
+        "POST",
+        url,
+        timeout_s=timeout_s,
+        headers=headers,
+        body=urlencode(fields).encode("ascii"),
+        max_body=max_body,
+        span=span,
+    )

@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Callable
 from typing import Any, Final, Protocol, runtime_checkable
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives.asymmetric import ec, ed448, ed25519
 from cryptography.hazmat.primitives.serialization import load_pem_private_key
@@ -41,7 +41,7 @@ from gateway.config import (
 from gateway.jsonkit.read import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.outbound.client import Outbound
-from gateway.outbound.client_auth import ClientAuthentication
+from gateway.outbound.client_auth import ClientAuthentication, post_oauth_form
 from gateway.outbound.failures import OutboundError
 
 __all__ = [
@@ -165,22 +165,17 @@ class ClientCredentials:
             form.append(("resource", self._cred.resource))  # RFC 8707 §2
         if self._cred.audience:
             form.append(("audience", self._cred.audience))
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": "application/json",
-        }
-        form += self._client_auth.apply(headers, endpoint)  # RFC 7523 §3: aud = token endpoint
-        body = urlencode(form)
         self.fetches += 1
         started = self._clock()
         try:
-            response = await self._outbound.request(
+            response = await post_oauth_form(
+                self._outbound,
                 TOKEN_DESTINATION,
-                "POST",
                 endpoint,
+                form,
+                auth=self._client_auth,
+                audience=endpoint,  # RFC 7523 §3: aud = token endpoint
                 timeout_s=max(0.001, min(self._timeout_s, deadline - time.monotonic())),
-                headers=headers,
-                body=body.encode("ascii"),
                 max_body=_MAX_TOKEN_RESPONSE,
             )
         except OutboundError as exc:

@@ -38,7 +38,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import urlencode
 
 from gateway import b64url
 from gateway.backend.credentials.service_credential import (
@@ -58,6 +57,7 @@ from gateway.jsonkit.read import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
+from gateway.outbound.client_auth import post_oauth_form
 from gateway.outbound.failures import OutboundError
 from gateway.seams import CallerToken, Principal, RequestContext
 
@@ -223,23 +223,18 @@ class TokenExchange:
         except CredentialError as exc:
             _log.warning("token_exchange_failed", backend=self._backend, reason=str(exc))
             return self._unavailable()
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": "application/json",
-        }
-        form += self._client_auth.apply(headers, endpoint)  # RFC 7523 §3: aud = token endpoint
-        body = urlencode(form)
         issuer = self._issuers.get(principal.issuer, self._config.issuer)
         started = self._clock()
         self.exchanges += 1
         try:
-            response = await self._outbound.request(
+            response = await post_oauth_form(
+                self._outbound,
                 TOKEN_DESTINATION,
-                "POST",
                 endpoint,
+                form,
+                auth=self._client_auth,
+                audience=endpoint,  # RFC 7523 §3: aud = token endpoint
                 timeout_s=max(0.001, min(issuer.timeout_s, deadline - time.monotonic())),
-                headers=headers,
-                body=body.encode("ascii"),
                 max_body=_MAX_RESPONSE,
                 span="mcp_gateway.token_exchange",
             )

@@ -49,7 +49,7 @@ from gateway.jsonkit.read import JsonError, answer
 from gateway.jsonkit.write import compact
 from gateway.observability.logging import get_logger
 from gateway.outbound.client import Outbound
-from gateway.outbound.client_auth import ClientAuthentication
+from gateway.outbound.client_auth import ClientAuthentication, post_oauth_form
 from gateway.outbound.failures import OutboundError
 
 __all__ = [
@@ -289,22 +289,18 @@ class UpstreamClient:
     async def _post(
         self, url: str, client_id: str, form: list[tuple[str, str]], deadline: float
     ) -> tuple[int, Any]:
-        headers = {
-            "Content-Type": "application/x-www-form-urlencoded",
-            "Accept": "application/json",  # GitHub answers form-encoded without it
-        }
-        if self._auth is not None and client_id == self._cred.client_id:
-            form = form + self._auth.apply(headers, url)  # RFC 7523 §3: aud = the endpoint
-        else:
+        auth = self._auth if client_id == self._cred.client_id else None
+        if auth is None:
             form = [*form, ("client_id", client_id)]  # a public client (RFC 6749 §3.2.1)
         try:
-            response = await self._outbound.request(
+            response = await post_oauth_form(
+                self._outbound,
                 OAUTH_DESTINATION,
-                "POST",
                 url,
+                form,
+                auth=auth,
+                audience=url,  # RFC 7523 §3: aud = the endpoint
                 timeout_s=_timeout(deadline),
-                headers=headers,
-                body=urlencode(form).encode("ascii"),
                 max_body=MAX_TOKEN_RESPONSE,
                 span="mcp_gateway.upstream_token",
             )

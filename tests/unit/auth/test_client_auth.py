@@ -10,7 +10,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from joserfc import jwt
 from joserfc.jwk import ECKey
 
-from gateway.auth.introspection import ASSERTION_LIFETIME_S, ClientAuthenticator
+from gateway.auth.introspection import ASSERTION_LIFETIME_S, issuer_client_auth
 from gateway.config import IssuerConfig, Secret
 
 ISSUER = "https://id.example.com/realms/acme"
@@ -21,7 +21,7 @@ def apply(
 ) -> tuple[dict[str, str], dict[str, str]]:
     headers: dict[str, str] = {}
     form: dict[str, str] = {}
-    ClientAuthenticator(issuer, clock=lambda: now).apply(headers, form, ISSUER)
+    form.update(issuer_client_auth(issuer, clock=lambda: now).apply(headers, ISSUER))
     return headers, form
 
 
@@ -79,9 +79,9 @@ def test_private_key_jwt_with_an_ec_key_signs_a_short_lived_assertion_for_the_is
 
 def test_a_missing_credential_is_a_configuration_error() -> None:
     with pytest.raises(ValueError, match="client_secret"):
-        ClientAuthenticator(IssuerConfig(url=ISSUER, client_id="gw"), clock=lambda: 0.0)
+        issuer_client_auth(IssuerConfig(url=ISSUER, client_id="gw"), clock=lambda: 0.0)
     with pytest.raises(ValueError, match="private_key"):
-        ClientAuthenticator(
+        issuer_client_auth(
             IssuerConfig(url=ISSUER, client_id="gw", client_auth="private_key_jwt"),
             clock=lambda: 0.0,
         )
@@ -104,6 +104,6 @@ def test_an_unusable_private_key_fails_at_startup_without_quoting_it(alg: str, p
         signing_alg=alg,
     )
     with pytest.raises(ValueError, match="not a PEM private key") as info:
-        ClientAuthenticator(issuer, clock=lambda: 0.0)
+        issuer_client_auth(issuer, clock=lambda: 0.0)
     assert pem not in str(info.value)
     assert info.value.__cause__ is None
