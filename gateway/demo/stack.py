@@ -34,11 +34,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from cryptography.hazmat.primitives.asymmetric import ed25519
-from cryptography.hazmat.primitives.serialization import Encoding, NoEncryption, PrivateFormat
-
 from gateway.app import GatewayServer
-from gateway.config import DEFAULT_LOGIN_PREFIX, TOKEN_EXCHANGE_GRANT, TokenMode, load_config
+from gateway.config import DEFAULT_LOGIN_PREFIX, TokenMode, load_config
+from gateway.demo.issuer_clients import (
+    ACCOUNTS_CLIENT_ID,
+    EXCHANGE_CLIENT_ID,
+    GATEWAY_CLIENT_ID,
+    LOGIN_CLIENT_ID,
+    register_clients,
+)
 from gateway.demo.ports import free_port
 from gateway.dev.demo_accounts import AccountsBackend
 from gateway.dev.demo_backend import DemoBackend
@@ -61,15 +65,6 @@ __all__ = [
     "write_state",
 ]
 
-GATEWAY_CLIENT_ID: Final = "mcp-gateway"
-EXCHANGE_CLIENT_ID: Final = "mcp-gateway-exchange"
-"""The gateway's client for the vault's token exchange (it may exchange for the vault only)."""
-LOGIN_CLIENT_ID: Final = "mcp-gateway-login"
-"""The login surface's client at the issuer (a person signs in at the gateway's pages)."""
-ACCOUNTS_CLIENT_ID: Final = "mcp-gateway-accounts"
-"""The gateway's client at the accounts service's own authorization server (user_oauth)."""
-VAULT_CLIENT_ID: Final = "demo-vault"
-"""The vault's own introspection client at the issuer."""
 DEMO_TOKEN_TTL_S: Final = 12 * 3600
 """The ready-made tokens last a working day; ``demo token`` mints shorter ones by default."""
 READY_TIMEOUT_S: Final = 30.0
@@ -175,16 +170,6 @@ def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
 
 
-def _ed25519_pem() -> str:
-    key = ed25519.Ed25519PrivateKey.generate()
-    return key.private_bytes(Encoding.PEM, PrivateFormat.PKCS8, NoEncryption()).decode().strip()
-
-
-def _write_secret(path: Path, value: str) -> None:
-    path.write_text(value + "\n", encoding="utf-8")
-    path.chmod(0o600)
-
-
 async def start_demo(
     *,
     host: str = "127.0.0.1",
@@ -277,58 +262,17 @@ async def start_demo(
         )
         await accounts.start()
         started.append(accounts)
-        if tokens != "jwt":  # a JWT-only gateway has no client at the issuer
-            client_secret = secrets.token_urlsafe(32)
-            issuer.register_client(
-                GATEWAY_CLIENT_ID,
-                client_secret,
-                grant_types=["client_credentials"],
-                scopes=["mcp:access"],
-                can_introspect=True,
-            )
-            _write_secret(workdir / "issuer-client-secret", client_secret)
-        _write_secret(workdir / "backend-service-token", backend.service_token)
-        # RFC 8693: the gateway's exchange client may exchange callers' tokens for the vault.
-        exchange_secret = secrets.token_urlsafe(32)
-        issuer.register_client(
-            EXCHANGE_CLIENT_ID,
-            exchange_secret,
-            grant_types=["client_credentials", TOKEN_EXCHANGE_GRANT],
-        )
-        issuer.exchange_policy.allow(EXCHANGE_CLIENT_ID, vault_url)
-        _write_secret(workdir / "exchange-client-secret", exchange_secret)
-        vault_client: tuple[str, str] | None = None
-        if tokens != "jwt":  # without introspection the vault checks the JWT's signature
-            vault_client = (VAULT_CLIENT_ID, secrets.token_urlsafe(32))
-            issuer.register_client(*vault_client, grant_types=[], can_introspect=True)
-        vault.token_check = IssuerTokenCheck(
-            issuer.url, audience=vault_url, introspection=vault_client
-        )
-        # The login surface's client: a person signs in at the issuer, back at /gateway/callback.
-        login_secret = secrets.token_urlsafe(32)
         origin = resource.rsplit("/", 1)[0]
-        issuer.register_client(
-            LOGIN_CLIENT_ID,
-            login_secret,
-            grant_types=["authorization_code"],
-            redirect_uris=[f"{origin}{DEFAULT_LOGIN_PREFIX}/callback"],
+        vault.token_check = register_clients(
+            issuer,
+            accounts_issuer,
+            workdir,
+            tokens=tokens,
+            vault_url=vault_url,
+            callback_base=origin + DEFAULT_LOGIN_PREFIX,
+            service_token=backend.service_token,
+            catalog_token=accounts.catalog_token,
         )
-        _write_secret(workdir / "login-client-secret", login_secret)
-        # user_oauth: the gateway's client at the accounts service's server, one redirect URI.
-        accounts_secret = secrets.token_urlsafe(32)
-        accounts_issuer.register_client(
-            ACCOUNTS_CLIENT_ID,
-            accounts_secret,
-            grant_types=["authorization_code", "refresh_token"],
-            redirect_uris=[f"{origin}{DEFAULT_LOGIN_PREFIX}/oauth/callback"],
-        )
-        _write_secret(workdir / "accounts-client-secret", accounts_secret)
-        _write_secret(workdir / "accounts-catalog-token", accounts.catalog_token)
-        _write_secret(workdir / "user-oauth-seal-key", secrets.token_hex(32))
-        # A fresh key per demo run: the gateway seals input rounds' requestState with it.
-        _write_secret(workdir / "input-seal-key", secrets.token_hex(32))
-        # And one it signs the backend's caller assertions with (Ed25519, the default alg).
-        _write_secret(workdir / "assertion-key.pem", _ed25519_pem())
         config_path = workdir / "gateway.yaml"
         config_path.write_text(
             render_gateway_yaml(
