@@ -88,6 +88,24 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(line, yellow=True)
 
 
+@pytest.fixture(autouse=True)
+def _logging_left_as_found() -> Iterator[None]:
+    """Whatever a test did to structlog's configuration (``configure()``, ``main()``, an
+    in-process ``serve``) is undone after it: otherwise a later test on the same worker logs
+    through that configuration and its ``capture_logs()`` sees nothing. Which test comes first
+    depends on how the tests are spread over workers, so this cannot be left to each module."""
+    saved = structlog.get_config()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    if structlog.get_config() != saved:
+        structlog.configure(**saved)
+        _forget_cached_loggers()
+    if root.handlers != handlers or root.level != level:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+
+
 @pytest.fixture
 def restore_logging() -> Iterator[None]:
     """Undo what the test did to structlog's configuration and the root logger (``main()`` and

@@ -58,11 +58,12 @@ async def test_vault_whoami_shows_the_caller_of_an_issuer_minted_token(
     assert not any(value and demo.backend.saw(value[7:]) for value in vault_tokens)
 
 
-async def test_readyz_names_both_backends(demo: DemoStack) -> None:
+async def test_readyz_names_every_demo_backend(demo: DemoStack) -> None:
     async with http_client() as http, http.get(demo.ops_url + "/readyz") as response:
         assert response.status == 200
         body = await response.json()
     assert {name: (b["ready"], b["era"]) for name, b in body["backends"].items()} == {
         "notes": (True, "modern"),
         "vault": (True, "modern"),
+        "accounts": (True, "modern"),
     }
