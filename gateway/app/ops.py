@@ -1,8 +1,8 @@
 """The ops listener (``config.ops_listen``, loopback by default): ``/healthz``, ``/readyz``,
 ``/metrics``, with caller-assertion keys or an audit checkpoint key ``/.well-known/jwks.json``,
 and, with ``admin.token``,
-``POST /admin/revoke``. Never exposed through the
-reverse proxy."""
+``POST /admin/revoke`` and, with a ``user_oauth`` backend, ``POST /admin/upstream-tokens/*``.
+Never exposed through the reverse proxy."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ async def _metrics(request: web.Request) -> web.Response:
 
 
 def build_ops_app(config: Config, services: Services, *, admin: bool = True) -> web.Application:
-    """``admin=False``: without ``POST /admin/revoke`` (a worker's private ops listener; the
+    """``admin=False``: without the admin API (a worker's private ops listener; the
     supervisor of ``serve --workers N`` serves the admin API for the group)."""
     app = web.Application(
         middlewares=[request_id_middleware(trusted_proxies=config.trusted_proxies)]

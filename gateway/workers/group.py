@@ -3,8 +3,9 @@
 :class:`WorkerLink`: HTTP to one slot's private ops socket, and whether its process is still
 booting; :class:`Group`: the slots, their links and the merged metrics (scraped from every
 running worker); :class:`GroupRevocations`: ``POST /admin/revoke`` carried to every worker, the
-runtime directory's file and, with Redis, the other replicas. The answers of the group's ops
-listener built on these: :mod:`gateway.workers.group_ops`.
+runtime directory's file and, with Redis, the other replicas; :class:`GroupUpstreamTokens`:
+``POST /admin/upstream-tokens/*`` asked of one worker (Redis) or every worker (memory). The
+answers of the group's ops listener built on these: :mod:`gateway.workers.group_ops`.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Final
 
 import aiohttp
 
+from gateway.app.admin_upstream import WORKER_LIST_PATH, WORKER_PURGE_PATH, selection_doc
 from gateway.config import Config
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import compact
@@ -25,6 +27,7 @@ from gateway.observability.logging import get_logger
 from gateway.outbound.client import Destination, Outbound
 from gateway.outbound.failures import OutboundConnectionError, OutboundError
 from gateway.state.revocation import MAX_LOCAL
+from gateway.state.store import StoreUnavailable
 from gateway.workers.runtime import write_revocations
 from gateway.workers.slot import Slot
 from gateway.workers.worker import ADOPT_PATH, REVOKE_PATH
@@ -35,6 +38,7 @@ __all__ = [
     "SCRAPE_TIMEOUT_S",
     "Group",
     "GroupRevocations",
+    "GroupUpstreamTokens",
     "WorkerLink",
 ]
 
@@ -46,6 +50,9 @@ importing, loading the configuration and binding); after that, as unresponsive."
 SCRAPE_TIMEOUT_S: Final = 2.0
 """A worker's /metrics; one that does not answer in time contributes its previous scrape."""
 REVOKE_TIMEOUT_S: Final = 3.0
+ADMIN_TIMEOUT_S: Final = 4.0
+"""A worker's answer to the admin API of the upstream tokens (a list reads every record; below
+``mcp-gateway upstream-tokens``'s own 10 s, so a Redis group can ask a second worker)."""
 _MAX_ANSWER: Final = 16 * 1024 * 1024
 
 log = get_logger("gateway.workers")
@@ -221,3 +228,55 @@ class GroupRevocations:
             if status == 200 and isinstance(answer, dict):
                 return answer.get("shared") is True
         return False
+
+
+class GroupUpstreamTokens:
+    """``POST /admin/upstream-tokens/list`` and ``.../purge`` for the group (the
+    ``UpstreamTokenAdmin`` seam), asked of the workers on their private sockets.
+
+    With ``state.backend: redis`` the records are the replicas' shared ones: the first running
+    worker that answers lists them, or purges them (Redis carries the change to every worker and
+    replica; that worker audits it). With ``state.backend: memory`` each worker holds the
+    records of the consents it took: every running worker is asked, the records are put
+    together and the purged counted (each worker audits its own). A worker (with Redis: every
+    worker) that does not answer makes it :class:`StoreUnavailable` (the API answers 503; both
+    are idempotent)."""
+
+    def __init__(self, group: Group) -> None:
+        self._group = group
+        self._shared = group.config.state.backend == "redis"
+
+    async def records(
+        self, backend: str | None, issuer: str | None, subject: str | None
+    ) -> list[dict[str, Any]]:
+        answers = await self._ask(WORKER_LIST_PATH, selection_doc((backend, issuer, subject)))
+        return [record for doc in answers for record in doc.get("records", [])]
+
+    async def purge(self, backend: str | None, issuer: str | None, subject: str | None) -> int:
+        answers = await self._ask(WORKER_PURGE_PATH, selection_doc((backend, issuer, subject)))
+        return sum(int(doc.get("purged", 0)) for doc in answers)
+
+    async def _ask(self, path: str, doc: Mapping[str, Any]) -> list[dict[str, Any]]:
+        running = [link for link, _ in self._group.running()]
+        if self._shared:
+            for link in running:
+                answer = await self._one(link, path, doc)
+                if answer is not None:
+                    return [answer]
+            raise StoreUnavailable("no worker answered")
+        answers = await asyncio.gather(*(self._one(link, path, doc) for link in running))
+        if any(answer is None for answer in answers):
+            raise StoreUnavailable("a worker did not answer")
+        return [answer for answer in answers if answer is not None]
+
+    @staticmethod
+    async def _one(link: WorkerLink, path: str, doc: Mapping[str, Any]) -> dict[str, Any] | None:
+        try:
+            status, body = await link.request("POST", path, timeout_s=ADMIN_TIMEOUT_S, doc=doc)
+            answer = loads(body)
+        except (OutboundError, ValueError):
+            status, answer = 0, None
+        if status != 200 or not isinstance(answer, dict):
+            log.error("worker.upstream_tokens_not_answered", worker=link.slot.index)
+            return None
+        return answer

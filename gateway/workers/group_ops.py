@@ -11,7 +11,10 @@ every worker on its private socket (:class:`~gateway.workers.group.WorkerLink`):
   ready; 503 ``draining`` from the first SIGTERM; the body lists each worker;
 * ``/metrics``: the workers' registries merged (:mod:`gateway.observability.group_metrics`);
 * ``POST /admin/revoke`` (with ``admin.token``): the same API, carried out on every worker
-  (:class:`~gateway.workers.group.GroupRevocations`).
+  (:class:`~gateway.workers.group.GroupRevocations`);
+* ``POST /admin/upstream-tokens/list`` and ``.../purge`` (with ``admin.token`` and a
+  ``user_oauth`` backend): the same API, asked of the workers
+  (:class:`~gateway.workers.group.GroupUpstreamTokens`).
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from typing import Any, Final
 from aiohttp import web
 
 from gateway.app.admin import add_admin_routes
+from gateway.app.admin_upstream import add_upstream_admin_routes
 from gateway.app.request_id import echo_request_id, request_id_middleware
 from gateway.backend.credentials.assertion_keys import GatewayKeys
+from gateway.config.user_oauth import user_oauth_backends
 from gateway.http.pipeline.routes import add_jwks_route, ops_jwks
 from gateway.observability.audit import AuditSink
-from gateway.workers.group import Group, GroupRevocations, WorkerLink
+from gateway.workers.group import Group, GroupRevocations, GroupUpstreamTokens, WorkerLink
 
 __all__ = [
     "build_group_ops_app",
@@ -139,6 +144,8 @@ def build_group_ops_app(
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)
     add_admin_routes(app, config, revocations.revoke, audit)
+    if user_oauth_backends(config.backends):
+        add_upstream_admin_routes(app, config, GroupUpstreamTokens(group))
     keys = GatewayKeys.from_config(config)  # the same files the workers sign with
     # The checkpoint key too (the workers sign their chains with it): audit verify --jwks.
     checkpoint = audit.checkpoint_jwk if audit is not None else None

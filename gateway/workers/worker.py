@@ -5,9 +5,11 @@ A worker is ``mcp-gateway serve`` with three differences (:func:`worker_server`)
 * its public listener binds the port the supervisor reserved, with ``SO_REUSEPORT``, so the
   kernel spreads new connections over the workers;
 * its ops listener is private, on ``<runtime dir>/worker-<slot>.sock`` (the supervisor serves
-  the group's ``ops_listen``), with ``/healthz``, ``/readyz``, ``/metrics`` and two routes for
-  the supervisor: ``POST /worker/revocations`` (apply revocations the supervisor fans out) and
-  ``POST /worker/revoke`` (revoke through this worker's shared state: Redis);
+  the group's ``ops_listen``), with ``/healthz``, ``/readyz``, ``/metrics`` and routes for
+  the supervisor: ``POST /worker/revocations`` (apply revocations the supervisor fans out),
+  ``POST /worker/revoke`` (revoke through this worker's shared state: Redis) and, with a
+  ``user_oauth`` backend, ``POST /worker/upstream-tokens/list`` and ``.../purge`` (this worker's
+  view of the stored upstream tokens: :mod:`gateway.app.admin_upstream`);
 * it reads the supervisor's revocations right after binding, stops gracefully when the
   supervisor disappears (its parent pid changes), and never dies of a SIGHUP that arrives
   before its reload handler is installed (the reload is done once it is).
@@ -29,6 +31,7 @@ from typing import Any, Final
 from aiohttp import web
 
 from gateway.app import SERVICES, GatewayServer, Services, build_ops_app
+from gateway.app.admin_upstream import add_worker_upstream_routes
 from gateway.app.lifecycle import PUBLIC_READY_WAIT_S
 from gateway.config import Config
 from gateway.jsonkit.read import loads
@@ -139,6 +142,8 @@ def build_worker_ops_app(config: Config, services: Services) -> web.Application:
     app = build_ops_app(config, services, admin=False)
     app.router.add_post(ADOPT_PATH, _adopt)
     app.router.add_post(REVOKE_PATH, _revoke)
+    if services.upstream_tokens is not None:
+        add_worker_upstream_routes(app, services.upstream_tokens)
     return app
 
 
