@@ -13,19 +13,13 @@ logged as ``login.<event>`` (a refusal with its reason, a fixed text, for diagno
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
-from gateway.config import LoggingConfig
 from gateway.errors import LoginPageError
 from gateway.login.person import BrowserIdentity
-from gateway.observability.access import subject_fingerprint
-from gateway.observability.audit import AuditSink, rfc3339
-from gateway.observability.lines import json_line
+from gateway.observability.event_trail import EventTrail, sparse_line
 from gateway.observability.logging import get_logger
-from gateway.observability.metrics import Metrics
 
 __all__ = ["LoginAudit", "LoginEvent"]
 
@@ -37,14 +31,7 @@ EventName = Literal[
     "login_action_redeemed",
     "login_identity_mismatch",
 ]
-_METRIC: Final[dict[str, str]] = {
-    "login_signed_in": "signed_in",
-    "login_refused": "refused",
-    "login_signed_out": "signed_out",
-    "login_action_started": "action_started",
-    "login_action_redeemed": "action_redeemed",
-    "login_identity_mismatch": "identity_mismatch",
-}
+_METRIC: Final = {name: name.removeprefix("login_") for name in get_args(EventName)}
 _log = get_logger("gateway.login")
 
 
@@ -67,40 +54,22 @@ class LoginEvent:
     """A pending action's digest (links started, redeemed and refused attempts)."""
 
     def to_json(self, ts: float) -> str:
-        record = {"ts": rfc3339(ts), "log": "audit", "event": self.event}
-        for name in ("request_id", "issuer", "subject", "method", "row", "kind", "action"):
-            value = getattr(self, name)
-            if value is not None:
-                record[name] = value
-        return json_line(record)
+        return sparse_line(ts, self, _FIELDS)
 
 
-class LoginAudit:
+_FIELDS: Final = ("request_id", "issuer", "subject", "method", "row", "kind", "action")
+
+
+class LoginAudit(EventTrail):
     """Writes the surface's events (module docstring)."""
 
-    def __init__(
-        self,
-        sink: AuditSink | None,
-        metrics: Metrics | None,
-        logging_config: LoggingConfig,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._sink = sink
-        self._metrics = metrics
-        self._plain = logging_config.subject == "plain"
-        self._clock = clock
-
     def _subject(self, identity: BrowserIdentity | None) -> str | None:
-        if identity is None:
-            return None
-        return identity.subject if self._plain else subject_fingerprint(identity.subject)
+        return None if identity is None else self.subject(identity.subject)
 
     def _emit(self, event: LoginEvent) -> None:
         if self._metrics is not None:
             self._metrics.login_events_total.labels(event=_METRIC[event.event]).inc()
-        if self._sink is not None:
-            self._sink.emit(event, self._clock())
+        self._write(event)
 
     def signed_in(self, identity: BrowserIdentity, method: str, request_id: str) -> None:
         subject = self._subject(identity)

@@ -75,6 +75,13 @@ def subject_fingerprint(subject: str) -> str:
     return "sha256:" + hashlib.sha256(subject.encode("utf-8")).hexdigest()[:16]
 
 
+def shown_subject(subject: str | None, plain: bool) -> str | None:
+    """``subject`` as ``logging.subject`` says: itself when ``plain``, else its fingerprint."""
+    if subject is None or plain:
+        return subject
+    return subject_fingerprint(subject)
+
+
 DecisionLabel = Literal["allow", "deny", "none"]
 
 
@@ -190,9 +197,7 @@ class GatewayObserver:
         histogram.observe(duration_s)
 
     def _subject(self, subject: str | None) -> str | None:
-        if subject is None or self._subject_plain:
-            return subject
-        return subject_fingerprint(subject)
+        return shown_subject(subject, self._subject_plain)
 
     def _access_line(self, ctx: RequestContext, decision: DecisionLabel, duration_s: float) -> None:
         principal = ctx.principal

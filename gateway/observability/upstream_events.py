@@ -13,17 +13,11 @@ state, a verifier or a link's nonce. Counted in ``mcp_gateway_upstream_consents_
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from gateway.config import LoggingConfig
-from gateway.observability.access import subject_fingerprint
-from gateway.observability.audit import AuditSink, rfc3339
-from gateway.observability.lines import json_line
+from gateway.observability.event_trail import EventTrail, sparse_line
 from gateway.observability.logging import get_logger
-from gateway.observability.metrics import Metrics
 
 __all__ = ["UpstreamAudit", "UpstreamEvent"]
 
@@ -65,43 +59,23 @@ class UpstreamEvent:
     request_id: str | None = None
 
     def to_json(self, ts: float) -> str:
-        record: dict[str, object] = {"ts": rfc3339(ts), "log": "audit", "event": self.event}
-        for name in (
-            "request_id",
-            "backend",
-            "issuer",
-            "subject",
-            "server",
-            "reason",
-            "action",
-            "count",
-        ):
-            value = getattr(self, name)
-            if value is not None:
-                record[name] = value
-        return json_line(record)
+        return sparse_line(ts, self, _FIELDS)
 
 
-class UpstreamAudit:
+_FIELDS: Final = (
+    "request_id",
+    "backend",
+    "issuer",
+    "subject",
+    "server",
+    "reason",
+    "action",
+    "count",
+)
+
+
+class UpstreamAudit(EventTrail):
     """Writes the events (module docstring)."""
-
-    def __init__(
-        self,
-        sink: AuditSink | None,
-        metrics: Metrics | None,
-        logging_config: LoggingConfig,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._sink = sink
-        self._metrics = metrics
-        self._plain = logging_config.subject == "plain"
-        self._clock = clock
-
-    def subject(self, subject: str | None) -> str | None:
-        if subject is None:
-            return None
-        return subject if self._plain else subject_fingerprint(subject)
 
     def emit(
         self,
@@ -143,8 +117,7 @@ class UpstreamAudit:
                     else "refused"
                 )
                 metrics.upstream_refreshes_total.labels(backend=backend, result=result).inc()
-        if self._sink is not None:
-            self._sink.emit(record, self._clock())
+        self._write(record)
         failed = event in ("upstream_consent_failed", "upstream_refresh_failed")
         (_log.warning if failed else _log.info)(
             f"upstream.{event.removeprefix('upstream_')}",
