@@ -22,21 +22,20 @@ A 2026-07-28 server only (the gateway detects the era with ``server/discover``).
 
 from __future__ import annotations
 
-import json
-from collections import deque
+from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
 from aiohttp import web
 
 from gateway.dev.demo_identity import NotVerified
-from gateway.dev.demo_records import RecordedRequest, RecordsRequests, request_log
+from gateway.dev.demo_records import RecordsRequests
 from gateway.dev.demo_vault import IssuerTokenCheck
-from gateway.dev.loopback import bind_site, check_bind_host
+from gateway.dev.loopback import McpOnLoopback
+from gateway.dev.simple_rpc import VERSION, RpcCall, read_call, rpc_error, rpc_result
 
 __all__ = ["ACCOUNTS_TOOLS", "AccountsBackend", "Call"]
 
-VERSION: Final = "2026-07-28"
 SERVER_INFO: Final = {"name": "mcp-gateway-demo-accounts", "version": "1.0.0"}
 WRITE_SCOPE: Final = "notes:write"
 _EMPTY: Final = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -75,54 +74,29 @@ class Call:
 
 
 @dataclass
-class AccountsBackend(RecordsRequests):
+class AccountsBackend(RecordsRequests, McpOnLoopback):
     """The service of the module docstring. Set :attr:`token_check` (its authorization server)
     and :attr:`catalog_token` before traffic; ``await start()``, read :attr:`url`."""
 
-    host: str = "127.0.0.1"
-    port: int = 0
     _: KW_ONLY
-    path: str = "/mcp"
-    allow_non_loopback: bool = False
     issuer_url: str = ""
     """Its authorization server (named in its protected-resource metadata)."""
     token_check: IssuerTokenCheck | None = None
     catalog_token: str = ""
-    received: deque[RecordedRequest] = field(default_factory=request_log)
     calls: list[Call] = field(default_factory=list)
     refuse: int = 0
     """Answer 401 to the next this many tool calls, whatever their token (a token the
     service stopped accepting)."""
-    _runner: web.AppRunner | None = field(default=None, repr=False)
-    _url: str | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        check_bind_host(self.host, self.allow_non_loopback)
-
-    @property
-    def origin(self) -> str:
-        if self._url is None:
-            raise RuntimeError("AccountsBackend is not started")
-        return self._url
-
-    @property
-    def url(self) -> str:
-        return self.origin + self.path
+    max_body = MAX_BODY
 
     @property
     def metadata_url(self) -> str:
-        return f"{self.origin}/.well-known/oauth-protected-resource{self.path}"
+        return f"{self.base_url}/.well-known/oauth-protected-resource{self.path}"
 
-    async def start(self) -> None:
-        app = web.Application(client_max_size=MAX_BODY)
-        app.router.add_route("*", self.path, self._handle)
+    def _app(self) -> web.Application:
+        app = super()._app()
         app.router.add_get(f"/.well-known/oauth-protected-resource{self.path}", self._metadata)
-        self._runner, self._url = await bind_site(app, self.host, self.port)
-
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
+        return app
 
     async def _metadata(self, request: web.Request) -> web.Response:
         """RFC 9728 §3.2: which server issues this service's tokens."""
@@ -148,22 +122,12 @@ class AccountsBackend(RecordsRequests):
         body = await self._record(request)
         if request.method != "POST":
             return web.Response(status=405, headers={"Allow": "POST"})
-        try:
-            message = json.loads(body)
-        except ValueError:
-            return _error(None, 400, -32700, "Parse error")
-        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
-            return _error(None, 400, -32600, "Invalid Request")
-        if "id" not in message:
-            return web.Response(status=202)
-        rid, method = message["id"], message["method"]
-        raw_params = message.get("params")
-        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
+        call = read_call(body, request.headers)
+        if not isinstance(call, RpcCall):
+            return call
+        rid, method = call.rid, call.method
         supplied = request.headers.get("Authorization", "")
         token = supplied[7:] if supplied.startswith("Bearer ") else ""
-        if request.headers.get("MCP-Protocol-Version") != VERSION:
-            return _error(rid, 400, -32022, "Unsupported protocol version")
-        meta = {"io.modelcontextprotocol/serverInfo": SERVER_INFO}
         if method in ("server/discover", "tools/list"):
             if not token or token != self.catalog_token:
                 return self._unauthorized("catalog token required")
@@ -185,24 +149,26 @@ class AccountsBackend(RecordsRequests):
             listed = [ME] if method == "resources/list" else []
             result = {key: listed, "ttlMs": 60_000, "cacheScope": "public"}
         elif method == "resources/read":
-            return await self._read(rid, params, token, meta)
+            return await self._read(rid, call.params, token)
         elif method == "tools/call":
-            return await self._call(rid, params, token, meta)
+            return await self._call(rid, call.params, token)
         else:
-            return _error(rid, 404, -32601, "Method not found")
-        reply = {"resultType": "complete", **result, "_meta": meta}
-        return web.json_response({"jsonrpc": "2.0", "id": rid, "result": reply})
+            return rpc_error(rid, 404, -32601, "Method not found")
+        return rpc_result(rid, result, SERVER_INFO)
 
-    async def _call(
-        self, rid: Any, params: dict[str, Any], token: str, meta: dict[str, Any]
-    ) -> web.Response:
+    async def _person(self, token: str) -> Mapping[str, Any]:
+        """What the service's authorization server says of a person's token (raises
+        :class:`~gateway.dev.demo_identity.NotVerified`: none, the catalog's, not vouched)."""
+        if self.token_check is None or not token or token == self.catalog_token:
+            raise NotVerified("a person's token is required")
+        return await self.token_check.verify(token)
+
+    async def _call(self, rid: Any, params: dict[str, Any], token: str) -> web.Response:
         if self.refuse > 0:
             self.refuse -= 1
             return self._unauthorized("token no longer accepted")
         try:
-            if self.token_check is None or not token or token == self.catalog_token:
-                raise NotVerified("a person's token is required")
-            claims = await self.token_check.verify(token)
+            claims = await self._person(token)
         except NotVerified as exc:
             return self._unauthorized(str(exc))
         name = params.get("name")
@@ -217,7 +183,7 @@ class AccountsBackend(RecordsRequests):
                 {"error": "insufficient_scope"}, status=403, headers={"WWW-Authenticate": challenge}
             )
         if name not in ("whoami", "notes_write"):
-            return _error(rid, 400, -32602, "Unknown tool")
+            return rpc_error(rid, 400, -32602, "Unknown tool")
         self.calls.append(Call(str(name), subject, token, " ".join(scopes)))
         if name == "whoami":
             text = f"You are {subject} at the accounts service (scopes: {' '.join(scopes)})."
@@ -226,38 +192,18 @@ class AccountsBackend(RecordsRequests):
             arguments = params.get("arguments") or {}
             text = f"Noted for {subject}: {arguments.get('text', '')}"
             structured = {"sub": subject, "written": True}
-        result = {
-            "resultType": "complete",
-            "content": [{"type": "text", "text": text}],
-            "structuredContent": structured,
-            "_meta": meta,
-        }
-        return web.json_response({"jsonrpc": "2.0", "id": rid, "result": result})
+        result = {"content": [{"type": "text", "text": text}], "structuredContent": structured}
+        return rpc_result(rid, result, SERVER_INFO)
 
-    async def _read(
-        self, rid: Any, params: dict[str, Any], token: str, meta: dict[str, Any]
-    ) -> web.Response:
+    async def _read(self, rid: Any, params: dict[str, Any], token: str) -> web.Response:
         try:
-            if self.token_check is None or not token or token == self.catalog_token:
-                raise NotVerified("a person's token is required")
-            claims = await self.token_check.verify(token)
+            claims = await self._person(token)
         except NotVerified as exc:
             return self._unauthorized(str(exc))
         if params.get("uri") != ME["uri"]:
-            return _error(rid, 400, -32602, "Resource not found")
+            return rpc_error(rid, 400, -32602, "Resource not found")
         subject = str(claims.get("sub"))
         self.calls.append(Call("resources/read", subject, token, str(claims.get("scope") or "")))
         contents = [{"uri": ME["uri"], "mimeType": "text/plain", "text": f"You are {subject}."}]
-        result = {
-            "resultType": "complete",
-            "contents": contents,
-            "ttlMs": 0,
-            "cacheScope": "private",
-            "_meta": meta,
-        }
-        return web.json_response({"jsonrpc": "2.0", "id": rid, "result": result})
-
-
-def _error(rid: Any, status: int, code: int, message: str) -> web.Response:
-    body = {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-    return web.json_response(body, status=status)
+        result = {"contents": contents, "ttlMs": 0, "cacheScope": "private"}
+        return rpc_result(rid, result, SERVER_INFO)

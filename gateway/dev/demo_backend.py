@@ -19,7 +19,6 @@ import base64
 import binascii
 import hmac
 import json
-from collections import deque
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
 
@@ -38,7 +37,7 @@ from gateway.dev.demo_listen import LATEST_URI, DemoListeners
 from gateway.dev.demo_records import RecordedRequest, RecordsRequests, request_log
 from gateway.dev.demo_tasks import CAPABILITIES, TASK_TOOLS, TASKS, DemoTaskError, DemoTasks
 from gateway.dev.demo_tools import TOOLS, DemoTools, UnknownToolError
-from gateway.dev.loopback import McpOnLoopback, check_bind_host
+from gateway.dev.loopback import McpOnLoopback
 from gateway.seams import SURFACE_METHODS
 
 __all__ = [
@@ -75,12 +74,8 @@ class _RpcError(Exception):
 class DemoBackend(RecordsRequests, McpOnLoopback):
     """A both-eras MCP server on loopback. ``await start()``, read :attr:`url`, ``await stop()``."""
 
-    host: str = "127.0.0.1"
-    port: int = 0
     _: KW_ONLY
     service_token: str = ""
-    path: str = "/mcp"
-    allow_non_loopback: bool = False
     sse: bool = False
     """Answer requests as ``text/event-stream`` instead of JSON (both are legal; 2.3)."""
     tools: DemoTools = field(default_factory=DemoTools)
@@ -89,8 +84,6 @@ class DemoBackend(RecordsRequests, McpOnLoopback):
     """The slow tool's tasks (:mod:`gateway.dev.demo_tasks`)."""
     listeners: DemoListeners = field(default_factory=DemoListeners, repr=False)
     """Open ``subscriptions/listen`` streams (:mod:`gateway.dev.demo_listen`)."""
-    received: deque[RecordedRequest] = field(default_factory=request_log)
-    """The last :data:`MAX_RECORDED` requests, oldest first."""
     auth_failures: int = 0
     caller_check: CallerCheck | None = None
     """Set (``mcp-gateway demo``): every ``tools/call`` must carry a valid caller assertion of
@@ -101,7 +94,7 @@ class DemoBackend(RecordsRequests, McpOnLoopback):
     def __post_init__(self) -> None:
         if not self.service_token:
             raise ValueError("DemoBackend needs a service_token")
-        check_bind_host(self.host, self.allow_non_loopback)
+        super().__post_init__()
         self.inputs = DemoInputs(self.tools)
         self.tasks = DemoTasks(self.tools)
 

@@ -4,7 +4,7 @@ request recorded as received (DEVELOPMENT ONLY)."""
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Final
 
 from aiohttp import web
@@ -33,12 +33,14 @@ def request_log() -> deque[RecordedRequest]:
     return deque(maxlen=MAX_RECORDED)
 
 
+@dataclass
 class RecordsRequests:
     """What the demo backends share so tests can assert a client's token never reaches them:
-    :meth:`_record` keeps every request in :attr:`received` (a :func:`request_log`), and
-    :meth:`saw` searches it."""
+    :meth:`_record` keeps every request in :attr:`received`, and :meth:`saw` searches it."""
 
-    received: deque[RecordedRequest]
+    _: KW_ONLY
+    received: deque[RecordedRequest] = field(default_factory=request_log)
+    """The last :data:`MAX_RECORDED` requests, oldest first."""
 
     def saw(self, needle: str) -> bool:
         """Whether ``needle`` appeared in any received header value or body."""

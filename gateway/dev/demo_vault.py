@@ -19,7 +19,6 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections import deque
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
 from typing import Any, Final
@@ -32,12 +31,12 @@ from joserfc.jwk import KeySet
 from joserfc.jwt import JWTClaimsRegistry
 
 from gateway.dev.demo_identity import NotVerified
-from gateway.dev.demo_records import RecordedRequest, RecordsRequests, request_log
-from gateway.dev.loopback import McpOnLoopback, check_bind_host
+from gateway.dev.demo_records import RecordsRequests
+from gateway.dev.loopback import McpOnLoopback
+from gateway.dev.simple_rpc import VERSION, RpcCall, read_call, rpc_error, rpc_result
 
 __all__ = ["VAULT_WHOAMI", "IssuerTokenCheck", "VaultBackend"]
 
-VERSION: Final = "2026-07-28"
 SERVER_INFO: Final = {"name": "mcp-gateway-demo-vault", "version": "1.0.0"}
 VAULT_WHOAMI: Final[dict[str, Any]] = {
     "name": "whoami",
@@ -122,21 +121,12 @@ class VaultBackend(RecordsRequests, McpOnLoopback):
     """A 2026-07-28 MCP server on loopback that accepts only issuer-vouched tokens for itself.
     Set :attr:`token_check` before traffic; ``await start()``, read :attr:`url`."""
 
-    host: str = "127.0.0.1"
-    port: int = 0
     _: KW_ONLY
-    path: str = "/mcp"
-    allow_non_loopback: bool = False
     token_check: IssuerTokenCheck | None = None
-    received: deque[RecordedRequest] = field(default_factory=request_log)
-    """The last :data:`~gateway.dev.demo_backend.MAX_RECORDED` requests, oldest first."""
     seen_subjects: list[str] = field(default_factory=list)
     """``sub`` of every ``tools/call`` token the issuer vouched for."""
     auth_failures: int = 0
     max_body = MAX_BODY
-
-    def __post_init__(self) -> None:
-        check_bind_host(self.host, self.allow_non_loopback)
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await self._record(request)
@@ -154,20 +144,10 @@ class VaultBackend(RecordsRequests, McpOnLoopback):
                 status=401,
                 headers={"WWW-Authenticate": 'Bearer realm="demo-vault", error="invalid_token"'},
             )
-        try:
-            message = json.loads(body)
-        except ValueError:
-            return _error(None, 400, -32700, "Parse error")
-        if not isinstance(message, dict) or not isinstance(message.get("method"), str):
-            return _error(None, 400, -32600, "Invalid Request")
-        if "id" not in message:
-            return web.Response(status=202)  # notifications: accepted
-        rid, method = message["id"], message["method"]
-        raw_params = message.get("params")
-        params: dict[str, Any] = raw_params if isinstance(raw_params, dict) else {}
-        if request.headers.get("MCP-Protocol-Version") != VERSION:
-            return _error(rid, 400, -32022, "Unsupported protocol version")
-        meta = {"io.modelcontextprotocol/serverInfo": SERVER_INFO}
+        call = read_call(body, request.headers)
+        if not isinstance(call, RpcCall):
+            return call
+        rid, method = call.rid, call.method
         if method == "server/discover":
             result: dict[str, Any] = {
                 "supportedVersions": [VERSION],
@@ -179,15 +159,14 @@ class VaultBackend(RecordsRequests, McpOnLoopback):
             }
         elif method == "tools/list":
             result = {"tools": [VAULT_WHOAMI], "ttlMs": 60_000, "cacheScope": "public"}
-        elif method == "tools/call" and params.get("name") == VAULT_WHOAMI["name"]:
+        elif method == "tools/call" and call.params.get("name") == VAULT_WHOAMI["name"]:
             self.seen_subjects.append(str(claims.get("sub")))
             result = whoami_result(claims)
         elif method == "tools/call":
-            return _error(rid, 400, -32602, "Unknown tool")
+            return rpc_error(rid, 400, -32602, "Unknown tool")
         else:
-            return _error(rid, 404, -32601, "Method not found")
-        reply = {"resultType": "complete", **result, "_meta": meta}
-        return web.json_response({"jsonrpc": "2.0", "id": rid, "result": reply})
+            return rpc_error(rid, 404, -32601, "Method not found")
+        return rpc_result(rid, result, SERVER_INFO)
 
 
 def whoami_result(claims: Mapping[str, Any]) -> dict[str, Any]:
@@ -210,8 +189,3 @@ def whoami_result(claims: Mapping[str, Any]) -> dict[str, Any]:
         "never reached this backend."
     )
     return {"content": [{"type": "text", "text": text}], "structuredContent": shown}
-
-
-def _error(rid: Any, status: int, code: int, message: str) -> web.Response:
-    body = {"jsonrpc": "2.0", "id": rid, "error": {"code": code, "message": message}}
-    return web.json_response(body, status=status)

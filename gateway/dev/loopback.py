@@ -8,7 +8,8 @@ and :class:`LoopbackServer`, their one lifecycle (``await start()`` or ``async w
 from __future__ import annotations
 
 import ipaddress
-from typing import Self
+from dataclasses import KW_ONLY, dataclass
+from typing import ClassVar, Self
 
 from aiohttp import web
 
@@ -82,11 +83,20 @@ class LoopbackServer:
         await self.stop()
 
 
+@dataclass
 class McpOnLoopback(LoopbackServer):
-    """A development MCP server: every method of one endpoint at :attr:`path`."""
+    """A development MCP server: every method of one endpoint at :attr:`path`, bound to
+    loopback unless ``allow_non_loopback``."""
 
-    path: str
-    max_body: int
+    host: str = "127.0.0.1"
+    port: int = 0
+    _: KW_ONLY
+    path: str = "/mcp"
+    allow_non_loopback: bool = False
+    max_body: ClassVar[int]
+
+    def __post_init__(self) -> None:
+        check_bind_host(self.host, self.allow_non_loopback)
 
     @property
     def url(self) -> str:
