@@ -3,169 +3,43 @@
 Only :mod:`gateway.wiring` (the composition root) wires concrete classes to these Protocols;
 every other module depends on the Protocol. This package imports nothing from the gateway except
 :mod:`gateway.errors`, so every layer may import it without breaking the layer rules
-(``tests/test_layers.py``).
+(``tests/test_layers.py``). What each module offers is its ``__all__``, written there once;
+this package offers all of them.
 """
 
 from __future__ import annotations
 
-from gateway.seams.backends import (
-    ANNOTATION_HINTS,
-    TOOL_NAME,
-    Backend,
-    Catalog,
-    Era,
-    HeaderParam,
-    InputRequired,
-    JsonObject,
-    Resume,
-    ToolCall,
-    ToolDef,
-    ToolOverride,
+from gateway.seams import (
+    backends,
+    callers,
+    consent,
+    guarded,
+    listening,
+    pending,
+    policy,
+    requests,
+    surface,
+    task_relay,
 )
-from gateway.seams.callers import (
-    AUTH_METHODS,
-    NO_CLAIMS,
-    Authenticator,
-    AuthMethod,
-    AuthRequest,
-    CachedPrincipal,
-    CallerToken,
-    DpopReplays,
-    Principal,
-    PrincipalFacts,
-    Revocations,
-    SharedTokenCache,
-    find_claim,
-    frozen_claims,
-)
-from gateway.seams.consent import (
-    ConsentLink,
-    ConsentLinks,
-    ConsentNeeded,
-    ConsentReason,
-    UpstreamTokenAdmin,
-)
-from gateway.seams.guarded import GUARDED_CHECKS, GuardedCheck, GuardedContent, Guardrails
-from gateway.seams.listening import (
-    ListenEvent,
-    ListenFilter,
-    Listening,
-    ListenOffer,
-    ListenRefused,
-    UpstreamListen,
-)
-from gateway.seams.pending import LoginPages, PendingActions
-from gateway.seams.policy import (
-    AccessQuestion,
-    Decision,
-    DecisionPoint,
-    Listing,
-    Policy,
-    PolicySource,
-    listed,
-)
-from gateway.seams.requests import (
-    CallRecord,
-    ConcurrencyLimiter,
-    Lease,
-    Observer,
-    RateLimiter,
-    RequestContext,
-    sorted_tools,
-)
-from gateway.seams.surface import (
-    EMPTY_SURFACE,
-    GATEWAY_SCHEME,
-    SURFACE_METHODS,
-    PromptDef,
-    ResourceDef,
-    Surface,
-    SurfaceReply,
-    SurfaceRequest,
-)
-from gateway.seams.task_relay import (
-    HandleRefusal,
-    Task,
-    TaskCreated,
-    TaskMethod,
-    TaskRelay,
-    TaskReply,
-    TaskRequest,
-    TaskStatus,
-)
+from gateway.seams.backends import *
+from gateway.seams.callers import *
+from gateway.seams.consent import *
+from gateway.seams.guarded import *
+from gateway.seams.listening import *
+from gateway.seams.pending import *
+from gateway.seams.policy import *
+from gateway.seams.requests import *
+from gateway.seams.surface import *
+from gateway.seams.task_relay import *
 
-__all__ = [
-    "ANNOTATION_HINTS",
-    "AUTH_METHODS",
-    "EMPTY_SURFACE",
-    "GATEWAY_SCHEME",
-    "GUARDED_CHECKS",
-    "NO_CLAIMS",
-    "SURFACE_METHODS",
-    "TOOL_NAME",
-    "AccessQuestion",
-    "AuthMethod",
-    "AuthRequest",
-    "Authenticator",
-    "Backend",
-    "CachedPrincipal",
-    "CallRecord",
-    "CallerToken",
-    "Catalog",
-    "ConcurrencyLimiter",
-    "ConsentLink",
-    "ConsentLinks",
-    "ConsentNeeded",
-    "ConsentReason",
-    "Decision",
-    "DecisionPoint",
-    "DpopReplays",
-    "Era",
-    "GuardedCheck",
-    "GuardedContent",
-    "Guardrails",
-    "HandleRefusal",
-    "HeaderParam",
-    "InputRequired",
-    "JsonObject",
-    "Lease",
-    "ListenEvent",
-    "ListenFilter",
-    "ListenOffer",
-    "ListenRefused",
-    "Listening",
-    "Listing",
-    "LoginPages",
-    "Observer",
-    "PendingActions",
-    "Policy",
-    "PolicySource",
-    "Principal",
-    "PrincipalFacts",
-    "PromptDef",
-    "RateLimiter",
-    "RequestContext",
-    "ResourceDef",
-    "Resume",
-    "Revocations",
-    "SharedTokenCache",
-    "Surface",
-    "SurfaceReply",
-    "SurfaceRequest",
-    "Task",
-    "TaskCreated",
-    "TaskMethod",
-    "TaskRelay",
-    "TaskReply",
-    "TaskRequest",
-    "TaskStatus",
-    "ToolCall",
-    "ToolDef",
-    "ToolOverride",
-    "UpstreamListen",
-    "UpstreamTokenAdmin",
-    "find_claim",
-    "frozen_claims",
-    "listed",
-    "sorted_tools",
-]
+__all__: list[str] = []
+__all__ += backends.__all__
+__all__ += callers.__all__
+__all__ += consent.__all__
+__all__ += guarded.__all__
+__all__ += listening.__all__
+__all__ += pending.__all__
+__all__ += policy.__all__
+__all__ += requests.__all__
+__all__ += surface.__all__
+__all__ += task_relay.__all__

@@ -26,6 +26,7 @@ __all__ = [
     "Era",
     "HeaderParam",
     "InputRequired",
+    "JsonObject",
     "Resume",
     "ToolCall",
     "ToolDef",

@@ -20,6 +20,7 @@ __all__ = [
     "Observer",
     "RateLimiter",
     "RequestContext",
+    "sorted_tools",
 ]
 
 # --- limits ---------------------------------------------------------------------------------
