@@ -43,6 +43,7 @@ from gateway.observability.logging import get_logger
 from gateway.outbound.client import Outbound
 from gateway.outbound.client_auth import ClientAuthentication, post_oauth_form
 from gateway.outbound.failures import OutboundError
+from gateway.outbound.responses import Response
 
 __all__ = [
     "DEFAULT_EXPIRES_IN_S",
@@ -52,11 +53,13 @@ __all__ = [
     "ScopeAware",
     "ServiceCredential",
     "StaticBearer",
+    "TokenClient",
     "build_client_auth",
     "discover_token_endpoint",
     "make_credential",
     "oauth_error_code",
     "parse_token_response",
+    "time_left",
 ]
 
 TOKEN_DESTINATION: Final = "token"  # noqa: S105 - a destination name, not a secret
@@ -137,7 +140,7 @@ class ClientCredentials:
         self._lock = asyncio.Lock()
         self._token: str | None = None
         self._refresh_at = 0.0
-        self._client_auth = build_client_auth(credential)
+        self._tokens = TokenClient(outbound, credential)
         self.fetches = 0
         """Token requests sent so far (for metrics and tests)."""
 
@@ -168,15 +171,8 @@ class ClientCredentials:
         self.fetches += 1
         started = self._clock()
         try:
-            response = await post_oauth_form(
-                self._outbound,
-                TOKEN_DESTINATION,
-                endpoint,
-                form,
-                auth=self._client_auth,
-                audience=endpoint,  # RFC 7523 §3: aud = token endpoint
-                timeout_s=max(0.001, min(self._timeout_s, deadline - time.monotonic())),
-                max_body=_MAX_TOKEN_RESPONSE,
+            response = await self._tokens.post(
+                endpoint, form, self._timeout_s, deadline, max_body=_MAX_TOKEN_RESPONSE
             )
         except OutboundError as exc:
             _log.warning(
@@ -207,6 +203,46 @@ class ClientCredentials:
         return self._endpoint
 
 
+def time_left(timeout_s: float, deadline: float) -> float:
+    """A request's timeout: ``timeout_s``, or what is left before ``deadline`` (monotonic) where
+    that comes first; never zero."""
+    return max(0.001, min(timeout_s, deadline - time.monotonic()))
+
+
+class TokenClient:
+    """The gateway as one credential's OAuth client at issuers' token endpoints: requests go to
+    the :data:`TOKEN_DESTINATION` pool with the credential's client authentication, a
+    ``private_key_jwt`` assertion's ``aud`` being the endpoint (RFC 7523 §3)."""
+
+    def __init__(self, outbound: Outbound, credential: CredentialConfig) -> None:
+        self._outbound = outbound
+        self._auth = build_client_auth(credential)
+
+    async def post(
+        self,
+        endpoint: str,
+        form: list[tuple[str, str]],
+        timeout_s: float,
+        deadline: float,
+        *,
+        max_body: int,
+        span: str | None = None,
+    ) -> Response:
+        """POST ``form`` within ``timeout_s`` and ``deadline`` (monotonic). Raises
+        :class:`~gateway.outbound.failures.OutboundError`."""
+        return await post_oauth_form(
+            self._outbound,
+            TOKEN_DESTINATION,
+            endpoint,
+            form,
+            auth=self._auth,
+            audience=endpoint,
+            timeout_s=time_left(timeout_s, deadline),
+            max_body=max_body,
+            span=span,
+        )
+
+
 async def discover_token_endpoint(outbound: Outbound, issuer: IssuerConfig, deadline: float) -> str:
     """The issuer's token endpoint from RFC 8414 §3 metadata, then OpenID Connect Discovery 1.0
     §4, at ``issuer.url``; raise :class:`CredentialError` when neither names a usable one."""
@@ -223,7 +259,7 @@ async def discover_token_endpoint(outbound: Outbound, issuer: IssuerConfig, dead
                 TOKEN_DESTINATION,
                 "GET",
                 url,
-                timeout_s=max(0.001, min(issuer.timeout_s, deadline - time.monotonic())),
+                timeout_s=time_left(issuer.timeout_s, deadline),
                 headers={"Accept": "application/json"},
                 max_body=_MAX_TOKEN_RESPONSE,
             )

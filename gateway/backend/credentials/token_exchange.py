@@ -41,11 +41,10 @@ from typing import Any, Final
 
 from gateway import b64url
 from gateway.backend.credentials.service_credential import (
-    TOKEN_DESTINATION,
     ClientCredentials,
     CredentialError,
     ServiceCredential,
-    build_client_auth,
+    TokenClient,
     discover_token_endpoint,
     parse_token_response,
 )
@@ -57,7 +56,6 @@ from gateway.jsonkit.read import JsonError, answer, loads_object
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
-from gateway.outbound.client_auth import post_oauth_form
 from gateway.outbound.failures import OutboundError
 from gateway.seams import CallerToken, Principal, RequestContext
 
@@ -128,7 +126,7 @@ class TokenExchange:
                 credential, config, outbound, clock=clock, backend=backend, issuer=home
             )
         }
-        self._client_auth = build_client_auth(credential)
+        self._tokens = TokenClient(outbound, credential)
         self._endpoints: dict[str, str] = {}
         self._cache: BoundedMap[bytes, Exchanged] = BoundedMap(MAX_EXCHANGED)
         """Expiring at each token's ``fresh_until``."""
@@ -227,14 +225,11 @@ class TokenExchange:
         started = self._clock()
         self.exchanges += 1
         try:
-            response = await post_oauth_form(
-                self._outbound,
-                TOKEN_DESTINATION,
+            response = await self._tokens.post(
                 endpoint,
                 form,
-                auth=self._client_auth,
-                audience=endpoint,  # RFC 7523 §3: aud = token endpoint
-                timeout_s=max(0.001, min(issuer.timeout_s, deadline - time.monotonic())),
+                issuer.timeout_s,
+                deadline,
                 max_body=_MAX_RESPONSE,
                 span="mcp_gateway.token_exchange",
             )

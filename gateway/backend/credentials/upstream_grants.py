@@ -38,6 +38,7 @@ from gateway.backend.credentials.service_credential import (
     CredentialError,
     build_client_auth,
     parse_token_response,
+    time_left,
 )
 from gateway.backend.credentials.upstream_server import (
     OAUTH_DESTINATION,
@@ -317,4 +318,4 @@ class UpstreamClient:
 
 
 def _timeout(deadline: float) -> float:
-    return max(0.001, min(TOKEN_TIMEOUT_S, deadline - time.monotonic()))
+    return time_left(TOKEN_TIMEOUT_S, deadline)
