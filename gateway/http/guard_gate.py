@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import GuardrailDenied
@@ -27,7 +28,23 @@ from gateway.http.condition_gate import ConditionGate
 from gateway.http.turn import Turn
 from gateway.seams import Decision, GuardedCheck, GuardedContent, Guardrails, Resume, ToolDef
 
-__all__ = ["GuardGate"]
+__all__ = ["GuardGate", "Shown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """What content is shown as: the check, the method, its target (a tool, prompt or URI) and
+    the backend it goes to or came from; ``tool``: a ``tools/call``'s tool."""
+
+    check: GuardedCheck
+    method: str
+    target: str
+    backend: str
+    tool: ToolDef | None = None
+
+    @classmethod
+    def of_tool(cls, check: GuardedCheck, tool: ToolDef, method: str = "tools/call") -> Shown:
+        return cls(check, method, tool.name, tool.backend, tool)
 
 
 class GuardGate:
@@ -43,16 +60,8 @@ class GuardGate:
     ) -> Mapping[str, Any] | None:
         """The caller's ``arguments`` as the processors changed them (None: unchanged),
         checked against the tool's rule again."""
-        changed = await self._ask(
-            turn,
-            decision,
-            "tool_arguments",
-            "tools/call",
-            tool.name,
-            tool.backend,
-            arguments,
-            tool=tool,
-        )
+        shown = Shown.of_tool("tool_arguments", tool)
+        changed = await self._ask(turn, decision, shown, arguments)
         if changed is None:
             return None
         names = decision.guardrails
@@ -71,64 +80,38 @@ class GuardGate:
             return resume
         kept: dict[str, Any] = {}
         for key, answer in resume.responses.items():
-            method = resume.kinds.get(key, "")
-            changed = await self._ask(
-                turn,
-                decision,
-                "input_answers",
-                method,
-                tool.name,
-                tool.backend,
-                answer,
-                tool=tool,
-            )
+            shown = Shown.of_tool("input_answers", tool, resume.kinds.get(key, ""))
+            changed = await self._ask(turn, decision, shown, answer)
             kept[key] = answer if changed is None else changed
         return dataclasses.replace(resume, responses=kept)
 
-    async def result(  # noqa: PLR0917 - the content's facts, in the seam's order
-        self,
-        turn: Turn,
-        decision: Decision,
-        check: GuardedCheck,
-        method: str,
-        target: str,
-        backend: str,
-        result: Mapping[str, Any],
-        tool: ToolDef | None = None,
+    async def result(
+        self, turn: Turn, decision: Decision, shown: Shown, result: Mapping[str, Any]
     ) -> Mapping[str, Any]:
         """``result`` as the processors left it (already checked for its kind)."""
-        changed = await self._ask(turn, decision, check, method, target, backend, result, tool=tool)
+        changed = await self._ask(turn, decision, shown, result)
         return result if changed is None else changed
 
-    async def _ask(  # noqa: PLR0917 - the content's facts, in the seam's order
-        self,
-        turn: Turn,
-        decision: Decision,
-        check: GuardedCheck,
-        method: str,
-        target: str,
-        backend: str,
-        content: Mapping[str, Any],
-        *,
-        tool: ToolDef | None = None,
+    async def _ask(
+        self, turn: Turn, decision: Decision, shown: Shown, content: Mapping[str, Any]
     ) -> Mapping[str, Any] | None:
         names = decision.guardrails
         if self._guardrails is None:  # a rule names one, but none is configured: fail closed
             self._refused(turn, decision)
             raise GuardrailDenied(guardrail=names[0], verdict="unavailable")
-        shown = GuardedContent(
-            check=check,
-            method=method,
-            target=target,
-            backend=backend,
+        guarded = GuardedContent(
+            check=shown.check,
+            method=shown.method,
+            target=shown.target,
+            backend=shown.backend,
             content=content,
             policy_version=turn.policy.version,
             rule=decision.rule,
-            tool=tool,
+            tool=shown.tool,
         )
         try:
             return await self._guardrails.check(
-                names, shown, turn.principal, turn.ctx, turn.deadline
+                names, guarded, turn.principal, turn.ctx, turn.deadline
             )
         except GuardrailDenied:
             self._refused(turn, decision)

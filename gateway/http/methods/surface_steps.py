@@ -23,7 +23,7 @@ from gateway.errors import (
 )
 from gateway.http.call_limits import CallLimits
 from gateway.http.condition_gate import ConditionGate
-from gateway.http.guard_gate import GuardGate
+from gateway.http.guard_gate import GuardGate, Shown
 from gateway.http.turn import Turn, bounded_success, check_expiry
 from gateway.limits.keys import principal_key
 from gateway.observability.metrics import Metrics
@@ -165,9 +165,8 @@ class SurfaceSteps:
         if not decision.guardrails or reply.result is None:
             return reply
         try:
-            result = await self._guards.result(
-                turn, decision, check, message.method, target, backend, reply.result
-            )
+            shown = Shown(check, message.method, target, backend)
+            result = await self._guards.result(turn, decision, shown, reply.result)
         except GuardrailDenied:
             self._count(message.method, decision.rule, "denied")
             raise

@@ -24,7 +24,7 @@ from gateway.errors import (
 from gateway.http.call_limits import CallLimits
 from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
-from gateway.http.guard_gate import GuardGate
+from gateway.http.guard_gate import GuardGate, Shown
 from gateway.http.methods.consent_answers import ConsentAnswers
 from gateway.http.methods.input_rounds import InputRounds
 from gateway.http.methods.task_creation import TaskCreation
@@ -192,16 +192,8 @@ class ToolCalls:
         else:
             result: Mapping[str, Any] = raw
             if decision.guardrails and ctx.outcome not in _GATEWAY_MADE:
-                result = await self._guards.result(
-                    turn,
-                    decision,
-                    "tool_result",
-                    "tools/call",
-                    tool.name,
-                    tool.backend,
-                    raw,
-                    tool=tool,
-                )
+                shown = Shown.of_tool("tool_result", tool)
+                result = await self._guards.result(turn, decision, shown, raw)
             if ctx.outcome is None:
                 ctx.outcome = "tool_error" if result.get("isError") is True else "ok"
             shaped = shape_call_result(result, era=message.era, server=self._server)
