@@ -28,6 +28,7 @@ contents) and counts in ``mcp_gateway_input_rounds_total{event}``.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -114,15 +115,7 @@ class InputRounds:
             if self._sealer is None:
                 raise InvalidRequestState("invalid", detail="input_requests is not enabled")
             claims = self._sealer.open(state)
-            binding = Binding(
-                subject=principal.subject,
-                issuer=principal.issuer,
-                client_id=principal.client_id,
-                tool=message.tool_name or "",
-                arguments=arguments_digest(message.arguments),
-                backend=backend,
-            )
-            check_bindings(claims, binding, self._clock())
+            check_bindings(claims, _binding(principal, message, backend), self._clock())
             if claims.requests and responses is None:
                 raise InvalidRequestState("responses_missing")
             kept = check_input_responses(responses or {}, claims.requests)
@@ -174,24 +167,9 @@ class InputRounds:
             raise MissingClientCapability(data={"requiredCapabilities": missing})
         if round_ > self._settings.max_rounds:
             return self._refuse(message, ctx, TOO_MANY_ROUNDS_TEXT, "too_many_rounds")
-        now = int(self._clock())
-        claims = Claims(
-            subject=principal.subject,
-            issuer=principal.issuer,
-            client_id=principal.client_id,
-            tool=message.tool_name or "",
-            backend=found.backend,
-            arguments=arguments_digest(message.arguments),
-            policy_version=policy_version,
-            issued_at=now,
-            expires_at=now + self._settings.ttl_s,
-            round=round_,
-            requests=kinds,
-            state=found.state,
-        )
-        try:
-            sealed = self._sealer.seal(claims)
-        except SealError:
+        bound = _binding(principal, message, found.backend)
+        sealed = self._seal(bound, policy_version, round_, kinds, state=found.state)
+        if sealed is None:
             return self._refuse(message, ctx, SEAL_FAILED_TEXT, "too_large")
         ctx.outcome = "input_required"
         self._count("relayed")
@@ -223,27 +201,42 @@ class InputRounds:
         }
         if self._sealer is None or round_ > self._settings.max_rounds:
             return None
+        bound = _binding(principal, message, backend)
+        requests = {CONSENT_KEY: request["method"]}
+        sealed = self._seal(bound, policy_version, round_, requests, consent=True)
+        if sealed is None:
+            return None
+        ctx.outcome = "consent_required"
+        return input_required_result({CONSENT_KEY: request}, sealed, server=self._server)
+
+    def _seal(
+        self,
+        bound: Binding,
+        policy_version: str,
+        round_: int,
+        requests: Mapping[str, str],
+        *,
+        state: str | None = None,
+        consent: bool = False,
+    ) -> str | None:
+        """A round's sealed state, bound like its retry will be; None when it cannot be sealed
+        (too large)."""
+        assert self._sealer is not None  # the callers refuse the round without one
         now = int(self._clock())
         claims = Claims(
-            subject=principal.subject,
-            issuer=principal.issuer,
-            client_id=principal.client_id,
-            tool=message.tool_name or "",
-            backend=backend,
-            arguments=arguments_digest(message.arguments),
+            **dataclasses.asdict(bound),  # a state carries what its retry must match
             policy_version=policy_version,
             issued_at=now,
             expires_at=now + self._settings.ttl_s,
             round=round_,
-            requests={CONSENT_KEY: request["method"]},
-            consent=True,
+            requests=requests,
+            state=state,
+            consent=consent,
         )
         try:
-            sealed = self._sealer.seal(claims)
+            return self._sealer.seal(claims)
         except SealError:
             return None
-        ctx.outcome = "consent_required"
-        return input_required_result({CONSENT_KEY: request}, sealed, server=self._server)
 
     def _refuse(
         self, message: McpMessage, ctx: RequestContext, text: str, event: str
@@ -255,6 +248,18 @@ class InputRounds:
     def _count(self, event: str) -> None:
         if self._metrics is not None:
             self._metrics.input_rounds_total.labels(event=event).inc()
+
+
+def _binding(principal: Principal, message: McpMessage, backend: str) -> Binding:
+    """What a round's state is bound to: the caller, the tool, its arguments, the backend."""
+    return Binding(
+        subject=principal.subject,
+        issuer=principal.issuer,
+        client_id=principal.client_id,
+        tool=message.tool_name or "",
+        arguments=arguments_digest(message.arguments),
+        backend=backend,
+    )
 
 
 def _size(value: Mapping[str, Any]) -> int:
