@@ -32,7 +32,7 @@ from aiohttp import web
 
 from gateway.errors import OverCapacity, SessionNotFound, StreamNotAcceptable
 from gateway.http.admission import accepts_event_stream
-from gateway.http.sse import KEEPALIVE, SSE_HEADERS, json_event
+from gateway.http.sse import SSE_HEADERS, json_event
 from gateway.http.subscriptions.legacy_sessions import (
     SESSION_HEADER,
     SUBSCRIPTION_METHOD,
@@ -40,7 +40,7 @@ from gateway.http.subscriptions.legacy_sessions import (
     LegacySessions,
     Subscribed,
 )
-from gateway.http.subscriptions.listen_stream import KEEPALIVE_S, MAX_QUEUED
+from gateway.http.subscriptions.listen_stream import MAX_QUEUED
 from gateway.http.subscriptions.subscription_plan import intersect, plan, relayed_method
 from gateway.http.turn import Turn, check_expiry, require_method_scopes
 from gateway.observability.logging import get_logger
@@ -186,17 +186,8 @@ class _SessionStream:
         return waiting
 
     async def _relay(self, ends_at: float) -> None:
-        queue = self._session.slot.queue
-        while True:
-            left = ends_at - time.monotonic()
-            if left <= 0:
-                return
-            try:
-                kind, value = await asyncio.wait_for(queue.get(), min(left, KEEPALIVE_S))
-            except TimeoutError:
-                if time.monotonic() < ends_at:
-                    await self._write(KEEPALIVE)
-                continue
+        while (item := await self._session.slot.next(ends_at, self._write)) is not None:
+            kind, value = item
             if kind in ("drain", "end", "overflow", "revoked"):
                 return
             if kind == "reload":

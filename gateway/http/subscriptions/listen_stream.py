@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from aiohttp import web
 
-from gateway.http.sse import KEEPALIVE, SSE_HEADERS, json_event
+from gateway.http.sse import SSE_HEADERS, json_event
 from gateway.http.subscriptions.subscription_hub import Slot
 from gateway.http.subscriptions.subscription_plan import (
     FILTER_KEYS,
@@ -49,11 +48,9 @@ from gateway.seams import (
     UpstreamListen,
 )
 
-__all__ = ["KEEPALIVE_S", "MAX_QUEUED", "SUBSCRIPTION_ID", "ListenStream"]
+__all__ = ["MAX_QUEUED", "SUBSCRIPTION_ID", "ListenStream"]
 
 SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
-KEEPALIVE_S: Final = 25.0
-"""An SSE comment is written this often on a quiet stream (idle proxies; a gone client shows)."""
 MAX_QUEUED: Final = 256
 """Notifications waiting for one client; a client that stops reading is ended at the cap."""
 _ACK: Final = "notifications/subscriptions/acknowledged"
@@ -123,18 +120,9 @@ class ListenStream:
 
     async def _relay(self, ends_at: float, backend: Backend) -> bool:
         """Pass notifications on until the stream ends; True for a graceful end."""
-        queue = self._slot.queue
         open_backends = len(self._honoured)
-        while True:
-            left = ends_at - time.monotonic()
-            if left <= 0:
-                return True
-            try:
-                kind, value = await asyncio.wait_for(queue.get(), min(left, KEEPALIVE_S))
-            except TimeoutError:
-                if time.monotonic() < ends_at:
-                    await self._write(KEEPALIVE)
-                continue
+        while (item := await self._slot.next(ends_at, self._write)) is not None:
+            kind, value = item
             if kind in ("drain", "revoked"):
                 return True
             if kind == "overflow":
@@ -155,6 +143,7 @@ class ListenStream:
             out = self._outgoing(name, event)
             if out is not None:
                 await self._send(out)
+        return True  # the stream's lifetime is over
 
     def _outgoing(self, name: str, event: ListenEvent) -> dict[str, Any] | None:
         honoured, policy, source = self._honoured.get(name), self._policy, self._source

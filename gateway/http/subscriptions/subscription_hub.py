@@ -24,15 +24,20 @@ pushed over Redis) to every slot whose stream runs on that token (:meth:`Subscri
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gateway.config import Limits
 from gateway.errors import OverCapacity, TooManySubscriptions
+from gateway.http.sse import KEEPALIVE
 from gateway.seams import PolicySource
 
 __all__ = ["RELOAD_POLL_S", "Slot", "SubscriptionHub"]
 
+KEEPALIVE_S: Final = 25.0
+"""An SSE comment is written this often on a quiet stream."""
 RELOAD_POLL_S: Final = 0.5
 """How often the hub looks for a new policy snapshot while streams are open."""
 
@@ -52,6 +57,22 @@ class Slot:
     queue: asyncio.Queue[tuple[str, Any]] = field(default_factory=asyncio.Queue)
     token: bytes | None = None
     """The revocation key of the token its open stream runs on (None: no stream open)."""
+
+    async def next(
+        self, ends_at: float, write: Callable[[bytes], Awaitable[None]]
+    ) -> tuple[str, Any] | None:
+        """The queue's next item; while none comes, a keepalive comment to ``write`` every
+        :data:`KEEPALIVE_S` (idle proxies; a gone client shows); None once ``ends_at``
+        (monotonic) has passed."""
+        while True:
+            left = ends_at - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                return await asyncio.wait_for(self.queue.get(), min(left, KEEPALIVE_S))
+            except TimeoutError:
+                if time.monotonic() < ends_at:
+                    await write(KEEPALIVE)
 
 
 class SubscriptionHub:
