@@ -16,11 +16,10 @@ import argparse
 import asyncio
 import sys
 import time
-from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-from gateway.commands.options import Subparsers
+from gateway.commands.options import Subparsers, read_token_file
 from gateway.config.login_model import DEFAULT_LOGIN_PREFIX
 from gateway.outbound.client import post_json_once
 from gateway.outbound.failures import OutboundError
@@ -100,11 +99,9 @@ async def _connect(api: str, token: str, wait_s: float) -> int:
 
 def _cmd_connect(args: argparse.Namespace) -> int:
     try:
-        from_stdin = args.token_file == "-"  # noqa: S105 - the conventional name of stdin
-        text = sys.stdin.read() if from_stdin else Path(args.token_file).read_text("utf-8")
+        token = read_token_file(args.token_file)
     except OSError as exc:
         return _fail(f"cannot read the token: {exc.strerror}", 2)
-    token = text.strip()
     parts = urlsplit(args.url)
     if not token or parts.scheme not in ("http", "https") or not parts.netloc:
         return _fail("an MCP access token and the MCP endpoint's URL are required", 2)

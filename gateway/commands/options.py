@@ -15,6 +15,7 @@ __all__ = [
     "add_config_option",
     "logging_options",
     "print_problems",
+    "read_token_file",
     "require_config",
 ]
 
@@ -70,6 +71,13 @@ def require_config(args: argparse.Namespace) -> Path:
         )
         raise SystemExit(2)
     return Path(args.config)
+
+
+def read_token_file(path: str) -> str:
+    """The token in the file at ``path`` (``-``: standard input), without surrounding white
+    space: never from the command line, which process lists show. Raises ``OSError``."""
+    from_stdin = path == "-"
+    return (sys.stdin.read() if from_stdin else Path(path).read_text("utf-8")).strip()
 
 
 def print_problems(problems: Sequence[str], path: Path) -> None:

@@ -15,25 +15,17 @@ otherwise (the answer says why), 2 for usage errors.
 from __future__ import annotations
 
 import argparse
-import asyncio
-import os
 import re
 import sys
-from pathlib import Path
 from typing import Any, Final
 
 from gateway.app.admin import REVOKE_PATH
-from gateway.commands.options import Subparsers, add_config_option
-from gateway.config.loader import load_ops_access
-from gateway.errors import ConfigError
-from gateway.outbound.client import post_json_once
-from gateway.outbound.failures import OutboundError
+from gateway.commands.admin_api import AdminCallFailed, add_admin_options, call_admin
+from gateway.commands.options import Subparsers, read_token_file
 from gateway.state.revocation_key import revocation_target
 
-__all__ = ["ADMIN_TOKEN_ENV", "add_admin_options", "admin_target", "register"]
+__all__ = ["register"]
 
-ADMIN_TOKEN_ENV: Final = "MCP_GATEWAY_ADMIN_TOKEN"  # noqa: S105 - a variable name
-TIMEOUT_S: Final = 10.0
 _SHA256: Final = re.compile(r"[0-9a-fA-F]{64}")
 
 
@@ -54,18 +46,6 @@ def register(subparsers: Subparsers) -> None:
     parser.set_defaults(handler=_cmd_revoke)
 
 
-def add_admin_options(parser: argparse.ArgumentParser) -> None:
-    """``--config``, ``--url`` and ``--admin-token-file``: where the ops listener is and its
-    admin credential (every client of the admin API)."""
-    add_config_option(parser, "gateway.yaml: ops_listen and admin.token")
-    parser.add_argument("--url", metavar="URL", help="the ops listener, e.g. http://127.0.0.1:9090")
-    parser.add_argument(
-        "--admin-token-file",
-        metavar="PATH",
-        help=f"the admin credential (default: ${ADMIN_TOKEN_ENV}, else admin.token)",
-    )
-
-
 def _fail(message: str, code: int = 1) -> int:
     print(f"mcp-gateway revoke: {message}", file=sys.stderr)
     return code
@@ -76,9 +56,7 @@ def _body(args: argparse.Namespace) -> dict[str, Any] | None:
     if args.key is not None:
         value = str(args.key).strip()
         return {"revocation_key": value.lower()} if _SHA256.fullmatch(value) else None
-    from_stdin = args.token_file == "-"  # noqa: S105 - the conventional name of stdin
-    text = sys.stdin.read() if from_stdin else Path(args.token_file).read_text("utf-8")
-    token = text.strip()
+    token = read_token_file(args.token_file)
     if not token:
         return None
     target = revocation_target(token)
@@ -90,32 +68,6 @@ def _body(args: argparse.Namespace) -> dict[str, Any] | None:
     return body
 
 
-def admin_target(args: argparse.Namespace) -> tuple[str, str] | str:
-    """(ops URL, admin credential), or what is missing."""
-    url, credential = args.url, None
-    if args.admin_token_file:
-        credential = Path(args.admin_token_file).read_text("utf-8").strip()
-    elif os.environ.get(ADMIN_TOKEN_ENV):
-        credential = os.environ[ADMIN_TOKEN_ENV].strip()
-    if url is None or credential is None:
-        if not args.config:
-            return "pass --url and an admin credential, or --config PATH"
-        try:
-            # Only ops_listen and admin.token: not the file's other secrets.
-            ops, token = load_ops_access(args.config)
-        except ConfigError as exc:
-            return "invalid configuration:\n" + "\n".join(exc.problems)
-        if url is None:
-            host = ops.host
-            host = "127.0.0.1" if host in {"0.0.0.0", "::", ""} else host  # noqa: S104
-            url = f"http://{f'[{host}]' if ':' in host else host}:{ops.port}"
-        if credential is None:
-            if token is None:
-                return "admin.token is not set: the gateway has no admin endpoint"
-            credential = token.reveal()
-    return str(url).rstrip("/"), credential
-
-
 def _cmd_revoke(args: argparse.Namespace) -> int:
     try:
         body = _body(args)
@@ -124,24 +76,9 @@ def _cmd_revoke(args: argparse.Namespace) -> int:
     if body is None:
         return _fail("no token given (empty input), or --key is not 64 hex digits", 2)
     try:
-        target = admin_target(args)
-    except OSError as exc:
-        return _fail(f"cannot read the admin credential: {exc.strerror}", 2)
-    if isinstance(target, str):
-        return _fail(target, 2)
-    url, credential = target
-    try:
-        status, reply = asyncio.run(
-            post_json_once(
-                url + REVOKE_PATH,
-                body,
-                bearer=credential,
-                user_agent="mcp-gateway-revoke",
-                timeout_s=TIMEOUT_S,
-            )
-        )
-    except OutboundError as exc:
-        return _fail(f"{url}: {exc}")
+        url, status, reply = call_admin(args, REVOKE_PATH, body, user_agent="mcp-gateway-revoke")
+    except AdminCallFailed as exc:
+        return _fail(str(exc), exc.code)
     if status == 200:
         print(
             f"revoked ({reply.get('revoked')}) until {reply.get('until')}: "

@@ -13,21 +13,16 @@ or could not be reached, 2 for usage errors.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from datetime import UTC, datetime
-from typing import Any, Final
+from typing import Any
 
 from gateway.app.admin_upstream import LIST_PATH, PURGE_PATH
+from gateway.commands.admin_api import AdminCallFailed, add_admin_options, call_admin
 from gateway.commands.options import Subparsers
-from gateway.commands.revoke import add_admin_options, admin_target
 from gateway.jsonkit.write import compact
-from gateway.outbound.client import post_json_once
-from gateway.outbound.failures import OutboundError
 
 __all__ = ["register"]
-
-TIMEOUT_S: Final = 10.0
 
 
 def register(subparsers: Subparsers) -> None:
@@ -70,26 +65,12 @@ def _cmd(args: argparse.Namespace) -> int:
     body = {key: value for key, value in named.items() if value is not None}
     if args.action == "purge" and not body:
         return _fail("name a --backend, a person (--issuer and --subject), or both", 2)
-    try:
-        target = admin_target(args)
-    except OSError as exc:
-        return _fail(f"cannot read the admin credential: {exc.strerror}", 2)
-    if isinstance(target, str):
-        return _fail(target, 2)
-    url, credential = target
     path = LIST_PATH if args.action == "list" else PURGE_PATH
+    user_agent = "mcp-gateway-upstream-tokens"
     try:
-        status, reply = asyncio.run(
-            post_json_once(
-                url + path,
-                body,
-                bearer=credential,
-                user_agent="mcp-gateway-upstream-tokens",
-                timeout_s=TIMEOUT_S,
-            )
-        )
-    except OutboundError as exc:
-        return _fail(f"{url}: {exc}")
+        _, status, reply = call_admin(args, path, body, user_agent=user_agent)
+    except AdminCallFailed as exc:
+        return _fail(str(exc), exc.code)
     if status == 404:
         return _fail("the gateway has no user_oauth backend (or no admin endpoint)")
     if status != 200:
