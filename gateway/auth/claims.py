@@ -37,7 +37,7 @@ from gateway.config import Config, DpopMode, IssuerConfig, RolesConfig, canonica
 from gateway.errors import InvalidToken
 from gateway.seams import Principal, frozen_claims
 
-from .scopes import IDENTITY, ScopeVocabulary, derive_scopes, granted
+from .scopes import IDENTITY, DerivedScope, ScopeVocabulary, derive_scopes, granted
 
 __all__ = [
     "ACCESS_TOKEN_TYPES",
@@ -48,6 +48,7 @@ __all__ = [
     "check_audience",
     "check_claims",
     "check_times",
+    "derive_introspected",
     "refuse_id_token",
     "token_binding",
 ]
@@ -190,6 +191,20 @@ def check_times(doc: Mapping[str, Any], rules: ClaimRules, now: float) -> float:
     return exp
 
 
+def derive_introspected(doc: Mapping[str, Any], rules: ClaimRules) -> tuple[DerivedScope, ...]:
+    """An introspection answer's scopes with their provenance: ``scope`` (strings only, as
+    RFC 7662 defines it) and the issuer's ``roles``/``groups`` mappings."""
+    return derive_scopes(
+        doc,
+        scope_claims=("scope",),
+        roles=rules.roles,
+        groups=rules.groups,
+        vocabulary=rules.vocabulary,
+        strings_only=True,
+        bounded=False,
+    )
+
+
 def check_claims(
     doc: Mapping[str, Any], rules: ClaimRules, *, now: float, fingerprint: str
 ) -> Principal:
@@ -233,19 +248,10 @@ def check_claims(
         # backend: an unbounded one is a memory and header-size lever for whoever mints tokens.
         raise InvalidToken(detail="sub too long")
 
-    scopes = derive_scopes(
-        doc,
-        scope_claims=("scope",),
-        roles=rules.roles,
-        groups=rules.groups,
-        vocabulary=rules.vocabulary,
-        strings_only=True,
-        bounded=False,
-    )
     return Principal(
         subject=subject,
         client_id=client_id,
-        scopes=granted(scopes),
+        scopes=granted(derive_introspected(doc, rules)),
         expires_at=exp,
         issuer=rules.issuer,
         fingerprint=fingerprint,

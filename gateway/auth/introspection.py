@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from joserfc.jwk import ECKey, RSAKey
 
-from gateway.config import IssuerConfig
+from gateway.config import ClientAuth, IssuerConfig, Secret
 from gateway.jsonkit.read import JsonError, answer, is_json, loads_object, peer_limits
 from gateway.outbound.client import Outbound
 from gateway.outbound.client_auth import (
@@ -48,6 +48,7 @@ __all__ = [
     "IntrospectionFailed",
     "Introspector",
     "TokenRefused",
+    "configured_client_auth",
     "oauth_error_code",
 ]
 
@@ -110,30 +111,52 @@ class TokenRefused(Exception):
         self.error = error
 
 
-def issuer_client_auth(issuer: IssuerConfig, *, clock: Callable[[], float]) -> ClientAuthentication:
-    """The gateway's client authentication at ``issuer`` (introspection): its settings checked
-    and its key parsed here, once at startup (a bad key is a configuration error, not a
+class ClientSettings(Protocol):
+    """The client settings a section declares (``issuers[]``, ``login``)."""
+
+    @property
+    def client_auth(self) -> ClientAuth: ...
+    @property
+    def client_secret(self) -> Secret | None: ...
+    @property
+    def private_key(self) -> Secret | None: ...
+    @property
+    def private_key_id(self) -> str | None: ...
+    @property
+    def signing_alg(self) -> str: ...
+
+
+def configured_client_auth(
+    client_id: str, settings: ClientSettings, *, name: str, clock: Callable[[], float]
+) -> ClientAuthentication:
+    """The gateway's client authentication as the ``name`` section's settings say: checked and
+    its key parsed here, once at startup (a bad key is a configuration error, not a
     per-request one); raises ``ValueError`` with a fixed message."""
+    key: RSAKey | ECKey | None = None
+    if settings.client_auth == "private_key_jwt":
+        if settings.private_key is None:
+            raise ValueError(f"{name}.private_key is required with private_key_jwt")
+        key = signing_key(
+            settings.private_key.reveal(), settings.signing_alg, name=f"{name}.private_key"
+        )
+    elif settings.client_secret is None:
+        raise ValueError(f"{name}.client_secret is required with client_secret_*")
+    return ClientAuthentication(
+        client_id,
+        settings.client_auth,
+        clock=clock,
+        secret=settings.client_secret,
+        key=key,
+        alg=settings.signing_alg,
+        key_id=settings.private_key_id,
+    )
+
+
+def issuer_client_auth(issuer: IssuerConfig, *, clock: Callable[[], float]) -> ClientAuthentication:
+    """The gateway's client authentication at ``issuer`` (introspection)."""
     if issuer.client_id is None:
         raise ValueError("issuer.client_id is required to introspect")
-    key: RSAKey | ECKey | None = None
-    if issuer.client_auth == "private_key_jwt":
-        if issuer.private_key is None:
-            raise ValueError("issuer.private_key is required with private_key_jwt")
-        key = signing_key(
-            issuer.private_key.reveal(), issuer.signing_alg, name="issuer.private_key"
-        )
-    elif issuer.client_secret is None:
-        raise ValueError("issuer.client_secret is required with client_secret_*")
-    return ClientAuthentication(
-        issuer.client_id,
-        issuer.client_auth,
-        clock=clock,
-        secret=issuer.client_secret,
-        key=key,
-        alg=issuer.signing_alg,
-        key_id=issuer.private_key_id,
-    )
+    return configured_client_auth(issuer.client_id, issuer, name="issuer", clock=clock)
 
 
 class Introspector:

@@ -18,11 +18,11 @@ from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken
 from gateway.jsonkit.read import loads_object, peer_limits
 
-from .claims import ClaimRules, check_claims
+from .claims import ClaimRules, check_claims, derive_introspected
 from .introspection import MAX_DEPTH
 from .jws import parse_compact
 from .jwt_claims import JwtRules, check_jwt_claims, derive
-from .scopes import DerivedScope, derive_scopes, granted
+from .scopes import DerivedScope, granted
 
 __all__ = ["TokenReading", "issuer_for", "parse_token_file", "read_token"]
 
@@ -122,15 +122,7 @@ def read_token(
         base = ClaimRules.for_issuer(resource, issuer)
         answer = {"active": True, **claims}
         try:
-            scopes = derive_scopes(
-                answer,
-                scope_claims=("scope",),
-                roles=base.roles,
-                groups=base.groups,
-                vocabulary=base.vocabulary,
-                strings_only=True,
-                bounded=False,
-            )
+            scopes = derive_introspected(answer, base)
             principal = check_claims(answer, base, now=now, fingerprint="-")
             subject, client_id = principal.subject, principal.client_id
         except InvalidToken as exc:

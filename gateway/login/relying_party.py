@@ -32,7 +32,7 @@ from typing import Final
 from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
-from gateway.auth.introspection import oauth_error_code
+from gateway.auth.introspection import configured_client_auth, oauth_error_code
 from gateway.auth.issuer_metadata import DiscoveryFailed, IssuerMetadata, check_endpoint, discover
 from gateway.auth.jwks import JwksCache
 from gateway.background import Background
@@ -44,7 +44,7 @@ from gateway.login.id_token import validate_id_token
 from gateway.login.person import BrowserIdentity
 from gateway.observability.logging import get_logger
 from gateway.outbound.client import Destination, Outbound
-from gateway.outbound.client_auth import ClientAuthentication, post_oauth_form, signing_key
+from gateway.outbound.client_auth import post_oauth_form
 from gateway.outbound.failures import OutboundError
 from gateway.retry import refresh_forever
 
@@ -83,22 +83,7 @@ class RelyingParty:
         self._redirect_uri = redirect_uri
         self._clock = clock
         self._retry_s = retry_s
-        key = None
-        if login.client_auth == "private_key_jwt":
-            if login.private_key is None:
-                raise ValueError("login.private_key is required with private_key_jwt")
-            key = signing_key(
-                login.private_key.reveal(), login.signing_alg, name="login.private_key"
-            )
-        self._auth = ClientAuthentication(
-            self._client_id,
-            login.client_auth,
-            clock=clock,
-            secret=login.client_secret,
-            key=key,
-            alg=login.signing_alg,
-            key_id=login.private_key_id,
-        )
+        self._auth = configured_client_auth(login.client_id, login, name="login", clock=clock)
         # Read as a JWT-validating entry: the ID tokens' keys are needed whatever ``tokens``.
         self._as_jwt = dataclasses.replace(issuer, tokens="jwt")
         self._jwks = JwksCache(self._as_jwt, outbound, destination=DESTINATION, retry_s=retry_s)
