@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from joserfc.jwk import ECKey, RSAKey
 
-from gateway.config import ClientAuth, IssuerConfig, Secret
+from gateway.config import IssuerConfig, LoginConfig
 from gateway.jsonkit.read import JsonError, answer, is_json, loads_object, peer_limits
 from gateway.outbound.client import Outbound
 from gateway.outbound.client_auth import (
@@ -111,27 +111,13 @@ class TokenRefused(Exception):
         self.error = error
 
 
-class ClientSettings(Protocol):
-    """The client settings a section declares (``issuers[]``, ``login``)."""
-
-    @property
-    def client_auth(self) -> ClientAuth: ...
-    @property
-    def client_secret(self) -> Secret | None: ...
-    @property
-    def private_key(self) -> Secret | None: ...
-    @property
-    def private_key_id(self) -> str | None: ...
-    @property
-    def signing_alg(self) -> str: ...
-
-
 def configured_client_auth(
-    client_id: str, settings: ClientSettings, *, name: str, clock: Callable[[], float]
+    client_id: str, settings: IssuerConfig | LoginConfig, *, name: str, clock: Callable[[], float]
 ) -> ClientAuthentication:
-    """The gateway's client authentication as the ``name`` section's settings say: checked and
-    its key parsed here, once at startup (a bad key is a configuration error, not a
-    per-request one); raises ``ValueError`` with a fixed message."""
+    """The gateway's client authentication as the ``name`` section's client settings say
+    (``issuers[]`` and ``login`` have the same keys): checked and its key parsed here, once at
+    startup (a bad key is a configuration error, not a per-request one); raises ``ValueError``
+    with a fixed message."""
     key: RSAKey | ECKey | None = None
     if settings.client_auth == "private_key_jwt":
         if settings.private_key is None:

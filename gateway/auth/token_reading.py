@@ -110,23 +110,19 @@ def read_token(
     subject: str | None = None
     client_id: str | None = None
     scopes: tuple[DerivedScope, ...] = ()
-    if issuer.validates_jwt:
-        rules = JwtRules.for_issuer(resource, issuer)
-        try:
+    try:
+        if issuer.validates_jwt:
+            rules = JwtRules.for_issuer(resource, issuer)
             scopes = derive(claims, rules)
             principal = check_jwt_claims(claims, rules, now=now, fingerprint="-")
-            subject, client_id = principal.subject, principal.client_id
-        except InvalidToken as exc:
-            refusal = exc.detail
-    else:
-        base = ClaimRules.for_issuer(resource, issuer)
-        answer = {"active": True, **claims}
-        try:
+        else:
+            base = ClaimRules.for_issuer(resource, issuer)
+            answer = {"active": True, **claims}
             scopes = derive_introspected(answer, base)
             principal = check_claims(answer, base, now=now, fingerprint="-")
-            subject, client_id = principal.subject, principal.client_id
-        except InvalidToken as exc:
-            refusal = exc.detail
+        subject, client_id = principal.subject, principal.client_id
+    except InvalidToken as exc:
+        refusal = exc.detail
     if subject is None:  # refused: still show who the claims name, as far as they say
         found = claims.get(issuer.subject_source)
         subject = found if isinstance(found, str) else None
