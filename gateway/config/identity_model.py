@@ -8,7 +8,7 @@ RFC 8693 token-exchange credential is a kind of ``credential`` (:class:`Credenti
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from gateway.config.declare import Key
 from gateway.config.secrets import SecretRef
@@ -24,7 +24,7 @@ __all__ = [
 ]
 
 AssertionAlg = Literal["EdDSA", "ES256", "RS256"]
-ASSERTION_ALGS: Final[tuple[AssertionAlg, ...]] = ("EdDSA", "ES256", "RS256")
+ASSERTION_ALGS: Final[tuple[AssertionAlg, ...]] = get_args(AssertionAlg)
 DEFAULT_ASSERTION_HEADER: Final = "X-MCP-Gateway-Assertion"
 MAX_ASSERTION_TTL_S: Final = 300
 """An assertion is a bearer statement about the caller: it lives minutes at most."""

@@ -2,7 +2,7 @@
 gateway's credential there. Built by :mod:`gateway.config.policy_external`."""
 
 from dataclasses import dataclass
-from typing import Annotated, Final, Literal
+from typing import Annotated, Final, Literal, get_args
 
 from gateway.config.declare import Key
 from gateway.config.secrets import SecretRef
@@ -16,7 +16,7 @@ __all__ = [
 ]
 
 PdpMethod = Literal["tools/call", "prompts/get", "resources/read"]
-PDP_METHODS: Final[tuple[PdpMethod, ...]] = ("tools/call", "prompts/get", "resources/read")
+PDP_METHODS: Final[tuple[PdpMethod, ...]] = get_args(PdpMethod)
 """The methods the decision point can be asked about (``policy_external.methods``)."""
 
 
