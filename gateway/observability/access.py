@@ -43,7 +43,7 @@ from gateway.observability.audit_records import (
 from gateway.observability.logging import emit_info, get_logger
 from gateway.observability.metric_labels import method_label
 from gateway.observability.metrics import Metrics
-from gateway.seams import CallRecord, RequestContext
+from gateway.seams import CallRecord, Decision, RequestContext
 
 __all__ = ["ACCESS_EVENT", "GatewayObserver", "subject_fingerprint"]
 
@@ -239,33 +239,21 @@ class GatewayObserver:
     def _audit_event(
         self, ctx: RequestContext, decision: DecisionLabel, duration_s: float
     ) -> AuditEvent:
-        principal = ctx.principal
-        dec = ctx.decision
         outcome = ctx.outcome
         if outcome is None:
             outcome = "denied" if decision == "deny" else ("rejected" if ctx.error_row else "ok")
         arguments = ctx.extra.get("arguments") if self._log_arguments else None
-        return AuditEvent(
-            request_id=ctx.request_id,
-            trace_id=ctx.trace_id,
-            subject=None if principal is None else self._subject(principal.subject),
-            client_id=None if principal is None else principal.client_id,
+        return self._event(
+            ctx,
+            ctx.decision,
+            duration_s,
             tool=None if ctx.tool is None else ctx.tool[:_MAX_TOOL],
             decision=decision,
-            rule=None if dec is None else dec.rule,
-            missing_scopes=() if dec is None else dec.missing_scopes,
-            granted_scopes=() if dec is None else dec.granted_scopes,
-            condition=_CONDITION_REFUSALS.get(dec.reason) if dec is not None else None,
             outcome=outcome,
-            duration_ms=round(duration_s * 1000.0, 3),
             backend_ms=None if ctx.backend_ms is None else round(ctx.backend_ms, 3),
             backend=ctx.backend,
-            status=ctx.status,
             jsonrpc_code=ctx.jsonrpc_code,
             error_row=ctx.error_row,
-            token_fp=None if principal is None else principal.fingerprint,
-            auth_method=None if principal is None else principal.auth_method,
-            issuer=None if principal is None else principal.issuer,
             arguments=argument_shape(arguments) if isinstance(arguments, Mapping) else None,
             input=input_record(ctx.extra.get("input")),
             exchange=exchange_record(ctx.extra.get("exchange")),
@@ -277,36 +265,47 @@ class GatewayObserver:
         )
 
     def _batch_event(self, ctx: RequestContext, call: CallRecord, duration_s: float) -> AuditEvent:
-        principal = ctx.principal
         dec = call.decision
-        decision: DecisionLabel = "none" if dec is None else ("allow" if dec.allowed else "deny")
         arguments = call.arguments if self._log_arguments else None
+        return self._event(
+            ctx,
+            dec,
+            # The batch's duration: members run one after another inside one HTTP request.
+            duration_s,
+            tool=call.tool[:_MAX_TOOL],
+            decision="none" if dec is None else ("allow" if dec.allowed else "deny"),
+            outcome=call.outcome,
+            backend_ms=None if call.backend_ms is None else round(call.backend_ms, 3),
+            backend=call.backend,
+            jsonrpc_code=call.jsonrpc_code,
+            error_row=call.error_row,
+            arguments=argument_shape(arguments) if arguments is not None else None,
+            exchange=exchange_record(call.exchange),
+            pdp=pdp_record(call.pdp),
+            guardrails=guardrail_records(call.guardrails),
+        )
+
+    def _event(
+        self, ctx: RequestContext, dec: Decision | None, duration_s: float, **fields: Any
+    ) -> AuditEvent:
+        """An audit event of ``ctx``: what every event of a request says of its caller, the
+        policy's decision ``dec`` and its duration, with the event's own ``fields``."""
+        principal = ctx.principal
         return AuditEvent(
             request_id=ctx.request_id,
             trace_id=ctx.trace_id,
             subject=None if principal is None else self._subject(principal.subject),
             client_id=None if principal is None else principal.client_id,
-            tool=call.tool[:_MAX_TOOL],
-            decision=decision,
             rule=None if dec is None else dec.rule,
             missing_scopes=() if dec is None else dec.missing_scopes,
             granted_scopes=() if dec is None else dec.granted_scopes,
             condition=_CONDITION_REFUSALS.get(dec.reason) if dec is not None else None,
-            outcome=call.outcome,
-            # The batch's duration: members run one after another inside one HTTP request.
             duration_ms=round(duration_s * 1000.0, 3),
-            backend_ms=None if call.backend_ms is None else round(call.backend_ms, 3),
-            backend=call.backend,
             status=ctx.status,
-            jsonrpc_code=call.jsonrpc_code,
-            error_row=call.error_row,
             token_fp=None if principal is None else principal.fingerprint,
             auth_method=None if principal is None else principal.auth_method,
             issuer=None if principal is None else principal.issuer,
-            arguments=argument_shape(arguments) if arguments is not None else None,
-            exchange=exchange_record(call.exchange),
-            pdp=pdp_record(call.pdp),
-            guardrails=guardrail_records(call.guardrails),
+            **fields,
         )
 
     @staticmethod
