@@ -14,7 +14,7 @@ state, a verifier or a link's nonce. Counted in ``mcp_gateway_upstream_consents_
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final, Literal, get_args
 
 from gateway.observability.event_trail import EventTrail, sparse_line
 from gateway.observability.logging import get_logger
@@ -30,10 +30,10 @@ EventName = Literal[
     "upstream_disconnected",
     "upstream_tokens_purged",
 ]
-_CONSENT: Final[dict[str, str]] = {
-    "upstream_consent_started": "started",
-    "upstream_consent_completed": "completed",
-    "upstream_consent_failed": "failed",
+_CONSENT: Final = {
+    name: name.removeprefix("upstream_consent_")
+    for name in get_args(EventName)
+    if name.startswith("upstream_consent_")
 }
 _log = get_logger("gateway.upstream")
 
