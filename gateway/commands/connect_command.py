@@ -80,6 +80,8 @@ async def _ask(url: str, token: str, link: bool) -> tuple[int, dict[str, Any]]:
 
 async def _connect(api: str, token: str, wait_s: float) -> int:
     status, reply = await _ask(api, token, link=True)
+    if status == 429:  # login.pre_auth_rate: an HTML page, not JSON
+        return _fail("429: too many requests from this address; try again in a moment")
     if status != 200:
         return _fail(f"{status}: {reply.get('error_description') or reply.get('error')}")
     if reply.get("state") == "connected":

@@ -11,6 +11,7 @@ from typing import Annotated, Final, Literal
 
 from gateway.config.declare import Key, Seconds
 from gateway.config.issuer_model import DEFAULT_JWT_ALGORITHMS, ClientAuth
+from gateway.config.limits_model import Rate, RateLimit
 from gateway.config.secrets import SecretRef
 
 __all__ = ["DEFAULT_LOGIN_PREFIX", "LoginConfig", "LoginVerifierConfig"]
@@ -69,5 +70,10 @@ class LoginConfig:
     """How long a sign-in lasts (the session cookie's lifetime; sign-out ends it earlier)."""
     login_ttl_s: Annotated[int, Key(minimum=30, maximum=3600)] = 600
     """How long a sign-in may take, from the gateway's redirect to the issuer's answer."""
+    pre_auth_rate: RateLimit = Rate(300, 60.0)  # noqa: RUF009 - a frozen value
+    """Requests per client address (IPv6: per /64; behind ``trusted_proxies`` the forwarded
+    one) to every page of the surface, the connect API included, before anything else is
+    done; past it 429 ``login_rate_limited`` with ``Retry-After``. A whole consent takes about
+    ten requests, ``mcp-gateway connect`` polls every 2 s."""
     verifier: LoginVerifierConfig | None = None
     """An external verifier instead of the relying party (then no client at the issuer)."""

@@ -54,6 +54,7 @@ from gateway.errors._login_pages import (
     LoginMethodNotAllowed,
     LoginNotFound,
     LoginPageError,
+    LoginRateLimited,
     LoginStateInvalid,
     LoginUnavailable,
 )
@@ -164,6 +165,7 @@ __all__ = [
     "LoginMethodNotAllowed",
     "LoginNotFound",
     "LoginPageError",
+    "LoginRateLimited",
     "LoginStateInvalid",
     "LoginUnavailable",
     "MalformedRequest",

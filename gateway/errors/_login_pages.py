@@ -84,6 +84,15 @@ class LoginUnavailable(LoginPageError):
     message = "Sign-in is unavailable right now; try again in a moment."
 
 
+class LoginRateLimited(LoginPageError):
+    """Too many requests to the surface from one client address (``login.pre_auth_rate``),
+    refused before anything else is done (no session read, no issuer or store asked); counted,
+    neither audited nor logged one by one (a flood must not flood the audit trail)."""
+
+    row, status = "login_rate_limited", 429
+    message = "Too many requests from your address; try again in a moment."
+
+
 class ConnectStateInvalid(LoginPageError):
     """An answer of an upstream authorization server that no connect page of this person
     started, or not now: no ``state``, one unknown, expired or already used (a replayed or

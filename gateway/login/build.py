@@ -10,6 +10,7 @@ from aiohttp import web
 from gateway.config import Config
 from gateway.config.login import login_issuer
 from gateway.login.actions import ActionRecords
+from gateway.login.address_budget import SurfaceAdmission
 from gateway.login.cookies import Cookies
 from gateway.login.login_events import LoginAudit
 from gateway.login.login_surface import LoginSurface, Prover
@@ -18,6 +19,7 @@ from gateway.login.verifier import ExternalVerifier
 from gateway.observability.audit import AuditSink
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
+from gateway.seams import RateLimiter
 from gateway.state.browser_records import BrowserState
 
 __all__ = ["build_surface"]
@@ -31,10 +33,13 @@ def build_surface(
     audit: AuditSink | None,
     metrics: Metrics | None,
     request_id: Callable[[web.Request], str],
+    limiter: RateLimiter,
+    client_ip: Callable[[web.Request], str],
     clock: Callable[[], float] = time.time,
 ) -> LoginSurface | None:
     """None without ``login:``. Raises ``ValueError`` for a key the relying party cannot use
-    (a private key that does not parse)."""
+    (a private key that does not parse). ``limiter`` and ``client_ip``: the replica's rate
+    limiter and the client's address as the MCP endpoint reads it (``login.pre_auth_rate``)."""
     login = config.login
     if login is None:
         return None
@@ -60,6 +65,8 @@ def build_surface(
     cookies = Cookies(inputs.seal_keys, inputs.seal_key_id, resource=config.resource, clock=clock)
     events = LoginAudit(audit, metrics, config.logging, clock=clock)
     actions = ActionRecords(store, base_url=origin + prefix, audit=events, clock=clock)
+    rate = login.pre_auth_rate
+    admission = SurfaceAdmission(limiter, rate, client_ip, metrics) if rate is not None else None
     return LoginSurface(
         prefix=prefix,
         origin=origin,
@@ -71,5 +78,6 @@ def build_surface(
         session_ttl_s=login.session_ttl_s,
         signin_ttl_s=login.login_ttl_s,
         request_id=request_id,
+        admission=admission,
         clock=clock,
     )

@@ -20,7 +20,8 @@ A page that needs a signed-in person and has none sends the browser to sign in a
 (``login?next=``); a form without a session is refused. Sessions are the sealed cookie of
 :mod:`.cookies`; signing out marks the session ended in the shared store (checked on every page,
 so it is ended at every replica). Every answer carries the security headers of :mod:`.pages`,
-every refusal is a status-table row rendered as a page and audited (:mod:`.login_events`).
+every refusal is a status-table row rendered as a page and audited (:mod:`.login_events`), but
+the per-address budget's, which every request passes first (:mod:`.address_budget`).
 
 **Extension points** (issue 45's connections, issue 46's approvals):
 
@@ -52,10 +53,12 @@ from gateway.errors import (
     LoginMethodNotAllowed,
     LoginNotFound,
     LoginPageError,
+    LoginRateLimited,
     LoginStateInvalid,
     LoginUnavailable,
 )
 from gateway.login.actions import KIND, ActionRecords
+from gateway.login.address_budget import SurfaceAdmission
 from gateway.login.cookies import (
     SESSION_COOKIE,
     SIGNIN_COOKIE,
@@ -101,9 +104,12 @@ class LoginSurface:
         session_ttl_s: int,
         signin_ttl_s: int,
         request_id: Callable[[web.Request], str],
+        admission: SurfaceAdmission | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """``admission``: the per-address budget every request passes first (None: none)."""
         self.prefix = prefix
+        self._admission = admission
         self.origin = origin
         self.prover = prover
         self.cookies = cookies
@@ -201,11 +207,15 @@ class LoginSurface:
         async def handle(request: web.Request) -> web.StreamResponse:
             handler = methods.get(request.method)
             try:
+                if self._admission is not None:
+                    await self._admission.admit(request)
                 if handler is None:
                     if not methods:
                         raise LoginNotFound(detail="no such page")
                     raise LoginMethodNotAllowed(data={"allow": allowed}, detail=request.method)
                 return await handler(request)
+            except LoginRateLimited as refused:
+                return error_page(refused)  # counted by the admission; not audited one by one
             except LoginPageError as refused:
                 return self._refusal(request, refused)
             except Exception:

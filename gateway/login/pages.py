@@ -26,7 +26,13 @@ from typing import Final
 
 from aiohttp import web
 
-from gateway.errors import GatewayError, LoginMethodNotAllowed, LoginPageError, LoginUnavailable
+from gateway.errors import (
+    GatewayError,
+    LoginMethodNotAllowed,
+    LoginPageError,
+    LoginRateLimited,
+    LoginUnavailable,
+)
 
 __all__ = [
     "NOTHING",
@@ -136,7 +142,7 @@ def error_page(error: GatewayError, *, extra: Html = NOTHING) -> web.Response:
     """A refusal: the row's status and fixed message (never anything of the request), its
     ``Retry-After`` or ``Allow``; ``extra``: a way on (a sign-in or sign-out link)."""
     headers: dict[str, str] = {}
-    if isinstance(error, LoginUnavailable):
+    if isinstance(error, LoginUnavailable | LoginRateLimited):
         headers["Retry-After"] = str(max(1, error.retry_after or 5))
     if isinstance(error, LoginMethodNotAllowed):
         headers["Allow"] = ", ".join((error.data or {}).get("allow", ("GET",)))

@@ -200,8 +200,10 @@ RATE_LIMIT_SCOPES: Final = (
     "task",
     "resource",
     "resource_concurrency",
+    "login",
 )
-"""``rate_limited_total{scope}``: pre-auth per client IP (``limits.pre_auth_rate``), failed
+"""``rate_limited_total{scope}``: pre-auth per client IP (``limits.pre_auth_rate``; ``login``:
+the login surface's pages and the connect API, ``login.pre_auth_rate``), failed
 authentications per client IP (``issuer.failed_auth_rate``), per subject
 (``limits.principal_rate``), per subject and tool (the policy's ``rate_limit``: ``tool``;
 ``max_concurrency``: ``tool_concurrency``), the in-flight shares per client IP and per subject

@@ -40,6 +40,7 @@ from gateway.config.sections import TRACING_PACKAGES
 from gateway.errors import ConfigError
 from gateway.guardrails.chain import ContentChecks, GuardrailChain
 from gateway.guardrails.processor import Processor
+from gateway.http.admission import client_ip
 from gateway.http.pipeline.endpoint import McpEndpoint
 from gateway.http.pipeline.routes import add_mcp_routes, ops_jwks
 from gateway.login.build import build_surface
@@ -113,17 +114,32 @@ def build_services(
     audit = AuditSink.from_config(config.audit)
     pins = _catalog_lock(config, metrics, audit)
     # login: the browser login surface (pages under its prefix), built only when configured.
+    trusted = config.trusted_proxies
+
+    def client_address(request: web.Request) -> str:
+        """The client's address as the MCP endpoint reads it (behind trusted proxies)."""
+        return client_ip(request.remote, request.headers.getall("X-Forwarded-For", []), trusted)
+
     login = build_surface(
         config,
         outbound,
         state.browser,
         audit=audit,
         metrics=metrics,
-        request_id=lambda request: assign_request_id(request, config.trusted_proxies),
+        request_id=lambda request: assign_request_id(request, trusted),
+        limiter=limiter,
+        client_ip=client_address,
     )
     # user_oauth backends: their token store, credentials, connect pages and consent links.
     users = build_user_connections(
-        config, outbound, state, login, authenticator=authenticator, audit=audit, metrics=metrics
+        config,
+        outbound,
+        state,
+        login,
+        authenticator=authenticator,
+        audit=audit,
+        metrics=metrics,
+        client_ip=client_address,
     )
     backend = FederatedBackend(
         [

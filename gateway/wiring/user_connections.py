@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -24,7 +24,6 @@ from gateway.connections.connect_api import ConnectApi
 from gateway.connections.connect_pages import CALLBACK_PATH, DOCUMENT_PATH, ConnectPages
 from gateway.connections.consent_links import ConsentStarter
 from gateway.connections.upstream_flows import Flows
-from gateway.http.admission import client_ip
 from gateway.login.login_surface import LoginSurface
 from gateway.observability.audit import AuditSink
 from gateway.observability.logging import get_logger
@@ -141,8 +140,10 @@ def build_user_connections(
     authenticator: Authenticator,
     audit: AuditSink | None,
     metrics: Metrics | None,
+    client_ip: Callable[[web.Request], str],
 ) -> UserConnections | None:
-    """None without a ``user_oauth`` backend."""
+    """None without a ``user_oauth`` backend. ``client_ip``: the caller's address as the MCP
+    endpoint reads it (what the connect API's failed authentications count by)."""
     backends = user_oauth_backends(config.backends)
     settings = config.user_oauth
     if not backends or settings is None or login is None:
@@ -184,19 +185,13 @@ def build_user_connections(
         login, users, flows, events, ttl_s=settings.consent_ttl_s, client_name=name
     ).install()
     links = ConsentStarter(login, events, users, ttl_s=settings.consent_ttl_s)
-    trusted = config.trusted_proxies
-
-    def client_address(request: web.Request) -> str:
-        forwarded = request.headers.getall("X-Forwarded-For", [])
-        return client_ip(request.remote, forwarded, trusted)
-
     ConnectApi(
         login,
         users,
         links,
         authenticator,
         ttl_s=settings.consent_ttl_s,
-        client_ip=client_address,
+        client_ip=client_ip,
     ).install()
     _log.info("upstream.configured", backends=sorted(users), shared=state.store is not None)
     return UserConnections(users, store, links, events, metrics)

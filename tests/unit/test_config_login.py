@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from gateway.config import LoginConfig, load_config
+from gateway.config.limits_model import Rate
 from gateway.config.login import login_issuer
 from gateway.errors import ConfigError
 
@@ -50,6 +51,7 @@ def test_the_defaults_are_the_first_issuer_openid_and_the_gateway_prefix(tmp_pat
     assert login_issuer(login, config.issuers) is config.issuer
     assert (login.scopes, login.path_prefix) == (("openid",), "/gateway")
     assert (login.session_ttl_s, login.login_ttl_s) == (3600, 600)
+    assert login.pre_auth_rate == Rate(300, 60.0)
     assert login.client_secret is not None
     assert login.client_secret.reveal() == "login-secret-value"
     assert "login-secret-value" not in repr(login)
@@ -84,6 +86,7 @@ def test_the_session_cookie_needs_the_shared_seal_keys(tmp_path: Path) -> None:
         ({**RP, "path_prefix": "/gateway/"}, "path_prefix"),
         ({**RP, "session_ttl_s": 59}, "session_ttl_s"),
         ({**RP, "login_ttl_s": 3601}, "login_ttl_s"),
+        ({**RP, "pre_auth_rate": "300/fortnight"}, "pre_auth_rate"),
     ],
 )
 def test_a_misconfigured_relying_party_is_a_load_problem(
@@ -151,3 +154,4 @@ def test_the_full_fixture_sets_every_login_key() -> None:
     assert login.token_endpoint == "https://id.example.com/realms/acme/token"
     assert (login.scopes, login.path_prefix) == (("openid", "profile"), "/_gw/pages")
     assert (login.session_ttl_s, login.login_ttl_s) == (1800, 120)
+    assert login.pre_auth_rate == Rate(600, 60.0)
