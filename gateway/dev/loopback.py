@@ -9,11 +9,23 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import KW_ONLY, dataclass
-from typing import ClassVar, Self
+from typing import ClassVar, Final, Self
 
 from aiohttp import web
 
-__all__ = ["LoopbackServer", "McpOnLoopback", "bind_site", "check_bind_host", "is_loopback_host"]
+__all__ = [
+    "STOP_GRACE_S",
+    "LoopbackServer",
+    "McpOnLoopback",
+    "bind_site",
+    "check_bind_host",
+    "is_loopback_host",
+]
+
+STOP_GRACE_S: Final = 1.0
+"""At stop, how long a request still being handled gets to finish before it is cancelled.
+aiohttp's default is 60 s, and its handler of a stream (an MCP ``subscriptions/listen`` or GET
+stream) never finishes on its own: a stop with a client still connected would wait all of it."""
 
 
 def is_loopback_host(host: str) -> bool:
@@ -34,8 +46,19 @@ def check_bind_host(host: str, allow_non_loopback: bool) -> None:
 
 
 async def bind_site(app: web.Application, host: str, port: int) -> tuple[web.AppRunner, str]:
-    """Start ``app`` on ``host:port`` (0 = ephemeral) and return the runner and base URL."""
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    """Start ``app`` on ``host:port`` (0 = ephemeral) and return the runner and base URL.
+
+    A handler whose client went away is cancelled (aiohttp's default lets it run on, and the
+    runner's cleanup then waits the whole shutdown timeout for it: a stream whose client, a
+    gateway, exited held every stop of a development upstream for 60 s); at cleanup, the
+    requests still running get :data:`STOP_GRACE_S`."""
+    runner = web.AppRunner(
+        app,
+        access_log=None,
+        handle_signals=False,
+        handler_cancellation=True,
+        shutdown_timeout=STOP_GRACE_S,
+    )
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     try:

@@ -1,16 +1,22 @@
-"""A revoked token's open streams end within a second, on every replica, in both eras.
+"""A revoked token's open streams end within a second, on every replica, in both eras; a
+stopping replica's too.
 
 ``subscriptions/listen`` (2026-07-28) and a legacy session's GET stream (2025-11-25) stay open
 long after the request that authenticated them; a revocation (``POST /admin/revoke`` on this
 replica, or on another one and pushed over Redis pub/sub) must reach them too, not only the
 next request. Raw SSE clients over real HTTP: the gateway in this process for the local case,
 two ``mcp-gateway serve`` processes sharing a real redis-server for the pushed one.
+
+A stream is not work in flight: on SIGTERM it ends at once while a tool call in flight is
+answered, and the process (or the group of ``--workers``), its Redis subscription and its
+listens at the backend included, is gone within seconds, not after the drain timeout.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -38,16 +44,15 @@ LISTEN = {
 }
 
 
-async def open_streams(
+async def open_listen(
     http: aiohttp.ClientSession, mcp_url: str, token: str
-) -> tuple[aiohttp.ClientResponse, aiohttp.ClientResponse]:
-    """A ``subscriptions/listen`` stream (acknowledged) and a legacy session's GET stream."""
-    auth = {"Authorization": f"Bearer {token}"}
+) -> aiohttp.ClientResponse:
+    """A ``subscriptions/listen`` stream, acknowledged."""
     listen = await http.post(
         mcp_url,
         json=LISTEN,
         headers={
-            **auth,
+            "Authorization": f"Bearer {token}",
             "Accept": "application/json, text/event-stream",
             "MCP-Protocol-Version": MODERN,
             "Mcp-Method": "subscriptions/listen",
@@ -55,6 +60,15 @@ async def open_streams(
     )
     assert listen.status == 200, await listen.text()
     assert (await next_message(listen))["method"] == "notifications/subscriptions/acknowledged"
+    return listen
+
+
+async def open_streams(
+    http: aiohttp.ClientSession, mcp_url: str, token: str
+) -> tuple[aiohttp.ClientResponse, aiohttp.ClientResponse]:
+    """A ``subscriptions/listen`` stream (acknowledged) and a legacy session's GET stream."""
+    auth = {"Authorization": f"Bearer {token}"}
+    listen = await open_listen(http, mcp_url, token)
     init = {
         "jsonrpc": "2.0",
         "id": 0,
@@ -206,3 +220,53 @@ async def test_a_revocation_on_another_replica_ends_the_streams_here(
         assert complete(ended[0])
         for replica in (a, b):
             assert token not in replica.log()
+
+
+@pytest.mark.parametrize("serve_args", [(), ("--workers", "2")], ids=["process", "workers"])
+async def test_sigterm_ends_the_streams_at_once_answers_the_call_and_exits_within_seconds(
+    redis_server: RedisServer, tmp_path: Path, serve_args: tuple[str, ...]
+) -> None:
+    """``drain_timeout_s`` at its default (10 s): the open streams (and the Redis subscription,
+    and the replica's listens at the backend) must not hold the stop for it. A worker of
+    ``--workers`` offers no legacy session: there, a listen only."""
+    policy = policy_text(tools={"echo": "", "hold": ""})
+    overrides = {"limits": {"drain_timeout_s": None}}  # None: the key removed, the default
+    async with (
+        replica_stack(
+            tmp_path,
+            redis_server,
+            replicas=1,
+            policy=policy,
+            overrides=overrides,
+            serve_args=serve_args,
+            hold_s=2.0,
+            list_changed=True,
+        ) as stack,
+        aiohttp.ClientSession() as http,
+    ):
+        (replica,) = stack.replicas
+        assert replica.process is not None
+        token = stack.mint("alice")
+        if serve_args:
+            streams = [await open_listen(http, replica.mcp_url, token)]
+        else:
+            streams = list(await open_streams(http, replica.mcp_url, token))
+        assert stack.upstream.streams_opened >= 1  # the gateway listens at the backend too
+        call = asyncio.create_task(stack.call(replica, token, "hold", text="in flight"))
+        await asyncio.wait_for(stack.upstream.holding.wait(), 10)
+        sent = time.monotonic()
+        replica.process.send_signal(signal.SIGTERM)
+
+        ended = await asyncio.gather(*(rest_of(stream, 1.5) for stream in streams))
+        assert complete(ended[0])  # the listen's graceful end (§Graceful Closure)
+        assert not call.done()  # the streams did not wait for the call
+
+        status, body, _ = await asyncio.wait_for(call, 10)
+        assert status == 200, body
+        assert body["result"]["isError"] is False  # answered, not the drain's timeout error
+        assert await asyncio.to_thread(replica.process.wait, 10) == 0
+        assert time.monotonic() - sent < 5.0, replica.log()[-3000:]
+        assert '"gateway.stopped"' in replica.log()
+        leaving = time.monotonic()
+    # The backend's listens whose client (the gateway) exited do not hold its stop either.
+    assert time.monotonic() - leaving < 5.0
