@@ -49,8 +49,10 @@ __all__ = [
     "check_claims",
     "check_times",
     "derive_introspected",
+    "identity_claim",
     "refuse_id_token",
     "token_binding",
+    "token_subject",
 ]
 
 ACCESS_TOKEN_TYPES: Final = frozenset(
@@ -191,6 +193,31 @@ def check_times(doc: Mapping[str, Any], rules: ClaimRules, now: float) -> float:
     return exp
 
 
+def identity_claim(value: object, name: str) -> str | None:
+    """The subject or client a claim ``name`` names: a non-empty string, else None; refused
+    over :data:`MAX_IDENTITY_CHARS`. The subject keys rate limits, goes to logs, the audit trail
+    and (identity_headers) the backend: an unbounded one is a memory and header-size lever for
+    whoever mints tokens."""
+    if not isinstance(value, str) or not value:
+        return None
+    if len(value) > MAX_IDENTITY_CHARS:
+        raise InvalidToken(detail=f"{name} too long")
+    return value
+
+
+def token_subject(
+    doc: Mapping[str, Any], claim: str, client_id: str | None, rules: ClaimRules
+) -> str:
+    """The subject the token names in ``claim``, else its client where the issuer says
+    ``subject_fallback: client_id``; raises InvalidToken when it names neither."""
+    subject = identity_claim(doc.get(claim), claim)
+    if subject is not None:
+        return subject
+    if rules.subject_fallback == "client_id" and client_id is not None:
+        return client_id
+    raise InvalidToken(detail=f"{claim} missing")
+
+
 def derive_introspected(doc: Mapping[str, Any], rules: ClaimRules) -> tuple[DerivedScope, ...]:
     """An introspection answer's scopes with their provenance: ``scope`` (strings only, as
     RFC 7662 defines it) and the issuer's ``roles``/``groups`` mappings."""
@@ -232,21 +259,8 @@ def check_claims(
     check_audience(doc, rules)
     exp = check_times(doc, rules, now)
 
-    client_id = doc.get("client_id")
-    if not isinstance(client_id, str) or not client_id:
-        client_id = None
-    elif len(client_id) > MAX_IDENTITY_CHARS:
-        raise InvalidToken(detail="client_id too long")
-    subject = doc.get("sub")
-    if not isinstance(subject, str) or not subject:
-        if rules.subject_fallback == "client_id" and client_id is not None:
-            subject = client_id
-        else:
-            raise InvalidToken(detail="sub missing")
-    elif len(subject) > MAX_IDENTITY_CHARS:
-        # The subject keys rate limits, goes to logs, the audit trail and (identity_headers) the
-        # backend: an unbounded one is a memory and header-size lever for whoever mints tokens.
-        raise InvalidToken(detail="sub too long")
+    client_id = identity_claim(doc.get("client_id"), "client_id")
+    subject = token_subject(doc, "sub", client_id, rules)
 
     return Principal(
         subject=subject,

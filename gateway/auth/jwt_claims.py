@@ -37,13 +37,14 @@ from gateway.seams import Principal, frozen_claims
 
 from .claims import (
     ID_TOKEN_CLAIMS,
-    MAX_IDENTITY_CHARS,
     ClaimRules,
     actor_of,
     check_audience,
     check_times,
+    identity_claim,
     refuse_id_token,
     token_binding,
+    token_subject,
 )
 from .scopes import (
     IDENTITY,
@@ -90,14 +91,6 @@ class JwtRules:
         )
 
 
-def _identity(value: object, name: str) -> str | None:
-    if not isinstance(value, str) or not value:
-        return None
-    if len(value) > MAX_IDENTITY_CHARS:
-        raise InvalidToken(detail=f"{name} too long")
-    return value
-
-
 def derive(claims: Mapping[str, Any], rules: JwtRules) -> tuple[DerivedScope, ...]:
     """The token's scopes with their provenance (:func:`~gateway.auth.scopes.derive_scopes`)."""
     return derive_scopes(
@@ -127,15 +120,10 @@ def check_jwt_claims(
 
     client_id = None
     for name in rules.client_id_claims:
-        client_id = _identity(claims.get(name), name)
+        client_id = identity_claim(claims.get(name), name)
         if client_id is not None:
             break
-    subject = _identity(claims.get(rules.subject_claim), rules.subject_claim)
-    if subject is None:
-        if base.subject_fallback == "client_id" and client_id is not None:
-            subject = client_id
-        else:
-            raise InvalidToken(detail=f"{rules.subject_claim} missing")
+    subject = token_subject(claims, rules.subject_claim, client_id, base)
 
     return Principal(
         subject=subject,
