@@ -22,7 +22,7 @@ import secrets
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar
 
 from aiohttp import web
 
@@ -94,6 +94,9 @@ class SignIn:
     expires_at: int
 
 
+_Record = TypeVar("_Record", Session, SignIn)
+
+
 class Cookies:
     """Seals and opens both cookies (one ring, two labels) and writes them on responses."""
 
@@ -132,21 +135,7 @@ class Cookies:
 
     def session(self, request: web.Request) -> Session | None:
         """The request's session, or None (no cookie, or one that does not open or expired)."""
-        obj = self._open(self._session, request.cookies.get(SESSION_COOKIE))
-        if obj is None:
-            return None
-        try:
-            session = Session(
-                sid=_text(obj["sid"]),
-                identity=BrowserIdentity(_text(obj["iss"]), _text(obj["sub"])),
-                method=_method(obj["m"]),
-                issued_at=_int(obj["iat"]),
-                expires_at=_int(obj["exp"]),
-                csrf=_text(obj["csrf"]),
-            )
-        except (KeyError, TypeError, ValueError):
-            return None
-        return session if self._clock() < session.expires_at else None
+        return self._opened(self._session, request.cookies.get(SESSION_COOKIE), _session)
 
     # --- a sign-in in progress -----------------------------------------------------------
 
@@ -171,22 +160,7 @@ class Cookies:
 
     def signin(self, request: web.Request) -> SignIn | None:
         """The sign-in this browser started, or None (as :meth:`session`)."""
-        obj = self._open(self._signin, request.cookies.get(SIGNIN_COOKIE))
-        if obj is None:
-            return None
-        try:
-            signin = SignIn(
-                state=_text(obj["st"]),
-                nonce=_text(obj["nonce"]),
-                verifier=_text(obj["pkce"], empty=True),
-                next_path=_text(obj["next"]),
-                method=_method(obj["m"]),
-                issued_at=_int(obj["iat"]),
-                expires_at=_int(obj["exp"]),
-            )
-        except (KeyError, TypeError, ValueError):
-            return None
-        return signin if self._clock() < signin.expires_at else None
+        return self._opened(self._signin, request.cookies.get(SIGNIN_COOKIE), _signin)
 
     # --- on the wire ---------------------------------------------------------------------
 
@@ -207,14 +181,42 @@ class Cookies:
             raise ValueError("cookie claims too large")
         return ring.seal(body)
 
-    def _open(self, ring: SealRing, text: str | None) -> dict[str, Any] | None:
+    def _opened(
+        self, ring: SealRing, text: str | None, read: Callable[[dict[str, Any]], _Record]
+    ) -> _Record | None:
+        """The record a cookie holds, or None: no cookie, one that does not open (or is of
+        another version, or misses a member), or one whose ``exp`` has passed."""
         if not text:
             return None
         try:
             obj = loads_object(ring.open(text, max_chars=self._max_chars))
-        except (EnvelopeError, JsonError):
+            record = read(obj) if obj.get("v") == VERSION else None
+        except (EnvelopeError, JsonError, KeyError, TypeError, ValueError):
             return None
-        return obj if obj.get("v") == VERSION else None
+        return record if record is not None and self._clock() < record.expires_at else None
+
+
+def _session(obj: dict[str, Any]) -> Session:
+    return Session(
+        sid=_text(obj["sid"]),
+        identity=BrowserIdentity(_text(obj["iss"]), _text(obj["sub"])),
+        method=_method(obj["m"]),
+        issued_at=_int(obj["iat"]),
+        expires_at=_int(obj["exp"]),
+        csrf=_text(obj["csrf"]),
+    )
+
+
+def _signin(obj: dict[str, Any]) -> SignIn:
+    return SignIn(
+        state=_text(obj["st"]),
+        nonce=_text(obj["nonce"]),
+        verifier=_text(obj["pkce"], empty=True),
+        next_path=_text(obj["next"]),
+        method=_method(obj["m"]),
+        issued_at=_int(obj["iat"]),
+        expires_at=_int(obj["exp"]),
+    )
 
 
 def _text(value: Any, *, empty: bool = False) -> str:
