@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 
 from tests.support.live_stack import ServerFactory
-from tests.support.login_stack import HttpBrowser, authorize, hidden_fields, sign_in
+from tests.support.login_stack import HttpBrowser, authorize, csrf_of, hidden_fields, sign_in
 from tests.support.user_oauth_stack import (
     CONSENT_KEY,
     UPSTREAM_USERS,
@@ -91,15 +91,18 @@ async def test_a_link_opened_by_another_person_does_nothing_and_is_audited(
     alices_link = await link_for(stack, "alice")
     bob = browsers[1]
     await sign_in(bob, stack.login, "bob", next_path=urlsplit(alices_link).path)
-    for method in ("GET", "POST"):
-        form = {"data": {"csrf": "x"}} if method == "POST" else {}
-        status, _, page = await bob.request(method, alices_link, **form)  # type: ignore[arg-type]
-        assert status == 403 or (method == "POST" and status == 403), page[:200]
     status, _, page = await bob.get(alices_link)
     assert status == 403 and "started by another user" in page
+    # Connect pressed with Bob's own valid form token: past the CSRF check, still not his.
+    _, _, account = await bob.get(stack.login.url("/account"))
+    status, headers, page = await bob.post(alices_link, {"csrf": csrf_of(account)})
+    assert status == 403 and "started by another user" in page, page[:200]
+    assert "Location" not in headers  # never sent on to the service's server
     assert await stack.record("alice") is None and await stack.record("bob") is None
+    assert codes_redeemed(stack) == 0
     mismatches = [e for e in events(tmp_path) if e["event"] == "login_identity_mismatch"]
-    assert mismatches and mismatches[-1]["subject"] == "bob" and mismatches[-1]["kind"] == "connect"
+    assert len(mismatches) == 2 and {e["subject"] for e in mismatches} == {"bob"}
+    assert {e["kind"] for e in mismatches} == {"connect"}
     # The link is still Alice's to use.
     await connect(browsers[0], stack, alices_link, person="alice")
     record = await stack.record("alice")

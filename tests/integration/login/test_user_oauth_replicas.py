@@ -151,12 +151,46 @@ async def test_consent_on_one_replica_serves_calls_on_the_other_and_refreshes_on
         await expire(b, "alice")
         assert (await call(b, alice))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
         assert len(refresh_tokens(a)) == before + 2
-        # Every call upstream carried its caller's own token.
-        tokens = {
-            c.subject: {x.token for x in a.accounts.calls if x.subject == c.subject}
-            for c in a.accounts.calls
+
+
+async def test_one_persons_token_never_serves_another_on_either_replica(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_server: RedisServer,
+) -> None:
+    async with replicas(tmp_path, aiohttp_server, monkeypatch, redis_server) as (a, b):
+        await connect_at(a, "alice", UPSTREAM_USERS[0])
+        for replica in (a, b):
+            answer = await call(replica, replica.token("alice"))
+            assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+        assert len(a.user) == 1 and len(b.user) == 1  # Alice's token held on both replicas
+        upstream_calls = len(a.accounts.calls)
+        for replica in (a, b):  # Bob has connected nothing: asked to, on either replica
+            answer = await call(replica, replica.token("bob"))
+            assert answer["isError"] is True and "not connected" in answer["content"][0]["text"]
+        assert len(a.accounts.calls) == upstream_calls  # nothing went upstream for Bob
+        # Bob connects through a link replica b handed out (its pages answer at the shared
+        # public origin); then each person's calls, at either replica, carry their own token.
+        first = await call(b, b.token("bob"), capabilities=URL_ELICITATION)
+        async with aiohttp.ClientSession() as session:
+            browser = HttpBrowser(session, a.login.origin)
+            link = first["inputRequests"][CONSENT_KEY]["params"]["url"]
+            await connect(browser, a, link, person="bob", upstream_person=UPSTREAM_USERS[1])
+        for replica in (b, a):
+            for sub, upstream in (("bob", 1), ("alice", 0)):
+                answer = await call(replica, replica.token(sub))
+                assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[upstream]
+        alice, bob = await b.record("alice"), await a.record("bob")
+        assert alice is not None and bob is not None
+        carried = {
+            person: {c.token for c in a.accounts.calls if c.subject == person}
+            for person in UPSTREAM_USERS
         }
-        assert not tokens[UPSTREAM_USERS[0]] & tokens[UPSTREAM_USERS[1]]
+        assert carried == {
+            UPSTREAM_USERS[0]: {alice.access_token},
+            UPSTREAM_USERS[1]: {bob.access_token},
+        }
 
 
 async def test_a_disconnect_at_one_replica_ends_the_use_at_the_other(
