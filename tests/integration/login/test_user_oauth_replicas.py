@@ -51,7 +51,14 @@ async def replicas(
         "resource": f"http://127.0.0.1:{first}/mcp",  # one public origin for both replicas
         "state": {
             "backend": "redis",
-            "redis": {"url": {"env": "UO_REDIS_URL"}, "key_prefix": unique_prefix()},
+            # A generous deadline, as tests/support/replicas.py's: on a loaded 2-core host a
+            # healthy read can take longer than the default, and a timed-out one is a 503
+            # (upstream_token_unavailable, fail closed), which is not what these tests are about.
+            "redis": {
+                "url": {"env": "UO_REDIS_URL"},
+                "key_prefix": unique_prefix(),
+                "timeout_ms": 3000,
+            },
         },
     }
     issuer = DevIssuer(users=USERS, token_format="jwt")
@@ -80,6 +87,7 @@ async def replicas(
 
 async def call(stack: UserOAuthStack, token: str, **kw: Any) -> dict[str, Any]:
     _, _, text = await stack.stack.call(token, WHOAMI, **kw)
+    assert "result" in json.loads(text), text
     result: dict[str, Any] = json.loads(text)["result"]
     return result
 
