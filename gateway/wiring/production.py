@@ -41,6 +41,7 @@ from gateway.errors import ConfigError
 from gateway.guardrails.chain import ContentChecks, GuardrailChain
 from gateway.guardrails.processor import Processor
 from gateway.http.admission import client_ip
+from gateway.http.pipeline.dispatch import Features
 from gateway.http.pipeline.endpoint import McpEndpoint
 from gateway.http.pipeline.routes import add_mcp_routes, ops_jwks
 from gateway.login.build import build_surface
@@ -195,12 +196,14 @@ def build_services(
         metrics=metrics,
         request_id=lambda request: assign_request_id(request, config.trusted_proxies),
         tracing=tracing,
-        listening=FederatedListening(backend),
-        decision_point=pdp,
-        guardrails=guardrails,
-        legacy_sessions=legacy_sessions,
-        tasks=backend if config.tasks.enabled else None,
-        consent=users.links if users is not None else None,
+        features=Features(
+            listening=FederatedListening(backend),
+            decision_point=pdp,
+            guardrails=guardrails,
+            legacy_sessions=legacy_sessions,
+            tasks=backend if config.tasks.enabled else None,
+            consent=users.links if users is not None else None,
+        ),
     )
     services = Services(
         metrics=metrics,

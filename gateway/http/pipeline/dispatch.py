@@ -21,6 +21,7 @@ body; rejections are raised as GatewayError rows carrying the message's id and e
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Final
 
 from gateway.config import Config
@@ -59,9 +60,35 @@ from gateway.seams import (
     ToolDef,
 )
 
-__all__ = ["Dispatcher"]
+__all__ = ["CORE_ONLY", "Dispatcher", "Features"]
 
 BACKEND_FAILURE_CODE: Final = -32603
+
+
+@dataclass(frozen=True, slots=True)
+class Features:
+    """What an endpoint serves beyond the core methods, as wiring/ configured it (None: not
+    configured)."""
+
+    listening: Listening | None = None
+    """The backends' listen streams (``subscriptions/listen``; None: the method does not
+    exist)."""
+    decision_point: DecisionPoint | None = None
+    """``policy_external``: asked after the local policy allowed."""
+    tasks: TaskRelay | None = None
+    """The backends' tasks (with ``tasks:`` on, the tasks extension is relayed)."""
+    guardrails: Guardrails | None = None
+    """The processors a rule may name (``guardrails:``)."""
+    consent: ConsentLinks | None = None
+    """The consent links of ``user_oauth`` backends."""
+    legacy_sessions: bool = True
+    """Legacy ``resources/subscribe`` is offered (with ``listening``): off in a worker of
+    ``serve --workers N``, where the kernel spreads a session's connections over processes
+    that cannot see each other's sessions."""
+
+
+CORE_ONLY: Final = Features()
+"""The core methods only (the tests' endpoints)."""
 
 
 class Dispatcher:
@@ -75,26 +102,18 @@ class Dispatcher:
         limits: CallLimits,
         metrics: Metrics | None = None,
         drain: DrainBound | None = None,
-        listening: Listening | None = None,
         policy: PolicySource | None = None,
         detach: Callable[[RequestContext], None] | None = None,
-        decision_point: DecisionPoint | None = None,
-        legacy_sessions: bool = True,
-        tasks: TaskRelay | None = None,
-        guardrails: Guardrails | None = None,
-        consent: ConsentLinks | None = None,
+        features: Features = CORE_ONLY,
     ) -> None:
-        """``listening``: the backends' listen streams (``subscriptions/listen``; None: the
-        method does not exist); ``policy``: the source whose reloads end streams; ``detach``:
-        the endpoint's release of a request's in-flight slots (an acknowledged stream);
-        ``legacy_sessions``: legacy ``resources/subscribe`` is offered (with ``listening``);
-        ``tasks``: the backends' tasks (with ``tasks:`` on, the tasks extension is relayed);
-        ``guardrails``: the processors a rule may name (``guardrails:``; None: none);
-        ``consent``: the consent links of ``user_oauth`` backends."""
+        """``policy``: the source whose reloads end streams; ``detach``: the endpoint's release
+        of a request's in-flight slots (an acknowledged stream)."""
+        listening, tasks = features.listening, features.tasks
+        decision_point = features.decision_point
         self._backend = backend
         self._limits = limits
         conditions = ConditionGate(metrics)
-        guards = GuardGate(guardrails, conditions)
+        guards = GuardGate(features.guardrails, conditions)
         handles = handles_for(config) if tasks is not None else None
         self.tasks = tasks if handles is not None else None
         access = TaskAccess(handles, conditions, decision_point) if handles is not None else None
@@ -109,7 +128,7 @@ class Dispatcher:
             conditions=conditions,
             tasks=TaskCreation(config, handles, metrics=metrics) if handles else None,
             guards=guards,
-            consent=consent,
+            consent=features.consent,
         )
         self._consent = tools.consent
         self.subscriptions = SubscriptionRoutes(
@@ -124,7 +143,7 @@ class Dispatcher:
             config=config,
             hub=self.subscriptions.hub,
             backend=backend,
-            listening=listening if legacy_sessions else None,
+            listening=listening if features.legacy_sessions else None,
         )
         self._routes: dict[str, Route] = {
             **Listing(

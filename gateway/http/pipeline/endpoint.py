@@ -24,6 +24,7 @@ Decisions documented in docs/errors.md:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -52,7 +53,7 @@ from gateway.http.drain import DrainBound
 from gateway.http.error_response import internal_error, render_error
 from gateway.http.pipeline.answer import EMPTY_HEADERS, answer_batch, answer_single
 from gateway.http.pipeline.cors import Cors
-from gateway.http.pipeline.dispatch import Dispatcher
+from gateway.http.pipeline.dispatch import CORE_ONLY, Dispatcher, Features
 from gateway.http.pipeline.request_record import PROXY_WARNING_INTERVAL_S, RequestRecord
 from gateway.http.pipeline.traced import adopt_meta
 from gateway.http.subscriptions.legacy_sessions import SESSION_HEADER
@@ -71,17 +72,12 @@ from gateway.seams import (
     Backend,
     CallerToken,
     ConcurrencyLimiter,
-    ConsentLinks,
-    DecisionPoint,
-    Guardrails,
-    Listening,
     Observer,
     Policy,
     PolicySource,
     Principal,
     RateLimiter,
     RequestContext,
-    TaskRelay,
 )
 
 __all__ = ["PROXY_WARNING_INTERVAL_S", "McpEndpoint"]
@@ -117,18 +113,9 @@ class McpEndpoint:
         metrics: Metrics | None = None,
         request_id: Callable[[web.Request], str | None] | None = None,
         tracing: RequestTracer | None = None,
-        listening: Listening | None = None,
-        decision_point: DecisionPoint | None = None,
-        legacy_sessions: bool = True,
-        tasks: TaskRelay | None = None,
-        guardrails: Guardrails | None = None,
-        consent: ConsentLinks | None = None,
+        features: Features = CORE_ONLY,
     ) -> None:
-        """``legacy_sessions``: legacy subscriptions are offered (off in a worker of
-        ``serve --workers N``, where the kernel spreads a session's connections over processes
-        that cannot see each other's sessions); ``tasks``: the backends' tasks (relayed when
-        ``tasks:`` is on); ``guardrails``: the processors of ``guardrails:`` (when configured);
-        ``consent``: the consent links of ``user_oauth`` backends."""
+        """``features``: what is served beyond the core methods, as configured."""
         self._config = config
         self._auth = authenticator
         self._policy = policy
@@ -161,7 +148,9 @@ class McpEndpoint:
         self._drain = DrainBound()
         self._limits = CallLimits(limiter=limiter, leases=leases, metrics=metrics)
         self._sessions = (
-            listening is not None and legacy_sessions and config.protocol.legacy_subscriptions
+            features.listening is not None
+            and features.legacy_sessions
+            and config.protocol.legacy_subscriptions
         )
         """Legacy subscription sessions are possible: a session's GET/DELETE is authenticated."""
         self._dispatcher = Dispatcher(
@@ -170,14 +159,9 @@ class McpEndpoint:
             limits=self._limits,
             metrics=metrics,
             drain=self._drain,
-            listening=listening,
             policy=policy,
             detach=self._detach,
-            decision_point=decision_point,
-            guardrails=guardrails,
-            legacy_sessions=self._sessions,
-            tasks=tasks,
-            consent=consent,
+            features=dataclasses.replace(features, legacy_sessions=self._sessions),
         )
 
     def drain(self, deadline: float) -> None:
