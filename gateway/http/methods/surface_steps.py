@@ -11,7 +11,6 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.config import Config
 from gateway.errors import (
     BackendFailure,
     ConditionArgumentsTooLarge,
@@ -21,19 +20,15 @@ from gateway.errors import (
     MethodNotFound,
     ToolInsufficientScope,
 )
-from gateway.http.call_limits import CallLimits
-from gateway.http.condition_gate import ConditionGate
-from gateway.http.guard_gate import GuardGate, Shown
+from gateway.http.guard_gate import Shown
+from gateway.http.methods.route_parts import RouteParts
 from gateway.http.turn import Turn, bounded_success, check_expiry
 from gateway.limits.keys import principal_key
-from gateway.observability.metrics import Metrics
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import shape_surface_result
 from gateway.seams import (
     AccessQuestion,
-    Backend,
     Decision,
-    DecisionPoint,
     GuardedCheck,
     Surface,
     SurfaceReply,
@@ -46,26 +41,17 @@ __all__ = ["SurfaceSteps"]
 class SurfaceSteps:
     """The steps of a surface request; :class:`~.surface_routes.SurfaceRoutes` orders them."""
 
-    def __init__(
-        self,
-        *,
-        config: Config,
-        backend: Backend,
-        limits: CallLimits,
-        metrics: Metrics | None = None,
-        exchanging: frozenset[str] = frozenset(),
-        decision_point: DecisionPoint | None = None,
-        conditions: ConditionGate | None = None,
-        guards: GuardGate | None = None,
-    ) -> None:
-        self._conditions = conditions or ConditionGate(metrics)
-        self._guards = guards or GuardGate(None, self._conditions)
+    def __init__(self, parts: RouteParts, *, exchanging: frozenset[str] = frozenset()) -> None:
+        """``exchanging``: the backends whose calls carry the caller's token."""
+        config = parts.config
+        self._conditions = parts.conditions
+        self._guards = parts.guards
         self._config = config
-        self._pdp = decision_point
+        self._pdp = parts.decision_point
         """``policy_external``: asked after step-up, the limits and the expiry re-check."""
-        self._backend = backend
-        self._limits = limits
-        self._metrics = metrics
+        self._backend = parts.backend
+        self._limits = parts.limits
+        self._metrics = parts.metrics
         self._server = config.server
         self._cap = config.limits.max_response_bytes
         self._exchanging = exchanging

@@ -14,33 +14,28 @@ import time
 from collections.abc import Mapping
 from typing import Any, Final
 
-from gateway.config import Config
 from gateway.deadlines import deadline_at
 from gateway.errors import (
     ArgumentNotSettable,
     ToolInsufficientScope,
     UnknownTool,
 )
-from gateway.http.call_limits import CallLimits
-from gateway.http.condition_gate import ConditionGate
 from gateway.http.drain import DrainBound
-from gateway.http.guard_gate import GuardGate, Shown
+from gateway.http.guard_gate import Shown
 from gateway.http.methods.consent_answers import ConsentAnswers
 from gateway.http.methods.input_rounds import InputRounds
+from gateway.http.methods.route_parts import RouteParts
 from gateway.http.methods.task_creation import TaskCreation
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import BACKEND_GRACE_S, Route, Turn, check_expiry
-from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import success_body
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import shape_call_result, tool_error_result
 from gateway.seams import (
     AccessQuestion,
-    Backend,
     ConsentLinks,
     ConsentNeeded,
     Decision,
-    DecisionPoint,
     InputRequired,
     JsonObject,
     Resume,
@@ -68,26 +63,19 @@ class ToolCalls:
 
     def __init__(
         self,
+        parts: RouteParts,
         *,
-        config: Config,
-        backend: Backend,
-        limits: CallLimits,
         drain: DrainBound,
-        metrics: Metrics | None = None,
-        decision_point: DecisionPoint | None = None,
-        conditions: ConditionGate | None = None,
         tasks: TaskCreation | None = None,
-        guards: GuardGate | None = None,
         consent: ConsentLinks | None = None,
     ) -> None:
         """``tasks``: the tasks extension's side of a call (None: no call becomes a task);
-        ``guards``: the processors of ``guardrails:`` (None: none configured); ``consent``: the
-        consent links of ``user_oauth`` backends (None: there are none)."""
-        self._backend = backend
+        ``consent``: the consent links of ``user_oauth`` backends (None: there are none)."""
+        config, metrics = parts.config, parts.metrics
+        self._backend = parts.backend
         self._tasks = tasks
-        self._pdp = decision_point
-        """``policy_external``: asked after everything local allowed (None: never asked)."""
-        self._limits = limits
+        self._pdp = parts.decision_point
+        self._limits = parts.limits
         self._drain = drain
         self._server = config.server
         self._cap = config.limits.max_response_bytes
@@ -96,8 +84,8 @@ class ToolCalls:
         self._inputs = InputRounds(config, metrics=metrics)
         self.consent = ConsentAnswers(consent, self._inputs, config.server)
         """How a caller is asked to connect a ``user_oauth`` backend's account."""
-        self._conditions = conditions or ConditionGate(metrics)
-        self._guards = guards or GuardGate(None, self._conditions)
+        self._conditions = parts.conditions
+        self._guards = parts.guards
         self.exchanging = frozenset(
             b.name for b in config.backends if b.credential.type in ("token_exchange", "user_oauth")
         )

@@ -32,6 +32,7 @@ from gateway.http.drain import DrainBound
 from gateway.http.guard_gate import GuardGate
 from gateway.http.methods.handshake import Handshake
 from gateway.http.methods.listing import Listing
+from gateway.http.methods.route_parts import RouteParts
 from gateway.http.methods.surface_routes import SurfaceRoutes
 from gateway.http.methods.task_creation import TaskCreation, handles_for
 from gateway.http.methods.task_methods import TaskMethods
@@ -118,16 +119,11 @@ class Dispatcher:
         self.tasks = tasks if handles is not None else None
         access = TaskAccess(handles, conditions, decision_point) if handles is not None else None
         """The task relay when tasks are on (``server/discover`` advertises the extension)."""
+        parts = RouteParts(config, backend, limits, conditions, guards, metrics, decision_point)
         tools = ToolCalls(
-            config=config,
-            backend=backend,
-            limits=limits,
+            parts,
             drain=drain if drain is not None else DrainBound(),
-            metrics=metrics,
-            decision_point=decision_point,
-            conditions=conditions,
             tasks=TaskCreation(config, handles, metrics=metrics) if handles else None,
-            guards=guards,
             consent=features.consent,
         )
         self._consent = tools.consent
@@ -155,16 +151,7 @@ class Dispatcher:
             ).routes(),
             **Handshake(config=config, backend=backend, sessions=self.sessions).routes(),
             **tools.routes(),
-            **SurfaceRoutes(
-                config=config,
-                backend=backend,
-                limits=limits,
-                metrics=metrics,
-                exchanging=tools.exchanging,
-                decision_point=decision_point,
-                conditions=conditions,
-                guards=guards,
-            ).routes(),
+            **SurfaceRoutes(parts, exchanging=tools.exchanging).routes(),
             **self.subscriptions.routes(),
             **self.sessions.routes(),
         }
