@@ -53,11 +53,12 @@ from gateway.backend.catalog.tool_merge import (
     merge_catalogs,
 )
 from gateway.backend.upstream.surface_results import complete_result, prompt_result, read_result
-from gateway.backend.upstream.tool_results import FAILED_TEXT, error_result
+from gateway.backend.upstream.tool_results import FAILED_TEXT, failed_call
 from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import BackendReadiness
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
+from gateway.protocol.results import tool_error_result
 from gateway.seams import (
     EMPTY_SURFACE,
     InputRequired,
@@ -221,21 +222,16 @@ class FederatedBackend:
         if member is None:  # a ToolDef this federation did not hand out: refuse, never guess
             ctx.outcome = "upstream_error"
             ctx.backend_ms = 0.0
-            return error_result(FAILED_TEXT)
+            return tool_error_result(FAILED_TEXT)
         result = await member.call_tool(call, principal, ctx, deadline)
         if not self.rewrites_uris or not isinstance(result, dict):
             return result  # one backend: its URIs are the exposed ones, nothing to do
         rewritten = rewrite_links(result, member.name)
         if rewritten is None:
-            _log.warning(
-                "backend_call_failed",
-                backend=member.name,
-                tool=call.tool.name,
-                kind="bad_result",
-                reason="uri in the gateway's own form",
+            refusal, ctx.outcome = failed_call(
+                member.name, call.tool.name, "bad_result", reason="uri in the gateway's own form"
             )
-            ctx.outcome = "upstream_error"
-            return error_result(FAILED_TEXT)
+            return refusal
         return rewritten
 
     # --- tasks (the TaskRelay seam) ------------------------------------------------------

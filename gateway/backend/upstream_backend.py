@@ -47,7 +47,7 @@ from gateway.backend.upstream.link import UpstreamLink
 from gateway.backend.upstream.surface_call import UpstreamSurfaceCall
 from gateway.backend.upstream.task_call import UpstreamTaskCall
 from gateway.backend.upstream.tool_call import UpstreamToolCall
-from gateway.backend.upstream.tool_results import INVALID_ARGUMENTS_TEXT, error_result
+from gateway.backend.upstream.tool_results import INVALID_ARGUMENTS_TEXT
 from gateway.config import BackendConfig, Config
 from gateway.errors import InvalidRequestState
 from gateway.jsonkit.write import plain_copy
@@ -55,6 +55,7 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metric_labels import BackendOutcome
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Destination, Outbound
+from gateway.protocol.results import tool_error_result
 from gateway.seams import (
     CallerToken,
     ConsentNeeded,
@@ -342,7 +343,7 @@ class UpstreamBackend:
             validator = self._validator(own)
             if validator is None or not validator.is_valid(arguments):
                 outcome = "invalid_arguments"
-                return error_result(INVALID_ARGUMENTS_TEXT)
+                return tool_error_result(INVALID_ARGUMENTS_TEXT)
             if self._credentials.exchange is not None:
                 outcome = "exchange_failed"
             credential = await self.caller_credential(call.caller_token, principal, ctx, deadline)

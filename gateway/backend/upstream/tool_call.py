@@ -29,7 +29,7 @@ from gateway.backend.upstream.tool_results import (
     MISSING_CAPABILITY_CODE,
     REJECTED_TEXT,
     TASKS_WITHHELD_TEXT,
-    error_result,
+    failed_call,
     fault_outcome,
     fault_text,
     input_required,
@@ -43,6 +43,7 @@ from gateway.observability.logging import get_logger
 from gateway.observability.metric_labels import BackendOutcome
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_required import InvalidInputRequired
+from gateway.protocol.results import tool_error_result
 from gateway.protocol.tasks_extension import (
     TASK_KEY,
     InvalidTask,
@@ -135,7 +136,7 @@ class UpstreamToolCall:
                 span.fail(fault.kind)
                 if fault.status is not None:
                     span.set("http.response.status_code", fault.status)
-                return error_result(fault_text(fault.kind)), fault_outcome(fault.kind)
+                return tool_error_result(fault_text(fault.kind)), fault_outcome(fault.kind)
             span.set("http.response.status_code", reply.status)
             message = reply.message or {}
             error = message.get("error")
@@ -204,12 +205,12 @@ class UpstreamToolCall:
         if code == -32602:
             # Unknown tool or arguments the upstream refuses: the catalog may be stale.
             self._on_stale_catalog()
-            return error_result(REJECTED_TEXT), "upstream_error"
+            return tool_error_result(REJECTED_TEXT), "upstream_error"
         if code == MISSING_CAPABILITY_CODE and request.era == "modern":
             # basic/index.mdx: -32021 reaches the client as itself (HTTP 400), not as a
             # tool result; a legacy client could not re-declare, so it gets a tool error.
             if call.era != "modern":
-                return error_result(CAPABILITY_TEXT), "upstream_error"
+                return tool_error_result(CAPABILITY_TEXT), "upstream_error"
             data = missing_capability_data(error)
             if (
                 requires_tasks(data["requiredCapabilities"])
@@ -218,11 +219,11 @@ class UpstreamToolCall:
             ):
                 # The client has the extension; the gateway withheld it (policy, or tasks off):
                 # declaring it again would not help.
-                return error_result(TASKS_WITHHELD_TEXT), "upstream_error"
+                return tool_error_result(TASKS_WITHHELD_TEXT), "upstream_error"
             raise MissingClientCapability(data=data)
         if code in (-32020, -32022, -32601):
             self._link.forget()  # the upstream changed era; detect again
-        return error_result(FAILED_TEXT), "upstream_error"
+        return tool_error_result(FAILED_TEXT), "upstream_error"
 
     def _result_answer(
         self, raw: Any, call: ToolCall, request: _Request, ctx: RequestContext
@@ -237,21 +238,13 @@ class UpstreamToolCall:
                     raw, backend=self._backend, max_state_bytes=self._max_state_bytes
                 )
             except InvalidInputRequired as bad:
-                _log.warning(
-                    "backend_call_failed",
-                    backend=self._backend,
-                    tool=call.tool.name,
-                    kind="bad_input_required",
-                    reason=bad.reason,
+                return failed_call(
+                    self._backend, call.tool.name, "bad_input_required", reason=bad.reason
                 )
-                return error_result(FAILED_TEXT), "upstream_error"
             return found, "input_required"
         result = sanitize_result(raw)
         if result is None:
-            _log.warning(
-                "backend_call_failed", backend=self._backend, tool=call.tool.name, kind="bad_result"
-            )
-            return error_result(FAILED_TEXT), "upstream_error"
+            return failed_call(self._backend, call.tool.name, "bad_result")
         return result, ("tool_error" if result.get("isError") is True else "ok")
 
     def _task_answer(
@@ -261,25 +254,12 @@ class UpstreamToolCall:
         it the upstream broke the extension's MUST NOT (a task to a client that did not declare
         the extension on that request), which is an upstream error like any garbled reply."""
         if not request.sent_tasks:
-            _log.warning(
-                "backend_call_failed",
-                backend=self._backend,
-                tool=call.tool.name,
-                kind="unsolicited_task",
-            )
             ctx.extra[TASK_KEY] = {"refused": "unsolicited"}
-            return error_result(FAILED_TEXT), "upstream_error"
+            return failed_call(self._backend, call.tool.name, "unsolicited_task")
         try:
             task = parse_task(raw, detailed=False)
         except InvalidTask as bad:
-            _log.warning(
-                "backend_call_failed",
-                backend=self._backend,
-                tool=call.tool.name,
-                kind="bad_task",
-                reason=str(bad),
-            )
-            return error_result(FAILED_TEXT), "upstream_error"
+            return failed_call(self._backend, call.tool.name, "bad_task", reason=str(bad))
         return TaskCreated(self._backend, task), "task"
 
 

@@ -13,9 +13,11 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from gateway.backend.upstream.rpc import FaultKind
+from gateway.observability.logging import get_logger
 from gateway.observability.metric_labels import BackendOutcome
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_required import parse_input_required
+from gateway.protocol.results import tool_error_result
 from gateway.seams import InputRequired
 
 __all__ = [
@@ -27,7 +29,7 @@ __all__ = [
     "TASKS_WITHHELD_TEXT",
     "TIMEOUT_TEXT",
     "TOO_LARGE_TEXT",
-    "error_result",
+    "failed_call",
     "fault_outcome",
     "fault_text",
     "input_required",
@@ -55,13 +57,20 @@ TASKS_WITHHELD_TEXT: Final = (
 """An upstream -32021 naming the tasks extension, for a client that declared it but whose call
 the gateway may not let become a task (the policy's ``tasks:``, or tasks off)."""
 
+_log = get_logger("gateway.backend")
+
 # Keys the gateway owns on a CallToolResult: everything else the upstream sends is dropped.
 _PASSTHROUGH: Final = ("content", "structuredContent", "isError", "_meta")
 _OWNED_META: Final = frozenset({"io.modelcontextprotocol/serverInfo"})
 
 
-def error_result(text: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": text}], "isError": True}
+def failed_call(
+    backend: str, tool: str, kind: str, **facts: object
+) -> tuple[dict[str, Any], BackendOutcome]:
+    """A reply that broke a rule of the protocol: logged (``backend_call_failed`` with its
+    ``kind`` and ``facts``, never the upstream's words), answered with :data:`FAILED_TEXT`."""
+    _log.warning("backend_call_failed", backend=backend, tool=tool, kind=kind, **facts)
+    return tool_error_result(FAILED_TEXT), "upstream_error"
 
 
 def fault_outcome(kind: FaultKind) -> BackendOutcome:

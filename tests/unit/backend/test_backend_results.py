@@ -8,7 +8,7 @@ import pytest
 
 from gateway.backend.upstream.rpc import UpstreamFault, decode_json
 from gateway.backend.upstream.tool_results import (
-    error_result,
+    failed_call,
     fault_outcome,
     fault_text,
     sanitize_result,
@@ -56,7 +56,10 @@ def test_fault_texts_are_fixed_and_short() -> None:
     assert fault_text("too_large") == "Upstream reply too large"
     assert fault_text("garbled") == "Upstream tool failed"
     assert fault_outcome("connection") == "upstream_error"
-    assert error_result("x") == {"content": [{"type": "text", "text": "x"}], "isError": True}
+    assert failed_call("b", "t", "bad_result") == (
+        {"content": [{"type": "text", "text": "Upstream tool failed"}], "isError": True},
+        "upstream_error",
+    )
 
 
 @pytest.mark.parametrize(
