@@ -20,6 +20,7 @@ supervisor has checked it), which :func:`add_worker_upstream_routes` installs.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from aiohttp import web
@@ -74,38 +75,34 @@ def add_upstream_admin_routes(
     if config.admin.token is None:
         return
 
-    async def listing(request: web.Request) -> web.StreamResponse:
-        doc = await admin_body(request, config)
-        if isinstance(doc, web.Response):
-            return doc
-        chosen = _selection(doc)
-        if isinstance(chosen, str):
-            return answer(400, {"error": "invalid_request", "error_description": chosen})
-        try:
-            return answer(200, {"records": await tokens.records(*chosen)})
-        except StoreUnavailable:
-            return _unavailable()
+    def route(purge: bool) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            doc = await admin_body(request, config)
+            if isinstance(doc, web.Response):
+                return doc
+            return await _serve(tokens, _selection(doc), purge=purge)
 
-    async def purge(request: web.Request) -> web.StreamResponse:
-        doc = await admin_body(request, config)
-        if isinstance(doc, web.Response):
-            return doc
-        chosen = _selection(doc)
-        if isinstance(chosen, str) or chosen == (None, None, None):
-            text = chosen if isinstance(chosen, str) else "name a backend, a person, or both"
-            return answer(400, {"error": "invalid_request", "error_description": text})
-        try:
+        return handle
+
+    app.router.add_post(LIST_PATH, route(purge=False))
+    app.router.add_post(PURGE_PATH, route(purge=True))
+
+
+async def _serve(
+    tokens: UpstreamTokenAdmin, chosen: Selection | str, *, purge: bool
+) -> web.Response:
+    """The answer to a list or a purge of ``chosen`` (a purge must name something)."""
+    if purge and chosen == (None, None, None):
+        chosen = "name a backend, a person, or both"
+    if isinstance(chosen, str):
+        return answer(400, {"error": "invalid_request", "error_description": chosen})
+    try:
+        if purge:
             return answer(200, {"purged": await tokens.purge(*chosen)})
-        except StoreUnavailable:
-            return _unavailable()
-
-    app.router.add_post(LIST_PATH, listing)
-    app.router.add_post(PURGE_PATH, purge)
-
-
-def _unavailable() -> web.Response:
-    text = "the records cannot be reached now; retry"
-    return answer(503, {"error": "unavailable", "error_description": text})
+        return answer(200, {"records": await tokens.records(*chosen)})
+    except StoreUnavailable:
+        text = "the records cannot be reached now; retry"
+        return answer(503, {"error": "unavailable", "error_description": text})
 
 
 def add_worker_upstream_routes(app: web.Application, tokens: UpstreamTokenAdmin) -> None:
@@ -117,16 +114,7 @@ def add_worker_upstream_routes(app: web.Application, tokens: UpstreamTokenAdmin)
             chosen = _selection(loads(await request.read()))
         except ValueError:
             chosen = "the body is not JSON"
-        if chosen == (None, None, None) and request.path == WORKER_PURGE_PATH:
-            chosen = "name a backend, a person, or both"
-        if isinstance(chosen, str):
-            return answer(400, {"error": "invalid_request", "error_description": chosen})
-        try:
-            if request.path == WORKER_LIST_PATH:
-                return answer(200, {"records": await tokens.records(*chosen)})
-            return answer(200, {"purged": await tokens.purge(*chosen)})
-        except StoreUnavailable:
-            return _unavailable()
+        return await _serve(tokens, chosen, purge=request.path == WORKER_PURGE_PATH)
 
     app.router.add_post(WORKER_LIST_PATH, worker)
     app.router.add_post(WORKER_PURGE_PATH, worker)
