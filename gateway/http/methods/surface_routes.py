@@ -58,7 +58,6 @@ SURFACE_OUTCOMES: Final = (
     "too_large",
 )
 """``surface_requests_total`` outcome label values."""
-_NOT_FOUND_CODES: Final = frozenset({-32602, -32002})
 
 
 class SurfaceRoutes(SurfaceSteps):
@@ -107,16 +106,11 @@ class SurfaceRoutes(SurfaceSteps):
             turn,
             decision,
             request,
-            section="prompts",
+            question,
             key=name,
             admitted=admitted,
-            question=question,
-        )
-        if reply.error_code in _NOT_FOUND_CODES:
-            self._count(message.method, decision.rule, "not_found")
-            raise UnknownPrompt()
-        reply = await self._guarded(
-            message, turn, decision, reply, "prompt_result", name, prompt.backend
+            check="prompt_result",
+            missing=UnknownPrompt,
         )
         return self._answer(message, turn, decision, reply, ttl_ms=None)
 
@@ -156,15 +150,12 @@ class SurfaceRoutes(SurfaceSteps):
             turn,
             decision,
             request,
-            section="resources",
+            question,
             key=key,
             admitted=admitted,
-            question=question,
+            check="resource_result",
+            missing=lambda: not_found(message.era),
         )
-        if reply.error_code in _NOT_FOUND_CODES:
-            self._count(message.method, decision.rule, "not_found")
-            raise not_found(message.era)
-        reply = await self._guarded(message, turn, decision, reply, "resource_result", uri, backend)
         return self._answer(message, turn, decision, reply, ttl_ms=0)
 
     # --- completion/complete ------------------------------------------------------------

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from gateway.errors import (
     BackendFailure,
     ConditionArgumentsTooLarge,
     ConditionDenied,
     ExternalPolicyDenied,
+    GatewayError,
     GuardrailDenied,
     MethodNotFound,
     ToolInsufficientScope,
@@ -36,6 +37,9 @@ from gateway.seams import (
 )
 
 __all__ = ["SurfaceSteps"]
+
+_NOT_FOUND_CODES: Final = frozenset({-32602, -32002})
+"""An upstream's error codes for a prompt or resource it does not have."""
 
 
 class SurfaceSteps:
@@ -111,14 +115,18 @@ class SurfaceSteps:
         turn: Turn,
         decision: Decision,
         request: SurfaceRequest,
+        question: AccessQuestion,
         *,
-        section: str,
         key: str,
         admitted: bool,
-        question: AccessQuestion,
+        check: GuardedCheck,
+        missing: Callable[[], GatewayError],
     ) -> SurfaceReply:
         """The rule's rate limit and concurrency cap, the expiry re-check, the external
-        decision point (when configured), the request."""
+        decision point (when configured), the request; ``missing()`` raised when the backend
+        has no such prompt or resource; the result as the rule's processors (``guardrails``)
+        left it."""
+        section = question.action.split("/")[0]
         rate, concurrency = turn.policy.limits(section, decision.rule)
         scope = section[:-1]
         lease = await self._limits.admit_rule(
@@ -132,29 +140,20 @@ class SurfaceSteps:
                 except ExternalPolicyDenied:
                     self._count(request.method, decision.rule, "denied")
                     raise
-            return await self._request(turn, request)
+            reply = await self._request(turn, request)
         finally:
             if lease is not None:
                 await lease.release()
-
-    async def _guarded(  # noqa: PLR0917 - one call shape, two callers in this class
-        self,
-        message: McpMessage,
-        turn: Turn,
-        decision: Decision,
-        reply: SurfaceReply,
-        check: GuardedCheck,
-        target: str,
-        backend: str,
-    ) -> SurfaceReply:
-        """The result as the rule's processors (``guardrails``) left it."""
+        if reply.error_code in _NOT_FOUND_CODES:
+            self._count(request.method, decision.rule, "not_found")
+            raise missing()
         if not decision.guardrails or reply.result is None:
             return reply
         try:
-            shown = Shown(check, message.method, target, backend)
+            shown = Shown(check, request.method, question.target, request.backend)
             result = await self._guards.result(turn, decision, shown, reply.result)
         except GuardrailDenied:
-            self._count(message.method, decision.rule, "denied")
+            self._count(request.method, decision.rule, "denied")
             raise
         return dataclasses.replace(reply, result=result)
 
