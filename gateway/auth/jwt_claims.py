@@ -31,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from gateway.config import IssuerConfig, RolesConfig
+from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken
 from gateway.seams import Principal, frozen_claims
 
@@ -47,10 +47,8 @@ from .claims import (
     token_subject,
 )
 from .scopes import (
-    IDENTITY,
     MAX_SCOPES,
     DerivedScope,
-    ScopeVocabulary,
     derive_scopes,
     granted,
 )
@@ -66,14 +64,12 @@ class JwtRules:
     """What a JWT access token of one issuer must say (built once from its configuration)."""
 
     claims: ClaimRules
+    """What every token of the issuer must say, its ``roles``, ``groups`` and ``scope_map``
+    included."""
     scope_claims: tuple[str, ...] = ("scope", "scp")
     scope_prefix: str = ""
-    roles: RolesConfig | None = None
-    groups: RolesConfig | None = None
     subject_claim: str = "sub"
     client_id_claims: tuple[str, ...] = ("client_id", "azp", "appid")
-    vocabulary: ScopeVocabulary = IDENTITY
-    """``scope_map``: the issuer's spellings -> the policy's names."""
     max_lifetime_s: float = 86400.0
 
     @classmethod
@@ -82,11 +78,8 @@ class JwtRules:
             claims=ClaimRules.for_issuer(resource, issuer),
             scope_claims=issuer.scope_claims,
             scope_prefix=issuer.scope_prefix,
-            roles=issuer.roles,
-            groups=issuer.groups,
             subject_claim=issuer.subject_claim,
             client_id_claims=issuer.client_id_claims,
-            vocabulary=ScopeVocabulary.for_issuer(issuer),
             max_lifetime_s=issuer.max_token_lifetime_s,
         )
 
@@ -97,9 +90,9 @@ def derive(claims: Mapping[str, Any], rules: JwtRules) -> tuple[DerivedScope, ..
         claims,
         scope_claims=rules.scope_claims,
         scope_prefix=rules.scope_prefix,
-        roles=rules.roles,
-        groups=rules.groups,
-        vocabulary=rules.vocabulary,
+        roles=rules.claims.roles,
+        groups=rules.claims.groups,
+        vocabulary=rules.claims.vocabulary,
     )
 
 

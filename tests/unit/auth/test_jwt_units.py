@@ -168,16 +168,16 @@ class TestClaimMapping:
         )
 
     def test_scope_prefix_qualifies_the_scopes_but_not_the_roles(self) -> None:
-        rules = replace(
-            self.RULES, scope_prefix="api://app/", roles=RolesConfig(("roles",), "role:")
-        )
+        roles = replace(self.RULES.claims, roles=RolesConfig(("roles",), "role:"))
+        rules = replace(self.RULES, scope_prefix="api://app/", claims=roles)
         principal = self.check(
             claims(scope=None, scp="mcp.access notes.read", roles=["Ops"]), rules
         )
         assert principal.scopes == {"api://app/mcp.access", "api://app/notes.read", "role:Ops"}
 
     def test_roles_join_the_scopes_with_their_prefix_from_a_nested_path(self) -> None:
-        rules = replace(self.RULES, roles=RolesConfig(("realm_access", "roles"), "role:"))
+        roles = replace(self.RULES.claims, roles=RolesConfig(("realm_access", "roles"), "role:"))
+        rules = replace(self.RULES, claims=roles)
         principal = self.check(claims(realm_access={"roles": ["admin"]}), rules)
         assert principal.scopes == {"mcp:access", "role:admin"}
         with pytest.raises(InvalidToken):
