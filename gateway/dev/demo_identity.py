@@ -23,7 +23,14 @@ from joserfc.jwk import KeySet
 from joserfc.jws import JWSRegistry
 from joserfc.jwt import JWTClaimsRegistry
 
-__all__ = ["ASSERTION_HEADER", "WHOAMI_TOOL", "CallerCheck", "NotVerified", "whoami_result"]
+__all__ = [
+    "ASSERTION_HEADER",
+    "WHOAMI_TOOL",
+    "CallerCheck",
+    "NotVerified",
+    "fetch_json",
+    "whoami_result",
+]
 
 ASSERTION_HEADER: Final = "X-MCP-Gateway-Assertion"
 ASSERTION_TYP: Final = "mcp-gateway-assertion+jwt"
@@ -97,17 +104,24 @@ class CallerCheck:
     async def _fetch(self) -> None:
         self.fetches += 1
         try:
-            async with (
-                aiohttp.ClientSession() as session,
-                session.get(self.jwks_url, timeout=aiohttp.ClientTimeout(total=3)) as response,
-            ):
-                raw = await response.content.read(_MAX_JWKS)
-                document = json.loads(raw) if response.status == 200 else None
+            document = await fetch_json("GET", self.jwks_url, limit=_MAX_JWKS)
             if not isinstance(document, dict):
                 raise ValueError("not a JWK Set")
             self._keys = KeySet.import_key_set(document)  # type: ignore[arg-type]
         except (aiohttp.ClientError, TimeoutError, ValueError, TypeError, JoseError) as exc:
             raise NotVerified("the gateway's JWK Set could not be fetched") from exc
+
+
+async def fetch_json(method: str, url: str, *, limit: int, **kw: Any) -> Any:
+    """The JSON document a demo backend asks for (at most ``limit`` bytes read, 3 s), or None
+    when the answer is not 200; raises ``aiohttp.ClientError``, ``TimeoutError`` or
+    ``ValueError``."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, url, timeout=aiohttp.ClientTimeout(total=3), **kw) as response,
+    ):
+        raw = await response.content.read(limit)
+        return json.loads(raw) if response.status == 200 else None
 
 
 def whoami_result(claims: Mapping[str, Any]) -> dict[str, Any]:

@@ -17,7 +17,6 @@ A 2026-07-28 server only (the gateway detects the era with ``server/discover``).
 from __future__ import annotations
 
 import base64
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import KW_ONLY, dataclass, field
@@ -30,7 +29,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 from joserfc.jwt import JWTClaimsRegistry
 
-from gateway.dev.demo_identity import NotVerified
+from gateway.dev.demo_identity import NotVerified, fetch_json
 from gateway.dev.demo_records import RecordsRequests
 from gateway.dev.loopback import McpOnLoopback
 from gateway.dev.simple_rpc import VERSION, RpcCall, read_call, rpc_error, rpc_result
@@ -101,14 +100,7 @@ class IssuerTokenCheck:
 
     async def _fetch(self, method: str, path: str, **kw: Any) -> dict[str, Any]:
         try:
-            async with (
-                aiohttp.ClientSession() as session,
-                session.request(
-                    method, self.issuer + path, timeout=aiohttp.ClientTimeout(total=3), **kw
-                ) as response,
-            ):
-                raw = await response.content.read(_MAX_ISSUER_REPLY)
-                document = json.loads(raw) if response.status == 200 else None
+            document = await fetch_json(method, self.issuer + path, limit=_MAX_ISSUER_REPLY, **kw)
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise NotVerified("the issuer could not be asked") from exc
         if not isinstance(document, dict):
