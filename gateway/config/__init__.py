@@ -4,9 +4,9 @@ The package, by job:
 
 * :mod:`~gateway.config.model` (with ``issuer_model``, ``backend_model``, ``limits_model``,
   ``state_model``, ``identity_model``, ``policy_external_model``, ``login_model``,
-  ``guardrails_model``): the frozen dataclasses (:class:`Config` and one per section), whose
-  fields declare the keys of the file once (:mod:`~gateway.config.declare`; the JSON Schema is
-  written from them);
+  ``guardrails_model``, ``approvals_model``): the frozen dataclasses (:class:`Config` and one
+  per section), whose fields declare the keys of the file once
+  (:mod:`~gateway.config.declare`; the JSON Schema is written from them);
 * :mod:`~gateway.config.loader`: :func:`load_config` (YAML with positions, the JSON Schema, then
   the sections' semantic checks; every problem reported at once as ``file:line:column``);
 * :mod:`~gateway.config.builder`: the state the section builders share (document, directory,
@@ -24,6 +24,7 @@ Import the public names from here (``from gateway.config import Config``): this 
 """
 
 from gateway.config import (
+    approvals_model,
     backend_model,
     guardrails_model,
     identity_model,
@@ -34,6 +35,7 @@ from gateway.config import (
     policy_external_model,
     state_model,
 )
+from gateway.config.approvals_model import *  # noqa: F403
 from gateway.config.backend_model import *  # noqa: F403
 from gateway.config.catalog import CatalogConfig, OnChange
 from gateway.config.guardrails_model import *  # noqa: F403
@@ -49,6 +51,7 @@ from gateway.config.state_model import *  # noqa: F403
 from gateway.config.urls import canonical_uri, is_loopback_url
 
 __all__ = ["CatalogConfig", "OnChange", "Secret", "canonical_uri", "is_loopback_url", "load_config"]
+__all__ += approvals_model.__all__
 __all__ += backend_model.__all__
 __all__ += guardrails_model.__all__
 __all__ += identity_model.__all__

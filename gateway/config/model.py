@@ -1,7 +1,8 @@
 """The typed configuration: :class:`Config` and the small sections, frozen dataclasses whose fields
 declare the keys of ``gateway.yaml`` (:mod:`gateway.config.declare`); the larger sections have
 modules of their own (``issuer_model``, ``backend_model``, ``limits_model``, ``state_model``,
-``identity_model``, ``policy_external_model``, ``guardrails_model``, ``catalog``).
+``identity_model``, ``policy_external_model``, ``guardrails_model``, ``approvals_model``,
+``catalog``).
 
 Built by :mod:`gateway.config.loader`; immutable, so a reload builds a new :class:`Config`.
 """
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Annotated, Final, Literal
 from urllib.parse import urlsplit
 
+from gateway.config.approvals_model import ApprovalsConfig
 from gateway.config.backend_model import NAME_PREFIX, BackendConfig, BackendReadiness
 from gateway.config.catalog import CatalogConfig
 from gateway.config.declare import INTERNAL, Key
@@ -304,6 +306,9 @@ class Config:
     ] = ()
     """The named content processors policy rules may select (``guardrails: [name]``); empty:
     no processor is ever asked."""
+    approvals: ApprovalsConfig = field(default_factory=ApprovalsConfig)
+    """How calls a rule holds for approval (``approval:``) are approved: the approvers' claims
+    kept at sign-in, the retry's wait, the webhook (docs/policy.md#approvals)."""
     user_oauth: UserOAuthConfig | None = None
     """None without a ``user_oauth:`` section (then no backend may be ``type: user_oauth``)."""
 

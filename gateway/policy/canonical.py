@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.jsonkit.write import canonical as canonical_json
 from gateway.policy import overrides
 from gateway.policy.issuers import canonical_entries
-from gateway.seams import Listing
+from gateway.seams import ApprovalRule, Listing
 
 if TYPE_CHECKING:
     from gateway.policy.rules import MethodRule, Rule
@@ -59,4 +59,13 @@ def _canonical_rule(rule: Rule) -> dict[str, Any]:
         **({"when": [c.source for c in rule.when]} if rule.when else {}),
         **({"override": overrides.canonical_override(rule.override)} if rule.override else {}),
         **({"guardrails": list(rule.guardrails)} if rule.guardrails else {}),
+        **({"approval": _canonical_approval(rule.approval)} if rule.approval else {}),
+    }
+
+
+def _canonical_approval(approval: ApprovalRule) -> dict[str, Any]:
+    return {
+        "by": approval.approvers,
+        "ttl_s": approval.ttl_s,
+        "redact": list(approval.redact),
     }

@@ -124,6 +124,7 @@ def evaluate_rule(
                 reason="allow",
                 granted_scopes=hierarchy.holders(option, held) if hierarchy else option,
                 guardrails=rule.guardrails,
+                approval=rule.approval,
             )
     # Step-up: challenge with the option that needs the fewest additional scopes; min() keeps
     # the first listed on a tie, so the challenge is deterministic for a given token.

@@ -15,6 +15,7 @@ from gateway.policy.glob import Glob, has_wildcard
 from gateway.policy.issuers import NO_CLASSES, check_entries, entries
 from gateway.policy.rules import Rule, RuleTable
 from gateway.policy.ties import pattern_ties
+from gateway.seams import DEFAULT_APPROVAL_TTL_S, ApprovalRule
 from gateway.yaml_source import Located
 
 __all__ = ["MAX_KEY_LENGTH", "check_rule", "index_key", "read_rule", "rule_table"]
@@ -46,6 +47,8 @@ def check_rule(doc: Located, section: str, key: str, raw: Any) -> None:
     overrides.check_override(doc, section, key, raw)
     if section != "tools" and raw.get("tasks") is True:
         doc.problem((*path, "tasks"), "tasks are a tools rule's setting (a tool call is a task)")
+    if section != "tools" and "approval" in raw:
+        doc.problem((*path, "approval"), "approval is a tools rule's setting (a call is approved)")
     conditions_of(doc, path, section, raw.get("when"), problems=True)
 
 
@@ -105,6 +108,7 @@ def read_rule(  # noqa: PLR0917 - one call site
         when=conditions_of(doc, (section, key), section, body.get("when"), problems=False),
         override=overrides.parse_override(doc, (section, key), body.get("override")),
         guardrails=_guardrails(doc, (section, key), body.get("guardrails", ()), processors),
+        approval=_approval(body.get("approval")),
     )
 
 
@@ -121,3 +125,17 @@ def _guardrails(
                     f"no guardrail {name!r} in gateway.yaml's guardrails: (configured: {known})",
                 )
     return tuple(names)
+
+
+def _approval(raw: Any) -> ApprovalRule | None:
+    """A rule's ``approval:`` (its form checked by the schema): who, how long, what is hidden."""
+    if not isinstance(raw, dict):
+        return None
+    by = raw.get("by", "self")
+    redact = tuple((raw.get("preview") or {}).get("redact", ()))
+    ttl_s = int(raw.get("ttl_s", DEFAULT_APPROVAL_TTL_S))
+    if isinstance(by, dict):
+        return ApprovalRule(
+            by="claim", claim=str(by["claim"]), value=str(by["value"]), ttl_s=ttl_s, redact=redact
+        )
+    return ApprovalRule(ttl_s=ttl_s, redact=redact)

@@ -18,7 +18,7 @@ from gateway.policy.conditions import Condition
 from gateway.policy.glob import Glob
 from gateway.policy.issuers import Entry
 from gateway.policy.uri_patterns import UriPattern
-from gateway.seams import ToolOverride
+from gateway.seams import ApprovalRule, ToolOverride
 
 __all__ = ["EMPTY_TABLE", "LOOKUP_CACHE_SIZE", "MethodRule", "Rule", "RuleTable", "match_rules"]
 
@@ -64,6 +64,9 @@ class Rule:
     guardrails: tuple[str, ...] = ()
     """``guardrails:``: the processors of gateway.yaml's ``guardrails:`` this rule's content
     is shown to, in order (docs/policy.md#guardrails)."""
+    approval: ApprovalRule | None = None
+    """``approval:`` (tools rules): a person approves each call first
+    (docs/policy.md#approvals)."""
 
 
 @dataclass(slots=True, eq=False)

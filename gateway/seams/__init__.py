@@ -10,6 +10,7 @@ this package offers all of them.
 from __future__ import annotations
 
 from gateway.seams import (
+    approvals,
     backends,
     callers,
     consent,
@@ -21,6 +22,7 @@ from gateway.seams import (
     surface,
     task_relay,
 )
+from gateway.seams.approvals import *
 from gateway.seams.backends import *
 from gateway.seams.callers import *
 from gateway.seams.consent import *
@@ -33,6 +35,7 @@ from gateway.seams.surface import *
 from gateway.seams.task_relay import *
 
 __all__: list[str] = []
+__all__ += approvals.__all__
 __all__ += backends.__all__
 __all__ += callers.__all__
 __all__ += consent.__all__

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from gateway.seams.approvals import ApprovalRule
 from gateway.seams.callers import Principal
 
 if TYPE_CHECKING:
@@ -52,6 +53,9 @@ class Decision:
     guardrails: tuple[str, ...] = ()
     """On an allow: the processors (``guardrails:`` names) the rule shows its content to, in
     order (docs/policy.md#guardrails)."""
+    approval: ApprovalRule | None = None
+    """On an allow: the rule's ``approval:`` (the call runs once a person approved it,
+    docs/policy.md#approvals); None: no approval needed."""
 
 
 class Policy(Protocol):
