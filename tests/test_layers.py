@@ -300,7 +300,10 @@ def test_the_table_says_what_the_layers_are_known_to_allow() -> None:
         "pdp": {"wiring"},
         "guardrails": {"wiring"},
         "connections": {"wiring"},
+        "approvals": {"wiring"},
     } == ONLY_IMPORTED_BY
+    # Human approval: the pages and the desk; http/ sees the Approvals seam.
+    assert RULES["approvals"] == TABLE.foundation | {"outbound", "login"}
 
 
 def test_the_parser_reads_every_form_of_a_rule() -> None:

@@ -134,6 +134,8 @@ class DevIssuer(AuthorizationHandlers, EndpointHandlers, LoopbackServer):
         self.id_token_claims = self.server.id_token_claims
         """Test knob: claims every ID token gets instead of its own (None: left out)."""
         self.id_token_header = self.server.id_token_header
+        self.person_claims = self.server.person_claims
+        """Claims one person's ID tokens get (``sub`` -> claims): their groups, for example."""
         """Test knob: the ID token's header changed (``typ``, ``kid``; None: left out)."""
         self.exchange_policy = self.server.exchange_policy
         """RFC 8693: which clients may exchange tokens for which targets (tests and the demo)."""

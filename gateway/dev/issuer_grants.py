@@ -160,6 +160,7 @@ class IdTokens:
         }
         if code.nonce is not None:
             claims["nonce"] = code.nonce
+        claims.update(self._server.person_claims.get(code.sub, {}))
         for name, value in self._server.id_token_claims.items():  # test knob; None removes
             if value is None:
                 claims.pop(name, None)

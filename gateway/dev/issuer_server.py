@@ -68,6 +68,8 @@ class DevAuthorizationServer(AuthorizationServer):  # type: ignore[misc]
         """Signs an OpenID Connect ID token (set by the issuer to its key set)."""
         self.id_token_claims: dict[str, Any] = {}
         """Test knob: claims every ID token gets instead of its own (None: left out)."""
+        self.person_claims: dict[str, dict[str, Any]] = {}
+        """Claims the ID tokens of one person (by ``sub``) get: their groups (approver sets)."""
         self.id_token_header: dict[str, Any] = {}
         """Test knob: the ID token's JOSE header changed (None: left out)."""
         self.id_token_forger: Callable[[dict[str, Any]], str] | None = None

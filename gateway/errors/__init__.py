@@ -11,12 +11,20 @@ pages: :mod:`gateway.login.pages`). This package is pure and imports nothing els
 gateway, so every layer may raise these. It is imported as ``gateway.errors`` only; its private
 modules are the families of rows: _base.py (the root and the codes), _transport.py (HTTP
 admission), _oauth.py (the resource server), _denials.py (conditions, token exchange, decision
-point, guardrails, a person's upstream token), _mcp.py (JSON-RPC), _login_pages.py (the login
-surface and its connect pages).
+point, guardrails, a person's upstream token), _approvals.py (human approval), _mcp.py
+(JSON-RPC), _login_pages.py (the login surface and its connect pages).
 """
 
 from __future__ import annotations
 
+from gateway.errors._approvals import (
+    APPROVAL_REFUSALS,
+    ApprovalClosed,
+    ApprovalForbidden,
+    ApprovalRefused,
+    ApprovalRequired,
+    ApprovalUnavailable,
+)
 from gateway.errors._base import (
     BAD_REQUEST_CODE,
     FORBIDDEN_CODE,
@@ -115,6 +123,7 @@ from gateway.errors._transport import (
 )
 
 __all__ = [
+    "APPROVAL_REFUSALS",
     "BAD_REQUEST_CODE",
     "EXCHANGE_REFUSALS",
     "FORBIDDEN_CODE",
@@ -124,6 +133,11 @@ __all__ = [
     "UNAUTHORIZED_CODE",
     "UNSUPPORTED_MEDIA_TYPE_CODE",
     "AmbiguousResourceUri",
+    "ApprovalClosed",
+    "ApprovalForbidden",
+    "ApprovalRefused",
+    "ApprovalRequired",
+    "ApprovalUnavailable",
     "ArgumentNotSettable",
     "BackendFailure",
     "BodyTooLarge",

@@ -60,7 +60,9 @@ def build_surface(
         issuer = login_issuer(login, config.issuers)
         if issuer is None:  # the loader refuses this; a Config built by hand may not
             raise ValueError("login.issuer is not one of the trusted issuers")
-        prover = RelyingParty(login, issuer, outbound, redirect_uri=callback, clock=clock)
+        party = RelyingParty(login, issuer, outbound, redirect_uri=callback, clock=clock)
+        party.keep_claims = config.approvals.approver_claims  # approver sets (docs/policy.md)
+        prover = party
     inputs = config.input_requests
     cookies = Cookies(inputs.seal_keys, inputs.seal_key_id, resource=config.resource, clock=clock)
     events = LoginAudit(audit, metrics, config.logging, clock=clock)

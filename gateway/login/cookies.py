@@ -6,7 +6,7 @@ every replica shares; any replica opens what another sealed), each purpose with 
 the reverse. The cookies carry everything (no server-side session record; sign-out leaves a
 mark in the shared store instead, :mod:`gateway.login.login_surface`)::
 
-    __Host-mcp-gateway-session  {"v":1,"sid","iss","sub","m","iat","exp","csrf"}
+    __Host-mcp-gateway-session  {"v":1,"sid","iss","sub","m","iat","exp","csrf"[,"cl"]}
     __Host-mcp-gateway-signin   {"v":1,"st","nonce","pkce","next","m","iat","exp"}
 
 Attributes: the ``__Host-`` prefix (``Secure``, ``Path=/``, no ``Domain``: no sibling host can
@@ -130,6 +130,11 @@ class Cookies:
                 "iat": session.issued_at,
                 "exp": session.expires_at,
                 "csrf": session.csrf,
+                **(
+                    {"cl": [list(pair) for pair in session.identity.claims]}
+                    if session.identity.claims
+                    else {}
+                ),
             },
         )
 
@@ -199,7 +204,7 @@ class Cookies:
 def _session(obj: dict[str, Any]) -> Session:
     return Session(
         sid=_text(obj["sid"]),
-        identity=BrowserIdentity(_text(obj["iss"]), _text(obj["sub"])),
+        identity=BrowserIdentity(_text(obj["iss"]), _text(obj["sub"]), _claims(obj.get("cl", []))),
         method=_method(obj["m"]),
         issued_at=_int(obj["iat"]),
         expires_at=_int(obj["exp"]),
@@ -237,3 +242,10 @@ def _method(value: Any) -> Method:
     if value == "verifier":
         return "verifier"
     raise ValueError("unknown method")
+
+
+def _claims(value: Any) -> tuple[tuple[str, str], ...]:
+    """The session's kept claims: pairs of strings (a cookie only this gateway sealed)."""
+    if not isinstance(value, list):
+        raise TypeError("claims")
+    return tuple((_text(pair[0]), _text(pair[1])) for pair in value)

@@ -34,7 +34,7 @@ from gateway.auth.jws import CompactJws, parse_compact
 from gateway.auth.jwt_verifier import verify_signature
 from gateway.config import IssuerConfig
 from gateway.errors import InvalidToken, IssuerUnavailable, LoginFailed, LoginUnavailable
-from gateway.login.person import BrowserIdentity
+from gateway.login.person import BrowserIdentity, kept_claims
 
 __all__ = ["ID_TOKEN_TYPS", "parse_signed", "validate_id_token"]
 
@@ -75,8 +75,10 @@ async def validate_id_token(
     nonce: str,
     now: float,
     max_age_s: int,
+    keep: tuple[str, ...] = (),
 ) -> BrowserIdentity:
-    """Steps 1-5 of the module docstring: the identity the ID token proves."""
+    """Steps 1-5 of the module docstring: the identity the ID token proves (with the values of
+    the claims ``keep`` names, for approver sets)."""
     jws = await parse_signed(
         id_token,
         jwks,
@@ -103,4 +105,4 @@ async def validate_id_token(
     subject = claims.get(issuer.subject_source)
     if not isinstance(subject, str) or not subject or len(subject) > MAX_IDENTITY_CHARS:
         raise LoginFailed(detail=f"id_token has no usable {issuer.subject_source}")
-    return BrowserIdentity(issuer.url, subject)
+    return BrowserIdentity(issuer.url, subject, kept_claims(claims, keep))

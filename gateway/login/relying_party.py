@@ -84,6 +84,8 @@ class RelyingParty:
         self._clock = clock
         self._retry_s = retry_s
         self._auth = configured_client_auth(login.client_id, login, name="login", clock=clock)
+        self.keep_claims: tuple[str, ...] = ()
+        """ID token claims kept in the session (``approvals.approver_claims``)."""
         # Read as a JWT-validating entry: the ID tokens' keys are needed whatever ``tokens``.
         self._as_jwt = dataclasses.replace(issuer, tokens="jwt")
         self._jwks = JwksCache(self._as_jwt, outbound, destination=DESTINATION, retry_s=retry_s)
@@ -194,6 +196,7 @@ class RelyingParty:
             nonce=signin.nonce,
             now=self._clock(),
             max_age_s=self._login.login_ttl_s,
+            keep=self.keep_claims,
         )
 
     async def _redeem(self, code: str, verifier: str) -> str:

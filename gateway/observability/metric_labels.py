@@ -13,6 +13,7 @@ from typing import Final, Literal, get_args
 from gateway.seams import SURFACE_METHODS
 
 __all__ = [
+    "APPROVAL_EVENTS",
     "ASSERTION_RESULTS",
     "BACKEND_OUTCOMES",
     "CATALOG_REFRESH_RESULTS",
@@ -144,6 +145,10 @@ BACKEND_OUTCOMES: Final[tuple[str, ...]] = get_args(BackendOutcome)
 TASK_EVENTS: Final = ("created", "completed", "failed", "cancelled")
 """``tasks_total{backend,event}`` (``gateway/http/methods/task_*``): a task relayed to its
 creator, and the terminal status a request about it saw first (on this replica)."""
+
+APPROVAL_EVENTS: Final = ("requested", "approved", "denied", "expired", "executed")
+"""``approvals_total{event}`` (``gateway/approvals``): a record created, decided, found
+expired, and its approved call run."""
 
 INPUT_ROUND_EVENTS: Final = (
     "relayed",

@@ -27,6 +27,7 @@ from prometheus_client import CollectorRegistry, Info
 from prometheus_client.exposition import choose_encoder
 
 from gateway.errors import all_rows
+from gateway.observability.approval_metrics import ApprovalMetrics
 from gateway.observability.catalog_metrics import CatalogMetrics
 from gateway.observability.collectors import LATENCY_BUCKETS, PREFIX, Collectors
 from gateway.observability.guardrail_metrics import GuardrailMetrics
@@ -178,6 +179,7 @@ class Metrics:
             "External decision point (AuthZEN) request duration",
         )
         self.guardrails = GuardrailMetrics(make)
+        self.approvals = ApprovalMetrics(make)
         self.in_flight = gauge("in_flight", "MCP requests in flight")
         self.surface_requests_total = counter(
             "surface_requests_total",

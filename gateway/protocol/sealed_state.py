@@ -12,7 +12,7 @@ JSON, then, when the upstream sent one, a NUL byte and the upstream's state::
      "iat":..., "exp":..., "r":..., "req":{key: kind}, "st":..., ["c": true]}
 
 (``c``: the gateway's own consent round for a ``user_oauth`` backend, which the gateway answers
-itself.)
+itself; ``ap``: the gateway's own approval round, the id of the approval record it waits for.)
 
 Everything is inside the ciphertext: the client learns nothing about the upstream's state or
 the bindings, and AEAD makes every byte tamper-evident (rotation and key derivation: the ring's).
@@ -78,6 +78,9 @@ class Claims:
     consent: bool = False
     """The gateway's own round: a consent link to a ``user_oauth`` backend's account (nothing of
     it goes upstream; the retry calls the backend afresh)."""
+    approval: str | None = None
+    """The gateway's own approval round: the approval record the retry asks about (nothing of
+    the round goes upstream; the call runs only once that record is approved)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +187,7 @@ def _claims_object(claims: Claims) -> dict[str, Any]:
         "req": dict(claims.requests),
         "st": claims.state is not None,
         **({"c": True} if claims.consent else {}),
+        **({"ap": claims.approval} if claims.approval is not None else {}),
     }
 
 
@@ -207,6 +211,7 @@ def _parse_claims(plaintext: bytes) -> Claims:
             requests={str(k): _typed(v, str) for k, v in _typed(obj["req"], dict).items()},
             state=decoded_state,
             consent=obj.get("c") is True,
+            approval=None if obj.get("ap") is None else _typed(obj["ap"], str),
         )
         if obj["v"] != VERSION or bool(obj["st"]) != (decoded_state is not None):
             raise ValueError("claims version or state flag")

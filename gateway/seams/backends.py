@@ -209,6 +209,9 @@ class Resume:
     consent: bool = False
     """The round was the gateway's own consent link (``user_oauth``): nothing of it goes
     upstream, the backend is called afresh."""
+    approval: str | None = None
+    """The round was the gateway's own approval round: the approval record's id (nothing of it
+    goes upstream; the call runs once that record is approved)."""
 
 
 @dataclass(frozen=True, slots=True)

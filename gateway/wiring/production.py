@@ -56,6 +56,7 @@ from gateway.policy.conditions import TOKEN_CONTEXTS, TokenContexts
 from gateway.policy.policy_set import PolicySet
 from gateway.policy.reload import PolicyReloader
 from gateway.policy.warnings import policy_warnings, unmatched_rules, unruled_tools
+from gateway.wiring.approval_desk import build_approval_desk
 from gateway.wiring.shared_state import build_shared_state
 from gateway.wiring.user_connections import build_user_connections
 
@@ -142,6 +143,8 @@ def build_services(
         metrics=metrics,
         client_ip=client_address,
     )
+    # approval: rules: the records, the desk and its pages (none without the login surface).
+    approvals = build_approval_desk(config, outbound, state, login, audit=audit, metrics=metrics)
     backend = FederatedBackend(
         [
             UpstreamBackend(
@@ -203,6 +206,7 @@ def build_services(
             legacy_sessions=legacy_sessions,
             tasks=backend if config.tasks.enabled else None,
             consent=users.links if users is not None else None,
+            approvals=approvals,
         ),
     )
     services = Services(

@@ -128,10 +128,12 @@ async def login_stack(
     dev: DevIssuer | None = None,
     port: int | None = None,
     policy: str | None = None,
+    upstream: Any = None,
     **login: Any,
 ) -> AsyncIterator[LoginStack]:
     """The stack of the module docstring; ``login`` keys override the ``login:`` section and
-    ``gateway`` keys the rest (as :func:`~tests.support.live_stack.live_stack`'s). ``dev``: the
+    ``gateway`` keys the rest (as :func:`~tests.support.live_stack.live_stack`'s; ``upstream``
+    and ``policy`` are its). ``dev``: the
     development issuer (started here unless it runs already; then it is the caller's to stop)."""
     port = port or free_port("127.0.0.1")
     dev = dev or DevIssuer(users=USERS, token_format="jwt")
@@ -156,6 +158,8 @@ async def login_stack(
     keys = {**login_gateway(port, **login), **(gateway or {})}
     try:
         more: dict[str, Any] = {"policy": policy} if policy is not None else {}
+        if upstream is not None:
+            more["upstream"] = upstream
         async with live_stack(
             tmp_path, aiohttp_server, monkeypatch, issuer=dev, gateway=keys, **more
         ) as s:

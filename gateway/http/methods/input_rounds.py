@@ -58,12 +58,14 @@ from gateway.protocol.sealed_state import (
 )
 from gateway.seams import InputRequired, Principal, RequestContext, Resume
 
-__all__ = ["CONSENT_KEY", "INPUT_KEY", "InputRounds"]
+__all__ = ["APPROVAL_KEY", "CONSENT_KEY", "INPUT_KEY", "InputRounds"]
 
 INPUT_KEY: Final = "input"
 """``RequestContext.extra`` key of the round record the audit event carries."""
 CONSENT_KEY: Final = "mcp-gateway/connect"
 """The ``inputRequests`` key of the gateway's own consent round (``user_oauth`` backends)."""
+APPROVAL_KEY: Final = "mcp-gateway/approve"
+"""The ``inputRequests`` key of the gateway's own approval round (``approval:`` rules)."""
 
 
 class InputRounds:
@@ -136,6 +138,7 @@ class InputRounds:
             round=claims.round,
             kinds={key: claims.requests[key] for key in kept},
             consent=claims.consent,
+            approval=claims.approval,
         )
 
     def relay(
@@ -188,26 +191,36 @@ class InputRounds:
         backend: str,
         after: Resume | None,
         ctx: RequestContext,
+        approval: str | None = None,
     ) -> dict[str, Any] | None:
-        """The gateway's own round: ``request`` (a URL elicitation to a consent link) under
-        :data:`CONSENT_KEY`, with a sealed state bound like every round's (caller, tool,
+        """The gateway's own round: ``request`` (a URL elicitation to a consent link, or with
+        ``approval`` the id of an approval record, to its page) under :data:`CONSENT_KEY` (or
+        :data:`APPROVAL_KEY`), with a sealed state bound like every round's (caller, tool,
         arguments, backend), marked as the gateway's. None when it cannot be sealed (no
         ``input_requests``, or past ``max_rounds``): the caller gets the tool error instead."""
         round_ = 1 if after is None else after.round + 1
+        key = CONSENT_KEY if approval is None else APPROVAL_KEY
         ctx.extra[INPUT_KEY] = {
             "round": round_,
             "requested": ["elicitation/create"],
-            "consent": backend,
+            **({"consent": backend} if approval is None else {"approval": True}),
         }
         if self._sealer is None or round_ > self._settings.max_rounds:
             return None
         bound = _binding(principal, message, backend)
-        requests = {CONSENT_KEY: request["method"]}
-        sealed = self._seal(bound, policy_version, round_, requests, consent=True)
+        requests = {key: request["method"]}
+        sealed = self._seal(
+            bound,
+            policy_version,
+            round_,
+            requests,
+            consent=approval is None,
+            approval=approval,
+        )
         if sealed is None:
             return None
-        ctx.outcome = "consent_required"
-        return input_required_result({CONSENT_KEY: request}, sealed, server=self._server)
+        ctx.outcome = "consent_required" if approval is None else "approval_required"
+        return input_required_result({key: request}, sealed, server=self._server)
 
     def _seal(
         self,
@@ -218,6 +231,7 @@ class InputRounds:
         *,
         state: str | None = None,
         consent: bool = False,
+        approval: str | None = None,
     ) -> str | None:
         """A round's sealed state, bound like its retry will be; None when it cannot be sealed
         (too large)."""
@@ -232,6 +246,7 @@ class InputRounds:
             requests=requests,
             state=state,
             consent=consent,
+            approval=approval,
         )
         try:
             return self._sealer.seal(claims)

@@ -22,6 +22,7 @@ from gateway.errors import (
 )
 from gateway.http.drain import DrainBound
 from gateway.http.guard_gate import Shown
+from gateway.http.methods.approval_answers import ApprovalAnswers
 from gateway.http.methods.consent_answers import ConsentAnswers
 from gateway.http.methods.input_rounds import InputRounds
 from gateway.http.methods.route_parts import RouteParts
@@ -33,6 +34,7 @@ from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import shape_call_result, tool_error_result
 from gateway.seams import (
     AccessQuestion,
+    Approvals,
     ConsentLinks,
     ConsentNeeded,
     Decision,
@@ -68,9 +70,12 @@ class ToolCalls:
         drain: DrainBound,
         tasks: TaskCreation | None = None,
         consent: ConsentLinks | None = None,
+        approvals: Approvals | None = None,
     ) -> None:
         """``tasks``: the tasks extension's side of a call (None: no call becomes a task);
-        ``consent``: the consent links of ``user_oauth`` backends (None: there are none)."""
+        ``consent``: the consent links of ``user_oauth`` backends (None: there are none);
+        ``approvals``: the approval desk (None: no login surface, a rule's ``approval:`` fails
+        closed)."""
         config, metrics = parts.config, parts.metrics
         self._backend = parts.backend
         self._tasks = tasks
@@ -84,6 +89,8 @@ class ToolCalls:
         self._inputs = InputRounds(config, metrics=metrics)
         self.consent = ConsentAnswers(consent, self._inputs, config.server)
         """How a caller is asked to connect a ``user_oauth`` backend's account."""
+        self.approval = ApprovalAnswers(approvals, self._inputs, config)
+        """How a call a rule holds for approval waits for it (docs/policy.md#approvals)."""
         self._conditions = parts.conditions
         self._guards = parts.guards
         self.exchanging = frozenset(
@@ -137,6 +144,8 @@ class ToolCalls:
                 if declined is not None:
                     return success_body(message.id, declined)
                 resume = None  # the gateway's own round: nothing of it goes upstream
+            elif resume is not None and resume.approval is not None:
+                resume = None  # the gateway's own approval round: nothing of it goes upstream
             if decision.guardrails:  # the rule's processors see what goes upstream
                 changed = await self._guards.arguments(turn, decision, tool, arguments)
                 if changed is not None:
@@ -144,6 +153,10 @@ class ToolCalls:
                     await self._consult(turn, tool, arguments)  # decided on what is sent
                 if resume is not None:
                     resume = await self._guards.answers(turn, decision, tool, resume)
+            if decision.approval is not None:  # runs only as a person approved it, once
+                held = await self.approval.hold(decision.approval, message, turn, tool, after)
+                if held is not None:
+                    return success_body(message.id, held)
             call = self._tool_call(
                 message,
                 turn,
@@ -185,6 +198,8 @@ class ToolCalls:
             if ctx.outcome is None:
                 ctx.outcome = "tool_error" if result.get("isError") is True else "ok"
             shaped = shape_call_result(result, era=message.era, server=self._server)
+        if decision.approval is not None:
+            self.approval.executed(turn)
         body = success_body(message.id, shaped)
         if len(body) > self._cap:
             ctx.outcome = "too_large"

@@ -48,6 +48,7 @@ from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import error_body
 from gateway.protocol.messages import McpMessage
 from gateway.seams import (
+    Approvals,
     Backend,
     ConsentLinks,
     ConsentNeeded,
@@ -82,6 +83,8 @@ class Features:
     """The processors a rule may name (``guardrails:``)."""
     consent: ConsentLinks | None = None
     """The consent links of ``user_oauth`` backends."""
+    approvals: Approvals | None = None
+    """The approval desk (``approval:`` rules; None: no login surface, such calls fail closed)."""
     legacy_sessions: bool = True
     """Legacy ``resources/subscribe`` is offered (with ``listening``): off in a worker of
     ``serve --workers N``, where the kernel spreads a session's connections over processes
@@ -125,6 +128,7 @@ class Dispatcher:
             drain=drain if drain is not None else DrainBound(),
             tasks=TaskCreation(config, handles, metrics=metrics) if handles else None,
             consent=features.consent,
+            approvals=features.approvals,
         )
         self._consent = tools.consent
         self.subscriptions = SubscriptionRoutes(
