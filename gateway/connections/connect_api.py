@@ -8,7 +8,9 @@ caller's state at the backend; with ``{"link": true}`` and not connected, also a
 link of theirs (the same pending action an MCP client's link is, so whoever opens it must sign in
 as that person). The command prints the link and polls this endpoint until ``connected``.
 Answers: 200 ``{"backend", "state"[, "url", "expires_in"]}``; 401 with the authenticator's
-challenge; 400 a body that is not ``{}`` or ``{"link": true}``; 503 the store did not answer.
+challenge; 400 a body that is not ``{}`` or ``{"link": true}``; 503 the store did not answer;
+and, before any of it, the login surface's 429 ``login_rate_limited`` page past the client
+address's budget (``login.pre_auth_rate``, :mod:`gateway.login.address_budget`).
 """
 
 from __future__ import annotations

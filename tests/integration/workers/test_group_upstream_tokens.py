@@ -5,7 +5,9 @@ is served by the group's ops listener as by a single gateway's (issue 45).
 With Redis the records are seeded in the real redis-server with the gateway's own codec (sealed
 under the key the group reads), then listed and purged through the group's ops listener and the
 command; with the memory backend every worker is asked (each audits its own purge), and a worker
-that does not answer (stopped with SIGSTOP) makes the answer 503."""
+that does not answer (stopped with SIGSTOP) makes the answer 503. And the login surface's
+budget per client address (``login.pre_auth_rate``) is the group's, through Redis, not each
+worker's."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Final
 
+import aiohttp
 import pytest
 
 from gateway.config import RedisConfig, SealKey, Secret
@@ -24,7 +27,13 @@ from gateway.state.browser_records import owner_digest
 from gateway.state.store import RedisStore
 from gateway.state.upstream_tokens import RecordSeal, UpstreamRecord
 from gateway.state.upstream_tokens_redis import RedisUpstreamTokens
-from tests.integration.workers.test_workers import group, log_lines, worker_pids
+from tests.integration.workers.test_workers import (
+    group,
+    log_lines,
+    sample,
+    worker_metrics,
+    worker_pids,
+)
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import ReplicaStack
 
@@ -34,6 +43,7 @@ __all__ = ["redis_server"]  # the module fixture, imported for pytest
 
 ACCESS: Final = "upstream-access-token-of-{}-7f3a"
 REFRESH: Final = "upstream-refresh-token-of-{}-c91d"
+LIMITED: Final = 'mcp_gateway_rate_limited_total{scope="login"}'
 
 
 def user_oauth_overrides(tmp_path: Path, key: bytes) -> dict[str, Any]:
@@ -167,3 +177,29 @@ async def _headers(stack: ReplicaStack) -> dict[str, str]:
     async with stack.session.post(url, json={}, headers=headers) as response:
         assert response.status == 200
         return dict(response.headers)
+
+
+@pytest.mark.row("login_rate_limited")
+async def test_the_login_surfaces_budget_is_shared_by_the_workers_through_redis(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    overrides = user_oauth_overrides(tmp_path, os.urandom(32))
+    overrides["login"]["pre_auth_rate"] = "4/hour"
+    async with group(tmp_path, redis_server, overrides=overrides) as stack:
+        url = f"http://127.0.0.1:{stack.replicas[0].port}/gateway/account"
+        statuses: list[int] = []
+        for _ in range(20):  # each on a connection of its own: SO_REUSEPORT spreads them
+            connector = aiohttp.TCPConnector(force_close=True)
+            async with (
+                aiohttp.ClientSession(connector=connector) as session,
+                session.get(url, allow_redirects=False) as response,
+            ):
+                statuses.append(response.status)
+                if response.status == 429:
+                    assert int(response.headers["Retry-After"]) >= 1
+        refused = [
+            sample(await worker_metrics(stack.replicas[0], slot), LIMITED) for slot in (0, 1)
+        ]
+    # Four in the whole group, not four per worker, although both workers answered.
+    assert statuses == [303] * 4 + [429] * 16
+    assert sum(refused) == 16 and all(count > 0 for count in refused), refused
