@@ -12,215 +12,35 @@ gateway, so every layer may raise these. It is imported as ``gateway.errors`` on
 modules are the families of rows: _base.py (the root and the codes), _transport.py (HTTP
 admission), _oauth.py (the resource server), _denials.py (conditions, token exchange, decision
 point, guardrails, a person's upstream token), _approvals.py (human approval), _mcp.py
-(JSON-RPC), _login_pages.py (the login surface and its connect pages).
+(JSON-RPC), _login_pages.py (the login surface and its connect pages). Each family's
+``__all__`` lists its names, once; this package offers all of them.
 """
 
 from __future__ import annotations
 
-from gateway.errors._approvals import (
-    APPROVAL_REFUSALS,
-    ApprovalClosed,
-    ApprovalForbidden,
-    ApprovalRefused,
-    ApprovalRequired,
-    ApprovalUnavailable,
-)
-from gateway.errors._base import (
-    BAD_REQUEST_CODE,
-    FORBIDDEN_CODE,
-    NOT_IMPLEMENTED_CODE,
-    RATE_LIMITED_CODE,
-    UNAUTHORIZED_CODE,
-    UNSUPPORTED_MEDIA_TYPE_CODE,
-    ConfigError,
-    GatewayError,
-    JsonRpcId,
-)
-from gateway.errors._denials import (
-    EXCHANGE_REFUSALS,
-    GUARDRAIL_VERDICTS,
-    ConditionArgumentsTooLarge,
-    ConditionDenied,
-    ExchangeRefused,
-    ExchangeUnavailable,
-    ExternalPolicyDenied,
-    GuardrailDenied,
-    PolicyUnavailable,
-    UpstreamConnectionRequired,
-    UpstreamTokenUnavailable,
-)
-from gateway.errors._login_pages import (
-    ConnectFailed,
-    ConnectIssuerMismatch,
-    ConnectStateInvalid,
-    ConnectUnavailable,
-    LoginBadRequest,
-    LoginCsrfFailed,
-    LoginFailed,
-    LoginIdentityMismatch,
-    LoginIssuerMismatch,
-    LoginMethodNotAllowed,
-    LoginNotFound,
-    LoginPageError,
-    LoginRateLimited,
-    LoginStateInvalid,
-    LoginUnavailable,
-)
-from gateway.errors._mcp import (
-    AmbiguousResourceUri,
-    ArgumentNotSettable,
-    BackendFailure,
-    HeaderMismatch,
-    InternalError,
-    InvalidParams,
-    InvalidPromptArguments,
-    InvalidRequest,
-    InvalidRequestState,
-    LegacyResourceNotFound,
-    MethodNotFound,
-    MissingClientCapability,
-    ParseError,
-    ResourceNotFound,
-    UnknownPrompt,
-    UnknownTask,
-    UnknownTool,
-    UnsupportedProtocolVersion,
-    UrlElicitationRequired,
-)
-from gateway.errors._oauth import (
-    DpopReplayUnavailable,
-    DpopRequired,
-    DpopTokenAsBearer,
-    GroupsOverage,
-    InsufficientScope,
-    InvalidDpopProof,
-    InvalidToken,
-    IssuerUnavailable,
-    NoCredentials,
-    RevocationUnavailable,
-    TokenInQuery,
-    ToolInsufficientScope,
-    UseDpopNonce,
-)
-from gateway.errors._transport import (
-    BodyTooLarge,
-    Draining,
-    HeadersTooLarge,
-    MalformedRequest,
-    MethodNotAllowed,
-    NotAcceptable,
-    OriginForbidden,
-    OverCapacity,
-    RateLimited,
-    RequestTimeout,
-    SessionNotFound,
-    SessionRequired,
-    StreamNotAcceptable,
-    TooManySubscriptions,
-    UnsupportedContentEncoding,
-    UnsupportedMediaType,
-    UnsupportedTransferCoding,
-)
+from gateway.errors import _approvals, _base, _denials, _login_pages, _mcp, _oauth, _transport
+from gateway.errors._approvals import *
+from gateway.errors._base import *
+from gateway.errors._denials import *
+from gateway.errors._login_pages import *
+from gateway.errors._mcp import *
+from gateway.errors._oauth import *
+from gateway.errors._transport import *
 
-__all__ = [
-    "APPROVAL_REFUSALS",
-    "BAD_REQUEST_CODE",
-    "EXCHANGE_REFUSALS",
-    "FORBIDDEN_CODE",
-    "GUARDRAIL_VERDICTS",
-    "NOT_IMPLEMENTED_CODE",
-    "RATE_LIMITED_CODE",
-    "UNAUTHORIZED_CODE",
-    "UNSUPPORTED_MEDIA_TYPE_CODE",
-    "AmbiguousResourceUri",
-    "ApprovalClosed",
-    "ApprovalForbidden",
-    "ApprovalRefused",
-    "ApprovalRequired",
-    "ApprovalUnavailable",
-    "ArgumentNotSettable",
-    "BackendFailure",
-    "BodyTooLarge",
-    "ConditionArgumentsTooLarge",
-    "ConditionDenied",
-    "ConfigError",
-    "ConnectFailed",
-    "ConnectIssuerMismatch",
-    "ConnectStateInvalid",
-    "ConnectUnavailable",
-    "DpopReplayUnavailable",
-    "DpopRequired",
-    "DpopTokenAsBearer",
-    "Draining",
-    "ExchangeRefused",
-    "ExchangeUnavailable",
-    "ExternalPolicyDenied",
-    "GatewayError",
-    "GroupsOverage",
-    "GuardrailDenied",
-    "HeaderMismatch",
-    "HeadersTooLarge",
-    "InsufficientScope",
-    "InternalError",
-    "InvalidDpopProof",
-    "InvalidParams",
-    "InvalidPromptArguments",
-    "InvalidRequest",
-    "InvalidRequestState",
-    "InvalidToken",
-    "IssuerUnavailable",
-    "JsonRpcId",
-    "LegacyResourceNotFound",
-    "LoginBadRequest",
-    "LoginCsrfFailed",
-    "LoginFailed",
-    "LoginIdentityMismatch",
-    "LoginIssuerMismatch",
-    "LoginMethodNotAllowed",
-    "LoginNotFound",
-    "LoginPageError",
-    "LoginRateLimited",
-    "LoginStateInvalid",
-    "LoginUnavailable",
-    "MalformedRequest",
-    "MethodNotAllowed",
-    "MethodNotFound",
-    "MissingClientCapability",
-    "NoCredentials",
-    "NotAcceptable",
-    "OriginForbidden",
-    "OverCapacity",
-    "ParseError",
-    "PolicyUnavailable",
-    "RateLimited",
-    "RequestTimeout",
-    "ResourceNotFound",
-    "RevocationUnavailable",
-    "SessionNotFound",
-    "SessionRequired",
-    "StreamNotAcceptable",
-    "TokenInQuery",
-    "TooManySubscriptions",
-    "ToolInsufficientScope",
-    "UnknownPrompt",
-    "UnknownTask",
-    "UnknownTool",
-    "UnsupportedContentEncoding",
-    "UnsupportedMediaType",
-    "UnsupportedProtocolVersion",
-    "UnsupportedTransferCoding",
-    "UpstreamConnectionRequired",
-    "UpstreamTokenUnavailable",
-    "UrlElicitationRequired",
-    "UseDpopNonce",
-    "all_rows",
-]
+__all__: list[str] = ["all_rows"]
+__all__ += _approvals.__all__
+__all__ += _base.__all__
+__all__ += _denials.__all__
+__all__ += _login_pages.__all__
+__all__ += _mcp.__all__
+__all__ += _oauth.__all__
+__all__ += _transport.__all__
 
 
-def all_rows() -> list[type[GatewayError]]:
+def all_rows() -> list[type[_base.GatewayError]]:
     """Every concrete row class, recursively (used by the status-table test)."""
-    found: list[type[GatewayError]] = []
-    stack: list[type[GatewayError]] = [GatewayError]
+    found: list[type[_base.GatewayError]] = []
+    stack: list[type[_base.GatewayError]] = [_base.GatewayError]
     while stack:
         cls = stack.pop()
         for sub in cls.__subclasses__():

@@ -9,6 +9,15 @@ from typing import Any, Final
 from gateway.errors._base import FORBIDDEN_CODE, GatewayError
 from gateway.errors._login_pages import LoginPageError
 
+__all__ = [
+    "APPROVAL_REFUSALS",
+    "ApprovalClosed",
+    "ApprovalForbidden",
+    "ApprovalRefused",
+    "ApprovalRequired",
+    "ApprovalUnavailable",
+]
+
 APPROVAL_REFUSALS: Final = ("denied", "used", "changed", "expired", "unknown", "form_answer")
 """``data.reason`` of ``approval_refused``."""
 

@@ -6,6 +6,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
 
+__all__ = [
+    "BAD_REQUEST_CODE",
+    "FORBIDDEN_CODE",
+    "NOT_IMPLEMENTED_CODE",
+    "RATE_LIMITED_CODE",
+    "UNAUTHORIZED_CODE",
+    "UNSUPPORTED_MEDIA_TYPE_CODE",
+    "ConfigError",
+    "GatewayError",
+    "JsonRpcId",
+]
+
 UNAUTHORIZED_CODE = -31401
 """JSON-RPC code of the 401 bodies (``no_credentials``, ``invalid_token``)."""
 FORBIDDEN_CODE = -31403

@@ -9,6 +9,20 @@ from typing import Any
 
 from gateway.errors._base import FORBIDDEN_CODE, GatewayError
 
+__all__ = [
+    "EXCHANGE_REFUSALS",
+    "GUARDRAIL_VERDICTS",
+    "ConditionArgumentsTooLarge",
+    "ConditionDenied",
+    "ExchangeRefused",
+    "ExchangeUnavailable",
+    "ExternalPolicyDenied",
+    "GuardrailDenied",
+    "PolicyUnavailable",
+    "UpstreamConnectionRequired",
+    "UpstreamTokenUnavailable",
+]
+
 
 class _NamesRule(GatewayError):
     """A row whose body names the policy rule that refused (its key, never a value)."""

@@ -6,6 +6,24 @@ from typing import ClassVar
 
 from gateway.errors._base import GatewayError
 
+__all__ = [
+    "ConnectFailed",
+    "ConnectIssuerMismatch",
+    "ConnectStateInvalid",
+    "ConnectUnavailable",
+    "LoginBadRequest",
+    "LoginCsrfFailed",
+    "LoginFailed",
+    "LoginIdentityMismatch",
+    "LoginIssuerMismatch",
+    "LoginMethodNotAllowed",
+    "LoginNotFound",
+    "LoginPageError",
+    "LoginRateLimited",
+    "LoginStateInvalid",
+    "LoginUnavailable",
+]
+
 
 class LoginPageError(GatewayError):
     """A refusal on a page of the browser login surface. Rendered as an HTML page (fixed text,

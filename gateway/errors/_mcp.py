@@ -7,6 +7,28 @@ from typing import Any, ClassVar, Literal
 
 from gateway.errors._base import GatewayError
 
+__all__ = [
+    "AmbiguousResourceUri",
+    "ArgumentNotSettable",
+    "BackendFailure",
+    "HeaderMismatch",
+    "InternalError",
+    "InvalidParams",
+    "InvalidPromptArguments",
+    "InvalidRequest",
+    "InvalidRequestState",
+    "LegacyResourceNotFound",
+    "MethodNotFound",
+    "MissingClientCapability",
+    "ParseError",
+    "ResourceNotFound",
+    "UnknownPrompt",
+    "UnknownTask",
+    "UnknownTool",
+    "UnsupportedProtocolVersion",
+    "UrlElicitationRequired",
+]
+
 
 class ParseError(GatewayError):
     row, status, jsonrpc_code, message = "parse_error", 400, -32700, "Parse error"

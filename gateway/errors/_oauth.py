@@ -13,6 +13,22 @@ from gateway.errors._base import (
     GatewayError,
 )
 
+__all__ = [
+    "DpopReplayUnavailable",
+    "DpopRequired",
+    "DpopTokenAsBearer",
+    "GroupsOverage",
+    "InsufficientScope",
+    "InvalidDpopProof",
+    "InvalidToken",
+    "IssuerUnavailable",
+    "NoCredentials",
+    "RevocationUnavailable",
+    "TokenInQuery",
+    "ToolInsufficientScope",
+    "UseDpopNonce",
+]
+
 _MAX_LISTED_SCOPES = 8
 """Scopes named in a 401/403 message; the full lists are in ``data``."""
 

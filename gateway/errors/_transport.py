@@ -11,6 +11,26 @@ from gateway.errors._base import (
     GatewayError,
 )
 
+__all__ = [
+    "BodyTooLarge",
+    "Draining",
+    "HeadersTooLarge",
+    "MalformedRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "OriginForbidden",
+    "OverCapacity",
+    "RateLimited",
+    "RequestTimeout",
+    "SessionNotFound",
+    "SessionRequired",
+    "StreamNotAcceptable",
+    "TooManySubscriptions",
+    "UnsupportedContentEncoding",
+    "UnsupportedMediaType",
+    "UnsupportedTransferCoding",
+]
+
 
 class MethodNotAllowed(GatewayError):
     row, status, message = "method_not_allowed", 405, ""
