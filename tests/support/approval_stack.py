@@ -104,7 +104,9 @@ async def approval_stack(
     gateway: Mapping[str, Any] | None = None,
     **kw: Any,
 ) -> AsyncIterator[ApprovalStack]:
-    upstream = ModernUpstream(tools=[echo_tool("echo"), echo_tool("wipe"), echo_tool("pay")])
+    upstream = ModernUpstream(
+        tools=[echo_tool("echo"), echo_tool("wipe"), echo_tool("pay")], list_changed=True
+    )
     keys = {"approvals": {"wait_s": 0.5}, **(gateway or {})}
     async with login_stack(
         tmp_path, aiohttp_server, monkeypatch, gateway=keys, policy=POLICY, upstream=upstream, **kw

@@ -4,6 +4,7 @@ can follow (2026-07-28 URL elicitation, 2025-11-25 -32042, a tool error with the
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import AsyncIterator
@@ -276,3 +277,25 @@ async def test_without_the_login_surface_a_held_call_fails_closed(
             "error_description": "Approvals are unavailable right now, retry later",
         }
         assert upstream.calls("tools/call") == []
+
+
+async def test_an_approval_is_for_its_tools_definition(
+    stack: ApprovalStack, session: aiohttp.ClientSession
+) -> None:
+    """The catalog pin: the tool's definition changed after the approval (its backend announced
+    a new list), so the approval is for another tool than the one the call would reach."""
+    first = await first_round(stack, "alice", "wipe", ARGS)
+    await decide(browser(session, stack), stack, link_of(first), "alice")
+    stack.upstream.tools[1] = {**stack.upstream.tools[1], "description": "wipes everything"}
+    backend = stack.login.stack.server.services.backend
+    for _ in range(200):
+        stack.upstream.announce()
+        tool = backend.catalog().get("wipe")
+        if tool is not None and tool.definition.get("description") == "wipes everything":
+            break
+        await asyncio.sleep(0.05)
+    else:
+        pytest.fail("the catalog never took the new definition")
+    status, _, text = await stack.retry("alice", "wipe", ARGS, first["requestState"])
+    assert (status, error_of(text)["data"]) == (403, {"reason": "changed"})
+    assert stack.runs("wipe") == []
