@@ -20,6 +20,7 @@ from gateway.errors import LoginPageError
 from gateway.login.person import BrowserIdentity
 from gateway.observability.event_trail import EventTrail, sparse_line
 from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
 
 __all__ = ["LoginAudit", "LoginEvent"]
 
@@ -60,7 +61,7 @@ class LoginEvent:
 _FIELDS: Final = ("request_id", "issuer", "subject", "method", "row", "kind", "action")
 
 
-class LoginAudit(EventTrail):
+class LoginAudit(EventTrail[Metrics]):
     """Writes the surface's events (module docstring)."""
 
     def _subject(self, identity: BrowserIdentity | None) -> str | None:

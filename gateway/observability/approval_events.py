@@ -14,16 +14,11 @@ now: ``requested`` less ``approved``, ``denied`` and ``expired``), logged as
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from gateway.config import LoggingConfig
-from gateway.observability.access import subject_fingerprint
 from gateway.observability.approval_metrics import ApprovalMetrics
-from gateway.observability.audit import AuditSink, rfc3339
-from gateway.observability.lines import json_line
+from gateway.observability.event_trail import EventTrail, sparse_line
 from gateway.observability.logging import get_logger
 
 __all__ = ["ApprovalAudit", "ApprovalEvent"]
@@ -68,39 +63,20 @@ class ApprovalEvent:
     request_id: str | None = None
 
     def to_json(self, ts: float) -> str:
-        record: dict[str, object] = {"ts": rfc3339(ts), "log": "audit", "event": self.event}
-        for name in _FIELDS:
-            value = getattr(self, name)
-            if value is not None:
-                record[name] = value
-        return json_line(record)
+        return sparse_line(ts, self, _FIELDS)
 
 
-class ApprovalAudit:
+class ApprovalAudit(EventTrail[ApprovalMetrics]):
     """Writes the events (module docstring)."""
-
-    def __init__(
-        self,
-        sink: AuditSink | None,
-        metrics: ApprovalMetrics | None,
-        logging_config: LoggingConfig,
-        *,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._sink = sink
-        self._metrics = metrics
-        self._plain = logging_config.subject == "plain"
-        self._clock = clock
 
     def emit(self, event: EventName, approval: str, **fields: str | None) -> None:
         """Write ``event`` (a ``subject`` is fingerprinted here when configured)."""
         subject = fields.pop("subject", None)
-        shown = subject if subject is None or self._plain else subject_fingerprint(subject)
+        shown = self.subject(subject)
         record = ApprovalEvent(event, approval[:32], subject=shown, **fields)
         if self._metrics is not None:
             self._metrics.total.labels(event=event.removeprefix("approval_")).inc()
-        if self._sink is not None:
-            self._sink.emit(record, self._clock())
+        self._write(record)
         _log.info(
             f"approval.{event.removeprefix('approval_')}",
             approval=record.approval,

@@ -1,6 +1,7 @@
 """What the event families of a person's actions share: the login surface's
-(:mod:`gateway.login.login_events`) and per-user upstream authorization's
-(:mod:`gateway.observability.upstream_events`).
+(:mod:`gateway.login.login_events`), per-user upstream authorization's
+(:mod:`gateway.observability.upstream_events`) and human approval's
+(:mod:`gateway.observability.approval_events`).
 
 An event of such a family is a frozen dataclass whose optional fields are left out of its audit
 line when they are None (:func:`sparse_line`); its writer (an :class:`EventTrail`) shows the
@@ -14,15 +15,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from gateway.config import LoggingConfig
 from gateway.observability.access import shown_subject
 from gateway.observability.audit import Auditable, AuditSink, rfc3339
 from gateway.observability.lines import json_line
-from gateway.observability.metrics import Metrics
 
 __all__ = ["EventTrail", "sparse_line"]
+
+M = TypeVar("M")
+"""The family's metrics (the registry's :class:`~gateway.observability.metrics.Metrics`, or a
+family of its own)."""
 
 
 def sparse_line(ts: float, event: Any, names: tuple[str, ...]) -> str:
@@ -36,14 +40,14 @@ def sparse_line(ts: float, event: Any, names: tuple[str, ...]) -> str:
     return json_line(record)
 
 
-class EventTrail:
+class EventTrail(Generic[M]):
     """Writes a family's events to the audit sink (either may be None: nothing is written or
     counted there), with the person's subject shown as configured."""
 
     def __init__(
         self,
         sink: AuditSink | None,
-        metrics: Metrics | None,
+        metrics: M | None,
         logging_config: LoggingConfig,
         *,
         clock: Callable[[], float] = time.time,

@@ -18,6 +18,7 @@ from typing import Final, Literal, get_args
 
 from gateway.observability.event_trail import EventTrail, sparse_line
 from gateway.observability.logging import get_logger
+from gateway.observability.metrics import Metrics
 
 __all__ = ["UpstreamAudit", "UpstreamEvent"]
 
@@ -74,7 +75,7 @@ _FIELDS: Final = (
 )
 
 
-class UpstreamAudit(EventTrail):
+class UpstreamAudit(EventTrail[Metrics]):
     """Writes the events (module docstring)."""
 
     def emit(
