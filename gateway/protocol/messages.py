@@ -16,9 +16,15 @@ from typing import Any, Final
 from gateway.errors import GatewayError, JsonRpcId
 from gateway.seams import Era
 
-__all__ = ["EMPTY", "Completion", "McpMessage"]
+__all__ = ["EMPTY", "LIST_CHANGED", "Completion", "McpMessage"]
 
 EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+LIST_CHANGED: Final = {
+    "tools": "notifications/tools/list_changed",
+    "prompts": "notifications/prompts/list_changed",
+    "resources": "notifications/resources/list_changed",
+}
+"""Each list a server may announce a change of -> the notification that announces it."""
 """Shared read-only empty mapping used as the default of every mapping field."""
 
 

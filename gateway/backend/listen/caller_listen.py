@@ -42,6 +42,7 @@ from gateway.backend.upstream.task_call import checked_task
 from gateway.deadlines import deadline_at
 from gateway.observability.logging import get_logger
 from gateway.outbound.failures import OutboundError, OutboundTimeout
+from gateway.protocol.messages import LIST_CHANGED
 from gateway.protocol.tasks_extension import TASKS_EXTENSION, InvalidTask
 from gateway.seams import ListenEvent, ListenFilter, ListenRefused, Task
 
@@ -53,11 +54,7 @@ STREAM_MAX_BYTES: Final = 16 * 1_048_576
 """Bytes one caller's upstream stream may carry before it is ended (the client re-listens)."""
 _ACK: Final = "notifications/subscriptions/acknowledged"
 _TASK_STATUS: Final = "notifications/tasks"
-_KINDS: Final = {
-    "notifications/tools/list_changed": "tools",
-    "notifications/prompts/list_changed": "prompts",
-    "notifications/resources/list_changed": "resources",
-}
+_KINDS: Final = {method: kind for kind, method in LIST_CHANGED.items()}
 
 _log = get_logger("gateway.backend")
 

@@ -30,11 +30,12 @@ from typing import Any, Final, Literal
 
 from gateway.backend.upstream.era import LinkState, modern_meta
 from gateway.backend.upstream.link import UpstreamLink
-from gateway.backend.upstream.rpc import LIST_CHANGED, UpstreamFault, decode_json, encode_json
+from gateway.backend.upstream.rpc import UpstreamFault, decode_json, encode_json
 from gateway.backend.upstream.sse_parser import SseError, SseParser
 from gateway.background import Background
 from gateway.observability.logging import get_logger
 from gateway.outbound.failures import OutboundError, OutboundTimeout
+from gateway.protocol.messages import LIST_CHANGED
 
 __all__ = [
     "MAX_BACKOFF_S",
@@ -173,7 +174,7 @@ class ChangeListener:
                     acknowledged = True
                     self.acknowledged += 1
                     self._on_change()  # re-subscribed: re-fetch what may have been missed
-                elif method == LIST_CHANGED and acknowledged and "id" not in message:
+                elif method == LIST_CHANGED["tools"] and acknowledged and "id" not in message:
                     self._on_change()
         return "closed"
 

@@ -26,9 +26,9 @@ from gateway.jsonkit.write import compact
 from gateway.outbound.client import Outbound
 from gateway.outbound.failures import OutboundError, OutboundFailure
 from gateway.outbound.responses import StreamingResponse
+from gateway.protocol.messages import LIST_CHANGED
 
 __all__ = [
-    "LIST_CHANGED",
     "SSE_STREAM_FACTOR",
     "FaultKind",
     "ProgressSink",
@@ -40,8 +40,6 @@ __all__ = [
     "exchange",
     "insufficient_scope",
 ]
-
-LIST_CHANGED: Final = "notifications/tools/list_changed"
 
 
 def backend_destination(backend: str) -> str:
@@ -310,7 +308,7 @@ async def _read_sse(
                         continue
                     last_progress = progress
                     await on_progress(params)
-                elif message.get("method") == LIST_CHANGED and on_list_changed is not None:
+                elif message.get("method") == LIST_CHANGED["tools"] and on_list_changed is not None:
                     on_list_changed()  # a legacy server may send it on any reply stream
                 # Every other notification (logging, ...) is dropped.
     except SseTooLarge as exc:

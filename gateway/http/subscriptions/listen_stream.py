@@ -29,14 +29,13 @@ from gateway.http.sse import SSE_HEADERS, json_event
 from gateway.http.subscriptions.subscription_hub import Slot
 from gateway.http.subscriptions.subscription_plan import (
     FILTER_KEYS,
-    LIST_CHANGED,
     plan,
     relayed_method,
 )
 from gateway.http.subscriptions.task_listen import TaskWatch
 from gateway.http.turn import Turn
 from gateway.observability.logging import get_logger
-from gateway.protocol.messages import McpMessage
+from gateway.protocol.messages import LIST_CHANGED, McpMessage
 from gateway.seams import (
     Backend,
     ListenEvent,

@@ -25,6 +25,7 @@ from typing import Any, Final
 from gateway.errors import InvalidParams, TooManySubscriptions
 from gateway.http.condition_gate import readable
 from gateway.http.turn import Turn
+from gateway.protocol.messages import LIST_CHANGED
 from gateway.seams import (
     Backend,
     ListenEvent,
@@ -39,7 +40,6 @@ from gateway.seams import (
 
 __all__ = [
     "FILTER_KEYS",
-    "LIST_CHANGED",
     "MAX_URI_CHARS",
     "intersect",
     "listen_capabilities",
@@ -50,11 +50,6 @@ __all__ = [
 ]
 
 MAX_URI_CHARS: Final = 8192
-LIST_CHANGED: Final = {
-    "tools": "notifications/tools/list_changed",
-    "prompts": "notifications/prompts/list_changed",
-    "resources": "notifications/resources/list_changed",
-}
 FILTER_KEYS: Final = {
     "toolsListChanged": "tools",
     "promptsListChanged": "prompts",
