@@ -11,8 +11,8 @@ this caller (and does not read ``arguments``) is not listed (:mod:`gateway.http.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Iterator, Mapping
+from typing import Any, Final, NamedTuple
 
 from gateway.config import Config
 from gateway.errors import GatewayError, LegacyResourceNotFound, MethodNotFound, ResourceNotFound
@@ -21,7 +21,7 @@ from gateway.http.progress import ProgressRelay
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import ListPage, surface_list_result
-from gateway.seams import Backend, Era, Surface, listed
+from gateway.seams import Backend, Decision, Era, Surface, listed
 
 __all__ = ["SurfaceLists", "not_found", "surface_capabilities"]
 
@@ -34,15 +34,16 @@ def not_found(era: Era | None) -> GatewayError:
 def surface_capabilities(turn: Turn, surface: Surface) -> dict[str, Any]:
     """The ``prompts``, ``resources``, ``completions`` capabilities for this caller: only those
     a backend offers *and* for which the policy shows the caller at least one item."""
-    policy, who, listing = turn.policy, turn.principal, turn.policy.listing
+    listing = turn.policy.listing
+
+    def shows(method: str) -> bool:
+        return any(listed(entry.decision, listing) for entry in _entries(method, turn, surface))
+
     out: dict[str, Any] = {}
-    if "prompts" in surface.offers and any(
-        listed(policy.decide_prompt(who, p.name), listing) for p in surface.prompts
-    ):
+    if "prompts" in surface.offers and shows("prompts/list"):
         out["prompts"] = {"listChanged": False}
     if "resources" in surface.offers and (
-        any(listed(policy.decide_resource(who, r.uri), listing) for r in surface.resources)
-        or any(listed(policy.decide_template(who, t.uri), listing) for t in surface.templates)
+        shows("resources/list") or shows("resources/templates/list")
     ):
         out["resources"] = {"listChanged": False, "subscribe": False}
     if "completions" in surface.offers and ("prompts" in out or "resources" in out):
@@ -72,28 +73,18 @@ class SurfaceLists:
         if _LIST_OFFER[message.method] not in surface.offers:
             raise MethodNotFound()
         require_method_scopes(turn, message.method)
-        policy, who, listing = turn.policy, turn.principal, turn.policy.listing
-        items: list[tuple[str, Mapping[str, Any]]]
-        if message.method == "prompts/list":
-            items = [
-                (p.name, p.definition)
-                for p in surface.prompts
-                if listed(policy.decide_prompt(who, p.name), listing)
-                and self._conditions.listed(turn, "prompts", p.name, p.backend)
-            ]
-        elif message.method == "resources/list":
-            items = [
-                (r.uri, r.definition)
-                for r in surface.resources
-                if listed(policy.decide_resource(who, r.uri), listing)
-                and self._conditions.listed(turn, "resources", r.uri, r.backend)
-            ]
-        else:
-            items = [
-                (t.uri, t.definition)
-                for t in surface.templates
-                if listed(policy.decide_template(who, t.uri), listing)
-            ]
+        listing = turn.policy.listing
+        # A rule's `when:` conditions that read no arguments hide prompts and resources
+        # (templates have none).
+        section = _CONDITIONED.get(message.method)
+        items = [
+            (entry.key, entry.definition)
+            for entry in _entries(message.method, turn, surface)
+            if listed(entry.decision, listing)
+            and (
+                section is None or self._conditions.listed(turn, section, entry.key, entry.backend)
+            )
+        ]
         check_expiry(turn, admitted)
         page = ListPage.asked(
             message, self._config.protocol.page_size, self._ttl_ms(surface), self._server
@@ -111,6 +102,31 @@ _LIST_OFFER: Final = {
     "resources/list": "resources",
     "resources/templates/list": "resources",
 }
+
+
+_CONDITIONED: Final = {"prompts/list": "prompts", "resources/list": "resources"}
+
+
+class _Entry(NamedTuple):
+    key: str
+    """A prompt's name, a resource's URI, a template's URI template."""
+    definition: Mapping[str, Any]
+    decision: Decision
+    backend: str
+
+
+def _entries(method: str, turn: Turn, surface: Surface) -> Iterator[_Entry]:
+    """A list method's items, each with the policy's decision for this caller."""
+    policy, who = turn.policy, turn.principal
+    if method == "prompts/list":
+        for p in surface.prompts:
+            yield _Entry(p.name, p.definition, policy.decide_prompt(who, p.name), p.backend)
+    elif method == "resources/list":
+        for r in surface.resources:
+            yield _Entry(r.uri, r.definition, policy.decide_resource(who, r.uri), r.backend)
+    else:
+        for t in surface.templates:
+            yield _Entry(t.uri, t.definition, policy.decide_template(who, t.uri), t.backend)
 
 
 def _admit_method(message: McpMessage, turn: Turn) -> None:
