@@ -41,15 +41,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from gateway.config import Config
 from gateway.errors import BackendFailure, InvalidRequestState, MissingClientCapability, UnknownTask
-from gateway.http.call_limits import CallLimits
+from gateway.http.methods.route_parts import RouteParts
 from gateway.http.progress import ProgressRelay
 from gateway.http.task_access import TaskAccess, task_view
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry
 from gateway.jsonkit.write import compact
 from gateway.limits.keys import principal_key
-from gateway.observability.metrics import Metrics
 from gateway.protocol.envelope import success_body
 from gateway.protocol.input_required import known_kind_responses
 from gateway.protocol.messages import McpMessage
@@ -83,20 +81,19 @@ class TaskMethods:
 
     def __init__(
         self,
+        parts: RouteParts,
         *,
-        config: Config,
         access: TaskAccess,
         relay: TaskRelay,
-        limits: CallLimits,
         exchanging: frozenset[str],
-        metrics: Metrics | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        config = parts.config
         self._access = access
         self._relay = relay
-        self._limits = limits
+        self._limits = parts.limits
         self._exchanging = exchanging
-        self._metrics = metrics
+        self._metrics = parts.metrics
         self._server = config.server
         self._cap = config.limits.max_response_bytes
         self._min_poll_ms = config.tasks.min_poll_interval_ms

@@ -161,14 +161,7 @@ class Dispatcher:
         }
         if access is not None and tasks is not None:
             self._routes.update(
-                TaskMethods(
-                    config=config,
-                    access=access,
-                    relay=tasks,
-                    limits=limits,
-                    exchanging=tools.exchanging,
-                    metrics=metrics,
-                ).routes()
+                TaskMethods(parts, access=access, relay=tasks, exchanging=tools.exchanging).routes()
             )
         self.exchanging = tools.exchanging
         """Backends whose credential exchanges the caller's token: only their calls carry it."""
