@@ -23,12 +23,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qs, urlsplit
 
+import aiohttp
 import pytest
 
 from gateway.backend.credentials.user_credential import UserCredential
@@ -50,14 +52,18 @@ from tests.support.policy import policy_text
 from tests.support.ports import free_port
 
 __all__ = [
+    "ADMIN_TOKEN",
     "CATALOG_TOKEN",
     "CLIENT_ID",
     "CLIENT_SECRET",
     "CONSENT_KEY",
     "UPSTREAM_USERS",
     "URL_ELICITATION",
+    "WHOAMI",
     "UserOAuthStack",
     "connect",
+    "connected",
+    "consent_link",
     "user_oauth_stack",
 ]
 
@@ -69,6 +75,10 @@ UPSTREAM_SEAL_KEY: Final = base64.b64encode(bytes(range(64, 96))).decode()
 CONSENT_KEY: Final = "mcp-gateway/connect"
 URL_ELICITATION: Final = {"elicitation": {"url": {}}}
 """The client capabilities of a 2026-07-28 client that can open a URL elicitation."""
+ADMIN_TOKEN: Final = "a" * 40
+"""The admin API's token in the tests' stack (tests/integration/login/conftest.py)."""
+WHOAMI: Final = "accounts__whoami"
+"""The service's tool that answers who the person is there (a call needs their token)."""
 POLICY: Final = policy_text(
     tools={"accounts__whoami": "mcp:access", "accounts__notes_write": "mcp:access"},
     resources={"accounts://me": "mcp:access", "mcp-gw://accounts/**": "mcp:access"},
@@ -222,6 +232,23 @@ async def connect(
     status, _, page = await browser.get(callback)
     assert status == 200, (status, page[:400])
     return page
+
+
+async def consent_link(stack: UserOAuthStack, sub: str = "alice") -> str:
+    """The link to connect that a call of ``sub``, not connected yet, answers with (by URL
+    elicitation)."""
+    _, _, text = await stack.stack.call(stack.token(sub), WHOAMI, capabilities=URL_ELICITATION)
+    return str(json.loads(text)["result"]["inputRequests"][CONSENT_KEY]["params"]["url"])
+
+
+async def connected(
+    stack: UserOAuthStack, sub: str = "alice", upstream_person: str = UPSTREAM_USERS[0]
+) -> None:
+    """``sub`` connects, in a browser of their own, as ``upstream_person`` at the service."""
+    link = await consent_link(stack, sub)
+    async with aiohttp.ClientSession() as session:
+        browser = HttpBrowser(session, stack.login.origin)
+        await connect(browser, stack, link, person=sub, upstream_person=upstream_person)
 
 
 def state_of(url: str) -> str:

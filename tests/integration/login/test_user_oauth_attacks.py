@@ -12,7 +12,6 @@ import base64
 import hashlib
 import json
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -23,30 +22,14 @@ import pytest
 from tests.support.live_stack import ServerFactory
 from tests.support.login_stack import HttpBrowser, authorize, csrf_of, hidden_fields, sign_in
 from tests.support.user_oauth_stack import (
-    CONSENT_KEY,
     UPSTREAM_USERS,
-    URL_ELICITATION,
+    WHOAMI,
     UserOAuthStack,
     connect,
+    connected,
+    consent_link,
     user_oauth_stack,
 )
-
-WHOAMI = "accounts__whoami"
-
-
-@pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[UserOAuthStack]:
-    audit = {"audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")}}
-    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, gateway=audit) as running:
-        yield running
-
-
-@pytest.fixture
-async def browsers(stack: UserOAuthStack) -> AsyncIterator[tuple[HttpBrowser, HttpBrowser]]:
-    async with aiohttp.ClientSession() as one, aiohttp.ClientSession() as two:
-        yield HttpBrowser(one, stack.login.origin), HttpBrowser(two, stack.login.origin)
 
 
 def events(tmp_path: Path) -> list[dict[str, Any]]:
@@ -54,15 +37,10 @@ def events(tmp_path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in lines]
 
 
-async def link_for(stack: UserOAuthStack, sub: str) -> str:
-    _, _, text = await stack.stack.call(stack.token(sub), WHOAMI, capabilities=URL_ELICITATION)
-    return str(json.loads(text)["result"]["inputRequests"][CONSENT_KEY]["params"]["url"])
-
-
 async def start_authorization(browser: HttpBrowser, stack: UserOAuthStack, sub: str) -> str:
     """``sub`` signs in, opens a fresh link of theirs and presses Connect: the authorization
     request the gateway sends the browser to (not followed)."""
-    link = await link_for(stack, sub)
+    link = await consent_link(stack, sub)
     await sign_in(browser, stack.login, sub, next_path=urlsplit(link).path)
     _, _, page = await browser.get(link)
     status, headers, _ = await browser.post(link, {"csrf": hidden_fields(page)["csrf"]})
@@ -88,7 +66,7 @@ def codes_redeemed(stack: UserOAuthStack) -> int:
 async def test_a_link_opened_by_another_person_does_nothing_and_is_audited(
     stack: UserOAuthStack, browsers: tuple[HttpBrowser, HttpBrowser], tmp_path: Path
 ) -> None:
-    alices_link = await link_for(stack, "alice")
+    alices_link = await consent_link(stack, "alice")
     bob = browsers[1]
     await sign_in(bob, stack.login, "bob", next_path=urlsplit(alices_link).path)
     status, _, page = await bob.get(alices_link)
@@ -113,11 +91,11 @@ async def test_a_used_link_and_an_expired_link_are_not_found(
     stack: UserOAuthStack, browsers: tuple[HttpBrowser, HttpBrowser]
 ) -> None:
     browser = browsers[0]
-    link = await link_for(stack, "alice")
+    link = await consent_link(stack, "alice")
     await connect(browser, stack, link, person="alice")
     status, _, page = await browser.get(link)  # replayed
     assert status == 404 and "does not exist" in page
-    stale = await link_for(stack, "bob")
+    stale = await consent_link(stack, "bob")
     await sign_in(browsers[1], stack.login, "bob")
     store = stack.login.surface.actions._store
     ahead = time.time() + 3600  # the link's lifetime (user_oauth.consent_ttl_s) has passed
@@ -251,20 +229,9 @@ async def test_an_answer_opened_in_another_persons_browser_stores_nothing(
     assert status == 200 and await stack.record("alice") is not None
 
 
-async def test_each_persons_call_carries_their_own_upstream_token(
-    stack: UserOAuthStack, browsers: tuple[HttpBrowser, HttpBrowser]
-) -> None:
-    alice, bob = browsers
-    await connect(
-        alice,
-        stack,
-        await link_for(stack, "alice"),
-        person="alice",
-        upstream_person=UPSTREAM_USERS[0],
-    )
-    await connect(
-        bob, stack, await link_for(stack, "bob"), person="bob", upstream_person=UPSTREAM_USERS[1]
-    )
+async def test_each_persons_call_carries_their_own_upstream_token(stack: UserOAuthStack) -> None:
+    await connected(stack, "alice", UPSTREAM_USERS[0])
+    await connected(stack, "bob", UPSTREAM_USERS[1])
     for sub, upstream in (("alice", 0), ("bob", 1), ("alice", 0), ("bob", 1)):
         _, _, text = await stack.stack.call(stack.token(sub), WHOAMI)
         assert json.loads(text)["result"]["structuredContent"]["sub"] == UPSTREAM_USERS[upstream]
@@ -287,7 +254,7 @@ async def test_a_server_that_cannot_be_reached_fails_the_page_closed(
         aiohttp.ClientSession() as session,
     ):
         browser = HttpBrowser(session, stack.login.origin)
-        link = await link_for(stack, "alice")
+        link = await consent_link(stack, "alice")
         await sign_in(browser, stack.login, "alice", next_path=urlsplit(link).path)
         status, headers, page = await browser.get(link)
         assert status == 503 and int(headers["Retry-After"]) >= 1

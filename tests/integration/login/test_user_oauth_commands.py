@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,45 +14,15 @@ import aiohttp
 import pytest
 
 from gateway.commands.cli import main
-from tests.support.live_stack import ServerFactory
 from tests.support.login_stack import HttpBrowser
 from tests.support.user_oauth_stack import (
-    CONSENT_KEY,
+    ADMIN_TOKEN,
     UPSTREAM_USERS,
-    URL_ELICITATION,
+    WHOAMI,
     UserOAuthStack,
     connect,
-    user_oauth_stack,
+    connected,
 )
-
-ADMIN_TOKEN = "b" * 40
-WHOAMI = "accounts__whoami"
-
-
-@pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[UserOAuthStack]:
-    monkeypatch.setenv("UO_ADMIN", ADMIN_TOKEN)
-    more = {
-        "admin": {"token": {"env": "UO_ADMIN"}},
-        "audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")},
-    }
-    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, gateway=more) as running:
-        yield running
-
-
-async def connected(stack: UserOAuthStack, sub: str, upstream: str) -> None:
-    _, _, text = await stack.stack.call(stack.token(sub), WHOAMI, capabilities=URL_ELICITATION)
-    link = json.loads(text)["result"]["inputRequests"][CONSENT_KEY]["params"]["url"]
-    async with aiohttp.ClientSession() as session:
-        await connect(
-            HttpBrowser(session, stack.login.origin),
-            stack,
-            link,
-            person=sub,
-            upstream_person=upstream,
-        )
 
 
 async def run(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -25,26 +24,11 @@ from tests.support.user_oauth_stack import (
     CONSENT_KEY,
     UPSTREAM_USERS,
     URL_ELICITATION,
+    WHOAMI,
     UserOAuthStack,
     connect,
     user_oauth_stack,
 )
-
-WHOAMI = "accounts__whoami"
-
-
-@pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[UserOAuthStack]:
-    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch) as running:
-        yield running
-
-
-@pytest.fixture
-async def browser(stack: UserOAuthStack) -> AsyncIterator[HttpBrowser]:
-    async with aiohttp.ClientSession() as session:
-        yield HttpBrowser(session, stack.login.origin)
 
 
 def result_of(text: str) -> dict[str, Any]:

@@ -35,11 +35,11 @@ from tests.support.user_oauth_stack import (
     CONSENT_KEY,
     UPSTREAM_USERS,
     URL_ELICITATION,
+    WHOAMI,
     UserOAuthStack,
     user_oauth_stack,
 )
 
-WHOAMI = "accounts__whoami"
 ADMIN = "d" * 40
 
 

@@ -28,14 +28,13 @@ from tests.support.user_oauth_stack import (
     CONSENT_KEY,
     UPSTREAM_USERS,
     URL_ELICITATION,
+    WHOAMI,
     UserOAuthStack,
     connect,
     user_oauth_stack,
 )
 
 __all__ = ["redis_server"]  # the module fixture, imported for pytest
-
-WHOAMI = "accounts__whoami"
 
 
 @contextlib.asynccontextmanager

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,44 +15,25 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.live_stack import ServerFactory
 from tests.support.login_stack import HttpBrowser, sign_in
 from tests.support.user_oauth_stack import (
+    ADMIN_TOKEN,
     CLIENT_ID,
     CONSENT_KEY,
     UPSTREAM_USERS,
     URL_ELICITATION,
+    WHOAMI,
     UserOAuthStack,
     connect,
-    user_oauth_stack,
+    connected,
 )
-
-WHOAMI = "accounts__whoami"
-ADMIN_TOKEN = "a" * 40
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[UserOAuthStack]:
-    monkeypatch.setenv("USER_OAUTH_ADMIN", ADMIN_TOKEN)
-    more = {
-        "audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")},
-        "admin": {"token": {"env": "USER_OAUTH_ADMIN"}},
-    }
-    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, gateway=more) as running:
-        async with aiohttp.ClientSession() as session:
-            browser = HttpBrowser(session, running.login.origin)
-            first = json.loads(
-                (await running.stack.call(running.token(), WHOAMI, capabilities=URL_ELICITATION))[2]
-            )["result"]
-            await connect(
-                browser,
-                running,
-                first["inputRequests"][CONSENT_KEY]["params"]["url"],
-                person="alice",
-            )
-        yield running
+async def stack(stack: UserOAuthStack) -> UserOAuthStack:
+    """The stack of conftest.py with alice connected (as the service's first person)."""
+    await connected(stack, "alice")
+    return stack
 
 
 def result(answer: tuple[int, dict[str, str], str]) -> dict[str, Any]:
