@@ -38,6 +38,7 @@ from gateway.login.pages import html as markup
 from gateway.login.pages import page
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
 from tests.support.ports import free_port
+from tests.support.redis_server import RedisServer, unique_prefix
 
 __all__ = [
     "CHECK",
@@ -49,6 +50,7 @@ __all__ = [
     "LoginStack",
     "login_gateway",
     "login_stack",
+    "replica_places",
     "sign_in",
 ]
 
@@ -116,6 +118,52 @@ class LoginStack:
 
     def url(self, path: str) -> str:
         return f"{self.origin}{self.surface.prefix}{path}"
+
+
+@contextlib.asynccontextmanager
+async def replica_places(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    redis: RedisServer,
+) -> AsyncIterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Where two replicas of one gateway stand: the keyword arguments of :func:`login_stack`
+    (and of :func:`~tests.support.user_oauth_stack.user_oauth_stack`) of each, a directory and a
+    port of its own, one public origin (the first's), the state on ``redis``, and one issuer of
+    the gateway's (started and stopped here)."""
+    monkeypatch.setenv("REPLICAS_REDIS_URL", redis.url)
+    first, second = free_port("127.0.0.1"), free_port("127.0.0.1")
+    shared = {
+        "resource": f"http://127.0.0.1:{first}/mcp",  # one public origin for both replicas
+        "state": {
+            "backend": "redis",
+            # A generous deadline, as tests/support/replicas.py's: on a loaded 2-core host a
+            # healthy read can take longer than the default, and a timed-out one is a 503
+            # (fail closed), which is not what replica tests are about.
+            "redis": {
+                "url": {"env": "REPLICAS_REDIS_URL"},
+                "key_prefix": unique_prefix(),
+                "timeout_ms": 3000,
+            },
+        },
+    }
+    issuer = DevIssuer(users=USERS, token_format="jwt")
+    await issuer.start()
+    try:
+        (tmp_path / "a").mkdir()
+        (tmp_path / "b").mkdir()
+        common = {"aiohttp_server": aiohttp_server, "monkeypatch": monkeypatch, "dev": issuer}
+        yield (
+            {**common, "tmp_path": tmp_path / "a", "port": first, "gateway": shared},
+            {
+                **common,
+                "tmp_path": tmp_path / "b",
+                "port": second,
+                "gateway": {**shared, "listen": {"host": "127.0.0.1", "port": second}},
+            },
+        )
+    finally:
+        await issuer.stop()
 
 
 @contextlib.asynccontextmanager

@@ -5,13 +5,30 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
 
 from tests.support.live_stack import ServerFactory
-from tests.support.login_stack import HttpBrowser
+from tests.support.login_stack import HttpBrowser, replica_places
+from tests.support.redis_server import RedisServer, redis_server
 from tests.support.user_oauth_stack import ADMIN_TOKEN, UserOAuthStack, user_oauth_stack
+
+__all__ = ["redis_server"]  # the module fixture, imported for pytest
+
+
+@pytest.fixture
+async def places(
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_server: RedisServer,
+) -> AsyncIterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """Two replicas' keyword arguments (:func:`~tests.support.login_stack.replica_places`), their
+    state on the module's redis-server."""
+    async with replica_places(tmp_path, aiohttp_server, monkeypatch, redis_server) as both:
+        yield both
 
 
 @pytest.fixture

@@ -5,76 +5,26 @@ at one is redeemed once, at either, by its owner only."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
 import pytest
 
-from gateway.dev.dev_issuer import DevIssuer
 from gateway.seams import Principal
 from tests.integration.login.test_login_refusals import assert_row
 from tests.support.live_stack import ServerFactory
 from tests.support.login_stack import (
     CHECK,
-    USERS,
     HttpBrowser,
-    LoginStack,
     authorize,
     csrf_of,
     login_stack,
+    replica_places,
     sign_in,
 )
-from tests.support.ports import free_port
-from tests.support.redis_server import RedisServer, redis_server, unique_prefix
-
-__all__ = ["redis_server"]  # the module fixture, imported for pytest
-
-
-@contextlib.asynccontextmanager
-async def replicas(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    redis: RedisServer,
-) -> AsyncIterator[tuple[LoginStack, LoginStack]]:
-    monkeypatch.setenv("LOGIN_REDIS_URL", redis.url)
-    first, second = free_port("127.0.0.1"), free_port("127.0.0.1")
-    shared = {
-        "resource": f"http://127.0.0.1:{first}/mcp",  # one public origin for both replicas
-        "state": {
-            "backend": "redis",
-            "redis": {"url": {"env": "LOGIN_REDIS_URL"}, "key_prefix": unique_prefix()},
-        },
-    }
-    issuer = DevIssuer(users=USERS, token_format="jwt")
-    await issuer.start()
-    try:
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        async with (
-            login_stack(
-                tmp_path / "a",
-                aiohttp_server,
-                monkeypatch,
-                dev=issuer,
-                port=first,
-                gateway=shared,
-            ) as a,
-            login_stack(
-                tmp_path / "b",
-                aiohttp_server,
-                monkeypatch,
-                dev=issuer,
-                port=second,
-                gateway={**shared, "listen": {"host": "127.0.0.1", "port": second}},
-            ) as b,
-        ):
-            yield a, b
-    finally:
-        await issuer.stop()
+from tests.support.redis_server import RedisServer
 
 
 def principal(issuer: str, subject: str) -> Principal:
@@ -82,13 +32,11 @@ def principal(issuer: str, subject: str) -> Principal:
 
 
 async def test_sessions_sign_outs_answers_and_pending_actions_are_shared(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    redis_server: RedisServer,
+    places: tuple[dict[str, Any], dict[str, Any]],
 ) -> None:
     async with (
-        replicas(tmp_path, aiohttp_server, monkeypatch, redis_server) as (a, b),
+        login_stack(**places[0]) as a,
+        login_stack(**places[1]) as b,
         aiohttp.ClientSession() as session,
     ):
         browser = HttpBrowser(session, a.origin, aliases=(b.origin,))
@@ -136,7 +84,8 @@ async def test_redis_down_fails_the_pages_closed(
     redis = RedisServer.launch(tmp_path / "redis")
     try:
         async with (
-            replicas(tmp_path, aiohttp_server, monkeypatch, redis) as (a, _),
+            replica_places(tmp_path, aiohttp_server, monkeypatch, redis) as (first, _),
+            login_stack(**first) as a,
             aiohttp.ClientSession() as session,
         ):
             browser = HttpBrowser(session, a.origin)

@@ -7,22 +7,16 @@ disconnect at one replica ends the use at the other at once."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from gateway.dev.dev_issuer import DevIssuer
-from tests.support.live_stack import ServerFactory
-from tests.support.login_stack import USERS, HttpBrowser, hidden_fields, sign_in
-from tests.support.ports import free_port
-from tests.support.redis_server import RedisServer, redis_server, unique_prefix
+from tests.support.login_stack import HttpBrowser, hidden_fields, sign_in
 from tests.support.user_oauth_stack import (
     CLIENT_ID,
     CONSENT_KEY,
@@ -31,57 +25,22 @@ from tests.support.user_oauth_stack import (
     WHOAMI,
     UserOAuthStack,
     connect,
+    connected,
     user_oauth_stack,
 )
 
-__all__ = ["redis_server"]  # the module fixture, imported for pytest
 
-
-@contextlib.asynccontextmanager
+@pytest.fixture
 async def replicas(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    redis: RedisServer,
+    places: tuple[dict[str, Any], dict[str, Any]],
 ) -> AsyncIterator[tuple[UserOAuthStack, UserOAuthStack]]:
-    monkeypatch.setenv("UO_REDIS_URL", redis.url)
-    first, second = free_port("127.0.0.1"), free_port("127.0.0.1")
-    shared = {
-        "resource": f"http://127.0.0.1:{first}/mcp",  # one public origin for both replicas
-        "state": {
-            "backend": "redis",
-            # A generous deadline, as tests/support/replicas.py's: on a loaded 2-core host a
-            # healthy read can take longer than the default, and a timed-out one is a 503
-            # (upstream_token_unavailable, fail closed), which is not what these tests are about.
-            "redis": {
-                "url": {"env": "UO_REDIS_URL"},
-                "key_prefix": unique_prefix(),
-                "timeout_ms": 3000,
-            },
-        },
-    }
-    issuer = DevIssuer(users=USERS, token_format="jwt")
-    await issuer.start()
-    try:
-        (tmp_path / "a").mkdir()
-        (tmp_path / "b").mkdir()
-        async with user_oauth_stack(
-            tmp_path / "a", aiohttp_server, monkeypatch, dev=issuer, port=first, gateway=shared
-        ) as a:
-            second_keys = {**shared, "listen": {"host": "127.0.0.1", "port": second}}
-            async with user_oauth_stack(
-                tmp_path / "b",
-                aiohttp_server,
-                monkeypatch,
-                dev=issuer,
-                port=second,
-                gateway=second_keys,
-                upstream=a.upstream,
-                accounts=a.accounts,
-            ) as b:
-                yield a, b
-    finally:
-        await issuer.stop()
+    """The second replica shares the first's service and its authorization server."""
+    first, second = places
+    async with (
+        user_oauth_stack(**first) as a,
+        user_oauth_stack(**second, upstream=a.upstream, accounts=a.accounts) as b,
+    ):
+        yield a, b
 
 
 async def call(stack: UserOAuthStack, token: str, **kw: Any) -> dict[str, Any]:
@@ -89,15 +48,6 @@ async def call(stack: UserOAuthStack, token: str, **kw: Any) -> dict[str, Any]:
     assert "result" in json.loads(text), text
     result: dict[str, Any] = json.loads(text)["result"]
     return result
-
-
-async def connect_at(a: UserOAuthStack, sub: str, upstream: str) -> None:
-    """``sub`` connects their account through replica ``a`` (the public origin's pages)."""
-    first = await call(a, a.token(sub), capabilities=URL_ELICITATION)
-    async with aiohttp.ClientSession() as session:
-        browser = HttpBrowser(session, a.login.origin)
-        link = first["inputRequests"][CONSENT_KEY]["params"]["url"]
-        await connect(browser, a, link, person=sub, upstream_person=upstream)
 
 
 def refresh_tokens(stack: UserOAuthStack) -> list[Any]:
@@ -125,99 +75,90 @@ async def until_empty(stack: UserOAuthStack) -> None:
 
 
 async def test_consent_on_one_replica_serves_calls_on_the_other_and_refreshes_once(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    redis_server: RedisServer,
+    replicas: tuple[UserOAuthStack, UserOAuthStack],
 ) -> None:
-    async with replicas(tmp_path, aiohttp_server, monkeypatch, redis_server) as (a, b):
-        await connect_at(a, "alice", UPSTREAM_USERS[0])
-        await connect_at(a, "bob", UPSTREAM_USERS[1])
-        alice, bob = a.token("alice"), a.token("bob")
-        assert (await call(b, alice))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
-        assert (await call(b, bob))["structuredContent"]["sub"] == UPSTREAM_USERS[1]
-        assert (await call(a, bob))["structuredContent"]["sub"] == UPSTREAM_USERS[1]
-        # Twenty concurrent calls at the expiry of Alice's token, half at each replica.
-        await expire(a, "alice")
-        before = len(refresh_tokens(a))
-        answers = await asyncio.gather(
-            *(call(a if i % 2 else b, alice) for i in range(20)), call(b, bob), call(a, bob)
-        )
-        for answer in answers[:20]:
-            assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[0], answer
-        assert [answer["structuredContent"]["sub"] for answer in answers[20:]] == [
-            UPSTREAM_USERS[1]
-        ] * 2
-        assert len(refresh_tokens(a)) == before + 1  # exactly one refresh request upstream
-        assert a.user.refreshes + b.user.refreshes == 1
-        # The rotated refresh token is the one kept, and the server still honours it.
-        record = await b.record("alice")
-        assert record is not None and record.refresh_token is not None
-        current = a.upstream.store.tokens[record.refresh_token]
-        assert not current.revoked
-        await expire(b, "alice")
-        assert (await call(b, alice))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
-        assert len(refresh_tokens(a)) == before + 2
+    a, b = replicas
+    await connected(a, "alice", UPSTREAM_USERS[0])
+    await connected(a, "bob", UPSTREAM_USERS[1])
+    alice, bob = a.token("alice"), a.token("bob")
+    assert (await call(b, alice))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+    assert (await call(b, bob))["structuredContent"]["sub"] == UPSTREAM_USERS[1]
+    assert (await call(a, bob))["structuredContent"]["sub"] == UPSTREAM_USERS[1]
+    # Twenty concurrent calls at the expiry of Alice's token, half at each replica.
+    await expire(a, "alice")
+    before = len(refresh_tokens(a))
+    answers = await asyncio.gather(
+        *(call(a if i % 2 else b, alice) for i in range(20)), call(b, bob), call(a, bob)
+    )
+    for answer in answers[:20]:
+        assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[0], answer
+    assert [answer["structuredContent"]["sub"] for answer in answers[20:]] == [
+        UPSTREAM_USERS[1]
+    ] * 2
+    assert len(refresh_tokens(a)) == before + 1  # exactly one refresh request upstream
+    assert a.user.refreshes + b.user.refreshes == 1
+    # The rotated refresh token is the one kept, and the server still honours it.
+    record = await b.record("alice")
+    assert record is not None and record.refresh_token is not None
+    current = a.upstream.store.tokens[record.refresh_token]
+    assert not current.revoked
+    await expire(b, "alice")
+    assert (await call(b, alice))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+    assert len(refresh_tokens(a)) == before + 2
 
 
 async def test_one_persons_token_never_serves_another_on_either_replica(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    redis_server: RedisServer,
+    replicas: tuple[UserOAuthStack, UserOAuthStack],
 ) -> None:
-    async with replicas(tmp_path, aiohttp_server, monkeypatch, redis_server) as (a, b):
-        await connect_at(a, "alice", UPSTREAM_USERS[0])
-        for replica in (a, b):
-            answer = await call(replica, replica.token("alice"))
-            assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[0]
-        assert len(a.user) == 1 and len(b.user) == 1  # Alice's token held on both replicas
-        upstream_calls = len(a.accounts.calls)
-        for replica in (a, b):  # Bob has connected nothing: asked to, on either replica
-            answer = await call(replica, replica.token("bob"))
-            assert answer["isError"] is True and "not connected" in answer["content"][0]["text"]
-        assert len(a.accounts.calls) == upstream_calls  # nothing went upstream for Bob
-        # Bob connects through a link replica b handed out (its pages answer at the shared
-        # public origin); then each person's calls, at either replica, carry their own token.
-        first = await call(b, b.token("bob"), capabilities=URL_ELICITATION)
-        async with aiohttp.ClientSession() as session:
-            browser = HttpBrowser(session, a.login.origin)
-            link = first["inputRequests"][CONSENT_KEY]["params"]["url"]
-            await connect(browser, a, link, person="bob", upstream_person=UPSTREAM_USERS[1])
-        for replica in (b, a):
-            for sub, upstream in (("bob", 1), ("alice", 0)):
-                answer = await call(replica, replica.token(sub))
-                assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[upstream]
-        alice, bob = await b.record("alice"), await a.record("bob")
-        assert alice is not None and bob is not None
-        carried = {
-            person: {c.token for c in a.accounts.calls if c.subject == person}
-            for person in UPSTREAM_USERS
-        }
-        assert carried == {
-            UPSTREAM_USERS[0]: {alice.access_token},
-            UPSTREAM_USERS[1]: {bob.access_token},
-        }
+    a, b = replicas
+    await connected(a, "alice", UPSTREAM_USERS[0])
+    for replica in (a, b):
+        answer = await call(replica, replica.token("alice"))
+        assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+    assert len(a.user) == 1 and len(b.user) == 1  # Alice's token held on both replicas
+    upstream_calls = len(a.accounts.calls)
+    for replica in (a, b):  # Bob has connected nothing: asked to, on either replica
+        answer = await call(replica, replica.token("bob"))
+        assert answer["isError"] is True and "not connected" in answer["content"][0]["text"]
+    assert len(a.accounts.calls) == upstream_calls  # nothing went upstream for Bob
+    # Bob connects through a link replica b handed out (its pages answer at the shared
+    # public origin); then each person's calls, at either replica, carry their own token.
+    first = await call(b, b.token("bob"), capabilities=URL_ELICITATION)
+    async with aiohttp.ClientSession() as session:
+        browser = HttpBrowser(session, a.login.origin)
+        link = first["inputRequests"][CONSENT_KEY]["params"]["url"]
+        await connect(browser, a, link, person="bob", upstream_person=UPSTREAM_USERS[1])
+    for replica in (b, a):
+        for sub, upstream in (("bob", 1), ("alice", 0)):
+            answer = await call(replica, replica.token(sub))
+            assert answer["structuredContent"]["sub"] == UPSTREAM_USERS[upstream]
+    alice, bob = await b.record("alice"), await a.record("bob")
+    assert alice is not None and bob is not None
+    carried = {
+        person: {c.token for c in a.accounts.calls if c.subject == person}
+        for person in UPSTREAM_USERS
+    }
+    assert carried == {
+        UPSTREAM_USERS[0]: {alice.access_token},
+        UPSTREAM_USERS[1]: {bob.access_token},
+    }
 
 
 async def test_a_disconnect_at_one_replica_ends_the_use_at_the_other(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    redis_server: RedisServer,
+    replicas: tuple[UserOAuthStack, UserOAuthStack],
 ) -> None:
-    async with replicas(tmp_path, aiohttp_server, monkeypatch, redis_server) as (a, b):
-        await connect_at(a, "alice", UPSTREAM_USERS[0])
-        token = a.token("alice")
-        assert (await call(b, token))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
-        assert len(b.user) == 1  # replica b keeps the record in memory
-        async with aiohttp.ClientSession() as session:
-            browser = HttpBrowser(session, a.login.origin)
-            await sign_in(browser, a.login, "alice")
-            _, _, page = await browser.get(a.login.url("/account"))
-            form = {"csrf": hidden_fields(page)["csrf"], "backend": "accounts"}
-            status, _, _ = await browser.post(a.login.url("/connections/disconnect"), form)
-            assert status == 303
-        await until_empty(b)
-        answer = await call(b, token)
-        assert answer["isError"] is True and "not connected" in answer["content"][0]["text"]
+    a, b = replicas
+    await connected(a, "alice", UPSTREAM_USERS[0])
+    token = a.token("alice")
+    assert (await call(b, token))["structuredContent"]["sub"] == UPSTREAM_USERS[0]
+    assert len(b.user) == 1  # replica b keeps the record in memory
+    async with aiohttp.ClientSession() as session:
+        browser = HttpBrowser(session, a.login.origin)
+        await sign_in(browser, a.login, "alice")
+        _, _, page = await browser.get(a.login.url("/account"))
+        form = {"csrf": hidden_fields(page)["csrf"], "backend": "accounts"}
+        status, _, _ = await browser.post(a.login.url("/connections/disconnect"), form)
+        assert status == 303
+    await until_empty(b)
+    answer = await call(b, token)
+    assert answer["isError"] is True and "not connected" in answer["content"][0]["text"]
