@@ -238,6 +238,7 @@ async def consent_link(stack: UserOAuthStack, sub: str = "alice") -> str:
     """The link to connect that a call of ``sub``, not connected yet, answers with (by URL
     elicitation)."""
     _, _, text = await stack.stack.call(stack.token(sub), WHOAMI, capabilities=URL_ELICITATION)
+    assert "result" in json.loads(text), text
     return str(json.loads(text)["result"]["inputRequests"][CONSENT_KEY]["params"]["url"])
 
 
