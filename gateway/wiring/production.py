@@ -13,11 +13,9 @@ checks; the listeners bind first so ``/healthz`` and ``/metrics`` answer during 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
-import signal
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from aiohttp import web
 
@@ -35,7 +33,6 @@ from gateway.backend.upstream.surface_results import prompt_result, read_result
 from gateway.backend.upstream.tool_results import sanitize_result
 from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.config import Config
-from gateway.config.loader import backend_prefixes
 from gateway.config.sections import TRACING_PACKAGES
 from gateway.errors import ConfigError
 from gateway.guardrails.chain import ContentChecks, GuardrailChain
@@ -47,16 +44,13 @@ from gateway.http.pipeline.routes import add_mcp_routes, ops_jwks
 from gateway.login.build import build_surface
 from gateway.observability.access import GatewayObserver
 from gateway.observability.audit import AuditSink
-from gateway.observability.events import policy_reload_reporter
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Outbound
 from gateway.pdp.authzen import AuthZenDecisionPoint
-from gateway.policy.conditions import TOKEN_CONTEXTS, TokenContexts
 from gateway.policy.policy_set import PolicySet
-from gateway.policy.reload import PolicyReloader
-from gateway.policy.warnings import policy_warnings, unmatched_rules, unruled_tools
 from gateway.wiring.approval_desk import build_approval_desk
+from gateway.wiring.policy_files import policy_source, reload_on_sighup, watch_catalog_fit
 from gateway.wiring.shared_state import build_shared_state
 from gateway.wiring.user_connections import build_user_connections
 
@@ -98,7 +92,7 @@ def build_services(
     limiter = state.limiter
     swapped: list[Callable[[PolicySet], None]] = []
     """Told of each new policy set, in the reload's thread before ``reload()`` returns."""
-    policy = _policy_source(config, metrics, swapped)
+    policy = policy_source(config, metrics, swapped)
     metrics.set_policy_version(policy.current().version)
     authenticator = ResourceServer(
         config,
@@ -251,9 +245,9 @@ def build_services(
             authenticator.start,
             backend.start,
             state.run,
-            lambda: _watch_catalog_fit(policy, backend),
+            lambda: watch_catalog_fit(policy, backend),
             lambda: policy.run(config.policy_poll_s),
-            lambda: _reload_on_sighup(policy, pins),
+            lambda: reload_on_sighup(policy, pins),
         ]
     )
     if pins is not None and config.catalog is not None:
@@ -331,89 +325,3 @@ def _async(function: Callable[[], None]) -> Callable[[], Awaitable[None]]:
         function()
 
     return run
-
-
-CATALOG_FIT_POLL_S: Final = 1.0
-"""How often the catalog and policy versions are compared (two attribute reads)."""
-
-
-async def _watch_catalog_fit(policy: PolicyReloader, backend: FederatedBackend) -> None:
-    """Warn when a rule matches no catalog tool, and (once per tool) when a catalog tool has
-    no rule and is therefore hidden; re-checked whenever the catalog or the policy changes.
-    Only once every backend has its catalog: a rule for a backend still starting is fine. A
-    tool the catalog lock holds back is no mistake of the policy: its rule is not reported
-    (the hold is: ``catalog.item_held``)."""
-    seen: tuple[str, str] | None = None
-    hidden_logged: set[str] = set()
-    while True:
-        if backend.all_ready:
-            catalog, current = backend.catalog(), policy.current()
-            versions = (catalog.version, current.version)
-            if versions != seen:
-                seen = versions
-                names = [tool.name for tool in catalog]
-                for warning in unmatched_rules(current, [*names, *backend.held_tools()]):
-                    log.warning("policy.rule_matches_no_tool", detail=warning)
-                for tool in unruled_tools(current, names):
-                    if tool not in hidden_logged:
-                        hidden_logged.add(tool)
-                        log.warning("policy.tool_without_rule_hidden", tool=tool)
-        await asyncio.sleep(CATALOG_FIT_POLL_S)
-
-
-def _policy_source(
-    config: Config, metrics: Metrics, swapped: list[Callable[[PolicySet], None]]
-) -> PolicyReloader:
-    """The policy files, hot-reloaded. A rule no configured backend can ever match is logged
-    (``policy.rule_unreachable``) at startup and after every reload that changes the set, and so
-    is a ``subjects``/``clients`` entry whose issuer is ambiguous or not configured
-    (``policy.entry_issuer``)."""
-    report = policy_reload_reporter(metrics)
-    prefixes = backend_prefixes(config.backends)
-
-    def warn(current: PolicySet) -> None:
-        for event, warning in policy_warnings(current, prefixes):
-            log.warning(event, detail=warning)
-
-    def on_reload(outcome: str, current: PolicySet | None, problems: list[str]) -> None:
-        if outcome == "success" and current is not None:
-            for hook in swapped:  # first: the federation merges under the new overrides
-                hook(current)
-        report(outcome, current, problems)
-        if outcome == "success" and current is not None:
-            warn(current)
-
-    reloader = PolicyReloader(
-        config.policy_paths,
-        issuers=config.issuer_urls,
-        guardrails=[processor.name for processor in config.guardrails],
-        on_reload=on_reload,
-        # The principals' CEL contexts: one owner, bounded, kept across reloads.
-        token_contexts=TokenContexts(TOKEN_CONTEXTS),
-    )
-    warn(reloader.current())
-    return reloader
-
-
-async def _reload_on_sighup(policy: PolicyReloader, pins: CatalogLock | None = None) -> None:
-    """SIGHUP reloads the policy set and the catalog lock (each validated in full, swapped
-    atomically; an invalid one keeps the previous)."""
-    loop = asyncio.get_running_loop()
-    tasks: set[asyncio.Task[bool]] = set()
-
-    def reload() -> None:
-        loop.run_in_executor(None, policy.reload)
-        if pins is not None:
-            task = loop.create_task(pins.reload())
-            tasks.add(task)
-            task.add_done_callback(tasks.discard)
-
-    try:
-        loop.add_signal_handler(signal.SIGHUP, reload)
-    except (NotImplementedError, RuntimeError, ValueError):
-        return  # not the main thread (tests) or no signals on this platform
-    try:
-        await asyncio.Event().wait()
-    finally:
-        with contextlib.suppress(Exception):
-            loop.remove_signal_handler(signal.SIGHUP)
