@@ -24,7 +24,7 @@ from gateway.policy.overrides import explain_overrides
 from gateway.policy.policy_set import PolicySet
 from gateway.policy.uri import resource_uri
 from gateway.policy.warnings import issuer_warnings, unmatched_rules, unruled_tools
-from gateway.seams import Decision, Listing, Principal, listed
+from gateway.seams import ApprovalRule, Decision, Listing, Principal, listed
 
 __all__ = ["Explained", "explain"]
 
@@ -71,6 +71,7 @@ class Explained:
             "required_scopes": list(d.required_scopes),
             "missing_scopes": list(d.missing_scopes),
             **({"guardrails": list(d.guardrails)} if d.guardrails else {}),
+            **({"approval": _approval(d.approval)} if d.approval else {}),
             **shown,
         }
 
@@ -223,3 +224,8 @@ def _hierarchy(policy: PolicySet, principal: Principal) -> dict[str, Any]:
         "scope_hierarchy": {k: list(v) for k, v in policy.hierarchy.declared.items()},
         "implied_scopes": sorted(implied),
     }
+
+
+def _approval(approval: ApprovalRule) -> dict[str, Any]:
+    """A rule's ``approval:`` as ``policy explain`` shows it (docs/policy.md#approvals)."""
+    return {"by": approval.approvers, "ttl_s": approval.ttl_s, "redact": list(approval.redact)}

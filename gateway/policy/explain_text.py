@@ -65,6 +65,10 @@ def print_text(report: dict[str, Any], out: TextIO) -> None:
             if row.get("guardrails"):
                 # Asked in this order, after everything local allowed (docs/policy.md#guardrails).
                 out.write(f"guardrails: {row['name']}: {', '.join(row['guardrails'])}\n")
+            if row.get("approval"):
+                # Each call waits for a person's approval (docs/policy.md#approvals).
+                held = row["approval"]
+                out.write(f"approval: {row['name']}: by {held['by']}, {held['ttl_s']} s\n")
     out.write(f"\n{LEGEND}\n")
     if evaluated in ("prompt", "resource") or report["prompts"] or report["resources"]:
         out.write(f"{_SURFACE_LEGEND}\n")

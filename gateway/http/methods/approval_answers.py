@@ -111,7 +111,6 @@ class ApprovalAnswers:
             ticket = await approvals.request(
                 binding, rule, message.arguments or {}, principal, ctx.request_id
             )
-        ctx.extra[APPROVAL_EXTRA + "_record"] = ticket.digest[:32]
         if ticket.state == "approved":
             if await approvals.consume(ticket, ctx.request_id):
                 ctx.extra[APPROVAL_EXTRA] = ticket

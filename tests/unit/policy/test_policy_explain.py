@@ -280,3 +280,23 @@ def test_a_rules_guardrails_are_named_where_the_rule_allows(
     rows = {row["name"]: row for row in report["results"]}
     assert rows["send_email"]["guardrails"] == ["pii", "injection"]
     assert "guardrails" not in rows["plain"]
+
+
+def test_a_rules_approval_is_named_where_the_rule_allows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = write_text(
+        tmp_path / "p.yaml",
+        "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n"
+        "  pay: {scopes: [], approval: {by: {claim: groups, value: ops}, ttl_s: 60}}\n"
+        "  plain: {scopes: []}\n",
+    )
+    argv = ("--policy", str(policy), "--scopes", "mcp:access", "--all")
+    code, out, _ = run(capsys, *argv)
+    assert code == 0
+    assert "approval: pay: by groups=ops, 60 s" in out.splitlines()
+    assert "approval: plain" not in out
+    report = json.loads(run(capsys, *argv, "--json")[1])
+    rows = {row["name"]: row for row in report["results"]}
+    assert rows["pay"]["approval"] == {"by": "groups=ops", "ttl_s": 60, "redact": []}
+    assert "approval" not in rows["plain"]
