@@ -189,16 +189,27 @@ class Cookies:
     def _opened(
         self, ring: SealRing, text: str | None, read: Callable[[dict[str, Any]], _Record]
     ) -> _Record | None:
-        """The record a cookie holds, or None: no cookie, one that does not open (or is of
-        another version, or misses a member), or one whose ``exp`` has passed."""
+        """The record a cookie holds, or None: no cookie, one that does not open (:meth:`_open`),
+        one that misses a member, or one whose ``exp`` has passed."""
+        obj = self._open(ring, text)
+        if obj is None:
+            return None
+        try:
+            record = read(obj)
+        except (KeyError, TypeError, ValueError):
+            return None
+        return record if self._clock() < record.expires_at else None
+
+    def _open(self, ring: SealRing, text: str | None) -> dict[str, Any] | None:
+        """A cookie's members, or None (none, or one that does not open or is of another
+        version)."""
         if not text:
             return None
         try:
             obj = loads_object(ring.open(text, max_chars=self._max_chars))
-            record = read(obj) if obj.get("v") == VERSION else None
-        except (EnvelopeError, JsonError, KeyError, TypeError, ValueError):
+        except (EnvelopeError, JsonError):
             return None
-        return record if record is not None and self._clock() < record.expires_at else None
+        return obj if obj.get("v") == VERSION else None
 
 
 def _session(obj: dict[str, Any]) -> Session:
