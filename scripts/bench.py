@@ -425,6 +425,7 @@ class Bench:
         (self.work / "policy-when.yaml").write_text(policy(1, when=CONDITIONS))
         (self.work / "policy-override.yaml").write_text(policy(1, override=OVERRIDE))
         (self.work / "policy-guarded.yaml").write_text(policy(1, guardrails=["bench"]))
+        (self.work / "policy-held.yaml").write_text(policy(1, held=["held__echo"]))
         jwt_issuer = {"url": self.info["jwt_issuer"], "tokens": "jwt", "allow_insecure_http": True}
         two = {
             "a": {**self.config()["backend"], "prefix": ""},
@@ -507,6 +508,13 @@ class Bench:
                 self.lua["modern"],
             ),
             ("guardrail configured, unused", {"guardrails": guardrails}, self.lua["modern"]),
+            # approval: on another tool (held__echo): the echo call's decision carries none,
+            # so the route tests one None; it must cost nothing.
+            (
+                "approval on another tool, unused",
+                {"policy": str(self.work / "policy-held.yaml")},
+                self.lua["modern"],
+            ),
             (
                 "signed assertion",
                 {
@@ -738,10 +746,12 @@ def policy(
     override: dict[str, Any] | None = None,
     tasks: bool = False,
     guardrails: list[str] | None = None,
+    held: list[str] | None = None,
 ) -> str:
     """The echo rule plus ``rules - 1`` others (half exact names, half globs) that never match;
     ``when``: conditions on the echo rule; ``override``: its ``override:``; ``tasks``: its
-    ``tasks: true``; ``guardrails``: its processors."""
+    ``tasks: true``; ``guardrails``: its processors; ``held``: tools whose rules hold each call
+    for a person's approval (never called by the bench)."""
     body: dict[str, Any] = {"scopes": []}
     if tasks:
         body["tasks"] = True
@@ -757,6 +767,7 @@ def policy(
         name = f"other_{i:04d}" if i % 2 else f"other_{i:04d}_*"
         lines.append(f'  "{name}": {{scopes: [other:{i}]}}')
     lines += [f'  "{name}": {{scopes: []}}' for name in extra or []]
+    lines += [f'  "{name}": {{scopes: [], approval: {{by: self}}}}' for name in held or []]
     # The bench backend's prompt and note, for the features phase's surface variants.
     lines += [
         "prompts:",

@@ -299,3 +299,25 @@ async def test_an_approval_is_for_its_tools_definition(
     status, _, text = await stack.retry("alice", "wipe", ARGS, first["requestState"])
     assert (status, error_of(text)["data"]) == (403, {"reason": "changed"})
     assert stack.runs("wipe") == []
+
+
+async def test_another_person_cannot_decide_a_callers_own_request(
+    stack: ApprovalStack, session: aiohttp.ClientSession
+) -> None:
+    first = await first_round(stack, "alice", "wipe", ARGS)
+    link = link_of(first)
+    alice, bob = browser(session, stack), browser(session, stack)
+    await sign_in(alice, stack.login, "alice")
+    status, _, page = await alice.get(link)
+    csrf = csrf_of(page)
+    await sign_in(bob, stack.login, "bob")
+    status, _, page = await bob.get(link)
+    assert status == 403 and "hunter2" not in page and "drop table" not in page
+    bobs = csrf_of((await bob.get(stack.login.url("/account")))[2])
+    status, _, _ = await bob.post(link, {"csrf": bobs, "decision": "approve"})
+    assert status == 403
+    status, _, _ = await bob.post(link, {"csrf": csrf, "decision": "approve"})  # alice's token
+    assert status == 403
+    status, _, text = await stack.retry("alice", "wipe", ARGS, first["requestState"])
+    assert result_of(text)["resultType"] == "input_required" and stack.runs("wipe") == []
+    assert 'id="none"' in (await bob.get(stack.login.url("/approvals")))[2]
