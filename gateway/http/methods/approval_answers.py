@@ -138,22 +138,13 @@ class ApprovalAnswers:
     ) -> dict[str, Any]:
         text = f"The call of {tool.name} needs a person's approval"
         if message.era == "modern" and declares_url_elicitation(message.client_capabilities):
-            request = {
-                "method": "elicitation/create",
-                "params": {
-                    "mode": "url",
-                    "url": ticket.url,
-                    "message": f"{text}: open the link to approve or deny it, then continue.",
-                },
-            }
             shaped = self._inputs.consent_round(
-                request,
                 message,
-                principal=turn.principal,
-                policy_version=turn.policy.version,
+                turn,
+                url=ticket.url,
+                text=f"{text}: open the link to approve or deny it, then continue.",
                 backend=tool.backend,
                 after=resume,
-                ctx=turn.ctx,
                 approval=ticket.id,
             )
             if shaped is not None:

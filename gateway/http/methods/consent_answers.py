@@ -81,18 +81,13 @@ class ConsentAnswers:
             return self._tool_error(message, f"{_reason(needed)}.")
         if message.era == "modern" and declares_url_elicitation(message.client_capabilities):
             link = await links.start(turn.principal, needed)
-            request = {
-                "method": "elicitation/create",
-                "params": {"mode": "url", "url": link.url, "message": self._message(needed)},
-            }
             shaped = self._inputs.consent_round(
-                request,
                 message,
-                principal=turn.principal,
-                policy_version=turn.policy.version,
+                turn,
+                url=link.url,
+                text=self._message(needed),
                 backend=needed.backend,
                 after=after,
-                ctx=turn.ctx,
             )
             if shaped is not None:
                 return shaped

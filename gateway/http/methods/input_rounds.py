@@ -35,6 +35,7 @@ from typing import Any, Final
 
 from gateway.config import Config
 from gateway.errors import InvalidRequestState, MissingClientCapability
+from gateway.http.turn import Turn
 from gateway.jsonkit.write import canonical
 from gateway.observability.metrics import Metrics
 from gateway.protocol.capabilities import known_capabilities
@@ -183,21 +184,26 @@ class InputRounds:
 
     def consent_round(
         self,
-        request: Mapping[str, Any],
         message: McpMessage,
+        turn: Turn,
         *,
-        principal: Principal,
-        policy_version: str,
+        url: str,
+        text: str,
         backend: str,
         after: Resume | None,
-        ctx: RequestContext,
         approval: str | None = None,
     ) -> dict[str, Any] | None:
-        """The gateway's own round: ``request`` (a URL elicitation to a consent link, or with
-        ``approval`` the id of an approval record, to its page) under :data:`CONSENT_KEY` (or
-        :data:`APPROVAL_KEY`), with a sealed state bound like every round's (caller, tool,
-        arguments, backend), marked as the gateway's. None when it cannot be sealed (no
-        ``input_requests``, or past ``max_rounds``): the caller gets the tool error instead."""
+        """The gateway's own round: a URL elicitation (``url``, with ``text``) to a consent
+        link, or with ``approval`` the id of an approval record, to its page; under
+        :data:`CONSENT_KEY` (or :data:`APPROVAL_KEY`), with a sealed state bound like every
+        round's (caller, tool, arguments, backend), marked as the gateway's. None when it cannot
+        be sealed (no ``input_requests``, or past ``max_rounds``): the caller gets the tool error
+        instead."""
+        ctx, principal, policy_version = turn.ctx, turn.principal, turn.policy.version
+        request: dict[str, Any] = {
+            "method": "elicitation/create",
+            "params": {"mode": "url", "url": url, "message": text},
+        }
         round_ = 1 if after is None else after.round + 1
         key = CONSENT_KEY if approval is None else APPROVAL_KEY
         ctx.extra[INPUT_KEY] = {
