@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -35,7 +35,14 @@ from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from gateway import b64url
 from gateway.config import SealKey
 
-__all__ = ["ENVELOPE_OVERHEAD", "VERSION", "EnvelopeError", "SealRing", "envelope_chars"]
+__all__ = [
+    "ENVELOPE_OVERHEAD",
+    "VERSION",
+    "EnvelopeError",
+    "SealRing",
+    "envelope_chars",
+    "opened_claim",
+]
 
 VERSION: Final = 1
 NONCE_BYTES: Final = 12
@@ -50,6 +57,18 @@ def envelope_chars(plaintext_bytes: int) -> int:
     """The longest envelope text for a plaintext of up to ``plaintext_bytes``."""
     raw = ENVELOPE_OVERHEAD + plaintext_bytes
     return (raw * 4 + 2) // 3  # base64url without padding
+
+
+_T = TypeVar("_T")
+
+
+def opened_claim(value: Any, kind: type[_T]) -> _T:
+    """``value`` of an opened envelope's claims when it is a ``kind`` (a bool is no int);
+    raises ``TypeError``. Only the gateway makes an authentic plaintext; it is still read
+    defensively."""
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise TypeError("claim type")
+    return value
 
 
 class EnvelopeError(ValueError):

@@ -34,7 +34,7 @@ from gateway.config.input_requests import MAX_CLAIMS_BYTES, max_sealed_chars
 from gateway.errors import InvalidRequestState
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import canonical
-from gateway.sealing import VERSION, EnvelopeError, SealRing
+from gateway.sealing import VERSION, EnvelopeError, SealRing, opened_claim
 
 __all__ = [
     "VERSION",
@@ -198,32 +198,28 @@ def _parse_claims(plaintext: bytes) -> Claims:
         obj = loads(body)
         decoded_state = state.decode("utf-8", "surrogatepass") if sep else None
         claims = Claims(
-            subject=_typed(obj["sub"], str),
-            issuer=_typed(obj["iss"], str),
-            client_id=None if obj["cid"] is None else _typed(obj["cid"], str),
-            tool=_typed(obj["tool"], str),
-            backend=_typed(obj["be"], str),
-            arguments=_typed(obj["args"], str),
-            policy_version=_typed(obj["pv"], str),
-            issued_at=_typed(obj["iat"], int),
-            expires_at=_typed(obj["exp"], int),
-            round=_typed(obj["r"], int),
-            requests={str(k): _typed(v, str) for k, v in _typed(obj["req"], dict).items()},
+            subject=opened_claim(obj["sub"], str),
+            issuer=opened_claim(obj["iss"], str),
+            client_id=None if obj["cid"] is None else opened_claim(obj["cid"], str),
+            tool=opened_claim(obj["tool"], str),
+            backend=opened_claim(obj["be"], str),
+            arguments=opened_claim(obj["args"], str),
+            policy_version=opened_claim(obj["pv"], str),
+            issued_at=opened_claim(obj["iat"], int),
+            expires_at=opened_claim(obj["exp"], int),
+            round=opened_claim(obj["r"], int),
+            requests={
+                str(k): opened_claim(v, str) for k, v in opened_claim(obj["req"], dict).items()
+            },
             state=decoded_state,
             consent=obj.get("c") is True,
-            approval=None if obj.get("ap") is None else _typed(obj["ap"], str),
+            approval=None if obj.get("ap") is None else opened_claim(obj["ap"], str),
         )
         if obj["v"] != VERSION or bool(obj["st"]) != (decoded_state is not None):
             raise ValueError("claims version or state flag")
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         raise _invalid("malformed claims") from None
     return claims
-
-
-def _typed(value: Any, kind: type) -> Any:
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TypeError("claim type")
-    return value
 
 
 def _invalid(detail: str) -> InvalidRequestState:

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 
 from gateway.config import SealKey
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import canonical
-from gateway.sealing import EnvelopeError, SealRing, envelope_chars
+from gateway.sealing import EnvelopeError, SealRing, envelope_chars, opened_claim
 from gateway.seams import HandleRefusal, Principal
 
 __all__ = [
@@ -147,23 +147,17 @@ def _parse(plaintext: bytes) -> TaskClaims:
     try:
         obj = loads(plaintext)
         claims = TaskClaims(
-            backend=_typed(obj["be"], str),
-            upstream_id=_typed(obj["up"], str),
-            issuer=_typed(obj["iss"], str),
-            subject=_typed(obj["sub"], str),
-            client_id=None if obj["cid"] is None else _typed(obj["cid"], str),
-            tool=_typed(obj["tool"], str),
-            issued_at=_typed(obj["iat"], int),
-            expires_at=_typed(obj["exp"], int),
+            backend=opened_claim(obj["be"], str),
+            upstream_id=opened_claim(obj["up"], str),
+            issuer=opened_claim(obj["iss"], str),
+            subject=opened_claim(obj["sub"], str),
+            client_id=None if obj["cid"] is None else opened_claim(obj["cid"], str),
+            tool=opened_claim(obj["tool"], str),
+            issued_at=opened_claim(obj["iat"], int),
+            expires_at=opened_claim(obj["exp"], int),
         )
         if obj["v"] != VERSION:
             raise ValueError("claims version")
     except (ValueError, KeyError, TypeError):
         raise HandleRefused("tampered", "malformed claims") from None
     return claims
-
-
-def _typed(value: Any, kind: type) -> Any:
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise TypeError("claim type")
-    return value
