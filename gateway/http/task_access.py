@@ -77,7 +77,7 @@ class TaskAccess:
         if self._pdp is not None:
             question = AccessQuestion("tools/call", claims.tool, claims.backend, None)
             try:
-                await self._pdp.consult(turn.principal, question, ctx, turn.deadline)
+                await self._pdp.consult(turn, question)
             except ExternalPolicyDenied:
                 raise HandleRefused("policy") from None
 

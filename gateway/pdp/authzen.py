@@ -50,7 +50,7 @@ from gateway.outbound.client import Destination, Outbound
 from gateway.outbound.failures import OutboundError
 from gateway.policy.glob import Glob
 from gateway.policy.uri import normalize_uri
-from gateway.seams import AccessQuestion, Principal, RequestContext, find_claim
+from gateway.seams import AccessQuestion, Asking, Principal, find_claim
 
 __all__ = ["PDP_DESTINATION", "RESOURCE_TYPES", "AuthZenDecisionPoint"]
 
@@ -112,13 +112,7 @@ class AuthZenDecisionPoint:
     def __len__(self) -> int:
         return len(self._cache)
 
-    async def consult(
-        self,
-        principal: Principal,
-        question: AccessQuestion,
-        ctx: RequestContext,
-        deadline: float,
-    ) -> None:
+    async def consult(self, asking: Asking, question: AccessQuestion) -> None:
         if question.action not in self._config.methods:
             return  # policy_external.methods: this one is the local policy's alone
         if (
@@ -127,14 +121,14 @@ class AuthZenDecisionPoint:
             and not any(glob.matches(question.target) for glob in self._tools)
         ):
             return  # policy_external.tools: not one of the tools the PDP decides on
-        body = self.request_body(principal, question)
+        body = self.request_body(asking.principal, question)
         key = hashlib.sha256(body).digest()
         allowed, cached = self._cached(key), True
         if allowed is None:
             cached = False
             flight = self._flights.joining(key)
             if flight is None:
-                request_id = ctx.request_id
+                request_id, deadline = asking.ctx.request_id, asking.deadline
                 flight = self._flights.start(
                     key, lambda: self._ask(body, key, deadline, request_id)
                 )
@@ -146,6 +140,7 @@ class AuthZenDecisionPoint:
             else ("error" if allowed is None else ("allow" if allowed else "deny"))
         )
         self._count(outcome)
+        ctx = asking.ctx
         ctx.extra["pdp"] = {
             "decision": "error" if allowed is None else ("allow" if allowed else "deny"),
             "cached": cached,

@@ -12,7 +12,7 @@ from gateway.seams.approvals import ApprovalRule
 from gateway.seams.callers import Principal
 
 if TYPE_CHECKING:
-    from gateway.seams.requests import RequestContext
+    from gateway.seams.requests import Asking
 
 __all__ = [
     "AccessQuestion",
@@ -149,16 +149,11 @@ class DecisionPoint(Protocol):
     Asked only after the local policy allowed, so it can only narrow. Wired only when
     configured: without the section the routes hold None and never call it."""
 
-    async def consult(
-        self,
-        principal: Principal,
-        question: AccessQuestion,
-        ctx: RequestContext,
-        deadline: float,
-    ) -> None:
-        """Return when the request may go on (allowed, or a failure under ``on_error:
+    async def consult(self, asking: Asking, question: AccessQuestion) -> None:
+        """Return when ``asking``'s request may go on (allowed, or a failure under ``on_error:
         allow_local``); raise ExternalPolicyDenied or PolicyUnavailable otherwise. Records the
-        outcome in ``ctx.extra["pdp"]`` for the audit trail. ``deadline``: monotonic instant."""
+        outcome in ``asking.ctx.extra["pdp"]`` for the audit trail; asks by
+        ``asking.deadline``."""
         ...
 
 

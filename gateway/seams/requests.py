@@ -14,6 +14,7 @@ from gateway.seams.callers import Principal
 from gateway.seams.policy import Decision
 
 __all__ = [
+    "Asking",
     "CallRecord",
     "ConcurrencyLimiter",
     "Lease",
@@ -114,6 +115,26 @@ class CallRecord:
     guardrails: Sequence[Mapping[str, Any]] | None = None
     """The verdicts of the rule's processors on this call (``RequestContext.extra
     ["guardrails"]``)."""
+
+
+class Asking(Protocol):
+    """**Protocol:** who asks, in which request, by when: what travels with every question the
+    external decision point and the guardrails are asked. The routes' ``Turn`` is one, so no
+    value is built per request.
+    """
+
+    @property
+    def principal(self) -> Principal: ...
+
+    @property
+    def ctx(self) -> RequestContext:
+        """Where the answer is recorded for the audit trail (``extra``)."""
+        ...
+
+    @property
+    def deadline(self) -> float:
+        """``time.monotonic()`` instant by which the whole request must be answered."""
+        ...
 
 
 class Observer(Protocol):

@@ -9,6 +9,7 @@ import os
 import shutil
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,15 @@ def _ctx() -> RequestContext:
     return RequestContext("r", "t", "s", time.monotonic(), "127.0.0.1")
 
 
+@dataclass(frozen=True, slots=True)
+class Asker:
+    """Who asks (``gateway.seams.Asking``), as a route's turn hands it to the decision point."""
+
+    principal: Principal
+    ctx: RequestContext
+    deadline: float
+
+
 @pytest.fixture
 async def client(
     aiohttp_server: Callable[..., Any],
@@ -63,7 +73,7 @@ async def client(
 
 async def _ask(point: AuthZenDecisionPoint, tool: str, sub: str = "erin") -> None:
     question = AccessQuestion("tools/call", tool, "default", {})
-    await point.consult(_principal(sub), question, _ctx(), time.monotonic() + 5)
+    await point.consult(Asker(_principal(sub), _ctx(), time.monotonic() + 5), question)
 
 
 async def test_the_cache_holds_at_most_max_entries_least_recently_used_out(
@@ -117,9 +127,8 @@ async def test_a_deadline_already_spent_asks_nobody_and_fails_closed(
     point, pdp, _ = client(retry_after_s=7)
     ctx = _ctx()
     with pytest.raises(PolicyUnavailable) as info:
-        await point.consult(
-            _principal(), AccessQuestion("tools/call", "x"), ctx, time.monotonic() - 0.1
-        )
+        spent = Asker(_principal(), ctx, time.monotonic() - 0.1)
+        await point.consult(spent, AccessQuestion("tools/call", "x"))
     assert info.value.retry_after == 7
     assert pdp.seen == [] and ctx.extra["pdp"] == {"decision": "error", "cached": False}
 

@@ -136,7 +136,7 @@ class SurfaceSteps:
             check_expiry(turn, admitted)
             if self._pdp is not None:
                 try:
-                    await self._pdp.consult(turn.principal, question, turn.ctx, turn.deadline)
+                    await self._pdp.consult(turn, question)
                 except ExternalPolicyDenied:
                     self._count(request.method, decision.rule, "denied")
                     raise

@@ -210,7 +210,7 @@ class ToolCalls:
         """``policy_external``, when configured: it can only narrow what the policy allowed."""
         if self._pdp is not None:
             question = AccessQuestion("tools/call", tool.name, tool.backend or None, arguments)
-            await self._pdp.consult(turn.principal, question, turn.ctx, turn.deadline)
+            await self._pdp.consult(turn, question)
 
     def _permitted(self, message: McpMessage, turn: Turn) -> tuple[ToolDef, Decision]:
         """The tool this caller may call and the decision, recorded on the context; else its
