@@ -62,10 +62,37 @@ def load_policies(
 
 def policy_warnings(config: Config | None, policy: PolicySet | None) -> list[str]:
     """What the configuration says about the policy that neither can say alone: each issuer's
-    ``scope_map`` against the scopes the policy names."""
+    ``scope_map`` against the scopes the policy names; each ``approval:`` against the login
+    surface its page needs and the claims a sign-in keeps."""
     if config is None or policy is None:
         return []
-    return scope_map_warnings(config.issuers, policy.known_scopes, policy.baseline_scopes)
+    found = scope_map_warnings(config.issuers, policy.known_scopes, policy.baseline_scopes)
+    return found + approval_warnings(config, policy)
+
+
+def approval_warnings(config: Config, policy: PolicySet) -> list[str]:
+    """A rule's ``approval:`` that can never be given (docs/policy.md#approvals)."""
+    found: list[str] = []
+    for rule in policy.rules:
+        held = rule.approval
+        if held is None:
+            continue
+        if config.login is None:
+            found.append(
+                f"{rule.where}: tools.{rule.key}.approval: no login: section, so no approval "
+                "page: every call of it is refused (approval_unavailable)"
+            )
+        elif held.by != "self" and config.login.verifier is not None:
+            found.append(
+                f"{rule.where}: tools.{rule.key}.approval: an external verifier's sign-in "
+                "keeps no claims: no one can approve it"
+            )
+        elif held.by != "self" and held.claim not in config.approvals.approver_claims:
+            found.append(
+                f"{rule.where}: tools.{rule.key}.approval: claim {held.claim!r} is not in "
+                "approvals.approver_claims: no one can approve it"
+            )
+    return found
 
 
 def demo_warnings(sources: Sequence[str]) -> list[str]:

@@ -476,3 +476,35 @@ def test_tracing_without_the_opentelemetry_packages_is_a_problem_check_reports(
         "check", "--config", "gateway.yaml", cwd=tmp_path, env={**env, "PYTHONPATH": ""}
     )
     assert installed.returncode == 0, installed.stdout + installed.stderr
+
+
+def test_check_warns_about_an_approval_no_one_can_give(tmp_path: Path) -> None:
+    fixed = GATEWAY.replace("client_auth: basic", "client_auth: client_secret_basic").replace(
+        "10 per minute", "10/minute"
+    )
+    held = (
+        "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n"
+        "  wipe: {scopes: [], approval: {by: self}}\n"
+        "  pay: {scopes: [], approval: {by: {claim: roles, value: payments}}}\n"
+    )
+    write(tmp_path, fixed, held)
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    warned = findings(result.stderr.replace("warning: ", ""))
+    for tool in ("wipe", "pay"):
+        assert (
+            f"tools.{tool}.approval: no login: section, so no approval page: every call of it "
+            "is refused (approval_unavailable)"
+        ) in warned, result.stderr
+    login = (
+        "input_requests:\n  seal_keys: [{id: k1, key: {env: CHECK_TEST_SEAL}}]\n"
+        "login: {client_id: gw-login, client_secret: {env: CHECK_TEST_LOGIN}}\n"
+    )
+    write(tmp_path, fixed + login, held)
+    result = run("check", "--skip-secrets", "--config", "gateway.yaml", cwd=tmp_path)
+    warned = findings(result.stderr.replace("warning: ", ""))
+    assert (
+        "tools.pay.approval: claim 'roles' is not in approvals.approver_claims: no one can "
+        "approve it"
+    ) in warned, result.stderr
+    assert not any("tools.wipe.approval" in line for line in warned)
