@@ -17,21 +17,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
 
-from gateway.dev.dev_issuer import DevIssuer
+from tests.support.live_stack import ServerFactory
 from tests.support.mcp_client import McpAt
-from tests.support.ports import free_port
-from tests.support.serve_process import gateway_config, serve_process, write_config
+from tests.support.serve_process import served_gateway, workers
 from tests.support.upstreams import ModernUpstream
 
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sends SIGTERM"),
 ]
-
-RESOURCE = "https://mcp.example.test/mcp"
-SECRET = "lines-process-introspection-secret"
 
 
 async def wait_for_line(path: Path, event: str, timeout_s: float = 30) -> dict[str, Any]:
@@ -45,64 +40,41 @@ async def wait_for_line(path: Path, event: str, timeout_s: float = 30) -> dict[s
     pytest.fail(f"no {event} line: {path.read_text()[-2000:]}")  # noqa: ASYNC240
 
 
-@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("count", [1, 2])
 async def test_sigterm_with_calls_in_flight_leaves_every_access_line_and_audit_event(
-    tmp_path: Path, workers: int
+    tmp_path: Path, aiohttp_server: ServerFactory, count: int
 ) -> None:
-    upstream = ModernUpstream(accepted={"svc-token"}, fault="slow", slow_s=1.0)
-    backend = TestServer(upstream.app(), host="127.0.0.1")
-    await backend.start_server()
-    issuer = DevIssuer(resources=[RESOURCE])
-    await issuer.start()
-    issuer.register_client("mcp-gateway", SECRET, can_introspect=True)
-    token = issuer.mint_token(sub="alice", scopes="mcp:access", audience=RESOURCE)
-    port, ops_port = free_port(), free_port()
-    (tmp_path / "svc").write_text("svc-token")
-    config = gateway_config(
-        issuer_url=issuer.url,
-        backend_url=str(backend.make_url("/mcp")),
-        secret={"env": "LINES_GW_SECRET"},
-        credential={"file": "svc"},
-        resource=RESOURCE,
-        port=port,
-        ops_port=ops_port,
-        limits={"principal_rate": None, "pre_auth_rate": None},
-    )
+    upstream = ModernUpstream(fault="slow", slow_s=1.0)
+    backend = await aiohttp_server(upstream.app())
     log = tmp_path / "stdout.log"  # the operator's `> file`
-    serving = serve_process(
-        write_config(tmp_path, config),
-        "--workers",
-        str(workers),
-        *(["--event-loop", "asyncio"] if workers > 1 else []),
-        env={"LINES_GW_SECRET": SECRET},
+    async with served_gateway(
+        tmp_path,
+        str(backend.make_url("/mcp")),
+        *workers(count),
         stdout=log,
-    )
-    try:
-        async with serving as gw:
-            started = await wait_for_line(log, "gateway.started")
-            # The default (auto) with uvloop installed; --event-loop reaches the workers too.
-            assert started["event_loop"] == ("uvloop" if workers == 1 else "asyncio")
-            await gw.until_ready(f"http://127.0.0.1:{ops_port}")
-            client = McpAt(f"http://127.0.0.1:{port}/mcp")
-            n = 40
-            async with client:
-                calls = [
-                    asyncio.ensure_future(client.call(token, "echo", {"text": f"call {i}"}, rid=i))
-                    for i in range(n)
-                ]
-                deadline = time.monotonic() + 20
-                while len(upstream.calls("tools/call")) < n and time.monotonic() < deadline:  # noqa: ASYNC110
-                    await asyncio.sleep(0.02)
-                assert len(upstream.calls("tools/call")) == n  # all in flight at the signal
-                gw.process.send_signal(signal.SIGTERM)
-                answers = await asyncio.wait_for(asyncio.gather(*calls), 30)
-            assert [status for status, _, _ in answers] == [200] * n
-            assert await asyncio.wait_for(gw.process.wait(), 30) == 0
-            errors = await gw.errors()
-            assert "Traceback" not in errors, errors
-    finally:
-        await issuer.stop()
-        await backend.close()
+        limits={"principal_rate": None, "pre_auth_rate": None},
+    ) as served:
+        started = await wait_for_line(log, "gateway.started")
+        # The default (auto) with uvloop installed; --event-loop reaches the workers too.
+        assert started["event_loop"] == ("uvloop" if count == 1 else "asyncio")
+        await served.ready()
+        token, gw = served.token(), served.gw
+        n = 40
+        async with McpAt(served.mcp_url) as client:
+            calls = [
+                asyncio.ensure_future(client.call(token, "echo", {"text": f"call {i}"}, rid=i))
+                for i in range(n)
+            ]
+            deadline = time.monotonic() + 20
+            while len(upstream.calls("tools/call")) < n and time.monotonic() < deadline:  # noqa: ASYNC110
+                await asyncio.sleep(0.02)
+            assert len(upstream.calls("tools/call")) == n  # all in flight at the signal
+            gw.process.send_signal(signal.SIGTERM)
+            answers = await asyncio.wait_for(asyncio.gather(*calls), 30)
+        assert [status for status, _, _ in answers] == [200] * n
+        assert await asyncio.wait_for(gw.process.wait(), 30) == 0
+        errors = await gw.errors()
+        assert "Traceback" not in errors, errors
     lines = [json.loads(raw) for raw in log.read_text().splitlines()]  # each one whole JSON
     access = [x for x in lines if x.get("event") == "mcp.request" and x["method"] == "tools/call"]
     audit = [x for x in lines if x.get("log") == "audit"]
@@ -111,7 +83,7 @@ async def test_sigterm_with_calls_in_flight_leaves_every_access_line_and_audit_e
     assert all(x["outcome"] == "ok" for x in audit)
     assert not [x for x in lines if x.get("level") in ("error", "critical")]
     assert "Traceback" not in log.read_text()
-    if workers == 1:
+    if count == 1:
         assert lines[-1]["event"] == "gateway.stopped"  # the drain's lines made it out, last
     else:
         assert {x.get("worker") for x in access} <= {0, 1}

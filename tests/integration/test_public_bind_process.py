@@ -16,11 +16,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from gateway.dev.dev_issuer import DevIssuer
 from tests.support.live_stack import ServerFactory
 from tests.support.mcp_client import modern_body, modern_headers
-from tests.support.ports import free_port
-from tests.support.serve_process import RESOURCE, gateway_config, serve_process, write_config
+from tests.support.serve_process import served_gateway
 from tests.support.upstreams import ModernUpstream
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX processes")
@@ -42,32 +40,22 @@ async def test_the_public_listener_binds_only_once_the_first_catalog_is_in(
 ) -> None:
     upstream = ModernUpstream(fault="list_fails")  # no catalog yet: not ready
     upstream_server = await aiohttp_server(upstream.app())
-    port, ops_port = free_port(), free_port()
-    mcp_url, ops_url = f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{ops_port}"
-    async with DevIssuer() as issuer, aiohttp.ClientSession() as session:
-        issuer.register_client("mcp-gateway", "gw-secret", can_introspect=True)
-        config = gateway_config(
-            issuer_url=issuer.url,
-            backend_url=str(upstream_server.make_url("/mcp")),
-            secret={"env": "PB_GW_SECRET"},
-            credential={"env": "PB_SERVICE"},
-            port=port,
-            ops_port=ops_port,
-            audit={"sink": "off"},
-        )
-        env = {"PB_GW_SECRET": "gw-secret", "PB_SERVICE": "service-secret"}
-        token = issuer.mint_token(sub="erin", scopes="mcp:access", audience=RESOURCE)
-        async with serve_process(write_config(tmp_path, config, POLICY), env=env) as gw:
-            # The ops listener is up (and says not ready) while the public port refuses.
-            await gw.wait_for("backend_catalog_refresh_failed", 15)
-            async with session.get(ops_url + "/readyz") as response:
-                assert response.status == 503
-            with pytest.raises(aiohttp.ClientConnectionError):
-                await call_echo(session, mcp_url, token)
-            assert gw.event("gateway.started") is None
+    backend_url = str(upstream_server.make_url("/mcp"))
+    async with (
+        served_gateway(tmp_path, backend_url, policy=POLICY, audit={"sink": "off"}) as served,
+        aiohttp.ClientSession() as session,
+    ):
+        gw, mcp_url, token = served.gw, served.mcp_url, served.token("erin")
+        # The ops listener is up (and says not ready) while the public port refuses.
+        await gw.wait_for("backend_catalog_refresh_failed", 15)
+        async with session.get(served.ops_url + "/readyz") as response:
+            assert response.status == 503
+        with pytest.raises(aiohttp.ClientConnectionError):
+            await call_echo(session, mcp_url, token)
+        assert gw.event("gateway.started") is None
 
-            upstream.fault = None  # the next catalog refresh succeeds
-            started = await gw.wait_for("gateway.started", 15)
-            assert started["mcp_url"] == mcp_url
-            answer = await call_echo(session, mcp_url, token)
-            assert "error" not in answer and answer["result"]["isError"] is False  # type: ignore[index]
+        upstream.fault = None  # the next catalog refresh succeeds
+        started = await gw.wait_for("gateway.started", 15)
+        assert started["mcp_url"] == mcp_url
+        answer = await call_echo(session, mcp_url, token)
+        assert "error" not in answer and answer["result"]["isError"] is False  # type: ignore[index]

@@ -23,7 +23,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from tests.support.live_stack import ServerFactory
 from tests.support.mcp_client import modern_body, modern_headers
 from tests.support.raw_http import RawResponse, parse_response, request_bytes
-from tests.support.serve_process import ServeProcess, gateway_config, serve_process, write_config
+from tests.support.serve_process import ServeProcess, served_gateway
 from tests.support.upstreams import ModernUpstream
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
@@ -36,19 +36,11 @@ async def serve(
     tmp_path: Path, aiohttp_server: ServerFactory, limits: dict[str, float]
 ) -> AsyncIterator[tuple[ServeProcess, DevIssuer]]:
     upstream_server = await aiohttp_server(ModernUpstream().app())
-    async with DevIssuer() as issuer:
-        issuer.register_client("mcp-gateway", "gw-secret", can_introspect=True)
-        config = gateway_config(
-            issuer_url=issuer.url,
-            backend_url=str(upstream_server.make_url("/mcp")),
-            secret={"env": "SD_GW_SECRET"},
-            credential={"env": "SD_SERVICE"},
-            limits=limits,
-            audit={"sink": "off"},
-        )
-        env = {"SD_GW_SECRET": "gw-secret", "SD_SERVICE": "service-secret"}
-        async with serve_process(write_config(tmp_path, config, POLICY), env=env) as serving:
-            yield serving, issuer
+    backend_url = str(upstream_server.make_url("/mcp"))
+    async with served_gateway(
+        tmp_path, backend_url, policy=POLICY, limits=limits, audit={"sink": "off"}
+    ) as served:
+        yield served.gw, served.issuer
 
 
 async def ready(session: aiohttp.ClientSession, ops: str) -> int:

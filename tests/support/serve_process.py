@@ -2,7 +2,8 @@
 
 :func:`serve_process` starts ``mcp-gateway serve`` and reads its JSON lines as they come
 (:meth:`ServeProcess.wait_for` waits for one event, no fixed sleeps); :func:`run_command` runs a
-command to its end; :func:`gateway_config` is the ``gateway.yaml`` the process tests share.
+command to its end; :func:`gateway_config` is the ``gateway.yaml`` the process tests share;
+:func:`served_gateway` is all of it at once: an issuer, the configuration, the process.
 """
 
 from __future__ import annotations
@@ -20,11 +21,28 @@ from typing import Any, Final
 import aiohttp
 import pytest
 
-__all__ = ["RESOURCE", "ServeProcess", "gateway_config", "run_command", "serve_process"]
+from gateway.dev.dev_issuer import DevIssuer
+from tests.support.ports import free_port
+
+__all__ = [
+    "RESOURCE",
+    "SERVICE_TOKEN",
+    "ServeProcess",
+    "Served",
+    "gateway_config",
+    "run_command",
+    "serve_process",
+    "served_gateway",
+    "workers",
+]
 
 RESOURCE: Final = "https://mcp.example.test/mcp"
 POLICY: Final = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*': {scopes: []}\n"
 """Every tool for any token with ``mcp:access``: the process tests are not about the policy."""
+SERVICE_TOKEN: Final = "service-secret"
+"""The gateway's credential at the backend of :func:`served_gateway` (what
+:class:`~tests.support.upstreams.ModernUpstream` accepts by default)."""
+GATEWAY_SECRET: Final = "served-gateway-introspection-secret"
 
 
 def gateway_config(
@@ -193,3 +211,62 @@ async def serve_process(
         await process.wait()
         if reader is not None:
             await reader
+
+
+def workers(count: int) -> tuple[str, ...]:
+    """The arguments of ``serve`` for ``count`` workers (a group on the asyncio loop, which
+    ``--event-loop`` must reach in every worker)."""
+    return ("--workers", str(count), *(["--event-loop", "asyncio"] if count > 1 else []))
+
+
+@dataclass
+class Served:
+    gw: ServeProcess
+    issuer: DevIssuer
+    mcp_url: str
+    ops_url: str
+
+    def token(self, sub: str = "alice") -> str:
+        """An access token of the issuer for ``sub`` with ``mcp:access``."""
+        return self.issuer.mint_token(sub=sub, scopes="mcp:access", audience=RESOURCE)
+
+    async def ready(self) -> None:
+        await self.gw.until_ready(self.ops_url)
+
+    async def terminated(self) -> str:
+        """SIGTERM, and the exit awaited: its stderr."""
+        self.gw.process.terminate()
+        await asyncio.wait_for(self.gw.process.wait(), 30)
+        return await self.gw.errors()
+
+
+@contextlib.asynccontextmanager
+async def served_gateway(
+    tmp_path: Path,
+    backend_url: str,
+    *args: str,
+    policy: str = POLICY,
+    stdout: Path | None = None,
+    **sections: Any,
+) -> AsyncIterator[Served]:
+    """``mcp-gateway serve ARGS`` on two ports chosen in advance, in front of ``backend_url``
+    (which must accept :data:`SERVICE_TOKEN`, read from a file), with a development issuer of
+    its own at which it introspects; ``sections``: more top-level keys of ``gateway.yaml``."""
+    port, ops_port = free_port(), free_port()
+    (tmp_path / "service-token").write_text(SERVICE_TOKEN)
+    async with DevIssuer(resources=[RESOURCE]) as issuer:
+        issuer.register_client("mcp-gateway", GATEWAY_SECRET, can_introspect=True)
+        config = gateway_config(
+            issuer_url=issuer.url,
+            backend_url=backend_url,
+            secret={"env": "SERVED_GW_SECRET"},
+            credential={"file": "service-token"},
+            port=port,
+            ops_port=ops_port,
+            **sections,
+        )
+        path = write_config(tmp_path, config, policy)
+        env = {"SERVED_GW_SECRET": GATEWAY_SECRET}
+        async with serve_process(path, *args, env=env, stdout=stdout) as gw:
+            mcp_url, ops_url = f"http://127.0.0.1:{port}/mcp", f"http://127.0.0.1:{ops_port}"
+            yield Served(gw, issuer, mcp_url, ops_url)
