@@ -34,7 +34,6 @@ __all__ = [
     "POLICY",
     "SCOPES",
     "SERVICE_CREDENTIAL",
-    "audit_events",
     "call",
     "forge",
     "input_stack",
@@ -148,11 +147,3 @@ def forge(stack: LiveStack, claims: Claims, *, key_id: str = "a", key: str = KEY
         max_state_bytes=settings.max_state_bytes,
     )
     return sealer.seal(claims)
-
-
-def audit_events(stack: LiveStack) -> list[dict[str, Any]]:
-    path = stack.config.audit.path
-    assert path is not None
-    if not Path(path).exists():
-        return []
-    return [json.loads(line) for line in Path(path).read_text().splitlines() if line]

@@ -10,6 +10,7 @@ gateway exactly as ``mcp-gateway serve`` wires it (:func:`tests.support.wired.wi
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,10 +35,12 @@ __all__ = [
     "POLICY",
     "LiveStack",
     "ServerFactory",
+    "audit_events",
     "issuer_entries",
     "live_stack",
     "modern_meta",
     "other_issuer",
+    "peer_section",
 ]
 
 SERVICE = "service-secret"
@@ -205,3 +208,28 @@ def issuer_entries(other: DevIssuer) -> tuple[dict[str, Any], dict[str, Any]]:
         "allow_insecure_http": True,
     }
     return first, second
+
+
+def audit_events(stack: LiveStack) -> list[dict[str, Any]]:
+    """The events of the stack's audit file (``audit: {sink: file}``), none before the first."""
+    path = stack.config.audit.path
+    assert path is not None
+    if not Path(path).exists():
+        return []
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line]
+
+
+def peer_section(
+    monkeypatch: pytest.MonkeyPatch, url: str, env: str, secret: str, **more: Any
+) -> dict[str, Any]:
+    """The configuration of a peer service the gateway asks (a guardrail processor, a decision
+    point) on loopback: ``url``, plain HTTP allowed, a 0.5 s timeout, and a bearer credential
+    ``secret`` read from the environment variable ``env`` (set here); ``more`` keys override."""
+    monkeypatch.setenv(env, secret)
+    return {
+        "url": url,
+        "allow_insecure_http": True,
+        "timeout_s": 0.5,
+        "credential": {"type": "bearer", "token": {"env": env}},
+        **more,
+    }

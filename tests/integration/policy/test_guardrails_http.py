@@ -31,7 +31,13 @@ from tests.support.guardrail_service import (
     replace_with,
 )
 from tests.support.jwt_stack import metric
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import (
+    LiveStack,
+    ServerFactory,
+    audit_events,
+    live_stack,
+    peer_section,
+)
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 POLICY = """\
@@ -86,16 +92,9 @@ async def _stack(
     service: GuardrailService,
     **processor: Any,
 ) -> AsyncIterator[tuple[LiveStack, ModernUpstream]]:
-    monkeypatch.setenv("GUARD_TOKEN", GUARD_SECRET)
     upstream = _upstream()
-    settings = {
-        "url": service.url,
-        "allow_insecure_http": True,
-        "timeout_s": 0.5,
-        "credential": {"type": "bearer", "token": {"env": "GUARD_TOKEN"}},
-        "claims": ["tid", "org.unit", "absent"],
-        **processor,
-    }
+    claims = {"claims": ["tid", "org.unit", "absent"], **processor}
+    settings = peer_section(monkeypatch, service.url, "GUARD_TOKEN", GUARD_SECRET, **claims)
     gateway = {
         "guardrails": {"pii": settings},
         "audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")},
@@ -104,11 +103,6 @@ async def _stack(
         tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY, gateway=gateway
     ) as stack:
         yield stack, upstream
-
-
-def _audit(stack: LiveStack) -> list[dict[str, Any]]:
-    path = Path(str(stack.config.audit.path))
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 def _refusal(status: int, headers: dict[str, str], text: str) -> dict[str, Any]:
@@ -167,12 +161,12 @@ async def test_a_processor_passes_denies_and_changes_a_calls_arguments_in_both_e
         assert await metric(stack, "guardrail_verdicts_total", **labels, verdict="mutate") == 1
         assert await metric(stack, "guardrail_verdicts_total", **labels, verdict="deny") == 2
         assert await metric(stack, "guardrail_duration_seconds_count", guardrail="pii") >= 5
-        refused = [e for e in _audit(stack) if e.get("error_row") == "guardrail_denied"]
+        refused = [e for e in audit_events(stack) if e.get("error_row") == "guardrail_denied"]
         assert {e["outcome"] for e in refused} == {"denied"}
         assert [(e["decision"], e["guardrails"]) for e in refused] == [
             ("deny", [{"guardrail": "pii", "check": "tool_arguments", "verdict": "deny"}])
         ] * 2
-        changed = [e for e in _audit(stack) if e.get("outcome") == "ok"][1]
+        changed = [e for e in audit_events(stack) if e.get("outcome") == "ok"][1]
         assert changed["guardrails"] == [
             {"guardrail": "pii", "check": "tool_arguments", "verdict": "mutate"},
             {"guardrail": "pii", "check": "tool_result", "verdict": "pass"},
@@ -260,7 +254,7 @@ async def test_a_processor_denies_and_changes_results_of_tools_prompts_and_reads
         assert _refusal(status, headers, text)["verdict"] == "deny"
         assert len(upstream.calls("tools/call")) == before + 1
         assert SECRET not in text
-        withheld = [e for e in _audit(stack) if e.get("tool") == "echo"][-1]
+        withheld = [e for e in audit_events(stack) if e.get("tool") == "echo"][-1]
         assert (withheld["decision"], withheld["outcome"]) == ("deny", "denied")
         assert withheld["backend_ms"] is not None  # it ran
         checks = [(s.check, s.body["method"]) for s in g.seen]
@@ -307,7 +301,7 @@ async def test_a_change_to_the_arguments_that_is_not_valid_is_refused(  # noqa: 
         status, headers, text = await stack.call(stack.token(), tool, arguments)
         assert _refusal(status, headers, text) == {"guardrail": "pii", "verdict": "invalid"}
         assert upstream.calls("tools/call") == []
-        event = [e for e in _audit(stack) if e.get("tool") == tool][-1]
+        event = [e for e in audit_events(stack) if e.get("tool") == tool][-1]
         assert event["guardrails"][-1]["verdict"] in ("invalid", "mutate")
 
 
@@ -393,7 +387,7 @@ async def test_a_slow_or_failing_processor_denies_by_default_within_its_deadline
             str(faults.status or ("slow" if faults.delay_s else "")), "malformed"
         )
         assert await metric(stack, "guardrail_errors_total", guardrail="pii", reason=reason) == 1
-        event = [e for e in _audit(stack) if e.get("tool") == "echo"][-1]
+        event = [e for e in audit_events(stack) if e.get("tool") == "echo"][-1]
         assert event["guardrails"] == [
             {"guardrail": "pii", "check": "tool_arguments", "verdict": "error"}
         ]
@@ -409,7 +403,7 @@ async def test_on_error_allow_lets_content_pass_unchecked_and_says_so(
         status, _, text = await stack.call(stack.token(), "echo", {"text": "a"})
         assert status == 200 and json.loads(text)["result"]["isError"] is False, text
         assert _sent(upstream) == [{"text": "a"}]
-        event = [e for e in _audit(stack) if e.get("tool") == "echo"][-1]
+        event = [e for e in audit_events(stack) if e.get("tool") == "echo"][-1]
         assert event["guardrails"] == [
             {"guardrail": "pii", "check": check, "verdict": "error", "fallback": "allow"}
             for check in ("tool_arguments", "tool_result")
@@ -455,5 +449,5 @@ async def test_only_the_refused_member_of_a_batch_gets_the_error(
             },
         }
         assert _sent(upstream) == [{"text": "a"}]
-        events = [e for e in _audit(stack) if e.get("tool") == "echo"]
+        events = [e for e in audit_events(stack) if e.get("tool") == "echo"]
         assert [e.get("guardrails", [{}])[0].get("verdict") for e in events] == ["pass", "deny"]

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from tests.support.guardrail_service import GuardrailService, guardrail_service, replace_with
-from tests.support.input_stack import ALL_CAPS, SCOPES, audit_events, call, input_stack
+from tests.support.input_stack import ALL_CAPS, SCOPES, call, input_stack
 from tests.support.input_upstream import retries
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import ServerFactory, audit_events
 from tests.support.task_stack import POLICY as TASK_POLICY
 from tests.support.task_stack import SCOPES as TASK_SCOPES
 from tests.support.task_stack import call as task_call

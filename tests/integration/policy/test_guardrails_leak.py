@@ -20,7 +20,7 @@ import pytest
 import structlog
 
 from tests.support.guardrail_service import Faults, GuardrailService, guardrail_service
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import ServerFactory, live_stack, peer_section
 from tests.support.printed import Printed
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -55,7 +55,6 @@ def _decide(message: dict[str, Any]) -> dict[str, Any]:
 async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
 ) -> None:
-    monkeypatch.setenv("GUARD_TOKEN", GUARD_SECRET)
     upstream = ModernUpstream(
         tools=[echo_tool("echo")],
         answers={
@@ -71,15 +70,9 @@ async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
     service = GuardrailService(_decide, f"Bearer {GUARD_SECRET}")
     answers: list[str] = []
     async with guardrail_service(aiohttp_server, service) as g:
+        pii = peer_section(monkeypatch, g.url, "GUARD_TOKEN", GUARD_SECRET, timeout_s=0.3)
         gateway = {
-            "guardrails": {
-                "pii": {
-                    "url": g.url,
-                    "allow_insecure_http": True,
-                    "timeout_s": 0.3,
-                    "credential": {"type": "bearer", "token": {"env": "GUARD_TOKEN"}},
-                }
-            },
+            "guardrails": {"pii": pii},
             "audit": {"sink": "stdout"},
             "logging": {"format": "json", "log_arguments": True},
         }

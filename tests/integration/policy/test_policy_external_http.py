@@ -24,7 +24,13 @@ import pytest
 from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
 from tests.support.batches import assert_only_the_second_refused, two_tool_calls
 from tests.support.jwt_stack import metric
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import (
+    LiveStack,
+    ServerFactory,
+    audit_events,
+    live_stack,
+    peer_section,
+)
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -78,17 +84,9 @@ async def _stack(
     gateway_extra: dict[str, Any] | None = None,
     **section: Any,
 ) -> AsyncIterator[tuple[LiveStack, ModernUpstream]]:
-    monkeypatch.setenv("PDP_TOKEN", PDP_SECRET)
     upstream = _upstream()
-    settings = {
-        "url": pdp.url,
-        "allow_insecure_http": True,
-        "timeout_s": 0.5,
-        "credential": {"type": "bearer", "token": {"env": "PDP_TOKEN"}},
-        **section,
-    }
     gateway = {
-        "policy_external": settings,
+        "policy_external": peer_section(monkeypatch, pdp.url, "PDP_TOKEN", PDP_SECRET, **section),
         "audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")},
         **(gateway_extra or {}),
     }
@@ -96,11 +94,6 @@ async def _stack(
         tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY, gateway=gateway
     ) as stack:
         yield stack, upstream
-
-
-def _audit(stack: LiveStack) -> list[dict[str, Any]]:
-    path = Path(str(stack.config.audit.path))
-    return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
 def _assert_denied(status: int, headers: dict[str, str], text: str) -> dict[str, Any]:
@@ -151,12 +144,12 @@ async def test_the_decision_point_narrows_what_the_local_policy_allows_in_both_e
         assert await metric(stack, "policy_external_decisions_total", outcome="cache_hit") == 1
         assert await metric(stack, "policy_external_duration_seconds_count") == 2
         assert await metric(stack, "rejections_total", row="external_policy_denied") == 2
-        refused = [e for e in _audit(stack) if e.get("tool") == "danger"]
+        refused = [e for e in audit_events(stack) if e.get("tool") == "danger"]
         assert [(e["decision"], e["error_row"], e["pdp"]) for e in refused] == [
             ("deny", "external_policy_denied", {"decision": "deny", "cached": False}),
             ("deny", "external_policy_denied", {"decision": "deny", "cached": True}),
         ]
-        allowed = [e for e in _audit(stack) if e.get("tool") == "echo"]
+        allowed = [e for e in audit_events(stack) if e.get("tool") == "echo"]
         assert allowed[0]["pdp"] == {"decision": "allow", "cached": False}
 
 
@@ -232,7 +225,7 @@ async def test_the_question_carries_facts_and_the_gateways_credential_never_the_
         assert status == 200, text
         (seen,) = pdp.seen
         assert seen.headers["Authorization"] == expected
-        (event,) = _audit(stack)  # one request id in the gateway's trail and the PDP's log
+        (event,) = audit_events(stack)  # one request id in the gateway's trail and the PDP's log
         assert seen.headers["X-Request-ID"] == event["request_id"]
         assert seen.headers["Content-Type"] == "application/json"
         assert seen.body == {
@@ -413,7 +406,7 @@ async def test_on_error_allow_local_lets_the_local_allow_stand_and_says_so(
         token = stack.token()
         status, _, text = await stack.call(token, "danger")
         assert status == 200, text  # served on the local policy's allow
-        event = [e for e in _audit(stack) if e.get("tool") == "danger"][-1]
+        event = [e for e in audit_events(stack) if e.get("tool") == "danger"][-1]
         assert event["pdp"] == {"decision": "error", "cached": False, "fallback": "allow_local"}
         assert await metric(stack, "policy_external_decisions_total", outcome="error") == 1
         # A refusal is still a refusal: allow_local is about failures only.
@@ -489,7 +482,7 @@ async def test_prompts_get_and_resources_read_are_narrowed_too(
             assert await metric(stack, "surface_requests_total", **labels) == 1
         targets = [
             (e["event"], e.get("prompt", e.get("uri")), e["pdp"]["decision"])
-            for e in _audit(stack)
+            for e in audit_events(stack)
             if "pdp" in e
         ]
         assert targets == [
@@ -528,7 +521,7 @@ async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_other
         assert_only_the_second_refused(status, text, message=DENIED, reason="external_policy")
         assert [r.json["params"]["name"] for r in upstream.calls("tools/call")] == ["echo"]
         # One audit event per member, each with its own say of the decision point.
-        events = [(e["tool"], e["decision"], e["error_row"], e["pdp"]) for e in _audit(stack)]
+        events = [(e["tool"], e["decision"], e["error_row"], e["pdp"]) for e in audit_events(stack)]
         assert events == [
             ("echo", "allow", None, {"decision": "allow", "cached": False}),
             ("danger", "deny", "external_policy_denied", {"decision": "deny", "cached": False}),
@@ -576,7 +569,7 @@ async def test_methods_limits_what_the_decision_point_is_asked_about(
         assert (await stack.modern(token, "prompts/get", params, name="greet"))[0] == 200
         assert (await stack.modern(token, "resources/read", {"uri": URI}, name=URI))[0] == 200
         assert [s.body["action"]["name"] for s in pdp.seen] == ["tools/call"]
-        events = [e for e in _audit(stack) if e["event"] != "tool_call"]
+        events = [e for e in audit_events(stack) if e["event"] != "tool_call"]
         assert [("pdp" in e, e["decision"]) for e in events] == [(False, "allow")] * 2
 
 

@@ -16,8 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.input_stack import audit_events
-from tests.support.live_stack import ServerFactory, modern_meta
+from tests.support.live_stack import ServerFactory, audit_events, modern_meta
 from tests.support.raw_http import request_bytes
 from tests.support.task_stack import CAPS, SCOPES, call, task, task_stack
 from tests.support.task_upstream import TASKS, TaskUpstream

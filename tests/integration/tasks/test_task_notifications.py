@@ -24,8 +24,8 @@ import structlog
 
 from gateway.errors import RATE_LIMITED_CODE
 from gateway.protocol.task_handle import handle_digest
-from tests.support.input_stack import SERVICE_CREDENTIAL, audit_events
-from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.input_stack import SERVICE_CREDENTIAL
+from tests.support.live_stack import LiveStack, ServerFactory, audit_events
 from tests.support.sse_reading import complete, next_message, rest_of
 from tests.support.task_stack import POLICY, SCOPES, call, forge, listen, task, task_stack
 from tests.support.task_upstream import TASKS, TaskUpstream

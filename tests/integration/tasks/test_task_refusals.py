@@ -18,8 +18,8 @@ import aiohttp
 import pytest
 
 from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
-from tests.support.input_stack import KEY_A, KEY_B, audit_events
-from tests.support.live_stack import LiveStack, ServerFactory, modern_meta
+from tests.support.input_stack import KEY_A, KEY_B
+from tests.support.live_stack import LiveStack, ServerFactory, audit_events, modern_meta
 from tests.support.schemas import validate_response
 from tests.support.task_stack import CAPS, POLICY, SCOPES, call, forge, task, task_stack
 from tests.support.task_upstream import TASKS, TaskUpstream
