@@ -14,9 +14,9 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import pytest
 import structlog
@@ -132,6 +132,14 @@ def _forget_cached_loggers() -> None:
         for value in vars(module).values():
             if isinstance(value, BoundLoggerLazyProxy):
                 vars(value).pop("bind", None)
+
+
+@pytest.fixture
+def log_events() -> Iterator[list[MutableMapping[str, Any]]]:
+    """Every structlog event of the test, its fixtures' too (``structlog.testing.capture_logs``
+    around all of it): what the leak tests search."""
+    with structlog.testing.capture_logs() as events:
+        yield events
 
 
 @pytest.fixture

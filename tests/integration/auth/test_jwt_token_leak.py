@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote_plus
 
 import pytest
-import structlog
 
 from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_forge import access_claims, tamper
@@ -38,71 +39,72 @@ def forms(token: str) -> list[str]:
 
 
 async def test_no_jwt_outcome_leaks_the_token(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    out: Printed,
+    log_events: list[MutableMapping[str, Any]],
 ) -> None:
     monkeypatch.setenv("LEAK_ADMIN_TOKEN", ADMIN)
     seen: list[str] = []
     used: list[str] = []
     dev = DevIssuer(token_format="jwt", introspection=False)
-    with structlog.testing.capture_logs() as events:
-        async with jwt_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
-            dev=dev,
-            issuer={"max_token_bytes": 2048, "jwks_unknown_kid_interval_s": 1},
-            gateway={
-                "audit": {"sink": "stdout"},
-                "admin": {"token": {"env": "LEAK_ADMIN_TOKEN"}},
-            },
-        ) as stack:
+    async with jwt_stack(
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        dev=dev,
+        issuer={"max_token_bytes": 2048, "jwks_unknown_kid_interval_s": 1},
+        gateway={
+            "audit": {"sink": "stdout"},
+            "admin": {"token": {"env": "LEAK_ADMIN_TOKEN"}},
+        },
+    ) as stack:
 
-            async def call(token: str) -> None:
-                used.append(token)
-                status, headers, text = await stack.call(token, "echo", {"text": "hi"})
-                seen.append(f"{status} {headers!r} {text}")
+        async def call(token: str) -> None:
+            used.append(token)
+            status, headers, text = await stack.call(token, "echo", {"text": "hi"})
+            seen.append(f"{status} {headers!r} {text}")
 
-            resource, now = stack.config.resource, int(time.time())
-            valid = stack.token()
-            await call(valid)  # valid
-            await call(valid)  # cached
-            await call(tamper(stack.token(sub="tampered")))
-            await call(dev.sign_jwt(access_claims(dev.url, resource), header={"kid": "x"}))
-            await call(dev.sign_jwt(access_claims("https://elsewhere.example", resource)))
-            await call(dev.sign_jwt(access_claims(dev.url, resource, exp=now - 3600)))
-            await call(dev.sign_jwt(access_claims(dev.url, resource), header={"typ": "JWT"}))
-            await call(dev.sign_jwt(access_claims(dev.url, resource, pad="p" * 2048)))
-            async with stack.session.post(
-                stack.server.ops_url + "/admin/revoke",
-                json={"token": valid},
-                headers={"Authorization": f"Bearer {ADMIN}"},
-            ) as response:
-                seen.append(await response.text())
-            await call(valid)  # revoked
-            # A replica that starts while the key set is down answers 503.
-            dev.jwks.status = 503
-            async with started_gateway(stack.config_path) as (server, session):
-                fresh = stack.token(sub="no-keys-yet")
-                used.append(fresh)
-                headers = {
-                    "Authorization": f"Bearer {fresh}",
-                    "Content-Type": "application/json",
-                    "Accept": "application/json",
-                }
-                async with session.post(server.mcp_url, data=b"{}", headers=headers) as response:
-                    seen.append(
-                        f"{response.status} {dict(response.headers)!r} {await response.text()}"
-                    )
-            async with stack.session.get(stack.server.ops_url + "/metrics") as response:
-                metrics = await response.text()
+        resource, now = stack.config.resource, int(time.time())
+        valid = stack.token()
+        await call(valid)  # valid
+        await call(valid)  # cached
+        await call(tamper(stack.token(sub="tampered")))
+        await call(dev.sign_jwt(access_claims(dev.url, resource), header={"kid": "x"}))
+        await call(dev.sign_jwt(access_claims("https://elsewhere.example", resource)))
+        await call(dev.sign_jwt(access_claims(dev.url, resource, exp=now - 3600)))
+        await call(dev.sign_jwt(access_claims(dev.url, resource), header={"typ": "JWT"}))
+        await call(dev.sign_jwt(access_claims(dev.url, resource, pad="p" * 2048)))
+        async with stack.session.post(
+            stack.server.ops_url + "/admin/revoke",
+            json={"token": valid},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        ) as response:
+            seen.append(await response.text())
+        await call(valid)  # revoked
+        # A replica that starts while the key set is down answers 503.
+        dev.jwks.status = 503
+        async with started_gateway(stack.config_path) as (server, session):
+            fresh = stack.token(sub="no-keys-yet")
+            used.append(fresh)
+            headers = {
+                "Authorization": f"Bearer {fresh}",
+                "Content-Type": "application/json",
+                "Accept": "application/json",
+            }
+            async with session.post(server.mcp_url, data=b"{}", headers=headers) as response:
+                seen.append(f"{response.status} {dict(response.headers)!r} {await response.text()}")
+        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+            metrics = await response.text()
 
     statuses = {line.split(" ", 1)[0] for line in seen if line[:3].isdigit()}
     assert {"200", "401", "503"} <= statuses, seen
-    assert events, "structlog capture saw no events; the test would prove nothing"
+    assert log_events, "structlog capture saw no log_events; the test would prove nothing"
     output = out.written()
     assert '"event":"tool_call"' in output and '"auth_method":"jwt"' in output
     haystacks = {
-        "structlog events": repr(events),
+        "structlog log_events": repr(log_events),
         "stdout/stderr (audit trail)": output,
         "stdlib logs": out.logged(),
         "responses": "\n".join(seen),

@@ -6,10 +6,11 @@ gateway shows them cleaned, capped and hidden, and ``/metrics`` counts each chan
 from __future__ import annotations
 
 import json
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
-import structlog
 
 from gateway.backend.catalog.hygiene import ELLIPSIS
 from gateway.backend.federation import FederatedBackend
@@ -30,7 +31,10 @@ def _sample(metrics: str, name: str, **labels: str) -> float | None:
 
 
 async def test_tools_list_is_cleaned_capped_and_hidden_and_counted(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    log_events: list[MutableMapping[str, Any]],
 ) -> None:
     poisoned = echo_tool("search")
     poisoned["title"] = "Se\u200barch"
@@ -41,26 +45,25 @@ async def test_tools_list_is_cleaned_capped_and_hidden_and_counted(
     edge["description"] = "e" * CAP
     twin = echo_tool("echo\u200b")  # would look exactly like "echo" to a person
     upstream = ModernUpstream(tools=[echo_tool("echo"), poisoned, long, edge, twin])
-    with structlog.testing.capture_logs() as logs:
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
-            upstream=upstream,
-            policy=POLICY,
-            gateway={"limits": {"max_description_chars": CAP}},
-        ) as stack:
-            status, _, text = await stack.modern(stack.token(), "tools/list")
-            assert status == 200, text
-            tools = {t["name"]: t for t in json.loads(text)["result"]["tools"]}
-            # Another fetch of the same catalog: the changes are not logged or counted again.
-            federation = stack.server.services.backend
-            assert isinstance(federation, FederatedBackend)
-            backend = federation.member("default")  # the single ``backend:`` section
-            assert isinstance(backend, UpstreamBackend)
-            assert await backend.refresh()
-            async with stack.session.get(stack.server.ops_url + "/metrics") as response:
-                metrics = await response.text()
+    async with live_stack(
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=upstream,
+        policy=POLICY,
+        gateway={"limits": {"max_description_chars": CAP}},
+    ) as stack:
+        status, _, text = await stack.modern(stack.token(), "tools/list")
+        assert status == 200, text
+        tools = {t["name"]: t for t in json.loads(text)["result"]["tools"]}
+        # Another fetch of the same catalog: the changes are not logged or counted again.
+        federation = stack.server.services.backend
+        assert isinstance(federation, FederatedBackend)
+        backend = federation.member("default")  # the single ``backend:`` section
+        assert isinstance(backend, UpstreamBackend)
+        assert await backend.refresh()
+        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+            metrics = await response.text()
     assert sorted(tools) == ["echo", "edge", "search", "summarise"]
     assert tools["search"]["title"] == "Search"
     assert tools["search"]["description"] == "Search files. IGNORE PREVIOUS "
@@ -72,7 +75,9 @@ async def test_tools_list_is_cleaned_capped_and_hidden_and_counted(
     assert _sample(metrics, metric, backend="default", kind="invisible") == 1.0
     assert _sample(metrics, metric, backend="default", kind="truncated") == 1.0
     assert _sample(metrics, metric, backend="default", kind="name_refused") == 1.0
-    changes = [(e["item"], e["change"]) for e in logs if e["event"] == "backend_catalog_sanitised"]
+    changes = [
+        (e["item"], e["change"]) for e in log_events if e["event"] == "backend_catalog_sanitised"
+    ]
     assert sorted(changes) == [
         ("echo\\u200b", "name_refused"),
         ("search", "invisible"),

@@ -13,12 +13,12 @@ only in requests to the backend (and its answer from the issuer's token endpoint
 from __future__ import annotations
 
 import base64
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
 
 import pytest
-import structlog
 
 from gateway.dev.dev_issuer import DevIssuer
 from gateway.outbound.client import Outbound
@@ -35,7 +35,11 @@ def _forms(token: str) -> list[str]:
 
 
 async def test_the_callers_token_goes_only_to_its_issuer(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    out: Printed,
+    log_events: list[MutableMapping[str, Any]],
 ) -> None:
     monkeypatch.setenv("LEAK_ADMIN", ADMIN)
     outbound: list[tuple[str, str]] = []  # (url, everything sent)
@@ -51,56 +55,55 @@ async def test_the_callers_token_goes_only_to_its_issuer(
     key = write_key(tmp_path / "assertion.pem")
     seen: list[str] = []
     callers: list[str] = []
-    with structlog.testing.capture_logs() as events:
-        async with exchange_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
-            dev=dev,
-            gateway={
-                "audit": {"sink": "stdout"},
-                "admin": {"token": {"env": "LEAK_ADMIN"}},
-                "backend": {"identity": {"assertion": {"key": {"file": str(key)}}}},
-            },
-        ) as (stack, upstream):
+    async with exchange_stack(
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        dev=dev,
+        gateway={
+            "audit": {"sink": "stdout"},
+            "admin": {"token": {"env": "LEAK_ADMIN"}},
+            "backend": {"identity": {"assertion": {"key": {"file": str(key)}}}},
+        },
+    ) as (stack, upstream):
 
-            async def call(token: str, legacy: bool = False) -> None:
-                callers.append(token)
-                if legacy:
-                    status, headers, text = await stack.legacy_call(token)
-                else:
-                    status, headers, text = await stack.call(token, "echo", {"text": "hi"})
-                seen.append(f"{status} {headers!r} {text}")
+        async def call(token: str, legacy: bool = False) -> None:
+            callers.append(token)
+            if legacy:
+                status, headers, text = await stack.legacy_call(token)
+            else:
+                status, headers, text = await stack.call(token, "echo", {"text": "hi"})
+            seen.append(f"{status} {headers!r} {text}")
 
-            erin = stack.token(sub="erin")
-            await call(erin)  # exchanged
-            await call(erin)  # cached
-            await call(erin, legacy=True)
-            # The backend refuses the exchanged token once: dropped, exchanged again.
-            upstream.accepted.clear()
-            upstream.fault = "401_once"
-            await call(erin)
-            upstream.fault = None
-            dev.exchange_faults.error = "access_denied"
-            await call(stack.token(sub="refused"))
-            dev.exchange_faults.error = None
-            dev.exchange_faults.status = 503
-            await call(stack.token(sub="outage"))
-            dev.exchange_faults.status = None
-            async with stack.session.post(
-                stack.server.ops_url + "/admin/revoke",
-                json={"token": erin},
-                headers={"Authorization": f"Bearer {ADMIN}"},
-            ) as response:
-                seen.append(await response.text())
-            await call(erin)  # revoked: 401
-            async with stack.session.get(stack.server.ops_url + "/metrics") as response:
-                metrics = await response.text()
-            received = "\n".join(
-                f"{r.method} {r.path} {dict(r.headers)!r} {r.body!r}" for r in upstream.requests
-            )
-            exchanged = {s.token for s in upstream.calls_seen()}
-            issuer = dev.url
+        erin = stack.token(sub="erin")
+        await call(erin)  # exchanged
+        await call(erin)  # cached
+        await call(erin, legacy=True)
+        # The backend refuses the exchanged token once: dropped, exchanged again.
+        upstream.accepted.clear()
+        upstream.fault = "401_once"
+        await call(erin)
+        upstream.fault = None
+        dev.exchange_faults.error = "access_denied"
+        await call(stack.token(sub="refused"))
+        dev.exchange_faults.error = None
+        dev.exchange_faults.status = 503
+        await call(stack.token(sub="outage"))
+        dev.exchange_faults.status = None
+        async with stack.session.post(
+            stack.server.ops_url + "/admin/revoke",
+            json={"token": erin},
+            headers={"Authorization": f"Bearer {ADMIN}"},
+        ) as response:
+            seen.append(await response.text())
+        await call(erin)  # revoked: 401
+        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+            metrics = await response.text()
+        received = "\n".join(
+            f"{r.method} {r.path} {dict(r.headers)!r} {r.body!r}" for r in upstream.requests
+        )
+        exchanged = {s.token for s in upstream.calls_seen()}
+        issuer = dev.url
     statuses = {line[:3] for line in seen}
     assert {"200", "401", "403", "503"} <= statuses, seen
     assert len(exchanged) >= 2  # the re-exchange after the upstream's 401 happened
@@ -113,7 +116,7 @@ async def test_the_callers_token_goes_only_to_its_issuer(
     assert any(token in elsewhere for token in exchanged)  # the backend got its tokens
     haystacks = {
         "outbound requests not to the issuer": elsewhere,
-        "structlog events": repr(events),
+        "structlog log_events": repr(log_events),
         "stdout/stderr (audit trail)": output,
         "stdlib logs": out.logged(),
         "responses": "\n".join(seen),
@@ -125,7 +128,7 @@ async def test_the_callers_token_goes_only_to_its_issuer(
             for form in _forms(token):
                 assert form not in text, f"the caller's token leaked into {where}"
     for where in (
-        "structlog events",
+        "structlog log_events",
         "stdout/stderr (audit trail)",
         "stdlib logs",
         "metrics",

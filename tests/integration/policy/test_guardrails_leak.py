@@ -13,11 +13,11 @@ metrics are searched for each marker.
 from __future__ import annotations
 
 import json
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 
 from tests.support.guardrail_service import Faults, GuardrailService, guardrail_service
 from tests.support.live_stack import ServerFactory, live_stack, peer_section
@@ -53,7 +53,11 @@ def _decide(message: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    out: Printed,
+    log_events: list[MutableMapping[str, Any]],
 ) -> None:
     upstream = ModernUpstream(
         tools=[echo_tool("echo")],
@@ -76,32 +80,31 @@ async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
             "audit": {"sink": "stdout"},
             "logging": {"format": "json", "log_arguments": True},
         }
-        with structlog.testing.capture_logs() as events:
-            async with live_stack(
-                tmp_path,
-                aiohttp_server,
-                monkeypatch,
-                upstream=upstream,
-                policy=POLICY,
-                gateway=gateway,
-            ) as stack:
-                token = stack.token()
+        async with live_stack(
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            upstream=upstream,
+            policy=POLICY,
+            gateway=gateway,
+        ) as stack:
+            token = stack.token()
 
-                async def send(*answer: Any) -> None:
-                    answers.append(f"{answer[0]} {answer[2]}")
+            async def send(*answer: Any) -> None:
+                answers.append(f"{answer[0]} {answer[2]}")
 
-                await send(*await stack.call(token, "echo", {"text": ARGUMENT}))
-                await send(*await stack.call(token, "echo", {"text": "refuse"}))
-                await send(*await stack.legacy_call(token, "echo", {"text": ARGUMENT}))
-                await send(*await stack.modern(token, "prompts/get", {"name": "greet"}))
-                await send(*await stack.modern(token, "resources/read", {"uri": URI}))
-                g.faults = Faults(body=b'{"pass": {}, "pass": {}}')
-                await send(*await stack.call(token, "echo", {"text": ARGUMENT}))
-                g.faults = Faults(delay_s=2.0)
-                await send(*await stack.call(token, "echo", {"text": ARGUMENT}))
-                async with stack.session.get(stack.server.ops_url + "/metrics") as response:
-                    metrics = await response.text()
-                received = "\n".join(repr(r.body) for r in upstream.requests)
+            await send(*await stack.call(token, "echo", {"text": ARGUMENT}))
+            await send(*await stack.call(token, "echo", {"text": "refuse"}))
+            await send(*await stack.legacy_call(token, "echo", {"text": ARGUMENT}))
+            await send(*await stack.modern(token, "prompts/get", {"name": "greet"}))
+            await send(*await stack.modern(token, "resources/read", {"uri": URI}))
+            g.faults = Faults(body=b'{"pass": {}, "pass": {}}')
+            await send(*await stack.call(token, "echo", {"text": ARGUMENT}))
+            g.faults = Faults(delay_s=2.0)
+            await send(*await stack.call(token, "echo", {"text": ARGUMENT}))
+            async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+                metrics = await response.text()
+            received = "\n".join(repr(r.body) for r in upstream.requests)
     statuses = [answer[:3] for answer in answers]
     assert statuses == ["200", "403", "200", "200", "200", "403", "403"], answers
     # Positive controls: the processor saw the content, the client the change and the reason.
@@ -112,7 +115,7 @@ async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
     assert '"event":"tool_call"' in output and '"guardrails":' in output
     assert '"arguments":{"text":"string"}' in output  # log_arguments: the shape only
     haystacks = {
-        "structlog events": repr(events),
+        "structlog log_events": repr(log_events),
         "stdout/stderr (access lines, audit trail)": output,
         "stdlib logs": out.logged(),
         "metrics": metrics,

@@ -13,11 +13,11 @@ neither the upstream nor any log.
 from __future__ import annotations
 
 import json
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from mcp.client.client import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -119,56 +119,59 @@ def check_listing(tools: dict[str, Any]) -> None:
 
 
 async def test_overrides_reach_listing_and_calls_in_both_eras(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    out: Printed,
+    log_events: list[MutableMapping[str, Any]],
 ) -> None:
     upstream = ModernUpstream(tools=upstream_tools())
     audit = tmp_path / "audit.jsonl"
-    with structlog.testing.capture_logs() as events:
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
-            upstream=upstream,
-            policy=POLICY,
-            gateway={"audit": {"sink": "file", "path": str(audit)}},
-        ) as stack:
-            token = stack.token()
-            # --- listing, 2026-07-28 and 2025 ---
-            status, _, text = await stack.modern(token, "tools/list")
-            assert status == 200, text
-            check_listing(listed(text))
-            assert "never shown" not in text
-            status, _, text = await legacy(stack, token, "tools/list", {})
-            assert status == 200, text
-            check_listing(listed(text))
+    async with live_stack(
+        tmp_path,
+        aiohttp_server,
+        monkeypatch,
+        upstream=upstream,
+        policy=POLICY,
+        gateway={"audit": {"sink": "file", "path": str(audit)}},
+    ) as stack:
+        token = stack.token()
+        # --- listing, 2026-07-28 and 2025 ---
+        status, _, text = await stack.modern(token, "tools/list")
+        assert status == 200, text
+        check_listing(listed(text))
+        assert "never shown" not in text
+        status, _, text = await legacy(stack, token, "tools/list", {})
+        assert status == 200, text
+        check_listing(listed(text))
 
-            # --- calls: the upstream gets its own name and the fixed argument ---
-            status, _, text = await stack.call(token, "find", {"query": "q"})
-            assert status == 200, text
-            assert json.loads(text)["result"]["structuredContent"] == {
-                "echo": {"query": "q", "tenant": "acme"}
-            }
-            status, _, text = await legacy(
-                stack, token, "tools/call", {"name": "find", "arguments": {"query": "old"}}
-            )
-            assert status == 200 and "error" not in json.loads(text), text
-            sent = upstream_calls(upstream)
-            assert [(p["name"], p["arguments"]) for p in sent] == [
-                ("search", {"query": "q", "tenant": "acme"}),
-                ("search", {"query": "old", "tenant": "acme"}),
-            ]
-            modern_call = upstream.calls("tools/call")[0]
-            # The backend's own x-mcp-header parameter, derived from the injected value.
-            assert modern_call.headers.get("Mcp-Param-Tenant") == "acme"
-            assert modern_call.headers.get("Mcp-Name") == "search"
+        # --- calls: the upstream gets its own name and the fixed argument ---
+        status, _, text = await stack.call(token, "find", {"query": "q"})
+        assert status == 200, text
+        assert json.loads(text)["result"]["structuredContent"] == {
+            "echo": {"query": "q", "tenant": "acme"}
+        }
+        status, _, text = await legacy(
+            stack, token, "tools/call", {"name": "find", "arguments": {"query": "old"}}
+        )
+        assert status == 200 and "error" not in json.loads(text), text
+        sent = upstream_calls(upstream)
+        assert [(p["name"], p["arguments"]) for p in sent] == [
+            ("search", {"query": "q", "tenant": "acme"}),
+            ("search", {"query": "old", "tenant": "acme"}),
+        ]
+        modern_call = upstream.calls("tools/call")[0]
+        # The backend's own x-mcp-header parameter, derived from the injected value.
+        assert modern_call.headers.get("Mcp-Param-Tenant") == "acme"
+        assert modern_call.headers.get("Mcp-Name") == "search"
 
-            # --- the backend's name is not exposed any more ---
-            status, _, text = await stack.call(token, "search", {"query": "q", "tenant": "x"})
-            assert status == 400 and json.loads(text)["error"]["code"] == -32602
-            assert json.loads(text)["error"]["message"] == "Unknown tool"
-            assert len(upstream.calls("tools/call")) == 2
-            async with stack.session.get(stack.server.ops_url + "/metrics") as response:
-                metrics = await response.text()
+        # --- the backend's name is not exposed any more ---
+        status, _, text = await stack.call(token, "search", {"query": "q", "tenant": "x"})
+        assert status == 400 and json.loads(text)["error"]["code"] == -32602
+        assert json.loads(text)["error"]["message"] == "Unknown tool"
+        assert len(upstream.calls("tools/call")) == 2
+        async with stack.session.get(stack.server.ops_url + "/metrics") as response:
+            metrics = await response.text()
     assert 'tool="find"' in metrics and 'tool="search"' not in metrics
     records = [json.loads(line) for line in audit.read_text().splitlines()]
     called = [r for r in records if r.get("event") == "tool_call" and r.get("outcome") == "ok"]
@@ -176,13 +179,13 @@ async def test_overrides_reach_listing_and_calls_in_both_eras(
     # SECURITY: the client's token reaches neither the upstream nor any log, audit or metric.
     haystacks = {
         "upstream": repr([(dict(r.headers), r.body) for r in upstream.requests]),
-        "structlog": repr(events),
+        "structlog": repr(log_events),
         "stdout/stderr": out.written(),
         "stdlib logs": out.logged(),
         "audit": audit.read_text(),
         "metrics": metrics,
     }
-    assert events
+    assert log_events
     for where, text in haystacks.items():
         assert token not in text, f"token leaked into {where}"
 
@@ -295,22 +298,24 @@ tools:
 
 
 async def test_an_override_that_does_not_fit_hides_the_tool_and_says_why(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    log_events: list[MutableMapping[str, Any]],
 ) -> None:
     upstream = ModernUpstream(tools=[*upstream_tools(), echo_tool("other"), echo_tool("fine")])
-    with structlog.testing.capture_logs() as events:
-        async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=MISFIT
-        ) as stack:
-            token = stack.token()
-            status, _, text = await stack.modern(token, "tools/list")
-            assert sorted(listed(text)) == ["fine"]  # fail closed: never served un-pinned
-            status, _, text = await stack.call(token, "echo", {"text": "x"})
-            assert status == 400 and json.loads(text)["error"]["message"] == "Unknown tool"
-            async with stack.session.get(stack.server.ops_url + "/readyz") as response:
-                body = await response.json()
+    async with live_stack(
+        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=MISFIT
+    ) as stack:
+        token = stack.token()
+        status, _, text = await stack.modern(token, "tools/list")
+        assert sorted(listed(text)) == ["fine"]  # fail closed: never served un-pinned
+        status, _, text = await stack.call(token, "echo", {"text": "x"})
+        assert status == 400 and json.loads(text)["error"]["message"] == "Unknown tool"
+        async with stack.session.get(stack.server.ops_url + "/readyz") as response:
+            body = await response.json()
     refused = sorted(
-        (e["tool"], e["reason"]) for e in events if e["event"] == "tool_override_refused"
+        (e["tool"], e["reason"]) for e in log_events if e["event"] == "tool_override_refused"
     )
     assert refused == [
         ("echo", "fixed argument 'tenant' is not a property of the inputSchema"),
@@ -319,7 +324,7 @@ async def test_an_override_that_does_not_fit_hides_the_tool_and_says_why(
     ]
     positions = sorted(
         e["override"].rsplit("policy.yaml:", 1)[1]
-        for e in events
+        for e in log_events
         if e["event"] == "tool_override_refused"
     )
     assert positions == ["10:5", "11:33", "7:5"]  # file:line:col of each override
@@ -354,28 +359,30 @@ tools:
 
 
 async def test_renames_across_several_backends(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    log_events: list[MutableMapping[str, Any]],
 ) -> None:
     """A rename is verbatim (no prefix added) and routes to its own backend; a rename into
     another backend's prefix is ambiguous and hidden (logged), like any name there."""
-    with structlog.testing.capture_logs() as events:
-        async with federated_stack(tmp_path, aiohttp_server, monkeypatch, policy=FEDERATED) as fed:
-            assert await fed.listed() == ["find", "tickets__echo", "tickets__open"]
-            token = fed.token()
-            status, _, body = await fed.modern_call(token, "find", {"text": "a"})
-            assert status == 200, body
-            status, _, body = await fed.modern_call(token, "tickets__open", {"text": "b"})
-            assert status == 200, body
-            # A renamed name is governed by the rule that renamed it (docs:read, not tickets).
-            status, _, _ = await fed.modern_call(fed.token(scopes("tickets:write")), "find")
-            assert status == 403
+    async with federated_stack(tmp_path, aiohttp_server, monkeypatch, policy=FEDERATED) as fed:
+        assert await fed.listed() == ["find", "tickets__echo", "tickets__open"]
+        token = fed.token()
+        status, _, body = await fed.modern_call(token, "find", {"text": "a"})
+        assert status == 200, body
+        status, _, body = await fed.modern_call(token, "tickets__open", {"text": "b"})
+        assert status == 200, body
+        # A renamed name is governed by the rule that renamed it (docs:read, not tickets).
+        status, _, _ = await fed.modern_call(fed.token(scopes("tickets:write")), "find")
+        assert status == 403
     assert [(p["name"], p["arguments"]) for p in upstream_calls(fed.docs)] == [
         ("search", {"text": "a", "steps": 3})
     ]
     assert [(p["name"], p["arguments"]) for p in upstream_calls(fed.tickets)] == [
         ("create", {"text": "b"})
     ]
-    collisions = [e for e in events if e["event"] == "backend_tool_collision"]
+    collisions = [e for e in log_events if e["event"] == "backend_tool_collision"]
     assert [(e["tool"], e["backends"], e["reason"]) for e in collisions] == [
         ("tickets__echo2", ["docs", "tickets"], "prefix")
     ]
