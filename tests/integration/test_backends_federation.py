@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from aiohttp import web
 
 from gateway.backend.federation import FederatedBackend
@@ -62,46 +62,47 @@ def _bearers(requests: list[Recorded]) -> set[str | None]:
 
 class TestOneEndpointTwoBackends:
     async def test_both_eras_list_the_merged_catalog_and_call_each_backend_with_its_credential(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self,
+        tmp_path: Path,
+        aiohttp_server: ServerFactory,
+        monkeypatch: pytest.MonkeyPatch,
+        log_events: list[MutableMapping[str, Any]],
     ) -> None:
         audit = tmp_path / "audit.jsonl"
         gateway = {"audit": {"sink": "file", "path": str(audit)}}
-        with structlog.testing.capture_logs() as logs:
-            async with federated_stack(
-                tmp_path, aiohttp_server, monkeypatch, gateway=gateway
-            ) as fed:
-                token = fed.token()
-                # A modern client: one merged, sorted list, validated against the schema.
-                status, _, envelope = await fed.modern(token, "tools/list")
-                assert status == 200
-                validate_response(MODERN, envelope, "tools/list")
-                assert [t["name"] for t in envelope["result"]["tools"]] == MERGED
-                # A legacy client sees the same list.
-                await fed.legacy_initialize(token)
-                status, envelope = await fed.legacy(token, "tools/list")
-                assert status == 200
-                validate_response(LEGACY, envelope, "tools/list")
-                assert [t["name"] for t in envelope["result"]["tools"]] == MERGED
+        async with federated_stack(tmp_path, aiohttp_server, monkeypatch, gateway=gateway) as fed:
+            token = fed.token()
+            # A modern client: one merged, sorted list, validated against the schema.
+            status, _, envelope = await fed.modern(token, "tools/list")
+            assert status == 200
+            validate_response(MODERN, envelope, "tools/list")
+            assert [t["name"] for t in envelope["result"]["tools"]] == MERGED
+            # A legacy client sees the same list.
+            await fed.legacy_initialize(token)
+            status, envelope = await fed.legacy(token, "tools/list")
+            assert status == 200
+            validate_response(LEGACY, envelope, "tools/list")
+            assert [t["name"] for t in envelope["result"]["tools"]] == MERGED
 
-                # Each client calls a tool on each backend.
-                calls = [
-                    ("modern", "docs__search", "m-docs"),
-                    ("modern", "tickets__create", "m-tickets"),
-                    ("legacy", "docs__echo", "l-docs"),
-                    ("legacy", "tickets__echo", "l-tickets"),
-                ]
-                for era, tool, text in calls:
-                    params = {"name": tool, "arguments": {"text": text}}
-                    if era == "modern":
-                        status, _, envelope = await fed.modern_call(token, tool, {"text": text})
-                        validate_response(MODERN, envelope, "tools/call")
-                    else:
-                        status, envelope = await fed.legacy(token, "tools/call", params)
-                        validate_response(LEGACY, envelope, "tools/call")
-                    assert status == 200, envelope
-                    assert envelope["result"]["isError"] is False
-                    assert _text(envelope) == json.dumps({"text": text})
-                metrics = await fed.metrics()
+            # Each client calls a tool on each backend.
+            calls = [
+                ("modern", "docs__search", "m-docs"),
+                ("modern", "tickets__create", "m-tickets"),
+                ("legacy", "docs__echo", "l-docs"),
+                ("legacy", "tickets__echo", "l-tickets"),
+            ]
+            for era, tool, text in calls:
+                params = {"name": tool, "arguments": {"text": text}}
+                if era == "modern":
+                    status, _, envelope = await fed.modern_call(token, tool, {"text": text})
+                    validate_response(MODERN, envelope, "tools/call")
+                else:
+                    status, envelope = await fed.legacy(token, "tools/call", params)
+                    validate_response(LEGACY, envelope, "tools/call")
+                assert status == 200, envelope
+                assert envelope["result"]["isError"] is False
+                assert _text(envelope) == json.dumps({"text": text})
+            metrics = await fed.metrics()
 
         # Each upstream saw only calls to its own tools, under their own names...
         docs_calls = [r.json["params"] for r in fed.docs.calls("tools/call")]
@@ -142,7 +143,7 @@ class TestOneEndpointTwoBackends:
             ("docs__echo", "docs", "ok"),
             ("tickets__echo", "tickets", "ok"),
         ]
-        access = [line for line in logs if line["event"] == "mcp.request"]
+        access = [line for line in log_events if line["event"] == "mcp.request"]
         assert [line["backend"] for line in access if line["method"] == "tools/call"] == [
             "docs",
             "tickets",
@@ -150,7 +151,7 @@ class TestOneEndpointTwoBackends:
             "tickets",
         ]
         assert {line["backend"] for line in access if line["method"] == "tools/list"} == {None}
-        assert token not in audit.read_text() + repr(logs) + metrics
+        assert token not in audit.read_text() + repr(log_events) + metrics
         # Backend metrics are labelled by backend name.
         assert (
             _sample(
@@ -320,7 +321,11 @@ class _ListsSecond(LegacyUpstream):
 
 class TestCollisions:
     async def test_a_runtime_collision_hides_both_tools_with_a_warning_and_a_metric(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self,
+        tmp_path: Path,
+        aiohttp_server: ServerFactory,
+        monkeypatch: pytest.MonkeyPatch,
+        log_events: list[MutableMapping[str, Any]],
     ) -> None:
         # tickets has the empty prefix (allowed once): its docs__search collides with docs'
         # search, its docs__ghost lies inside docs' namespace; plain is its own.
@@ -334,35 +339,34 @@ class TestCollisions:
             tools=[echo_tool("docs__search"), echo_tool("docs__ghost"), echo_tool("plain")],
         )
         policy = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*': {scopes: []}\n"
-        with structlog.testing.capture_logs() as logs:
-            async with federated_stack(
-                tmp_path,
-                aiohttp_server,
-                monkeypatch,
-                docs=docs,
-                tickets=tickets,
-                backends={"tickets": {"prefix": ""}},
-                policy=policy,
-            ) as fed:
-                token = fed.token()
-                assert await fed.listed(token) == ["docs__x", "plain"]
-                assert await fed.listed(token, era="legacy") == ["docs__x", "plain"]
-                for hidden in ("docs__search", "docs__ghost"):
-                    status, _, envelope = await fed.modern_call(token, hidden, {"text": "?"})
-                    assert (status, envelope["error"]["code"]) == (400, -32602)
-                status, _, envelope = await fed.modern_call(token, "plain", {"text": "ok"})
-                assert status == 200 and _text(envelope) == '{"text": "ok"}'
-                metrics = await fed.metrics()
-                _, ready = await fed.readyz()
+        async with federated_stack(
+            tmp_path,
+            aiohttp_server,
+            monkeypatch,
+            docs=docs,
+            tickets=tickets,
+            backends={"tickets": {"prefix": ""}},
+            policy=policy,
+        ) as fed:
+            token = fed.token()
+            assert await fed.listed(token) == ["docs__x", "plain"]
+            assert await fed.listed(token, era="legacy") == ["docs__x", "plain"]
+            for hidden in ("docs__search", "docs__ghost"):
+                status, _, envelope = await fed.modern_call(token, hidden, {"text": "?"})
+                assert (status, envelope["error"]["code"]) == (400, -32602)
+            status, _, envelope = await fed.modern_call(token, "plain", {"text": "ok"})
+            assert status == 200 and _text(envelope) == '{"text": "ok"}'
+            metrics = await fed.metrics()
+            _, ready = await fed.readyz()
 
-                # A collision that appears at runtime (a refresh) hides the new pair too.
-                tickets.tools.append(echo_tool("docs__x"))
-                assert await _member(fed, "tickets").refresh()
-                assert await fed.listed(token) == ["plain"]
-                later = await fed.metrics()
+            # A collision that appears at runtime (a refresh) hides the new pair too.
+            tickets.tools.append(echo_tool("docs__x"))
+            assert await _member(fed, "tickets").refresh()
+            assert await fed.listed(token) == ["plain"]
+            later = await fed.metrics()
         assert docs.calls("tools/call") == []
         assert [r.json["params"]["name"] for r in tickets.calls("tools/call")] == ["plain"]
-        warnings = [line for line in logs if line["event"] == "backend_tool_collision"]
+        warnings = [line for line in log_events if line["event"] == "backend_tool_collision"]
         assert [(w["tool"], w["backends"], w["reason"], w["log_level"]) for w in warnings] == [
             ("docs__ghost", ["tickets", "docs"], "prefix", "warning"),
             ("docs__search", ["docs", "tickets"], "same_name", "warning"),
@@ -621,22 +625,23 @@ tools:
         assert [r.json["params"]["name"] for r in tickets.calls("tools/call")] == ["create"]
 
     async def test_a_rule_no_backend_can_match_is_logged_at_startup_and_after_a_reload(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self,
+        tmp_path: Path,
+        aiohttp_server: ServerFactory,
+        monkeypatch: pytest.MonkeyPatch,
+        log_events: list[MutableMapping[str, Any]],
     ) -> None:
         # Issue 32 item 6: a rule for a backend prefix nobody has was found only at runtime.
         policy = FEDERATED_POLICY + "  wiki__search: {scopes: []}\n"
-        with structlog.testing.capture_logs() as logs:
-            async with federated_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as fed:
-                startup = [e["detail"] for e in logs if e["event"] == "policy.rule_unreachable"]
-                status, _, envelope = await fed.modern_call(fed.token(), "wiki__search")
-                assert (status, envelope["error"]["code"]) == (400, -32602)
-                # A reload that changes the set is checked again.
-                (tmp_path / "policy.yaml").write_text(
-                    FEDERATED_POLICY + '  "wiki*": {scopes: []}\n'
-                )
-                assert fed.stack.server.services.reload_policy is not None
-                fed.stack.server.services.reload_policy()
-                reloaded = [e["detail"] for e in logs if e["event"] == "policy.rule_unreachable"]
+        async with federated_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as fed:
+            startup = [e["detail"] for e in log_events if e["event"] == "policy.rule_unreachable"]
+            status, _, envelope = await fed.modern_call(fed.token(), "wiki__search")
+            assert (status, envelope["error"]["code"]) == (400, -32602)
+            # A reload that changes the set is checked again.
+            (tmp_path / "policy.yaml").write_text(FEDERATED_POLICY + '  "wiki*": {scopes: []}\n')
+            assert fed.stack.server.services.reload_policy is not None
+            fed.stack.server.services.reload_policy()
+            reloaded = [e["detail"] for e in log_events if e["event"] == "policy.rule_unreachable"]
         file = tmp_path / "policy.yaml"
         never = "can never match: no configured backend advertises such a name"
         shown = "(prefixes: 'docs__', 'tickets__')"
