@@ -34,7 +34,7 @@ from gateway.outbound.http1 import Http1Pool
 from gateway.outbound.http1_codec import Http1Error
 from gateway.outbound.responses import DEFAULT_MAX_BODY, BodyReader, Response, StreamingResponse
 
-__all__ = ["Destination", "Outbound", "post_json_once"]
+__all__ = ["Destination", "Outbound", "post_json_once", "server_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,9 +129,9 @@ class Outbound:
         deadline = time.monotonic() + timeout_s
         with spans.child(span, kind="client") if span is not None else spans.NO_SPAN as traced:
             if traced is not spans.NO_SPAN:
-                parts = urlsplit(url)
-                traced.set("server.address", parts.hostname or "")
-                traced.set("server.port", parts.port or (443 if parts.scheme == "https" else 80))
+                host, port = server_of(url)
+                traced.set("server.address", host)
+                traced.set("server.port", port)
                 traced.set("http.request.method", method)
             async with self.stream(
                 destination,
@@ -238,6 +238,13 @@ async def _send_lean(
             raise OutboundInvalidRequest(str(exc)) from None
         raise OutboundConnectionError("connection failed") from exc
     return BodyReader(lean=response)
+
+
+def server_of(url: str) -> tuple[str, int]:
+    """The host and port a URL's requests go to (a span's ``server.address``/``server.port``):
+    the scheme's default port where the URL names none."""
+    parts = urlsplit(url)
+    return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
 
 
 async def post_json_once(

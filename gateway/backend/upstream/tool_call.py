@@ -14,7 +14,6 @@ import itertools
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from gateway.backend.credentials.caller_assertion import AssertionSigner
 from gateway.backend.credentials.service_credential import ServiceCredential
@@ -41,6 +40,7 @@ from gateway.errors import MissingClientCapability
 from gateway.observability import spans
 from gateway.observability.logging import get_logger
 from gateway.observability.metric_labels import BackendOutcome
+from gateway.outbound.client import server_of
 from gateway.protocol.capabilities import known_capabilities
 from gateway.protocol.input_required import InvalidInputRequired
 from gateway.protocol.results import tool_error_result
@@ -90,8 +90,7 @@ class UpstreamToolCall:
         self._max_state_bytes = max_state_bytes
         self._on_stale_catalog = on_stale_catalog
         self._progress_ids = itertools.count(1)
-        url = urlsplit(settings.url)
-        self._address = (url.hostname or "", url.port or (443 if url.scheme == "https" else 80))
+        self._address = server_of(settings.url)
 
     async def call(
         self,
