@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from cryptography.exceptions import InvalidTag
@@ -38,8 +39,11 @@ from gateway.config import SealKey
 __all__ = [
     "ENVELOPE_OVERHEAD",
     "VERSION",
+    "ClaimField",
     "EnvelopeError",
     "SealRing",
+    "claims_from_wire",
+    "claims_to_wire",
     "envelope_chars",
     "opened_claim",
 ]
@@ -69,6 +73,33 @@ def opened_claim(value: Any, kind: type[_T]) -> _T:
     if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
         raise TypeError("claim type")
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimField:
+    """One claim of a sealed value: its attribute, its name on the wire, its type (``None``
+    allowed where ``optional``)."""
+
+    attribute: str
+    wire: str
+    kind: type
+    optional: bool = False
+
+
+def claims_to_wire(claims: object, fields: Sequence[ClaimField]) -> dict[str, Any]:
+    """The wire members of ``claims`` (a dataclass) for ``fields``."""
+    return {field.wire: getattr(claims, field.attribute) for field in fields}
+
+
+def claims_from_wire(obj: Mapping[str, Any], fields: Sequence[ClaimField]) -> dict[str, Any]:
+    """Attribute -> value of ``fields`` read back from an opened envelope's object, each
+    checked (:func:`opened_claim`); raises ``KeyError`` or ``TypeError``."""
+    return {
+        field.attribute: None
+        if field.optional and obj[field.wire] is None
+        else opened_claim(obj[field.wire], field.kind)
+        for field in fields
+    }
 
 
 class EnvelopeError(ValueError):

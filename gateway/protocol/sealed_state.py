@@ -34,7 +34,15 @@ from gateway.config.input_requests import MAX_CLAIMS_BYTES, max_sealed_chars
 from gateway.errors import InvalidRequestState
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import canonical
-from gateway.sealing import VERSION, EnvelopeError, SealRing, opened_claim
+from gateway.sealing import (
+    VERSION,
+    ClaimField,
+    EnvelopeError,
+    SealRing,
+    claims_from_wire,
+    claims_to_wire,
+    opened_claim,
+)
 
 __all__ = [
     "VERSION",
@@ -171,19 +179,26 @@ class Sealer:
         return _parse_claims(plaintext)
 
 
+_FIELDS: Final = (
+    ClaimField("subject", "sub", str),
+    ClaimField("issuer", "iss", str),
+    ClaimField("client_id", "cid", str, optional=True),
+    ClaimField("tool", "tool", str),
+    ClaimField("backend", "be", str),
+    ClaimField("arguments", "args", str),
+    ClaimField("policy_version", "pv", str),
+    ClaimField("issued_at", "iat", int),
+    ClaimField("expires_at", "exp", int),
+    ClaimField("round", "r", int),
+)
+"""The claims written as they are; the requests, the state's presence, the consent and
+approval marks are written and read below."""
+
+
 def _claims_object(claims: Claims) -> dict[str, Any]:
     return {
         "v": VERSION,
-        "sub": claims.subject,
-        "iss": claims.issuer,
-        "cid": claims.client_id,
-        "tool": claims.tool,
-        "be": claims.backend,
-        "args": claims.arguments,
-        "pv": claims.policy_version,
-        "iat": claims.issued_at,
-        "exp": claims.expires_at,
-        "r": claims.round,
+        **claims_to_wire(claims, _FIELDS),
         "req": dict(claims.requests),
         "st": claims.state is not None,
         **({"c": True} if claims.consent else {}),
@@ -197,20 +212,10 @@ def _parse_claims(plaintext: bytes) -> Claims:
     try:
         obj = loads(body)
         decoded_state = state.decode("utf-8", "surrogatepass") if sep else None
+        requests = opened_claim(obj["req"], dict)
         claims = Claims(
-            subject=opened_claim(obj["sub"], str),
-            issuer=opened_claim(obj["iss"], str),
-            client_id=None if obj["cid"] is None else opened_claim(obj["cid"], str),
-            tool=opened_claim(obj["tool"], str),
-            backend=opened_claim(obj["be"], str),
-            arguments=opened_claim(obj["args"], str),
-            policy_version=opened_claim(obj["pv"], str),
-            issued_at=opened_claim(obj["iat"], int),
-            expires_at=opened_claim(obj["exp"], int),
-            round=opened_claim(obj["r"], int),
-            requests={
-                str(k): opened_claim(v, str) for k, v in opened_claim(obj["req"], dict).items()
-            },
+            **claims_from_wire(obj, _FIELDS),
+            requests={str(k): opened_claim(v, str) for k, v in requests.items()},
             state=decoded_state,
             consent=obj.get("c") is True,
             approval=None if obj.get("ap") is None else opened_claim(obj["ap"], str),

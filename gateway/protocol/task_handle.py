@@ -31,7 +31,14 @@ from typing import Final
 from gateway.config import SealKey
 from gateway.jsonkit.read import loads
 from gateway.jsonkit.write import canonical
-from gateway.sealing import EnvelopeError, SealRing, envelope_chars, opened_claim
+from gateway.sealing import (
+    ClaimField,
+    EnvelopeError,
+    SealRing,
+    claims_from_wire,
+    claims_to_wire,
+    envelope_chars,
+)
 from gateway.seams import HandleRefusal, Principal
 
 __all__ = [
@@ -86,6 +93,18 @@ class TaskClaims:
     """At least the task's ``ttlMs`` after creation, at most ``tasks.max_ttl_s``."""
 
 
+_FIELDS: Final = (
+    ClaimField("backend", "be", str),
+    ClaimField("upstream_id", "up", str),
+    ClaimField("issuer", "iss", str),
+    ClaimField("subject", "sub", str),
+    ClaimField("client_id", "cid", str, optional=True),
+    ClaimField("tool", "tool", str),
+    ClaimField("issued_at", "iat", int),
+    ClaimField("expires_at", "exp", int),
+)
+
+
 def handle_digest(handle: str) -> str:
     """32 hex digits of SHA-256(handle): links a task's audit events and keys its poll budget
     without writing the handle itself."""
@@ -113,19 +132,7 @@ class TaskHandles:
 
     def seal(self, claims: TaskClaims) -> str:
         """A fresh handle for ``claims``; raises :class:`HandleTooLarge` past the bound."""
-        body = canonical(
-            {
-                "v": VERSION,
-                "be": claims.backend,
-                "up": claims.upstream_id,
-                "iss": claims.issuer,
-                "sub": claims.subject,
-                "cid": claims.client_id,
-                "tool": claims.tool,
-                "iat": claims.issued_at,
-                "exp": claims.expires_at,
-            }
-        )
+        body = canonical({"v": VERSION, **claims_to_wire(claims, _FIELDS)})
         if len(body) > MAX_CLAIMS_BYTES:
             raise HandleTooLarge("task handle claims over MAX_CLAIMS_BYTES")
         return PREFIX + self._ring.seal(body)
@@ -146,16 +153,7 @@ def _parse(plaintext: bytes) -> TaskClaims:
     # Only the gateway can produce an authentic plaintext; still, read it defensively.
     try:
         obj = loads(plaintext)
-        claims = TaskClaims(
-            backend=opened_claim(obj["be"], str),
-            upstream_id=opened_claim(obj["up"], str),
-            issuer=opened_claim(obj["iss"], str),
-            subject=opened_claim(obj["sub"], str),
-            client_id=None if obj["cid"] is None else opened_claim(obj["cid"], str),
-            tool=opened_claim(obj["tool"], str),
-            issued_at=opened_claim(obj["iat"], int),
-            expires_at=opened_claim(obj["exp"], int),
-        )
+        claims = TaskClaims(**claims_from_wire(obj, _FIELDS))
         if obj["v"] != VERSION:
             raise ValueError("claims version")
     except (ValueError, KeyError, TypeError):
