@@ -36,7 +36,7 @@ from gateway.jsonkit.write import canonical, plain_copy
 from gateway.observability.metric_labels import GUARDRAIL_VERDICTS
 from gateway.observability.metrics import Metrics
 from gateway.protocol.input_required import check_input_responses
-from gateway.seams import GuardedContent, Principal, RequestContext
+from gateway.seams import Asking, GuardedContent, RequestContext
 
 __all__ = ["GUARDRAILS_KEY", "MAX_RECORDS", "ContentChecks", "GuardrailChain", "Validator"]
 
@@ -89,14 +89,9 @@ class GuardrailChain:
                         self._counters[key] = metrics.guardrails.verdicts_total.labels(*key)
 
     async def check(
-        self,
-        names: tuple[str, ...],
-        content: GuardedContent,
-        principal: Principal,
-        ctx: RequestContext,
-        deadline: float,
+        self, names: tuple[str, ...], content: GuardedContent, asking: Asking
     ) -> Mapping[str, Any] | None:
-        current, changed = content, False
+        ctx, current, changed = asking.ctx, content, False
         for name in names:
             processor = self._processors.get(name)
             if processor is None:  # a policy loaded without the names checked (never served)
@@ -104,8 +99,10 @@ class GuardrailChain:
                 raise GuardrailDenied(guardrail=name, verdict="unavailable")
             if content.check not in processor.checks:
                 continue
-            body = message(current, principal, claims=processor.claims, request_id=ctx.request_id)
-            verdict = await processor.ask(body, current, deadline, ctx.request_id)
+            body = message(
+                current, asking.principal, claims=processor.claims, request_id=ctx.request_id
+            )
+            verdict = await processor.ask(body, current, asking.deadline, ctx.request_id)
             if isinstance(verdict, str):  # no verdict to be had
                 if processor.fails_open:
                     self._note(ctx, name, content, "error", fallback=True)

@@ -110,9 +110,7 @@ class GuardGate:
             tool=shown.tool,
         )
         try:
-            return await self._guardrails.check(
-                names, guarded, turn.principal, turn.ctx, turn.deadline
-            )
+            return await self._guardrails.check(names, guarded, turn)
         except GuardrailDenied:
             self._refused(turn, decision)
             raise

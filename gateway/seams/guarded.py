@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
 
 from gateway.seams.backends import ToolDef
-from gateway.seams.callers import Principal
 
 if TYPE_CHECKING:
-    from gateway.seams.requests import RequestContext
+    from gateway.seams.requests import Asking
 
 __all__ = ["GUARDED_CHECKS", "GuardedCheck", "GuardedContent", "Guardrails"]
 
@@ -60,18 +59,13 @@ class Guardrails(Protocol):
     and a rule that names processors cannot be loaded (the policy loader checks the names)."""
 
     async def check(
-        self,
-        names: tuple[str, ...],
-        content: GuardedContent,
-        principal: Principal,
-        ctx: RequestContext,
-        deadline: float,
+        self, names: tuple[str, ...], content: GuardedContent, asking: Asking
     ) -> Mapping[str, Any] | None:
         """Show ``content`` to each processor of ``names`` that does ``content.check``, in
         order, each one the previous one's change. None when all passed it unchanged; else the
         changed content, already valid for its kind (arguments against the tool's
         ``inputSchema``, a result through the backend layer's result checks, an answer through
         the input-request answer checks). Raises ``GuardrailDenied``. Records each verdict (the
-        processor, the check, the verdict; never content) in ``ctx.extra["guardrails"]``.
-        ``deadline``: monotonic instant."""
+        processor, the check, the verdict; never content) in ``asking.ctx.extra
+        ["guardrails"]``; asks by ``asking.deadline``."""
         ...
