@@ -8,7 +8,8 @@ until it is approved, in the form their client can follow (the consent answers' 
   the record (:meth:`~gateway.http.methods.input_rounds.InputRounds.consent_round`). The retry
   runs the call only when that record is for this very call (caller, backend, tool, arguments,
   policy version, catalog pin) and approved; it waits up to ``approvals.wait_s`` for the
-  decision (a client retries once the person agreed to open the link), then asks again. The
+  decision (a client retries once the person agreed to open the link), then asks again; a
+  declined or cancelled round is a tool error (the record stays for the same call). The
   answer's content is never evidence: a form-mode answer (``content``) is ``approval_refused``.
 * **2025-11-25**: ``approval_required`` (``-32042``) with that URL elicitation.
 * **Every other client**: a tool error naming the page; the same call, made again once it is
@@ -103,7 +104,11 @@ class ApprovalAnswers:
                 raise ApprovalRefused("form_answer", detail="a form answer is no approval")
             ticket = await approvals.find(resume.approval, binding)
             action = answer.get("action") if isinstance(answer, Mapping) else None
-            if ticket.state == "pending" and action == "accept":
+            if ticket.state == "pending" and action != "accept":  # declined or cancelled
+                ctx.outcome = "input_refused"
+                result = tool_error_result(f"The call of {tool.name} was not approved.")
+                return shape_call_result(result, era=message.era, server=self._server)
+            if ticket.state == "pending":
                 timeout = min(self._wait_s, turn.deadline - time.monotonic() - ANSWER_MARGIN_S)
                 if timeout > 0:
                     ticket = await approvals.wait(ticket, timeout)

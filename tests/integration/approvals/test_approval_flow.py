@@ -125,6 +125,12 @@ async def test_a_retry_waits_for_the_decision_and_asks_again_while_pending(
     again = result_of(text)  # still pending after approvals.wait_s: the same link again
     assert status == 200 and again["resultType"] == "input_required"
     assert link_of(again) == link_of(first) and stack.runs("wipe") == []
+    status, _, text = await stack.retry(
+        "alice", "wipe", ARGS, again["requestState"], {"action": "decline"}
+    )
+    declined = result_of(text)
+    assert declined["isError"] is True and "was not approved" in declined["content"][0]["text"]
+    assert stack.runs("wipe") == []
 
 
 @pytest.mark.row("approval_refused")
