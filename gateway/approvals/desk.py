@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Final
 
 from gateway.approvals.records import RecordBody, binding_digest, redacted_preview
 from gateway.approvals.webhook import ApprovalWebhook
@@ -34,7 +34,7 @@ from gateway.errors import (
 from gateway.login.cookies import random_token
 from gateway.login.person import BrowserIdentity
 from gateway.observability.approval_events import ApprovalAudit
-from gateway.seams import ApprovalBinding, ApprovalRule, ApprovalTicket, Principal
+from gateway.seams import ApprovalBinding, ApprovalTicket, HeldCall
 from gateway.state.approval_records import ApprovalStore, StoredApproval
 from gateway.state.store import StoreUnavailable
 
@@ -107,15 +107,8 @@ class ApprovalDesk:
 
     # --- the front door (the seam) ---------------------------------------------------------
 
-    async def request(
-        self,
-        binding: ApprovalBinding,
-        rule: ApprovalRule,
-        arguments: Mapping[str, Any],
-        principal: Principal,
-        request_id: str,
-    ) -> ApprovalTicket:
-        key = binding_digest(binding)
+    async def request(self, held: HeldCall, request_id: str) -> ApprovalTicket:
+        key = binding_digest(held.binding)
         try:
             found = await self._store.by_binding(key)
             if found is not None:
@@ -125,21 +118,14 @@ class ApprovalDesk:
                 if record is not None and record.state == "denied":
                     await self._store.forget(key, record.id)  # told once; the next call asks
                     return self._ticket(record)
-            return await self._create(key, binding, rule, arguments, request_id)
+            return await self._create(key, held, request_id)
         except StoreUnavailable:
             raise ApprovalUnavailable(retry_after=RETRY_AFTER_S, detail="store") from None
 
-    async def _create(
-        self,
-        key: str,
-        binding: ApprovalBinding,
-        rule: ApprovalRule,
-        arguments: Mapping[str, Any],
-        request_id: str,
-    ) -> ApprovalTicket:
-        now = int(self._clock())
+    async def _create(self, key: str, held: HeldCall, request_id: str) -> ApprovalTicket:
+        binding, rule, now = held.binding, held.rule, int(self._clock())
         body = RecordBody(
-            binding, rule, redacted_preview(arguments, rule.redact), now, now + rule.ttl_s
+            binding, rule, redacted_preview(held.arguments, rule.redact), now, now + rule.ttl_s
         )
         while True:  # 256 random bits: a collision would only cost another draw
             record = StoredApproval(

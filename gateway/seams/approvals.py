@@ -10,8 +10,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal, Protocol
 
-from gateway.seams.callers import Principal
-
 __all__ = [
     "DEFAULT_APPROVAL_TTL_S",
     "SELF",
@@ -20,6 +18,7 @@ __all__ = [
     "ApprovalState",
     "ApprovalTicket",
     "Approvals",
+    "HeldCall",
 ]
 
 SELF: Final = "self"
@@ -65,6 +64,17 @@ class ApprovalBinding:
 
 
 @dataclass(frozen=True, slots=True)
+class HeldCall:
+    """One call a rule holds until a person approves it: what a new request record is made of."""
+
+    binding: ApprovalBinding
+    rule: ApprovalRule
+    arguments: Mapping[str, Any]
+    """The caller's arguments (``binding.arguments`` is their digest); the page previews them
+    with the rule's ``redact`` applied."""
+
+
+@dataclass(frozen=True, slots=True)
 class ApprovalTicket:
     """One approval record as the front door sees it."""
 
@@ -80,17 +90,11 @@ class ApprovalTicket:
 
 
 class Approvals(Protocol):
-    async def request(
-        self,
-        binding: ApprovalBinding,
-        rule: ApprovalRule,
-        arguments: Mapping[str, Any],
-        principal: Principal,
-        request_id: str,
-    ) -> ApprovalTicket:
-        """The binding's live record (pending or approved), else a new pending one (audited
-        ``approval_requested``, approvers told by the webhook). A denied record is handed back
-        once (then forgotten: the next call asks again). Raises ``ApprovalUnavailable``."""
+    async def request(self, held: HeldCall, request_id: str) -> ApprovalTicket:
+        """The live record of ``held.binding`` (pending or approved), else a new pending one
+        (audited ``approval_requested``, approvers told by the webhook). A denied record is
+        handed back once (then forgotten: the next call asks again). Raises
+        ``ApprovalUnavailable``."""
         ...
 
     async def find(self, record_id: str, binding: ApprovalBinding) -> ApprovalTicket:

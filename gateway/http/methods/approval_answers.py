@@ -40,6 +40,7 @@ from gateway.seams import (
     ApprovalRule,
     Approvals,
     ApprovalTicket,
+    HeldCall,
     Resume,
     ToolDef,
 )
@@ -113,9 +114,8 @@ class ApprovalAnswers:
                 if timeout > 0:
                     ticket = await approvals.wait(ticket, timeout)
         else:
-            ticket = await approvals.request(
-                binding, rule, message.arguments or {}, principal, ctx.request_id
-            )
+            held = HeldCall(binding, rule, message.arguments or {})
+            ticket = await approvals.request(held, ctx.request_id)
         if ticket.state == "approved":
             if await approvals.consume(ticket, ctx.request_id):
                 ctx.extra[APPROVAL_EXTRA] = ticket
