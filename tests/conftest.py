@@ -165,3 +165,14 @@ def json_log() -> Iterator[io.StringIO]:
 @pytest.fixture
 def out(capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> Printed:
     return Printed(capfd, caplog)
+
+
+@pytest.fixture
+def leaks(
+    capfd: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
+    log_events: list[MutableMapping[str, Any]],
+) -> Printed:
+    """Everywhere a leak could show: what ``out`` sees and the structlog events (``.events``,
+    which then do not reach stdout)."""
+    return Printed(capfd, caplog, log_events)

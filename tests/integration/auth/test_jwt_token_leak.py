@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import MutableMapping
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote_plus
 
 import pytest
@@ -39,11 +37,7 @@ def forms(token: str) -> list[str]:
 
 
 async def test_no_jwt_outcome_leaks_the_token(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    out: Printed,
-    log_events: list[MutableMapping[str, Any]],
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, leaks: Printed
 ) -> None:
     monkeypatch.setenv("LEAK_ADMIN_TOKEN", ADMIN)
     seen: list[str] = []
@@ -100,13 +94,13 @@ async def test_no_jwt_outcome_leaks_the_token(
 
     statuses = {line.split(" ", 1)[0] for line in seen if line[:3].isdigit()}
     assert {"200", "401", "503"} <= statuses, seen
-    assert log_events, "structlog capture saw no log_events; the test would prove nothing"
-    output = out.written()
+    assert leaks.events, "structlog capture saw no leaks.events; the test would prove nothing"
+    output = leaks.written()
     assert '"event":"tool_call"' in output and '"auth_method":"jwt"' in output
     haystacks = {
-        "structlog log_events": repr(log_events),
+        "structlog leaks.events": repr(leaks.events),
         "stdout/stderr (audit trail)": output,
-        "stdlib logs": out.logged(),
+        "stdlib logs": leaks.logged(),
         "responses": "\n".join(seen),
         "metrics": metrics,
     }

@@ -13,7 +13,6 @@ only in requests to the backend (and its answer from the issuer's token endpoint
 from __future__ import annotations
 
 import base64
-from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote_plus
@@ -35,11 +34,7 @@ def _forms(token: str) -> list[str]:
 
 
 async def test_the_callers_token_goes_only_to_its_issuer(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    out: Printed,
-    log_events: list[MutableMapping[str, Any]],
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, leaks: Printed
 ) -> None:
     monkeypatch.setenv("LEAK_ADMIN", ADMIN)
     outbound: list[tuple[str, str]] = []  # (url, everything sent)
@@ -107,7 +102,7 @@ async def test_the_callers_token_goes_only_to_its_issuer(
     statuses = {line[:3] for line in seen}
     assert {"200", "401", "403", "503"} <= statuses, seen
     assert len(exchanged) >= 2  # the re-exchange after the upstream's 401 happened
-    output = out.written()
+    output = leaks.written()
     assert '"event":"tool_call"' in output and '"exchange":' in output
     # Positive control: the capture sees the caller's token where it must go.
     to_issuer = [sent for url, sent in outbound if url.startswith(issuer)]
@@ -116,9 +111,9 @@ async def test_the_callers_token_goes_only_to_its_issuer(
     assert any(token in elsewhere for token in exchanged)  # the backend got its tokens
     haystacks = {
         "outbound requests not to the issuer": elsewhere,
-        "structlog log_events": repr(log_events),
+        "structlog leaks.events": repr(leaks.events),
         "stdout/stderr (audit trail)": output,
-        "stdlib logs": out.logged(),
+        "stdlib logs": leaks.logged(),
         "responses": "\n".join(seen),
         "metrics": metrics,
         "what the upstream received": received,
@@ -128,7 +123,7 @@ async def test_the_callers_token_goes_only_to_its_issuer(
             for form in _forms(token):
                 assert form not in text, f"the caller's token leaked into {where}"
     for where in (
-        "structlog log_events",
+        "structlog leaks.events",
         "stdout/stderr (audit trail)",
         "stdlib logs",
         "metrics",

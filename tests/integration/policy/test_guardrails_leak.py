@@ -13,7 +13,6 @@ metrics are searched for each marker.
 from __future__ import annotations
 
 import json
-from collections.abc import MutableMapping
 from pathlib import Path
 from typing import Any
 
@@ -53,11 +52,7 @@ def _decide(message: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    out: Printed,
-    log_events: list[MutableMapping[str, Any]],
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, leaks: Printed
 ) -> None:
     upstream = ModernUpstream(
         tools=[echo_tool("echo")],
@@ -111,13 +106,13 @@ async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
     assert any(ARGUMENT in json.dumps(seen.body) for seen in g.seen)
     assert CHANGED in received and ARGUMENT not in received
     assert CHANGED in answers[0] and REASON in answers[1] and CHANGED in answers[3]
-    output = out.written()
+    output = leaks.written()
     assert '"event":"tool_call"' in output and '"guardrails":' in output
     assert '"arguments":{"text":"string"}' in output  # log_arguments: the shape only
     haystacks = {
-        "structlog log_events": repr(log_events),
+        "structlog leaks.events": repr(leaks.events),
         "stdout/stderr (access lines, audit trail)": output,
-        "stdlib logs": out.logged(),
+        "stdlib logs": leaks.logged(),
         "metrics": metrics,
     }
     for where, text in haystacks.items():

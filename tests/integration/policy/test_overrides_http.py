@@ -119,11 +119,7 @@ def check_listing(tools: dict[str, Any]) -> None:
 
 
 async def test_overrides_reach_listing_and_calls_in_both_eras(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
-    out: Printed,
-    log_events: list[MutableMapping[str, Any]],
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, leaks: Printed
 ) -> None:
     upstream = ModernUpstream(tools=upstream_tools())
     audit = tmp_path / "audit.jsonl"
@@ -179,13 +175,13 @@ async def test_overrides_reach_listing_and_calls_in_both_eras(
     # SECURITY: the client's token reaches neither the upstream nor any log, audit or metric.
     haystacks = {
         "upstream": repr([(dict(r.headers), r.body) for r in upstream.requests]),
-        "structlog": repr(log_events),
-        "stdout/stderr": out.written(),
-        "stdlib logs": out.logged(),
+        "structlog": repr(leaks.events),
+        "stdout/stderr": leaks.written(),
+        "stdlib logs": leaks.logged(),
         "audit": audit.read_text(),
         "metrics": metrics,
     }
-    assert log_events
+    assert leaks.events
     for where, text in haystacks.items():
         assert token not in text, f"token leaked into {where}"
 
