@@ -23,7 +23,7 @@ from gateway.app import GatewayServer
 from gateway.config import Config
 from gateway.dev.demo_backend import DemoBackend
 from gateway.dev.dev_issuer import DevIssuer
-from tests.support.mcp_client import McpTestClient
+from tests.support.mcp_client import McpTestClient, legacy_initialize_body
 from tests.support.serve_process import gateway_config, write_config
 from tests.support.wired import wired_gateway
 
@@ -205,16 +205,7 @@ async def test_the_client_token_never_reaches_logs_metrics_audit_error_bodies_or
         # Legacy era and a token in the query string as well.
         status, headers, text = await stack.post(
             writer,
-            {
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-06-18",
-                    "capabilities": {},
-                    "clientInfo": {"name": "t", "version": "1"},
-                },
-            },
+            legacy_initialize_body("2025-06-18", rid=1),
         )
         bodies.append(text)
         async with stack.session.post(

@@ -87,11 +87,11 @@ def legacy_headers(token: str | None, version: str = LEGACY) -> dict[str, str]:
 
 
 def legacy_initialize_body(
-    version: str = LEGACY, capabilities: Mapping[str, Any] | None = None
+    version: str = LEGACY, capabilities: Mapping[str, Any] | None = None, *, rid: int = 0
 ) -> dict[str, Any]:
     return {
         "jsonrpc": "2.0",
-        "id": 0,
+        "id": rid,
         "method": "initialize",
         "params": {
             "protocolVersion": version,

@@ -12,7 +12,7 @@ import pytest
 from gateway.dev.demo_backend import DemoBackend
 from tests.integration.dev.conftest import SERVICE_TOKEN
 from tests.support.dev_http import HttpClient, http_client
-from tests.support.mcp_client import modern_body, modern_headers
+from tests.support.mcp_client import legacy_initialize_body, modern_body, modern_headers
 from tests.support.schemas import validate_response
 
 MODERN = "2026-07-28"
@@ -201,16 +201,7 @@ class TestLegacyEra:
     async def test_initialize_negotiates_without_a_session(
         self, backend: DemoBackend, http: HttpClient, requested: str, answered: str
     ) -> None:
-        body = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": requested,
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
+        body = legacy_initialize_body(requested)
         status, reply, response = await _post(http, backend, body, {**AUTH, **ACCEPT})
         assert status == 200
         assert reply["result"]["protocolVersion"] == answered

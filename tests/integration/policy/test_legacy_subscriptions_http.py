@@ -33,6 +33,7 @@ from gateway.wiring import production as wiring
 from tests.support import sdk_stack as shared
 from tests.support import wired
 from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.sdk_stack import Heard, legacy_client, listeners, sdk_stack, sdk_stack_fixture
 from tests.support.sdk_upstream import SdkUpstream
@@ -63,16 +64,7 @@ stack = sdk_stack_fixture(POLICY, {"limits": LIMITS})
 async def initialize(live: LiveStack, token: str) -> tuple[dict[str, str], dict[str, Any]]:
     status, headers, text = await live.post(
         token,
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": VERSION,
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
+        legacy_initialize_body(VERSION),
     )
     assert status == 200, text
     return headers, json.loads(text)["result"]

@@ -24,6 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.federation import federated_stack, scopes
 from tests.support.live_stack import LEGACY, LiveStack, ServerFactory, live_stack
+from tests.support.mcp_client import legacy_initialize_body
 from tests.support.printed import Printed
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
 
@@ -76,16 +77,7 @@ def upstream_tools() -> list[dict[str, Any]]:
 
 async def legacy(stack: LiveStack, token: str, method: str, params: dict[str, Any]) -> Any:
     """``initialize`` + ``notifications/initialized`` + one request, as a 2025 client."""
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": {"name": "legacy-client", "version": "1"},
-        },
-    }
+    init = legacy_initialize_body(LEGACY)
     assert (await stack.post(token, init))[0] == 200
     headers = {"MCP-Protocol-Version": LEGACY}
     note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
@@ -420,16 +412,7 @@ async def test_in_a_2025_03_26_batch_only_the_member_that_sets_a_fixed_argument_
         tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
     ) as stack:
         token = stack.token()
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-03-26",
-                "capabilities": {},
-                "clientInfo": {"name": "batch-client", "version": "1"},
-            },
-        }
+        init = legacy_initialize_body("2025-03-26")
         assert (await stack.post(token, init))[0] == 200
         batch = [
             {

@@ -27,6 +27,7 @@ from mcp.server.subscriptions import ResourceUpdated
 from gateway.policy.policy_loader import load_policy
 from gateway.policy.uri import normalize_uri
 from tests.support.live_stack import MODERN, LiveStack, ServerFactory, live_stack, modern_meta
+from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text, who, write_text
 from tests.support.sdk_stack import next_event, sdk_client, sdk_stack
 from tests.support.upstreams import ModernUpstream
@@ -306,16 +307,7 @@ async def test_subscriptions_refuse_an_ambiguous_uri_and_ask_for_the_normal_form
         assert status == 400 and headers["Cache-Control"] == "no-store", text
         assert json.loads(text)["error"] == AMBIGUOUS
         # Legacy: resources/subscribe in a session, then unsubscribe: -32602 with HTTP 200.
-        init = {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": LEGACY["MCP-Protocol-Version"],
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        }
+        init = legacy_initialize_body(LEGACY["MCP-Protocol-Version"])
         status, headers, _ = await live.post(token, init)
         session = {"Mcp-Session-Id": headers["Mcp-Session-Id"], **LEGACY}
         for method in ("resources/subscribe", "resources/unsubscribe"):

@@ -22,6 +22,7 @@ from prometheus_client import generate_latest
 
 from gateway.errors import RATE_LIMITED_CODE
 from tests.support.live_stack import MODERN, LiveStack, ServerFactory, modern_meta
+from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.sdk_stack import (
     eventually,
@@ -114,16 +115,7 @@ async def test_discover_advertises_what_listen_would_grant(
     # (tests/integration/policy/test_legacy_subscriptions_http.py).
     status, headers, text = await live.post(
         live.token("mcp:access docs:read"),
-        {
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "t", "version": "1"},
-            },
-        },
+        legacy_initialize_body("2025-11-25"),
     )
     assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is True
     assert headers["Mcp-Session-Id"]

@@ -20,6 +20,7 @@ from mcp.types import PromptReference, ResourceTemplateReference
 
 from gateway.errors import FORBIDDEN_CODE
 from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.sdk_stack import sdk_client, sdk_stack, sdk_stack_fixture
 from tests.support.sdk_upstream import LOGO, SdkUpstream
@@ -205,16 +206,7 @@ async def test_discover_and_initialize_advertise_only_what_the_caller_can_use(
     # Baseline only: "greet" is still allowed, no resource is.
     status, _, text = await live.modern(live.token("mcp:access"), "server/discover")
     assert set(json.loads(text)["result"]["capabilities"]) == {"tools", "prompts", "completions"}
-    initialize = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-06-18",
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    initialize = legacy_initialize_body("2025-06-18", rid=1)
     status, _, text = await live.post(live.token("mcp:access docs:read"), initialize)
     assert set(json.loads(text)["result"]["capabilities"]) == {
         "tools",

@@ -25,6 +25,7 @@ import aiohttp
 import pytest
 
 from tests.support.live_stack import MODERN, ServerFactory, live_stack, modern_meta
+from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.replicas import replica_stack
@@ -69,16 +70,7 @@ async def open_streams(
     """A ``subscriptions/listen`` stream (acknowledged) and a legacy session's GET stream."""
     auth = {"Authorization": f"Bearer {token}"}
     listen = await open_listen(http, mcp_url, token)
-    init = {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": LEGACY,
-            "capabilities": {},
-            "clientInfo": {"name": "t", "version": "1"},
-        },
-    }
+    init = legacy_initialize_body(LEGACY)
     async with http.post(
         mcp_url, json=init, headers={**auth, "Accept": "application/json, text/event-stream"}
     ) as response:
