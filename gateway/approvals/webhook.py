@@ -7,7 +7,8 @@ not 2xx) is logged (``approval.webhook_failed``) and the request stands."""
 from __future__ import annotations
 
 import asyncio
-from typing import Final
+import time
+from typing import Final, Protocol
 
 from gateway.approvals.records import RecordBody
 from gateway.config import ApprovalWebhookConfig
@@ -24,10 +25,23 @@ MAX_IN_FLIGHT: Final = 64
 _log = get_logger("gateway.approvals")
 
 
+class ServiceToken(Protocol):
+    """The gateway's credential at the webhook: a backend's service credential
+    (``gateway.backend.credentials``), handed in by wiring."""
+
+    async def token(self, deadline: float) -> str: ...
+
+
 class ApprovalWebhook:
-    def __init__(self, config: ApprovalWebhookConfig, outbound: Outbound) -> None:
+    def __init__(
+        self,
+        config: ApprovalWebhookConfig,
+        outbound: Outbound,
+        credential: ServiceToken | None = None,
+    ) -> None:
         self._config = config
         self._outbound = outbound
+        self._credential = credential
         outbound.add(Destination(DESTINATION, connect_timeout_s=config.timeout_s))
         self._sending: set[asyncio.Task[None]] = set()
 
@@ -52,13 +66,23 @@ class ApprovalWebhook:
         task.add_done_callback(self._sending.discard)
 
     async def _post(self, payload: bytes, ticket: ApprovalTicket) -> None:
+        headers = {"Content-Type": "application/json"}
+        try:
+            if self._credential is not None:
+                deadline = time.monotonic() + self._config.timeout_s
+                headers["Authorization"] = f"Bearer {await self._credential.token(deadline)}"
+        except Exception:  # any failure to get it is the same failure
+            _log.warning(
+                "approval.webhook_failed", reason="credential", approval=ticket.digest[:32]
+            )
+            return
         try:
             response = await self._outbound.request(
                 DESTINATION,
                 "POST",
                 self._config.url,
                 timeout_s=self._config.timeout_s,
-                headers={"Content-Type": "application/json"},
+                headers=headers,
                 body=payload,
                 max_body=65_536,
             )

@@ -13,7 +13,7 @@ from gateway.config.declare import fill
 __all__ = ["build_approvals"]
 
 
-def build_approvals(b: Builder, raw: dict[str, Any] | None) -> ApprovalsConfig:
+def build_approvals(b: Builder, raw: dict[str, Any] | None, *, dev_http: bool) -> ApprovalsConfig:
     if raw is None:
         return ApprovalsConfig()
     config = fill(b, ApprovalsConfig, raw, ("approvals",), leave=("webhook",))

@@ -7,6 +7,7 @@ The section is optional: a rule's ``approval:`` works with these defaults, and n
 from dataclasses import dataclass
 from typing import Annotated
 
+from gateway.config.backend_model import CredentialConfig
 from gateway.config.declare import Key
 
 __all__ = ["ApprovalWebhookConfig", "ApprovalsConfig"]
@@ -23,6 +24,11 @@ class ApprovalWebhookConfig:
     url: Annotated[str, Key(required=True, min_length=1)]
     """https, or plain http to a loopback or private address with ``allow_insecure_http``."""
     allow_insecure_http: bool = False
+    credential: Annotated[CredentialConfig | None, Key(schema={"$ref": "#/$defs/credential"})] = (
+        None
+    )
+    """The gateway's own service credential at the webhook, the shape of a backend's
+    (``bearer`` or ``client_credentials``; never the caller's token)."""
     timeout_s: Annotated[float, Key(exclusive_minimum=0, maximum=30)] = 3.0
     """One POST's deadline; a webhook that fails is logged and counted, the request stands."""
 

@@ -247,7 +247,7 @@ def _sections(b: Builder, raw: dict[str, Any], *, guarded: bool) -> dict[str, An
     section("policy_external", lambda: build_policy_external(b, raw.get("policy_external")))
     section("catalog", lambda: build_catalog(b, raw.get("catalog")))
     section("guardrails", lambda: build_guardrails(b, raw.get("guardrails"), dev_http=dev_http))
-    section("approvals", lambda: build_approvals(b, raw.get("approvals")))
+    section("approvals", lambda: build_approvals(b, raw.get("approvals"), dev_http=dev_http))
     section("state", lambda: build_state(b, raw.get("state", {})))
     # A revocation marker must outlive the longest any issuer's cache may hold a token.
     section("admin", lambda: build_admin(b, raw.get("admin", {}), _longest_cache(issuers)))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from gateway.approvals.approval_pages import ApprovalPages
 from gateway.approvals.desk import ApprovalDesk
 from gateway.approvals.webhook import ApprovalWebhook
+from gateway.backend.credentials.service_credential import make_credential
 from gateway.config import Config
 from gateway.login.login_surface import LoginSurface
 from gateway.observability.approval_events import ApprovalAudit
@@ -35,12 +36,24 @@ def build_approval_desk(
     store: ApprovalStore = (
         RedisApprovalStore(state.store) if state.store is not None else MemoryApprovalStore()
     )
-    settings = config.approvals
     desk = ApprovalDesk(
         store,
         ApprovalAudit(audit, metrics.approvals if metrics else None, config.logging),
         base_url=login.origin + login.prefix,
-        webhook=ApprovalWebhook(settings.webhook, outbound) if settings.webhook else None,
+        webhook=_webhook(config, outbound),
     )
     ApprovalPages(login, desk).install()
     return desk
+
+
+def _webhook(config: Config, outbound: Outbound) -> ApprovalWebhook | None:
+    """The webhook with its service credential (built as a backend's), when configured."""
+    hook = config.approvals.webhook
+    if hook is None:
+        return None
+    credential = (
+        None
+        if hook.credential is None
+        else make_credential(hook.credential, config, outbound, backend="approval-webhook")
+    )
+    return ApprovalWebhook(hook, outbound, credential)

@@ -123,11 +123,13 @@ class TestEveryKeyRoundTrips:
             k.replace("issuer.", "issuers[].", 1) for k in present if k.startswith("issuer.")
         }
         present |= yaml_keys(FIXTURES / "issuers.yaml") | yaml_keys(FIXTURES / "user_oauth.yaml")
-        # A guardrail's credential is a backend's (one $defs/credential), which they set.
+        # A guardrail's and the approval webhook's credential is a backend's (one
+        # $defs/credential), which they set.
         present |= {
-            "guardrails.*.credential." + k.split(".credential.", 1)[1]
+            place + k.split(".credential.", 1)[1]
             for k in present
             if k.startswith(("backend.credential.", "backends.*.credential."))
+            for place in ("guardrails.*.credential.", "approvals.webhook.credential.")
         }
         assert wanted - present == set()
 
@@ -640,6 +642,8 @@ def test_docs_configuration_md_documents_every_key_of_the_schema() -> None:
         # A guardrail's credential is a backend's ($defs/credential), documented there.
         if key.startswith("guardrails.*.credential."):
             return key.replace("guardrails.*.", "backend.", 1)
+        if key.startswith("approvals.webhook.credential."):
+            return key.replace("approvals.webhook.", "backend.", 1)
         return (
             key.replace("backends.*.", "backends.<name>.")
             .replace("guardrails.*.", "guardrails.<name>.")

@@ -60,6 +60,11 @@ def test_the_section_and_its_webhook(tmp_path: Path) -> None:
         ("approvals:\n  wait_s: 61\n", "approvals.wait_s"),
         ("approvals:\n  approver_claims: ['a b']\n", "approvals.approver_claims"),
         ("approvals:\n  webhook: {}\n", "approvals.webhook"),
+        (
+            "approvals:\n  webhook:\n    url: https://hooks.example.com/x\n"
+            "    credential: {type: token_exchange}\n",
+            "approvals.webhook.credential",
+        ),
     ],
 )
 def test_each_mistake_is_a_finding_at_its_key(tmp_path: Path, section: str, where: str) -> None:

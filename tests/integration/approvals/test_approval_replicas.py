@@ -26,6 +26,7 @@ from tests.support.redis_server import RedisServer, redis_server, unique_prefix
 __all__ = ["redis_server"]
 
 ARGS = {"text": "wire 500", "secret": "s3cr3t-account"}
+HOOK_TOKEN = "approval-hook-token-5e1f"
 
 
 @contextlib.asynccontextmanager
@@ -37,6 +38,7 @@ async def replicas(
     hook_url: str,
 ) -> AsyncIterator[tuple[ApprovalStack, ApprovalStack]]:
     monkeypatch.setenv("APPROVAL_REDIS_URL", redis.url)
+    monkeypatch.setenv("APPROVAL_HOOK_TOKEN", HOOK_TOKEN)
     first, second = free_port("127.0.0.1"), free_port("127.0.0.1")
     shared: dict[str, Any] = {
         "resource": f"http://127.0.0.1:{first}/mcp",
@@ -50,7 +52,12 @@ async def replicas(
         },
         "approvals": {
             "wait_s": 0.5,
-            "webhook": {"url": hook_url, "allow_insecure_http": True, "timeout_s": 2},
+            "webhook": {
+                "url": hook_url,
+                "allow_insecure_http": True,
+                "timeout_s": 2,
+                "credential": {"type": "bearer", "token": {"env": "APPROVAL_HOOK_TOKEN"}},
+            },
         },
     }
     issuer = DevIssuer(users=USERS, token_format="jwt")
@@ -85,6 +92,8 @@ async def test_two_replicas_share_the_records_and_the_webhook_tells_approvers(
     posted: list[dict[str, Any]] = []
 
     async def hook(request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {HOOK_TOKEN}":
+            return web.Response(status=401)
         posted.append(json.loads(await request.read()))
         return web.Response(status=204)
 
