@@ -32,7 +32,7 @@ asked, and can refuse remote references. Validators are compiled once per catalo
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -50,6 +50,7 @@ __all__ = [
     "MAX_TOOLS",
     "MAX_TOOL_BYTES",
     "CatalogBuild",
+    "SortedTools",
     "ToolCatalog",
     "build_catalog",
     "compile_validator",
@@ -90,48 +91,20 @@ def compile_validator(schema: Mapping[str, Any]) -> jsonschema_rs.Validator:
         raise ValueError("inputSchema does not compile") from exc
 
 
-@dataclass(frozen=True, slots=True)
-class _Entry:
-    tool: ToolDef
-    validator: jsonschema_rs.Validator
+class SortedTools:
+    """Tools sorted by name and found by name, under a version: what every catalog snapshot
+    (one upstream's, the federation's) shares of :class:`gateway.seams.Catalog`."""
 
+    __slots__ = ("_names", "_order", "_tools", "version")
 
-class ToolCatalog:
-    """An immutable snapshot of one upstream's tools, sorted by advertised name.
-
-    Implements :class:`gateway.seams.Catalog`; also keeps one compiled argument validator per
-    tool. ``version`` is a content hash, so two fetches of the same tools share a version.
-    """
-
-    __slots__ = ("_entries", "_names", "_order", "version")
-
-    ttl_ms: int | None = None
-    """No freshness hint of its own (the federated catalog computes one, :mod:`.federation`)."""
-
-    def __init__(self, entries: Sequence[tuple[ToolDef, jsonschema_rs.Validator]]) -> None:
-        ordered = sorted(entries, key=lambda e: e[0].name)
-        self._entries: dict[str, _Entry] = {t.name: _Entry(t, v) for t, v in ordered}
-        self._order: tuple[ToolDef, ...] = tuple(t for t, _ in ordered)
-        self._names: frozenset[str] = frozenset(self._entries)
-        digest = hashlib.sha256()
-        for tool in self._order:
-            digest.update(canonical(tool.definition))
-            digest.update(b"\n")
-        self.version: str = digest.hexdigest()[:16]
+    def __init__(self, tools: Iterable[ToolDef], version: str) -> None:
+        self._order: tuple[ToolDef, ...] = tuple(sorted(tools, key=lambda t: t.name))
+        self._tools: dict[str, ToolDef] = {t.name: t for t in self._order}
+        self._names: frozenset[str] = frozenset(self._tools)
+        self.version: str = version
 
     def get(self, name: str) -> ToolDef | None:
-        entry = self._entries.get(name)
-        return entry.tool if entry is not None else None
-
-    def without(self, names: Collection[str]) -> ToolCatalog:
-        """This snapshot less ``names`` (their validators are not compiled again)."""
-        return ToolCatalog(
-            [(e.tool, e.validator) for e in self._entries.values() if e.tool.name not in names]
-        )
-
-    def validator(self, name: str) -> jsonschema_rs.Validator | None:
-        entry = self._entries.get(name)
-        return entry.validator if entry is not None else None
+        return self._tools.get(name)
 
     @property
     def names(self) -> frozenset[str]:
@@ -144,10 +117,41 @@ class ToolCatalog:
         return len(self._order)
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._tools
 
     def __repr__(self) -> str:
-        return f"ToolCatalog(version={self.version!r}, tools={len(self._order)})"
+        return f"{type(self).__name__}(version={self.version!r}, tools={len(self._order)})"
+
+
+class ToolCatalog(SortedTools):
+    """An immutable snapshot of one upstream's tools, sorted by advertised name.
+
+    Implements :class:`gateway.seams.Catalog`; also keeps one compiled argument validator per
+    tool. ``version`` is a content hash, so two fetches of the same tools share a version.
+    """
+
+    __slots__ = ("_validators",)
+
+    ttl_ms: int | None = None
+    """No freshness hint of its own (the federated catalog computes one, :mod:`.federation`)."""
+
+    def __init__(self, entries: Sequence[tuple[ToolDef, jsonschema_rs.Validator]]) -> None:
+        ordered = sorted(entries, key=lambda e: e[0].name)
+        digest = hashlib.sha256()
+        for tool, _ in ordered:
+            digest.update(canonical(tool.definition))
+            digest.update(b"\n")
+        super().__init__([tool for tool, _ in ordered], digest.hexdigest()[:16])
+        self._validators: dict[str, jsonschema_rs.Validator] = {t.name: v for t, v in ordered}
+
+    def without(self, names: Collection[str]) -> ToolCatalog:
+        """This snapshot less ``names`` (their validators are not compiled again)."""
+        return ToolCatalog(
+            [(self._tools[n], v) for n, v in self._validators.items() if n not in names]
+        )
+
+    def validator(self, name: str) -> jsonschema_rs.Validator | None:
+        return self._validators.get(name)
 
 
 EMPTY_CATALOG: Final = ToolCatalog(())

@@ -24,12 +24,12 @@ A rename is verbatim: ``override.rename`` is the whole exposed name, no backend 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from gateway.backend.catalog.exposed import OverrideMisfit, exposed_tool
-from gateway.backend.catalog.tool_catalog import DEFAULT_MAX_DESCRIPTION_CHARS
+from gateway.backend.catalog.tool_catalog import DEFAULT_MAX_DESCRIPTION_CHARS, SortedTools
 from gateway.jsonkit.write import canonical
 from gateway.seams import Catalog, ToolDef, ToolOverride
 
@@ -83,10 +83,10 @@ class Refusal:
     """``file:line:col`` of the ``override:``."""
 
 
-class MergedCatalog:
+class MergedCatalog(SortedTools):
     """The federation's catalog snapshot: implements :class:`gateway.seams.Catalog`."""
 
-    __slots__ = ("_order", "_tools", "collided", "collisions", "refusals", "ttl_ms", "version")
+    __slots__ = ("collided", "collisions", "refusals", "ttl_ms")
 
     def __init__(
         self,
@@ -98,38 +98,17 @@ class MergedCatalog:
         refusals: tuple[Refusal, ...] = (),
         collided: Mapping[str, int] | None = None,
     ) -> None:
-        self._order: tuple[ToolDef, ...] = tuple(sorted(tools, key=lambda t: t.name))
-        self._tools: dict[str, ToolDef] = {t.name: t for t in self._order}
-        self.version = version
+        super().__init__(tools, version)
         self.ttl_ms = ttl_ms
         self.collisions = collisions
         self.refusals = refusals
         self.collided: Mapping[str, int] = collided or {}
         """Per backend: how many of its tools an ambiguous name hides."""
 
-    def get(self, name: str) -> ToolDef | None:
-        return self._tools.get(name)
-
     def owner(self, name: str) -> str | None:
         """The name of the backend that serves ``name``, or None (unknown or hidden)."""
         tool = self._tools.get(name)
         return tool.backend if tool is not None else None
-
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset(self._tools)
-
-    def __iter__(self) -> Iterator[ToolDef]:
-        return iter(self._order)
-
-    def __len__(self) -> int:
-        return len(self._order)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    def __repr__(self) -> str:
-        return f"MergedCatalog(version={self.version!r}, tools={len(self._order)})"
 
 
 def merge_catalogs(
