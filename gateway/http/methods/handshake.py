@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from typing import Final
 
-from gateway.config import Config
+from gateway.http.methods.route_parts import RouteParts
 from gateway.http.methods.surface_lists import surface_capabilities
 from gateway.http.progress import ProgressRelay
 from gateway.http.subscriptions.legacy_sessions import SESSION_HEADER, LegacySessions
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import initialize_result, ping_result
-from gateway.seams import Backend, Era
+from gateway.seams import Era
 
 __all__ = ["Handshake"]
 
@@ -30,14 +30,9 @@ LEGACY_ONLY: Final[frozenset[Era]] = frozenset({"legacy"})
 class Handshake:
     """The routes of ``initialize`` and ``ping``."""
 
-    def __init__(
-        self,
-        *,
-        config: Config,
-        backend: Backend | None = None,
-        sessions: LegacySessions | None = None,
-    ) -> None:
-        self._backend = backend
+    def __init__(self, parts: RouteParts, *, sessions: LegacySessions | None = None) -> None:
+        config = parts.config
+        self._backend = parts.backend
         self._sessions = sessions
         self._server = config.server
         self._cap = config.limits.max_response_bytes
@@ -57,11 +52,7 @@ class Handshake:
             requested if isinstance(requested, str) else message.version,
             server=self._server,
             instructions=self._server.instructions,
-            surface=(
-                surface_capabilities(turn, self._backend.surface())
-                if self._backend is not None
-                else None
-            ),
+            surface=surface_capabilities(turn, self._backend.surface()),
         )
         if self._sessions is not None:
             granted = self._sessions.capabilities(turn.policy, turn.principal)

@@ -15,8 +15,7 @@ prompts, resources, completions for this caller:
 
 from __future__ import annotations
 
-from gateway.config import Config
-from gateway.http.condition_gate import ConditionGate
+from gateway.http.methods.route_parts import RouteParts
 from gateway.http.methods.surface_lists import surface_capabilities
 from gateway.http.progress import ProgressRelay
 from gateway.http.subscriptions.subscription_plan import listen_capabilities
@@ -29,7 +28,7 @@ from gateway.http.turn import (
 )
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import ListPage, discover_result, tools_list_result
-from gateway.seams import Backend, Listening, TaskRelay, listed
+from gateway.seams import Listening, TaskRelay, listed
 
 __all__ = ["Listing"]
 
@@ -39,19 +38,18 @@ class Listing:
 
     def __init__(
         self,
+        parts: RouteParts,
         *,
-        config: Config,
-        backend: Backend,
         listening: Listening | None = None,
-        conditions: ConditionGate | None = None,
         tasks: TaskRelay | None = None,
     ) -> None:
         """``tasks``: the task relay when ``tasks:`` is on (the extension is advertised while
         some backend advertises it)."""
+        config = parts.config
         self._tasks = tasks
-        self._conditions = conditions or ConditionGate()
+        self._conditions = parts.conditions
         self._config = config
-        self._backend = backend
+        self._backend = parts.backend
         self._listening = listening
         self._server = config.server
         self._cap = config.limits.max_response_bytes

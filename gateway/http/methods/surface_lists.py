@@ -14,14 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Final, NamedTuple
 
-from gateway.config import Config
 from gateway.errors import GatewayError, LegacyResourceNotFound, MethodNotFound, ResourceNotFound
-from gateway.http.condition_gate import ConditionGate
+from gateway.http.methods.route_parts import RouteParts
 from gateway.http.progress import ProgressRelay
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import ListPage, surface_list_result
-from gateway.seams import Backend, Decision, Era, Surface, listed
+from gateway.seams import Decision, Era, Surface, listed
 
 __all__ = ["SurfaceLists", "not_found", "surface_capabilities"]
 
@@ -54,12 +53,11 @@ def surface_capabilities(turn: Turn, surface: Surface) -> dict[str, Any]:
 class SurfaceLists:
     """The routes of the three list methods."""
 
-    def __init__(
-        self, *, config: Config, backend: Backend, conditions: ConditionGate | None = None
-    ) -> None:
-        self._conditions = conditions or ConditionGate()
+    def __init__(self, parts: RouteParts) -> None:
+        config = parts.config
+        self._conditions = parts.conditions
         self._config = config
-        self._backend = backend
+        self._backend = parts.backend
         self._server = config.server
         self._cap = config.limits.max_response_bytes
 

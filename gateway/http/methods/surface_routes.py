@@ -65,9 +65,7 @@ class SurfaceRoutes(SurfaceSteps):
 
     def routes(self) -> dict[str, Route]:
         return {
-            **SurfaceLists(
-                config=self._config, backend=self._backend, conditions=self._conditions
-            ).routes(),
+            **SurfaceLists(self._parts).routes(),
             "prompts/get": Route(self._get),
             "resources/read": Route(self._read),
             "completion/complete": Route(self._complete),

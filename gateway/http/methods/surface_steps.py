@@ -48,6 +48,7 @@ class SurfaceSteps:
     def __init__(self, parts: RouteParts, *, exchanging: frozenset[str] = frozenset()) -> None:
         """``exchanging``: the backends whose calls carry the caller's token."""
         config = parts.config
+        self._parts = parts
         self._conditions = parts.conditions
         self._guards = parts.guards
         self._config = config

@@ -146,14 +146,8 @@ class Dispatcher:
             listening=listening if features.legacy_sessions else None,
         )
         self._routes: dict[str, Route] = {
-            **Listing(
-                config=config,
-                backend=backend,
-                listening=listening,
-                conditions=conditions,
-                tasks=self.tasks,
-            ).routes(),
-            **Handshake(config=config, backend=backend, sessions=self.sessions).routes(),
+            **Listing(parts, listening=listening, tasks=self.tasks).routes(),
+            **Handshake(parts, sessions=self.sessions).routes(),
             **tools.routes(),
             **SurfaceRoutes(parts, exchanging=tools.exchanging).routes(),
             **self.subscriptions.routes(),
