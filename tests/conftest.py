@@ -9,6 +9,7 @@ pass on skipped tests.
 
 from __future__ import annotations
 
+import functools
 import io
 import logging
 import os
@@ -16,7 +17,7 @@ import shutil
 import sys
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pytest
 import structlog
@@ -25,6 +26,9 @@ from structlog._config import BoundLoggerLazyProxy
 from gateway.observability.logging import configure
 from tests.support.ports import share_among_workers
 from tests.support.printed import Printed
+
+if TYPE_CHECKING:
+    from tests.support.live_stack import MakeStack, ServerFactory
 
 _NPM_TOOLS = {
     "oidc-provider": Path(__file__).parent / "interop" / "oidc-provider",
@@ -132,6 +136,17 @@ def _forget_cached_loggers() -> None:
         for value in vars(module).values():
             if isinstance(value, BoundLoggerLazyProxy):
                 vars(value).pop("bind", None)
+
+
+@pytest.fixture
+def make_stack(
+    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+) -> MakeStack:
+    """:func:`~tests.support.live_stack.live_stack` in this test's folder, with its servers and
+    its environment: ``async with make_stack(upstream=..., policy=...) as stack``."""
+    from tests.support.live_stack import live_stack  # the gateway, imported when a test needs it
+
+    return functools.partial(live_stack, tmp_path, aiohttp_server, monkeypatch)
 
 
 @pytest.fixture

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from aiohttp import web
 
 from tests.support.chromium import chromium_context, needs_chromium
-from tests.support.live_stack import MODERN, ServerFactory, live_stack
+from tests.support.live_stack import MODERN, MakeStack, ServerFactory
 from tests.support.policy import policy_text
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -84,18 +83,14 @@ async def browser() -> AsyncIterator[Any]:
 
 
 async def test_a_browser_page_calls_tools_from_an_allowed_origin_only(
-    tmp_path: Path,
     aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     browser: Any,
 ) -> None:
     allowed = await _page_server(aiohttp_server)
     other = await _page_server(aiohttp_server)  # another port: another origin
     upstream = ModernUpstream(tools=[echo_tool("echo"), REGIONAL])
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=POLICY,
         gateway={"cors": {"enabled": True, "max_age_s": 60}, "allowed_origins": [allowed]},

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.conformance_suite import INSTALLED, run_scenario
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.policy import policy_text
 from tests.support.sdk_upstream import sdk_upstream
 
@@ -64,7 +64,7 @@ below, the 2025-11-25 session lifecycle)."""
 async def test_the_conformance_scenario_passes_through_the_gateway(
     tmp_path: Path,
     aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     scenario: str,
     version: str | None,
 ) -> None:
@@ -73,9 +73,7 @@ async def test_the_conformance_scenario_passes_through_the_gateway(
     ``list_changed``), and after ``DELETE`` a request with that id is 404."""
     async with (
         sdk_upstream(conformance=True) as sdk,
-        live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backend_url=sdk.url, policy=POLICY
-        ) as stack,
+        make_stack(backend_url=sdk.url, policy=POLICY) as stack,
     ):
         token = stack.token("mcp:access")
         run = await run_scenario(

@@ -9,13 +9,11 @@ wiring with a tool limited to one call a minute.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from gateway.errors import RATE_LIMITED_CODE
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 from tests.support.sdk_stack import sdk_session
 
 POLICY = """
@@ -29,9 +27,9 @@ tools:
 @pytest.mark.row("rate_limited")
 @pytest.mark.parametrize("mode", ["auto", "legacy"], ids=["modern", "legacy"])
 async def test_a_rate_limited_tool_call_reaches_the_sdk_user_as_a_readable_error(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, mode: str
+    make_stack: MakeStack, mode: str
 ) -> None:
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, policy=POLICY) as stack:
+    async with make_stack(policy=POLICY) as stack:
         token = stack.token()
         async with sdk_session(stack.server.mcp_url, token, mode) as c:
             first = await c.call_tool("echo", {"text": "once"})

@@ -25,15 +25,13 @@ from gateway.dev.dev_issuer import DevIssuer
 from gateway.wiring.production import build_services
 from tests.support.jwt_forge import access_claims
 from tests.support.jwt_stack import jwt_stack
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory
 from tests.support.serve_process import gateway_config, write_config
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[LiveStack]:
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as running:
+async def stack(make_stack: MakeStack) -> AsyncIterator[LiveStack]:
+    async with make_stack() as running:
         yield running
 
 

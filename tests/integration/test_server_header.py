@@ -10,12 +10,9 @@ listener, and the listeners' own answers to malformed HTTP.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-
-import pytest
 
 from gateway import SERVER_PRODUCT
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 from tests.support.raw_http import exchange
 from tests.support.upstreams import LegacyUpstream
 
@@ -27,13 +24,9 @@ def assert_product(headers: Mapping[str, str], where: str) -> None:
     assert values == [SERVER_PRODUCT], (where, values)
 
 
-async def test_every_answer_of_both_listeners_names_only_the_product(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_every_answer_of_both_listeners_names_only_the_product(make_stack: MakeStack) -> None:
     assert SERVER_PRODUCT == "mcp-gateway"
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=LegacyUpstream()
-    ) as stack:
+    async with make_stack(upstream=LegacyUpstream()) as stack:
         token = stack.token()
         seen: list[str] = []
 

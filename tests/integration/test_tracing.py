@@ -18,7 +18,14 @@ import pytest
 from gateway.dev.dev_issuer import DevIssuer
 from tests.support.exchange_stack import EXCHANGE_SECRET, exchange_stack
 from tests.support.jwt_stack import jwt_stack
-from tests.support.live_stack import GATEWAY_SECRET, SERVICE, LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import (
+    GATEWAY_SECRET,
+    SERVICE,
+    LiveStack,
+    MakeStack,
+    ServerFactory,
+    live_stack,
+)
 from tests.support.otlp_receiver import ExportedSpan, GrpcOtlpReceiver, OtlpReceiver
 from tests.support.ports import free_port
 
@@ -282,7 +289,7 @@ async def test_sample_ratio_zero_records_only_what_the_caller_sampled(
 
 
 async def test_the_grpc_protocol_exports_to_a_grpc_collector(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     receiver = GrpcOtlpReceiver()
     await receiver.start()
@@ -296,9 +303,7 @@ async def test_the_grpc_protocol_exports_to_a_grpc_collector(
         }
     }
     try:
-        async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, gateway={"tracing": section}
-        ) as stack:
+        async with make_stack(gateway={"tracing": section}) as stack:
             assert (await stack.call(stack.token()))[0] == 200
             for _ in range(100):
                 if "mcp_gateway.token_check" in receiver.span_names():
@@ -337,16 +342,12 @@ async def test_a_token_exchange_is_a_client_span_of_the_request(
 
 
 async def test_an_unreachable_collector_costs_spans_not_requests_and_one_log_line(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     closed = free_port()  # nothing listens there
     section = {"otlp": {"endpoint": f"http://127.0.0.1:{closed}", "timeout_s": 1}}
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, gateway={"tracing": section}
-    ) as stack:
+    async with make_stack(gateway={"tracing": section}) as stack:
         token = stack.token()
         for _ in range(3):  # three export rounds (one a second), each refused
             started = time.monotonic()

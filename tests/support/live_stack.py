@@ -34,6 +34,7 @@ __all__ = [
     "MODERN",
     "POLICY",
     "LiveStack",
+    "MakeStack",
     "ServerFactory",
     "audit_events",
     "issuer_entries",
@@ -49,6 +50,9 @@ OTHER_SECRET = "other-introspection-secret"
 POLICY = policy_text(tools={"echo": "tools:echo"})
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
+MakeStack = Callable[..., contextlib.AbstractAsyncContextManager["LiveStack"]]
+"""The ``make_stack`` fixture (tests/conftest.py): :func:`live_stack` with the test's
+``tmp_path``, ``aiohttp_server`` and ``monkeypatch``, the keywords left to the test."""
 Upstream = ModernUpstream | LegacyUpstream
 
 

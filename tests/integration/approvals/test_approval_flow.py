@@ -22,7 +22,7 @@ from tests.support.approval_stack import (
     approval_stack,
     decide,
 )
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.login_stack import HttpBrowser, csrf_of, sign_in
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -268,13 +268,9 @@ async def test_a_second_decision_is_refused(
 
 
 @pytest.mark.row("approval_unavailable")
-async def test_without_the_login_surface_a_held_call_fails_closed(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_without_the_login_surface_a_held_call_fails_closed(make_stack: MakeStack) -> None:
     upstream = ModernUpstream(tools=[echo_tool("wipe")])
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as live:
+    async with make_stack(upstream=upstream, policy=POLICY) as live:
         status, headers, text = await live.call(live.token(scopes="mcp:access"), "wipe", ARGS)
         assert status == 503 and headers["Retry-After"] == "2"
         assert headers["Cache-Control"] == "no-store"

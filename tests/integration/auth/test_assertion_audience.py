@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from joserfc.jwk import RSAKey
 
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack
 from tests.support.test_issuer import generate_rsa_key
 
 
@@ -40,12 +40,11 @@ def pkjwt(tmp_path: Path, audience: str | None) -> tuple[dict[str, object], str]
 @pytest.mark.parametrize("audience", ["issuer", "token_endpoint", "introspection_endpoint"])
 async def test_the_assertion_names_the_configured_audience(
     tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     audience: str,
 ) -> None:
     gateway, public = pkjwt(tmp_path, audience)
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, gateway=gateway) as stack:
+    async with make_stack(gateway=gateway) as stack:
         use_private_key_jwt(stack, public)
         stack.issuer.store.assertion_audience = audience  # nothing else is accepted
         for rid in (1, 2):  # a fresh jti per assertion
@@ -54,10 +53,10 @@ async def test_the_assertion_names_the_configured_audience(
 
 
 async def test_the_default_audience_is_the_issuer_and_a_mismatch_is_an_operator_error(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     gateway, public = pkjwt(tmp_path, None)
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, gateway=gateway) as stack:
+    async with make_stack(gateway=gateway) as stack:
         use_private_key_jwt(stack, public)
         stack.issuer.store.assertion_audience = "issuer"
         status, _, text = await stack.modern(stack.token(), "tools/list", rid=1)

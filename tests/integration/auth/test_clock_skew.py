@@ -9,20 +9,16 @@ considers active, exactly what a skewed production issuer does.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 
 
 async def test_a_token_ten_seconds_past_exp_is_served_end_to_end_with_a_30s_skew(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         gateway={"issuer": {"clock_skew_s": 30, "cache": {"max_ttl_s": 60}}},
     ) as stack:
         token = stack.token(ttl_s=30)
@@ -38,12 +34,8 @@ async def test_a_token_ten_seconds_past_exp_is_served_end_to_end_with_a_30s_skew
 
 
 @pytest.mark.row("invalid_token")
-async def test_a_token_past_exp_plus_the_skew_is_refused(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, gateway={"issuer": {"clock_skew_s": 30}}
-    ) as stack:
+async def test_a_token_past_exp_plus_the_skew_is_refused(make_stack: MakeStack) -> None:
+    async with make_stack(gateway={"issuer": {"clock_skew_s": 30}}) as stack:
         token = stack.token(ttl_s=30)
         stack.issuer.store.clock_offset_s = -61  # reported exp = now - 31
         status, headers, _ = await stack.call(token, arguments={"text": "hi"})

@@ -21,7 +21,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from tests.integration.auth.test_dpop_http import RESOURCE, dpop, send
 from tests.support.dpop_client import DpopKey
 from tests.support.jwt_stack import jwt_stack, metric
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -66,7 +66,11 @@ async def _token(
 
 @pytest.mark.parametrize("fmt", ["jwt", "opaque"])
 async def test_a_token_from_the_token_endpoint_with_a_proof_is_bound_and_accepted(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, fmt: str
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    make_stack: MakeStack,
+    monkeypatch: pytest.MonkeyPatch,
+    fmt: str,
 ) -> None:
     key = DpopKey("EdDSA")
     if fmt == "jwt":
@@ -74,10 +78,7 @@ async def test_a_token_from_the_token_endpoint_with_a_proof_is_bound_and_accepte
             tmp_path, aiohttp_server, monkeypatch, dev=_dev(fmt), issuer={"dpop": "required"}
         )
     else:
-        context = live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        context = make_stack(
             issuer=_dev(fmt),
             gateway={"issuer": {"dpop": "required"}},
         )

@@ -24,7 +24,12 @@ from gateway.auth.dpop_nonce import NonceKeys
 from gateway.dev.dev_issuer import DevIssuer
 from tests.support.dpop_client import DpopKey
 from tests.support.jwt_stack import jwt_stack, metric
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack, modern_meta
+from tests.support.live_stack import (
+    LiveStack,
+    MakeStack,
+    ServerFactory,
+    modern_meta,
+)
 from tests.support.printed import Printed
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
@@ -136,13 +141,11 @@ async def test_a_bound_jwt_with_a_valid_proof_is_served_as_jwt_dpop(
 
 @pytest.mark.row("invalid_dpop_proof")
 async def test_each_bad_proof_is_invalid_dpop_proof_and_never_reaches_the_issuer(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     key = DpopKey()
     other = DpopKey()
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, gateway={"issuer": {"dpop": "allowed"}}
-    ) as stack:
+    async with make_stack(gateway={"issuer": {"dpop": "allowed"}}) as stack:
         token = stack.token(jkt=key.jkt)
         good = key.proof(RESOURCE, token=token)
         head, payload, signature = good.split(".")
@@ -225,13 +228,9 @@ def _payload(proof: str) -> str:
 
 
 @pytest.mark.row("dpop_token_as_bearer")
-async def test_a_bound_token_presented_as_bearer_is_refused(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_bound_token_presented_as_bearer_is_refused(make_stack: MakeStack) -> None:
     key = DpopKey()
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, gateway={"issuer": {"dpop": "allowed"}}
-    ) as stack:
+    async with make_stack(gateway={"issuer": {"dpop": "allowed"}}) as stack:
         token = stack.token(jkt=key.jkt)
         for _ in range(2):  # uncached, then from the cache: the binding is in the entry
             status, headers, text = await send(stack, [("Authorization", f"Bearer {token}")])
@@ -451,15 +450,12 @@ async def test_a_403_names_the_missing_scope_in_both_challenges(
 
 @pytest.mark.row("use_dpop_nonce")
 async def test_an_introspected_token_without_a_nonce_costs_the_issuer_nothing(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every introspecting issuer wants a nonce: refused before the introspection, then the
     retry with the nonce is introspected once."""
     key = DpopKey()
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         gateway={
             "issuer": {"dpop": {"mode": "allowed", "nonce": True}},
             **_nonce_gateway(monkeypatch),

@@ -10,14 +10,13 @@ introspection with the token's own claims.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_stack import parse_challenge
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack
 from tests.support.providers import (
     ENTRA_API_CLIENT_ID,
     entra_app_token,
@@ -101,13 +100,10 @@ def _assert_overage(stack: LiveStack, status: int, headers: dict[str, str], text
 
 @pytest.mark.row("groups_overage")
 async def test_entra_groups_and_app_roles_decide_and_an_overage_is_refused(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     entra = DevIssuer(token_format="jwt", introspection=False)
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         issuer=entra,
         upstream=_upstream(),
         policy=POLICY,
@@ -156,13 +152,8 @@ async def test_entra_groups_and_app_roles_decide_and_an_overage_is_refused(
             assert parse_challenge(headers["WWW-Authenticate"])["error"] == "invalid_token"
 
 
-async def test_keycloak_realm_roles_and_groups_through_introspection(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+async def test_keycloak_realm_roles_and_groups_through_introspection(make_stack: MakeStack) -> None:
+    async with make_stack(
         upstream=_upstream(),
         policy=POLICY,
         gateway={"issuer": KEYCLOAK},

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
 import pytest
 import structlog
 
 from tests.support.demo_stack import parse_challenge
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 
 
 def forged_jwt(n: int) -> str:
@@ -29,9 +28,9 @@ def forged_jwt(n: int) -> str:
 @pytest.mark.row("invalid_token")
 @pytest.mark.parametrize("code", ["unsupported_token_type", "invalid_token"])
 async def test_a_400_refusal_naming_the_token_is_401_invalid_token_and_logged(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, code: str
+    make_stack: MakeStack, code: str
 ) -> None:
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack() as stack:
         stack.issuer.jwt_introspection_error = code
         with structlog.testing.capture_logs() as events:
             status, headers, text = await stack.modern(forged_jwt(1), "tools/list")
@@ -48,10 +47,10 @@ async def test_a_400_refusal_naming_the_token_is_401_invalid_token_and_logged(
 
 
 async def test_forged_jwts_hit_the_failed_auth_budget_instead_of_the_issuer(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     # issuer.failed_auth_rate defaults to 30/minute per client IP.
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack() as stack:
         stack.issuer.jwt_introspection_error = "unsupported_token_type"
         before = stack.issuer.introspection_calls
         statuses = [(await stack.modern(forged_jwt(n), "tools/list"))[0] for n in range(35)]
@@ -64,10 +63,10 @@ async def test_forged_jwts_hit_the_failed_auth_budget_instead_of_the_issuer(
 
 
 async def test_a_400_that_does_not_name_the_token_is_still_an_issuer_fault(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     # invalid_request is about the gateway's own request: an operator problem, not the token's.
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack() as stack:
         stack.issuer.jwt_introspection_error = "invalid_request"
         with structlog.testing.capture_logs() as events:
             status, headers, _ = await stack.modern(forged_jwt(2), "tools/list")
@@ -83,9 +82,9 @@ async def test_a_400_that_does_not_name_the_token_is_still_an_issuer_fault(
 
 @pytest.mark.row("issuer_unavailable")
 async def test_an_issuer_5xx_is_503_and_the_log_line_names_its_status_and_error_code(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack() as stack:
         stack.issuer.introspection_status = 503  # body {"error": "temporarily_unavailable"}
         with structlog.testing.capture_logs() as events:
             status, headers, _ = await stack.modern(stack.token(), "tools/list")

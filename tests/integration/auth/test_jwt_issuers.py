@@ -30,9 +30,9 @@ from tests.support.jwt_stack import (
 )
 from tests.support.live_stack import (
     LiveStack,
+    MakeStack,
     ServerFactory,
     issuer_entries,
-    live_stack,
     modern_meta,
     other_issuer,
 )
@@ -145,34 +145,33 @@ async def test_a_jwks_outage_later_keeps_the_cached_keys_working(
 
 
 async def test_two_issuers_one_jwt_one_introspection_each_refusing_the_others_audience(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     entra_like = DevIssuer(token_format="jwt", introspection=False)
     await entra_like.start()
     try:
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,  # the stack's own issuer (opaque tokens, introspection) is the second
-            gateway={
-                "issuer": None,
-                "issuers": [
-                    {
-                        "url": entra_like.url,
-                        "tokens": "jwt",
-                        "allow_insecure_http": True,
-                        "audiences": ["api://jwt-audience"],
-                    },
-                    {
-                        "url": "{issuer_url}",
-                        "client_id": "mcp-gateway",
-                        "client_secret": {"env": "LIVE_STACK_GW_SECRET"},
-                        "allow_insecure_http": True,
-                        "audiences": ["api://introspection-audience"],
-                    },
-                ],
-            },
-        ) as stack:
+        async with (
+            make_stack(  # the stack's own issuer (opaque tokens, introspection) is the second
+                gateway={
+                    "issuer": None,
+                    "issuers": [
+                        {
+                            "url": entra_like.url,
+                            "tokens": "jwt",
+                            "allow_insecure_http": True,
+                            "audiences": ["api://jwt-audience"],
+                        },
+                        {
+                            "url": "{issuer_url}",
+                            "client_id": "mcp-gateway",
+                            "client_secret": {"env": "LIVE_STACK_GW_SECRET"},
+                            "allow_insecure_http": True,
+                            "audiences": ["api://introspection-audience"],
+                        },
+                    ],
+                },
+            ) as stack
+        ):
             await _two_issuers(stack, entra_like)
     finally:
         await entra_like.stop()
@@ -221,7 +220,7 @@ async def _two_issuers(stack: LiveStack, jwt_issuer: DevIssuer) -> None:
 
 
 async def test_several_introspecting_issuers_are_asked_in_order_and_each_answer_is_cached(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # An opaque token names no issuer: it is introspected at each introspecting issuer in order
     # until one accepts; the accepted result is cached, and a refusal by an earlier issuer of a
@@ -230,10 +229,7 @@ async def test_several_introspecting_issuers_are_asked_in_order_and_each_answer_
         # No probes (interval 0): past the budget it is 429 until the minute ends.
         common = {"failed_auth_rate": "1/minute", "failed_auth_probe_interval_s": 0}
         first, second = issuer_entries(other)
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             gateway={"issuer": None, "issuers": [{**first, **common}, {**second, **common}]},
         ) as stack:
             home = stack.token(sub="erin")
@@ -264,13 +260,10 @@ async def test_several_introspecting_issuers_are_asked_in_order_and_each_answer_
 
 
 async def test_jwt_plus_introspection_honours_a_revocation_at_the_issuer(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     dev = DevIssuer(token_format="jwt")  # JWT access tokens, and it introspects them too
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         issuer=dev,
         gateway={"issuer": {"tokens": "jwt+introspection", "cache": {"max_ttl_s": 1}}},
     ) as stack:

@@ -7,12 +7,11 @@ with the shipped defaults for ``issuer.cache`` and ``issuer.failed_auth_rate`` (
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.support.demo_stack import parse_challenge
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 
 # More than the default failed-auth budget (30/minute): without the negative cache each retry
 # would be introspected and charged again, and the 32nd would get 429.
@@ -21,9 +20,9 @@ PRESENTATIONS = 40
 
 @pytest.mark.row("invalid_token")
 async def test_retries_of_one_refused_token_make_one_introspection_and_all_get_401(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack() as stack:
         assert stack.config.issuers[0].cache.negative_ttl_s == 5  # the default, not set here
         token = stack.token()
         assert stack.issuer.revoke(token)

@@ -11,26 +11,26 @@ spelled as the second issuer's clients request the scopes.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from tests.support.jwt_stack import parse_challenge
-from tests.support.live_stack import ServerFactory, issuer_entries, live_stack, other_issuer
+from tests.support.live_stack import (
+    MakeStack,
+    issuer_entries,
+    other_issuer,
+)
 
 PARTNER_MAP = {"partner.access": "mcp:access", "partner.echo": "tools:echo"}
 
 
 async def test_scope_map_only_issuer_cannot_grant_policy_scopes_by_their_own_names(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with other_issuer(monkeypatch) as partner:
         first, second = issuer_entries(partner)
         second = {**second, "scope_map": PARTNER_MAP, "scope_map_only": True}
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             gateway={"issuer": None, "issuers": [first, second]},
         ) as stack:
             resource = stack.config.resource

@@ -28,7 +28,7 @@ from tests.support.assertion_verifier import (
     public_pem,
     write_key,
 )
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory
 from tests.support.policy import policy_text
 from tests.support.upstreams import echo_tool
 
@@ -70,14 +70,11 @@ def _identity(key: Path, **extra: Any) -> dict[str, Any]:
 
 class TestTheBackendVerifiesWhoIsCalling:
     async def test_every_call_carries_an_assertion_that_verifies_and_names_the_caller(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack
     ) -> None:
         key = write_key(tmp_path / "assertion.pem")
         upstream = VerifiedUpstream(tools=[echo_tool("echo"), echo_tool("shout")])
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream,
             policy=POLICY,
             gateway={"backend": _identity(key)},
@@ -137,14 +134,11 @@ class TestTheBackendVerifiesWhoIsCalling:
                 assert (ASSERTION_HEADER in entry.headers) == (method == "tools/call"), method
 
     async def test_without_reuse_every_call_is_a_fresh_assertion_with_a_unique_jti(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack
     ) -> None:
         key = write_key(tmp_path / "assertion.pem", "p256")
         upstream = VerifiedUpstream()
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream,
             gateway={
                 "backend": _identity(
@@ -173,14 +167,11 @@ class TestTheBackendVerifiesWhoIsCalling:
             assert all(ASSERTION_HEADER not in r.headers for r in upstream.requests)
 
     async def test_the_assertion_never_outlives_the_callers_token(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack
     ) -> None:
         key = write_key(tmp_path / "assertion.pem")
         upstream = VerifiedUpstream()
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream,
             gateway={"backend": _identity(key, ttl_s=300), "issuer": {"clock_skew_s": 0}},
         ) as stack:
@@ -192,15 +183,12 @@ class TestTheBackendVerifiesWhoIsCalling:
             assert seen.claims["exp"] <= before + 21 < seen.claims["iat"] + 300
 
     async def test_a_client_supplied_assertion_header_never_reaches_the_backend(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack
     ) -> None:
         key = write_key(tmp_path / "assertion.pem")
         forged = jwt.encode({"sub": "admin"}, "x" * 32, algorithm="HS256")
         upstream = VerifiedUpstream()
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream,
             gateway={"backend": _identity(key)},
         ) as stack:
@@ -215,9 +203,9 @@ class TestTheBackendVerifiesWhoIsCalling:
             assert "X-MCP-Gateway-Subject" not in call.headers
 
     async def test_without_identity_a_client_assertion_header_is_not_forwarded_either(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, make_stack: MakeStack
     ) -> None:
-        async with live_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+        async with make_stack() as stack:
             status, _, text = await stack.call(
                 stack.token(), headers={ASSERTION_HEADER: "client-made"}
             )
@@ -230,12 +218,10 @@ class TestTheBackendVerifiesWhoIsCalling:
 
 class TestTheJwkSet:
     async def test_ops_always_public_only_when_configured_public_keys_only(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack
     ) -> None:
         key = write_key(tmp_path / "assertion.pem")
-        async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, gateway={"backend": _identity(key)}
-        ) as stack:
+        async with make_stack(gateway={"backend": _identity(key)}) as stack:
             status, headers, doc = await _jwks(stack, stack.server.ops_url)
             assert status == 200
             assert headers["Content-Type"] == "application/jwk-set+json"
@@ -246,10 +232,7 @@ class TestTheJwkSet:
             assert "d" not in jwk  # never the private part
             base = str(stack.server.mcp_url).rsplit("/mcp", 1)[0]
             assert (await _jwks(stack, base))[0] == 404  # not public unless configured
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             gateway={"backend": _identity(key), "identity_jwks": {"public": True}},
         ) as stack:
             base = str(stack.server.mcp_url).rsplit("/mcp", 1)[0]
@@ -266,17 +249,14 @@ class TestTheJwkSet:
 
 class TestRotationWithoutRestart:
     async def test_publish_ahead_swap_the_key_file_retire_the_old_key(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.setattr(Secret, "RECHECK_S", 0.0)  # look at the files on every use
         key = write_key(tmp_path / "assertion.pem")
         published = tmp_path / "published.pem"
         published.write_text("")  # an empty slot: nothing extra published yet
         upstream = VerifiedUpstream()
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream,
             gateway={
                 "backend": _identity(key),
@@ -317,15 +297,12 @@ class TestRotationWithoutRestart:
             assert [jwk["kid"] for jwk in doc["keys"]] == [new_kid]
 
     async def test_a_broken_rotation_keeps_the_old_key_signing(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
     ) -> None:
         monkeypatch.setattr(Secret, "RECHECK_S", 0.0)
         key = write_key(tmp_path / "assertion.pem")
         upstream = VerifiedUpstream()
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream,
             gateway={"backend": _identity(key)},
         ) as stack:
@@ -346,7 +323,7 @@ class TestRotationWithoutRestart:
 
 class TestSeveralBackends:
     async def test_each_backend_gets_its_own_audience_only_where_configured(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, aiohttp_server: ServerFactory, make_stack: MakeStack
     ) -> None:
         key = write_key(tmp_path / "assertion.pem")
         docs = VerifiedUpstream(tools=[echo_tool("search")])
@@ -367,9 +344,7 @@ class TestSeveralBackends:
                 "credential": {"type": "bearer", "token": {"env": "LIVE_STACK_SERVICE"}},
             },
         }
-        async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, backends=backends, policy=POLICY
-        ) as stack:
+        async with make_stack(backends=backends, policy=POLICY) as stack:
             verifier = docs.verifier
             verifier.issuer, verifier.audience = RESOURCE, docs_url
             verifier.jwks_url = stack.server.ops_url + "/.well-known/jwks.json"

@@ -7,15 +7,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import MutableMapping
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from gateway.backend.catalog.hygiene import ELLIPSIS
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.upstream_backend import UpstreamBackend
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 from tests.support.policy import policy_text
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -31,9 +28,7 @@ def _sample(metrics: str, name: str, **labels: str) -> float | None:
 
 
 async def test_tools_list_is_cleaned_capped_and_hidden_and_counted(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     log_events: list[MutableMapping[str, Any]],
 ) -> None:
     poisoned = echo_tool("search")
@@ -45,10 +40,7 @@ async def test_tools_list_is_cleaned_capped_and_hidden_and_counted(
     edge["description"] = "e" * CAP
     twin = echo_tool("echo\u200b")  # would look exactly like "echo" to a person
     upstream = ModernUpstream(tools=[echo_tool("echo"), poisoned, long, edge, twin])
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=POLICY,
         gateway={"limits": {"max_description_chars": CAP}},

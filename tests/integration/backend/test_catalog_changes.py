@@ -26,7 +26,7 @@ from gateway.backend.catalog import refresher
 from gateway.backend.catalog.refresher import TTL_FLOOR_S, refresh_interval
 from gateway.backend.federation import FederatedBackend
 from gateway.backend.upstream_backend import UpstreamBackend
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory, live_stack
 from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
 
@@ -105,7 +105,7 @@ async def test_ttl_ms_0_from_the_sdk_server_does_not_relist_every_second(
 
 
 async def test_ttl_ms_0_from_a_recording_upstream_polls_at_the_floor(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     upstream = ModernUpstream()
     upstream.ttl_ms = 0
@@ -117,9 +117,7 @@ async def test_ttl_ms_0_from_a_recording_upstream_polls_at_the_floor(
         await wait(wake, seconds)
 
     monkeypatch.setattr(refresher, "sleep_or_wake", recorded)
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, gateway=SLOW_POLLING
-    ) as stack:
+    async with make_stack(upstream=upstream, gateway=SLOW_POLLING) as stack:
         assert backend_of(stack).refresh_interval == TTL_FLOOR_S
         await eventually(lambda: _true(bool(waits)))
         # ttlMs 0 meant a busy loop: the loop now sleeps the floor before fetching again.
@@ -143,15 +141,10 @@ async def test_the_sdk_servers_list_changed_on_subscriptions_listen_refreshes_th
         assert sdk.count("subscriptions/listen") == 1
 
 
-async def test_a_burst_of_notifications_is_coalesced(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_burst_of_notifications_is_coalesced(make_stack: MakeStack) -> None:
     upstream = ModernUpstream(list_changed=True)
     upstream.ttl_ms = None
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=OPEN_POLICY,
         gateway=SLOW_POLLING,
@@ -169,13 +162,10 @@ async def test_a_burst_of_notifications_is_coalesced(
 
 
 async def test_a_legacy_upstreams_get_stream_notification_refreshes_the_catalog(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = LegacyUpstream(list_changed=True)
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=OPEN_POLICY,
         gateway=SLOW_POLLING,
@@ -192,13 +182,10 @@ async def test_a_legacy_upstreams_get_stream_notification_refreshes_the_catalog(
 
 
 async def test_a_list_changed_inside_a_legacy_tool_reply_refreshes_the_catalog(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = LegacyUpstream(list_changed=True)
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=OPEN_POLICY,
         gateway=SLOW_POLLING,
@@ -211,21 +198,19 @@ async def test_a_list_changed_inside_a_legacy_tool_reply_refreshes_the_catalog(
 
 @pytest.mark.parametrize("kind", ["modern", "legacy"])
 async def test_no_change_stream_is_opened_without_list_changed_advertised(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, kind: str
+    make_stack: MakeStack, kind: str
 ) -> None:
     upstream = ModernUpstream() if kind == "modern" else LegacyUpstream()
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack(upstream=upstream) as stack:
         await listed(stack)
         await asyncio.sleep(1.5)  # the listener looks at the link state once a second
     assert upstream.calls("subscriptions/listen") == []
     assert [r for r in upstream.requests if r.method == "GET"] == []
 
 
-async def test_an_upstream_refusing_to_listen_is_not_asked_again(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_an_upstream_refusing_to_listen_is_not_asked_again(make_stack: MakeStack) -> None:
     upstream = ModernUpstream(list_changed=True, fault="listen_refused")
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack(upstream=upstream) as stack:
         await eventually(lambda: _true(len(upstream.calls("subscriptions/listen")) >= 1))
         await asyncio.sleep(2.5)  # a retry loop would have asked again by now
         assert len(upstream.calls("subscriptions/listen")) == 1

@@ -38,7 +38,7 @@ from tests.support.catalog_lock import (
     raw,
 )
 from tests.support.federation import federated_stack
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory, live_stack
 from tests.support.policy import policy_text
 from tests.support.serve_process import run_command
 from tests.support.upstreams import ModernUpstream, echo_tool
@@ -93,15 +93,10 @@ def audit_events(path: Path, prefix: str = "catalog_item_") -> list[dict[str, An
 
 
 @pytest.fixture
-async def pinned(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[LiveStack, ModernUpstream, str]]:
+async def pinned(make_stack: MakeStack) -> AsyncIterator[tuple[LiveStack, ModernUpstream, str]]:
     upstream = upstream_with_surface()
     pinned_out: list[str] = []
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=POLICY,
         gateway={
@@ -301,13 +296,10 @@ async def test_approve_of_an_unknown_name_writes_nothing(
 
 
 async def test_warn_serves_the_changed_item_and_flags_it(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     upstream = upstream_with_surface()
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=POLICY,
         gateway={
@@ -368,7 +360,7 @@ async def test_a_bad_lock_at_reload_keeps_the_old_one(
 
 
 async def test_a_bad_lock_at_startup_is_a_load_error_with_its_line(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     upstream = upstream_with_surface()
     config: list[Path] = []
@@ -378,10 +370,7 @@ async def test_a_bad_lock_at_startup_is_a_load_error_with_its_line(
         raise _Stop
 
     with pytest.raises(_Stop):
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream,
             policy=POLICY,
             gateway={"catalog": {"lock": "catalog.lock.yaml"}},
@@ -414,13 +403,13 @@ class _Overrides:
 
 
 async def test_an_override_change_is_a_held_change_without_a_refetch(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     """The lock hashes the exposed (overridden) definition: the refresher's ``overrides`` hook,
     against a real upstream; a pushed policy's override is held before the catalog's next use,
     without a fetch."""
     upstream = ModernUpstream(tools=[echo_tool("echo"), echo_tool("other")])
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack(upstream=upstream) as stack:
         path = tmp_path / "catalog.lock.yaml"
         source = _Overrides(echo=ToolOverride("policy.yaml:4:5", description="Echo, reviewed"))
         outbound = Outbound(user_agent="catalog-test")
@@ -462,16 +451,13 @@ tools:
 
 
 async def test_a_policy_override_change_is_held_until_approved(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     """End to end with the policy's override: (issue 33): pin hashes the exposed (renamed,
     re-described) tool, a changed override in the policy file is held on its hot reload,
     ``catalog diff`` shows the override's text, ``approve say`` serves it."""
     upstream = ModernUpstream(tools=[echo_tool("echo"), echo_tool("search")])
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=OVERRIDE_POLICY,
         gateway={"policy_poll_s": 0.1, "catalog": {"lock": "catalog.lock.yaml", "poll_s": 0.1}},
@@ -581,15 +567,12 @@ EXACT_POLICY = policy_text(
 
 
 async def test_review_needs_no_issuer_secret_and_a_held_tool_is_no_policy_mistake(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     # Issue 43: catalog diff/approve demanded the issuer's secret, which they never use; and
     # a held tool logged policy.rule_matches_no_tool, pointing the operator at the policy.
     upstream = upstream_with_surface()
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=EXACT_POLICY,
         gateway={"catalog": {"lock": "catalog.lock.yaml", "poll_s": 0.1}},

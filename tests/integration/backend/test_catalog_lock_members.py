@@ -13,13 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import pytest
 import structlog
 
 from gateway.backend.catalog.lock_file import OUTDATED, dump_lock, load_lock
 from gateway.backend.catalog.pinning import Item, digest
 from tests.support.catalog_lock import catalog_cli, eventually, listed, member, names, pin_first
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 from tests.support.policy import policy_text
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -88,13 +87,10 @@ def added_lines(diff: str) -> list[str]:
 
 
 async def test_every_served_member_is_pinned_held_and_shown_by_diff(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     served = upstream()
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=served,
         policy=POLICY,
         gateway=GATEWAY,
@@ -180,7 +176,7 @@ def as_version_1(path: Path) -> None:
 
 
 async def test_a_version_1_lock_is_read_and_holds_what_it_never_pinned(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     async def pin_as_version_1(config: Path) -> None:
         await pin_first([])(config)
@@ -188,10 +184,7 @@ async def test_a_version_1_lock_is_read_and_holds_what_it_never_pinned(
 
     path = tmp_path / "catalog.lock.yaml"
     with structlog.testing.capture_logs() as logs:
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream(),
             policy=POLICY,
             gateway=GATEWAY,
@@ -226,7 +219,7 @@ async def test_a_version_1_lock_is_read_and_holds_what_it_never_pinned(
 
 
 async def test_approve_with_nothing_to_approve_rewrites_a_version_1_lock(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     """A version 1 lock whose items carry nothing else is the same catalog: ``approve`` writes
     it in the current format, item for item."""
@@ -236,10 +229,7 @@ async def test_approve_with_nothing_to_approve_rewrites_a_version_1_lock(
         await pin_first([])(config)
         as_version_1(config.parent / "catalog.lock.yaml")
 
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=plain,
         gateway=GATEWAY,
         prepare=pin_as_version_1,

@@ -9,14 +9,13 @@ wiring, both client eras.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway.backend.upstream.tool_results import CAPABILITY_TEXT
 from gateway.protocol.capabilities import MAX_SETTINGS_BYTES
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 from tests.support.schemas import validate_response
 from tests.support.upstreams import ModernUpstream
 
@@ -29,10 +28,10 @@ def forwarded(upstream: ModernUpstream) -> list[Any]:
 
 @pytest.mark.row("missing_client_capability")
 async def test_an_upstream_32021_reaches_a_modern_client_as_400_with_known_data_only(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = ModernUpstream(fault="missing_capability")
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack(upstream=upstream) as stack:
         status, headers, text = await stack.call(stack.token(), arguments={"text": "x"}, rid=41)
     assert status == 400, text
     assert headers["Content-Type"] == "application/json"
@@ -53,7 +52,7 @@ async def test_an_upstream_32021_reaches_a_modern_client_as_400_with_known_data_
 
 
 async def test_a_modern_clients_known_capabilities_are_forwarded_re_serialised(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     declared = {
         "elicitation": {"form": {}, "url": {}, "bogus": {"x": 1}},
@@ -63,7 +62,7 @@ async def test_a_modern_clients_known_capabilities_are_forwarded_re_serialised(
         "tasks": {"list": {}},  # not a 2026-07-28 client capability
     }
     upstream = ModernUpstream(fault="missing_capability")
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack(upstream=upstream) as stack:
         status, _, text = await stack.call(
             stack.token(), arguments={"text": "x"}, capabilities=declared
         )
@@ -80,12 +79,12 @@ async def test_a_modern_clients_known_capabilities_are_forwarded_re_serialised(
 
 
 async def test_a_legacy_client_gets_the_fixed_tool_error_and_forwards_nothing(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     # A legacy client declared elicitation in initialize; the stateless gateway answered that
     # itself and cannot know it on tools/call, so it forwards {} and maps -32021 to a tool error.
     upstream = ModernUpstream(fault="missing_capability")
-    async with live_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack(upstream=upstream) as stack:
         status, _, text = await stack.legacy_call(stack.token(), arguments={"text": "x"})
     assert status == 200, text
     body = json.loads(text)

@@ -24,7 +24,7 @@ from tests.support.exchange_stack import (
     exchange_stack,
 )
 from tests.support.jwt_stack import metric
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.upstreams import ModernUpstream
 
 REFUSED = "The authorization server refused this caller access to the tool's backend"
@@ -239,7 +239,7 @@ async def test_a_failed_exchange_is_not_cached_the_next_call_exchanges_again(
 
 @pytest.mark.row("exchange_refused")
 async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_others_their_results(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     dev = DevIssuer()
     await dev.start()
@@ -269,9 +269,7 @@ async def test_in_a_2025_03_26_batch_the_refused_member_gets_the_error_the_other
         "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*echo': {scopes: [mcp:access]}\n"
     )
     try:
-        async with live_stack(
-            tmp_path, aiohttp_server, monkeypatch, issuer=dev, backends=backends, policy=policy
-        ) as stack:
+        async with make_stack(issuer=dev, backends=backends, policy=policy) as stack:
             dev.exchange_faults.error = "access_denied"
             status, _, text = await stack.post(stack.token(), two_tool_calls("echo", "ex__echo"))
             assert_only_the_second_refused(status, text, message=REFUSED, reason="access_denied")

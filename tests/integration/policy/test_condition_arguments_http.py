@@ -6,13 +6,12 @@ An argument no condition reads is not bounded (it goes upstream, not to CEL)."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from gateway.policy.conditions import MAX_ARGUMENT_CHARACTERS, MAX_ARGUMENT_VALUES
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 POLICY = """
@@ -37,12 +36,10 @@ def _long(characters: int) -> list[str]:
 
 @pytest.mark.row("condition_arguments_too_large")
 async def test_arguments_past_the_bound_are_refused_before_the_conditions_in_both_eras(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = ModernUpstream(tools=[echo_tool("deploy")])
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=POLICY) as stack:
         token = stack.token()
         for fits, past in (
             (_hosts(MAX_ARGUMENT_VALUES), _hosts(MAX_ARGUMENT_VALUES + 1)),

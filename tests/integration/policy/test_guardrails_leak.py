@@ -13,13 +13,12 @@ metrics are searched for each marker.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.support.guardrail_service import Faults, GuardrailService, guardrail_service
-from tests.support.live_stack import ServerFactory, live_stack, peer_section
+from tests.support.live_stack import MakeStack, ServerFactory, peer_section
 from tests.support.printed import Printed
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -52,7 +51,10 @@ def _decide(message: dict[str, Any]) -> dict[str, Any]:
 
 
 async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, leaks: Printed
+    aiohttp_server: ServerFactory,
+    make_stack: MakeStack,
+    monkeypatch: pytest.MonkeyPatch,
+    leaks: Printed,
 ) -> None:
     upstream = ModernUpstream(
         tools=[echo_tool("echo")],
@@ -75,10 +77,7 @@ async def test_content_and_reasons_reach_no_log_audit_event_or_metric(
             "audit": {"sink": "stdout"},
             "logging": {"format": "json", "log_arguments": True},
         }
-        async with live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack(
             upstream=upstream,
             policy=POLICY,
             gateway=gateway,

@@ -12,10 +12,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import pytest
 from aiohttp import web
 
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -39,7 +38,7 @@ def _adapter() -> ModuleType:
 
 
 async def test_the_documented_adapter_puts_nemo_between_the_gateway_and_the_backend(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     checked: list[dict[str, Any]] = []
 
@@ -69,10 +68,7 @@ async def test_the_documented_adapter_puts_nemo_between_the_gateway_and_the_back
             }
         }
     }
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=ModernUpstream(tools=[echo_tool("echo")]),
         policy=POLICY,
         gateway=gateway,

@@ -32,7 +32,7 @@ from gateway.http.subscriptions import legacy_sessions
 from gateway.wiring import production as wiring
 from tests.support import sdk_stack as shared
 from tests.support import wired
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory
 from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.sdk_stack import Heard, legacy_client, listeners, sdk_stack, sdk_stack_fixture
@@ -588,9 +588,7 @@ async def test_a_newer_get_of_the_session_replaces_the_older(
         old.close()
 
 
-async def test_a_uri_the_backend_declines_or_cannot_take_is_not_kept(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_uri_the_backend_declines_or_cannot_take_is_not_kept(make_stack: MakeStack) -> None:
     """With the GET attached, a subscribe waits for the backend: one that acknowledges no URI
     answers like an absent resource (-32002), one that refuses the listen is a backend failure
     (-32603); neither URI stays counted."""
@@ -601,10 +599,7 @@ async def test_a_uri_the_backend_declines_or_cannot_take_is_not_kept(
             "resources/templates/list": {"resourceTemplates": []},
         },
     )
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=POLICY,
         gateway={"limits": {"max_subscribed_uris_per_principal": 1}},

@@ -9,12 +9,11 @@ stay hidden. Real issuer, real upstream, production wiring.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from gateway.errors import FORBIDDEN_CODE
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 TOOLS = ["echo", "report", "secret", "ops_only", "staff_only", "unruled"]
@@ -42,12 +41,10 @@ async def listed(stack: LiveStack, token: str) -> set[str]:
 
 @pytest.mark.row("tool_insufficient_scope")
 async def test_step_up_lists_unlockable_tools_and_the_call_gets_the_step_up_403(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = ModernUpstream(tools=[echo_tool(name) for name in TOOLS])
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy("step_up")
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=policy("step_up")) as stack:
         token = stack.token(scopes="mcp:access")
         assert await listed(stack, token) == {"echo", "report"}
         status, headers, text = await stack.call(token, "report", rid=9)
@@ -68,13 +65,9 @@ async def test_step_up_lists_unlockable_tools_and_the_call_gets_the_step_up_403(
 
 @pytest.mark.parametrize("listing", [None, "allowed"])
 async def test_the_default_lists_only_callable_tools(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     listing: str | None,
 ) -> None:
     upstream = ModernUpstream(tools=[echo_tool(name) for name in TOOLS])
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy(listing)
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=policy(listing)) as stack:
         assert await listed(stack, stack.token(scopes="mcp:access")) == {"echo"}

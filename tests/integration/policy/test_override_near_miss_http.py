@@ -11,12 +11,11 @@ naming the policy's name, never the caller's key), and nothing goes upstream.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 POLICY = """
@@ -51,12 +50,10 @@ def deploy_tool() -> dict[str, Any]:
 
 @pytest.mark.row("argument_not_settable")
 async def test_near_miss_keys_of_a_fixed_argument_are_refused_in_both_eras(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = ModernUpstream(tools=[deploy_tool()])
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=POLICY) as stack:
         token = stack.token()
         for key in NEAR_MISSES:
             status, headers, text = await stack.call(

@@ -23,7 +23,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from tests.support.federation import federated_stack, scopes
-from tests.support.live_stack import LEGACY, LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import (
+    LEGACY,
+    LiveStack,
+    MakeStack,
+    ServerFactory,
+)
 from tests.support.mcp_client import legacy_initialize_body
 from tests.support.printed import Printed
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, echo_tool
@@ -111,14 +116,11 @@ def check_listing(tools: dict[str, Any]) -> None:
 
 
 async def test_overrides_reach_listing_and_calls_in_both_eras(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, leaks: Printed
+    tmp_path: Path, make_stack: MakeStack, leaks: Printed
 ) -> None:
     upstream = ModernUpstream(tools=upstream_tools())
     audit = tmp_path / "audit.jsonl"
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=POLICY,
         gateway={"audit": {"sink": "file", "path": str(audit)}},
@@ -179,13 +181,9 @@ async def test_overrides_reach_listing_and_calls_in_both_eras(
 
 
 @pytest.mark.row("argument_not_settable")
-async def test_a_caller_cannot_set_a_fixed_or_hidden_argument(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_caller_cannot_set_a_fixed_or_hidden_argument(make_stack: MakeStack) -> None:
     upstream = ModernUpstream(tools=upstream_tools())
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=POLICY) as stack:
         token = stack.token()
         cases = [
             ({"query": "q", "tenant": "globex"}, ["tenant"]),
@@ -230,12 +228,10 @@ async def test_a_caller_cannot_set_a_fixed_or_hidden_argument(
 
 
 async def test_a_policy_reload_changes_the_override_without_restart(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     upstream = ModernUpstream(tools=upstream_tools())
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=POLICY) as stack:
         token = stack.token()
         assert (await stack.call(token, "find", {"query": "a"}))[0] == 200
         changed = POLICY.replace("rename: find", "rename: lookup").replace("acme", "globex")
@@ -286,15 +282,11 @@ tools:
 
 
 async def test_an_override_that_does_not_fit_hides_the_tool_and_says_why(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     log_events: list[MutableMapping[str, Any]],
 ) -> None:
     upstream = ModernUpstream(tools=[*upstream_tools(), echo_tool("other"), echo_tool("fine")])
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=MISFIT
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=MISFIT) as stack:
         token = stack.token()
         status, _, text = await stack.modern(token, "tools/list")
         assert sorted(listed(text)) == ["fine"]  # fail closed: never served un-pinned
@@ -320,13 +312,9 @@ async def test_an_override_that_does_not_fit_hides_the_tool_and_says_why(
     assert upstream.calls("tools/call") == []
 
 
-async def test_rename_and_fixed_arguments_toward_a_legacy_upstream(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_rename_and_fixed_arguments_toward_a_legacy_upstream(make_stack: MakeStack) -> None:
     upstream = LegacyUpstream(tools=upstream_tools())
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=POLICY) as stack:
         status, _, text = await stack.call(stack.token(), "find", {"query": "q"})
         assert status == 200, text
     assert [(p["name"], p["arguments"]) for p in upstream_calls(upstream)] == [
@@ -378,14 +366,12 @@ async def test_renames_across_several_backends(
 
 @pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
 async def test_the_official_sdk_sees_and_calls_the_exposed_tool(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, mode: str
+    make_stack: MakeStack, mode: str
 ) -> None:
     """An independent client (the ``mcp`` SDK) parses the overridden listing and calls the
     renamed tool; the upstream gets its own name and the fixed argument."""
     upstream = ModernUpstream(tools=upstream_tools())
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=POLICY) as stack:
         headers = {"Authorization": f"Bearer {stack.token()}"}
         async with create_mcp_http_client(headers=headers) as http:
             transport = streamable_http_client(stack.server.mcp_url, http_client=http)
@@ -405,12 +391,10 @@ async def test_the_official_sdk_sees_and_calls_the_exposed_tool(
 
 
 async def test_in_a_2025_03_26_batch_only_the_member_that_sets_a_fixed_argument_is_refused(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = ModernUpstream(tools=upstream_tools())
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=POLICY) as stack:
         token = stack.token()
         init = legacy_initialize_body("2025-03-26")
         assert (await stack.post(token, init))[0] == 200
@@ -442,14 +426,10 @@ async def test_in_a_2025_03_26_batch_only_the_member_that_sets_a_fixed_argument_
     assert [p["arguments"] for p in upstream_calls(upstream)] == [{"query": "ok", "tenant": "acme"}]
 
 
-async def test_the_renaming_rules_limits_apply_under_the_new_name(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_renaming_rules_limits_apply_under_the_new_name(make_stack: MakeStack) -> None:
     upstream = ModernUpstream(tools=upstream_tools())
     policy = POLICY.replace("rate_limit: 100/minute", "rate_limit: 1/minute")
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=policy) as stack:
         token = stack.token()
         assert (await stack.call(token, "find", {"query": "1"}))[0] == 200
         status, headers, text = await stack.call(token, "find", {"query": "2"})
@@ -461,7 +441,7 @@ async def test_the_renaming_rules_limits_apply_under_the_new_name(
 
 
 async def test_when_conditions_see_the_arguments_the_backend_gets(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     """A ``when:`` condition on the renaming rule reads the fixed value (the caller cannot set
     it, so a condition on it cannot be steered by the caller)."""
@@ -470,9 +450,7 @@ async def test_when_conditions_see_the_arguments_the_backend_gets(
         "    rate_limit: 100/minute\n",
         '    when: \'arguments.tenant == "acme" && tool == "find"\'\n',
     )
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy
-    ) as stack:
+    async with make_stack(upstream=upstream, policy=policy) as stack:
         token = stack.token()
         assert (await stack.call(token, "find", {"query": "1"}))[0] == 200
         (tmp_path / "policy.yaml").write_text(policy.replace("tenant: acme", "tenant: globex"))

@@ -26,7 +26,13 @@ from mcp.server.subscriptions import ResourceUpdated
 
 from gateway.policy.policy_loader import load_policy
 from gateway.policy.uri import normalize_uri
-from tests.support.live_stack import MODERN, LiveStack, ServerFactory, live_stack, modern_meta
+from tests.support.live_stack import (
+    MODERN,
+    LiveStack,
+    MakeStack,
+    ServerFactory,
+    modern_meta,
+)
 from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text, who, write_text
 from tests.support.sdk_stack import next_event, sdk_client, sdk_stack
@@ -79,7 +85,7 @@ async def read(live: LiveStack, token: str, uri: str, era: str) -> tuple[int, di
 
 @pytest.fixture
 async def federation(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[tuple[LiveStack, ModernUpstream, ModernUpstream]]:
     alpha, beta = recording("rt://alpha/x"), recording("rt://beta/x")
     monkeypatch.setenv("URI_SECRET", "uri-secret")
@@ -90,10 +96,7 @@ async def federation(
             "allow_insecure_http": True,
             "credential": {"type": "bearer", "token": {"env": "URI_SECRET"}},
         }
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         policy=FEDERATION_POLICY,
         backends=settings,
         gateway={"audit": {"sink": "stdout"}},
@@ -102,14 +105,10 @@ async def federation(
 
 
 @pytest.fixture
-async def docs(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[tuple[LiveStack, ModernUpstream]]:
+async def docs(make_stack: MakeStack) -> AsyncIterator[tuple[LiveStack, ModernUpstream]]:
     upstream = recording("file:///docs/x")
     upstream.accepted = {"service-secret"}
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=DOCS_POLICY
-    ) as live:
+    async with make_stack(upstream=upstream, policy=DOCS_POLICY) as live:
         yield live, upstream
 
 
@@ -334,7 +333,7 @@ async def test_subscriptions_refuse_an_ambiguous_uri_and_ask_for_the_normal_form
 
 
 async def test_a_pattern_of_many_wildcards_over_a_long_uri_answers_at_once(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     """Resource patterns were backtracking regexes: ``file:///**a**a**a**b`` against a
     2,000-character URI held the event loop for minutes (0.8 s at 400 characters), and the URI
@@ -345,9 +344,7 @@ async def test_a_pattern_of_many_wildcards_over_a_long_uri_answers_at_once(
     )
     upstream = recording("file:///x")
     upstream.accepted = {"service-secret"}
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=policy
-    ) as live:
+    async with make_stack(upstream=upstream, policy=policy) as live:
         token = live.token("mcp:access")
         status, _, body = await read(live, token, "file:///" + "a" * 2000, "modern")
         assert status == 400 and body["error"]["code"] == -32602  # matches no rule: unknown

@@ -12,10 +12,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from tests.support.jwt_stack import parse_challenge
-from tests.support.live_stack import ServerFactory, live_stack
+from tests.support.live_stack import MakeStack
 from tests.support.upstreams import ModernUpstream, echo_tool
 
 POLICY = """\
@@ -38,13 +36,10 @@ def _upstream() -> ModernUpstream:
 
 
 async def test_an_implied_scope_admits_and_a_403_names_the_least_privilege_scope(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     audit = tmp_path / "audit.jsonl"
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=_upstream(),
         policy=POLICY,
         gateway={"audit": {"sink": "file", "path": str(audit)}},

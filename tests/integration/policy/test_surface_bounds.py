@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack
 from tests.support.policy import policy_text
 from tests.support.upstreams import LegacyUpstream, ModernUpstream
 
@@ -41,14 +40,11 @@ async def read(live: LiveStack, era: str = "modern") -> tuple[int, dict[str, str
 
 @pytest.mark.row("backend_failure")
 async def test_a_read_at_the_response_cap_passes_and_one_byte_more_fails(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = ModernUpstream(answers={"resources/list": {"resources": []}})
     upstream.answers["resources/read"] = contents(mimeType="text/plain", text="x" * 100)
-    async with live_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack(
         upstream=upstream,
         policy=POLICY,
         gateway={"limits": {"max_response_bytes": CAP}},
@@ -92,26 +88,20 @@ async def test_a_read_at_the_response_cap_passes_and_one_byte_more_fails(
     ],
 )
 async def test_garbled_contents_are_refused_in_both_eras(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     item: dict[str, Any],
 ) -> None:
     upstream = ModernUpstream(
         answers={"resources/list": {"resources": []}, "resources/read": contents(**item)}
     )
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as live:
+    async with make_stack(upstream=upstream, policy=POLICY) as live:
         status, _, text = await read(live)
         assert status == 502 and json.loads(text)["error"]["code"] == -32603
         status, _, text = await read(live, "legacy")
         assert status == 200 and json.loads(text)["error"]["code"] == -32603
 
 
-async def test_a_good_blob_and_an_input_required_answer(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_good_blob_and_an_input_required_answer(make_stack: MakeStack) -> None:
     blob = base64.b64encode(bytes(range(256))).decode()
     upstream = ModernUpstream(
         answers={
@@ -119,9 +109,7 @@ async def test_a_good_blob_and_an_input_required_answer(
             "resources/read": contents(blob=blob, mimeType="application/octet-stream"),
         }
     )
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as live:
+    async with make_stack(upstream=upstream, policy=POLICY) as live:
         status, _, text = await read(live)
         assert status == 200
         assert json.loads(text)["result"]["contents"][0]["blob"] == blob
@@ -131,9 +119,7 @@ async def test_a_good_blob_and_an_input_required_answer(
 
 
 async def test_a_legacy_upstream_serves_prompts_and_resources_to_both_client_eras(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     upstream = LegacyUpstream(
@@ -147,9 +133,7 @@ async def test_a_legacy_upstream_serves_prompts_and_resources_to_both_client_era
             "resources/read": contents(text="from legacy"),
         }
     )
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as live:
+    async with make_stack(upstream=upstream, policy=POLICY) as live:
         token = live.token("mcp:access")
         status, _, text = await live.modern(token, "prompts/list")
         assert [p["name"] for p in json.loads(text)["result"]["prompts"]] == ["hello"]

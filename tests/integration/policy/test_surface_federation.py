@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory
 from tests.support.policy import policy_text
 from tests.support.sdk_stack import backend_settings, federated_sdk_stack
 from tests.support.sdk_upstream import SdkUpstream, sdk_upstream
@@ -142,17 +142,14 @@ async def test_a_resource_link_a_tool_returns_is_rewritten_and_readable(
 
 
 async def test_a_backend_answering_with_another_backends_uris_is_refused(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SURFACE_DOCS", "docs-service-token")
     monkeypatch.setenv("SURFACE_WIKI", "wiki-service-token")
     async with (
         sdk_upstream(surface=True) as docs,
         sdk_upstream(surface=True, rogue=True) as rogue,
-        live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        make_stack(
             policy=POLICY.replace("wiki", "rogue"),
             backends={
                 "docs": backend_settings(docs.url, "SURFACE_DOCS"),

@@ -24,7 +24,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.support.live_stack import MODERN, ServerFactory, live_stack, modern_meta
+from tests.support.live_stack import MODERN, MakeStack, modern_meta
 from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.redis_server import RedisServer, redis_server
@@ -84,15 +84,12 @@ async def open_streams(
 
 
 async def test_a_revocation_here_ends_the_tokens_streams_and_only_those(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STREAMS_ADMIN_TOKEN", ADMIN)
     upstream = ModernUpstream(list_changed=True)
     async with (
-        live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        make_stack(
             upstream=upstream,
             policy=POLICY,
             gateway={"admin": {"token": {"env": "STREAMS_ADMIN_TOKEN"}}},
@@ -139,16 +136,13 @@ async def in_flight(http: aiohttp.ClientSession, ops_url: str) -> float:
 
 
 async def test_a_token_revoked_while_its_listen_arrived_opens_no_stream(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Accepted before the body arrived, revoked before the stream registered: 401, not a
     stream that no revocation can reach any more."""
     monkeypatch.setenv("STREAMS_ADMIN_TOKEN", ADMIN)
     async with (
-        live_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        make_stack(
             upstream=ModernUpstream(list_changed=True),
             policy=POLICY,
             gateway={"admin": {"token": {"env": "STREAMS_ADMIN_TOKEN"}}},
