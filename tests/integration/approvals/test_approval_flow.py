@@ -325,17 +325,13 @@ async def test_another_person_cannot_decide_a_callers_own_request(
     assert 'id="none"' in (await bob.get(stack.login.url("/approvals")))[2]
 
 
-async def test_in_a_2025_03_26_batch_only_the_held_member_is_refused(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_in_a_2025_03_26_batch_only_the_held_member_is_refused(make_stack: MakeStack) -> None:
     upstream = ModernUpstream(tools=[echo_tool("echo"), echo_tool("wipe")])
     batch = [
         {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo"}},
         {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "wipe"}},
     ]
-    async with live_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, policy=POLICY
-    ) as live:
+    async with make_stack(upstream=upstream, policy=POLICY) as live:
         token = live.token(scopes="mcp:access")
         status, _, text = await live.post(token, batch, {"MCP-Protocol-Version": "2025-03-26"})
         assert status == 200, text
