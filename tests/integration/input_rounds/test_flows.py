@@ -24,12 +24,11 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from tests.support.input_stack import (
     SCOPES,
     SERVICE_CREDENTIAL,
-    audit_events,
     call,
     input_stack,
 )
 from tests.support.input_upstream import INPUT_TOOLS, InputUpstream, retries
-from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.live_stack import LiveStack, ServerFactory, audit_events
 from tests.support.schemas import validate_response, validate_result
 
 ANSWER = "TOP-SECRET-ANSWER-4242"

@@ -29,13 +29,12 @@ from tests.support.input_stack import (
     KEY_B,
     POLICY,
     SCOPES,
-    audit_events,
     call,
     forge,
     input_stack,
 )
 from tests.support.input_upstream import InputUpstream, form, retries
-from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.live_stack import LiveStack, ServerFactory, audit_events
 from tests.support.schemas import validate_response
 
 CONFIRM = {"confirm": {"action": "accept", "content": {"confirm": True}}}
