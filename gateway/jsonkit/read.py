@@ -12,7 +12,8 @@ external decision point, MCP backends) and the files the gateway reads. Refused:
   §6), a number that overflows the double range (a NaN or infinite ``exp`` passes every
   comparison);
 * a duplicate member name, compared after unescaping (RFC 8259 §4: ``{"decision": false,
-  "decision": true}`` must not be read one way here and another way by a proxy or a logger);
+  "decision": true}`` must not be read one way here and another way by a proxy or a logger;
+  :func:`_without_duplicates` says how that is decided without a Python call per object);
 * a ``\\uD800``-style escape that leaves a lone surrogate (RFC 8259 §8.2: not interoperable, and
   not re-encodable as UTF-8);
 * what exceeds a cap of :class:`JsonLimits` or ``max_bytes``.
@@ -32,6 +33,8 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, Literal, NoReturn
+
+import orjson
 
 __all__ = [
     "PEER",
@@ -115,8 +118,56 @@ def loads(data: bytes | str, limits: JsonLimits = PEER, *, max_bytes: int = UNBO
             text = data.decode("utf-8")
         except UnicodeDecodeError:
             raise JsonError("invalid UTF-8") from None
+    value = _without_duplicates(text, limits)
+    if value is _NOT_DECIDED:
+        value = _strict(text, limits)
+    _check_tree(value, text, size, limits)
+    return value
+
+
+_NOT_DECIDED: Final[Any] = object()
+
+
+def _without_duplicates(text: str, limits: JsonLimits) -> Any:
+    """The value of ``text`` read without the per-object hook of the strict decoder, when a
+    count proves that the strict decoder would have read the same value; otherwise (and on
+    any error: the strict decoder then decides, and says why) :data:`_NOT_DECIDED`.
+
+    Why the count proves it. Every ``:`` of a JSON text is either the separator of one
+    member or a character inside a string. Without a ``\\u003a`` escape (the only escape
+    that decodes to a colon), each string holds as many colons decoded as written. So the
+    text's colons are (members written) + (colons in every string written). Read without the
+    hook, an object keeps one member per distinct name (the last value); its strings are some
+    of the strings written. orjson writes that value back with one ``:`` per member kept and
+    the strings' colons as they are (no escape of its makes or hides a colon), so its colons
+    are (members kept) + (colons in the strings kept). Without a duplicate name the members
+    and the strings kept are all of them and the counts are equal; with one, at least one
+    member and its value are gone, and orjson's count is smaller. Equal counts: no duplicate,
+    and no object over ``max_members`` either when the text has no more colons than that.
+    Everything else (the float, int and constant hooks, strictness) is the strict decoder's
+    own. A value orjson does not write (an integer over 64 bits, a lone surrogate, nesting
+    over 255) goes to the strict decoder."""
+    colons = text.count(":")
+    if colons > limits.max_members:
+        return _NOT_DECIDED
+    if "\\" in text and _COLON_ESCAPE.search(text) is not None:
+        return _NOT_DECIDED
     try:
-        value = _decoder(limits).decode(text)
+        value = _plain_decoder(limits).decode(text)
+        if colons and orjson.dumps(value).count(b":") != colons:
+            return _NOT_DECIDED
+    except (ValueError, TypeError, RecursionError):  # JsonError, JSONDecodeError, orjson's
+        return _NOT_DECIDED
+    return value
+
+
+_COLON_ESCAPE: Final = re.compile(r"\\u003[aA]")
+"""The escape of ``:`` (an escaped backslash before ``u003a`` matches too: the slow way)."""
+
+
+def _strict(text: str, limits: JsonLimits) -> Any:
+    try:
+        return _decoder(limits).decode(text)
     except JsonError:
         raise
     except RecursionError:
@@ -125,8 +176,6 @@ def loads(data: bytes | str, limits: JsonLimits = PEER, *, max_bytes: int = UNBO
         raise JsonError("nesting depth over limit", "limit") from None
     except ValueError:  # json.JSONDecodeError: syntax, trailing data, a BOM in text
         raise JsonError("malformed JSON") from None
-    _check_tree(value, text, size, limits)
-    return value
 
 
 def loads_object(
@@ -158,6 +207,18 @@ def answer(content_type: str, body: bytes, limits: JsonLimits = PEER) -> dict[st
     if not is_json(content_type):
         raise JsonError("not a JSON content type", "content_type")
     return loads_object(body, limits)
+
+
+@lru_cache(maxsize=16)
+def _plain_decoder(limits: JsonLimits) -> json.JSONDecoder:
+    """:func:`_decoder` without its object hook (:func:`_without_duplicates`)."""
+    strict = _decoder(limits)
+    return json.JSONDecoder(
+        parse_float=strict.parse_float,
+        parse_int=None if limits.max_number_chars == UNBOUNDED else strict.parse_int,
+        parse_constant=_refuse_constant,
+        strict=True,
+    )
 
 
 @lru_cache(maxsize=16)
