@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from gateway.observability import loop_metrics
 from gateway.observability.metrics import Metrics
 from gateway.observability.spans import annotate
 
@@ -29,7 +30,11 @@ class IssuerCaches:
         self._issuers = tuple(issuers)
         self._metrics = metrics
         self._children: dict[str, Any] = {}
-        self._hit = metrics.token_cache_total.labels(outcome="hit") if metrics else None
+        self._hit = (
+            loop_metrics.counter(metrics.token_cache_total.labels(outcome="hit"))
+            if metrics
+            else None
+        )
 
     def lookup(self, key: bytes, now: float) -> tuple[CacheLookup | None, bool]:
         """(a fresh positive result in any issuer's cache, whether every issuer holds a fresh
@@ -73,7 +78,7 @@ class IssuerCaches:
         if self._metrics is not None:
             child = self._children.get(outcome)
             if child is None:  # a handful of outcomes: looked up once each
-                child = self._children[outcome] = self._metrics.token_cache_total.labels(
-                    outcome=outcome
+                child = self._children[outcome] = loop_metrics.counter(
+                    self._metrics.token_cache_total.labels(outcome=outcome)
                 )
             child.inc()

@@ -47,6 +47,7 @@ from gateway.config import Config
 from gateway.errors import GatewayError, InvalidToken
 from gateway.limits.keys import client_key
 from gateway.limits.memory import MemoryRateLimiter
+from gateway.observability import loop_metrics
 from gateway.observability.logging import emit_info, get_logger
 from gateway.observability.metrics import Metrics
 from gateway.outbound.client import Destination, Outbound
@@ -155,7 +156,10 @@ class ResourceServer:
         )
         self._flights: SingleFlight[Outcome] = SingleFlight()
         self._accepted = (
-            {m: metrics.authentications_total.labels(auth_method=m) for m in AUTH_METHODS}
+            {
+                m: loop_metrics.counter(metrics.authentications_total.labels(auth_method=m))
+                for m in AUTH_METHODS
+            }
             if metrics is not None
             else {}
         )

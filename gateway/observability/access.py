@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextvars import ContextVar, Token
 from functools import lru_cache
 from typing import Any, Final, Literal
@@ -30,6 +30,7 @@ from typing import Any, Final, Literal
 import structlog
 
 from gateway.config import LoggingConfig
+from gateway.observability import loop_metrics
 from gateway.observability.audit import AuditEvent, AuditSink
 from gateway.observability.audit_records import (
     TASK_EVENT_NAMES,
@@ -106,10 +107,10 @@ class GatewayObserver:
         "_audit",
         "_clock",
         "_durations",
+        "_in_flight",
         "_log",
         "_log_arguments",
         "_metrics",
-        "_record_requests",
         "_rejections",
         "_requests",
         "_subject_plain",
@@ -130,21 +131,22 @@ class GatewayObserver:
         self._audit = audit if audit is not None and audit.enabled else None
         self._subject_plain = logging_config.subject == "plain"
         self._log_arguments = logging_config.log_arguments
-        self._record_requests = record_request_metrics
         self._clock = clock
         self._wallclock = wallclock
         self._log = get_logger("gateway.access")
-        # Label children are looked up once per label set (bounded) instead of per request.
-        self._requests: dict[tuple[str, str, str], Any] = {}
-        self._durations: dict[str, Any] = {}
-        self._rejections: dict[str, Any] = {}
+        # Label children are looked up once per label set (bounded) instead of per request,
+        # and updated without prometheus-client's lock (:mod:`.loop_metrics`).
+        self._in_flight = loop_metrics.gauge(metrics.in_flight) if record_request_metrics else None
+        self._requests: dict[tuple[str, str, str], loop_metrics.LoopValue] = {}
+        self._durations: dict[str, loop_metrics.LoopHistogram] = {}
+        self._rejections: dict[str, loop_metrics.LoopValue] = {}
 
     # --- Observer ---------------------------------------------------------------------------
 
     def request_started(self, ctx: RequestContext) -> None:
         """Count the request in flight and bind request_id/trace_id for every log line of it."""
-        if self._record_requests:
-            self._metrics.in_flight.inc()
+        if self._in_flight is not None:
+            self._in_flight.inc()
         _tokens.set(
             structlog.contextvars.bind_contextvars(request_id=ctx.request_id, trace_id=ctx.trace_id)
         )
@@ -155,29 +157,30 @@ class GatewayObserver:
         duration_s = self._clock() - ctx.started
         try:
             decision = _decision_label(ctx)
-            label = method_label(ctx.method)
-            if self._record_requests:
-                metrics.in_flight.dec()
-                self._count_request(label, ctx.status, decision, duration_s)
+            if self._in_flight is not None:
+                self._in_flight.dec()
+                self._count_request(method_label(ctx.method), ctx.status, decision, duration_s)
             row = ctx.error_row
             if row is not None:
                 child = self._rejections.get(row)
                 if child is None:  # keyed by row name: a bounded set (the status table)
                     bounded = metrics.row_label(row)
-                    child = self._rejections[row] = metrics.rejections_total.labels(bounded)
+                    child = loop_metrics.counter(metrics.rejections_total.labels(bounded))
+                    self._rejections[row] = child
                 child.inc()
-            self._access_line(ctx, decision, duration_s)
+            shared = _Shared(ctx, decision, duration_s, self._subject_plain)
+            self._access_line(ctx, shared)
             if self._audit is not None and ctx.method in _AUDITED_METHODS:
                 now = self._wallclock()
                 if ctx.calls:  # a batch: one event per tools/call member
                     for call in ctx.calls:
-                        self._audit.emit(self._batch_event(ctx, call, duration_s), now)
+                        self._audit.emit(self._batch_event(ctx, call, shared), now)
                 elif (
                     ctx.tool is not None
                     or "audit_target" in ctx.extra
                     or (ctx.method in TASK_EVENT_NAMES)
                 ):
-                    self._audit.emit(self._audit_event(ctx, decision, duration_s), now)
+                    self._audit.emit(self._audit_event(ctx, shared), now)
         finally:
             self._unbind()
 
@@ -187,28 +190,25 @@ class GatewayObserver:
         key = (method, str(status), decision)
         child = self._requests.get(key)
         if child is None:
-            child = self._requests[key] = self._metrics.requests_total.labels(*key)
+            child = loop_metrics.counter(self._metrics.requests_total.labels(*key))
+            self._requests[key] = child
         child.inc()
         histogram = self._durations.get(method)
         if histogram is None:
-            histogram = self._durations[method] = self._metrics.request_duration_seconds.labels(
-                method
+            histogram = loop_metrics.histogram(
+                self._metrics.request_duration_seconds.labels(method)
             )
+            self._durations[method] = histogram
         histogram.observe(duration_s)
 
-    def _subject(self, subject: str | None) -> str | None:
-        return shown_subject(subject, self._subject_plain)
-
-    def _access_line(self, ctx: RequestContext, decision: DecisionLabel, duration_s: float) -> None:
-        principal = ctx.principal
-        dec = ctx.decision
+    def _access_line(self, ctx: RequestContext, shared: _Shared) -> None:
         fields: dict[str, Any] = {
             "request_id": ctx.request_id,
             "trace_id": ctx.trace_id,
             "span_id": ctx.span_id,
             "http_method": ctx.http_method,
             "method": None if ctx.method is None else ctx.method[:_MAX_METHOD],
-            "tool": None if ctx.tool is None else ctx.tool[:_MAX_TOOL],
+            "tool": shared.tool,
             "backend": ctx.backend,
             "era": ctx.era,
             "protocol_version": (
@@ -216,15 +216,15 @@ class GatewayObserver:
             ),
             "status": ctx.status,
             "jsonrpc_code": ctx.jsonrpc_code,
-            "decision": decision,
-            "rule": None if dec is None else dec.rule,
-            "subject": None if principal is None else self._subject(principal.subject),
-            "client_id": None if principal is None else principal.client_id,
-            "issuer": None if principal is None else principal.issuer,
-            "token_fp": None if principal is None else principal.fingerprint,
+            "decision": shared.decision,
+            "rule": shared.rule,
+            "subject": shared.subject,
+            "client_id": shared.client_id,
+            "issuer": shared.issuer,
+            "token_fp": shared.token_fp,
             "client_ip": ctx.client_ip,
-            "duration_ms": round(duration_s * 1000.0, 3),
-            "backend_ms": None if ctx.backend_ms is None else round(ctx.backend_ms, 3),
+            "duration_ms": shared.duration_ms,
+            "backend_ms": shared.backend_ms,
             "bytes_in": ctx.bytes_in,
             "bytes_out": ctx.bytes_out,
             "error_row": ctx.error_row,
@@ -236,42 +236,45 @@ class GatewayObserver:
                 fields["arguments"] = argument_shape(arguments)
         emit_info(self._log, ACCESS_EVENT, fields)
 
-    def _audit_event(
-        self, ctx: RequestContext, decision: DecisionLabel, duration_s: float
-    ) -> AuditEvent:
+    def _audit_event(self, ctx: RequestContext, shared: _Shared) -> AuditEvent:
         outcome = ctx.outcome
         if outcome is None:
-            outcome = "denied" if decision == "deny" else ("rejected" if ctx.error_row else "ok")
-        arguments = ctx.extra.get("arguments") if self._log_arguments else None
+            outcome = (
+                "denied" if shared.decision == "deny" else ("rejected" if ctx.error_row else "ok")
+            )
+        extra = ctx.extra
+        arguments = extra.get("arguments") if self._log_arguments else None
+        # The records' functions take None to None: not called for what the call did not do.
+        found = extra.get
         return self._event(
             ctx,
             ctx.decision,
-            duration_s,
-            tool=None if ctx.tool is None else ctx.tool[:_MAX_TOOL],
-            decision=decision,
+            shared,
+            tool=shared.tool,
+            decision=shared.decision,
             outcome=outcome,
-            backend_ms=None if ctx.backend_ms is None else round(ctx.backend_ms, 3),
+            backend_ms=shared.backend_ms,
             backend=ctx.backend,
             jsonrpc_code=ctx.jsonrpc_code,
             error_row=ctx.error_row,
             arguments=argument_shape(arguments) if isinstance(arguments, Mapping) else None,
-            input=input_record(ctx.extra.get("input")),
-            exchange=exchange_record(ctx.extra.get("exchange")),
-            target=ctx.extra.get("audit_target"),
-            pdp=pdp_record(ctx.extra.get("pdp")),
-            guardrails=guardrail_records(ctx.extra.get("guardrails")),
-            task=task_record(ctx.extra.get("task")),
+            input=None if (raw := found("input")) is None else input_record(raw),
+            exchange=None if (raw := found("exchange")) is None else exchange_record(raw),
+            target=found("audit_target"),
+            pdp=None if (raw := found("pdp")) is None else pdp_record(raw),
+            guardrails=None if (raw := found("guardrails")) is None else guardrail_records(raw),
+            task=None if (raw := found("task")) is None else task_record(raw),
             event=TASK_EVENT_NAMES.get(ctx.method or ""),
         )
 
-    def _batch_event(self, ctx: RequestContext, call: CallRecord, duration_s: float) -> AuditEvent:
+    def _batch_event(self, ctx: RequestContext, call: CallRecord, shared: _Shared) -> AuditEvent:
         dec = call.decision
         arguments = call.arguments if self._log_arguments else None
         return self._event(
             ctx,
             dec,
             # The batch's duration: members run one after another inside one HTTP request.
-            duration_s,
+            shared,
             tool=call.tool[:_MAX_TOOL],
             decision="none" if dec is None else ("allow" if dec.allowed else "deny"),
             outcome=call.outcome,
@@ -285,27 +288,60 @@ class GatewayObserver:
             guardrails=guardrail_records(call.guardrails),
         )
 
+    @staticmethod
     def _event(
-        self, ctx: RequestContext, dec: Decision | None, duration_s: float, **fields: Any
+        ctx: RequestContext,
+        dec: Decision | None,
+        shared: _Shared,
+        *,
+        tool: str | None,
+        decision: DecisionLabel,
+        outcome: str,
+        backend_ms: float | None,
+        backend: str | None,
+        jsonrpc_code: int | None,
+        error_row: str | None,
+        arguments: Mapping[str, str] | None,
+        exchange: Mapping[str, Any] | None,
+        pdp: Mapping[str, Any] | None,
+        guardrails: Sequence[Mapping[str, str]] | None,
+        input: Mapping[str, Any] | None = None,
+        target: tuple[str, str, str] | None = None,
+        task: Mapping[str, Any] | None = None,
+        event: str | None = None,
     ) -> AuditEvent:
-        """An audit event of ``ctx``: what every event of a request says of its caller, the
-        policy's decision ``dec`` and its duration, with the event's own ``fields``."""
-        principal = ctx.principal
+        """An audit event of ``ctx``: what every event of a request says of its caller
+        (``shared``), the policy's decision ``dec`` and the request's duration, with the event's
+        own fields."""
         return AuditEvent(
             request_id=ctx.request_id,
             trace_id=ctx.trace_id,
-            subject=None if principal is None else self._subject(principal.subject),
-            client_id=None if principal is None else principal.client_id,
+            subject=shared.subject,
+            client_id=shared.client_id,
+            tool=tool,
+            decision=decision,
             rule=None if dec is None else dec.rule,
             missing_scopes=() if dec is None else dec.missing_scopes,
             granted_scopes=() if dec is None else dec.granted_scopes,
             condition=_CONDITION_REFUSALS.get(dec.reason) if dec is not None else None,
-            duration_ms=round(duration_s * 1000.0, 3),
+            outcome=outcome,
+            duration_ms=shared.duration_ms,
+            backend_ms=backend_ms,
+            backend=backend,
             status=ctx.status,
-            token_fp=None if principal is None else principal.fingerprint,
-            auth_method=None if principal is None else principal.auth_method,
-            issuer=None if principal is None else principal.issuer,
-            **fields,
+            jsonrpc_code=jsonrpc_code,
+            error_row=error_row,
+            token_fp=shared.token_fp,
+            auth_method=shared.auth_method,
+            issuer=shared.issuer,
+            arguments=arguments,
+            input=input,
+            exchange=exchange,
+            target=target,
+            pdp=pdp,
+            guardrails=guardrails,
+            task=task,
+            event=event,
         )
 
     @staticmethod
@@ -324,3 +360,40 @@ class GatewayObserver:
 
 _CONDITION_REFUSALS: Final = {"condition": "false", "condition_error": "error"}
 """``Decision.reason`` of a ``when:`` refusal -> the audit event's ``condition``."""
+
+
+class _Shared:
+    """What the access line and the audit event(s) of one request both carry, computed once
+    per request: the caller (subject as configured), the tool and rule, the durations."""
+
+    __slots__ = (
+        "auth_method",
+        "backend_ms",
+        "client_id",
+        "decision",
+        "duration_ms",
+        "issuer",
+        "rule",
+        "subject",
+        "token_fp",
+        "tool",
+    )
+
+    def __init__(
+        self, ctx: RequestContext, decision: DecisionLabel, duration_s: float, plain: bool
+    ) -> None:
+        self.decision: DecisionLabel = decision
+        principal = ctx.principal
+        if principal is None:
+            self.subject = self.client_id = self.issuer = None
+            self.token_fp = self.auth_method = None
+        else:
+            self.subject = shown_subject(principal.subject, plain)
+            self.client_id = principal.client_id
+            self.issuer = principal.issuer
+            self.token_fp = principal.fingerprint
+            self.auth_method = principal.auth_method
+        self.tool = None if ctx.tool is None else ctx.tool[:_MAX_TOOL]
+        self.rule = None if ctx.decision is None else ctx.decision.rule
+        self.duration_ms = round(duration_s * 1000.0, 3)
+        self.backend_ms = None if ctx.backend_ms is None else round(ctx.backend_ms, 3)

@@ -36,7 +36,15 @@ from typing import Any, Final, TextIO
 
 import orjson
 
-__all__ = ["PIPE_BUF", "LineWriter", "json_line", "printable", "stdout_writer"]
+__all__ = [
+    "PIPE_BUF",
+    "LineWriter",
+    "compact_text",
+    "json_line",
+    "line_of",
+    "printable",
+    "stdout_writer",
+]
 
 PIPE_BUF: Final = 4096
 """POSIX guarantees atomic pipe writes up to PIPE_BUF bytes; 4096 on Linux (512 minimum)."""
@@ -62,10 +70,24 @@ def json_line(record: Mapping[str, Any]) -> str:
     parsed), so no value a client sent can end a line early or reach a terminal raw. A lone
     surrogate or a value orjson does not take (it raises ``TypeError``) goes through the
     standard encoder, all non-ASCII escaped."""
+    text = compact_text(record)
+    if text is None:
+        text = json.dumps(record, separators=(",", ":"), default=repr)
+    return line_of(text)
+
+
+def compact_text(record: Mapping[str, Any]) -> str | None:
+    """orjson's compact JSON of ``record`` (:func:`json_line` before :func:`line_of`), None
+    for a value orjson does not take."""
     try:
-        line = orjson.dumps(record).decode()
+        return orjson.dumps(record).decode()
     except TypeError:
-        line = json.dumps(record, separators=(",", ":"), default=repr)
+        return None
+
+
+def line_of(line: str) -> str:
+    """:func:`json_line`'s last step: the compact JSON ``line`` (orjson's, decoded, or the
+    standard encoder's) with the characters of :data:`_BREAKS` escaped."""
     if line.isascii():
         return line if "\x7f" not in line else _BREAKS.sub(_escape, line)
     return _BREAKS.sub(_escape, line)

@@ -21,7 +21,7 @@ from typing import Any, Final, Literal, TextIO
 import structlog
 from structlog.typing import EventDict, WrappedLogger
 
-from gateway.observability.lines import json_line, stdout_writer
+from gateway.observability.lines import compact_text, json_line, line_of, stdout_writer
 
 __all__ = [
     "REDACTED",
@@ -304,8 +304,40 @@ def emit_info(
     fields["timestamp"] = _timestamp(time.time())
     for key, value in direct.static.items():
         fields.setdefault(key, value)
+    direct.out.write(_redacted_line(fields) + "\n")
+
+
+_PLAIN_KEYS: Final = 256
+_plain_keys: dict[tuple[str, ...], bool] = {}
+"""Whether none of these (top-level) keys is secret, by the keys of a line (code-defined sets:
+bounded at :data:`_PLAIN_KEYS` entries)."""
+
+
+def _redacted_line(fields: dict[str, Any]) -> str:
+    """``json_line(redact_secrets(fields))``, without the walk over every field when the
+    rendered line shows that the walk would change nothing: no key of the line is secret
+    (:data:`_plain_keys`), no value is a container (the line has one ``{`` and no ``[``: a
+    nested mapping or sequence always writes one, and only their keys could be secret), and
+    no string holds ``earer`` or ``EARER`` (orjson escapes no letter, so a string that holds
+    one writes it as is). Anything else, or a value orjson does not take, is redacted first."""
+    keys = tuple(fields)
+    plain = _plain_keys.get(keys)
+    if plain is None:
+        plain = not any(is_secret_key(key) for key in keys)
+        if len(_plain_keys) < _PLAIN_KEYS:
+            _plain_keys[keys] = plain
+    if plain:
+        line = compact_text(fields)
+        if (
+            line is not None
+            and "earer" not in line
+            and "EARER" not in line
+            and "[" not in line
+            and line.count("{") == 1
+        ):
+            return line_of(line)
     redact_secrets(None, "info", fields)
-    direct.out.write(json_line(fields) + "\n")
+    return json_line(fields)
 
 
 def _log_warning(  # noqa: PLR0917 - the signature of warnings.showwarning

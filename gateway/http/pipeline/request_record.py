@@ -13,14 +13,14 @@ import ipaddress
 import os
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from aiohttp import web
 from multidict import CIMultiDictProxy
 
 from gateway.http.admission import client_ip, warn_untrusted_proxy
 from gateway.http.pipeline.traced import begin as begin_trace
-from gateway.observability import spans
+from gateway.observability import loop_metrics, spans
 from gateway.observability.metric_labels import method_label
 from gateway.observability.metrics import Metrics
 from gateway.observability.spans import RequestTracer
@@ -51,8 +51,8 @@ class RequestRecord:
         self._request_id = request_id
         self._tracing = tracing
         self._proxy_warn_at = 0.0
-        self._request_children: dict[tuple[str, str, str], Any] = {}
-        self._duration_children: dict[str, Any] = {}
+        self._request_children: dict[tuple[str, str, str], loop_metrics.LoopValue] = {}
+        self._duration_children: dict[str, loop_metrics.LoopHistogram] = {}
 
     def context(self, request: web.Request, started: float) -> RequestContext:
         headers = request.headers
@@ -92,14 +92,16 @@ class RequestRecord:
             decision = ctx.decision
             label = "none" if decision is None else ("allow" if decision.allowed else "deny")
             key = (method, str(ctx.status), label)
-            # Label children are looked up once per (bounded) label set, not per request.
+            # Label children are looked up once per (bounded) label set, not per request, and
+            # updated without prometheus-client's lock (:mod:`~gateway.observability.loop_metrics`).
             counter = self._request_children.get(key)
             if counter is None:
-                counter = self._request_children[key] = metrics.requests_total.labels(*key)
+                counter = loop_metrics.counter(metrics.requests_total.labels(*key))
+                self._request_children[key] = counter
             counter.inc()
             histogram = self._duration_children.get(method)
             if histogram is None:
-                histogram = metrics.request_duration_seconds.labels(method)
+                histogram = loop_metrics.histogram(metrics.request_duration_seconds.labels(method))
                 self._duration_children[method] = histogram
             if trace is None:
                 histogram.observe(time.monotonic() - started)

@@ -183,3 +183,38 @@ def test_a_line_still_pending_when_the_loop_is_closed_is_written_at_exit() -> No
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True
     )
     assert json.loads(done.stdout)["event"] == "the.last.line"
+
+
+_PLAIN = {"request_id": "r1", "method": "tools/call", "status": 200, "duration_ms": 1.5}
+
+
+@pytest.mark.parametrize(
+    ("extra", "masked"),
+    [
+        ({}, None),  # nothing to mask: the line is written without the walk
+        ({"tool": "Bearer sk-live-123"}, ("tool", "Bearer " + REDACTED)),
+        ({"tool": "x BEARER sk-live-123"}, ("tool", "x Bearer " + REDACTED)),
+        ({"client_secret": "hunter2"}, ("client_secret", REDACTED)),
+        ({"arguments": {"password": "x"}}, ("arguments", {"password": REDACTED})),
+        ({"scopes": ["Bearer sk-live-123"]}, ("scopes", ["Bearer " + REDACTED])),
+        ({"tool": "{Bearer sk-live-123}"}, ("tool", "{Bearer " + REDACTED)),
+        ({"tool": "a\u2028b"}, ("tool", "a\u2028b")),
+    ],
+)
+def test_each_value_to_mask_is_masked_alone_as_structlog_masks_it(
+    extra: dict[str, Any], masked: tuple[str, Any] | None
+) -> None:
+    """The direct line skips the redaction walk only when its text shows that the walk would
+    change nothing (``logging._redacted_line``): each hazard alone still gets it."""
+    out = Recorder()
+    configure("json", "info", stream=out)  # type: ignore[arg-type]
+    log = get_logger("gateway.access")
+    emit_info(log, "mcp.request", {**_PLAIN, **extra})
+    log.info("mcp.request", **_PLAIN, **extra)
+    direct, generic = (json.loads(text) for text in out.writes)
+    del direct["timestamp"], generic["timestamp"]
+    assert direct == generic
+    if masked is not None:
+        assert direct[masked[0]] == masked[1]
+    assert "sk-live-123" not in out.writes[0] and "hunter2" not in out.writes[0]
+    assert "\u2028" not in out.writes[0]
