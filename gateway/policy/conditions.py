@@ -132,7 +132,8 @@ def call_values(
     never converted). ``now`` is a UTC timestamp, read once per call. ``arguments``: those the
     conditions name (all of them if one reads the map as a whole); raises
     :class:`ArgumentsTooLarge` when they are over the bound."""
-    read, keys = _reads(conditions)
+    plan = _plan(conditions)
+    read, keys = plan.read, plan.keys
     values: dict[str, Any] = {}
     named = NAMED[section]
     if named in read:
@@ -164,7 +165,7 @@ def conditions_hold(
         raise ConditionFailed(f"{conditions[0].where}: {token}")
     token.call.update(call)
     try:
-        joined = _joined(conditions) if len(conditions) > 1 else None
+        joined = _plan(conditions).joined
         if joined is not None:
             # One evaluation for the common case (every condition true): the library's fixed
             # cost per evaluation dominates on the request path. CEL's && is true only when
@@ -190,6 +191,38 @@ def conditions_hold(
         return None
     finally:
         token.call.clear()  # no call's arguments outlive it in the cached context
+
+
+class _Plan:
+    """What a call needs of a rule's conditions besides their programs: the variables and
+    argument names they read (:func:`_reads`), and their joined program (:func:`_joined`; None
+    for one condition)."""
+
+    __slots__ = ("conditions", "joined", "keys", "read")
+
+    def __init__(self, conditions: tuple[Condition, ...]) -> None:
+        self.conditions = conditions
+        """Held, so that no other tuple gets this one's ``id`` while the plan is kept."""
+        self.read, self.keys = _reads(conditions)
+        self.joined: Any = _joined(conditions) if len(conditions) > 1 else None
+
+
+_PLANS: Final = 1024
+_plans: dict[int, _Plan] = {}
+"""Plans by the identity of the conditions tuple (a rule's ``when``, the same object call after
+call): the cached functions behind them hash the tuple, which hashes every condition in Python
+(about 7,000 instructions per call). Bounded: cleared when full (listings build new subsets)."""
+
+
+def _plan(conditions: tuple[Condition, ...]) -> _Plan:
+    plan = _plans.get(id(conditions))
+    if plan is not None and plan.conditions is conditions:
+        return plan
+    plan = _Plan(conditions)
+    if len(_plans) >= _PLANS:
+        _plans.clear()
+    _plans[id(conditions)] = plan
+    return plan
 
 
 @lru_cache(maxsize=1024)  # one entry per conditioned rule (and listing subset): bounded
