@@ -18,14 +18,13 @@ the call arrives (docs/policy.md#conditions).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 from gateway.errors import ConditionArgumentsTooLarge, ConditionDenied
 from gateway.http.turn import Turn
 from gateway.observability.logging import get_logger
 from gateway.observability.metrics import Metrics
-from gateway.seams import Decision, Policy, Principal
+from gateway.seams import SECTIONS, AccessQuestion, Decision, Policy, Principal
 
 __all__ = ["ConditionGate", "readable"]
 
@@ -43,10 +42,8 @@ def readable(
     reads and listings of the same rule count and log it)."""
     if not policy.decide_resource(who, uri).allowed:
         return False
-    refused = policy.decide_conditions(
-        who, uri, {}, section="resources", backend=backend, client_ip=client_ip
-    )
-    return refused is None
+    question = AccessQuestion("resources/read", uri, backend)
+    return policy.decide_conditions(who, question, client_ip) is None
 
 
 class ConditionGate:
@@ -56,51 +53,31 @@ class ConditionGate:
         self._metrics = metrics
         self._logged: set[tuple[str, str, str]] = set()
 
-    def enforce(
-        self,
-        turn: Turn,
-        section: str,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        backend: str | None = None,
-    ) -> None:
+    def enforce(self, turn: Turn, question: AccessQuestion) -> None:
         """At the call, after the ladder allowed: raise ``condition_denied`` unless every
-        condition of the rule governing ``name`` holds (``arguments=None``: a request that has
-        no arguments of the rule's kind, such as a completion: the conditions that read none),
-        ``condition_arguments_too_large`` when the arguments they read are over the bound."""
-        refused = self._refused(turn, section, name, arguments, backend)
+        condition of the rule governing ``question.target`` holds (its ``arguments`` None: a
+        request that has no arguments of the rule's kind, such as a completion: the conditions
+        that read none), ``condition_arguments_too_large`` when the arguments they read are over
+        the bound."""
+        refused = self._refused(turn, question)
         if refused is None:
             return
         turn.ctx.decision = refused
         if refused.reason == "arguments_too_large":
-            raise ConditionArgumentsTooLarge(rule=refused.rule or name)
-        raise ConditionDenied(rule=refused.rule or name)
+            raise ConditionArgumentsTooLarge(rule=refused.rule or question.target)
+        raise ConditionDenied(rule=refused.rule or question.target)
 
-    def listed(self, turn: Turn, section: str, name: str, backend: str | None = None) -> bool:
-        """At a listing: whether the conditions that can be decided without the call's
-        arguments all hold (the others are decided at the call)."""
-        return self._refused(turn, section, name, None, backend) is None
+    def listed(self, turn: Turn, question: AccessQuestion) -> bool:
+        """At a listing (``question.arguments`` None): whether the conditions that can be
+        decided without the call's arguments all hold (the others are decided at the call)."""
+        return self._refused(turn, question) is None
 
-    def _refused(
-        self,
-        turn: Turn,
-        section: str,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        backend: str | None,
-    ) -> Decision | None:
+    def _refused(self, turn: Turn, question: AccessQuestion) -> Decision | None:
         """The conditions' refusal, if any; one that could not be evaluated is counted (and
         logged once per policy version and rule)."""
-        refused = turn.policy.decide_conditions(
-            turn.principal,
-            name,
-            arguments,
-            section=section,
-            backend=backend or "",
-            client_ip=turn.ctx.client_ip,
-        )
+        refused = turn.policy.decide_conditions(turn.principal, question, turn.ctx.client_ip)
         if refused is not None and refused.reason == "condition_error":
-            self._errored(turn.policy.version, section, refused)
+            self._errored(turn.policy.version, SECTIONS[question.action], refused)
         return refused
 
     def _errored(self, version: str, section: str, refused: Decision) -> None:

@@ -26,7 +26,15 @@ from typing import Any
 from gateway.errors import GuardrailDenied
 from gateway.http.condition_gate import ConditionGate
 from gateway.http.turn import Turn
-from gateway.seams import Decision, GuardedCheck, GuardedContent, Guardrails, Resume, ToolDef
+from gateway.seams import (
+    AccessQuestion,
+    Decision,
+    GuardedCheck,
+    GuardedContent,
+    Guardrails,
+    Resume,
+    ToolDef,
+)
 
 __all__ = ["GuardGate", "Shown"]
 
@@ -69,7 +77,7 @@ class GuardGate:
             self._refused(turn, decision)
             raise GuardrailDenied(guardrail=names[-1], verdict="invalid")
         final = {**changed, **tool.fixed_arguments} if tool.fixed_arguments else changed
-        self._conditions.enforce(turn, "tools", tool.name, final, tool.backend)
+        self._conditions.enforce(turn, AccessQuestion("tools/call", tool.name, tool.backend, final))
         return changed
 
     async def answers(

@@ -72,10 +72,10 @@ class TaskAccess:
             ctx.tool, ctx.backend, ctx.decision = claims.tool, claims.backend, decision
         if not (decision.allowed and turn.policy.allows_tasks(claims.tool)):
             raise HandleRefused("policy")
-        if not self._conditions.listed(turn, "tools", claims.tool, claims.backend):
+        question = AccessQuestion("tools/call", claims.tool, claims.backend)
+        if not self._conditions.listed(turn, question):
             raise HandleRefused("policy")
         if self._pdp is not None:
-            question = AccessQuestion("tools/call", claims.tool, claims.backend, None)
             try:
                 await self._pdp.consult(turn, question)
             except ExternalPolicyDenied:
@@ -88,10 +88,8 @@ def runs_as_task(policy: Policy, who: Principal, claims: TaskClaims, *, client_i
     without being counted or logged again (the task requests of the same rule do)."""
     if not (policy.decide_tool(who, claims.tool).allowed and policy.allows_tasks(claims.tool)):
         return False
-    refused = policy.decide_conditions(
-        who, claims.tool, None, section="tools", backend=claims.backend, client_ip=client_ip
-    )
-    return refused is None
+    question = AccessQuestion("tools/call", claims.tool, claims.backend)
+    return policy.decide_conditions(who, question, client_ip) is None
 
 
 def task_view(

@@ -24,7 +24,15 @@ from gateway.policy.overrides import explain_overrides
 from gateway.policy.policy_set import PolicySet
 from gateway.policy.uri import resource_uri
 from gateway.policy.warnings import issuer_warnings, unmatched_rules, unruled_tools
-from gateway.seams import ApprovalRule, Decision, Listing, Principal, listed
+from gateway.seams import (
+    ACTIONS,
+    AccessQuestion,
+    ApprovalRule,
+    Decision,
+    Listing,
+    Principal,
+    listed,
+)
 
 __all__ = ["Explained", "explain"]
 
@@ -207,10 +215,11 @@ def _with_conditions(
     the conditions it decides refuses."""
     if not ladder.allowed:
         return Explained(name, ladder)
-    at_listing = policy.decide_conditions(principal, name, None, section=section)
+    action = ACTIONS[section]
+    at_listing = policy.decide_conditions(principal, AccessQuestion(action, name))
     refused = at_listing
     if arguments is not None:
-        refused = policy.decide_conditions(principal, name, arguments, section=section)
+        refused = policy.decide_conditions(principal, AccessQuestion(action, name, None, arguments))
     return Explained(name, refused or ladder, listed_after_conditions=at_listing is None)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Final
 
 from gateway.policy.conditions import (
     TOKEN_CONTEXTS,
@@ -43,7 +43,7 @@ from gateway.policy.rules import (
     match_rules,
 )
 from gateway.policy.uri import normalize_uri, resource_uri
-from gateway.seams import Decision, Listing, Principal, ToolOverride
+from gateway.seams import SECTIONS, AccessQuestion, Decision, Listing, Principal, ToolOverride
 
 __all__ = ["PolicySet"]
 
@@ -123,27 +123,22 @@ class PolicySet:
             return HIDDEN_ERROR
 
     def decide_conditions(
-        self,
-        principal: Principal,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        *,
-        section: str = "tools",
-        backend: str = "",
-        client_ip: str = "",
+        self, principal: Principal, question: AccessQuestion, client_ip: str = ""
     ) -> Decision | None:
-        """After the ladder allowed ``name``: its rule's ``when:`` conditions (all must hold).
+        """After the ladder allowed ``question.target``: its rule's ``when:`` conditions (all
+        must hold).
 
         A condition that is false refuses with ``condition``; one that cannot be evaluated (a
         missing key without ``has()``, a non-boolean result) with ``condition_error``: both are
         visible refusals without step-up (more scopes would not help). Never an allow on error.
         Arguments the conditions read that are over their bound refuse with
-        ``arguments_too_large`` before any condition runs. ``arguments=None`` is a listing
-        (``tools/list``, ``prompts/list``): only the conditions that do not read ``arguments``
-        are decided there, the others wait for the call.
+        ``arguments_too_large`` before any condition runs. ``question.arguments=None`` is a
+        listing (``tools/list``, ``prompts/list``): only the conditions that do not read
+        ``arguments`` are decided there, the others wait for the call.
         """
         rule: Rule | None = None
         try:
+            section, name = SECTIONS[question.action], question.target
             if section == "resources":
                 # The condition reads the URI the rule was decided on (a listing passes the
                 # backend's spelling): its normal form; one with none has no rule.
@@ -154,11 +149,12 @@ class PolicySet:
             rule = self._governing(section, name)
             if rule is None or not rule.when:
                 return None
-            conditions = rule.when
+            conditions, arguments = rule.when, question.arguments
             if arguments is None:
                 conditions = tuple(c for c in conditions if c.listable)
                 if not conditions:
                     return None
+            backend = question.backend or ""
             call = call_values(
                 conditions, section, name, arguments, backend=backend, client_ip=client_ip
             )

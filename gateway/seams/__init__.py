@@ -18,6 +18,7 @@ from gateway.seams import (
     listening,
     pending,
     policy,
+    questions,
     requests,
     surface,
     task_relay,
@@ -30,6 +31,7 @@ from gateway.seams.guarded import *
 from gateway.seams.listening import *
 from gateway.seams.pending import *
 from gateway.seams.policy import *
+from gateway.seams.questions import *
 from gateway.seams.requests import *
 from gateway.seams.surface import *
 from gateway.seams.task_relay import *
@@ -43,6 +45,7 @@ __all__ += guarded.__all__
 __all__ += listening.__all__
 __all__ += pending.__all__
 __all__ += policy.__all__
+__all__ += questions.__all__
 __all__ += requests.__all__
 __all__ += surface.__all__
 __all__ += task_relay.__all__

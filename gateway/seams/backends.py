@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from gateway.seams.callers import NO_CLAIMS, CallerToken, Principal
+from gateway.seams.questions import AccessQuestion
 from gateway.seams.surface import Surface, SurfaceReply, SurfaceRequest
 from gateway.seams.task_relay import TaskCreated
 
@@ -82,6 +83,13 @@ class ToolDef:
     origin: ToolDef | None = None
     """The backend's own definition when a policy ``override:`` changed this one (the backend
     validates arguments and derives ``Mcp-Param-*`` headers from it); None: not overridden."""
+    question: AccessQuestion = field(init=False, repr=False, compare=False)
+    """What is asked about the tool without a call's arguments (``tools/list``): built once with
+    the definition, so a listing builds none per tool."""
+
+    def __post_init__(self) -> None:
+        question = AccessQuestion("tools/call", self.name, self.backend or None)
+        object.__setattr__(self, "question", question)
 
     def refused_arguments(self, names: Iterable[str]) -> tuple[str, ...]:
         """The closed arguments (their policy names, sorted) that a call setting ``names``

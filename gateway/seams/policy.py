@@ -4,18 +4,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from gateway.seams.approvals import ApprovalRule
 from gateway.seams.callers import Principal
+from gateway.seams.questions import AccessQuestion
 
 if TYPE_CHECKING:
     from gateway.seams.requests import Asking
 
 __all__ = [
-    "AccessQuestion",
     "Decision",
     "DecisionPoint",
     "Listing",
@@ -70,19 +69,12 @@ class Policy(Protocol):
     def decide_tool(self, principal: Principal, tool: str) -> Decision: ...
 
     def decide_conditions(
-        self,
-        principal: Principal,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        *,
-        section: str = "tools",
-        backend: str = "",
-        client_ip: str = "",
+        self, principal: Principal, question: AccessQuestion, client_ip: str = ""
     ) -> Decision | None:
-        """The ``when:`` conditions of the rule governing ``name`` in ``section`` (``tools``,
-        ``prompts``, ``resources``; call after the ladder allowed): None when they all hold (or
-        there are none), else a refusal. ``arguments=None`` is a listing: only the conditions
-        that do not read ``arguments`` are decided (docs/policy.md#conditions)."""
+        """The ``when:`` conditions of the rule governing ``question.target`` in its section
+        (call after the ladder allowed): None when they all hold (or there are none), else a
+        refusal. ``question.arguments=None`` (a listing): only the conditions that do not read
+        ``arguments`` are decided (docs/policy.md#conditions). ``client_ip``: ``request.ip``."""
         ...
 
     def decide_method(self, principal: Principal, method: str) -> Decision:
@@ -129,18 +121,6 @@ class PolicySource(Protocol):
     """**Protocol:** hands out the current policy; a reload swaps it atomically."""
 
     def current(self) -> Policy: ...
-
-
-@dataclass(frozen=True, slots=True)
-class AccessQuestion:
-    """What the external decision point is asked about one request the local policy allowed."""
-
-    action: Literal["tools/call", "prompts/get", "resources/read"]
-    target: str
-    """The tool or prompt name as the caller sees it, or the resource URI (normal form)."""
-    backend: str | None = None
-    arguments: Mapping[str, Any] | None = None
-    """The call's (schema-checked) arguments; sent only with ``send_arguments``."""
 
 
 class DecisionPoint(Protocol):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from gateway.seams.callers import CallerToken
+from gateway.seams.questions import AccessQuestion
 
 __all__ = [
     "EMPTY_SURFACE",
@@ -49,6 +50,13 @@ class PromptDef:
     backend: str
     arguments: tuple[tuple[str, bool], ...] = ()
     """The declared arguments: (name, required)."""
+    question: AccessQuestion = field(init=False, repr=False, compare=False)
+    """What is asked about the prompt without a call's arguments (``prompts/list``): built once
+    with the definition."""
+
+    def __post_init__(self) -> None:
+        question = AccessQuestion("prompts/get", self.name, self.backend)
+        object.__setattr__(self, "question", question)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +69,13 @@ class ResourceDef:
     """The Resource / ResourceTemplate object (validated, rebuilt; URI the exposed one)."""
     upstream_uri: str
     backend: str
+    question: AccessQuestion = field(init=False, repr=False, compare=False)
+    """What is asked about the resource (``resources/list``; a template's is never asked):
+    built once with the definition."""
+
+    def __post_init__(self) -> None:
+        question = AccessQuestion("resources/read", self.uri, self.backend)
+        object.__setattr__(self, "question", question)
 
 
 @dataclass(frozen=True, slots=True)

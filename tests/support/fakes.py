@@ -29,6 +29,7 @@ from gateway.errors import (
 from gateway.policy.uri import resource_uri
 from gateway.seams import (
     EMPTY_SURFACE,
+    AccessQuestion,
     AuthRequest,
     CallerToken,
     Decision,
@@ -164,14 +165,7 @@ class FakePolicy:
         return None
 
     def decide_conditions(
-        self,
-        principal: Principal,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        *,
-        section: str = "tools",
-        backend: str = "",
-        client_ip: str = "",
+        self, principal: Principal, question: AccessQuestion, client_ip: str = ""
     ) -> Decision | None:
         return None  # the fake has no when: conditions
 

@@ -11,6 +11,7 @@ for the era the link found and makes its own reply of the rest.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -137,7 +138,7 @@ class MethodCall(Generic[_Req, _Reply]):
             ctx,
             (traceparent or request.traceparent, request.tracestate),
             signer=self._signer,
-            called=ToolDef(name=request.method, definition={}, upstream_name=request.method),
+            called=_called(request.method),
         )
 
     async def _exchange(
@@ -183,3 +184,10 @@ class MethodCall(Generic[_Req, _Reply]):
             return Exchanged(errored=True, code=known)
         result = message.get("result")
         return Exchanged(result=result if isinstance(result, dict) else None)
+
+
+@functools.lru_cache(maxsize=32)  # the gateway's own method names: a handful
+def _called(method: str) -> ToolDef:
+    """What a method request names as called (the caller assertion): one per method, not one
+    per request."""
+    return ToolDef(name=method, definition={}, upstream_name=method)

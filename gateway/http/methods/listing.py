@@ -74,7 +74,7 @@ class Listing:
             tool
             for tool in catalog
             if listed(turn.decide(tool.name), listing)
-            and self._conditions.listed(turn, "tools", tool.name, tool.backend)
+            and self._conditions.listed(turn, tool.question)
         ]
         check_expiry(turn, admitted)
         # caching.mdx: no longer than the configured bound, nor than the catalog is

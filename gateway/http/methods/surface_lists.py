@@ -20,7 +20,7 @@ from gateway.http.progress import ProgressRelay
 from gateway.http.turn import Route, Turn, bounded_success, check_expiry, require_method_scopes
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import ListPage, surface_list_result
-from gateway.seams import Decision, Era, Surface, listed
+from gateway.seams import AccessQuestion, Decision, Era, Surface, listed
 
 __all__ = ["SurfaceLists", "not_found", "surface_capabilities"]
 
@@ -74,14 +74,12 @@ class SurfaceLists:
         listing = turn.policy.listing
         # A rule's `when:` conditions that read no arguments hide prompts and resources
         # (templates have none).
-        section = _CONDITIONED.get(message.method)
+        conditioned = message.method in _CONDITIONED
         items = [
             (entry.key, entry.definition)
             for entry in _entries(message.method, turn, surface)
             if listed(entry.decision, listing)
-            and (
-                section is None or self._conditions.listed(turn, section, entry.key, entry.backend)
-            )
+            and (not conditioned or self._conditions.listed(turn, entry.question))
         ]
         check_expiry(turn, admitted)
         page = ListPage.asked(
@@ -102,7 +100,8 @@ _LIST_OFFER: Final = {
 }
 
 
-_CONDITIONED: Final = {"prompts/list": "prompts", "resources/list": "resources"}
+_CONDITIONED: Final = frozenset({"prompts/list", "resources/list"})
+"""The listings whose items pass their rule's conditions (templates have none)."""
 
 
 class _Entry(NamedTuple):
@@ -110,7 +109,8 @@ class _Entry(NamedTuple):
     """A prompt's name, a resource's URI, a template's URI template."""
     definition: Mapping[str, Any]
     decision: Decision
-    backend: str
+    question: AccessQuestion
+    """What the item's rule's conditions are asked (its definition's, built with it)."""
 
 
 def _entries(method: str, turn: Turn, surface: Surface) -> Iterator[_Entry]:
@@ -118,13 +118,13 @@ def _entries(method: str, turn: Turn, surface: Surface) -> Iterator[_Entry]:
     policy, who = turn.policy, turn.principal
     if method == "prompts/list":
         for p in surface.prompts:
-            yield _Entry(p.name, p.definition, policy.decide_prompt(who, p.name), p.backend)
+            yield _Entry(p.name, p.definition, policy.decide_prompt(who, p.name), p.question)
     elif method == "resources/list":
         for r in surface.resources:
-            yield _Entry(r.uri, r.definition, policy.decide_resource(who, r.uri), r.backend)
+            yield _Entry(r.uri, r.definition, policy.decide_resource(who, r.uri), r.question)
     else:
         for t in surface.templates:
-            yield _Entry(t.uri, t.definition, policy.decide_template(who, t.uri), t.backend)
+            yield _Entry(t.uri, t.definition, policy.decide_template(who, t.uri), t.question)
 
 
 def _admit_method(message: McpMessage, turn: Turn) -> None:

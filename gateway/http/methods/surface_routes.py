@@ -96,10 +96,10 @@ class SurfaceRoutes(SurfaceSteps):
         ):
             self._count(message.method, decision.rule, "invalid_arguments")
             raise InvalidPromptArguments()
-        self._conditioned(message, turn, decision, "prompts", name, arguments, prompt.backend)
+        question = AccessQuestion("prompts/get", name, prompt.backend, dict(arguments))
+        self._conditioned(message, turn, decision, question)
         params = {"name": prompt.upstream_name, "arguments": dict(arguments)}
         request = self._upstream(turn, "prompts/get", prompt.backend, params, prompt.upstream_name)
-        question = AccessQuestion("prompts/get", name, prompt.backend, dict(arguments))
         reply = await self._send(
             turn,
             decision,
@@ -140,10 +140,11 @@ class SurfaceRoutes(SurfaceSteps):
         backend, own_uri = route
         turn.ctx.backend = backend
         self._step_up(message, decision)
-        self._conditioned(message, turn, decision, "resources", uri, {}, backend)
+        # Resources rules read no arguments: the question without any decides them all.
+        question = AccessQuestion("resources/read", uri, backend)
+        self._conditioned(message, turn, decision, question)
         request = self._upstream(turn, "resources/read", backend, {"uri": own_uri}, own_uri)
         key = decision.rule or ""
-        question = AccessQuestion("resources/read", uri, backend)
         reply = await self._send(
             turn,
             decision,
@@ -183,7 +184,8 @@ class SurfaceRoutes(SurfaceSteps):
         self._step_up(message, decision)
         if completion.ref_type == "ref/prompt":
             # The prompt's conditions that read no arguments (a completion has none to give).
-            self._conditioned(message, turn, decision, "prompts", completion.ref, None, backend)
+            question = AccessQuestion("prompts/get", completion.ref, backend)
+            self._conditioned(message, turn, decision, question)
         check_expiry(turn, admitted)
         params: dict[str, Any] = {
             "ref": ref,

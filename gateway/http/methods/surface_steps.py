@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 from gateway.errors import (
@@ -28,6 +28,7 @@ from gateway.limits.keys import principal_key
 from gateway.protocol.messages import McpMessage
 from gateway.protocol.results import shape_surface_result
 from gateway.seams import (
+    SECTIONS,
     AccessQuestion,
     Decision,
     GuardedCheck,
@@ -94,19 +95,12 @@ class SurfaceSteps:
                 scopes=decision.required_scopes, missing=decision.missing_scopes
             )
 
-    def _conditioned(  # noqa: PLR0917 - one call shape, three callers in this class
-        self,
-        message: McpMessage,
-        turn: Turn,
-        decision: Decision,
-        section: str,
-        name: str,
-        arguments: Mapping[str, Any] | None,
-        backend: str,
+    def _conditioned(
+        self, message: McpMessage, turn: Turn, decision: Decision, question: AccessQuestion
     ) -> None:
         """The rule's ``when:`` conditions (403 ``condition_denied``, no step-up)."""
         try:
-            self._conditions.enforce(turn, section, name, arguments, backend)
+            self._conditions.enforce(turn, question)
         except (ConditionDenied, ConditionArgumentsTooLarge):
             self._count(message.method, decision.rule, "denied")
             raise
@@ -127,7 +121,7 @@ class SurfaceSteps:
         decision point (when configured), the request; ``missing()`` raised when the backend
         has no such prompt or resource; the result as the rule's processors (``guardrails``)
         left it."""
-        section = question.action.split("/")[0]
+        section = SECTIONS[question.action]
         rate, concurrency = turn.policy.limits(section, decision.rule)
         scope = section[:-1]
         lease = await self._limits.admit_rule(

@@ -10,6 +10,7 @@ oversized result becomes a tool error with a fixed text).
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -123,15 +124,15 @@ class ToolCalls:
         self, message: McpMessage, turn: Turn, relay: ProgressRelay | None, admitted: bool
     ) -> bytes:
         ctx, principal, policy = turn.ctx, turn.principal, turn.policy
-        tool, decision = self._permitted(message, turn)
-        lease = None if admitted else await self._limits.admit_call(turn, tool.name)
         arguments = message.arguments or {}
+        tool, decision, question = self._permitted(message, turn, arguments)
+        lease = None if admitted else await self._limits.admit_call(turn, tool.name)
         if self._log_arguments:
             ctx.extra["arguments"] = arguments
         try:
             if not admitted:
                 check_expiry(turn)
-            await self._consult(turn, tool, arguments)
+            await self._consult(turn, question, arguments)
             # A retry of an input round: checked now, before anything goes upstream.
             resume = (
                 self._inputs.resume(message, principal, policy.version, ctx, backend=tool.backend)
@@ -150,7 +151,7 @@ class ToolCalls:
                 changed = await self._guards.arguments(turn, decision, tool, arguments)
                 if changed is not None:
                     arguments = changed
-                    await self._consult(turn, tool, arguments)  # decided on what is sent
+                    await self._consult(turn, question, arguments)  # decided on what is sent
                 if resume is not None:
                     resume = await self._guards.answers(turn, decision, tool, resume)
             if decision.approval is not None:  # runs only as a person approved it, once
@@ -206,15 +207,22 @@ class ToolCalls:
             body = self.over_budget(message)
         return body
 
-    async def _consult(self, turn: Turn, tool: ToolDef, arguments: Mapping[str, Any]) -> None:
-        """``policy_external``, when configured: it can only narrow what the policy allowed."""
+    async def _consult(
+        self, turn: Turn, question: AccessQuestion, arguments: Mapping[str, Any]
+    ) -> None:
+        """``policy_external``, when configured: it can only narrow what the policy allowed.
+        Asked about ``arguments`` (the caller's, or as the processors changed them; never the
+        override's fixed ones): the conditions' own ``question`` when it holds just those."""
         if self._pdp is not None:
-            question = AccessQuestion("tools/call", tool.name, tool.backend or None, arguments)
+            if question.arguments is not arguments:
+                question = dataclasses.replace(question, arguments=arguments)
             await self._pdp.consult(turn, question)
 
-    def _permitted(self, message: McpMessage, turn: Turn) -> tuple[ToolDef, Decision]:
-        """The tool this caller may call and the decision, recorded on the context; else its
-        rejection row."""
+    def _permitted(
+        self, message: McpMessage, turn: Turn, arguments: Mapping[str, Any]
+    ) -> tuple[ToolDef, Decision, AccessQuestion]:
+        """The tool this caller may call with ``arguments``, the decision (recorded on the
+        context) and the question its conditions were asked; else its rejection row."""
         ctx = turn.ctx
         name = message.tool_name or ""
         ctx.tool = name
@@ -229,13 +237,15 @@ class ToolCalls:
                 scopes=decision.required_scopes, missing=decision.missing_scopes
             )
         if tool.closed_arguments:  # only tools with fixed or hidden arguments pay for this
-            closed = tool.refused_arguments(message.arguments or ())
+            closed = tool.refused_arguments(arguments)
             if closed:
                 raise ArgumentNotSettable(arguments=tuple(closed))
         # Conditions see the arguments the backend will get (fixed ones included).
-        arguments = _arguments(message.arguments or {}, tool)
-        self._conditions.enforce(turn, "tools", name, arguments, tool.backend)
-        return tool, decision
+        question = AccessQuestion(
+            "tools/call", name, tool.backend or None, _arguments(arguments, tool)
+        )
+        self._conditions.enforce(turn, question)
+        return tool, decision, question
 
     def _tool_call(
         self,

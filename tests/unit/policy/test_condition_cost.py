@@ -28,7 +28,7 @@ from gateway.policy.conditions import (
     MAX_GLOB_PATTERN,
 )
 from gateway.policy.regex_cost import regex_cost
-from gateway.seams import frozen_claims
+from gateway.seams import AccessQuestion, frozen_claims
 from tests.support.policy import policy_from, who
 
 HEAD = "version: 1\nbaseline_scopes: [mcp:access]\n"
@@ -120,13 +120,20 @@ def test_only_the_arguments_a_rule_reads_are_given_and_bounded(tmp_path: Path) -
     caller = dataclasses.replace(who("mcp:access"), claims=frozen_claims({}))
     large = {"env": "dev", "content": "x" * 100_000, "items": list(range(1000))}
     # An argument no condition reads may be any size (it goes upstream, not to CEL).
-    assert policy.decide_conditions(caller, "keyed", large) is None
-    refused = policy.decide_conditions(caller, "whole", large)
+    assert (
+        policy.decide_conditions(caller, AccessQuestion("tools/call", "keyed", None, large)) is None
+    )
+    refused = policy.decide_conditions(caller, AccessQuestion("tools/call", "whole", None, large))
     assert refused is not None and refused.reason == "arguments_too_large"
     assert refused.rule == "whole" and not refused.allowed and refused.visible
     for fits, past in _at_and_past_the_caps():
-        assert policy.decide_conditions(caller, "whole", fits) is None
-        refused = policy.decide_conditions(caller, "whole", past)
+        assert (
+            policy.decide_conditions(caller, AccessQuestion("tools/call", "whole", None, fits))
+            is None
+        )
+        refused = policy.decide_conditions(
+            caller, AccessQuestion("tools/call", "whole", None, past)
+        )
         assert refused is not None and refused.reason == "arguments_too_large"
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from gateway.policy import conditions
 from gateway.policy.policy_set import PolicySet
-from gateway.seams import frozen_claims
+from gateway.seams import ACTIONS, AccessQuestion, frozen_claims
 from tests.support.policy import policy_from, who
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -37,7 +37,10 @@ def _holds(policy: PolicySet, name: str, claims: dict[str, Any], **kw: Any) -> b
     arguments = kw.pop("arguments", {})
     base = who("mcp:access tickets:write ops pager:write", client_id=kw.pop("client_id", "cli"))
     caller = dataclasses.replace(base, claims=frozen_claims(claims))
-    return policy.decide_conditions(caller, name, arguments, section=section) is None
+    return (
+        policy.decide_conditions(caller, AccessQuestion(ACTIONS[section], name, None, arguments))
+        is None
+    )
 
 
 def test_entra_app_roles_and_tenant(tmp_path: Path) -> None:
@@ -56,7 +59,10 @@ def test_okta_group(tmp_path: Path) -> None:
     assert not _holds(policy, "ops__restart_service", {})
     # Token-only: decided at the listing too (hidden from non-SREs).
     caller = dataclasses.replace(who("mcp:access ops"), claims=frozen_claims({}))
-    assert policy.decide_conditions(caller, "ops__restart_service", None) is not None
+    assert (
+        policy.decide_conditions(caller, AccessQuestion("tools/call", "ops__restart_service"))
+        is not None
+    )
 
 
 def test_tenant_pinning_on_prompts(tmp_path: Path) -> None:
@@ -76,7 +82,7 @@ def test_argument_allow_list(tmp_path: Path) -> None:
     assert not _holds(policy, tool, oncall, client_id="curl", arguments={"env": "dev"})
     # At the listing only the client condition is decided: listed for claude-code.
     caller = dataclasses.replace(who("mcp:access ops", client_id="claude-code"))
-    assert policy.decide_conditions(caller, tool, None) is None
+    assert policy.decide_conditions(caller, AccessQuestion("tools/call", tool)) is None
 
 
 def test_business_hours(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,7 +11,7 @@ import pytest
 from gateway.policy import conditions
 from gateway.policy.condition_checks import MAX_EXPRESSION_LENGTH
 from gateway.policy.policy_loader import load_policy
-from gateway.seams import Principal, frozen_claims
+from gateway.seams import AccessQuestion, Principal, frozen_claims
 from tests.support.policy import HEAD, ISSUER, policy_from, policy_problems, who, write_text
 
 
@@ -79,21 +79,35 @@ def test_evaluation_all_must_hold_and_errors_deny(tmp_path: Path) -> None:
     )
     sre = caller({"groups": ["sre"], "tid": "t1"})
     assert policy.decide_tool(sre, "restart").allowed
-    assert policy.decide_conditions(sre, "restart", {"env": "prod"}) is None
+    assert (
+        policy.decide_conditions(
+            sre, AccessQuestion("tools/call", "restart", None, {"env": "prod"})
+        )
+        is None
+    )
     other_tenant = caller({"groups": ["sre"], "tid": "t2"})
-    refused = policy.decide_conditions(other_tenant, "restart", {"env": "prod"})
+    refused = policy.decide_conditions(
+        other_tenant, AccessQuestion("tools/call", "restart", None, {"env": "prod"})
+    )
     assert refused is not None and refused.reason == "condition" and refused.rule == "restart"
     assert refused.visible and not refused.allowed and refused.missing_scopes == ()
-    assert policy.decide_conditions(other_tenant, "restart", {"env": "dev"}) is None
+    assert (
+        policy.decide_conditions(
+            other_tenant, AccessQuestion("tools/call", "restart", None, {"env": "dev"})
+        )
+        is None
+    )
     # No groups claim: a missing key without has() is an error, and it denies.
-    broken = policy.decide_conditions(caller({"tid": "t1"}), "restart", {"env": "dev"})
+    broken = policy.decide_conditions(
+        caller({"tid": "t1"}), AccessQuestion("tools/call", "restart", None, {"env": "dev"})
+    )
     assert broken is not None and broken.reason == "condition_error"
     assert broken.detail == f"{tmp_path / 'policy.yaml'}:7:9: no such key 'groups' (use has())"
     # A non-boolean result denies too.
-    odd = policy.decide_conditions(sre, "odd", {})
+    odd = policy.decide_conditions(sre, AccessQuestion("tools/call", "odd", None, {}))
     assert odd is not None and odd.reason == "condition_error" and "not a bool" in odd.detail
     # A rule without conditions, and an unknown tool, have nothing to refuse here.
-    assert policy.decide_conditions(sre, "nope", {}) is None
+    assert policy.decide_conditions(sre, AccessQuestion("tools/call", "nope", None, {})) is None
 
 
 def test_the_token_facts_are_converted_once_per_principal(tmp_path: Path) -> None:
@@ -105,18 +119,21 @@ def test_the_token_facts_are_converted_once_per_principal(tmp_path: Path) -> Non
     )
     sre = caller({"groups": ["sre"]})
     contexts = policy.token_contexts
-    assert policy.decide_conditions(sre, "t", {"n": 1}) is None
+    assert policy.decide_conditions(sre, AccessQuestion("tools/call", "t", None, {"n": 1})) is None
     built = kept(contexts, sre)
     assert isinstance(built, conditions.TokenContext)
-    refused = policy.decide_conditions(sre, "t", {"n": 5})
+    refused = policy.decide_conditions(sre, AccessQuestion("tools/call", "t", None, {"n": 5}))
     assert refused is not None and refused.reason == "condition"
     assert kept(contexts, sre) is built  # the same context: per-call values do not stick
     assert built.call == {}
-    assert policy.decide_conditions(sre, "t", {"n": 2}) is None
+    assert policy.decide_conditions(sre, AccessQuestion("tools/call", "t", None, {"n": 2})) is None
     # A copy with other facts (as DPoP's +dpop method) gets a context of its own.
     other = dataclasses.replace(sre, auth_method="jwt")
     assert other not in contexts
-    assert policy.decide_conditions(other, "t", {"n": 1}) is not None
+    assert (
+        policy.decide_conditions(other, AccessQuestion("tools/call", "t", None, {"n": 1}))
+        is not None
+    )
     assert len(contexts) == 2
 
 
@@ -129,7 +146,10 @@ def test_run_time_reasons_name_the_expression_never_a_value(tmp_path: Path) -> N
         tmp_path,
     )
     secret = caller({"pick": "s3cr3t-value", "code": "s3cr3t-code"})
-    details = [policy.decide_conditions(secret, name, {}) for name in "abc"]
+    details = [
+        policy.decide_conditions(secret, AccessQuestion("tools/call", name, None, {}))
+        for name in "abc"
+    ]
     assert [d.reason if d else None for d in details] == ["condition_error"] * 3
     where = str(tmp_path / "policy.yaml")
     assert [d.detail for d in details if d] == [
@@ -140,7 +160,7 @@ def test_run_time_reasons_name_the_expression_never_a_value(tmp_path: Path) -> N
     # A claim value the library could not convert (JSON never gives one; defence) denies.
     huge = caller({"n": object(), "groups": ["sre"]})
     odd = policy_from(HEAD + "tools:\n  t: {scopes: [], when: 'true'}\n", tmp_path, "o.yaml")
-    found = odd.decide_conditions(huge, "t", {})
+    found = odd.decide_conditions(huge, AccessQuestion("tools/call", "t", None, {}))
     assert found is not None and found.reason == "condition_error"
     assert "token claims are not CEL values" in found.detail
 
@@ -154,11 +174,16 @@ def test_a_listing_decides_only_what_does_not_read_the_arguments(tmp_path: Path)
         tmp_path,
     )
     mine, theirs = caller({"tid": "t1"}), caller({"tid": "t2"})
-    assert policy.decide_conditions(mine, "t", None) is None
-    refused = policy.decide_conditions(theirs, "t", None)
+    assert policy.decide_conditions(mine, AccessQuestion("tools/call", "t")) is None
+    refused = policy.decide_conditions(theirs, AccessQuestion("tools/call", "t"))
     assert refused is not None and refused.reason == "condition"
-    assert policy.decide_conditions(theirs, "args_only", None) is None  # decided at the call
-    assert policy.decide_conditions(mine, "t", {"env": "prod"}) is not None
+    assert (
+        policy.decide_conditions(theirs, AccessQuestion("tools/call", "args_only")) is None
+    )  # decided at the call
+    assert (
+        policy.decide_conditions(mine, AccessQuestion("tools/call", "t", None, {"env": "prod"}))
+        is not None
+    )
 
 
 def test_glob_now_request_and_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -174,16 +199,21 @@ def test_glob_now_request_and_backend(tmp_path: Path, monkeypatch: pytest.Monkey
         tmp_path,
     )
     alice = caller({"pattern": "[a]*"})
-    assert policy.decide_conditions(alice, "g", {}) is None
-    wrong = policy.decide_conditions(alice, "classes", {})
+    assert policy.decide_conditions(alice, AccessQuestion("tools/call", "g", None, {})) is None
+    wrong = policy.decide_conditions(alice, AccessQuestion("tools/call", "classes", None, {}))
     assert wrong is not None and wrong.reason == "condition_error"
     monkeypatch.setattr(conditions, "wall_clock", lambda: 1796378400.0)  # Fri 2026-12-04 10:00Z
-    assert policy.decide_conditions(alice, "hours", {}) is None
+    assert policy.decide_conditions(alice, AccessQuestion("tools/call", "hours", None, {})) is None
     monkeypatch.setattr(conditions, "wall_clock", lambda: 1796594400.0)  # Sun 2026-12-06 22:00Z
-    late = policy.decide_conditions(alice, "hours", {})
+    late = policy.decide_conditions(alice, AccessQuestion("tools/call", "hours", None, {}))
     assert late is not None and late.reason == "condition"
-    assert policy.decide_conditions(alice, "net", {}, backend="ops", client_ip="10.1.2.3") is None
-    assert policy.decide_conditions(alice, "net", {}, backend="ops", client_ip="192.0.2.1")
+    assert (
+        policy.decide_conditions(alice, AccessQuestion("tools/call", "net", "ops", {}), "10.1.2.3")
+        is None
+    )
+    assert policy.decide_conditions(
+        alice, AccessQuestion("tools/call", "net", "ops", {}), "192.0.2.1"
+    )
 
 
 def test_prompt_and_resource_rules_decide_their_own_names(tmp_path: Path) -> None:
@@ -195,13 +225,23 @@ def test_prompt_and_resource_rules_decide_their_own_names(tmp_path: Path) -> Non
         tmp_path,
     )
     who_ = caller({})
-    assert policy.decide_conditions(who_, "ops_a", {"env": "dev"}, section="prompts") is None
-    assert policy.decide_conditions(who_, "ops_secret", {}, section="prompts") is not None
-    assert policy.decide_conditions(who_, "ops_a", {"env": "prod"}, section="prompts")
-    assert policy.decide_conditions(who_, "ops_a", None, section="prompts") is None
+    assert (
+        policy.decide_conditions(who_, AccessQuestion("prompts/get", "ops_a", None, {"env": "dev"}))
+        is None
+    )
+    assert (
+        policy.decide_conditions(who_, AccessQuestion("prompts/get", "ops_secret", None, {}))
+        is not None
+    )
+    assert policy.decide_conditions(
+        who_, AccessQuestion("prompts/get", "ops_a", None, {"env": "prod"})
+    )
+    assert policy.decide_conditions(who_, AccessQuestion("prompts/get", "ops_a")) is None
     read = "file:///docs/a.md"
-    assert policy.decide_conditions(who_, read, {}, section="resources") is None
-    assert policy.decide_conditions(who_, "file:///docs/x.key", {}, section="resources")
+    assert policy.decide_conditions(who_, AccessQuestion("resources/read", read, None, {})) is None
+    assert policy.decide_conditions(
+        who_, AccessQuestion("resources/read", "file:///docs/x.key", None, {})
+    )
 
 
 def test_only_the_most_recent_principals_keep_their_context(tmp_path: Path) -> None:
@@ -212,11 +252,13 @@ def test_only_the_most_recent_principals_keep_their_context(tmp_path: Path) -> N
     policy = load_policy([path], issuers=(ISSUER,), token_contexts=contexts)
     first, second, third = (caller({"n": n}) for n in (2, 3, 0))
     for principal in (first, second, first, third):
-        policy.decide_conditions(principal, "t", {})
+        policy.decide_conditions(principal, AccessQuestion("tools/call", "t", None, {}))
     # first was used again after second: second is the least recent and gave its context up.
     assert second not in contexts
     assert first in contexts and third in contexts
-    assert policy.decide_conditions(second, "t", {}) is None  # rebuilt, same answer
+    assert (
+        policy.decide_conditions(second, AccessQuestion("tools/call", "t", None, {})) is None
+    )  # rebuilt, same answer
     assert first not in contexts  # now first was the least recent
-    refused = policy.decide_conditions(third, "t", {})
+    refused = policy.decide_conditions(third, AccessQuestion("tools/call", "t", None, {}))
     assert refused is not None and refused.reason == "condition"
