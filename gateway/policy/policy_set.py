@@ -151,9 +151,11 @@ class PolicySet:
                 return None
             conditions, arguments = rule.when, question.arguments
             if arguments is None:
-                conditions = tuple(c for c in conditions if c.listable)
-                if not conditions:
+                listable = tuple(c for c in conditions if c.listable)
+                if not listable:
                     return None
+                if len(listable) < len(conditions):
+                    conditions = listable  # else the rule's own tuple: its plan is kept
             backend = question.backend or ""
             call = call_values(
                 conditions, section, name, arguments, backend=backend, client_ip=client_ip

@@ -244,6 +244,24 @@ def test_prompt_and_resource_rules_decide_their_own_names(tmp_path: Path) -> Non
     )
 
 
+def test_a_question_without_arguments_decides_on_the_rule_s_own_conditions_when_none_read_any(
+    tmp_path: Path,
+) -> None:
+    """Resources rules read no arguments, so a read asks its question without any (the one the
+    decision point gets): it must find the rule's planned conditions, not plan a copy per call."""
+    policy = policy_from(
+        HEAD
+        + "resources:\n  'file:///docs/*': {scopes: [], when: '!resource.endsWith(\".key\")'}\n",
+        tmp_path,
+    )
+    question = AccessQuestion("resources/read", "file:///docs/a.md", "docs")
+    conditions._plans.clear()
+    assert policy.decide_conditions(caller({}), question) is None
+    assert policy.decide_conditions(caller({}), question) is None
+    (planned,) = conditions._plans.values()
+    assert planned.conditions is policy.resources.lookup("file:///docs/a.md")[0].when
+
+
 def test_only_the_most_recent_principals_keep_their_context(tmp_path: Path) -> None:
     contexts = conditions.TokenContexts(2)
     path = write_text(
