@@ -9,7 +9,6 @@ pass on skipped tests.
 
 from __future__ import annotations
 
-import functools
 import io
 import logging
 import os
@@ -142,11 +141,12 @@ def _forget_cached_loggers() -> None:
 def make_stack(
     tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
 ) -> MakeStack:
-    """:func:`~tests.support.live_stack.live_stack` in this test's folder, with its servers and
-    its environment: ``async with make_stack(upstream=..., policy=...) as stack``."""
-    from tests.support.live_stack import live_stack  # the gateway, imported when a test needs it
+    """A stack in this test's folder, with its servers and its environment: ``async with
+    make_stack(upstream=..., policy=...) as stack`` (:func:`~tests.support.live_stack.live_stack`)
+    or ``make_stack.of(jwt_stack, ...)``."""
+    from tests.support.live_stack import MakeStack  # the gateway, imported when a test needs it
 
-    return functools.partial(live_stack, tmp_path, aiohttp_server, monkeypatch)
+    return MakeStack(tmp_path, aiohttp_server, monkeypatch)
 
 
 @pytest.fixture

@@ -21,18 +21,16 @@ from aiohttp import web
 from gateway.login.cookies import SESSION_COOKIE
 from gateway.seams import Principal
 from tests.support.chromium import chromium_context, needs_chromium
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.login_stack import CHECK, LoginStack, login_stack
 
 pytestmark = needs_chromium
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[LoginStack]:
+async def stack(tmp_path: Path, make_stack: MakeStack) -> AsyncIterator[LoginStack]:
     audit = {"audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")}}
-    async with login_stack(tmp_path, aiohttp_server, monkeypatch, gateway=audit) as running:
+    async with make_stack.of(login_stack, gateway=audit) as running:
         yield running
 
 

@@ -15,7 +15,6 @@ browser (Debian's Chromium, driven by playwright: :mod:`tests.support.chromium`)
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,7 +24,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from tests.support.chromium import chromium_context, needs_chromium
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.user_oauth_stack import UPSTREAM_USERS, UserOAuthStack, user_oauth_stack
 
 pytestmark = needs_chromium
@@ -34,10 +33,8 @@ WHOAMI = "accounts__whoami"
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[UserOAuthStack]:
-    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch) as running:
+async def stack(make_stack: MakeStack) -> AsyncIterator[UserOAuthStack]:
+    async with make_stack.of(user_oauth_stack) as running:
         yield running
 
 

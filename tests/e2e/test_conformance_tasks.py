@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.conformance_suite import INSTALLED, Run, run_scenario
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.task_stack import SCOPES, task_stack
 from tests.support.task_upstream import TaskUpstream
 
@@ -70,10 +70,10 @@ async def test_the_reference_upstream_passes_the_scenario(
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
 async def test_the_scenario_passes_through_the_gateway(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, scenario: str
+    tmp_path: Path, aiohttp_server: ServerFactory, make_stack: MakeStack, scenario: str
 ) -> None:
     upstream = TaskUpstream()
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         run = await run_scenario(
             tmp_path,

@@ -22,7 +22,7 @@ from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.commands.cli import main
 from tests.support.federation import DOCS_SECRET, TICKETS_CLIENT_SECRET, federated_stack, scopes
 from tests.support.federation import POLICY as FEDERATED_POLICY
-from tests.support.live_stack import LEGACY, MODERN, ServerFactory
+from tests.support.live_stack import LEGACY, MODERN, MakeStack, ServerFactory
 from tests.support.schemas import validate_response
 from tests.support.upstreams import LegacyUpstream, ModernUpstream, Recorded, echo_tool
 
@@ -64,13 +64,12 @@ class TestOneEndpointTwoBackends:
     async def test_both_eras_list_the_merged_catalog_and_call_each_backend_with_its_credential(
         self,
         tmp_path: Path,
-        aiohttp_server: ServerFactory,
-        monkeypatch: pytest.MonkeyPatch,
+        make_stack: MakeStack,
         log_events: list[MutableMapping[str, Any]],
     ) -> None:
         audit = tmp_path / "audit.jsonl"
         gateway = {"audit": {"sink": "file", "path": str(audit)}}
-        async with federated_stack(tmp_path, aiohttp_server, monkeypatch, gateway=gateway) as fed:
+        async with make_stack.of(federated_stack, gateway=gateway) as fed:
             token = fed.token()
             # A modern client: one merged, sorted list, validated against the schema.
             status, _, envelope = await fed.modern(token, "tools/list")
@@ -177,10 +176,8 @@ class TestOneEndpointTwoBackends:
         assert _sample(metrics, "mcp_gateway_backend_ready", backend="tickets") == 1.0
         assert _sample(metrics, "mcp_gateway_catalog_collisions", backend="tickets") == 0.0
 
-    async def test_readyz_reports_each_backend_and_its_era(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
-        async with federated_stack(tmp_path, aiohttp_server, monkeypatch) as fed:
+    async def test_readyz_reports_each_backend_and_its_era(self, make_stack: MakeStack) -> None:
+        async with make_stack.of(federated_stack) as fed:
             status, body = await fed.readyz()
             assert status == 200
             assert body["checks"]["backend_catalog"] is True
@@ -204,16 +201,14 @@ class TestOneEndpointTwoBackends:
 
 
 class TestPagingAndFreshness:
-    async def test_cursors_page_across_backends_in_both_eras(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-    ) -> None:
+    async def test_cursors_page_across_backends_in_both_eras(self, make_stack: MakeStack) -> None:
         docs = ModernUpstream(accepted={DOCS_SECRET}, tools=[echo_tool(f"d{i}") for i in range(5)])
         tickets = LegacyUpstream(accepted=set(), tools=[echo_tool(f"t{i}") for i in range(4)])
         expected = [f"docs__d{i}" for i in range(5)] + [f"tickets__t{i}" for i in range(4)]
         # A page (3) smaller than one backend's catalog (5): pages straddle the two backends.
         gateway = {"protocol": {"page_size": 3}}
-        async with federated_stack(
-            tmp_path, aiohttp_server, monkeypatch, docs=docs, tickets=tickets, gateway=gateway
+        async with make_stack.of(
+            federated_stack, docs=docs, tickets=tickets, gateway=gateway
         ) as fed:
             token = fed.token()
             pages: list[list[str]] = []
@@ -236,16 +231,18 @@ class TestPagingAndFreshness:
         assert len(docs.calls("tools/list")) >= 3
 
     async def test_the_listing_ttl_is_the_shortest_part_within_the_configured_bound(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self,
+        tmp_path: Path,
+        aiohttp_server: ServerFactory,
+        make_stack: MakeStack,
+        monkeypatch: pytest.MonkeyPatch,
     ) -> None:
         # docs advertises ttlMs 15000 (interval 15 s), tickets polls every 40 s: 15000 wins,
         # below protocol.tools_list_ttl_ms (60000 by default).
         docs = ModernUpstream(accepted={DOCS_SECRET}, tools=[echo_tool("search")])
         docs.ttl_ms = 15_000
         backends = {"tickets": {"catalog_refresh_s": 40}}
-        async with federated_stack(
-            tmp_path, aiohttp_server, monkeypatch, docs=docs, backends=backends
-        ) as fed:
+        async with make_stack.of(federated_stack, docs=docs, backends=backends) as fed:
             _, _, envelope = await fed.modern(fed.token(), "tools/list")
             assert envelope["result"]["ttlMs"] == 15_000
             assert _member(fed, "tickets").refresh_interval == 40.0
@@ -262,15 +259,13 @@ class TestPagingAndFreshness:
             assert envelope["result"]["ttlMs"] == 5000
 
     async def test_list_changed_from_one_backend_refreshes_only_its_part(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, make_stack: MakeStack
     ) -> None:
         docs = ModernUpstream(accepted={DOCS_SECRET}, tools=[echo_tool("search")])
         docs.list_changed = True
         slow = {"catalog_refresh_s": 300}  # a change seen in time came from the notification
-        async with federated_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            federated_stack,
             docs=docs,
             backends={"docs": slow, "tickets": slow},
         ) as fed:
@@ -322,9 +317,7 @@ class _ListsSecond(LegacyUpstream):
 class TestCollisions:
     async def test_a_runtime_collision_hides_both_tools_with_a_warning_and_a_metric(
         self,
-        tmp_path: Path,
-        aiohttp_server: ServerFactory,
-        monkeypatch: pytest.MonkeyPatch,
+        make_stack: MakeStack,
         log_events: list[MutableMapping[str, Any]],
     ) -> None:
         # tickets has the empty prefix (allowed once): its docs__search collides with docs'
@@ -339,10 +332,8 @@ class TestCollisions:
             tools=[echo_tool("docs__search"), echo_tool("docs__ghost"), echo_tool("plain")],
         )
         policy = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n  '*': {scopes: []}\n"
-        async with federated_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            federated_stack,
             docs=docs,
             tickets=tickets,
             backends={"tickets": {"prefix": ""}},
@@ -384,18 +375,14 @@ class TestIndependence:
     @pytest.mark.parametrize(("readiness", "ready_status"), [("all", 503), ("any", 200)])
     async def test_one_backend_down_at_startup_the_other_serves_and_readiness_follows_the_setting(
         self,
-        tmp_path: Path,
-        aiohttp_server: ServerFactory,
-        monkeypatch: pytest.MonkeyPatch,
+        make_stack: MakeStack,
         readiness: str,
         ready_status: int,
     ) -> None:
         tickets = LegacyUpstream(accepted=set(), tools=[echo_tool("create")])
         tickets.fault = "list_fails"  # up, but its catalog cannot be fetched
-        async with federated_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            federated_stack,
             tickets=tickets,
             gateway={"backend_readiness": readiness},
             wait_ready=False,
@@ -431,12 +418,10 @@ class TestIndependence:
             assert status == 200 and envelope["result"]["isError"] is False
 
     async def test_an_unreachable_backend_at_startup_fails_only_its_own_readiness(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, make_stack: MakeStack
     ) -> None:
-        async with federated_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            federated_stack,
             tickets_url="http://127.0.0.1:9/mcp",
             gateway={"backend_readiness": "any"},
             backends={"tickets": {"timeout_s": 2}},
@@ -472,16 +457,14 @@ class TestIndependence:
     )
     async def test_one_backend_failing_mid_run_affects_only_its_own_tools(
         self,
-        tmp_path: Path,
-        aiohttp_server: ServerFactory,
-        monkeypatch: pytest.MonkeyPatch,
+        make_stack: MakeStack,
         fault: str,
         text: str,
     ) -> None:
         # One pooled connection for tickets: a hung call holds all of it, and docs (its own
         # pool) must not notice.
         backends = {"tickets": {"timeout_s": 3, "max_connections": 1}}
-        async with federated_stack(tmp_path, aiohttp_server, monkeypatch, backends=backends) as fed:
+        async with make_stack.of(federated_stack, backends=backends) as fed:
             token = fed.token()
             status, _, envelope = await fed.modern_call(token, "tickets__create", {"text": "a"})
             assert status == 200 and envelope["result"]["isError"] is False
@@ -550,7 +533,7 @@ tools:
     async def test_rules_and_globs_match_prefixed_names_and_explain_agrees(
         self,
         tmp_path: Path,
-        aiohttp_server: ServerFactory,
+        make_stack: MakeStack,
         monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str],
     ) -> None:
@@ -558,10 +541,8 @@ tools:
             accepted=set(), tools=[echo_tool("create"), echo_tool("admin_purge")]
         )
         audit = tmp_path / "audit.jsonl"
-        async with federated_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            federated_stack,
             tickets=tickets,
             policy=self.POLICY,
             gateway={"audit": {"sink": "file", "path": str(audit)}},
@@ -627,13 +608,12 @@ tools:
     async def test_a_rule_no_backend_can_match_is_logged_at_startup_and_after_a_reload(
         self,
         tmp_path: Path,
-        aiohttp_server: ServerFactory,
-        monkeypatch: pytest.MonkeyPatch,
+        make_stack: MakeStack,
         log_events: list[MutableMapping[str, Any]],
     ) -> None:
         # Issue 32 item 6: a rule for a backend prefix nobody has was found only at runtime.
         policy = FEDERATED_POLICY + "  wiki__search: {scopes: []}\n"
-        async with federated_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as fed:
+        async with make_stack.of(federated_stack, policy=policy) as fed:
             startup = [e["detail"] for e in log_events if e["event"] == "policy.rule_unreachable"]
             status, _, envelope = await fed.modern_call(fed.token(), "wiki__search")
             assert (status, envelope["error"]["code"]) == (400, -32602)
@@ -661,11 +641,9 @@ tools:
 
     @pytest.mark.row("rate_limited")
     async def test_a_rate_limit_on_a_backend_glob_counts_per_exposed_tool(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, make_stack: MakeStack
     ) -> None:
-        async with federated_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=self.POLICY
-        ) as fed:
+        async with make_stack.of(federated_stack, policy=self.POLICY) as fed:
             token = fed.token("mcp:access")
             for _ in range(2):
                 status, _, _ = await fed.modern_call(token, "tickets__create", {"text": "a"})
@@ -688,9 +666,9 @@ tools:
 
     @pytest.mark.row("missing_client_capability")
     async def test_a_modern_backends_minus_32021_is_relayed_through_the_federation(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, make_stack: MakeStack
     ) -> None:
-        async with federated_stack(tmp_path, aiohttp_server, monkeypatch) as fed:
+        async with make_stack.of(federated_stack) as fed:
             fed.docs.fault = "missing_capability"
             status, _, envelope = await fed.modern_call(fed.token(), "docs__search", {"text": "a"})
             assert status == 400

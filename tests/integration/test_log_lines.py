@@ -25,7 +25,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from gateway.wiring.production import build_services
 from tests.support.jwt_forge import access_claims
 from tests.support.jwt_stack import jwt_stack
-from tests.support.live_stack import LiveStack, MakeStack, ServerFactory
+from tests.support.live_stack import LiveStack, MakeStack
 from tests.support.serve_process import gateway_config, write_config
 
 
@@ -120,15 +120,13 @@ async def test_token_rejected_lines_carry_the_request_id_also_from_the_negative_
 
 
 async def test_the_typ_refusal_reads_as_written_and_the_access_line_names_the_issuer(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     json_log: io.StringIO,
 ) -> None:
     # Issue 43: the redactor took "(refresh" after "Bearer" for a credential ("typ claim is not
     # Bearer [REDACTED] or ID token)"); the access line did not say which issuer admitted the
     # caller, so with two issuers the access log could not tell.
-    async with jwt_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(jwt_stack) as stack:
         dev = stack.issuer
         refresh = dev.sign_jwt(access_claims(dev.url, stack.config.resource, typ="Refresh"))
         status, _, _ = await stack.modern(refresh, "tools/list")

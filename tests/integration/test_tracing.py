@@ -316,14 +316,12 @@ async def test_the_grpc_protocol_exports_to_a_grpc_collector(
 
 
 async def test_a_token_exchange_is_a_client_span_of_the_request(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     receiver = OtlpReceiver()
     collector = await aiohttp_server(receiver.app(), host="127.0.0.1")
     tracing = {"otlp": {"endpoint": f"http://127.0.0.1:{collector.port}", "timeout_s": 5}}
-    async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, gateway={"tracing": tracing}
-    ) as (stack, upstream):
+    async with make_stack.of(exchange_stack, gateway={"tracing": tracing}) as (stack, upstream):
         token = stack.token()
         status, _, text = await stack.call(token)
         assert status == 200, text
@@ -360,16 +358,14 @@ async def test_an_unreachable_collector_costs_spans_not_requests_and_one_log_lin
 
 
 async def test_a_jwks_fetch_is_a_span_only_when_the_request_makes_it(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     receiver = OtlpReceiver()
     collector = await aiohttp_server(receiver.app(), host="127.0.0.1")
     dev = DevIssuer(token_format="jwt", introspection=False)
     tracing = {"otlp": {"endpoint": f"http://127.0.0.1:{collector.port}", "timeout_s": 5}}
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        jwt_stack,
         dev=dev,
         issuer={"jwks_unknown_kid_interval_s": 1},
         gateway={"tracing": tracing},

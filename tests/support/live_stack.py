@@ -14,7 +14,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 import pytest
@@ -50,9 +50,6 @@ OTHER_SECRET = "other-introspection-secret"
 POLICY = policy_text(tools={"echo": "tools:echo"})
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
-MakeStack = Callable[..., contextlib.AbstractAsyncContextManager["LiveStack"]]
-"""The ``make_stack`` fixture (tests/conftest.py): :func:`live_stack` with the test's
-``tmp_path``, ``aiohttp_server`` and ``monkeypatch``, the keywords left to the test."""
 Upstream = ModernUpstream | LegacyUpstream
 
 
@@ -237,3 +234,24 @@ def peer_section(
         "credential": {"type": "bearer", "token": {"env": env}},
         **more,
     }
+
+
+Made = TypeVar("Made")
+
+
+@dataclass(frozen=True)
+class MakeStack:
+    """The ``make_stack`` fixture (tests/conftest.py): a stack with the test's ``tmp_path``,
+    ``aiohttp_server`` and ``monkeypatch``, the keywords left to the test.
+    ``make_stack(upstream=...)`` is :func:`live_stack`'s; ``make_stack.of(jwt_stack, ...)``
+    any other stack's of the same three first parameters."""
+
+    tmp_path: Path
+    aiohttp_server: ServerFactory
+    monkeypatch: pytest.MonkeyPatch
+
+    def __call__(self, **keywords: Any) -> contextlib.AbstractAsyncContextManager[LiveStack]:
+        return live_stack(self.tmp_path, self.aiohttp_server, self.monkeypatch, **keywords)
+
+    def of(self, stack: Callable[..., Made], **keywords: Any) -> Made:
+        return stack(self.tmp_path, self.aiohttp_server, self.monkeypatch, **keywords)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -21,7 +20,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from tests.integration.auth.test_dpop_http import RESOURCE, dpop, send
 from tests.support.dpop_client import DpopKey
 from tests.support.jwt_stack import jwt_stack, metric
-from tests.support.live_stack import LiveStack, MakeStack, ServerFactory
+from tests.support.live_stack import LiveStack, MakeStack
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -66,17 +65,12 @@ async def _token(
 
 @pytest.mark.parametrize("fmt", ["jwt", "opaque"])
 async def test_a_token_from_the_token_endpoint_with_a_proof_is_bound_and_accepted(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
     make_stack: MakeStack,
-    monkeypatch: pytest.MonkeyPatch,
     fmt: str,
 ) -> None:
     key = DpopKey("EdDSA")
     if fmt == "jwt":
-        context = jwt_stack(
-            tmp_path, aiohttp_server, monkeypatch, dev=_dev(fmt), issuer={"dpop": "required"}
-        )
+        context = make_stack.of(jwt_stack, dev=_dev(fmt), issuer={"dpop": "required"})
     else:
         context = make_stack(
             issuer=_dev(fmt),
@@ -104,13 +98,9 @@ async def test_a_token_from_the_token_endpoint_with_a_proof_is_bound_and_accepte
         assert status == 401
 
 
-async def test_the_token_endpoint_refuses_a_bad_or_replayed_proof(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_token_endpoint_refuses_a_bad_or_replayed_proof(make_stack: MakeStack) -> None:
     key = DpopKey()
-    async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=_dev("jwt"), issuer={"dpop": "allowed"}
-    ) as stack:
+    async with make_stack.of(jwt_stack, dev=_dev("jwt"), issuer={"dpop": "allowed"}) as stack:
         stack.issuer.register_client(CLIENT, SECRET, grant_types=["client_credentials"])
         token_url = f"{stack.issuer.url}/token"
         proof = key.proof(token_url)

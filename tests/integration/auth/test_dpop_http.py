@@ -13,7 +13,6 @@ import json
 import re
 import time
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,7 +26,6 @@ from tests.support.jwt_stack import jwt_stack, metric
 from tests.support.live_stack import (
     LiveStack,
     MakeStack,
-    ServerFactory,
     modern_meta,
 )
 from tests.support.printed import Printed
@@ -122,12 +120,10 @@ def jwt_dev() -> DevIssuer:
 
 @pytest.mark.parametrize("alg", ["ES256", "EdDSA"])
 async def test_a_bound_jwt_with_a_valid_proof_is_served_as_jwt_dpop(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, alg: str
+    make_stack: MakeStack, alg: str
 ) -> None:
     key = DpopKey(alg)
-    async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer={"dpop": "allowed"}
-    ) as stack:
+    async with make_stack.of(jwt_stack, issuer={"dpop": "allowed"}) as stack:
         token = stack.token(jkt=key.jkt)
         for _ in range(2):  # the second one is a cache hit: the proof is checked again, fresh
             status, _, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
@@ -189,13 +185,9 @@ async def test_each_bad_proof_is_invalid_dpop_proof_and_never_reaches_the_issuer
 
 
 @pytest.mark.row("invalid_dpop_proof")
-async def test_a_replayed_proof_is_refused_at_the_same_replica(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_replayed_proof_is_refused_at_the_same_replica(make_stack: MakeStack) -> None:
     key = DpopKey()
-    async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer={"dpop": "required"}
-    ) as stack:
+    async with make_stack.of(jwt_stack, issuer={"dpop": "required"}) as stack:
         token = stack.token(jkt=key.jkt)
         proof = key.proof(RESOURCE, token=token)
         status, _, text = await send(stack, dpop(token, proof))
@@ -246,13 +238,9 @@ async def test_a_bound_token_presented_as_bearer_is_refused(make_stack: MakeStac
 
 
 @pytest.mark.row("dpop_required")
-async def test_an_unbound_token_under_required_is_refused(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_an_unbound_token_under_required_is_refused(make_stack: MakeStack) -> None:
     key = DpopKey()
-    async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer={"dpop": "required"}
-    ) as stack:
+    async with make_stack.of(jwt_stack, issuer={"dpop": "required"}) as stack:
         token = stack.token()
         status, headers, text = await send(stack, [("Authorization", f"Bearer {token}")])
         assert_row(
@@ -284,10 +272,10 @@ async def test_an_unbound_token_under_required_is_refused(
 
 
 async def test_dpop_off_keeps_refusing_bound_tokens_and_the_dpop_scheme(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     key = DpopKey()
-    async with jwt_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(jwt_stack) as stack:
         token = stack.token(jkt=key.jkt)
         status, headers, text = await send(stack, [("Authorization", f"Bearer {token}")])
         assert status == 401, text
@@ -303,13 +291,9 @@ async def test_dpop_off_keeps_refusing_bound_tokens_and_the_dpop_scheme(
         assert "dpop_signing_alg_values_supported" not in document
 
 
-async def test_the_metadata_advertises_dpop(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+async def test_the_metadata_advertises_dpop(make_stack: MakeStack) -> None:
+    async with make_stack.of(
+        jwt_stack,
         issuer={"dpop": {"mode": "required", "algorithms": ["ES256", "EdDSA"]}},
     ) as stack:
         async with stack.session.get(
@@ -334,13 +318,11 @@ def _nonce_gateway(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
 @pytest.mark.row("use_dpop_nonce")
 async def test_a_nonce_is_required_issued_and_checked_without_state(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = DpopKey()
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        jwt_stack,
         issuer={"dpop": {"mode": "required", "nonce": True, "nonce_rotation_s": 60}},
         gateway=_nonce_gateway(monkeypatch),
     ) as stack:
@@ -382,7 +364,7 @@ async def test_a_nonce_is_required_issued_and_checked_without_state(
 
 
 async def test_no_dpop_outcome_leaks_the_token_or_the_proof(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, out: Printed
+    make_stack: MakeStack, out: Printed
 ) -> None:
     """SECURITY: the token, the proof and their signatures reach no log line, audit event,
     metric or answer (invariant 4), whatever the outcome."""
@@ -390,10 +372,8 @@ async def test_no_dpop_outcome_leaks_the_token_or_the_proof(
     secrets: list[str] = []
     seen: list[str] = []
     with structlog.testing.capture_logs() as events:
-        async with jwt_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            jwt_stack,
             issuer={"dpop": "allowed"},
             gateway={"audit": {"sink": "stdout"}},
         ) as stack:
@@ -431,13 +411,9 @@ async def test_no_dpop_outcome_leaks_the_token_or_the_proof(
                 assert form not in text, f"a token or proof leaked into {where}"
 
 
-async def test_a_403_names_the_missing_scope_in_both_challenges(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_403_names_the_missing_scope_in_both_challenges(make_stack: MakeStack) -> None:
     key = DpopKey()
-    async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer={"dpop": "allowed"}
-    ) as stack:
+    async with make_stack.of(jwt_stack, issuer={"dpop": "allowed"}) as stack:
         token = stack.token(scopes="tools:echo", jkt=key.jkt)  # no baseline mcp:access
         status, headers, text = await send(stack, dpop(token, key.proof(RESOURCE, token=token)))
         assert status == 403, text

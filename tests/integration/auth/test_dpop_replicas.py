@@ -20,7 +20,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from tests.integration.auth.test_dpop_http import RESOURCE, assert_bad_proof, dpop, send
 from tests.support.dpop_client import DpopKey
 from tests.support.jwt_stack import jwt_stack, metric, readyz
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer, redis_server, unique_prefix
 
@@ -134,7 +134,7 @@ async def test_an_unreachable_store_fails_closed_unless_told_local(
 
 
 async def test_a_replica_is_ready_only_once_redis_answered_so_its_first_proof_is_checked(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     # Issue 43: a freshly started replica answered 503 dpop_replay_unavailable while /readyz
     # was 200: its first Redis call (the connection's) timed out on a busy host and put the
@@ -147,10 +147,8 @@ async def test_a_replica_is_ready_only_once_redis_answered_so_its_first_proof_is
     try:
         process.send_signal(signal.SIGSTOP)
         resumed = asyncio.get_running_loop().call_later(0.8, process.send_signal, signal.SIGCONT)
-        async with jwt_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            jwt_stack,
             issuer={"dpop": "allowed"},
             gateway=_state(server.url, unique_prefix()),
             wait_ready=False,

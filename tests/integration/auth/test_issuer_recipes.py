@@ -23,7 +23,7 @@ import yaml
 from gateway.config import load_config
 from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_stack import assert_invalid_token, jwt_stack
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 
 ROOT = Path(__file__).resolve().parents[3]
 RECIPES = ROOT / "docs" / "issuers.md"
@@ -124,7 +124,7 @@ def entra_token(dev: DevIssuer, **claims: Any) -> str:
 
 
 async def test_the_entra_recipe_accepts_entra_shaped_tokens(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     dev = DevIssuer(token_format="jwt", introspection=False)
     scope = f"api://{API_CLIENT_ID}/"
@@ -133,10 +133,8 @@ async def test_the_entra_recipe_accepts_entra_shaped_tokens(
         f'tools:\n  echo: {{scopes: ["{scope}tools.echo"]}}\n'
     )
     audit = tmp_path / "audit.jsonl"
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        jwt_stack,
         dev=dev,
         issuer=entra_recipe(),
         gateway={"audit": {"sink": "file", "path": str(audit)}},

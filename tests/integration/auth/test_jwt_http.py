@@ -22,7 +22,7 @@ import pytest
 from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_forge import access_claims, forge_hs256_with_public_key, forge_none, tamper
 from tests.support.jwt_stack import assert_invalid_token, jwt_stack, metric
-from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.live_stack import LiveStack, MakeStack
 
 pytestmark = pytest.mark.row("invalid_token")
 
@@ -32,13 +32,11 @@ async def echo(stack: LiveStack, token: str) -> tuple[int, dict[str, str], str]:
 
 
 async def test_a_jwt_is_accepted_without_any_issuer_call_and_then_served_from_the_cache(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     audit = tmp_path / "audit.jsonl"
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        jwt_stack,
         gateway={"audit": {"sink": "file", "path": str(audit)}},
     ) as stack:
         fetched = stack.issuer.jwks.calls
@@ -109,9 +107,9 @@ CASES = _cases()
 
 @pytest.mark.parametrize("case", list(CASES))
 async def test_every_bad_jwt_is_401_invalid_token_without_an_issuer_call(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, case: str
+    make_stack: MakeStack, case: str
 ) -> None:
-    async with jwt_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(jwt_stack) as stack:
         token = CASES[case](stack.issuer, stack.config.resource)
         fetched = stack.issuer.jwks.calls
         status, headers, text = await echo(stack, token)
@@ -124,12 +122,10 @@ async def test_every_bad_jwt_is_401_invalid_token_without_an_issuer_call(
 
 
 async def test_a_token_at_max_token_bytes_is_accepted_and_one_byte_more_is_refused(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     limit = 2048
-    async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer={"max_token_bytes": limit}
-    ) as stack:
+    async with make_stack.of(jwt_stack, issuer={"max_token_bytes": limit}) as stack:
 
         def sized(length: int) -> str:
             pad = 0
@@ -148,15 +144,11 @@ async def test_a_token_at_max_token_bytes_is_accepted_and_one_byte_more_is_refus
         assert_invalid_token(stack, *await echo(stack, over))
 
 
-async def test_key_rotation_works_without_a_restart(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_key_rotation_works_without_a_restart(make_stack: MakeStack) -> None:
     dev = DevIssuer(token_format="jwt", introspection=False)
     dev.jwks.max_age_s = 1  # the gateway refreshes every second (jwks_min_refresh_s: 1)
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        jwt_stack,
         dev=dev,
         issuer={"jwks_min_refresh_s": 1, "jwks_unknown_kid_interval_s": 1},
     ) as stack:
@@ -192,12 +184,10 @@ async def test_key_rotation_works_without_a_restart(
 
 
 async def test_a_flood_of_random_kids_costs_at_most_one_jwks_fetch_per_interval(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        jwt_stack,
         issuer={"jwks_unknown_kid_interval_s": 60},
         gateway={"limits": {"pre_auth_rate": None}},
     ) as stack:
@@ -217,14 +207,12 @@ async def test_a_flood_of_random_kids_costs_at_most_one_jwks_fetch_per_interval(
 
 
 async def test_a_revoked_jwt_is_refused_although_its_signature_is_valid(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     admin = "jwt-admin-token-0123456789abcdef0123"
     monkeypatch.setenv("JWT_ADMIN_TOKEN", admin)
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        jwt_stack,
         gateway={"admin": {"token": {"env": "JWT_ADMIN_TOKEN"}}},
     ) as stack:
         token = stack.token()

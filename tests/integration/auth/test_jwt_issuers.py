@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -31,7 +30,6 @@ from tests.support.jwt_stack import (
 from tests.support.live_stack import (
     LiveStack,
     MakeStack,
-    ServerFactory,
     issuer_entries,
     modern_meta,
     other_issuer,
@@ -92,9 +90,9 @@ async def wait_until_ready(server: GatewayServer, session: aiohttp.ClientSession
 @pytest.mark.row("issuer_unavailable")
 @pytest.mark.parametrize("fault", ["status 503", *(f"garbage {i}" for i in range(len(GARBAGE)))])
 async def test_no_usable_jwks_at_startup_is_not_ready_and_503_until_it_returns(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, fault: str
+    make_stack: MakeStack, fault: str
 ) -> None:
-    async with jwt_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(jwt_stack) as stack:
         dev = stack.issuer
         if fault == "status 503":
             dev.jwks.status = 503
@@ -119,11 +117,9 @@ async def test_no_usable_jwks_at_startup_is_not_ready_and_503_until_it_returns(
 
 @pytest.mark.parametrize("fault", ["status 503", *(f"garbage {i}" for i in range(len(GARBAGE)))])
 async def test_a_jwks_outage_later_keeps_the_cached_keys_working(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, fault: str
+    make_stack: MakeStack, fault: str
 ) -> None:
-    async with jwt_stack(
-        tmp_path, aiohttp_server, monkeypatch, issuer={"jwks_unknown_kid_interval_s": 1}
-    ) as stack:
+    async with make_stack.of(jwt_stack, issuer={"jwks_unknown_kid_interval_s": 1}) as stack:
         dev = stack.issuer
         assert (await echo(stack, stack.token(sub="early")))[0] == 200
         if fault == "status 503":

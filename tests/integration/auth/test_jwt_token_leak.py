@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import time
-from pathlib import Path
 from urllib.parse import quote_plus
 
 import pytest
@@ -20,7 +19,7 @@ import pytest
 from gateway.dev.dev_issuer import DevIssuer
 from tests.support.jwt_forge import access_claims, tamper
 from tests.support.jwt_stack import jwt_stack, started_gateway
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.printed import Printed
 
 ADMIN = "leak-test-admin-token-0123456789abcdef"
@@ -37,16 +36,14 @@ def forms(token: str) -> list[str]:
 
 
 async def test_no_jwt_outcome_leaks_the_token(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, leaks: Printed
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, leaks: Printed
 ) -> None:
     monkeypatch.setenv("LEAK_ADMIN_TOKEN", ADMIN)
     seen: list[str] = []
     used: list[str] = []
     dev = DevIssuer(token_format="jwt", introspection=False)
-    async with jwt_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        jwt_stack,
         dev=dev,
         issuer={"max_token_bytes": 2048, "jwks_unknown_kid_interval_s": 1},
         gateway={

@@ -491,14 +491,12 @@ async def test_a_policy_override_change_is_held_until_approved(
 
 
 async def test_with_two_backends_only_the_changed_backends_item_is_held(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     """Per backend: a 2026-07-28 one (bearer) and a legacy one (client credentials, which the
     CLI obtains like the gateway); a change at tickets holds tickets__create only."""
-    async with federated_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        federated_stack,
         gateway={"catalog": {"lock": "catalog.lock.yaml"}},
         prepare=pin_first([]),
     ) as fed:

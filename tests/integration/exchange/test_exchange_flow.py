@@ -27,7 +27,12 @@ from tests.support.exchange_stack import (
     exchange_stack,
 )
 from tests.support.jwt_stack import metric
-from tests.support.live_stack import LiveStack, ServerFactory, issuer_entries, other_issuer
+from tests.support.live_stack import (
+    LiveStack,
+    MakeStack,
+    issuer_entries,
+    other_issuer,
+)
 from tests.support.test_issuer import generate_rsa_key
 
 ADMIN = "exchange-admin-token-0123456789abcdef"
@@ -56,14 +61,13 @@ async def _revoke(stack: LiveStack, token: str) -> None:
 
 
 async def test_the_backend_gets_a_token_minted_for_it_with_the_callers_sub(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
-    async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, gateway={"audit": {"sink": "stdout"}}
-    ) as (stack, upstream):
+    async with make_stack.of(exchange_stack, gateway={"audit": {"sink": "stdout"}}) as (
+        stack,
+        upstream,
+    ):
         token = stack.token(sub="erin")
         _ok(*(await stack.call(token, "echo", {"text": "one"}))[::2])
         _ok(*(await stack.call(token, "echo", {"text": "two"}))[::2])
@@ -98,17 +102,13 @@ async def test_the_backend_gets_a_token_minted_for_it_with_the_callers_sub(
 
 
 async def test_actor_service_sends_the_gateways_own_token_as_actor_token(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     dev = DevIssuer(token_format="jwt")
     dev.exchange_policy.require_actor = True  # an issuer that needs one (Okta's shape)
-    async with exchange_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        exchange_stack,
         dev=dev,
         credential={
             "actor": "service",
@@ -130,7 +130,7 @@ async def test_actor_service_sends_the_gateways_own_token_as_actor_token(
 
 @pytest.mark.parametrize("client_auth", ["client_secret_post", "private_key_jwt"])
 async def test_the_exchange_authenticates_the_gateway_as_client_credentials_do(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, client_auth: str
+    tmp_path: Path, make_stack: MakeStack, client_auth: str
 ) -> None:
     # The development issuer accepts a client only by the method it was registered with, so a
     # served call proves the exchange (and the catalog's client-credentials token) used it.
@@ -148,9 +148,10 @@ async def test_the_exchange_authenticates_the_gateway_as_client_credentials_do(
             "keys": [RSAKey.import_key(public).as_dict(private=False) | {"kid": "gw-x1"}]
         }
     dev = DevIssuer()
-    async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=dev, credential=credential, client=client
-    ) as (stack, upstream):
+    async with make_stack.of(exchange_stack, dev=dev, credential=credential, client=client) as (
+        stack,
+        upstream,
+    ):
         _ok(*(await stack.call(stack.token(sub="erin")))[::2])
         (seen,) = upstream.calls_seen()
         assert seen.introspection["sub"] == "erin"
@@ -173,14 +174,12 @@ async def test_the_exchange_authenticates_the_gateway_as_client_credentials_do(
 
 
 async def test_fifty_concurrent_calls_by_one_caller_make_one_exchange(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     dev = DevIssuer()
     dev.exchange_faults.delay_s = 0.3  # every caller arrives while the exchange is in flight
-    async with exchange_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        exchange_stack,
         dev=dev,
         gateway={"limits": {"max_in_flight_per_principal": 64, "principal_rate": None}},
     ) as (stack, upstream):
@@ -197,12 +196,12 @@ async def test_fifty_concurrent_calls_by_one_caller_make_one_exchange(
 
 
 async def test_the_exchanged_token_is_never_used_past_the_callers_expiry(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     dev = DevIssuer()
     # An issuer that does not bound the exchanged token by the subject token: the gateway must.
     dev.exchange_faults.ttl_s = 3600
-    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch, dev=dev) as (stack, upstream):
+    async with make_stack.of(exchange_stack, dev=dev) as (stack, upstream):
         # 3 s, not 1: a 1 s token could lapse before the first exchange on a loaded machine.
         token = stack.token(sub="erin", ttl_s=3)
         _ok(*(await stack.call(token))[::2])
@@ -218,13 +217,11 @@ async def test_the_exchanged_token_is_never_used_past_the_callers_expiry(
 
 
 async def test_a_gateway_revocation_drops_the_exchanged_token_at_once(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("EXCHANGE_ADMIN", ADMIN)
-    async with exchange_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        exchange_stack,
         gateway={"admin": {"token": {"env": "EXCHANGE_ADMIN"}}},
     ) as (stack, upstream):
         token = stack.token(sub="erin")
@@ -238,15 +235,16 @@ async def test_a_gateway_revocation_drops_the_exchanged_token_at_once(
 
 @pytest.mark.parametrize("tokens", ["introspection", "jwt"])
 async def test_an_issuer_revocation_stops_the_exchanged_token_within_the_cache_lifetime(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, tokens: str
+    make_stack: MakeStack, tokens: str
 ) -> None:
     issuer: dict[str, Any] = {"cache": {"max_ttl_s": 1}}
     if tokens == "jwt":  # validated locally: the issuer is asked again only by the exchange
         issuer |= {"tokens": "jwt", "client_id": None, "client_secret": None}
     dev = DevIssuer(token_format="jwt" if tokens == "jwt" else "opaque")
-    async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=dev, gateway={"issuer": issuer}
-    ) as (stack, upstream):
+    async with make_stack.of(exchange_stack, dev=dev, gateway={"issuer": issuer}) as (
+        stack,
+        upstream,
+    ):
         token = stack.token(sub="erin")
         _ok(*(await stack.call(token))[::2])
         exchanged = upstream.calls_seen()[0].token
@@ -279,7 +277,7 @@ async def test_an_issuer_revocation_stops_the_exchanged_token_within_the_cache_l
 
 
 async def test_several_issuers_each_callers_token_goes_only_to_its_own_issuer(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with other_issuer(monkeypatch) as other:
         other.register_client(
@@ -291,10 +289,8 @@ async def test_several_issuers_each_callers_token_goes_only_to_its_own_issuer(
         first, second = issuer_entries(other)
         other.register_client(*INTROSPECTOR, can_introspect=True)
         upstream = IntrospectingUpstream(issuer_urls=[other.url])
-        async with exchange_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            exchange_stack,
             upstream=upstream,
             gateway={"issuer": None, "issuers": [first, second]},
         ) as (stack, _):
@@ -313,14 +309,12 @@ async def test_several_issuers_each_callers_token_goes_only_to_its_own_issuer(
 
 
 async def test_credential_issuer_refuses_callers_of_other_issuers(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with other_issuer(monkeypatch) as other:
         first, second = issuer_entries(other)
-        async with exchange_stack(
-            tmp_path,
-            aiohttp_server,
-            monkeypatch,
+        async with make_stack.of(
+            exchange_stack,
             credential={"issuer": "{issuer_url}"},
             gateway={"issuer": None, "issuers": [first, second]},
         ) as (stack, upstream):

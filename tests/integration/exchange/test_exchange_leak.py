@@ -23,7 +23,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from gateway.outbound.client import Outbound
 from tests.support.assertion_verifier import write_key
 from tests.support.exchange_stack import exchange_stack
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.printed import Printed
 
 ADMIN = "leak-exchange-admin-token-0123456789"
@@ -34,7 +34,7 @@ def _forms(token: str) -> list[str]:
 
 
 async def test_the_callers_token_goes_only_to_its_issuer(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, leaks: Printed
+    tmp_path: Path, make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, leaks: Printed
 ) -> None:
     monkeypatch.setenv("LEAK_ADMIN", ADMIN)
     outbound: list[tuple[str, str]] = []  # (url, everything sent)
@@ -50,10 +50,8 @@ async def test_the_callers_token_goes_only_to_its_issuer(
     key = write_key(tmp_path / "assertion.pem")
     seen: list[str] = []
     callers: list[str] = []
-    async with exchange_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        exchange_stack,
         dev=dev,
         gateway={
             "audit": {"sink": "stdout"},

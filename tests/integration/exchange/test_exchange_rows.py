@@ -5,7 +5,6 @@ service credential or the caller's token: the upstream receives no ``tools/call`
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -57,10 +56,10 @@ def _assert_unavailable(status: int, headers: dict[str, str], text: str) -> None
     ["invalid_grant", "unauthorized_client", "invalid_target", "access_denied", "invalid_scope"],
 )
 async def test_each_issuer_refusal_is_a_403_naming_the_reason(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, code: str
+    make_stack: MakeStack, code: str
 ) -> None:
     dev = DevIssuer()
-    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch, dev=dev) as (stack, upstream):
+    async with make_stack.of(exchange_stack, dev=dev) as (stack, upstream):
         dev.exchange_faults.error = code
         token = stack.token()
         _assert_refused(*(await stack.call(token)), code)
@@ -79,19 +78,18 @@ async def test_each_issuer_refusal_is_a_403_naming_the_reason(
 
 
 @pytest.mark.row("exchange_refused")
-async def test_the_issuers_own_policy_refusals_reach_the_caller(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_issuers_own_policy_refusals_reach_the_caller(make_stack: MakeStack) -> None:
     # The issuer does not let the gateway exchange for this backend: invalid_target.
-    async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, allow=("https://elsewhere.test/mcp",)
-    ) as (stack, upstream):
+    async with make_stack.of(exchange_stack, allow=("https://elsewhere.test/mcp",)) as (
+        stack,
+        upstream,
+    ):
         _assert_refused(*(await stack.call(stack.token())), "invalid_target")
         assert upstream.calls_seen() == []
     # The caller's token was revoked at the issuer while the gateway still has it cached: the
     # backend refuses the exchanged token (revoked with it, 401), the gateway exchanges once
     # more, and the issuer refuses: invalid_grant.
-    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch) as (stack, upstream):
+    async with make_stack.of(exchange_stack) as (stack, upstream):
         token = stack.token()
         status, _, text = await stack.call(token)
         assert status == 200, text
@@ -119,12 +117,13 @@ async def test_the_issuers_own_policy_refusals_reach_the_caller(
     ],
 )
 async def test_an_issuer_that_fails_is_a_503_with_retry_after(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, fault: str
+    make_stack: MakeStack, fault: str
 ) -> None:
     dev = DevIssuer()
-    async with exchange_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=dev, gateway={"issuer": {"timeout_s": 0.5}}
-    ) as (stack, upstream):
+    async with make_stack.of(exchange_stack, dev=dev, gateway={"issuer": {"timeout_s": 0.5}}) as (
+        stack,
+        upstream,
+    ):
         faults = dev.exchange_faults
         if fault.startswith("status_"):
             faults.status = int(fault[7:])
@@ -171,17 +170,15 @@ _LENIENT = {
 
 @pytest.mark.row("exchange_unavailable")
 async def test_a_token_endpoint_that_went_away_is_a_503(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     # The token endpoint sits behind a relay the test shuts down once the gateway is ready (the
     # catalog's own token is cached by then): the exchange meets a refused connection.
     dev = DevIssuer()
     await dev.start()
     relay = await aiohttp_server(_relay(dev.url + "/token"))
-    async with exchange_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        exchange_stack,
         dev=dev,
         credential={"token_endpoint": str(relay.make_url("/token"))},
     ) as (stack, upstream):
@@ -213,20 +210,20 @@ _FORWARDED = frozenset({"authorization", "content-type", "accept"})
 
 @pytest.mark.row("exchange_unavailable")
 async def test_the_gateways_own_client_refused_is_a_503_not_the_callers_fault(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     dev = DevIssuer()
     dev.exchange_policy.require_actor = True  # the credential sends none: invalid_request
-    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch, dev=dev) as (stack, upstream):
+    async with make_stack.of(exchange_stack, dev=dev) as (stack, upstream):
         _assert_unavailable(*(await stack.call(stack.token())))
         assert upstream.calls_seen() == []
 
 
 async def test_a_failed_exchange_is_not_cached_the_next_call_exchanges_again(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     dev = DevIssuer()
-    async with exchange_stack(tmp_path, aiohttp_server, monkeypatch, dev=dev) as (stack, upstream):
+    async with make_stack.of(exchange_stack, dev=dev) as (stack, upstream):
         dev.exchange_faults.status = 503
         token = stack.token()
         assert (await stack.call(token))[0] == 503

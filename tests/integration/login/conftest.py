@@ -10,7 +10,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.login_stack import HttpBrowser, replica_places
 from tests.support.redis_server import RedisServer, redis_server
 from tests.support.user_oauth_stack import ADMIN_TOKEN, UserOAuthStack, user_oauth_stack
@@ -33,7 +33,7 @@ async def places(
 
 @pytest.fixture
 async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[UserOAuthStack]:
     """The ``user_oauth`` stack, its audit trail in ``tmp_path / "audit.jsonl"``, its admin API
     open to :data:`~tests.support.user_oauth_stack.ADMIN_TOKEN`."""
@@ -42,7 +42,7 @@ async def stack(
         "audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")},
         "admin": {"token": {"env": "USER_OAUTH_ADMIN"}},
     }
-    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, gateway=more) as running:
+    async with make_stack.of(user_oauth_stack, gateway=more) as running:
         yield running
 
 

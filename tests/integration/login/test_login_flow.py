@@ -13,7 +13,7 @@ import pytest
 from gateway.dev.dev_issuer import DevIssuer
 from gateway.login.cookies import SESSION_COOKIE, SIGNIN_COOKIE
 from gateway.login.pages import SECURITY_HEADERS
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.login_stack import (
     LOGIN_CLIENT,
     LOGIN_SECRET,
@@ -27,10 +27,8 @@ from tests.support.login_stack import (
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[LoginStack]:
-    async with login_stack(tmp_path, aiohttp_server, monkeypatch) as running:
+async def stack(make_stack: MakeStack) -> AsyncIterator[LoginStack]:
+    async with make_stack.of(login_stack) as running:
         yield running
 
 
@@ -99,7 +97,7 @@ async def test_a_signed_out_session_stays_ended_even_if_its_cookie_comes_back(
 
 
 async def test_login_issuer_names_a_second_issuer_with_people_of_its_own(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A second development issuer instance: another authorization server, its own people.
     second = DevIssuer(users=("pat", "quinn"))
@@ -129,9 +127,7 @@ async def test_login_issuer_names_a_second_issuer_with_people_of_its_own(
             redirect_uris=[],
         )
         async with (
-            login_stack(
-                tmp_path, aiohttp_server, monkeypatch, gateway=keys, issuer=second.url
-            ) as stack,
+            make_stack.of(login_stack, gateway=keys, issuer=second.url) as stack,
             aiohttp.ClientSession() as session,
         ):
             second.store.clients[LOGIN_CLIENT].redirect_uris = (stack.url("/callback"),)
@@ -146,7 +142,7 @@ async def test_login_issuer_names_a_second_issuer_with_people_of_its_own(
 
 
 async def test_the_sign_in_client_may_authenticate_with_private_key_jwt(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, make_stack: MakeStack
 ) -> None:
     from joserfc.jwk import RSAKey
 
@@ -160,7 +156,7 @@ async def test_the_sign_in_client_may_authenticate_with_private_key_jwt(
         "private_key_id": "login-1",
     }
     async with (
-        login_stack(tmp_path, aiohttp_server, monkeypatch, **login) as stack,
+        make_stack.of(login_stack, **login) as stack,
         aiohttp.ClientSession() as session,
     ):
         client = stack.issuer.store.clients[LOGIN_CLIENT]

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -16,7 +15,7 @@ from gateway.dev.dev_issuer import DevIssuer
 from gateway.login.cookies import SESSION_COOKIE
 from tests.integration.login.test_login_refusals import assert_row
 from tests.support.jwt_forge import forge_hs256_with_public_key, forge_none, tamper
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.login_stack import USERS, HttpBrowser, LoginStack, authorize, login_stack
 
 NOW = int(time.time())
@@ -87,12 +86,10 @@ def _other_key_sign(claims: dict[str, Any]) -> str:
     ],
 )
 async def test_an_id_token_wrong_in_one_claim_signs_nobody_in(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     claims: dict[str, Any],
 ) -> None:
-    async with login_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(login_stack) as stack:
         stack.issuer.id_token_claims.update(claims)
         answer, session = await signed_in(stack)
         assert_row(answer, "login_failed", 403)
@@ -102,12 +99,10 @@ async def test_an_id_token_wrong_in_one_claim_signs_nobody_in(
 @pytest.mark.row("login_failed")
 @pytest.mark.parametrize("header", [{"typ": "at+jwt"}, {"crit": ["exp"]}, {"kid": "unknown"}])
 async def test_an_id_token_with_a_header_the_checks_refuse_signs_nobody_in(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     header: dict[str, Any],
 ) -> None:
-    async with login_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(login_stack) as stack:
         stack.issuer.id_token_header.update(header)
         answer, session = await signed_in(stack)
         assert_row(answer, "login_failed", 403)
@@ -117,26 +112,24 @@ async def test_an_id_token_with_a_header_the_checks_refuse_signs_nobody_in(
 @pytest.mark.row("login_failed")
 @pytest.mark.parametrize("forger", list(FORGERS))
 async def test_an_id_token_not_signed_by_the_issuers_key_signs_nobody_in(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, forger: str
+    make_stack: MakeStack, forger: str
 ) -> None:
-    async with login_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(login_stack) as stack:
         stack.issuer.server.id_token_forger = FORGERS[forger](stack.issuer)
         answer, session = await signed_in(stack)
         assert_row(answer, "login_failed", 403)
         assert not session
 
 
-async def test_an_id_token_without_typ_is_accepted(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with login_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+async def test_an_id_token_without_typ_is_accepted(make_stack: MakeStack) -> None:
+    async with make_stack.of(login_stack) as stack:
         stack.issuer.id_token_header["typ"] = None
         (status, headers, _), session = await signed_in(stack)
         assert (status, headers["Location"], session) == (303, "/gateway/account", True)
 
 
 async def test_the_subject_is_the_claim_the_issuer_entry_derives_mcp_subjects_from(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     # Entra-like: sub pairwise per application, oid the same across them (subject_claim: oid).
     issuer = DevIssuer(users=USERS, token_format="jwt", introspection=False)
@@ -148,9 +141,7 @@ async def test_the_subject_is_the_claim_the_issuer_entry_derives_mcp_subjects_fr
         "client_id": None,
         "client_secret": None,
     }
-    async with login_stack(
-        tmp_path, aiohttp_server, monkeypatch, dev=issuer, gateway={"issuer": entry}
-    ) as stack:
+    async with make_stack.of(login_stack, dev=issuer, gateway={"issuer": entry}) as stack:
         issuer.id_token_claims.update({"sub": "pairwise-for-the-login-client", "oid": "oid-1"})
         async with aiohttp.ClientSession() as session:
             browser = HttpBrowser(session, stack.origin)

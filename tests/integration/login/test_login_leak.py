@@ -14,7 +14,6 @@ sign-out.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,7 +24,7 @@ import structlog
 from gateway.login.cookies import SIGNIN_COOKIE
 from gateway.seams import Principal
 from tests.integration.login.test_login_refusals import with_query
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.login_stack import (
     CHECK,
     LOGIN_SECRET,
@@ -63,9 +62,8 @@ class Recorder:
 
 
 async def test_no_outcome_of_the_login_surface_leaks_a_secret(
-    tmp_path: Path,
     aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -77,7 +75,7 @@ async def test_no_outcome_of_the_login_surface_leaks_a_secret(
     keys = {"audit": {"sink": "stdout"}, "tracing": tracing}
     with structlog.testing.capture_logs() as events:
         async with (
-            login_stack(tmp_path, aiohttp_server, monkeypatch, gateway=keys) as stack,
+            make_stack.of(login_stack, gateway=keys) as stack,
             aiohttp.ClientSession() as session,
         ):
             issuer = stack.issuer

@@ -17,7 +17,7 @@ import pytest
 
 from gateway.commands.cli import main
 from gateway.login.pages import SECURITY_HEADERS
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.login_stack import LOGIN_CLIENT
 from tests.support.user_oauth_stack import UserOAuthStack, user_oauth_stack
 
@@ -27,9 +27,7 @@ MESSAGE: Final = "Too many requests from your address; try again in a moment."
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[UserOAuthStack]:
+async def stack(tmp_path: Path, make_stack: MakeStack) -> AsyncIterator[UserOAuthStack]:
     more = {
         "login": {
             "client_id": LOGIN_CLIENT,
@@ -39,7 +37,7 @@ async def stack(
         "trusted_proxies": ["127.0.0.1/32"],  # the test's requests come as from a proxy
         "audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")},
     }
-    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, gateway=more) as running:
+    async with make_stack.of(user_oauth_stack, gateway=more) as running:
         yield running
 
 

@@ -21,7 +21,7 @@ import pytest
 from gateway.login.cookies import SESSION_COOKIE, SIGNIN_COOKIE
 from gateway.login.pages import SECURITY_HEADERS
 from gateway.seams import Principal
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.login_stack import (
     CHECK,
     HttpBrowser,
@@ -59,11 +59,9 @@ def principal(issuer: str, subject: str) -> Principal:
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[LoginStack]:
+async def stack(tmp_path: Path, make_stack: MakeStack) -> AsyncIterator[LoginStack]:
     audit = {"audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")}}
-    async with login_stack(tmp_path, aiohttp_server, monkeypatch, gateway=audit) as running:
+    async with make_stack.of(login_stack, gateway=audit) as running:
         yield running
 
 
@@ -105,11 +103,9 @@ async def test_a_tampered_session_cookie_is_no_session_and_is_cleared(
     assert SESSION_COOKIE not in browser.cookies  # the answer deleted it
 
 
-async def test_an_expired_session_cookie_is_no_session(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_an_expired_session_cookie_is_no_session(make_stack: MakeStack) -> None:
     async with (
-        login_stack(tmp_path, aiohttp_server, monkeypatch) as stack,
+        make_stack.of(login_stack) as stack,
         aiohttp.ClientSession() as client,
     ):
         browser = HttpBrowser(client, stack.origin)
@@ -323,13 +319,9 @@ async def test_an_id_token_for_another_audience_is_refused(
 
 
 @pytest.mark.row("login_unavailable")
-async def test_an_unreachable_token_endpoint_is_503_with_retry_after(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_an_unreachable_token_endpoint_is_503_with_retry_after(make_stack: MakeStack) -> None:
     async with (
-        login_stack(
-            tmp_path, aiohttp_server, monkeypatch, token_endpoint="http://127.0.0.1:9/token"
-        ) as stack,
+        make_stack.of(login_stack, token_endpoint="http://127.0.0.1:9/token") as stack,
         aiohttp.ClientSession() as client,
     ):
         browser = HttpBrowser(client, stack.origin)

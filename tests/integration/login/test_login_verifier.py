@@ -13,7 +13,7 @@ import pytest
 
 from gateway.login.cookies import SESSION_COOKIE
 from tests.integration.login.test_login_refusals import assert_row
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.login_stack import HttpBrowser, LoginStack, login_stack
 from tests.support.login_verifier import TinyVerifier
 
@@ -29,8 +29,7 @@ async def verifier(aiohttp_server: ServerFactory) -> TinyVerifier:
 @pytest.fixture
 async def stack(
     tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     verifier: TinyVerifier,
 ) -> AsyncIterator[LoginStack]:
     settings = {
@@ -41,9 +40,7 @@ async def stack(
         "algorithms": ["ES256"],
     }
     audit = {"audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")}}
-    async with login_stack(
-        tmp_path, aiohttp_server, monkeypatch, gateway=audit, verifier=settings
-    ) as running:
+    async with make_stack.of(login_stack, gateway=audit, verifier=settings) as running:
         verifier.person = (running.issuer.url, "dana")
         yield running
 

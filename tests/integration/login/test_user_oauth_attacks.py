@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import aiohttp
 import pytest
 
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.login_stack import HttpBrowser, authorize, csrf_of, hidden_fields, sign_in
 from tests.support.user_oauth_stack import (
     UPSTREAM_USERS,
@@ -244,13 +244,11 @@ async def test_each_persons_call_carries_their_own_upstream_token(stack: UserOAu
 
 @pytest.mark.row("connect_unavailable")
 async def test_a_server_that_cannot_be_reached_fails_the_page_closed(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
 ) -> None:
     unreachable = {"authorization_server": "http://127.0.0.1:9"}
     async with (
-        user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, credential=unreachable) as stack,
+        make_stack.of(user_oauth_stack, credential=unreachable) as stack,
         aiohttp.ClientSession() as session,
     ):
         browser = HttpBrowser(session, stack.login.origin)

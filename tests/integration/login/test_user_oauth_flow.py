@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from pathlib import Path
 from typing import Any
 
 import aiohttp
 import pytest
 
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack
 from tests.support.login_stack import HttpBrowser, hidden_fields, sign_in
 from tests.support.user_oauth_stack import (
     CATALOG_TOKEN,
@@ -105,10 +104,10 @@ async def test_a_retry_before_the_person_is_through_waits_for_the_connection(
 
 
 async def test_a_retry_the_person_is_not_through_by_gets_another_link(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     short = {"limits": {"request_deadline_s": 2}}  # the wait ends a second before the deadline
-    async with user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, gateway=short) as stack:
+    async with make_stack.of(user_oauth_stack, gateway=short) as stack:
         token = stack.token("alice")
         first = result_of((await stack.stack.call(token, WHOAMI, capabilities=URL_ELICITATION))[2])
         again = result_of((await retry(stack, token, first["requestState"]))[2])
@@ -249,15 +248,13 @@ async def test_the_client_metadata_document_names_the_one_redirect_uri(
 
 
 async def test_without_a_client_or_a_server_configured_both_are_found_and_it_works(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
 ) -> None:
     """The server from the service's RFC 9728 metadata, a client registered there dynamically
     (a public client: PKCE, no secret), and the whole consent."""
     bare = {"authorization_server": None, "client_id": None, "client_secret": None}
     async with (
-        user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, credential=bare) as stack,
+        make_stack.of(user_oauth_stack, credential=bare) as stack,
         aiohttp.ClientSession() as session,
     ):
         browser = HttpBrowser(session, stack.login.origin)

@@ -17,7 +17,6 @@ import json
 import logging
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -25,7 +24,7 @@ import aiohttp
 import pytest
 import structlog
 
-from tests.support.live_stack import ServerFactory
+from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.login_stack import HttpBrowser, authorize, hidden_fields, sign_in
 from tests.support.otlp_receiver import OtlpReceiver
 from tests.support.user_oauth_stack import (
@@ -181,8 +180,8 @@ async def drive(stack: UserOAuthStack, seen: Seen, session: aiohttp.ClientSessio
 
 
 async def test_no_path_of_per_user_upstream_authorization_leaks_a_token(
-    tmp_path: Path,
     aiohttp_server: ServerFactory,
+    make_stack: MakeStack,
     monkeypatch: pytest.MonkeyPatch,
     capfd: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
@@ -204,7 +203,7 @@ async def test_no_path_of_per_user_upstream_authorization_leaks_a_token(
     seen = Seen()
     with structlog.testing.capture_logs() as events:
         async with (
-            user_oauth_stack(tmp_path, aiohttp_server, monkeypatch, gateway=more) as stack,
+            make_stack.of(user_oauth_stack, gateway=more) as stack,
             aiohttp.ClientSession() as session,
         ):
             await drive(stack, seen, session)

@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from gateway.policy import conditions
-from tests.support.live_stack import LiveStack, ServerFactory, live_stack
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory, live_stack
 from tests.support.sdk_stack import sdk_stack
 from tests.support.upstreams import ModernUpstream, echo_tool
 
@@ -213,9 +213,7 @@ async def _scenario(  # noqa: PLR0917 - the test's fixtures, passed on
 
 
 async def test_conditions_on_prompts_and_resources(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     policy = """\
@@ -228,7 +226,7 @@ prompts:
 resources:
   "docs://guide/**": {scopes: [], when: 'claims.tid == "t-1" && !resource.endsWith(".png")'}
 """
-    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as (stack, sdk):
+    async with make_stack.of(sdk_stack, policy=policy) as (stack, sdk):
         mine = _token(stack, "ann", tid="t-1")
         theirs = _token(stack, "bob", tid=SECRET_TENANT)
 
@@ -270,7 +268,7 @@ resources:
 
 
 async def test_subscriptions_pass_on_only_what_the_resource_conditions_let_the_caller_read(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     policy = """\
 version: 1
@@ -279,7 +277,7 @@ resources:
   "docs://guide/**": {scopes: [], when: 'claims.tid == "t-1"'}
 """
     guide = "docs://guide/intro"
-    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as (stack, _sdk):
+    async with make_stack.of(sdk_stack, policy=policy) as (stack, _sdk):
         mine = _token(stack, "ann", tid="t-1")
         theirs = _token(stack, "bob", tid=SECRET_TENANT)
         honoured = []

@@ -7,7 +7,6 @@ must still be a valid answer of its kind. Nothing goes upstream before they all 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +14,7 @@ import pytest
 from tests.support.guardrail_service import GuardrailService, guardrail_service, replace_with
 from tests.support.input_stack import ALL_CAPS, SCOPES, call, input_stack
 from tests.support.input_upstream import retries
-from tests.support.live_stack import ServerFactory, audit_events
+from tests.support.live_stack import MakeStack, ServerFactory, audit_events
 from tests.support.task_stack import POLICY as TASK_POLICY
 from tests.support.task_stack import SCOPES as TASK_SCOPES
 from tests.support.task_stack import call as task_call
@@ -55,7 +54,7 @@ def _sampled() -> dict[str, Any]:
 
 @pytest.mark.row("guardrail_denied")
 async def test_answers_to_input_requests_pass_the_processors_before_the_retry_goes_upstream(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     async with (
         guardrail_service(aiohttp_server, GuardrailService(_decide)) as g,
@@ -69,9 +68,7 @@ async def test_answers_to_input_requests_pass_the_processors_before_the_retry_go
                 }
             }
         }
-        async with input_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=POLICY, extra=extra
-        ) as stack:
+        async with make_stack.of(input_stack, policy=POLICY, extra=extra) as stack:
             token = stack.token(SCOPES)
             _, _, first = await call(stack, token, "summarize", {"text": "long"})
             state = first["result"]["requestState"]
@@ -126,7 +123,7 @@ async def test_answers_to_input_requests_pass_the_processors_before_the_retry_go
 
 
 async def test_a_changed_answer_must_still_answer_what_was_asked(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     async with guardrail_service(aiohttp_server, GuardrailService(replace_with({"x": 1}))) as g:
         extra = {
@@ -138,9 +135,7 @@ async def test_a_changed_answer_must_still_answer_what_was_asked(
                 }
             }
         }
-        async with input_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=POLICY, extra=extra
-        ) as stack:
+        async with make_stack.of(input_stack, policy=POLICY, extra=extra) as stack:
             token = stack.token(SCOPES)
             _, _, first = await call(stack, token, "summarize", {"text": "long"})
             status, _, refused = await call(
@@ -158,16 +153,14 @@ async def test_a_changed_answer_must_still_answer_what_was_asked(
 
 
 async def test_a_guarded_call_never_becomes_a_task(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     # The rule says tasks: true and the client declares the extension; the result must still
     # pass the processor in this answer, so the backend never hears of the extension.
     policy = TASK_POLICY.replace("tasks: true}", "tasks: true, guardrails: [answers]}")
     async with guardrail_service(aiohttp_server) as g:
         extra = {"guardrails": {"answers": {"url": g.url, "allow_insecure_http": True}}}
-        async with task_stack(
-            tmp_path, aiohttp_server, monkeypatch, policy=policy, gateway=extra
-        ) as stack:
+        async with make_stack.of(task_stack, policy=policy, gateway=extra) as stack:
             status, _, body = await task_call(
                 stack, stack.token(TASK_SCOPES), "slow_compute", {"seconds": 0}
             )

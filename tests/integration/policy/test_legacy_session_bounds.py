@@ -16,7 +16,6 @@ import contextlib
 import functools
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -34,7 +33,7 @@ from tests.integration.policy.test_legacy_subscriptions_http import (
     subscribe,
 )
 from tests.support import sdk_stack as shared
-from tests.support.live_stack import MODERN, LiveStack, ServerFactory, modern_meta
+from tests.support.live_stack import MODERN, LiveStack, MakeStack, modern_meta
 from tests.support.sdk_stack import listeners, sdk_stack, sdk_stack_fixture
 from tests.support.sdk_upstream import SdkUpstream
 
@@ -167,15 +166,11 @@ async def test_uris_per_principal_at_and_past_the_bound_across_sessions_and_list
 
 
 @pytest.mark.row("too_many_subscriptions")
-async def test_get_streams_per_principal_at_and_past_their_share(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_get_streams_per_principal_at_and_past_their_share(make_stack: MakeStack) -> None:
     """A quarter of ``max_subscriptions`` (8 here: 2 GET streams) per principal, so one caller
     cannot take the replica's streams; listens are not in that count."""
-    async with sdk_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        sdk_stack,
         policy=POLICY,
         gateway={"limits": {"max_subscriptions": 8}},
     ) as (live, sdk):
@@ -203,13 +198,9 @@ async def test_get_streams_per_principal_at_and_past_their_share(
 
 
 @pytest.mark.row("over_capacity")
-async def test_streams_per_replica_at_and_past_the_bound(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with sdk_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+async def test_streams_per_replica_at_and_past_the_bound(make_stack: MakeStack) -> None:
+    async with make_stack.of(
+        sdk_stack,
         policy=POLICY,
         gateway={"limits": {"max_subscriptions": 2}},
     ) as (live, _sdk):

@@ -16,7 +16,6 @@ import contextlib
 import functools
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -32,7 +31,7 @@ from gateway.http.subscriptions import legacy_sessions
 from gateway.wiring import production as wiring
 from tests.support import sdk_stack as shared
 from tests.support import wired
-from tests.support.live_stack import LiveStack, MakeStack, ServerFactory
+from tests.support.live_stack import LiveStack, MakeStack
 from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.sdk_stack import Heard, legacy_client, listeners, sdk_stack, sdk_stack_fixture
@@ -117,11 +116,9 @@ async def test_initialize_mints_a_session_exactly_when_subscribing_would_work(
     assert result["capabilities"]["tools"] == {"listChanged": False}
 
 
-async def test_method_scopes_govern_the_legacy_path_too(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_method_scopes_govern_the_legacy_path_too(make_stack: MakeStack) -> None:
     policy = POLICY + "methods:\n  subscriptions/listen: {scopes: [subs:listen]}\n"
-    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as (live, _sdk):
+    async with make_stack.of(sdk_stack, policy=policy) as (live, _sdk):
         headers, result = await initialize(live, live.token("mcp:access docs:read"))
         assert "Mcp-Session-Id" not in headers
         assert result["capabilities"]["resources"]["subscribe"] is False
@@ -479,7 +476,7 @@ async def test_every_request_naming_an_ended_session_is_404(
 
 @pytest.mark.parametrize("off_by", ["worker", "config"])
 async def test_a_worker_or_the_config_switch_offers_no_legacy_sessions(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch, off_by: str
+    make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch, off_by: str
 ) -> None:
     """``serve --workers N`` builds its workers' services with ``legacy_sessions=False`` (the
     kernel spreads a session's connections over processes), and ``protocol.legacy_subscriptions:
@@ -491,9 +488,7 @@ async def test_a_worker_or_the_config_switch_offers_no_legacy_sessions(
         )
     else:
         overrides = {"protocol": {"legacy_subscriptions": False}}
-    async with sdk_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway=overrides
-    ) as (live, _sdk):
+    async with make_stack.of(sdk_stack, policy=POLICY, gateway=overrides) as (live, _sdk):
         token = live.token("mcp:access docs:read tools:echo")
         headers, result = await initialize(live, token)
         assert "Mcp-Session-Id" not in headers

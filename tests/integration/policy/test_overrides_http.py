@@ -27,7 +27,6 @@ from tests.support.live_stack import (
     LEGACY,
     LiveStack,
     MakeStack,
-    ServerFactory,
 )
 from tests.support.mcp_client import legacy_initialize_body
 from tests.support.printed import Printed
@@ -335,14 +334,12 @@ tools:
 
 
 async def test_renames_across_several_backends(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     log_events: list[MutableMapping[str, Any]],
 ) -> None:
     """A rename is verbatim (no prefix added) and routes to its own backend; a rename into
     another backend's prefix is ambiguous and hidden (logged), like any name there."""
-    async with federated_stack(tmp_path, aiohttp_server, monkeypatch, policy=FEDERATED) as fed:
+    async with make_stack.of(federated_stack, policy=FEDERATED) as fed:
         assert await fed.listed() == ["find", "tickets__echo", "tickets__open"]
         token = fed.token()
         status, _, body = await fed.modern_call(token, "find", {"text": "a"})

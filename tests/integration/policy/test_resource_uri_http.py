@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -283,9 +282,9 @@ LISTEN = {"MCP-Protocol-Version": MODERN, "Mcp-Method": "subscriptions/listen"}
 
 @pytest.mark.row("ambiguous_resource_uri")
 async def test_subscriptions_refuse_an_ambiguous_uri_and_ask_for_the_normal_form(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
-    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=SUBSCRIBE_POLICY) as (
+    async with make_stack.of(sdk_stack, policy=SUBSCRIBE_POLICY) as (
         live,
         sdk,
     ):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,7 +20,7 @@ from mcp.server.subscriptions import PromptsListChanged, ResourceUpdated, ToolsL
 from prometheus_client import generate_latest
 
 from gateway.errors import RATE_LIMITED_CODE
-from tests.support.live_stack import MODERN, LiveStack, ServerFactory, modern_meta
+from tests.support.live_stack import MODERN, LiveStack, MakeStack, modern_meta
 from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.sdk_stack import (
@@ -158,13 +157,9 @@ async def test_streams_and_uris_per_principal_at_and_past_the_bound(
 
 
 @pytest.mark.row("over_capacity")
-async def test_streams_per_replica_at_and_past_the_bound(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with sdk_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+async def test_streams_per_replica_at_and_past_the_bound(make_stack: MakeStack) -> None:
+    async with make_stack.of(
+        sdk_stack,
         policy=POLICY,
         gateway={"limits": {"max_subscriptions": 2}},
     ) as (live, sdk):
@@ -292,11 +287,9 @@ async def test_the_clients_token_reaches_no_backend_log_metric_or_body(
         assert token[8:40] not in haystack
 
 
-async def test_method_scopes_step_up_and_hide_the_capability(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_method_scopes_step_up_and_hide_the_capability(make_stack: MakeStack) -> None:
     policy = POLICY + "methods:\n  subscriptions/listen: {scopes: [subs:listen]}\n"
-    async with sdk_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as (live, _sdk):
+    async with make_stack.of(sdk_stack, policy=policy) as (live, _sdk):
         token = live.token("mcp:access docs:read")
         status, _, text = await live.modern(token, "server/discover")
         assert json.loads(text)["result"]["capabilities"]["resources"]["subscribe"] is False

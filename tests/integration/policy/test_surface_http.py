@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import base64
 import json
-from pathlib import Path
 
 import pytest
 from mcp.shared.exceptions import MCPError
 from mcp.types import PromptReference, ResourceTemplateReference
 
 from gateway.errors import FORBIDDEN_CODE
-from tests.support.live_stack import LiveStack, ServerFactory
+from tests.support.live_stack import LiveStack, MakeStack
 from tests.support.mcp_client import legacy_initialize_body
 from tests.support.policy import policy_text
 from tests.support.sdk_stack import sdk_client, sdk_stack, sdk_stack_fixture
@@ -246,12 +245,11 @@ async def test_2026_lists_and_reads_carry_the_caching_members(
     assert "ttlMs" not in legacy and "cacheScope" not in legacy and "resultType" not in legacy
 
 
-async def test_lists_page_with_opaque_cursors(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with sdk_stack(
-        tmp_path, aiohttp_server, monkeypatch, policy=POLICY, gateway={"protocol": {"page_size": 1}}
-    ) as (live, _sdk):
+async def test_lists_page_with_opaque_cursors(make_stack: MakeStack) -> None:
+    async with make_stack.of(sdk_stack, policy=POLICY, gateway={"protocol": {"page_size": 1}}) as (
+        live,
+        _sdk,
+    ):
         token = live.token("mcp:access docs:read plans:read")
         seen: list[str] = []
         cursor = None
@@ -361,12 +359,10 @@ async def test_a_prompt_argument_that_is_not_a_string_is_invalid_params(
 
 
 async def test_listing_step_up_also_lists_what_more_scopes_would_unlock(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
-    async with sdk_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        sdk_stack,
         policy=POLICY.replace("version: 1\n", "version: 1\nlisting: step_up\n"),
     ) as (live, _sdk):
         token = live.token("mcp:access")

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.live_stack import ServerFactory, audit_events, modern_meta
+from tests.support.live_stack import MakeStack, ServerFactory, audit_events, modern_meta
 from tests.support.raw_http import request_bytes
 from tests.support.task_stack import CAPS, SCOPES, call, task, task_stack
 from tests.support.task_upstream import TASKS, TaskUpstream
@@ -37,9 +37,12 @@ async def poll(
 
 
 async def test_discover_lists_the_extension_when_a_backend_offers_it(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
+    aiohttp_server: ServerFactory,
+    make_stack: MakeStack,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(task_stack) as stack:
         status, _, text = await stack.modern(stack.token(SCOPES), "server/discover")
         assert status == 200
         assert json.loads(text)["result"]["capabilities"]["extensions"] == {TASKS: {}}
@@ -50,10 +53,10 @@ async def test_discover_lists_the_extension_when_a_backend_offers_it(
 
 
 async def test_a_task_is_created_polled_with_a_stable_handle_and_completes(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = TaskUpstream()
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         status, _, body = await call(stack, token, "slow_compute", {"seconds": 0.6, "label": "r"})
         assert status == 200, body
@@ -104,10 +107,10 @@ async def test_a_task_is_created_polled_with_a_stable_handle_and_completes(
 
 
 async def test_input_requests_are_relayed_and_answered_with_tasks_update(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = TaskUpstream()
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         _, _, body = await call(stack, token, "confirm_delete", {"filename": "a.txt"})
         handle = body["result"]["taskId"]
@@ -131,9 +134,9 @@ async def test_input_requests_are_relayed_and_answered_with_tasks_update(
 
 
 async def test_a_failed_task_carries_the_code_but_not_the_upstream_words(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(task_stack) as stack:
         token = stack.token(SCOPES)
         _, _, body = await call(stack, token, "protocol_error_job")
         done = await poll(stack, token, body["result"]["taskId"], "failed")
@@ -143,11 +146,9 @@ async def test_a_failed_task_carries_the_code_but_not_the_upstream_words(
         assert "hunter2" not in json.dumps(done) and "db-7" not in json.dumps(done)
 
 
-async def test_cancel_is_relayed_and_acknowledged(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_cancel_is_relayed_and_acknowledged(make_stack: MakeStack) -> None:
     upstream = TaskUpstream()
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         _, _, body = await call(stack, token, "slow_compute", {"seconds": 60, "label": "x"})
         handle = body["result"]["taskId"]
@@ -159,11 +160,9 @@ async def test_cancel_is_relayed_and_acknowledged(
         ]
 
 
-async def test_without_the_extension_on_the_request_no_task_is_made(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_without_the_extension_on_the_request_no_task_is_made(make_stack: MakeStack) -> None:
     upstream = TaskUpstream()
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         status, _, body = await call(
             stack,
@@ -184,11 +183,9 @@ async def test_without_the_extension_on_the_request_no_task_is_made(
         assert body["error"]["data"] == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
 
 
-async def test_a_legacy_client_never_sees_a_task(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_legacy_client_never_sees_a_task(make_stack: MakeStack) -> None:
     upstream = TaskUpstream()
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         status, _, text = await stack.legacy_call(token, "slow_compute", {"seconds": 0})
         result = json.loads(text)["result"]
@@ -204,10 +201,10 @@ async def test_a_legacy_client_never_sees_a_task(
 
 
 async def test_a_backend_that_answers_a_task_unasked_is_an_upstream_error(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = TaskUpstream(rogue=True)
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         status, _, body = await call(stack, token, "slow_compute", {"seconds": 1}, capabilities={})
         assert status == 200 and body["result"]["isError"] is True
@@ -245,11 +242,9 @@ async def test_two_replicas_serve_one_tasks_polls_alternately(
             assert {p["taskId"] for p in upstream.task_calls()} == {"task-1"}
 
 
-async def test_a_client_disconnect_does_not_cancel_a_task(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_client_disconnect_does_not_cancel_a_task(make_stack: MakeStack) -> None:
     upstream = TaskUpstream()
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         _, _, body = await call(stack, token, "slow_compute", {"seconds": 0.5, "label": "d"})
         handle = body["result"]["taskId"]
@@ -281,15 +276,13 @@ async def test_a_client_disconnect_does_not_cancel_a_task(
 
 
 async def test_the_callers_token_reaches_neither_the_backend_nor_any_log_or_answer(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Architecture invariant 4 on the task paths: creation, polls, an update, a cancel and the
     refusals (another caller, a tampered handle, no extension)."""
     upstream = TaskUpstream()
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         other = stack.token(SCOPES, sub="mallory")
         seen: list[str] = []

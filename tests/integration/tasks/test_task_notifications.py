@@ -15,7 +15,6 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
@@ -25,7 +24,7 @@ import structlog
 from gateway.errors import RATE_LIMITED_CODE
 from gateway.protocol.task_handle import handle_digest
 from tests.support.input_stack import SERVICE_CREDENTIAL
-from tests.support.live_stack import LiveStack, ServerFactory, audit_events
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory, audit_events
 from tests.support.sse_reading import complete, next_message, rest_of
 from tests.support.task_stack import POLICY, SCOPES, call, forge, listen, task, task_stack
 from tests.support.task_upstream import TASKS, TaskUpstream
@@ -36,14 +35,10 @@ SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> AsyncIterator[LiveStack]:
+async def stack(make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LiveStack]:
     monkeypatch.setenv("NOTIFY_ADMIN_TOKEN", ADMIN)
-    async with task_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        task_stack,
         upstream=TaskUpstream(chatty=True),
         gateway={
             "admin": {"token": {"env": "NOTIFY_ADMIN_TOKEN"}},
@@ -117,12 +112,12 @@ async def test_the_creator_hears_its_task_under_its_own_handle(stack: LiveStack)
 
 
 async def test_only_the_named_tasks_are_relayed_and_no_progress_or_log(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     """An upstream that sends every task's statuses to every listener, with progress and log
     notifications about them: the caller hears only the task it named, nothing else."""
     upstream = TaskUpstream(chatty=True, broadcast=True)
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         named = await created(stack, token)
         await created(stack, token)  # task-2: its own, but not named
@@ -139,7 +134,7 @@ async def test_only_the_named_tasks_are_relayed_and_no_progress_or_log(
 
 
 async def test_with_several_backends_each_id_maps_back_to_its_own_backends_handle(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     """Two backends that both call their task ``task-1``: each is asked for its own, and each
     notification goes out under the handle of the task of the backend that sent it."""
@@ -151,9 +146,7 @@ async def test_with_several_backends_each_id_maps_back_to_its_own_backends_handl
     policy = "version: 1\nbaseline_scopes: [mcp:access]\ntools:\n" + "".join(
         f"  {name}__slow_compute: {{scopes: [tools:run], tasks: true}}\n" for name in ups
     )
-    async with task_stack(
-        tmp_path, aiohttp_server, monkeypatch, backends=backends, policy=policy
-    ) as stack:
+    async with make_stack.of(task_stack, backends=backends, policy=policy) as stack:
         token = stack.token(SCOPES)
         handles = {name: await created(stack, token, f"{name}__slow_compute") for name in ups}
         async with listen(stack, token, [handles["a"], handles["b"]]) as response:
@@ -335,15 +328,13 @@ async def test_a_reload_that_stops_the_tool_running_as_a_task_ends_the_stream(
 
 
 async def test_no_upstream_id_or_token_in_any_answer_log_or_audit_event(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     capfd: pytest.CaptureFixture[str],
 ) -> None:
     """Architecture invariant 4 on the listen path; and the backend's ids (``task-N``) reach
     no client, log line or audit event (only the upstream, which minted them)."""
     upstream = TaskUpstream(chatty=True, broadcast=True)
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(task_stack, upstream=upstream) as stack:
         token, other = stack.token(SCOPES), stack.token(SCOPES, sub="mallory")
         handle = await created(stack, token, "confirm_delete")
         mallorys = await created(stack, other)

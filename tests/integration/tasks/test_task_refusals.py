@@ -19,7 +19,7 @@ import pytest
 
 from tests.support.authzen_pdp import AuthZenPdp, authzen_pdp
 from tests.support.input_stack import KEY_A, KEY_B
-from tests.support.live_stack import LiveStack, ServerFactory, audit_events, modern_meta
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory, audit_events, modern_meta
 from tests.support.schemas import validate_response
 from tests.support.task_stack import CAPS, POLICY, SCOPES, call, forge, task, task_stack
 from tests.support.task_upstream import TASKS, TaskUpstream
@@ -48,14 +48,10 @@ async def created(stack: LiveStack, token: str, seconds: float = 60) -> str:
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> Any:
+async def stack(make_stack: MakeStack, monkeypatch: pytest.MonkeyPatch) -> Any:
     monkeypatch.setenv("TASKS_ADMIN_TOKEN", ADMIN)
-    async with task_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        task_stack,
         gateway={"admin": {"token": {"env": "TASKS_ADMIN_TOKEN"}}},
     ) as live:
         yield live
@@ -357,13 +353,13 @@ async def test_a_key_rotation_keeps_old_handles_valid_until_the_key_is_dropped(
 
 @pytest.mark.row("missing_client_capability")
 async def test_a_listen_for_task_statuses_needs_the_extension_and_a_real_handle(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     """SEP-2663 §Task Status Notifications: -32021 without the extension (MUST); with it, a
     handle nobody minted is not agreed to (tests/integration/tasks/test_task_notifications.py:
     the relay itself)."""
     upstream = ModernUpstream(list_changed=True)
-    stack = task_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream)  # type: ignore[arg-type]
+    stack = make_stack.of(task_stack, upstream=upstream)  # type: ignore[arg-type]
     async with stack as live:
         token = live.token(SCOPES)
         wanted = {"toolsListChanged": True, "taskIds": ["t1.abc"]}
@@ -398,7 +394,7 @@ async def test_a_listen_for_task_statuses_needs_the_extension_and_a_real_handle(
 
 @pytest.mark.row("unknown_task")
 async def test_the_decision_point_is_asked_again_and_its_deny_is_unknown(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     """policy_external (AuthZEN): every task request asks the ``tools/call`` question for the
     task's tool with the current token; a deny is the unknown-task answer, a decision point that
@@ -412,9 +408,7 @@ async def test_the_decision_point_is_asked_again_and_its_deny_is_unknown(
             "timeout_s": 0.5,
             "cache": {"ttl_s": 0},
         }
-        async with task_stack(
-            tmp_path, aiohttp_server, monkeypatch, gateway={"policy_external": external}
-        ) as live:
+        async with make_stack.of(task_stack, gateway={"policy_external": external}) as live:
             token = live.token(SCOPES)
             handle = await created(live, token)
             assert (await task(live, token, "tasks/get", handle))[0] == 200
@@ -431,14 +425,12 @@ async def test_the_decision_point_is_asked_again_and_its_deny_is_unknown(
 
 
 @pytest.mark.row("rate_limited")
-async def test_creating_a_task_counts_against_the_tools_rate_limit(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_creating_a_task_counts_against_the_tools_rate_limit(make_stack: MakeStack) -> None:
     policy = POLICY.replace(
         "slow_compute: {scopes: [tools:run], tasks: true}",
         "slow_compute: {scopes: [tools:run], tasks: true, rate_limit: 2/minute}",
     )
-    async with task_stack(tmp_path, aiohttp_server, monkeypatch, policy=policy) as live:
+    async with make_stack.of(task_stack, policy=policy) as live:
         token = live.token(SCOPES)
         handles = [await created(live, token) for _ in range(2)]
         status, headers, body = await call(live, token, "slow_compute", {"seconds": 60})
