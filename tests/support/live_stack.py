@@ -69,6 +69,16 @@ class LiveStack(McpTestClient):
     def mcp_url(self) -> str:
         return self.server.mcp_url
 
+    async def revoke(self, token: str, admin: str) -> tuple[int, str]:
+        """``POST /admin/revoke`` of ``token`` on the ops listener, with the admin token
+        ``admin``: the answer's status and body."""
+        async with self.session.post(
+            self.server.ops_url + "/admin/revoke",
+            json={"token": token},
+            headers={"Authorization": f"Bearer {admin}"},
+        ) as response:
+            return response.status, await response.text()
+
 
 def _merge(base: dict[str, Any], extra: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(base)

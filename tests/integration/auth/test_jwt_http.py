@@ -217,12 +217,8 @@ async def test_a_revoked_jwt_is_refused_although_its_signature_is_valid(
     ) as stack:
         token = stack.token()
         assert (await echo(stack, token))[0] == 200  # verified and cached
-        async with stack.session.post(
-            stack.server.ops_url + "/admin/revoke",
-            json={"token": token},
-            headers={"Authorization": f"Bearer {admin}"},
-        ) as response:
-            assert response.status == 200, await response.text()
+        status, text = await stack.revoke(token, admin)
+        assert status == 200, text
         assert_invalid_token(stack, *await echo(stack, token))  # evicted, then the marker
         assert_invalid_token(stack, *await echo(stack, token))
         assert (await echo(stack, stack.token(sub="other")))[0] == 200

@@ -52,12 +52,8 @@ def _audit(output: str) -> list[dict[str, Any]]:
 
 
 async def _revoke(stack: LiveStack, token: str) -> None:
-    async with stack.session.post(
-        stack.server.ops_url + "/admin/revoke",
-        json={"token": token},
-        headers={"Authorization": f"Bearer {ADMIN}"},
-    ) as response:
-        assert response.status == 200, await response.text()
+    status, text = await stack.revoke(token, ADMIN)
+    assert status == 200, text
 
 
 async def test_the_backend_gets_a_token_minted_for_it_with_the_callers_sub(

@@ -101,12 +101,8 @@ async def test_a_revocation_here_ends_the_tokens_streams_and_only_those(
         listen, get = await open_streams(http, live.server.mcp_url, token)
         kept, kept_get = await open_streams(http, live.server.mcp_url, other)
         started = time.monotonic()
-        async with http.post(
-            live.server.ops_url + "/admin/revoke",
-            json={"token": token},
-            headers={"Authorization": f"Bearer {ADMIN}"},
-        ) as response:
-            assert response.status == 200, await response.text()
+        status, text = await live.revoke(token, ADMIN)
+        assert status == 200, text
         ended = await asyncio.gather(rest_of(listen, 1.0), rest_of(get, 1.0))
         assert time.monotonic() - started <= 1.0
         assert complete(ended[0])
@@ -174,12 +170,7 @@ async def test_a_token_revoked_while_its_listen_arrived_opens_no_stream(
             # A readiness poll of the metric: the request is authenticated, its body arriving.
             while await in_flight(http, live.server.ops_url) != 1:  # noqa: ASYNC110
                 await asyncio.sleep(0.02)
-        async with http.post(
-            live.server.ops_url + "/admin/revoke",
-            json={"token": token},
-            headers={"Authorization": f"Bearer {ADMIN}"},
-        ) as response:
-            assert response.status == 200
+        assert (await live.revoke(token, ADMIN))[0] == 200
         rest.set()
         async with asyncio.timeout(10):
             response = await request

@@ -290,15 +290,7 @@ async def test_a_revoked_tokens_stream_ends(stack: LiveStack) -> None:
     handle = await created(stack, token)
     async with listen(stack, token, [handle], rid=9) as response:
         await acknowledged(response)
-        async with (
-            aiohttp.ClientSession() as http,
-            http.post(
-                stack.server.ops_url + "/admin/revoke",
-                json={"token": token},
-                headers={"Authorization": f"Bearer {ADMIN}"},
-            ) as revoked,
-        ):
-            assert revoked.status == 200
+        assert (await stack.revoke(token, ADMIN))[0] == 200
         rest = await rest_of(response, 2.0)
     assert complete(rest) and all(m.get("method") != "notifications/tasks" for m in rest)
     async with listen(stack, token, [handle]) as response:
