@@ -13,27 +13,11 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from gateway.config import AuditConfig
-from gateway.observability.audit import AuditEvent, AuditSink
+from gateway.observability.audit import AuditSink
 from gateway.observability.audit_chain import GENESIS, Chain, Signer, digest
 from gateway.observability.audit_verify import verify_files
 from gateway.observability.lines import LineWriter
-
-
-def event(n: int, tool: str = "search_docs") -> AuditEvent:
-    return AuditEvent(
-        request_id=f"req-{n:04d}",
-        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-        subject="alice@example.com",
-        client_id="claude-code",
-        tool=tool,
-        decision="allow",
-        rule="search_docs",
-        missing_scopes=(),
-        outcome="ok",
-        duration_ms=1.5,
-        backend_ms=1.0,
-        status=200,
-    )
+from tests.support.audit_record import audit_event
 
 
 def reasons(data: bytes) -> list[str]:
@@ -54,8 +38,8 @@ def test_link_appends_chain_seq_prev_and_hashes_the_bytes_written() -> None:
 def test_a_lone_surrogate_is_written_as_its_json_escape_and_verifies() -> None:
     stream = io.StringIO()
     sink = AuditSink(None, stream=stream)
-    sink.emit(event(1, tool="bad\udc80name"), 0.0)
-    sink.emit(event(2), 0.0)
+    sink.emit(audit_event(1, tool="bad\udc80name"), 0.0)
+    sink.emit(audit_event(2), 0.0)
     data = stream.getvalue().encode()  # would raise if a surrogate were left in the text
     assert b"\\udc80" in data
     assert reasons(data) == []
@@ -65,7 +49,7 @@ async def test_the_stdout_sink_batches_in_order_within_one_loop_iteration() -> N
     out = io.StringIO()
     sink = AuditSink(None, stream=LineWriter(out))  # type: ignore[arg-type]
     for n in range(200):
-        sink.emit(event(n), 0.0)
+        sink.emit(audit_event(n), 0.0)
     assert out.getvalue() == ""  # batched: written at the end of the iteration
     await asyncio.sleep(0)
     await asyncio.sleep(0)
@@ -80,7 +64,7 @@ def test_threads_writing_one_file_sink_keep_one_unbroken_chain(tmp_path: Path) -
 
     def write(base: int) -> None:
         for n in range(200):
-            sink.emit(event(base + n), 0.0)
+            sink.emit(audit_event(base + n), 0.0)
 
     threads = [threading.Thread(target=write, args=(k * 1000,)) for k in range(4)]
     for thread in threads:
@@ -94,18 +78,18 @@ def test_threads_writing_one_file_sink_keep_one_unbroken_chain(tmp_path: Path) -
 
 def test_the_off_sink_writes_nothing_and_links_nothing() -> None:
     sink = AuditSink.from_config(AuditConfig(sink="off"))
-    sink.emit(event(1), 0.0)
+    sink.emit(audit_event(1), 0.0)
     assert not sink.enabled
 
 
 class TestVerifierCornerCases:
     def lines(self, count: int) -> list[bytes]:
         chain = Chain(replica="pod:1", started=0.0)
-        return [chain.link(event(n).to_json(0.0)).encode() + b"\n" for n in range(count)]
+        return [chain.link(audit_event(n).to_json(0.0)).encode() + b"\n" for n in range(count)]
 
     def test_an_audit_event_without_its_chain_fields_is_a_break(self) -> None:
         lines = self.lines(3)
-        lines.insert(1, event(9).to_json(0.0).encode() + b"\n")
+        lines.insert(1, audit_event(9).to_json(0.0).encode() + b"\n")
         assert reasons(b"".join(lines)) == [
             "f:2: audit event without its chain fields (chain, seq, prev)"
         ]
@@ -140,7 +124,7 @@ class TestCheckpoints:
     def test_every_n_events_and_at_close_a_signed_checkpoint_that_verifies(self) -> None:
         sink, stream, key = self.sink(2)
         for n in range(5):
-            sink.emit(event(n), 0.0)
+            sink.emit(audit_event(n), 0.0)
         assert sink.checkpoint_jwk is not None and "d" not in sink.checkpoint_jwk
         kid = sink.checkpoint_jwk["kid"]
         sink.close()
@@ -158,13 +142,13 @@ class TestCheckpoints:
 
     def test_a_checkpoint_that_miscounts_is_a_bad_checkpoint(self) -> None:
         sink, stream, key = self.sink(1)
-        sink.emit(event(1), 0.0)
+        sink.emit(audit_event(1), 0.0)
         line = stream.getvalue().splitlines()[1]
         record = json.loads(line)
         record["events"] = 5
         body = {k: v for k, v in record.items() if k not in ("chain", "seq", "prev", "sig")}
         chain = Chain()
-        first = chain.link(event(1).to_json(0.0))
+        first = chain.link(audit_event(1).to_json(0.0))
         forged = chain.link(json.dumps(body, separators=(",", ":")), Signer(key, 1).sign)
         data = (first + "\n" + forged + "\n").encode()
         kid = Signer(key, 1).kid
@@ -182,7 +166,7 @@ class TestCheckpoints:
         chain = Chain()
         lines = []
         for n in range(1, events + 1):
-            lines.append(chain.link(event(n).to_json(0.0)))
+            lines.append(chain.link(audit_event(n).to_json(0.0)))
             if n % every == 0 and n // every <= checkpoints:
                 record = {
                     "log": "audit",

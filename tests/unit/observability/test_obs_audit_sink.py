@@ -10,25 +10,9 @@ from pathlib import Path
 import pytest
 
 from gateway.config import AuditConfig
-from gateway.observability.audit import AUDIT_LOGGER, AuditEvent, AuditSink
+from gateway.observability.audit import AUDIT_LOGGER, AuditSink
 from gateway.observability.audit_records import argument_shape
-
-
-def event(n: int) -> AuditEvent:
-    return AuditEvent(
-        request_id=f"req-{n:04d}",
-        trace_id="4bf92f3577b34da6a3ce929d0e0e4736",
-        subject="alice@example.com",
-        client_id="claude-code",
-        tool="search_docs",
-        decision="allow",
-        rule="search_docs",
-        missing_scopes=(),
-        outcome="ok",
-        duration_ms=1.5,
-        backend_ms=1.0,
-        status=200,
-    )
+from tests.support.audit_record import audit_event
 
 
 class TestFileSink:
@@ -36,8 +20,8 @@ class TestFileSink:
         path = tmp_path / "audit.log"
         sink = AuditSink.from_config(AuditConfig(sink="file", path=str(path)))
         try:
-            sink.emit(event(1), 1_796_000_000.0)
-            sink.emit(event(2), 1_796_000_001.5)
+            sink.emit(audit_event(1), 1_796_000_000.0)
+            sink.emit(audit_event(2), 1_796_000_001.5)
         finally:
             sink.close()
         lines = [json.loads(line) for line in path.read_text().splitlines()]
@@ -48,12 +32,12 @@ class TestFileSink:
         self, tmp_path: Path
     ) -> None:
         path = tmp_path / "audit.log"
-        line_bytes = len(event(1).to_json(0.0)) + 1
+        line_bytes = len(audit_event(1).to_json(0.0)) + 1
         config = AuditConfig(sink="file", path=str(path), max_bytes=line_bytes * 3, backups=2)
         sink = AuditSink.from_config(config)
         try:
             for n in range(20):
-                sink.emit(event(n), 1_796_000_000.0)
+                sink.emit(audit_event(n), 1_796_000_000.0)
         finally:
             sink.close()
         files = sorted(p.name for p in tmp_path.iterdir())
@@ -81,7 +65,7 @@ class TestStreamSinks:
     def test_the_stdout_sink_writes_only_the_json_line(self) -> None:
         stream = io.StringIO()
         sink = AuditSink.from_config(AuditConfig(sink="stdout"), stream=stream)
-        sink.emit(event(7), 1_796_000_000.0)
+        sink.emit(audit_event(7), 1_796_000_000.0)
         sink.close()
         (line,) = stream.getvalue().splitlines()
         assert json.loads(line)["event"] == "tool_call"
@@ -98,7 +82,7 @@ class TestStreamSinks:
         root.addHandler(collector)
         try:
             sink = AuditSink.from_config(AuditConfig(sink="stdout"), stream=io.StringIO())
-            sink.emit(event(1), 0.0)
+            sink.emit(audit_event(1), 0.0)
             sink.close()
         finally:
             root.removeHandler(collector)
@@ -107,7 +91,7 @@ class TestStreamSinks:
 
     def test_the_off_sink_is_disabled_and_emit_is_a_no_op(self) -> None:
         sink = AuditSink.from_config(AuditConfig(sink="off"))
-        sink.emit(event(1), 0.0)
+        sink.emit(audit_event(1), 0.0)
         assert not sink.enabled
         assert logging.getLogger(AUDIT_LOGGER).handlers == []
 
