@@ -10,13 +10,11 @@ and the same page from an origin off the list gets nothing (``fetch`` rejects). 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
-import pytest
 from aiohttp import web
 
-from tests.support.chromium import chromium_context, needs_chromium
+from tests.support.chromium import needs_chromium
 from tests.support.live_stack import MODERN, MakeStack, ServerFactory
 from tests.support.policy import policy_text
 from tests.support.upstreams import ModernUpstream, echo_tool
@@ -74,12 +72,6 @@ async def _page_server(aiohttp_server: ServerFactory) -> str:
     app.router.add_get("/", page)
     server = await aiohttp_server(app, host="127.0.0.1")
     return f"http://127.0.0.1:{server.port}"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    async with chromium_context() as context:
-        yield context
 
 
 async def test_a_browser_page_calls_tools_from_an_allowed_origin_only(

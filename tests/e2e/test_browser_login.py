@@ -20,7 +20,7 @@ from aiohttp import web
 
 from gateway.login.cookies import SESSION_COOKIE
 from gateway.seams import Principal
-from tests.support.chromium import chromium_context, needs_chromium
+from tests.support.chromium import needs_chromium
 from tests.support.live_stack import MakeStack, ServerFactory
 from tests.support.login_stack import CHECK, LoginStack, login_stack
 
@@ -32,12 +32,6 @@ async def stack(tmp_path: Path, make_stack: MakeStack) -> AsyncIterator[LoginSta
     audit = {"audit": {"sink": "file", "path": str(tmp_path / "audit.jsonl")}}
     async with make_stack.of(login_stack, gateway=audit) as running:
         yield running
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    async with chromium_context() as context:
-        yield context
 
 
 async def sign_in_at_the_issuer(page: Any, user: str) -> None:

@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.support.chromium import chromium_context, needs_chromium
+from tests.support.chromium import needs_chromium
 from tests.support.live_stack import MakeStack
 from tests.support.user_oauth_stack import UPSTREAM_USERS, UserOAuthStack, user_oauth_stack
 
@@ -36,12 +36,6 @@ WHOAMI = "accounts__whoami"
 async def stack(make_stack: MakeStack) -> AsyncIterator[UserOAuthStack]:
     async with make_stack.of(user_oauth_stack) as running:
         yield running
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    async with chromium_context() as context:
-        yield context
 
 
 async def sign_in_as(page: Any, user: str) -> None:
