@@ -28,7 +28,7 @@ from tests.support.input_stack import (
     input_stack,
 )
 from tests.support.input_upstream import INPUT_TOOLS, InputUpstream, retries
-from tests.support.live_stack import LiveStack, ServerFactory, audit_events
+from tests.support.live_stack import LiveStack, MakeStack, ServerFactory, audit_events
 from tests.support.schemas import validate_response, validate_result
 
 ANSWER = "TOP-SECRET-ANSWER-4242"
@@ -113,9 +113,7 @@ def text_of(result: types.CallToolResult) -> str:
     ids=["elicitation", "sampling", "roots", "state-only", "two-rounds"],
 )
 async def test_the_official_sdk_client_completes_each_flow_through_the_gateway(  # noqa: PLR0917
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     tool: str,
     arguments: dict[str, Any],
     expected: str,
@@ -123,7 +121,7 @@ async def test_the_official_sdk_client_completes_each_flow_through_the_gateway( 
     upstream_calls: int,
 ) -> None:
     upstream = InputUpstream()
-    async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(input_stack, upstream=upstream) as stack:
         callbacks = Callbacks()
         result = await sdk_call(stack, stack.token(SCOPES), tool, arguments, callbacks)
     assert result.is_error is False
@@ -138,11 +136,9 @@ async def test_the_official_sdk_client_completes_each_flow_through_the_gateway( 
         assert state is None or state.startswith("up:"), state
 
 
-async def test_the_raw_wire_of_a_two_round_flow(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_the_raw_wire_of_a_two_round_flow(make_stack: MakeStack) -> None:
     upstream = InputUpstream()
-    async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(input_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES, sub="erin")
         args = {"city": "Oslo"}
         status, headers, first = await call(stack, token, "book_trip", args, rid=1)
@@ -192,11 +188,9 @@ async def test_the_raw_wire_of_a_two_round_flow(
         assert token not in body and token not in json.dumps(dict(recorded.headers))
 
 
-async def test_answers_are_rebuilt_only_asked_keys_go_upstream(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_answers_are_rebuilt_only_asked_keys_go_upstream(make_stack: MakeStack) -> None:
     upstream = InputUpstream()
-    async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(input_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         _, _, first = await call(stack, token, "confirm_delete", {"path": "/a"})
         answers = {
@@ -220,9 +214,9 @@ async def test_answers_are_rebuilt_only_asked_keys_go_upstream(
 
 
 async def test_every_round_is_an_audit_event_and_a_metric_never_the_contents(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
-    async with input_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+    async with make_stack.of(input_stack) as stack:
         token = stack.token(SCOPES, sub="erin")
         with structlog.testing.capture_logs() as logs:
             result = await sdk_call(stack, token, "everything", {}, Callbacks())
@@ -372,17 +366,15 @@ def _prefixed_policy(*prefixes: str) -> str:
 
 
 async def test_several_backends_each_round_is_bound_to_the_backend_that_asked(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    aiohttp_server: ServerFactory, make_stack: MakeStack
 ) -> None:
     docs, tickets = InputUpstream(), InputUpstream()
     backends = {}
     for name, upstream in (("docs", docs), ("tickets", tickets)):
         url = str((await aiohttp_server(upstream.app())).make_url("/mcp"))
         backends[name] = {"url": url, "allow_insecure_http": True, "credential": SERVICE_CREDENTIAL}
-    async with input_stack(
-        tmp_path,
-        aiohttp_server,
-        monkeypatch,
+    async with make_stack.of(
+        input_stack,
         backends=backends,
         policy=_prefixed_policy("docs__", "tickets__"),
     ) as stack:

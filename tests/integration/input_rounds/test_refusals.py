@@ -34,7 +34,7 @@ from tests.support.input_stack import (
     input_stack,
 )
 from tests.support.input_upstream import InputUpstream, form, retries
-from tests.support.live_stack import LiveStack, ServerFactory, audit_events
+from tests.support.live_stack import LiveStack, MakeStack, audit_events
 from tests.support.schemas import validate_response
 
 CONFIRM = {"confirm": {"action": "accept", "content": {"confirm": True}}}
@@ -75,12 +75,8 @@ def genuine_claims(stack: LiveStack, **changes: Any) -> Claims:
 
 
 @pytest.fixture
-async def stack(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> Any:
-    async with input_stack(
-        tmp_path, aiohttp_server, monkeypatch, settings={"max_input_response_bytes": 1024}
-    ) as live:
+async def stack(make_stack: MakeStack) -> Any:
+    async with make_stack.of(input_stack, settings={"max_input_response_bytes": 1024}) as live:
         yield live
 
 
@@ -270,10 +266,10 @@ class TestTampering:
 
 @pytest.mark.row("tool_error_result")
 async def test_a_legacy_client_gets_the_fixed_tool_error_and_nothing_is_relayed(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = InputUpstream()
-    async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(input_stack, upstream=upstream) as stack:
         status, _, text = await stack.legacy_call(stack.token(SCOPES), "confirm_delete", ARGS)
         body = json.loads(text)
         events = audit_events(stack)
@@ -289,11 +285,9 @@ async def test_a_legacy_client_gets_the_fixed_tool_error_and_nothing_is_relayed(
 
 
 @pytest.mark.row("missing_client_capability")
-async def test_a_kind_the_client_did_not_declare_is_32021(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
+async def test_a_kind_the_client_did_not_declare_is_32021(make_stack: MakeStack) -> None:
     upstream = InputUpstream()
-    async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(input_stack, upstream=upstream) as stack:
         token = stack.token(SCOPES)
         status, headers, body = await call(
             stack, token, "confirm_delete", ARGS, capabilities={"sampling": {}}
@@ -327,12 +321,8 @@ async def test_a_kind_the_client_did_not_declare_is_32021(
 
 
 @pytest.mark.row("tool_error_result")
-async def test_past_max_rounds_the_round_is_a_tool_error(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    async with input_stack(
-        tmp_path, aiohttp_server, monkeypatch, settings={"max_rounds": 2}
-    ) as stack:
+async def test_past_max_rounds_the_round_is_a_tool_error(make_stack: MakeStack) -> None:
+    async with make_stack.of(input_stack, settings={"max_rounds": 2}) as stack:
         token = stack.token(SCOPES)
         state, answers = None, None
         results = []
@@ -365,13 +355,11 @@ async def test_past_max_rounds_the_round_is_a_tool_error(
 )
 @pytest.mark.row("tool_error_result")
 async def test_an_upstream_round_of_the_wrong_shape_is_the_fixed_failure(
-    tmp_path: Path,
-    aiohttp_server: ServerFactory,
-    monkeypatch: pytest.MonkeyPatch,
+    make_stack: MakeStack,
     bad_round: dict[str, Any],
 ) -> None:
     upstream = InputUpstream(raw_round=bad_round)
-    async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(input_stack, upstream=upstream) as stack:
         status, _, body = await call(stack, stack.token(SCOPES), "raw", {})
     assert status == 200
     assert body["result"]["content"] == [{"type": "text", "text": FAILED_TEXT}]
@@ -380,12 +368,10 @@ async def test_an_upstream_round_of_the_wrong_shape_is_the_fixed_failure(
 
 @pytest.mark.row("tool_error_result")
 async def test_without_input_requests_configured_rounds_are_refused_and_states_invalid(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = InputUpstream()
-    async with input_stack(
-        tmp_path, aiohttp_server, monkeypatch, upstream=upstream, enabled=False
-    ) as stack:
+    async with make_stack.of(input_stack, upstream=upstream, enabled=False) as stack:
         token = stack.token(SCOPES)
         status, _, body = await call(stack, token, "confirm_delete", ARGS)
         assert status == 200
@@ -399,10 +385,10 @@ async def test_without_input_requests_configured_rounds_are_refused_and_states_i
 
 class TestPolicyBetweenRounds:
     async def test_a_retry_is_judged_by_the_policy_in_force_now(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack
     ) -> None:
         upstream = InputUpstream()
-        async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+        async with make_stack.of(input_stack, upstream=upstream) as stack:
             token = stack.token(SCOPES)
             sealed = await first_round(stack, token)
             reloader = cast(Any, stack.server.services.policy)
@@ -420,9 +406,9 @@ class TestPolicyBetweenRounds:
         assert len(retries(upstream)) == 1  # the new policy refused it: nothing went upstream
 
     async def test_a_policy_change_that_still_allows_is_recorded_not_refused(
-        self, tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+        self, tmp_path: Path, make_stack: MakeStack
     ) -> None:
-        async with input_stack(tmp_path, aiohttp_server, monkeypatch) as stack:
+        async with make_stack.of(input_stack) as stack:
             token = stack.token(SCOPES)
             sealed = await first_round(stack, token)
             (tmp_path / "policy.yaml").write_text(POLICY + "  other_tool: {scopes: [x]}\n")
@@ -436,10 +422,10 @@ class TestPolicyBetweenRounds:
 
 
 async def test_retry_members_from_a_legacy_client_are_ignored_never_forwarded(
-    tmp_path: Path, aiohttp_server: ServerFactory, monkeypatch: pytest.MonkeyPatch
+    make_stack: MakeStack,
 ) -> None:
     upstream = InputUpstream()
-    async with input_stack(tmp_path, aiohttp_server, monkeypatch, upstream=upstream) as stack:
+    async with make_stack.of(input_stack, upstream=upstream) as stack:
         body = {
             "jsonrpc": "2.0",
             "id": 3,
