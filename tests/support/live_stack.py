@@ -5,6 +5,10 @@
 :class:`~gateway.dev.dev_issuer.DevIssuer` (RFC 7662 over HTTP, ``client_secret_basic``), the
 upstream (a :class:`~tests.support.upstreams.ModernUpstream` unless another is passed) and the
 gateway exactly as ``mcp-gateway serve`` wires it (:func:`tests.support.wired.wired_gateway`).
+
+A test asks for the ``make_stack`` fixture (:class:`MakeStack`, tests/conftest.py) rather than for
+those three: ``async with make_stack(upstream=...) as stack``, and ``make_stack.of(jwt_stack,
+...)`` for the other stacks, which take the same three first.
 """
 
 from __future__ import annotations
