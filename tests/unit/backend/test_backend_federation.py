@@ -9,10 +9,9 @@ import pytest
 
 from gateway.backend.catalog.tool_catalog import ToolCatalog, build_catalog
 from gateway.backend.federation import Collision, FederatedBackend, Part, merge_catalogs
-from gateway.backend.upstream_backend import UpstreamBackend
-from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig, Secret
 from gateway.outbound.client import Outbound
 from gateway.seams import Principal, RequestContext, ToolCall, ToolDef
+from tests.support.backend_member import backend_member
 
 
 def tool(name: str) -> dict[str, Any]:
@@ -81,30 +80,14 @@ class TestMerge:
         )
 
 
-def _member(name: str, prefix: str, outbound: Outbound) -> UpstreamBackend:
-    settings = BackendConfig(
-        url=f"http://127.0.0.1:9/{name}",
-        credential=CredentialConfig(type="bearer", token=Secret(f"{name}-secret", "literal")),
-        allow_insecure_http=True,
-        name=name,
-        name_prefix=prefix,
-    )
-    config = Config(
-        source="test",
-        resource="https://mcp.example.com/mcp",
-        issuer=IssuerConfig(url="http://127.0.0.1:1", client_id="gw"),
-        backend=None,
-        backends=(settings,),
-        policy_paths=(),
-    )
-    return UpstreamBackend(config, outbound, settings=settings)
-
-
 class TestFederatedBackend:
     async def test_members_merge_and_a_tool_of_no_member_is_refused_without_a_call(self) -> None:
         outbound = Outbound()
         try:
-            docs, tickets = _member("docs", "docs__", outbound), _member("tickets", "t.", outbound)
+            docs, tickets = (
+                backend_member("docs", outbound, "docs__"),
+                backend_member("tickets", outbound, "t."),
+            )
             fed = FederatedBackend([docs, tickets], readiness="any")
             assert len(fed.catalog()) == 0 and not fed.ready
             assert fed.readiness() == {"docs": False, "tickets": False}
@@ -127,7 +110,9 @@ class TestFederatedBackend:
         outbound = Outbound()
         try:
             with pytest.raises(ValueError, match="unique"):
-                FederatedBackend([_member("a", "a.", outbound), _member("a", "b.", outbound)])
+                FederatedBackend(
+                    [backend_member("a", outbound, "a."), backend_member("a", outbound, "b.")]
+                )
             with pytest.raises(ValueError, match="at least one"):
                 FederatedBackend([])
         finally:

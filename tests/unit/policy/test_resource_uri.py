@@ -17,15 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.backend.federation import FederatedBackend, gateway_uri, upstream_uri
-from gateway.backend.upstream_backend import UpstreamBackend
 from gateway.commands.cli import main
-from gateway.config import BackendConfig, Config, CredentialConfig, IssuerConfig, Secret
 from gateway.errors import AmbiguousResourceUri, ConfigError
 from gateway.outbound.client import Outbound
 from gateway.policy import uri_patterns as uri_module
 from gateway.policy.policy_loader import load_policy
 from gateway.policy.uri import normalize_uri, resource_uri
 from gateway.policy.uri_patterns import compile_pattern, template_pattern
+from tests.support.backend_member import backend_member
 from tests.support.policy import policy_from, who, write_text
 
 AMBIGUOUS = [
@@ -211,31 +210,14 @@ def test_a_keys_normal_form_is_its_own(head: str, pieces: list[str]) -> None:
     assert again is not None and again.pattern == compiled.pattern, reason
 
 
-def _member(name: str, outbound: Outbound) -> UpstreamBackend:
-    settings = BackendConfig(
-        url=f"http://127.0.0.1:9/{name}",
-        credential=CredentialConfig(type="bearer", token=Secret(f"{name}-secret", "literal")),
-        allow_insecure_http=True,
-        name=name,
-        name_prefix=f"{name}__",
-    )
-    config = Config(
-        source="test",
-        resource="https://mcp.example.com/mcp",
-        issuer=IssuerConfig(url="http://127.0.0.1:1", client_id="gw"),
-        backend=None,
-        backends=(settings,),
-        policy_paths=(),
-    )
-    return UpstreamBackend(config, outbound, settings=settings)
-
-
 async def test_a_federation_forwards_exactly_the_wrapped_part_of_the_decided_uri() -> None:
     """Property: for any URI a client sends, the one the policy decides on is the wrapper of
     exactly what the backend is sent, and that is its own normal form."""
     outbound = Outbound()
     try:
-        fed = FederatedBackend([_member("alpha", outbound), _member("beta", outbound)])
+        fed = FederatedBackend(
+            [backend_member("alpha", outbound), backend_member("beta", outbound)]
+        )
 
         @settings(max_examples=1000, deadline=None)
         @given(HEADS, st.lists(PIECES, max_size=10))
