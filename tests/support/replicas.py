@@ -42,7 +42,7 @@ from tests.support.ports import free_port
 from tests.support.redis_server import RedisServer, unique_prefix
 from tests.support.upstreams import ModernUpstream, echo_tool
 
-__all__ = ["HoldUpstream", "Replica", "ReplicaStack", "replica_stack"]
+__all__ = ["HoldUpstream", "Replica", "ReplicaStack", "gateway_command", "replica_stack"]
 
 ROOT: Final = Path(__file__).resolve().parents[2]
 READY_TIMEOUT_ENV: Final = "MCP_GATEWAY_TEST_READY_TIMEOUT_S"
@@ -265,21 +265,29 @@ class ReplicaStack:
     def cli(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
         """Run ``mcp-gateway <args>`` as its own process (the admin token in the environment)."""
         env = {**os.environ, "MCP_GATEWAY_ADMIN_TOKEN": self.admin_token}
-        return subprocess.run(
-            [sys.executable, "-m", "gateway.commands", *args],
-            cwd=ROOT,
-            env=env,
-            input=stdin,
-            capture_output=True,
-            text=True,
-            timeout=30,
-            check=False,
-        )
+        return gateway_command(*args, stdin=stdin, cwd=ROOT, env=env)
 
     async def restart(self, replica: Replica) -> None:
         replica.stop()
         replica.start()
         await replica.wait_ready(self.session)
+
+
+def gateway_command(
+    *args: str, stdin: str, cwd: Path, env: Mapping[str, str]
+) -> subprocess.CompletedProcess[str]:
+    """``mcp-gateway ARGS`` run to its end in ``cwd`` with the whole environment ``env``, fed
+    ``stdin``; its output captured as text."""
+    return subprocess.run(
+        [sys.executable, "-m", "gateway.commands", *args],
+        cwd=cwd,
+        env=dict(env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def _merge(base: dict[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:

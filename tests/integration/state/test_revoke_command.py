@@ -10,12 +10,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support.replicas import ROOT, ReplicaStack, replica_stack
+from tests.support.replicas import ROOT, ReplicaStack, gateway_command, replica_stack
 
 pytestmark = pytest.mark.slow
 
@@ -25,16 +24,7 @@ def revoke(*args: str, stdin: str, cwd: Path) -> subprocess.CompletedProcess[str
     env.pop("MCP_GATEWAY_ADMIN_TOKEN", None)  # the credential must come from admin.token
     env.pop("MCP_GATEWAY_CONFIG", None)
     env["PYTHONPATH"] = str(ROOT)
-    return subprocess.run(
-        [sys.executable, "-m", "gateway.commands", "revoke", *args],
-        cwd=cwd,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=False,
-    )
+    return gateway_command("revoke", *args, stdin=stdin, cwd=cwd, env=env)
 
 
 def without_other_secrets(stack: ReplicaStack, name: str) -> Path:
