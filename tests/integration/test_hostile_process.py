@@ -131,10 +131,12 @@ async def loris(port: int, seconds: float) -> bytes:
 async def test_a_header_flood_and_a_slowloris_leave_memory_bounded_and_service_up(
     tmp_path: Path,
 ) -> None:
-    async with serve(tmp_path, "{header_timeout_s: 1, keepalive_timeout_s: 2}") as gw:
+    # header_timeout_s 2, not 1: on a loaded 2-core host (300 attack connections beside the
+    # suite's other workers) the normal request's own head once took past 1 s to be read (408).
+    async with serve(tmp_path, "{header_timeout_s: 2, keepalive_timeout_s: 3}") as gw:
         token = gw.issuer.mint_token(sub="alice", scopes="mcp:access notes:read", audience=RESOURCE)
         # A new connection per request, as a new client opens: a kept-alive one could be closed
-        # by the 2 s keep-alive bound just as it is reused while the attack runs.
+        # by the 3 s keep-alive bound just as it is reused while the attack runs.
         connector = aiohttp.TCPConnector(force_close=True)
         async with aiohttp.ClientSession(connector=connector) as session:
 
@@ -145,7 +147,7 @@ async def test_a_header_flood_and_a_slowloris_leave_memory_bounded_and_service_u
 
             assert await normal() == 200
             before = gw.rss_kib()
-            lorises = [asyncio.ensure_future(loris(gw.port, 3.0)) for _ in range(200)]
+            lorises = [asyncio.ensure_future(loris(gw.port, 5.0)) for _ in range(200)]
             for _ in range(2):  # 100 flooding connections in two waves of 50
                 floods = asyncio.gather(*(flood(gw.port) for _ in range(50)))
                 assert await normal() == 200  # served during the attack
@@ -153,7 +155,7 @@ async def test_a_header_flood_and_a_slowloris_leave_memory_bounded_and_service_u
             answers = await asyncio.wait_for(asyncio.gather(*lorises), 30)
             peak = gw.rss_kib()
             assert await normal() == 200
-        # Each slow head was answered 408 at the 1 s deadline, not left open.
+        # Each slow head was answered 408 at the 2 s deadline, not left open.
         statuses = [parse_response(raw).status for raw in answers if raw]
         assert statuses.count(408) >= 190, sorted(set(statuses))
         # aiohttp alone kept ~3.7 MB per flooding connection (50 -> +185 MB); with the 32 KiB cap
