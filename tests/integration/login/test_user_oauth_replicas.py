@@ -19,13 +19,12 @@ import pytest
 from tests.support.login_stack import HttpBrowser, hidden_fields, sign_in
 from tests.support.user_oauth_stack import (
     CLIENT_ID,
-    CONSENT_KEY,
     UPSTREAM_USERS,
-    URL_ELICITATION,
     WHOAMI,
     UserOAuthStack,
     connect,
     connected,
+    consent_link,
     user_oauth_stack,
 )
 
@@ -123,10 +122,9 @@ async def test_one_persons_token_never_serves_another_on_either_replica(
     assert len(a.accounts.calls) == upstream_calls  # nothing went upstream for Bob
     # Bob connects through a link replica b handed out (its pages answer at the shared
     # public origin); then each person's calls, at either replica, carry their own token.
-    first = await call(b, b.token("bob"), capabilities=URL_ELICITATION)
+    link = await consent_link(b, "bob")
     async with aiohttp.ClientSession() as session:
         browser = HttpBrowser(session, a.login.origin)
-        link = first["inputRequests"][CONSENT_KEY]["params"]["url"]
         await connect(browser, a, link, person="bob", upstream_person=UPSTREAM_USERS[1])
     for replica in (b, a):
         for sub, upstream in (("bob", 1), ("alice", 0)):
