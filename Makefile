@@ -32,7 +32,7 @@ check: lint typecheck
 
 PYTEST_OPTS ?=
 # Test workers (pytest-xdist): the tests mostly wait on loopback I/O and child processes, so
-# workers beat cores (figures for two to four: README.md, Tests). loadgroup: test by test,
+# workers beat cores (figures for three and four: README.md, Tests). loadgroup: test by test,
 # except the modules marked xdist_group, which share one expensive module fixture on one worker.
 PYTEST_WORKERS ?= 3
 PYTEST_PARALLEL := -n $(PYTEST_WORKERS) --dist loadgroup
