@@ -76,7 +76,7 @@ class GuardGate:
         if tool.closed_arguments and tool.refused_arguments(changed):
             self._refused(turn, decision)
             raise GuardrailDenied(guardrail=names[-1], verdict="invalid")
-        final = {**changed, **tool.fixed_arguments} if tool.fixed_arguments else changed
+        final = tool.sent_arguments(changed)
         self._conditions.enforce(turn, AccessQuestion("tools/call", tool.name, tool.backend, final))
         return changed
 

@@ -91,6 +91,14 @@ class ToolDef:
         question = AccessQuestion("tools/call", self.name, self.backend or None)
         object.__setattr__(self, "question", question)
 
+    def sent_arguments(self, arguments: Mapping[str, Any]) -> Mapping[str, Any]:
+        """What goes upstream: the caller's arguments (as the rule's processors left them), plus
+        the override's fixed ones (which neither was let set, so nothing of theirs is replaced);
+        the same mapping when there are none."""
+        if self.fixed_arguments:
+            return {**arguments, **self.fixed_arguments}
+        return arguments
+
     def refused_arguments(self, names: Iterable[str]) -> tuple[str, ...]:
         """The closed arguments (their policy names, sorted) that a call setting ``names``
         would reach: a name equal to one, or equal to one after :func:`fold_argument`.

@@ -242,7 +242,7 @@ class ToolCalls:
                 raise ArgumentNotSettable(arguments=tuple(closed))
         # Conditions see the arguments the backend will get (fixed ones included).
         question = AccessQuestion(
-            "tools/call", name, tool.backend or None, _arguments(arguments, tool)
+            "tools/call", name, tool.backend or None, tool.sent_arguments(arguments)
         )
         self._conditions.enforce(turn, question)
         return tool, decision, question
@@ -261,7 +261,7 @@ class ToolCalls:
         ctx = turn.ctx
         return ToolCall(
             tool=tool,
-            arguments=_arguments(arguments, tool),
+            arguments=tool.sent_arguments(arguments),
             era=message.era,
             protocol_version=message.version,
             progress_token=message.progress_token,
@@ -305,11 +305,3 @@ class ToolCalls:
             tool_error_result(OVERSIZE_TEXT), era=message.era, server=self._server
         )
         return success_body(message.id, shaped)
-
-
-def _arguments(arguments: Mapping[str, Any], tool: ToolDef) -> Mapping[str, Any]:
-    """What goes upstream: the caller's arguments (as the rule's processors left them), plus
-    the override's fixed ones (which neither was let set, so nothing of theirs is replaced)."""
-    if tool.fixed_arguments:
-        return {**arguments, **tool.fixed_arguments}
-    return arguments
